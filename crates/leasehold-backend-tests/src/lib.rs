@@ -1,0 +1,1 @@
+//! The one conformance suite every leasehold backend runs.

@@ -1,0 +1,90 @@
+//! The storage seam of leasehold.
+//!
+//! Everything that touches a store — SQL, etcd keys — lives behind the
+//! [`Backend`] trait, one crate per store. What a grant *means* (who may take
+//! over, when a holder must stop trusting it) is decided above this seam, in
+//! the `leasehold` crate, and once.
+//!
+//! The rules every backend keeps (the conformance suite in
+//! `leasehold-backend-tests` checks each of them):
+//!
+//! - **Tokens** are per name and strictly increasing over all time: a new
+//!   grant gets `last_token + 1`, and the counter survives release, expiry,
+//!   takeover and restart. A token is durable before it is returned.
+//! - **Exclusive** grants exclude every other live grant; **shared** grants
+//!   coexist up to the acquirer's limit.
+//! - **Waiters** are served FIFO: an acquirer is granted only if it is
+//!   compatible with the live grants *and* with every waiter ahead of it that
+//!   could itself be granted (so a waiting exclusive acquirer stops new shared
+//!   grants). A waiter registration expires unless refreshed, so a dead
+//!   waiter leaves the queue.
+//! - Every mutation of a grant (renew, release) is scoped to its name and
+//!   token (and owner, if given) and is one compare-and-set: a mismatch is
+//!   `Lost`, never ignored. A lapsed grant is never revived.
+//! - Expiry is measured on the store's clock (the boot clock for `SQLite`, the
+//!   server's for `PostgreSQL` and etcd) — never on the caller's wall clock.
+//!   Tests shift that clock with a [`ClockSkew`] instead of sleeping.
+
+mod error;
+mod name;
+mod types;
+
+pub use error::BackendError;
+pub use name::{LeaseName, NameError};
+pub use types::*;
+
+/// One store of leases.
+///
+/// Methods are `noun_verb`, take one params struct, and are synchronous:
+/// the application is built on threads and blocking calls; a backend that
+/// needs an async client (etcd) keeps its runtime inside itself.
+///
+/// Contention is a value (`Held`, `Lost`, `Refused`), failure is an error.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// What this backend can and cannot do; the conformance suite skips —
+    /// loudly — what a backend declares it cannot do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Facts about the store for `leasehold doctor` and error messages.
+    fn describe(&self) -> Result<StoreInfo, BackendError>;
+
+    /// Try once to take a grant of `params.name`.
+    ///
+    /// In one transaction: drop expired grants (recorded as `expired`),
+    /// drop the grants listed in `params.evict` if still present (recorded
+    /// as `fast_takeover`), re-extend an existing grant of the same explicit
+    /// owner and mode (same token), else grant if compatible (see the crate
+    /// docs on FIFO). When held and `params.ticket` is set, the waiter
+    /// registration is refreshed (or re-made at the back of the queue if it
+    /// had expired) and returned in [`Held::ticket`].
+    fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError>;
+
+    /// Extend a live grant to `now + ttl`; `Lost` if it is not live.
+    fn lease_renew(&self, params: &LeaseRenewParams) -> Result<LeaseRenew, BackendError>;
+
+    /// End a live grant at once, keeping the token counter.
+    fn lease_release(&self, params: &LeaseReleaseParams) -> Result<LeaseRelease, BackendError>;
+
+    /// Check that `params.token` may still write (newest live grant for an
+    /// exclusive lease; a live grant for a shared one) and record the
+    /// verdict in the history.
+    fn lease_fence(&self, params: &LeaseFenceParams) -> Result<LeaseFence, BackendError>;
+
+    /// Register a waiter at the back of the FIFO for a name.
+    fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> Result<WaiterTicket, BackendError>;
+
+    /// Leave the FIFO (a waiter that gives up). Removing an unknown or
+    /// expired ticket is not an error.
+    fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<(), BackendError>;
+
+    /// The state of one name: its token counter, live grants, waiters.
+    /// `None` if the name was never granted.
+    fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError>;
+
+    /// The state of every name (with `live_only`, only names with a live
+    /// grant), ordered by name.
+    fn lease_list(&self, params: &LeaseListParams) -> Result<Vec<LeaseState>, BackendError>;
+
+    /// The newest history entries of a name, newest first.
+    fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError>;
+}

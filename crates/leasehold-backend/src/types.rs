@@ -1,0 +1,423 @@
+//! Parameter and row types of the seam.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::LeaseName;
+
+/// A fencing token: per name, strictly increasing, never reissued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Token(pub u64);
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for Token {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.trim()
+            .parse::<u64>()
+            .map(Token)
+            .map_err(|_| format!("{s:?} is not a token (a positive whole number, as printed by `leasehold acquire`)"))
+    }
+}
+
+/// How a grant shares its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum Mode {
+    /// The only live grant of its name.
+    Exclusive,
+    /// One of up to `limit` live shared grants (no limit when `None`).
+    Shared { limit: Option<u32> },
+}
+
+impl Mode {
+    #[must_use]
+    pub fn is_exclusive(self) -> bool {
+        matches!(self, Mode::Exclusive)
+    }
+
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Shared { .. } => "shared",
+        }
+    }
+}
+
+/// Who holds a grant: enough to tell, on the same host, whether the holder
+/// is provably gone (see `leasehold::identity`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub host: String,
+    /// `/proc/sys/kernel/random/boot_id` of the holder's host.
+    pub boot_id: String,
+    /// Inode of the holder's pid namespace (`/proc/self/ns/pid`).
+    pub pid_ns: Option<u64>,
+    pub pid: u32,
+    /// Start time of `pid` in clock ticks since boot (`/proc/PID/stat`
+    /// field 22): tells a reused pid from the holder.
+    pub start_time: Option<u64>,
+    pub cmdline: String,
+    /// Process group of the command the grant protects (`run`), which must
+    /// be empty before a fast takeover.
+    pub pgid: Option<u32>,
+    /// Whether the grant lives by `pid`'s life (a library holder, the `run`
+    /// supervisor, `--for-pid`). A grant of a bare `leasehold acquire` is not
+    /// bound and lives by its TTL alone.
+    pub bound: bool,
+}
+
+/// One holding of a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub name: LeaseName,
+    pub token: Token,
+    pub owner: String,
+    /// Whether the owner label was given explicitly (then it also scopes
+    /// renew/release and makes re-acquisition idempotent).
+    pub owner_explicit: bool,
+    #[serde(flatten)]
+    pub mode: Mode,
+    pub holder: Holder,
+    /// Wall-clock time of the grant; informational only.
+    #[serde(with = "unix_ms")]
+    pub acquired_at: SystemTime,
+    #[serde(with = "millis")]
+    pub ttl: Duration,
+    /// Time left until the store expires the grant, as of the read.
+    #[serde(with = "millis")]
+    pub expires_in: Duration,
+}
+
+/// The state of one name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseState {
+    pub name: LeaseName,
+    /// The newest token ever issued for the name.
+    pub last_token: Token,
+    /// Live grants, oldest first.
+    pub grants: Vec<Grant>,
+    /// Live waiter registrations.
+    pub waiters: u32,
+}
+
+/// An owner label, and whether the caller chose it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub label: String,
+    pub explicit: bool,
+}
+
+/// A place in a name's FIFO of waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WaiterTicket(pub u64);
+
+#[derive(Debug, Clone)]
+pub struct LeaseAcquireParams {
+    pub name: LeaseName,
+    pub owner: Owner,
+    pub mode: Mode,
+    pub ttl: Duration,
+    pub holder: Holder,
+    /// This acquirer's place in the FIFO, when it is waiting.
+    pub ticket: Option<WaiterTicket>,
+    /// How long a (re-made) waiter registration lives without a refresh.
+    pub waiter_ttl: Duration,
+    /// Tokens of grants whose holders the caller has proved dead (fast
+    /// takeover); removed only if still present.
+    pub evict: Vec<Token>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant, reason = "returned once per call, never stored in bulk")]
+pub enum LeaseAcquire {
+    Acquired(Grant),
+    Held(Held),
+}
+
+/// Why an acquisition did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// The live grants, oldest first.
+    pub grants: Vec<Grant>,
+    /// Live waiters ahead of this acquirer.
+    pub waiters_ahead: u32,
+    /// The acquirer's (refreshed or re-made) waiter registration.
+    pub ticket: Option<WaiterTicket>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseRenewParams {
+    pub name: LeaseName,
+    pub token: Token,
+    /// When given, the grant's owner must match.
+    pub owner: Option<String>,
+    pub ttl: Duration,
+}
+
+/// Why a token-scoped operation found no grant to act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LostReason {
+    /// The grant's TTL ran out.
+    Expired,
+    /// There is no such grant any more: released, taken over, or never
+    /// issued.
+    Gone,
+    /// The grant exists but belongs to another owner.
+    NotOwner,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LostReason::Expired => "its TTL ran out",
+            LostReason::Gone => "it was released or taken over (or never issued)",
+            LostReason::NotOwner => "it belongs to another owner",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant, reason = "returned once per call, never stored in bulk")]
+pub enum LeaseRenew {
+    Renewed(Grant),
+    Lost(LostReason),
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseReleaseParams {
+    pub name: LeaseName,
+    pub token: Token,
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseRelease {
+    Released,
+    Lost(LostReason),
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseFenceParams {
+    pub name: LeaseName,
+    pub token: Token,
+    /// Who is passing through the gate (recorded in the history).
+    pub caller: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant, reason = "returned once per call, never stored in bulk")]
+pub enum LeaseFence {
+    Passed(Grant),
+    /// Refused; `newest` is the newest token ever issued for the name.
+    Refused { newest: Option<Token>, reason: FenceRefusal },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FenceRefusal {
+    /// A newer grant of the name exists.
+    Superseded,
+    /// The token's grant is no longer live (expired, released, taken over).
+    NotLive,
+}
+
+impl fmt::Display for FenceRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FenceRefusal::Superseded => "a newer grant exists",
+            FenceRefusal::NotLive => "its grant is no longer live",
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WaiterEnqueueParams {
+    pub name: LeaseName,
+    pub mode: Mode,
+    pub holder: Holder,
+    pub ttl: Duration,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LeaseListParams {
+    pub live_only: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseHistoryParams {
+    pub name: LeaseName,
+    pub limit: u32,
+}
+
+/// What happened to a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryEvent {
+    Granted,
+    /// An explicit owner re-acquired its own live grant (same token).
+    Reacquired,
+    Released,
+    /// A grant's TTL ran out and it was removed.
+    Expired,
+    /// A live grant whose holder was proved dead was taken over.
+    FastTakeover,
+    FencePassed,
+    FenceRefused,
+    /// A renew or release with a token that is not live was refused.
+    StaleRefused,
+}
+
+impl HistoryEvent {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryEvent::Granted => "granted",
+            HistoryEvent::Reacquired => "reacquired",
+            HistoryEvent::Released => "released",
+            HistoryEvent::Expired => "expired",
+            HistoryEvent::FastTakeover => "fast_takeover",
+            HistoryEvent::FencePassed => "fence_passed",
+            HistoryEvent::FenceRefused => "fence_refused",
+            HistoryEvent::StaleRefused => "stale_refused",
+        }
+    }
+
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            HistoryEvent::Granted,
+            HistoryEvent::Reacquired,
+            HistoryEvent::Released,
+            HistoryEvent::Expired,
+            HistoryEvent::FastTakeover,
+            HistoryEvent::FencePassed,
+            HistoryEvent::FenceRefused,
+            HistoryEvent::StaleRefused,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    #[serde(with = "unix_ms")]
+    pub at: SystemTime,
+    pub event: HistoryEvent,
+    pub token: Option<Token>,
+    pub owner: Option<String>,
+    pub detail: String,
+}
+
+/// What a backend can do. The conformance suite skips, with a message,
+/// cases a backend declares it cannot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[allow(clippy::struct_excessive_bools, reason = "independent capability flags")]
+pub struct Capabilities {
+    /// The store's clock can be shifted by a [`ClockSkew`] in tests.
+    pub clock_skew: bool,
+    /// The store lives on this host only (its expiry clock restarts at boot).
+    pub host_local: bool,
+    /// Reopening the store from its location keeps all state (durability
+    /// across restart can be tested by reopening).
+    pub reopenable: bool,
+    /// Task queue methods are implemented.
+    pub tasks: bool,
+}
+
+/// Facts about a store for `doctor` and messages.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StoreInfo {
+    /// Which kind of store (`sqlite`, `postgres`, `etcd`).
+    pub kind: &'static str,
+    /// Where it is (a path or endpoints, without secrets).
+    pub location: String,
+    pub schema_version: Option<u32>,
+    /// Store-specific facts, as (label, value) pairs.
+    pub facts: Vec<(String, String)>,
+}
+
+/// A shift added to a store's clock, for tests: expiry is tested by moving
+/// this forward instead of sleeping. Zero (and untouched) in production.
+#[derive(Debug, Clone, Default)]
+pub struct ClockSkew(Arc<AtomicU64>);
+
+impl ClockSkew {
+    /// Move the store's clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        self.0.fetch_add(duration_nanos(by), Ordering::SeqCst);
+    }
+
+    #[must_use]
+    pub fn get(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::SeqCst))
+    }
+}
+
+/// Nanoseconds of a duration, saturating (a TTL of centuries is still finite).
+#[must_use]
+pub fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `SystemTime` as milliseconds since the Unix epoch, in JSON.
+pub mod unix_ms {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[must_use]
+    pub fn to_ms(t: SystemTime) -> i64 {
+        match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => d.as_millis() as i64,
+            Err(e) => -(e.duration().as_millis() as i64),
+        }
+    }
+
+    #[must_use]
+    pub fn from_ms(ms: i64) -> SystemTime {
+        if ms >= 0 {
+            UNIX_EPOCH + Duration::from_millis(ms as u64)
+        } else {
+            UNIX_EPOCH - Duration::from_millis(ms.unsigned_abs())
+        }
+    }
+
+    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i64(to_ms(*t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        Ok(from_ms(i64::deserialize(d)?))
+    }
+}
+
+/// `Duration` as whole milliseconds, in JSON.
+pub mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
