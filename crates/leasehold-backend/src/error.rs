@@ -27,19 +27,11 @@ pub enum BackendError {
     #[error(
         "store {store} has schema version {found}, newer than this leasehold understands (up to {supported}); upgrade leasehold, or use another --store"
     )]
-    SchemaTooNew {
-        store: String,
-        found: i64,
-        supported: i64,
-    },
+    SchemaTooNew { store: String, found: i64, supported: i64 },
 
     /// The backend cannot do this at all.
     #[error("{what} is not supported by the {store} store: {hint}")]
-    Unsupported {
-        store: String,
-        what: String,
-        hint: String,
-    },
+    Unsupported { store: String, what: String, hint: String },
 
     /// The store URL or its options are malformed.
     #[error("invalid store URL {url:?}: {reason}")]

@@ -21,11 +21,12 @@
 //! - Every mutation of a grant (renew, release) is scoped to its name and
 //!   token (and owner, if given) and is one compare-and-set: a mismatch is
 //!   `Lost`, never ignored. A lapsed grant is never revived.
-//! - Expiry is measured on the store's clock (the boot clock for `SQLite`, the
-//!   server's for `PostgreSQL` and etcd) — never on the caller's wall clock.
+//! - Expiry is measured on the store's clock (the boot clock for SQLite, the
+//!   server's for PostgreSQL and etcd) — never on the caller's wall clock.
 //!   Tests shift that clock with a [`ClockSkew`] instead of sleeping.
 
 mod error;
+pub mod host;
 mod name;
 mod types;
 

@@ -16,7 +16,9 @@ pub enum NameError {
     Empty,
     #[error("name is {0} bytes long; the limit is 255 bytes")]
     TooLong(usize),
-    #[error("name contains the control character {0:?} at byte {1}; names may not contain control characters (newlines, tabs, NUL)")]
+    #[error(
+        "name contains the control character {0:?} at byte {1}; names may not contain control characters (newlines, tabs, NUL)"
+    )]
     Control(char, usize),
 }
 
@@ -81,7 +83,15 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_and_odd_but_printable_names() {
-        for ok in ["a", "job/1", "../../etc/passwd", "/abs", "it's; DROP TABLE x", "ünï", &"x".repeat(255)] {
+        for ok in [
+            "a",
+            "job/1",
+            "../../etc/passwd",
+            "/abs",
+            "it's; DROP TABLE x",
+            "ünï",
+            &"x".repeat(255),
+        ] {
             assert_eq!(LeaseName::new(ok).unwrap().as_str(), ok);
         }
     }

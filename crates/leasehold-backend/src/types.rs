@@ -224,7 +224,10 @@ pub struct LeaseFenceParams {
 pub enum LeaseFence {
     Passed(Grant),
     /// Refused; `newest` is the newest token ever issued for the name.
-    Refused { newest: Option<Token>, reason: FenceRefusal },
+    Refused {
+        newest: Option<Token>,
+        reason: FenceRefusal,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,1 +1,389 @@
-//! The embedded SQLite store.
+//! The embedded SQLite store: one machine, many processes, no set-up.
+//!
+//! - The database file is created 0600 in a directory created 0700; a
+//!   symlink at the store path is refused, never followed.
+//! - WAL with `synchronous=FULL`: a token is durable before it is returned.
+//! - Every read-modify-write is one `BEGIN IMMEDIATE` transaction; a writer
+//!   that waits longer than the busy timeout gets a clear "unavailable"
+//!   error, not a hang.
+//! - Expiry is on the host's boot clock together with the boot id: a
+//!   wall-clock jump neither expires nor prolongs a grant, and after a
+//!   reboot every grant of the previous boot is expired.
+//! - A database on a network filesystem is refused unless allowed: SQLite's
+//!   locking is not reliable there.
+
+mod lease;
+mod schema;
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use leasehold_backend::{
+    Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
+    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host,
+};
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+
+/// How to open a SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Open a database on a network filesystem anyway.
+    pub allow_network_fs: bool,
+    /// How long to wait for another process's write transaction.
+    pub busy_timeout: Duration,
+    /// Shift of the boot clock, for tests.
+    pub skew: ClockSkew,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            allow_network_fs: false,
+            busy_timeout: Duration::from_secs(5),
+            skew: ClockSkew::default(),
+        }
+    }
+}
+
+/// The SQLite store.
+#[derive(Debug)]
+pub struct SqliteBackend {
+    path: PathBuf,
+    options: SqliteOptions,
+    // rusqlite's Connection is Send but not Sync; one connection per store
+    // handle, used by one call at a time.
+    conn: Mutex<Connection>,
+}
+
+/// The store's "now": the boot clock of this boot, shifted in tests.
+#[derive(Debug, Clone)]
+pub(crate) struct Now {
+    pub boot_id: String,
+    pub ns: i64,
+}
+
+impl SqliteBackend {
+    /// Open (creating if needed) the store at `path`.
+    ///
+    /// # Errors
+    /// - [`BackendError::Unavailable`]: the directory or file cannot be
+    ///   created or opened, the path is a symlink, the filesystem is a
+    ///   network one (and not allowed), or the store stays locked.
+    /// - [`BackendError::Corrupt`]: the file is not a leasehold store (not
+    ///   SQLite, another application's database, damaged pages, or not a
+    ///   regular file). The file is left untouched.
+    /// - [`BackendError::SchemaTooNew`]: written by a newer leasehold.
+    pub fn open(path: &Path, options: SqliteOptions) -> Result<Self, BackendError> {
+        let store = path.display().to_string();
+        let unavailable = |reason: String, hint: &str| BackendError::Unavailable {
+            store: store.clone(),
+            reason,
+            hint: hint.to_owned(),
+        };
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        // Directories we create are private; existing ones are left as they are.
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                unavailable(
+                    format!("cannot create directory {}: {e}", dir.display()),
+                    "check the path and its permissions, or choose another --store",
+                )
+            })?;
+        if !options.allow_network_fs {
+            match host::network_filesystem(&dir) {
+                Ok(Some(fs)) => {
+                    return Err(unavailable(
+                        format!(
+                            "it is on a network filesystem ({fs}), where SQLite's locking and durability cannot be trusted"
+                        ),
+                        "put the store on a local disk, use a postgres:// or etcd:// store for many machines, or pass --allow-network-fs if you accept the risk",
+                    ));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(unavailable(
+                        format!("cannot inspect directory {}: {e}", dir.display()),
+                        "check the path",
+                    ));
+                }
+            }
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(unavailable(
+                    "the path is a symbolic link, which leasehold never follows at a store path".into(),
+                    "point --store at the real file",
+                ));
+            }
+            Ok(meta) if !meta.is_file() => {
+                let what = if meta.is_dir() {
+                    "a directory"
+                } else if meta.file_type().is_fifo() {
+                    "a FIFO"
+                } else {
+                    "not a regular file"
+                };
+                return Err(BackendError::Corrupt {
+                    store,
+                    reason: format!("the path is {what}"),
+                    hint: "point --store at a database file".into(),
+                });
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Create it private before SQLite does (SQLite would use 0644).
+                match OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                    .open(path)
+                {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => {
+                        return Err(unavailable(
+                            format!("cannot create the database file: {e}"),
+                            "check the directory's permissions and free space",
+                        ));
+                    }
+                }
+            }
+            Err(e) => {
+                return Err(unavailable(
+                    format!("cannot inspect the database file: {e}"),
+                    "check the path",
+                ));
+            }
+        }
+
+        let flags =
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| map_error(&store, &e))?;
+        let setup = |conn: &mut Connection| -> rusqlite::Result<Result<(), schema::Problem>> {
+            conn.busy_timeout(options.busy_timeout)?;
+            // Reading the schema first makes a non-database fail with
+            // NotADatabase before any pragma could write to it.
+            conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+            let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Ok(Err(schema::Problem::NoWal(mode)));
+            }
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            schema::prepare(conn)
+        };
+        match setup(&mut conn) {
+            Ok(Ok(())) => {}
+            Ok(Err(schema::Problem::TooNew(found))) => {
+                return Err(BackendError::SchemaTooNew {
+                    store,
+                    found,
+                    supported: schema::VERSION,
+                });
+            }
+            Ok(Err(schema::Problem::Foreign(reason))) => {
+                return Err(BackendError::Corrupt {
+                    store,
+                    reason,
+                    hint: "point --store at a leasehold database (or a new path)".into(),
+                });
+            }
+            Ok(Err(schema::Problem::NoWal(mode))) => {
+                return Err(BackendError::Unavailable {
+                    store,
+                    reason: format!("SQLite cannot use write-ahead logging there (journal mode stays {mode:?})"),
+                    hint: "put the store on a local filesystem that supports shared memory".into(),
+                });
+            }
+            Err(e) => return Err(map_error(&store, &e)),
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            options,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn store(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the connection leaves SQLite consistent
+        // (the transaction rolls back on drop), so poisoning is ignored.
+        self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn now(&self) -> Result<Now, BackendError> {
+        let boot_id = host::boot_id().ok_or_else(|| BackendError::Unavailable {
+            store: self.store(),
+            reason: "cannot read /proc/sys/kernel/random/boot_id, which expiry on the boot clock needs".into(),
+            hint: "mount /proc, or use a postgres:// or etcd:// store".into(),
+        })?;
+        let ns = duration_nanos(host::boot_clock()).saturating_add(duration_nanos(self.options.skew.get()));
+        Ok(Now {
+            boot_id,
+            ns: i64::try_from(ns).unwrap_or(i64::MAX),
+        })
+    }
+
+    /// Run `f` in one `BEGIN IMMEDIATE` transaction and commit it.
+    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>, &Now) -> Result<T, lease::Error>) -> Result<T, BackendError> {
+        let now = self.now()?;
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| map_error(&self.store(), &e))?;
+        let value = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
+        tx.commit().map_err(|e| map_error(&self.store(), &e))?;
+        Ok(value)
+    }
+
+    /// Run `f` in a read transaction (a consistent snapshot).
+    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>, &Now) -> Result<T, lease::Error>) -> Result<T, BackendError> {
+        let now = self.now()?;
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(|e| map_error(&self.store(), &e))?;
+        f(&tx, &now).map_err(|e| self.map_lease_error(e))
+    }
+
+    fn map_lease_error(&self, e: lease::Error) -> BackendError {
+        match e {
+            lease::Error::Sqlite(e) => map_error(&self.store(), &e),
+            lease::Error::BadRow(reason) => BackendError::Corrupt {
+                store: self.store(),
+                reason,
+                hint: "inspect it with `sqlite3`, or move it aside and start a new store (tokens would restart; sinks that check tokens must then be reset too)".into(),
+            },
+        }
+    }
+}
+
+/// Map a SQLite failure to what the user must do about it.
+fn map_error(store: &str, e: &rusqlite::Error) -> BackendError {
+    let unavailable = |reason: String, hint: &str| BackendError::Unavailable {
+        store: store.to_owned(),
+        reason,
+        hint: hint.to_owned(),
+    };
+    let corrupt = |reason: String| {
+        BackendError::Corrupt {
+        store: store.to_owned(),
+        reason,
+        hint: "inspect it with `sqlite3 PATH 'PRAGMA integrity_check'`, restore it from a backup, or move it aside (tokens would restart)".into(),
+    }
+    };
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => corrupt("the file is not a SQLite database".into()),
+        Some(ErrorCode::DatabaseCorrupt) => corrupt(format!("damaged database ({e})")),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => unavailable(
+            "another process kept it locked for longer than the busy timeout".into(),
+            "retry; if it persists, find the process holding it (fuser PATH)",
+        ),
+        Some(ErrorCode::DiskFull) => unavailable(
+            "the disk is full".into(),
+            "free space on its filesystem; nothing was changed",
+        ),
+        Some(ErrorCode::ReadOnly) => unavailable(
+            "it is read-only (read-only filesystem or file)".into(),
+            "make it writable; nothing was changed",
+        ),
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => unavailable(
+            format!("cannot open it ({e})"),
+            "check the file's and directory's permissions",
+        ),
+        Some(ErrorCode::SystemIoFailure) => unavailable(
+            format!("I/O error ({e})"),
+            "check the disk (dmesg); nothing was reported as done",
+        ),
+        _ => unavailable(
+            format!("SQLite error: {e}"),
+            "retry; if it persists, run `leasehold doctor`",
+        ),
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock_skew: true,
+            host_local: true,
+            reopenable: true,
+            tasks: false,
+        }
+    }
+
+    fn describe(&self) -> Result<StoreInfo, BackendError> {
+        let conn = self.conn();
+        let q = |sql: &str| -> Result<String, BackendError> {
+            conn.query_row(sql, [], |r| r.get::<_, rusqlite::types::Value>(0))
+                .map(|v| match v {
+                    rusqlite::types::Value::Integer(i) => i.to_string(),
+                    rusqlite::types::Value::Text(t) => t,
+                    other => format!("{other:?}"),
+                })
+                .map_err(|e| map_error(&self.store(), &e))
+        };
+        let version: i64 = q("PRAGMA user_version")?.parse().unwrap_or(-1);
+        let facts = vec![
+            ("sqlite version".to_owned(), rusqlite::version().to_owned()),
+            ("journal mode".to_owned(), q("PRAGMA journal_mode")?),
+            ("synchronous".to_owned(), q("PRAGMA synchronous")?),
+            ("integrity".to_owned(), q("PRAGMA quick_check")?),
+        ];
+        Ok(StoreInfo {
+            kind: "sqlite",
+            location: self.store(),
+            schema_version: u32::try_from(version).ok(),
+            facts,
+        })
+    }
+
+    fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError> {
+        self.write(|tx, now| lease::acquire(tx, now, params))
+    }
+
+    fn lease_renew(&self, params: &LeaseRenewParams) -> Result<LeaseRenew, BackendError> {
+        self.write(|tx, now| lease::renew(tx, now, params))
+    }
+
+    fn lease_release(&self, params: &LeaseReleaseParams) -> Result<LeaseRelease, BackendError> {
+        self.write(|tx, now| lease::release(tx, now, params))
+    }
+
+    fn lease_fence(&self, params: &LeaseFenceParams) -> Result<LeaseFence, BackendError> {
+        self.write(|tx, now| lease::fence(tx, now, params))
+    }
+
+    fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> Result<WaiterTicket, BackendError> {
+        self.write(|tx, now| lease::waiter_enqueue(tx, now, params))
+    }
+
+    fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<(), BackendError> {
+        self.write(|tx, _| lease::waiter_remove(tx, name, ticket))
+    }
+
+    fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError> {
+        self.read(|tx, now| lease::get(tx, now, name))
+    }
+
+    fn lease_list(&self, params: &LeaseListParams) -> Result<Vec<LeaseState>, BackendError> {
+        self.read(|tx, now| lease::list(tx, now, params))
+    }
+
+    fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError> {
+        self.read(|tx, _| lease::history(tx, params))
+    }
+}

@@ -1,1 +1,35 @@
-//! leasehold
+//! leasehold: keep background jobs and agents from running twice, and keep
+//! their state intact when they crash.
+//!
+//! - [`Store`]: leases with TTLs and fencing tokens on a store (embedded
+//!   SQLite by default), exclusive or shared, with FIFO waiting and fast
+//!   takeover from holders that are provably dead.
+//!
+//! # Examples
+//! ```
+//! # let dir = tempfile::tempdir().unwrap();
+//! use leasehold::{Acquire, AcquireOptions, LeaseName, Store};
+//!
+//! let store = Store::open_sqlite(&dir.path().join("leasehold.db"))?;
+//! let name = LeaseName::new("nightly-report").unwrap();
+//! let Acquire::Acquired(grant) = store.try_acquire(&name, &AcquireOptions::default())? else {
+//!     panic!("someone else holds it");
+//! };
+//! // ... do the work, passing grant.token to sinks that check it ...
+//! store.release(&name, grant.token, None)?;
+//! # Ok::<(), leasehold::Error>(())
+//! ```
+
+mod duration;
+mod error;
+pub mod identity;
+mod store;
+
+pub use duration::{format_duration, parse_duration};
+pub use error::{Error, Result};
+pub use identity::Binding;
+pub use leasehold_backend::{
+    Backend, BackendError, Capabilities, ClockSkew, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder,
+    LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, StoreInfo, Token, host,
+};
+pub use store::{Acquire, AcquireOptions, Store, StoreOptions, StoreUrl};

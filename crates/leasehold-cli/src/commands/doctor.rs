@@ -1,0 +1,141 @@
+//! `leasehold doctor`: check the store and this host, say what is wrong and
+//! how to fix it. Exit 0 when every check passes, 1 otherwise.
+
+use std::io::Write;
+use std::path::Path;
+
+use leasehold::{StoreUrl, host, identity};
+use serde_json::json;
+
+use crate::commands::Ctx;
+use crate::exit_codes::ExitCode;
+use crate::output;
+
+struct Check {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+}
+
+fn check(name: &'static str, result: Result<String, String>) -> Check {
+    match result {
+        Ok(detail) => Check { name, ok: true, detail },
+        Err(detail) => Check {
+            name,
+            ok: false,
+            detail,
+        },
+    }
+}
+
+pub fn run(ctx: &Ctx) -> u8 {
+    let mut checks = vec![
+        check(
+            "boot id",
+            host::boot_id().ok_or_else(|| "cannot read /proc/sys/kernel/random/boot_id; mount /proc".to_owned()),
+        ),
+        check(
+            "process identity",
+            identity::start_time(std::process::id())
+                .map(|t| format!("/proc/self/stat readable (start time {t})"))
+                .map_err(|e| format!("cannot read /proc/self/stat ({e}): fast takeover will never fire; mount /proc"))
+                .and_then(|d| {
+                    let me = identity::holder(leasehold::Binding::ThisProcess).map_err(|e| e.to_string())?;
+                    if me.pid_ns.is_some() {
+                        Ok(d)
+                    } else {
+                        Err("cannot read /proc/self/ns/pid: fast takeover will never fire".into())
+                    }
+                }),
+        ),
+    ];
+    let url = ctx.store_url();
+    match &url {
+        Ok(StoreUrl::Sqlite(path)) => {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if dir.is_dir() {
+                checks.push(check("filesystem", filesystem(dir)));
+                checks.push(check("fsync", fsync_works(dir)));
+            }
+        }
+        Ok(_) => {}
+        Err(e) => checks.push(check("store URL", Err(e.to_string()))),
+    }
+    if url.is_ok() {
+        match ctx.open_store() {
+            Ok(store) => match store.backend().describe() {
+                Ok(info) => {
+                    checks.push(check(
+                        "store",
+                        Ok(format!(
+                            "{} at {}, schema version {}",
+                            info.kind,
+                            info.location,
+                            info.schema_version.map_or_else(|| "?".into(), |v| v.to_string())
+                        )),
+                    ));
+                    for (label, value) in info.facts {
+                        let ok = label != "integrity" || value == "ok";
+                        checks.push(Check {
+                            name: "store fact",
+                            ok,
+                            detail: if ok {
+                                format!("{label}: {value}")
+                            } else {
+                                format!("{label}: {value}; restore the store from a backup")
+                            },
+                        });
+                    }
+                }
+                Err(e) => checks.push(check("store", Err(e.to_string()))),
+            },
+            Err(e) => checks.push(check("store", Err(format!("{e:#}")))),
+        }
+    }
+
+    let all_ok = checks.iter().all(|c| c.ok);
+    if ctx.global.json {
+        output::print_json(&json!({
+            "ok": all_ok,
+            "checks": checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
+        }));
+    } else {
+        for c in &checks {
+            println!("{} {:<17} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+        }
+    }
+    if all_ok { ExitCode::Success } else { ExitCode::Failure }.code()
+}
+
+fn filesystem(dir: &Path) -> Result<String, String> {
+    match host::network_filesystem(dir) {
+        Ok(None) => Ok(format!("{} is on a local filesystem", dir.display())),
+        Ok(Some(fs)) => Err(format!(
+            "{} is on a network filesystem ({fs}): SQLite locking is unreliable there; move the store to a local disk or use postgres:// / etcd://",
+            dir.display()
+        )),
+        Err(e) => Err(format!("cannot statfs {}: {e}", dir.display())),
+    }
+}
+
+fn fsync_works(dir: &Path) -> Result<String, String> {
+    let probe = dir.join(format!(".leasehold-doctor-{}", std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe)?;
+        f.write_all(b"leasehold doctor fsync probe\n")?;
+        f.sync_all()?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    let _ = std::fs::remove_file(&probe);
+    result
+        .map(|()| format!("fsync of a file and of {} works", dir.display()))
+        .map_err(|e| {
+            format!(
+                "fsync in {} failed ({e}): the store cannot be durable there",
+                dir.display()
+            )
+        })
+}

@@ -1,0 +1,68 @@
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use leasehold::{Acquire, AcquireOptions, Binding};
+
+use crate::cli::AcquireArgs;
+use crate::commands::Ctx;
+use crate::exit_codes::ExitCode;
+use crate::output;
+
+/// A grant bound to a process lives as long as it does (fast takeover ends
+/// it); this is its TTL when no cap is given.
+const PROCESS_BOUND_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
+    let store = ctx.open_store()?;
+    let (binding, default_ttl) = match args.for_pid {
+        Some(pid) => (Binding::Process { pid, pgid: None }, PROCESS_BOUND_TTL),
+        // A bare acquire exits at once by design: bound to no process.
+        None => (Binding::Ttl, Duration::from_secs(60)),
+    };
+    let options = AcquireOptions {
+        ttl: args.ttl.unwrap_or(default_ttl),
+        owner: args.owner.clone(),
+        mode: args.shared.mode(),
+        binding,
+    };
+    let outcome = match args.wait {
+        None => store.try_acquire(&args.name, &options)?,
+        Some(timeout) => {
+            let tty = std::io::stderr().is_terminal();
+            let mut shown = false;
+            store.acquire_wait(&args.name, &options, timeout, |held| {
+                if tty && !shown {
+                    eprintln!(
+                        "leasehold: waiting for {}: {}",
+                        args.name,
+                        super::held_error(&args.name, held).message
+                    );
+                    shown = true;
+                }
+            })?
+        }
+    };
+    match outcome {
+        Acquire::Acquired(grant) => {
+            if ctx.global.json {
+                output::print_json(&output::grant_json(&grant));
+            } else {
+                println!("{}", grant.token);
+            }
+            Ok(ExitCode::Success.code())
+        }
+        Acquire::Held(held) => {
+            let json = serde_json::json!({
+                "name": args.name,
+                "held": true,
+                "waiters_ahead": held.waiters_ahead,
+                "grants": held.grants.iter().map(output::grant_json).collect::<Vec<_>>(),
+            });
+            Ok(crate::commands::refuse(
+                ctx,
+                &json,
+                &super::held_error(&args.name, &held),
+            ))
+        }
+    }
+}

@@ -1,0 +1,42 @@
+use std::os::unix::process::CommandExt;
+
+use anyhow::Context as _;
+use leasehold::LeaseFence;
+
+use crate::cli::FenceArgs;
+use crate::commands::Ctx;
+use crate::exit_codes::ExitCode;
+use crate::output;
+use crate::run::CliError;
+
+pub fn run(ctx: &Ctx, args: &FenceArgs) -> anyhow::Result<u8> {
+    let store = ctx.open_store()?;
+    match store.fence(&args.name, args.token)? {
+        LeaseFence::Passed(grant) => {
+            let Some((program, rest)) = args.command.split_first() else {
+                if ctx.global.json {
+                    output::print_json(
+                        &serde_json::json!({ "name": args.name, "token": args.token, "passed": true, "grant": output::grant_json(&grant) }),
+                    );
+                }
+                return Ok(ExitCode::Success.code());
+            };
+            drop(store);
+            // Become the command: its exit status and signals are its own.
+            let err = std::process::Command::new(program).args(rest).exec();
+            Err(err).with_context(|| format!("cannot run {}", program.to_string_lossy()))
+        }
+        LeaseFence::Refused { newest, reason } => {
+            let newest = newest.map_or_else(|| "none".to_owned(), |t| t.to_string());
+            let json = serde_json::json!({ "name": args.name, "token": args.token, "passed": false, "reason": reason, "newest_token": newest });
+            let err = CliError::new(
+                ExitCode::StaleToken,
+                format!(
+                    "token {} of {} refused: {reason} (newest token {newest}); the command was not run. The holder of token {} must stop writing",
+                    args.token, args.name, args.token
+                ),
+            );
+            Ok(crate::commands::refuse(ctx, &json, &err))
+        }
+    }
+}

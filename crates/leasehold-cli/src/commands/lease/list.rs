@@ -1,0 +1,51 @@
+use leasehold::LeaseState;
+
+use crate::cli::ListArgs;
+use crate::commands::Ctx;
+use crate::exit_codes::ExitCode;
+use crate::output;
+
+pub fn run(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<u8> {
+    let store = ctx.open_store()?;
+    let mut states = store.list(args.live || args.exclude_ancestry_of.is_some())?;
+    if let Some(pid) = args.exclude_ancestry_of {
+        let chain = ancestry(pid);
+        for state in &mut states {
+            state
+                .grants
+                .retain(|g| !(g.holder.host == leasehold::identity::hostname() && chain.contains(&g.holder.pid)));
+        }
+        states.retain(|s| !s.grants.is_empty());
+    }
+    Ok(show(ctx, &states))
+}
+
+pub fn show(ctx: &Ctx, states: &[LeaseState]) -> u8 {
+    if ctx.global.json {
+        output::print_json(&serde_json::json!({ "leases": states.iter().map(output::state_json).collect::<Vec<_>>() }));
+    } else if states.is_empty() {
+        eprintln!("no leases");
+    } else {
+        println!("{}", output::lease_table(states));
+    }
+    ExitCode::Success.code()
+}
+
+/// `pid` and its ancestors, read from `/proc/PID/stat` (field 4 is the parent).
+fn ancestry(pid: u32) -> Vec<u32> {
+    let mut chain = vec![pid];
+    let mut current = pid;
+    while let Some(parent) = parent_of(current) {
+        if parent == 0 || chain.contains(&parent) {
+            break;
+        }
+        chain.push(parent);
+        current = parent;
+    }
+    chain
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_ascii_whitespace().nth(1)?.parse().ok()
+}

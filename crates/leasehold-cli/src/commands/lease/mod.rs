@@ -1,0 +1,52 @@
+//! Lease commands: acquire, renew, release, fence, status, list, history.
+
+pub mod acquire;
+pub mod fence;
+pub mod history;
+pub mod list;
+pub mod release;
+pub mod renew;
+pub mod status;
+
+use leasehold::{Held, LeaseName, LostReason, Token};
+
+use crate::exit_codes::ExitCode;
+use crate::output;
+use crate::run::CliError;
+
+/// The error for a lease that is held by others: names the holders.
+pub fn held_error(name: &LeaseName, held: &Held) -> CliError {
+    let holders: Vec<String> = held
+        .grants
+        .iter()
+        .map(|g| {
+            format!(
+                "{} by {} ({}), token {}, expires in {}",
+                g.mode.label(),
+                g.owner,
+                output::holder_summary(g),
+                g.token,
+                output::expires_in(g.expires_in)
+            )
+        })
+        .collect();
+    let by = if holders.is_empty() {
+        format!("{} waiter(s) queued ahead", held.waiters_ahead)
+    } else {
+        holders.join("; ")
+    };
+    CliError::new(
+        ExitCode::Held,
+        format!("{name} is held: {by}. Try again later, or wait with --wait[=DUR]"),
+    )
+}
+
+/// The error for a token-scoped operation on a grant that is not live.
+pub fn lost_error(op: &str, name: &LeaseName, token: Token, reason: LostReason) -> CliError {
+    CliError::new(
+        ExitCode::Lost,
+        format!(
+            "cannot {op} {name} with token {token}: {reason}. Stop writing with this token; acquire again for a new one"
+        ),
+    )
+}

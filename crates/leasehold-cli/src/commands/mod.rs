@@ -1,0 +1,60 @@
+//! One module per command (`commands/<area>/<verb>.rs`); `dispatch` routes.
+
+mod completions;
+mod doctor;
+mod lease;
+
+use anyhow::Context as _;
+use leasehold::{Store, StoreOptions, StoreUrl};
+
+use crate::cli::{Cli, Command, Global};
+
+/// What every command may need: the global options and a lazily opened
+/// store (commands that need no store never open one).
+pub struct Ctx {
+    pub global: Global,
+}
+
+impl Ctx {
+    pub fn store_url(&self) -> anyhow::Result<StoreUrl> {
+        Ok(match &self.global.store {
+            Some(url) => StoreUrl::parse(url)?,
+            None => StoreUrl::default_location()?,
+        })
+    }
+
+    pub fn open_store(&self) -> anyhow::Result<Store> {
+        let url = self.store_url()?;
+        let options = StoreOptions {
+            allow_network_fs: self.global.allow_network_fs,
+            ..StoreOptions::default()
+        };
+        Store::open(&url, &options).with_context(|| format!("cannot open the store {url}"))
+    }
+}
+
+/// Run one command; `Ok` carries the exit code.
+pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+    let ctx = Ctx { global: cli.global };
+    match cli.command {
+        Command::Acquire(args) => lease::acquire::run(&ctx, &args),
+        Command::Renew(args) => lease::renew::run(&ctx, &args),
+        Command::Release(args) => lease::release::run(&ctx, &args),
+        Command::Fence(args) => lease::fence::run(&ctx, &args),
+        Command::Status(args) => lease::status::run(&ctx, &args),
+        Command::List(args) => lease::list::run(&ctx, &args),
+        Command::History(args) => lease::history::run(&ctx, &args),
+        Command::Doctor => Ok(doctor::run(&ctx)),
+        Command::Completions(args) => Ok(completions::run(&args)),
+    }
+}
+
+/// End a command with an expected refusal (held, stale): `json` on stdout
+/// with `--json`, the message on stderr, and the refusal's exit code.
+pub fn refuse(ctx: &Ctx, json: &serde_json::Value, err: &crate::run::CliError) -> u8 {
+    if ctx.global.json {
+        crate::output::print_json(json);
+    }
+    eprintln!("leasehold: {err}");
+    err.code.code()
+}

@@ -1,0 +1,100 @@
+//! Parse arguments, run one command, and map its outcome to an exit code —
+//! the only place that decides exit codes for errors.
+
+use std::fmt;
+use std::io::Write;
+
+use clap::Parser;
+use leasehold::{BackendError, Error as LibError};
+
+use crate::cli::{Cli, Global};
+use crate::exit_codes::ExitCode;
+
+/// An error that already knows its exit code and its whole message (what
+/// happened, to what, what to do next).
+#[derive(Debug)]
+pub struct CliError {
+    pub code: ExitCode,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(code: ExitCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// The exit code for an error, found by walking its chain.
+fn exit_code_of(err: &anyhow::Error) -> ExitCode {
+    for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<CliError>() {
+            return e.code;
+        }
+        if let Some(e) = cause.downcast_ref::<LibError>() {
+            return match e {
+                LibError::Store(b) => backend_code(b),
+                LibError::Process(_) => ExitCode::Usage,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<BackendError>() {
+            return backend_code(e);
+        }
+    }
+    ExitCode::Failure
+}
+
+fn backend_code(e: &BackendError) -> ExitCode {
+    match e {
+        BackendError::Unavailable { .. } => ExitCode::Unavailable,
+        BackendError::Corrupt { .. } | BackendError::SchemaTooNew { .. } => ExitCode::DataError,
+        BackendError::Unsupported { .. } | BackendError::InvalidUrl { .. } => ExitCode::Usage,
+    }
+}
+
+fn init_logging() {
+    // A level from LEASEHOLD_LOG (error, warn, info, debug, trace); no
+    // env-filter, which would cost a regex engine at build and start-up.
+    let level = std::env::var("LEASEHOLD_LOG")
+        .ok()
+        .and_then(|l| l.parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::WARN);
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+pub fn run() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let global = cli.global.clone();
+    let code = match crate::commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(err) => report(&global, &err).code(),
+    };
+    std::process::ExitCode::from(code)
+}
+
+/// Print an error (stderr; with `--json` also one JSON document on stdout)
+/// and return its exit code.
+fn report(global: &Global, err: &anyhow::Error) -> ExitCode {
+    let code = exit_code_of(err);
+    let message = format!("{err:#}");
+    let _ = writeln!(std::io::stderr(), "leasehold: {message}");
+    if global.json {
+        crate::output::print_json(&serde_json::json!({ "error": message, "exit_code": code.code() }));
+    }
+    code
+}

@@ -1,0 +1,408 @@
+//! Opening a store by URL, and the lease operations users call.
+//!
+//! What a grant means is decided here, above the backend seam: who counts
+//! as provably dead (fast takeover), how a waiter keeps its place, which
+//! process a grant is bound to.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use leasehold_backend::{
+    Backend, BackendError, ClockSkew, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
+    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaiterEnqueueParams,
+};
+use leasehold_sqlite::{SqliteBackend, SqliteOptions};
+
+use crate::identity::{self, Binding};
+use crate::{Error, Result};
+
+/// Where lease state lives, parsed from `sqlite://PATH`, `postgres://…`,
+/// `postgresql://…` or `etcd://HOST:PORT[,HOST:PORT…]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    Sqlite(PathBuf),
+    Postgres(String),
+    Etcd(Vec<String>),
+}
+
+impl StoreUrl {
+    /// Parse a store URL.
+    ///
+    /// # Errors
+    /// [`BackendError::InvalidUrl`] for an unknown scheme or an empty path.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::StoreUrl;
+    /// assert_eq!(
+    ///     StoreUrl::parse("sqlite:///var/lib/jobs.db").unwrap(),
+    ///     StoreUrl::Sqlite("/var/lib/jobs.db".into())
+    /// );
+    /// assert!(StoreUrl::parse("redis://localhost").is_err());
+    /// ```
+    pub fn parse(url: &str) -> std::result::Result<Self, BackendError> {
+        let invalid = |reason: &str| BackendError::InvalidUrl {
+            url: url.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(invalid(
+                "expected SCHEME://…, e.g. sqlite:///path/to/leasehold.db, postgres://host/db or etcd://host:2379",
+            ));
+        };
+        match scheme {
+            "sqlite" => {
+                if rest.is_empty() {
+                    return Err(invalid(
+                        "the path is empty; write sqlite:///absolute/path.db or sqlite://relative.db",
+                    ));
+                }
+                let path = match rest.strip_prefix("~/") {
+                    Some(tail) => home_dir()
+                        .ok_or_else(|| invalid("~ used but $HOME is not set"))?
+                        .join(tail),
+                    None => PathBuf::from(rest),
+                };
+                Ok(StoreUrl::Sqlite(path))
+            }
+            "postgres" | "postgresql" => Ok(StoreUrl::Postgres(url.to_owned())),
+            "etcd" => {
+                let endpoints: Vec<String> = rest.trim_end_matches('/').split(',').map(str::to_owned).collect();
+                if endpoints.iter().any(String::is_empty) {
+                    return Err(invalid("expected etcd://HOST:PORT[,HOST:PORT...]"));
+                }
+                Ok(StoreUrl::Etcd(endpoints))
+            }
+            other => Err(invalid(&format!(
+                "unknown scheme {other:?}; use sqlite://, postgres:// or etcd://"
+            ))),
+        }
+    }
+
+    /// The embedded default: `$XDG_STATE_HOME/leasehold/leasehold.db`, or
+    /// `~/.local/state/leasehold/leasehold.db` when it is unset.
+    ///
+    /// # Errors
+    /// When neither `$XDG_STATE_HOME` nor `$HOME` is set.
+    pub fn default_location() -> std::result::Result<Self, BackendError> {
+        let state = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| home_dir().map(|h| h.join(".local/state")))
+            .ok_or_else(|| BackendError::InvalidUrl {
+                url: String::new(),
+                reason: "neither $XDG_STATE_HOME nor $HOME is set, so there is no default store; pass --store sqlite:///path/to/leasehold.db".into(),
+            })?;
+        Ok(StoreUrl::Sqlite(state.join("leasehold").join("leasehold.db")))
+    }
+}
+
+fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
+            StoreUrl::Postgres(url) => f.write_str(url),
+            StoreUrl::Etcd(endpoints) => write!(f, "etcd://{}", endpoints.join(",")),
+        }
+    }
+}
+
+/// How to open a store.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// Open a SQLite store on a network filesystem anyway.
+    pub allow_network_fs: bool,
+    /// Shift of the store's clock, for tests.
+    pub skew: ClockSkew,
+}
+
+/// What to ask for when acquiring.
+#[derive(Debug, Clone)]
+pub struct AcquireOptions {
+    pub ttl: Duration,
+    /// An explicit owner label (scopes renew/release, makes re-acquisition
+    /// idempotent). `None`: `host:pid`, informational.
+    pub owner: Option<String>,
+    pub mode: Mode,
+    pub binding: Binding,
+}
+
+impl Default for AcquireOptions {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(60),
+            owner: None,
+            mode: Mode::Exclusive,
+            binding: Binding::ThisProcess,
+        }
+    }
+}
+
+/// The outcome of an acquisition: contention is a value, not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant, reason = "returned once per call")]
+pub enum Acquire {
+    Acquired(leasehold_backend::Grant),
+    Held(Held),
+}
+
+/// How long a waiter's place in the queue lasts without a refresh; a
+/// waiter that dies leaves the queue after this.
+const WAITER_TTL: Duration = Duration::from_secs(10);
+
+/// An open store.
+#[derive(Debug)]
+pub struct Store {
+    url: StoreUrl,
+    backend: Box<dyn Backend>,
+}
+
+impl Store {
+    /// Open the store at `url`.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be opened (see
+    /// [`BackendError`] for the kinds), or the URL names a store this build
+    /// does not include.
+    ///
+    /// # Examples
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasehold::{Store, StoreOptions, StoreUrl};
+    /// let store = Store::open(&StoreUrl::Sqlite(dir.path().join("l.db")), &StoreOptions::default())?;
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    pub fn open(url: &StoreUrl, options: &StoreOptions) -> Result<Self> {
+        let backend: Box<dyn Backend> = match url {
+            StoreUrl::Sqlite(path) => Box::new(SqliteBackend::open(
+                path,
+                SqliteOptions {
+                    allow_network_fs: options.allow_network_fs,
+                    skew: options.skew.clone(),
+                    ..SqliteOptions::default()
+                },
+            )?),
+            StoreUrl::Postgres(_) | StoreUrl::Etcd(_) => {
+                return Err(BackendError::Unsupported {
+                    store: url.to_string(),
+                    what: "this store".into(),
+                    hint: "this build of leasehold has only the embedded SQLite store; use sqlite://PATH".into(),
+                }
+                .into());
+            }
+        };
+        Ok(Self {
+            url: url.clone(),
+            backend,
+        })
+    }
+
+    /// Open a SQLite store at `path` with default options.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_sqlite(path: &Path) -> Result<Self> {
+        Self::open(&StoreUrl::Sqlite(path.to_path_buf()), &StoreOptions::default())
+    }
+
+    #[must_use]
+    pub fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// The backend behind the seam (for `doctor` and tests).
+    #[must_use]
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    fn params(name: &LeaseName, options: &AcquireOptions) -> Result<LeaseAcquireParams> {
+        let holder = identity::holder(options.binding).map_err(|e| Error::Process(e.to_string()))?;
+        Ok(LeaseAcquireParams {
+            name: name.clone(),
+            owner: Owner {
+                label: options.owner.clone().unwrap_or_else(identity::default_owner),
+                explicit: options.owner.is_some(),
+            },
+            mode: options.mode,
+            ttl: options.ttl,
+            holder,
+            ticket: None,
+            waiter_ttl: WAITER_TTL,
+            evict: Vec::new(),
+        })
+    }
+
+    /// One attempt, with fast takeover: if the store says held and some
+    /// holders are provably gone, ask again, evicting exactly those.
+    fn attempt(&self, params: &mut LeaseAcquireParams) -> Result<Acquire> {
+        params.evict.clear();
+        match self.backend.lease_acquire(params)? {
+            LeaseAcquire::Acquired(g) => return Ok(Acquire::Acquired(g)),
+            LeaseAcquire::Held(held) => {
+                params.ticket = held.ticket.or(params.ticket);
+                params.evict = held
+                    .grants
+                    .iter()
+                    .filter(|g| identity::provably_gone(&g.holder))
+                    .map(|g| g.token)
+                    .collect();
+                if params.evict.is_empty() {
+                    return Ok(Acquire::Held(held));
+                }
+            }
+        }
+        Ok(match self.backend.lease_acquire(params)? {
+            LeaseAcquire::Acquired(g) => Acquire::Acquired(g),
+            LeaseAcquire::Held(held) => {
+                params.ticket = held.ticket.or(params.ticket);
+                Acquire::Held(held)
+            }
+        })
+    }
+
+    /// Try once to acquire `name`.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails; [`Error::Process`] when the
+    /// binding names a process that cannot be read.
+    ///
+    /// # Examples
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasehold::{Acquire, AcquireOptions, LeaseName, Store};
+    /// let store = Store::open_sqlite(&dir.path().join("l.db"))?;
+    /// let name = LeaseName::new("nightly-report").unwrap();
+    /// match store.try_acquire(&name, &AcquireOptions::default())? {
+    ///     Acquire::Acquired(grant) => println!("token {}", grant.token),
+    ///     Acquire::Held(held) => println!("held by {}", held.grants[0].owner),
+    /// }
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    pub fn try_acquire(&self, name: &LeaseName, options: &AcquireOptions) -> Result<Acquire> {
+        let mut params = Self::params(name, options)?;
+        self.attempt(&mut params)
+    }
+
+    /// Acquire `name`, waiting in FIFO order up to `timeout` (forever when
+    /// `None`). `on_held` is called after each refused attempt, e.g. to show
+    /// who holds it. Returns `Held` when the timeout passes.
+    ///
+    /// # Errors
+    /// As [`Store::try_acquire`].
+    pub fn acquire_wait(
+        &self,
+        name: &LeaseName,
+        options: &AcquireOptions,
+        timeout: Option<Duration>,
+        mut on_held: impl FnMut(&Held),
+    ) -> Result<Acquire> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut params = Self::params(name, options)?;
+        // First a plain attempt: no queue entry when it is free.
+        let first = self.attempt(&mut params)?;
+        if matches!(first, Acquire::Acquired(_)) || timeout == Some(Duration::ZERO) {
+            return Ok(first);
+        }
+        params.ticket = Some(self.backend.waiter_enqueue(&WaiterEnqueueParams {
+            name: name.clone(),
+            mode: options.mode,
+            holder: params.holder.clone(),
+            ttl: WAITER_TTL,
+        })?);
+        let mut pause = Duration::from_millis(20);
+        let outcome = loop {
+            match self.attempt(&mut params) {
+                Ok(Acquire::Acquired(g)) => break Ok(Acquire::Acquired(g)),
+                Ok(Acquire::Held(held)) => {
+                    on_held(&held);
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        break Ok(Acquire::Held(held));
+                    }
+                }
+                Err(e) => break Err(e),
+            }
+            let sleep = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
+            thread::sleep(sleep);
+            pause = (pause * 2).min(Duration::from_millis(250));
+        };
+        if !matches!(outcome, Ok(Acquire::Acquired(_)))
+            && let Some(ticket) = params.ticket
+        {
+            // Best effort: an unremoved registration expires by itself.
+            let _ = self.backend.waiter_remove(name, ticket);
+        }
+        outcome
+    }
+
+    /// Extend a live grant by `ttl` from now.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails. A lost grant is `Ok(Lost)`.
+    pub fn renew(&self, name: &LeaseName, token: Token, owner: Option<&str>, ttl: Duration) -> Result<LeaseRenew> {
+        Ok(self.backend.lease_renew(&LeaseRenewParams {
+            name: name.clone(),
+            token,
+            owner: owner.map(str::to_owned),
+            ttl,
+        })?)
+    }
+
+    /// End a live grant at once.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails. A lost grant is `Ok(Lost)`.
+    pub fn release(&self, name: &LeaseName, token: Token, owner: Option<&str>) -> Result<LeaseRelease> {
+        Ok(self.backend.lease_release(&LeaseReleaseParams {
+            name: name.clone(),
+            token,
+            owner: owner.map(str::to_owned),
+        })?)
+    }
+
+    /// Check that `token` may still write to what `name` protects.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails. A refusal is `Ok(Refused)`.
+    pub fn fence(&self, name: &LeaseName, token: Token) -> Result<LeaseFence> {
+        Ok(self.backend.lease_fence(&LeaseFenceParams {
+            name: name.clone(),
+            token,
+            caller: identity::default_owner(),
+        })?)
+    }
+
+    /// The state of one name (`None` if never granted).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn status(&self, name: &LeaseName) -> Result<Option<LeaseState>> {
+        Ok(self.backend.lease_get(name)?)
+    }
+
+    /// The state of every name, or of names with live grants.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn list(&self, live_only: bool) -> Result<Vec<LeaseState>> {
+        Ok(self.backend.lease_list(&LeaseListParams { live_only })?)
+    }
+
+    /// The newest `limit` history entries of `name`, newest first.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn history(&self, name: &LeaseName, limit: u32) -> Result<Vec<HistoryEntry>> {
+        Ok(self.backend.lease_history(&LeaseHistoryParams {
+            name: name.clone(),
+            limit,
+        })?)
+    }
+}
