@@ -1,0 +1,5 @@
+//! Black-box tests of the real `leasehold` binary: one integration test
+//! target (as ripgrep's and just's), one module per area.
+
+mod lease;
+mod util;
