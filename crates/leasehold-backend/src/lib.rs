@@ -13,11 +13,14 @@
 //!   takeover and restart. A token is durable before it is returned.
 //! - **Exclusive** grants exclude every other live grant; **shared** grants
 //!   coexist up to the acquirer's limit.
-//! - **Waiters** are served FIFO: an acquirer is granted only if it is
-//!   compatible with the live grants *and* with every waiter ahead of it that
-//!   could itself be granted (so a waiting exclusive acquirer stops new shared
-//!   grants). A waiter registration expires unless refreshed, so a dead
-//!   waiter leaves the queue.
+//! - **Waiters** are served FIFO. To judge an acquirer, start from the live
+//!   grants and admit the waiters ahead of it one by one, in order, as if
+//!   granted; stop at the first waiter that would not fit (it blocks
+//!   everyone behind it). The acquirer is granted only if it fits the set
+//!   so built. So a waiting exclusive acquirer stops new shared grants (no
+//!   writer starvation), and shared waiters ahead count toward a shared
+//!   limit. A granted waiter leaves the queue; a registration expires
+//!   unless refreshed, so a dead waiter leaves it too.
 //! - Every mutation of a grant (renew, release) is scoped to its name and
 //!   token (and owner, if given) and is one compare-and-set: a mismatch is
 //!   `Lost`, never ignored. A lapsed grant is never revived.

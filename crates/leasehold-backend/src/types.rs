@@ -163,7 +163,8 @@ pub struct Held {
 pub struct LeaseRenewParams {
     pub name: LeaseName,
     pub token: Token,
-    /// When given, the grant's owner must match.
+    /// When given, it must equal the grant's owner label (explicit or
+    /// not); otherwise the outcome is `Lost(NotOwner)`.
     pub owner: Option<String>,
     pub ttl: Duration,
 }
@@ -233,9 +234,12 @@ pub enum LeaseFence {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FenceRefusal {
-    /// A newer grant of the name exists.
+    /// A newer grant of the name has been issued since this token (a fact
+    /// about tokens: for a shared lease the token is refused because its own
+    /// grant is no longer live, while newer shared grants may be).
     Superseded,
-    /// The token's grant is no longer live (expired, released, taken over).
+    /// The token's grant is no longer live (expired, released, taken over,
+    /// or never issued) and no newer grant has been issued.
     NotLive,
 }
 

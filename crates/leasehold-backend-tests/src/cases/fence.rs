@@ -1,0 +1,142 @@
+//! `lease_fence`: a token may still write if it is the "newest live grant
+//! for an exclusive lease; a live grant for a shared one", and the verdict
+//! is recorded in the history. A refusal carries "the newest token ever
+//! issued for the name".
+
+use std::time::Duration;
+
+use leasehold_backend::{FenceRefusal, HistoryEvent, LeaseAcquireParams, LeaseFence, Token};
+
+use crate::params::{self, FENCE_CALLER, SHARED};
+use crate::{Capability, Case, Harness};
+
+fn assert_passes<H: Harness>(t: &Case<H>, lease: &str, token: Token) {
+    match t.fence(&params::fence(lease, token)) {
+        LeaseFence::Passed(grant) => assert_eq!(grant.token, token, "Passed reports another grant"),
+        refused @ LeaseFence::Refused { .. } => {
+            panic!("fence({lease:?}, {token}) of a live grant: {refused:?}")
+        }
+    }
+}
+
+fn refused(newest: Token, reason: FenceRefusal) -> LeaseFence {
+    LeaseFence::Refused {
+        newest: Some(newest),
+        reason,
+    }
+}
+
+/// Exclusive: only the newest grant passes, and only while live.
+pub fn fence_exclusive_newest_live_only<H: Harness>(t: &mut Case<H>) {
+    let first = t.granted(&params::acquire("job"));
+    assert_passes(t, "job", first.token);
+
+    t.released(&params::release("job", first.token));
+    assert_eq!(
+        t.fence(&params::fence("job", first.token)),
+        refused(first.token, FenceRefusal::NotLive),
+        "fence of a released grant"
+    );
+
+    let second = t.granted(&params::acquire("job"));
+    assert_passes(t, "job", second.token);
+    assert_eq!(
+        t.fence(&params::fence("job", first.token)),
+        refused(second.token, FenceRefusal::Superseded),
+        "fence of an older token while a newer grant is live"
+    );
+    assert!(
+        matches!(
+            t.fence(&params::fence("job", Token(second.token.0 + 1))),
+            LeaseFence::Refused { newest: Some(n), .. } if n == second.token
+        ),
+        "fence of a token never issued must be refused"
+    );
+    assert!(
+        matches!(
+            t.fence(&params::fence("never-granted", Token(1))),
+            LeaseFence::Refused { newest: None, .. }
+        ),
+        "fence on a name never granted: refused, and no newest token"
+    );
+
+    t.released(&params::release("job", second.token));
+    assert_eq!(
+        t.fence(&params::fence("job", second.token)),
+        refused(second.token, FenceRefusal::NotLive)
+    );
+}
+
+/// A grant past its TTL no longer passes, even before anything has cleaned
+/// it up.
+pub fn fence_expired_token_is_not_live<H: Harness>(t: &mut Case<H>) {
+    if !t.supports(Capability::ClockSkew) {
+        return;
+    }
+    let grant = t.granted(&params::acquire("job"));
+    t.advance(Duration::from_secs(59)); // of the 60s TTL
+    assert_passes(t, "job", grant.token);
+    t.advance(Duration::from_secs(2));
+    assert_eq!(
+        t.fence(&params::fence("job", grant.token)),
+        refused(grant.token, FenceRefusal::NotLive),
+        "fence of an expired grant"
+    );
+}
+
+/// Shared: any live grant passes, older or not; a released one does not.
+pub fn fence_shared_any_live_grant<H: Harness>(t: &mut Case<H>) {
+    let reader = |owner: &str| LeaseAcquireParams {
+        owner: params::implicit(owner),
+        mode: SHARED,
+        ..params::acquire("dir")
+    };
+    let a = t.granted(&reader("a"));
+    let b = t.granted(&reader("b"));
+    assert_passes(t, "dir", a.token);
+    assert_passes(t, "dir", b.token);
+
+    t.released(&params::release("dir", a.token));
+    // The reason is left open: the grant is not live, and a newer grant
+    // exists; the contract does not say which of the two to report.
+    assert!(
+        matches!(
+            t.fence(&params::fence("dir", a.token)),
+            LeaseFence::Refused { newest: Some(newest), .. } if newest == b.token
+        ),
+        "a released shared grant must be refused, naming the newest token {}",
+        b.token
+    );
+    assert_passes(t, "dir", b.token);
+}
+
+/// Passes and refusals are recorded with the token and the caller.
+pub fn fence_verdicts_are_recorded<H: Harness>(t: &mut Case<H>) {
+    let first = t.granted(&params::acquire("job"));
+    assert_passes(t, "job", first.token);
+    t.released(&params::release("job", first.token));
+    let second = t.granted(&params::acquire("job"));
+    assert!(matches!(
+        t.fence(&params::fence("job", first.token)),
+        LeaseFence::Refused { .. }
+    ));
+
+    assert_eq!(
+        t.events("job"),
+        vec![
+            (HistoryEvent::FenceRefused, Some(first.token)),
+            (HistoryEvent::Granted, Some(second.token)),
+            (HistoryEvent::Released, Some(first.token)),
+            (HistoryEvent::FencePassed, Some(first.token)),
+            (HistoryEvent::Granted, Some(first.token)),
+        ]
+    );
+    for entry in t.history("job") {
+        if matches!(entry.event, HistoryEvent::FencePassed | HistoryEvent::FenceRefused) {
+            assert!(
+                entry.owner.as_deref() == Some(FENCE_CALLER) || entry.detail.contains(FENCE_CALLER),
+                "the fence caller is not recorded: {entry:?}"
+            );
+        }
+    }
+}

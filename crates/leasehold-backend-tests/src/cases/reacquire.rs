@@ -1,0 +1,128 @@
+//! "Re-acquiring with the same explicit `--owner` while the grant is live is
+//! idempotent: same token, expiry extended" — and only then.
+
+use std::time::Duration;
+
+use leasehold_backend::{HistoryEvent, LeaseAcquireParams};
+
+use crate::params::{self, SHARED, TTL};
+use crate::{Capability, Case, Harness, assert_fresh, tokens};
+
+fn alice() -> LeaseAcquireParams {
+    LeaseAcquireParams {
+        owner: params::explicit("alice"),
+        ..params::acquire("job")
+    }
+}
+
+/// The same explicit owner and mode gets the same grant back, recorded as
+/// `reacquired`.
+pub fn reacquire_explicit_owner_is_idempotent<H: Harness>(t: &mut Case<H>) {
+    let first = t.granted(&alice());
+    assert_eq!(first.owner, "alice");
+    assert!(first.owner_explicit, "owner_explicit of an explicit owner");
+    let again = t.granted(&alice());
+    assert_eq!(again.token, first.token, "idempotent re-acquisition changed the token");
+    assert!(again.owner_explicit);
+    let state = t.state("job");
+    assert_eq!(tokens(&state.grants), vec![first.token], "a second grant was made");
+    assert_eq!(state.last_token, first.token, "a token was issued");
+    assert_eq!(
+        t.events("job"),
+        vec![
+            (HistoryEvent::Reacquired, Some(first.token)),
+            (HistoryEvent::Granted, Some(first.token)),
+        ]
+    );
+}
+
+/// Idempotent re-acquisition extends the expiry to the full TTL again.
+pub fn reacquire_explicit_owner_extends_expiry<H: Harness>(t: &mut Case<H>) {
+    if !t.supports(Capability::ClockSkew) {
+        return;
+    }
+    let first = t.granted(&alice());
+    t.advance(Duration::from_secs(40));
+    let again = t.granted(&alice());
+    assert_eq!(again.token, first.token);
+    assert_fresh(again.expires_in, TTL, "re-acquired grant");
+    t.advance(Duration::from_secs(40));
+    assert_eq!(
+        t.live("job"),
+        vec![first.token],
+        "80s after the grant, 40s after re-acquiring it"
+    );
+}
+
+/// An owner label that was not given explicitly is informational: the same
+/// label again is just another acquirer, and is held. Idempotence needs both
+/// the grant's and the acquirer's label to be explicit (`Grant::owner_explicit`:
+/// "then it also […] makes re-acquisition idempotent").
+pub fn reacquire_implicit_owner_is_held<H: Harness>(t: &mut Case<H>) {
+    let bob = LeaseAcquireParams {
+        owner: params::implicit("bob"),
+        ..params::acquire("job")
+    };
+    let first = t.granted(&bob);
+    assert!(!first.owner_explicit);
+    let held = t.held(&bob);
+    assert_eq!(tokens(&held.grants), vec![first.token]);
+
+    // A grant whose label was not explicit is not re-acquired by an explicit
+    // owner that happens to use the same label ...
+    let held = t.held(&LeaseAcquireParams {
+        owner: params::explicit("bob"),
+        ..params::acquire("job")
+    });
+    assert_eq!(tokens(&held.grants), vec![first.token]);
+
+    // ... nor is an explicit owner's grant by a non-explicit acquirer.
+    t.released(&params::release("job", first.token));
+    let grant = t.granted(&alice());
+    t.held(&LeaseAcquireParams {
+        owner: params::implicit("alice"),
+        ..params::acquire("job")
+    });
+    assert_eq!(t.live("job"), vec![grant.token]);
+    assert_eq!(t.state("job").last_token, grant.token);
+}
+
+/// Idempotence needs the same mode: the explicit owner of a shared grant
+/// asking for an exclusive one is held; asking for shared again is not.
+pub fn reacquire_other_mode_is_not_idempotent<H: Harness>(t: &mut Case<H>) {
+    let reader = LeaseAcquireParams {
+        mode: SHARED,
+        ..alice()
+    };
+    let first = t.granted(&reader);
+    let held = t.held(&alice());
+    assert_eq!(tokens(&held.grants), vec![first.token]);
+    let again = t.granted(&reader);
+    assert_eq!(again.token, first.token);
+    assert_eq!(t.live("job"), vec![first.token]);
+}
+
+/// After its grant expired, the explicit owner gets a new grant and token.
+pub fn reacquire_after_expiry_gets_new_token<H: Harness>(t: &mut Case<H>) {
+    if !t.supports(Capability::ClockSkew) {
+        return;
+    }
+    let first = t.granted(&alice());
+    t.advance(TTL + Duration::from_secs(1));
+    let second = t.granted(&alice());
+    assert!(
+        second.token > first.token,
+        "an expired grant was revived: token {} (was {})",
+        second.token,
+        first.token
+    );
+    assert_eq!(t.live("job"), vec![second.token]);
+    assert_eq!(
+        t.events("job"),
+        vec![
+            (HistoryEvent::Granted, Some(second.token)),
+            (HistoryEvent::Expired, Some(first.token)),
+            (HistoryEvent::Granted, Some(first.token)),
+        ]
+    );
+}

@@ -1,0 +1,67 @@
+//! `lease_release`: "End a live grant at once, keeping the token counter."
+
+use leasehold_backend::{LeaseAcquireParams, LeaseRelease, LeaseReleaseParams, LostReason, Token};
+
+use crate::params;
+use crate::{Case, Harness};
+
+/// A release frees the name at once (no waiting for the TTL) and keeps
+/// `last_token`.
+pub fn release_ends_grant_at_once_and_keeps_counter<H: Harness>(t: &mut Case<H>) {
+    let grant = t.granted(&params::acquire("job"));
+    t.released(&params::release("job", grant.token));
+    let state = t.state("job");
+    assert_eq!(state.grants, vec![], "the released grant is still listed");
+    assert_eq!(state.last_token, grant.token);
+
+    let next = t.granted(&LeaseAcquireParams {
+        owner: params::implicit("next"),
+        ..params::acquire("job")
+    });
+    assert!(next.token > grant.token);
+}
+
+/// A second release of the same grant is `Lost(Gone)` and does not touch a
+/// newer grant.
+pub fn release_twice_is_lost<H: Harness>(t: &mut Case<H>) {
+    let grant = t.granted(&params::acquire("job"));
+    t.released(&params::release("job", grant.token));
+    assert_eq!(
+        t.release(&params::release("job", grant.token)),
+        LeaseRelease::Lost(LostReason::Gone)
+    );
+
+    let next = t.granted(&params::acquire("job"));
+    assert_eq!(
+        t.release(&params::release("job", grant.token)),
+        LeaseRelease::Lost(LostReason::Gone),
+        "a stale release while a newer grant is live"
+    );
+    assert_eq!(t.live("job"), vec![next.token], "a stale release ended the newer grant");
+    assert_eq!(
+        t.release(&params::release("never", Token(1))),
+        LeaseRelease::Lost(LostReason::Gone),
+        "release on a name never granted"
+    );
+}
+
+/// A release naming another owner is `Lost(NotOwner)`; the grant stays live.
+pub fn release_with_wrong_owner_is_not_owner<H: Harness>(t: &mut Case<H>) {
+    let grant = t.granted(&LeaseAcquireParams {
+        owner: params::explicit("alice"),
+        ..params::acquire("job")
+    });
+    let as_owner = |owner: &str| LeaseReleaseParams {
+        owner: Some(owner.into()),
+        ..params::release("job", grant.token)
+    };
+    assert_eq!(
+        t.release(&as_owner("mallory")),
+        LeaseRelease::Lost(LostReason::NotOwner)
+    );
+    assert_eq!(t.live("job"), vec![grant.token], "a refused release ended the grant");
+    t.held(&params::acquire("job"));
+
+    t.released(&as_owner("alice"));
+    assert_eq!(t.live("job"), vec![]);
+}
