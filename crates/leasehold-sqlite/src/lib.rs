@@ -175,6 +175,11 @@ impl SqliteBackend {
             // Reading the schema first makes a non-database fail with
             // NotADatabase before any pragma could write to it.
             conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+            // Judge the file before changing anything in it: switching the
+            // journal mode rewrites the header of someone else's database.
+            if let Err(problem) = schema::check(conn)? {
+                return Ok(Err(problem));
+            }
             let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
             if !mode.eq_ignore_ascii_case("wal") {
                 return Ok(Err(schema::Problem::NoWal(mode)));

@@ -101,7 +101,7 @@ fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |r| r.get(0))
 }
 
-fn check(conn: &Connection) -> rusqlite::Result<Result<(), Problem>> {
+pub fn check(conn: &Connection) -> rusqlite::Result<Result<(), Problem>> {
     let version = user_version(conn)?;
     let app: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
     if version > VERSION && app == APPLICATION_ID {

@@ -317,21 +317,41 @@ impl Store {
             holder: params.holder.clone(),
             ttl: WAITER_TTL,
         })?);
-        let mut pause = Duration::from_millis(20);
+        // Each attempt is a durable write (it refreshes our place in the
+        // queue), so between attempts we poll with cheap reads and attempt
+        // only when the name looks free, or when our registration needs a
+        // refresh.
+        let mut pause = Duration::from_millis(10);
+        let mut last_attempt = Instant::now();
         let outcome = loop {
-            match self.attempt(&mut params) {
-                Ok(Acquire::Acquired(g)) => break Ok(Acquire::Acquired(g)),
-                Ok(Acquire::Held(held)) => {
-                    on_held(&held);
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        break Ok(Acquire::Held(held));
+            let due = last_attempt.elapsed() >= WAITER_TTL / 4;
+            let looks_free = || -> Result<bool> {
+                Ok(self.backend.lease_get(name)?.is_none_or(|state| {
+                    state
+                        .grants
+                        .iter()
+                        .all(|g| !g.mode.is_exclusive() && !options.mode.is_exclusive())
+                }))
+            };
+            if due || looks_free()? {
+                last_attempt = Instant::now();
+                match self.attempt(&mut params) {
+                    Ok(Acquire::Acquired(g)) => break Ok(Acquire::Acquired(g)),
+                    Ok(Acquire::Held(held)) => {
+                        on_held(&held);
+                        if deadline.is_some_and(|d| Instant::now() >= d) {
+                            break Ok(Acquire::Held(held));
+                        }
                     }
+                    Err(e) => break Err(e),
                 }
-                Err(e) => break Err(e),
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                // Report the state as of a final attempt.
+                break self.attempt(&mut params);
             }
             let sleep = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
             thread::sleep(sleep);
-            pause = (pause * 2).min(Duration::from_millis(250));
+            pause = (pause * 2).min(Duration::from_millis(100));
         };
         if !matches!(outcome, Ok(Acquire::Acquired(_)))
             && let Some(ticket) = params.ticket

@@ -49,21 +49,9 @@ pub fn run(ctx: &Ctx) -> u8 {
                 }),
         ),
     ];
+    // Open (and so create) the store first, so its directory exists for
+    // the filesystem checks.
     let url = ctx.store_url();
-    match &url {
-        Ok(StoreUrl::Sqlite(path)) => {
-            let dir = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            if dir.is_dir() {
-                checks.push(check("filesystem", filesystem(dir)));
-                checks.push(check("fsync", fsync_works(dir)));
-            }
-        }
-        Ok(_) => {}
-        Err(e) => checks.push(check("store URL", Err(e.to_string()))),
-    }
     if url.is_ok() {
         match ctx.open_store() {
             Ok(store) => match store.backend().describe() {
@@ -96,6 +84,20 @@ pub fn run(ctx: &Ctx) -> u8 {
         }
     }
 
+    match &url {
+        Ok(StoreUrl::Sqlite(path)) => {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if dir.is_dir() {
+                checks.push(check("filesystem", filesystem(dir)));
+                checks.push(check("fsync", fsync_works(dir)));
+            }
+        }
+        Ok(_) => {}
+        Err(e) => checks.push(check("store URL", Err(e.to_string()))),
+    }
     let all_ok = checks.iter().all(|c| c.ok);
     if ctx.global.json {
         output::print_json(&json!({

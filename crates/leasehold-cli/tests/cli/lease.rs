@@ -1,6 +1,30 @@
-//! acquire / renew / release / fence / status / list / history.
+//! acquire / renew / release / fence / status / list / history, driven
+//! through the real binary.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 use crate::util::Env;
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not one JSON document ({e}): {s}"))
+}
+
+fn history_events(env: &Env, name: &str) -> Vec<String> {
+    let (code, out, err) = env.run(&["history", name, "--json", "--limit", "100"]);
+    assert_eq!(code, 0, "{err}");
+    json(&out)["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_owned())
+        .collect()
+}
 
 #[test]
 fn acquire_prints_the_token_and_a_second_acquire_is_held() {
@@ -10,5 +34,371 @@ fn acquire_prints_the_token_and_a_second_acquire_is_held() {
     let (code, out, err) = env.run(&["acquire", "job"]);
     assert_eq!(code, 11, "{err}");
     assert!(out.is_empty());
-    assert!(err.contains("job is held") && err.contains(&format!("token {t}")), "{err}");
+    assert!(
+        err.contains("job is held") && err.contains(&format!("token {t}")),
+        "{err}"
+    );
+}
+
+#[test]
+fn tokens_grow_across_release_and_renew_and_release_are_token_scoped() {
+    let env = Env::new();
+    let t1 = env.acquire(&["job"]);
+    assert_eq!(env.run(&["renew", "job", "--token", &t1.to_string()]).0, 0);
+    assert_eq!(env.run(&["release", "job", "--token", &t1.to_string()]).0, 0);
+    // Lost: renew and release of a released grant.
+    let (code, _, err) = env.run(&["renew", "job", "--token", &t1.to_string()]);
+    assert_eq!(code, 12, "{err}");
+    assert!(err.contains("released or taken over"), "{err}");
+    assert_eq!(env.run(&["release", "job", "--token", &t1.to_string()]).0, 12);
+    let t2 = env.acquire(&["job"]);
+    assert!(t2 > t1);
+    // A token never issued is lost, too.
+    assert_eq!(env.run(&["renew", "job", "--token", &(t2 + 5).to_string()]).0, 12);
+    assert_eq!(
+        history_events(&env, "job"),
+        [
+            "stale_refused",
+            "granted",
+            "stale_refused",
+            "stale_refused",
+            "released",
+            "granted"
+        ]
+    );
+}
+
+#[test]
+fn an_explicit_owner_scopes_release_and_makes_acquire_idempotent() {
+    let env = Env::new();
+    let t = env.acquire(&["job", "--owner", "agent-7"]);
+    assert_eq!(
+        env.acquire(&["job", "--owner", "agent-7"]),
+        t,
+        "same owner again: same token"
+    );
+    assert_eq!(env.run(&["acquire", "job", "--owner", "agent-8"]).0, 11);
+    let (code, _, err) = env.run(&["release", "job", "--token", &t.to_string(), "--owner", "agent-8"]);
+    assert_eq!(code, 12, "{err}");
+    assert!(err.contains("another owner"), "{err}");
+    assert_eq!(
+        env.run(&["release", "job", "--token", &t.to_string(), "--owner", "agent-7"])
+            .0,
+        0
+    );
+}
+
+#[test]
+fn shared_grants_coexist_up_to_their_limit_and_exclude_exclusive() {
+    let env = Env::new();
+    let a = env.acquire(&["checkout", "--shared=2"]);
+    let b = env.acquire(&["checkout", "--shared=2"]);
+    assert!(b > a);
+    assert_eq!(env.run(&["acquire", "checkout", "--shared=2"]).0, 11);
+    assert_eq!(env.run(&["acquire", "checkout"]).0, 11);
+    assert_eq!(env.run(&["acquire", "checkout", "--shared=0"]).0, 2);
+    let (_, out, _) = env.run(&["status", "checkout", "--json"]);
+    let v = json(&out);
+    assert_eq!(v["grants"].as_array().unwrap().len(), 2);
+    assert_eq!(v["grants"][0]["mode"], "shared");
+}
+
+#[test]
+fn fence_runs_the_command_only_for_the_current_token() {
+    let env = Env::new();
+    let marker = env.path().join("published");
+    let t1 = env.acquire(&["pub", "--ttl", "1m"]);
+    let t1s = t1.to_string();
+    let (code, out, _) = env.run(&["fence", "pub", "--token", &t1s, "--", "sh", "-c", "echo ran; exit 7"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (7, "ran\n"),
+        "the command's own code passes through"
+    );
+    env.run(&["release", "pub", "--token", &t1s]);
+    let t2 = env.acquire(&["pub"]);
+    let touch = format!("touch {}", marker.display());
+    let (code, _, err) = env.run(&["fence", "pub", "--token", &t1s, "--", "sh", "-c", &touch]);
+    assert_eq!(code, 13, "{err}");
+    assert!(
+        err.contains("refused") && err.contains(&format!("newest token {t2}")),
+        "{err}"
+    );
+    assert!(!marker.exists(), "a refused fence must not run the command");
+    assert_eq!(env.run(&["fence", "pub", "--token", &t2.to_string()]).0, 0);
+    let events = history_events(&env, "pub");
+    assert_eq!(events[0], "fence_passed");
+    assert_eq!(events[1], "fence_refused");
+}
+
+#[test]
+fn json_output_is_one_document_with_the_documented_fields() {
+    let env = Env::new();
+    let (code, out, _) = env.run(&["acquire", "job", "--json", "--ttl", "90s", "--owner", "me"]);
+    assert_eq!(code, 0);
+    let v = json(&out);
+    for field in ["name", "token", "owner", "mode", "expires"] {
+        assert!(!v[field].is_null(), "missing {field}: {v}");
+    }
+    assert_eq!(v["owner"], "me");
+    assert_eq!(v["ttl_ms"], 90_000);
+    let (code, out, _) = env.run(&["acquire", "job", "--json"]);
+    assert_eq!(code, 11);
+    assert_eq!(json(&out)["held"], true);
+    let (code, out, _) = env.run(&["renew", "job", "--token", "999", "--json"]);
+    assert_eq!(code, 12);
+    assert_eq!(json(&out)["exit_code"], 12);
+    let (_, out, _) = env.run(&["list", "--json"]);
+    assert_eq!(json(&out)["leases"][0]["name"], "job");
+}
+
+#[test]
+fn wait_takes_the_lease_when_it_expires_and_gives_up_at_its_timeout() {
+    let env = Env::new();
+    let t1 = env.acquire(&["job", "--ttl", "1s"]);
+    let (code, _, err) = env.run(&["acquire", "job", "--wait=200ms"]);
+    assert_eq!(code, 11, "{err}");
+    let start = Instant::now();
+    let (code, out, err) = env.run(&["acquire", "job", "--wait=20s"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.trim().parse::<u64>().unwrap() > t1);
+    assert!(start.elapsed() < Duration::from_secs(15));
+}
+
+#[test]
+fn a_grant_bound_to_a_process_is_taken_over_at_once_when_it_dies() {
+    let env = Env::new();
+    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = child.id().to_string();
+    let t1 = env.acquire(&["agent", "--for-pid", &pid]);
+    assert_eq!(env.run(&["acquire", "agent"]).0, 11, "held while the process lives");
+    let (_, out, _) = env.run(&["list", "--json"]);
+    assert_eq!(json(&out)["leases"][0]["grants"][0]["alive"], "yes");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t2 = env.acquire(&["agent"]);
+    assert!(t2 > t1);
+    assert!(history_events(&env, "agent").contains(&"fast_takeover".to_owned()));
+    assert_eq!(
+        env.run(&["acquire", "x", "--for-pid", "999999999"]).0,
+        2,
+        "an unreadable pid is a usage error"
+    );
+}
+
+#[test]
+fn a_bare_acquire_lives_by_its_ttl_even_though_its_process_exited() {
+    let env = Env::new();
+    env.acquire(&["job", "--ttl", "1m"]);
+    // The acquiring process is gone, but it was never meant to stay: no takeover.
+    let (code, out, _) = env.run(&["acquire", "job"]);
+    assert_eq!(code, 11);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn list_can_leave_out_the_callers_own_process_chain() {
+    let env = Env::new();
+    let me = std::process::id().to_string();
+    env.acquire(&["checkout", "--shared", "--for-pid", &me]);
+    let mut other = Command::new("sleep").arg("60").spawn().unwrap();
+    env.acquire(&["checkout", "--shared", "--for-pid", &other.id().to_string()]);
+    let (_, out, _) = env.run(&["list", "--exclude-ancestry-of", &me, "--json"]);
+    let v = json(&out);
+    let grants = v["leases"][0]["grants"].as_array().unwrap();
+    assert_eq!(grants.len(), 1, "{v}");
+    assert_eq!(grants[0]["holder"]["pid"], other.id());
+    other.kill().unwrap();
+    other.wait().unwrap();
+}
+
+#[test]
+fn hostile_names_are_refused_or_stored_exactly() {
+    let env = Env::new();
+    for bad in ["", "a\ntoken=999", "tab\there", &"x".repeat(256)] {
+        let (code, _, err) = env.run(&["acquire", bad]);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+    }
+    let non_utf8 = env
+        .cmd(&[])
+        .arg("acquire")
+        .arg(OsStr::from_bytes(b"bad\xff"))
+        .output()
+        .unwrap();
+    assert_eq!(non_utf8.status.code(), Some(2));
+    for odd in [
+        "../../etc/passwd",
+        "/abs",
+        "it's\"; DROP TABLE lease_grant; --",
+        "job",
+        "job/1",
+        &"é".repeat(127),
+    ] {
+        env.acquire(&[odd]);
+        let (_, out, _) = env.run(&["status", odd, "--json"]);
+        assert_eq!(json(&out)["name"], odd);
+    }
+    let (_, out, _) = env.run(&["list", "--json"]);
+    assert_eq!(
+        json(&out)["leases"].as_array().unwrap().len(),
+        6,
+        "job and job/1 are distinct names"
+    );
+    // Nothing was written outside the sandbox's store directory.
+    let entries: Vec<_> = std::fs::read_dir(env.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(entries, [std::ffi::OsString::from("state")]);
+}
+
+#[test]
+fn bad_arguments_are_usage_errors() {
+    let env = Env::new();
+    for args in [
+        &["acquire", "job", "--ttl", "soon"][..],
+        &["renew", "job", "--token", "abc"],
+        &["acquire", "job", "--wait=forever"],
+        &["--store", "redis://x", "acquire", "job"],
+        &["--store", "sqlite://", "acquire", "job"],
+        &["--store", "postgres://localhost/x", "acquire", "job"],
+    ] {
+        let (code, _, err) = env.run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(!err.is_empty());
+    }
+}
+
+#[test]
+fn the_default_store_is_private_and_under_xdg_state_home() {
+    let env = Env::new();
+    let out = env
+        .cmd(&["acquire", "job"])
+        .env_remove("LEASEHOLD_STORE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let db = env.path().join("xdg/leasehold/leasehold.db");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&db), 0o600);
+    assert_eq!(mode(db.parent().unwrap()), 0o700);
+}
+
+type Make<'a> = Box<dyn Fn(&std::path::Path) + 'a>;
+
+#[test]
+fn a_corrupt_or_foreign_store_is_reported_and_never_touched() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.store_path().parent().unwrap()).unwrap();
+    let garbage = b"this is not a database, but someone's precious notes\n".repeat(100);
+    let cases: Vec<(&str, Make)> = vec![
+        ("garbage", Box::new(|p| write_file(p, &garbage))),
+        (
+            "truncated header",
+            Box::new(|p| write_file(p, b"SQLite format 3\0\x10\0")),
+        ),
+        (
+            "foreign sqlite",
+            Box::new(|p| {
+                let status = Command::new("sqlite3")
+                    .arg(p)
+                    .arg("CREATE TABLE notes(x); INSERT INTO notes VALUES ('keep me');")
+                    .status();
+                if !status.is_ok_and(|s| s.success()) {
+                    // No sqlite3 CLI: a header-only foreign file still proves the point.
+                    write_file(p, b"SQLite format 3\0");
+                }
+            }),
+        ),
+    ];
+    for (what, make) in cases {
+        let _ = std::fs::remove_file(env.store_path());
+        make(&env.store_path());
+        let before = std::fs::read(env.store_path()).unwrap();
+        let (code, _, err) = env.run(&["acquire", "job"]);
+        assert_eq!(code, 65, "{what}: {err}");
+        assert!(
+            err.contains("corrupt or not a leasehold store") && err.contains("untouched"),
+            "{what}: {err}"
+        );
+        assert!(
+            std::fs::read(env.store_path()).unwrap() == before,
+            "{what}: the file was modified"
+        );
+    }
+    // A directory where the database belongs.
+    let _ = std::fs::remove_file(env.store_path());
+    std::fs::create_dir(env.store_path()).unwrap();
+    assert_eq!(env.run(&["acquire", "job"]).0, 65);
+}
+
+#[test]
+fn a_store_from_a_newer_leasehold_is_refused() {
+    let env = Env::new();
+    env.acquire(&["job"]);
+    let status = Command::new("sqlite3")
+        .arg(env.store_path())
+        .arg("PRAGMA user_version = 99;")
+        .stdout(Stdio::null())
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP a_store_from_a_newer_leasehold_is_refused: no sqlite3 CLI (apt-get install sqlite3)");
+        return;
+    }
+    let (code, _, err) = env.run(&["acquire", "job2"]);
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains("schema version 99") && err.contains("upgrade leasehold"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_symlink_at_the_store_path_is_never_followed() {
+    let env = Env::new();
+    let target = env.path().join("elsewhere.db");
+    std::fs::create_dir_all(env.store_path().parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&target, env.store_path()).unwrap();
+    let (code, _, err) = env.run(&["acquire", "job"]);
+    assert_eq!(code, 69, "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!target.exists());
+}
+
+#[test]
+fn doctor_checks_the_store_and_host() {
+    let env = Env::new();
+    let (code, out, err) = env.run(&["doctor", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v = json(&out);
+    assert_eq!(v["ok"], true);
+    let checks: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    for c in ["boot id", "process identity", "filesystem", "fsync", "store"] {
+        assert!(checks.contains(&c), "{checks:?}");
+    }
+    write_file(
+        &env.store_path(),
+        b"garbage, not a database at all, long enough to be read",
+    );
+    let (code, out, _) = env.run(&["doctor"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("FAIL"), "{out}");
+}
+
+#[test]
+fn completions_are_generated() {
+    let env = Env::new();
+    let (code, out, _) = env.run(&["completions", "bash"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("leasehold") && out.contains("acquire"));
+}
+
+#[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+fn write_file(path: &std::path::Path, data: &[u8]) {
+    std::fs::write(path, data).unwrap();
 }

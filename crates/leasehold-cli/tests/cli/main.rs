@@ -1,5 +1,7 @@
 //! Black-box tests of the real `leasehold` binary: one integration test
 //! target (as ripgrep's and just's), one module per area.
 
+mod clock;
 mod lease;
+mod race;
 mod util;

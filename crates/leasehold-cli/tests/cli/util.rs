@@ -37,6 +37,7 @@ impl Env {
     }
 
     /// The same, as a std Command (for processes that run in the background).
+    #[allow(dead_code, reason = "used by the test modules that run leasehold in the background")]
     pub fn std_cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin());
         cmd.args(args);
@@ -70,7 +71,9 @@ impl Env {
         all.extend_from_slice(args);
         let (code, out, err) = self.run(&all);
         assert_eq!(code, 0, "acquire {args:?} failed: {err}");
-        out.trim().parse().unwrap_or_else(|_| panic!("acquire printed {out:?}, not a token"))
+        out.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("acquire printed {out:?}, not a token"))
     }
 }
 

@@ -1,0 +1,79 @@
+//! Wall-clock jumps (libfaketime) neither expire nor prolong a lease:
+//! expiry is measured on the boot clock.
+
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use crate::util::{Env, bin};
+
+fn faketime_available() -> bool {
+    let ok = Command::new("faketime")
+        .arg("-f")
+        .arg("+0")
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "faketime is missing in CI (apt-get install faketime)"
+        );
+        eprintln!("SKIP wall-clock jump tests: faketime not installed (apt-get install faketime)");
+    }
+    ok
+}
+
+/// Run leasehold under a faked wall clock; returns (code, stdout).
+fn faked(env: &Env, offset: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new("faketime")
+        .arg("-f")
+        .arg(offset)
+        .arg(bin())
+        .args(args)
+        .env("LEASEHOLD_STORE", env.store_url())
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn wall_offset_of_acquired(json: &str) -> Duration {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let acquired = humantime::parse_rfc3339(v["acquired"].as_str().unwrap()).unwrap();
+    acquired.duration_since(SystemTime::now()).unwrap_or_default()
+}
+
+#[test]
+fn a_contender_whose_clock_jumps_ahead_does_not_take_over_early() {
+    if !faketime_available() {
+        return;
+    }
+    let env = Env::new();
+    env.acquire(&["job", "--ttl", "60s"]);
+    for offset in ["+1h", "+1d"] {
+        let (code, _) = faked(&env, offset, &["acquire", "job"]);
+        assert_eq!(code, 11, "a contender at {offset} took the lease early");
+    }
+}
+
+#[test]
+fn a_holder_whose_clock_is_behind_does_not_outlive_its_ttl() {
+    if !faketime_available() {
+        return;
+    }
+    let env = Env::new();
+    let (code, out) = faked(&env, "+1d", &["acquire", "job", "--ttl", "1s", "--json"]);
+    assert_eq!(code, 0);
+    // The jump was really in effect for the holder (the wall-clock field shows it).
+    assert!(wall_offset_of_acquired(&out) > Duration::from_secs(3600));
+    let (code, _) = faked(&env, "-10m", &["acquire", "job2", "--ttl", "1s"]);
+    assert_eq!(code, 0);
+    // In real time, both expire after about a second.
+    for name in ["job", "job2"] {
+        let (code, _, err) = env.run(&["acquire", name, "--wait=10s"]);
+        assert_eq!(code, 0, "{name} outlived its TTL: {err}");
+    }
+}
