@@ -146,7 +146,8 @@ fn record(
     detail: &str,
 ) -> Result<()> {
     tx.prepare_cached(
-        "INSERT INTO lease_history (name, at_ms, event, token, owner, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO lease_history (name, id, at_ms, event, token, owner, detail) \
+         SELECT ?1, coalesce(max(id), 0) + 1, ?2, ?3, ?4, ?5, ?6 FROM lease_history WHERE name = ?1",
     )?
     .execute(params![
         name.as_str(),
