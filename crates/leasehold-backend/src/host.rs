@@ -89,6 +89,12 @@ const NETWORK_FUSE: &[&str] = &[
 fn fuse_network_subtype(path: &Path) -> Option<String> {
     let path = std::fs::canonicalize(path).ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    network_fuse_in(&path, &mountinfo)
+}
+
+/// The network FUSE subtype of the mount `path` (canonical) is on,
+/// according to `mountinfo` (the format of `/proc/self/mountinfo`).
+fn network_fuse_in(path: &Path, mountinfo: &str) -> Option<String> {
     // The longest mount point that is a prefix of `path` is its mount.
     let mut best: Option<(usize, String)> = None;
     for line in mountinfo.lines() {
@@ -122,6 +128,20 @@ mod tests {
         assert!(b >= a);
         assert!(a > Duration::ZERO);
         assert_eq!(boot_id().map(|s| s.len()), Some(36), "boot id is a UUID on Linux");
+    }
+
+    #[test]
+    fn network_fuse_mounts_are_told_from_local_ones() {
+        let mountinfo = "\
+22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/vda rw
+40 22 0:40 / /home/me/remote rw,nosuid - fuse.sshfs me@host:/ rw,user_id=0
+41 22 0:41 / /var/lib/containers rw - fuse.fuse-overlayfs fuse-overlayfs rw
+42 40 0:42 / /home/me/remote/local\\040dir rw - ext4 /dev/vdb rw";
+        let on = |p: &str| network_fuse_in(Path::new(p), mountinfo);
+        assert_eq!(on("/home/me/remote/state"), Some("fuse.sshfs".into()));
+        assert_eq!(on("/var/lib/containers/x"), None, "a local FUSE filesystem is fine");
+        assert_eq!(on("/home/me/remote/local dir/x"), None, "the longest mount point wins");
+        assert_eq!(on("/etc"), None);
     }
 
     #[test]

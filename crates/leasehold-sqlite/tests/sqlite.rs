@@ -1,0 +1,99 @@
+//! What only the SQLite store does: boot-clock expiry across a reboot,
+//! bounded history, and a clear error when another process keeps the
+//! database locked.
+
+use std::time::{Duration, Instant};
+
+use leasehold_backend::{Backend, BackendError, LeaseAcquire, LeaseHistoryParams, LeaseRelease};
+use leasehold_backend_tests::params;
+use leasehold_sqlite::{SqliteBackend, SqliteOptions};
+
+fn open(dir: &tempfile::TempDir, options: SqliteOptions) -> SqliteBackend {
+    SqliteBackend::open(&dir.path().join("leasehold.db"), options).unwrap()
+}
+
+fn acquired(b: &SqliteBackend, name: &str) -> u64 {
+    match b.lease_acquire(&params::acquire(name)).unwrap() {
+        LeaseAcquire::Acquired(g) => g.token.0,
+        LeaseAcquire::Held(h) => panic!("{name} held: {h:?}"),
+    }
+}
+
+#[test]
+fn grants_of_a_previous_boot_are_expired_and_tokens_keep_growing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, SqliteOptions::default());
+    let first = acquired(&store, "job");
+    assert!(matches!(
+        store.lease_acquire(&params::acquire("job")).unwrap(),
+        LeaseAcquire::Held(_)
+    ));
+    drop(store);
+    // Stand-in for a reboot: the grant now belongs to another boot.
+    let conn = rusqlite::Connection::open(dir.path().join("leasehold.db")).unwrap();
+    conn.execute("UPDATE lease_grant SET boot_id = 'previous-boot'", [])
+        .unwrap();
+    drop(conn);
+    let store = open(&dir, SqliteOptions::default());
+    let second = acquired(&store, "job");
+    assert!(second > first, "token reissued after a reboot: {second} <= {first}");
+}
+
+#[test]
+fn history_is_bounded_per_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, SqliteOptions::default());
+    for _ in 0..600 {
+        let t = acquired(&store, "busy");
+        assert_eq!(
+            store
+                .lease_release(&params::release("busy", leasehold_backend::Token(t)))
+                .unwrap(),
+            LeaseRelease::Released
+        );
+    }
+    let history = store
+        .lease_history(&LeaseHistoryParams {
+            name: params::name("busy"),
+            limit: 5000,
+        })
+        .unwrap();
+    assert_eq!(history.len(), 1000, "1200 events, the newest 1000 kept");
+    assert_eq!(history[0].token.map(|t| t.0), Some(600), "newest first");
+}
+
+#[test]
+fn a_database_locked_longer_than_the_busy_timeout_is_unavailable_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions {
+        busy_timeout: Duration::from_millis(300),
+        ..SqliteOptions::default()
+    };
+    let store = open(&dir, options);
+    acquired(&store, "job");
+    let mut blocker = rusqlite::Connection::open(dir.path().join("leasehold.db")).unwrap();
+    let tx = blocker
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    let start = Instant::now();
+    let err = store.lease_acquire(&params::acquire("other")).unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let BackendError::Unavailable { reason, .. } = &err else {
+        panic!("{err}")
+    };
+    assert!(reason.contains("busy timeout"), "{err}");
+    drop(tx);
+    acquired(&store, "other");
+}
+
+#[test]
+fn the_store_file_and_its_wal_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, SqliteOptions::default());
+    acquired(&store, "job");
+    for file in ["leasehold.db", "leasehold.db-wal", "leasehold.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(file)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{file}");
+    }
+}
