@@ -31,10 +31,15 @@
 mod error;
 pub mod host;
 mod name;
+pub mod task;
 mod types;
 
 pub use error::BackendError;
 pub use name::{LeaseName, NameError};
+pub use task::{
+    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
+    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate,
+};
 pub use types::*;
 
 /// One store of leases.
@@ -91,4 +96,90 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// The newest history entries of a name, newest first.
     fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError>;
+
+    // Task queue (see the `task` module for the states and rules). A backend
+    // without `Capabilities::tasks` keeps these defaults, which refuse.
+
+    /// Add tasks in one transaction. If any id exists with another payload,
+    /// nothing is added and that outcome is `Conflict`.
+    fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError> {
+        let _ = params;
+        Err(no_tasks())
+    }
+
+    /// Claim the first claimable task in claim order: `running`, one more
+    /// attempt, a new token, a lease of `ttl`. `None` when nothing is
+    /// claimable.
+    fn task_claim(&self, params: &TaskClaimParams) -> Result<Option<Claim>, BackendError> {
+        let _ = params;
+        Err(no_tasks())
+    }
+
+    /// Extend a live claim to `now + ttl`.
+    fn task_heartbeat(&self, task: &TaskRef, ttl: std::time::Duration) -> Result<TaskUpdate, BackendError> {
+        let _ = (task, ttl);
+        Err(no_tasks())
+    }
+
+    /// Mark a live claim's task `done` with its result.
+    fn task_complete(&self, task: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate, BackendError> {
+        let _ = (task, result);
+        Err(no_tasks())
+    }
+
+    /// Record a failed attempt of a live claim: back to `pending` after a
+    /// delay, or `dead` (no retry, or attempts used up).
+    fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail, BackendError> {
+        let _ = (task, error, retry);
+        Err(no_tasks())
+    }
+
+    /// Hand a live claim back without charging its attempt.
+    fn task_release(&self, task: &TaskRef) -> Result<TaskUpdate, BackendError> {
+        let _ = task;
+        Err(no_tasks())
+    }
+
+    /// Revive a dead task: `pending`, attempts reset (tokens keep growing).
+    fn task_retry(&self, queue: &QueueName, id: &TaskId) -> Result<TaskRetry, BackendError> {
+        let _ = (queue, id);
+        Err(no_tasks())
+    }
+
+    fn task_get(&self, queue: &QueueName, id: &TaskId) -> Result<Option<Task>, BackendError> {
+        let _ = (queue, id);
+        Err(no_tasks())
+    }
+
+    /// Tasks in claim order (pending first), optionally of one state.
+    fn task_list(&self, params: &TaskListParams) -> Result<Vec<Task>, BackendError> {
+        let _ = params;
+        Err(no_tasks())
+    }
+
+    /// Counts per state, per queue (ordered by queue name).
+    fn task_stats(&self, queue: Option<&QueueName>) -> Result<Vec<QueueStats>, BackendError> {
+        let _ = queue;
+        Err(no_tasks())
+    }
+
+    /// Delete tasks of `state` (done or dead) last updated more than
+    /// `older_than` ago; returns how many.
+    fn task_purge(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        older_than: std::time::Duration,
+    ) -> Result<u64, BackendError> {
+        let _ = (queue, state, older_than);
+        Err(no_tasks())
+    }
+}
+
+fn no_tasks() -> BackendError {
+    BackendError::Unsupported {
+        store: "this".into(),
+        what: "the task queue".into(),
+        hint: "use a sqlite:// or postgres:// store for tasks".into(),
+    }
 }

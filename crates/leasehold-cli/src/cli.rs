@@ -64,6 +64,9 @@ pub enum Command {
     Doctor,
     /// Print a shell completion script.
     Completions(CompletionsArgs),
+    /// A task queue whose claims are leases: add, claim, heartbeat, done, fail, retry, list, show, stats, purge.
+    #[command(subcommand)]
+    Task(TaskCommand),
 }
 
 pub fn parse_name(s: &str) -> Result<LeaseName, String> {
@@ -211,4 +214,194 @@ pub struct HistoryArgs {
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Add a task (idempotent by --id), or many from JSON lines with --batch.
+    Add(TaskAddArgs),
+    /// Claim the next task: prints it as JSON (exit 10 when nothing is available).
+    Claim(TaskClaimArgs),
+    /// Extend your claim (exit 12 if it is lost).
+    Heartbeat(TaskHeartbeatArgs),
+    /// Mark your claimed task done (exit 12 if your claim is stale: the result is refused).
+    Done(TaskDoneArgs),
+    /// Report a failed attempt: retried with backoff, or dead (exit 12 if stale).
+    Fail(TaskFailArgs),
+    /// Revive a dead task.
+    Retry(TaskIdArgs),
+    /// List tasks, claimable ones first.
+    List(TaskListArgs),
+    /// Show one task.
+    Show(TaskIdArgs),
+    /// Count tasks per state.
+    Stats(TaskStatsArgs),
+    /// Delete finished tasks older than a duration.
+    Purge(TaskPurgeArgs),
+}
+
+pub fn parse_json(s: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(s).map_err(|e| format!("not valid JSON ({e})"))
+}
+
+pub fn parse_state(s: &str) -> Result<leasehold::TaskState, String> {
+    leasehold::TaskState::parse(s).ok_or_else(|| format!("{s:?} is not a state; use pending, running, done or dead"))
+}
+
+fn parse_max_attempts(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a number of attempts; write a whole number of at least 1"
+        )),
+    }
+}
+
+fn parse_time(s: &str) -> Result<std::time::SystemTime, String> {
+    humantime::parse_rfc3339_weak(s).map_err(|_| format!("{s:?} is not a time; write e.g. 2026-12-01T08:00:00Z"))
+}
+
+#[derive(Debug, Args)]
+pub struct TaskAddArgs {
+    #[arg(value_parser = parse_name)]
+    pub queue: LeaseName,
+
+    /// The task's id (default: a generated one). The same id again is a no-op;
+    /// with another payload it is an error.
+    #[arg(long, value_parser = parse_name, conflicts_with = "batch")]
+    pub id: Option<LeaseName>,
+
+    /// The task's JSON payload (default: null).
+    #[arg(long, value_parser = parse_json, conflicts_with = "batch")]
+    pub payload: Option<serde_json::Value>,
+
+    /// Higher is claimed first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+
+    /// Not claimable before this much time has passed.
+    #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+    pub delay: Option<Duration>,
+
+    /// Not claimable before this time (RFC 3339).
+    #[arg(long, value_parser = parse_time)]
+    pub at: Option<std::time::SystemTime>,
+
+    /// Claims before the task is dead.
+    #[arg(long, default_value_t = leasehold::DEFAULT_MAX_ATTEMPTS, value_parser = parse_max_attempts)]
+    pub max_attempts: u32,
+
+    /// Read tasks as JSON lines from stdin: {"id": .., "payload": .., "priority": ..}
+    /// (id and priority optional). All or nothing: a bad line adds nothing.
+    #[arg(long)]
+    pub batch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskClaimArgs {
+    #[arg(value_parser = parse_name)]
+    pub queue: LeaseName,
+
+    /// How long the claim lives without a heartbeat.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub ttl: Duration,
+
+    /// Owner label of the claim (default host:pid).
+    #[arg(long)]
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskRefArgs {
+    #[arg(value_parser = parse_name)]
+    pub queue: LeaseName,
+
+    #[arg(value_parser = parse_name)]
+    pub id: LeaseName,
+
+    /// The claim's token, from `task claim`.
+    #[arg(long, value_parser = parse_token)]
+    pub token: Token,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskHeartbeatArgs {
+    #[command(flatten)]
+    pub task: TaskRefArgs,
+
+    /// New TTL from now (default: the claim's own TTL).
+    #[arg(long, value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskDoneArgs {
+    #[command(flatten)]
+    pub task: TaskRefArgs,
+
+    /// The task's result, as JSON.
+    #[arg(long, value_parser = parse_json)]
+    pub result: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskFailArgs {
+    #[command(flatten)]
+    pub task: TaskRefArgs,
+
+    /// What went wrong (kept as the task's last error).
+    #[arg(long, default_value = "failed")]
+    pub error: String,
+
+    /// Retry after this delay instead of the default exponential backoff.
+    #[arg(long, value_parser = parse_duration, conflicts_with = "no_retry")]
+    pub retry_in: Option<Duration>,
+
+    /// Do not retry: the task is dead.
+    #[arg(long)]
+    pub no_retry: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskIdArgs {
+    #[arg(value_parser = parse_name)]
+    pub queue: LeaseName,
+
+    #[arg(value_parser = parse_name)]
+    pub id: LeaseName,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskListArgs {
+    #[arg(value_parser = parse_name)]
+    pub queue: LeaseName,
+
+    /// Only tasks in this state (pending, running, done, dead).
+    #[arg(long, value_parser = parse_state)]
+    pub state: Option<leasehold::TaskState>,
+
+    /// At most this many.
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskStatsArgs {
+    /// One queue (default: all).
+    #[arg(value_parser = parse_name)]
+    pub queue: Option<LeaseName>,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskPurgeArgs {
+    #[arg(value_parser = parse_name)]
+    pub queue: LeaseName,
+
+    /// Which finished tasks: done or dead.
+    #[arg(long, value_parser = parse_state)]
+    pub state: leasehold::TaskState,
+
+    /// Only those last updated longer ago than this.
+    #[arg(long, value_parser = parse_duration)]
+    pub older_than: Duration,
 }

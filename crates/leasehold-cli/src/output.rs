@@ -105,3 +105,25 @@ pub fn lease_table(states: &[LeaseState]) -> Table {
     }
     table
 }
+
+pub fn task_json(t: &leasehold::Task) -> Value {
+    json!({
+        "queue": t.queue,
+        "id": t.id,
+        "state": t.state.as_str(),
+        "payload": t.payload,
+        "priority": t.priority,
+        "attempts": t.attempts,
+        "max_attempts": t.max_attempts,
+        "token": t.token,
+        "owner": t.owner,
+        "available_at": rfc3339(t.available_at),
+        "lease_remaining_ms": t.lease_remaining.map(|d| d.as_millis() as u64),
+        "expirations": t.expirations,
+        "failures": t.failures,
+        "last_error": t.last_error,
+        "result": t.result,
+        "created_at": rfc3339(t.created_at),
+        "updated_at": rfc3339(t.updated_at),
+    })
+}

@@ -34,7 +34,7 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
-type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 /// A grant row with its expiry on the boot clock.
 struct Row {

@@ -14,6 +14,7 @@
 
 mod lease;
 mod schema;
+mod task;
 
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
@@ -25,6 +26,10 @@ use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host,
+};
+use leasehold_backend::{
+    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
+    TaskListParams, TaskRef, TaskRetry, TaskState, TaskUpdate,
 };
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 
@@ -64,6 +69,9 @@ pub struct SqliteBackend {
 pub(crate) struct Now {
     pub boot_id: String,
     pub ns: i64,
+    /// The wall clock (shifted by the same skew), for scheduling and
+    /// informational timestamps only.
+    pub wall: std::time::SystemTime,
 }
 
 impl SqliteBackend {
@@ -239,18 +247,30 @@ impl SqliteBackend {
         Ok(Now {
             boot_id,
             ns: i64::try_from(ns).unwrap_or(i64::MAX),
+            wall: std::time::SystemTime::now() + self.options.skew.get(),
         })
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction and commit it.
     fn write<T>(&self, f: impl FnOnce(&Transaction<'_>, &Now) -> Result<T, lease::Error>) -> Result<T, BackendError> {
+        self.write_if(|tx, now| f(tx, now).map(|v| (v, true)))
+    }
+
+    /// Run `f` in one `BEGIN IMMEDIATE` transaction; commit only if it
+    /// says so (otherwise roll back and still return its value).
+    fn write_if<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>, &Now) -> Result<(T, bool), lease::Error>,
+    ) -> Result<T, BackendError> {
         let now = self.now()?;
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| map_error(&self.store(), &e))?;
-        let value = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
-        tx.commit().map_err(|e| map_error(&self.store(), &e))?;
+        let (value, commit) = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
+        if commit {
+            tx.commit().map_err(|e| map_error(&self.store(), &e))?;
+        }
         Ok(value)
     }
 
@@ -326,7 +346,7 @@ impl Backend for SqliteBackend {
             clock_skew: true,
             host_local: true,
             reopenable: true,
-            tasks: false,
+            tasks: true,
         }
     }
 
@@ -390,5 +410,49 @@ impl Backend for SqliteBackend {
 
     fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError> {
         self.read(|tx, _| lease::history(tx, params))
+    }
+
+    fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError> {
+        self.write_if(|tx, now| task::add(tx, now, params))
+    }
+
+    fn task_claim(&self, params: &TaskClaimParams) -> Result<Option<Claim>, BackendError> {
+        self.write(|tx, now| task::claim(tx, now, params))
+    }
+
+    fn task_heartbeat(&self, t: &TaskRef, ttl: Duration) -> Result<TaskUpdate, BackendError> {
+        self.write(|tx, now| task::heartbeat(tx, now, t, ttl))
+    }
+
+    fn task_complete(&self, t: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate, BackendError> {
+        self.write(|tx, now| task::complete(tx, now, t, result))
+    }
+
+    fn task_fail(&self, t: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail, BackendError> {
+        self.write(|tx, now| task::fail(tx, now, t, error, retry))
+    }
+
+    fn task_release(&self, t: &TaskRef) -> Result<TaskUpdate, BackendError> {
+        self.write(|tx, now| task::release(tx, now, t))
+    }
+
+    fn task_retry(&self, queue: &QueueName, id: &TaskId) -> Result<TaskRetry, BackendError> {
+        self.write(|tx, now| task::retry(tx, now, queue, id))
+    }
+
+    fn task_get(&self, queue: &QueueName, id: &TaskId) -> Result<Option<Task>, BackendError> {
+        self.read(|tx, now| task::get(tx, now, queue, id))
+    }
+
+    fn task_list(&self, params: &TaskListParams) -> Result<Vec<Task>, BackendError> {
+        self.read(|tx, now| task::list(tx, now, params))
+    }
+
+    fn task_stats(&self, queue: Option<&QueueName>) -> Result<Vec<QueueStats>, BackendError> {
+        self.read(|tx, _| task::stats(tx, queue))
+    }
+
+    fn task_purge(&self, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64, BackendError> {
+        self.write(|tx, now| task::purge(tx, now, queue, state, older_than))
     }
 }

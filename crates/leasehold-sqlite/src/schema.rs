@@ -59,6 +59,39 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (name, id)
     ) STRICT, WITHOUT ROWID;
     ",
+    // 2: the task queue.
+    "
+    CREATE TABLE task (
+        seq INTEGER PRIMARY KEY,               -- insertion order
+        queue TEXT NOT NULL,
+        id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        token INTEGER NOT NULL DEFAULT 0,      -- only grows, even across a retry
+        owner TEXT,
+        available_ms INTEGER NOT NULL,         -- wall clock: scheduling only
+        boot_id TEXT,                          -- the claim's lease, on the boot clock
+        lease_until_ns INTEGER,
+        ttl_ms INTEGER,                        -- the claim's TTL (the default for heartbeats)
+        expirations INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        result TEXT,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        UNIQUE (queue, id)
+    ) STRICT;
+    -- Serves the claim query in claim order over pending tasks only, so
+    -- neither finished tasks nor the queue's length slow a claim down.
+    CREATE INDEX task_claim ON task (queue, priority DESC, available_ms, seq) WHERE state = 'pending';
+    -- Finds expired claims among the running tasks (one per worker).
+    CREATE INDEX task_running ON task (queue) WHERE state = 'running';
+    -- Listing by state and purging old finished tasks.
+    CREATE INDEX task_state ON task (queue, state, updated_ms);
+    ",
 ];
 
 /// The schema version this build writes.

@@ -4,6 +4,8 @@
 //! - [`Store`]: leases with TTLs and fencing tokens on a store (embedded
 //!   SQLite by default), exclusive or shared, with FIFO waiting and fast
 //!   takeover from holders that are provably dead.
+//! - A task queue whose claims are leases (`Store::task_*`): attempts,
+//!   backoff, dead tasks, and late workers' results refused.
 //!
 //! # Examples
 //! ```
@@ -23,13 +25,20 @@
 mod duration;
 mod error;
 pub mod identity;
+mod queue;
 mod store;
 
 pub use duration::{format_duration, parse_duration};
 pub use error::{Error, Result};
 pub use identity::Binding;
+pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder,
     LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, StoreInfo, Token, host,
 };
+pub use leasehold_backend::{
+    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry, TaskState,
+    TaskUpdate, unix_ms,
+};
+pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::{Acquire, AcquireOptions, Store, StoreOptions, StoreUrl};

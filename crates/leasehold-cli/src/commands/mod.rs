@@ -3,6 +3,7 @@
 mod completions;
 mod doctor;
 mod lease;
+mod task;
 
 use anyhow::Context as _;
 use leasehold::{Store, StoreOptions, StoreUrl};
@@ -46,6 +47,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::History(args) => lease::history::run(&ctx, &args),
         Command::Doctor => Ok(doctor::run(&ctx)),
         Command::Completions(args) => Ok(completions::run(&args)),
+        Command::Task(command) => task::dispatch(&ctx, command),
     }
 }
 

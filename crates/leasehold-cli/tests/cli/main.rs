@@ -4,4 +4,5 @@
 mod clock;
 mod lease;
 mod race;
+mod task;
 mod util;

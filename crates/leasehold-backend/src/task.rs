@@ -1,0 +1,282 @@
+//! Task queue types of the seam: a task's claim is a lease.
+//!
+//! States and transitions (every arrow is one transaction):
+//!
+//! ```text
+//!  add ──► pending ──claim──► running ──complete──► done
+//!            ▲  ▲               │  │
+//!            │  └──fail(retry)──┘  ├──fail(no retry, or attempts used up)──► dead
+//!            │  └──claim expired───┘  (attempts used up: dead)
+//!            └──────────── retry ◄──────────────────────────────────────── dead
+//! ```
+//!
+//! - Each claim counts an attempt and issues a new **token**, strictly
+//!   greater than every earlier token of the task (a retry of a dead task
+//!   resets the attempt count, never the token).
+//! - heartbeat, complete, fail and release need the current token of a
+//!   live claim; anything else is `Lost` and changes nothing — a late
+//!   worker's result is refused.
+//! - A claim whose lease expired is claimable again (its attempt is
+//!   counted as an expiry); a release hands a claim back without charging
+//!   the attempt.
+//! - Claim order: priority (higher first), then available-at, then
+//!   insertion order.
+
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{LeaseName, Token};
+
+/// A task id: 1–255 bytes of UTF-8 without control characters (the same
+/// rule as lease names).
+pub type TaskId = LeaseName;
+
+/// A queue name: the same rule as lease names.
+pub type QueueName = LeaseName;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    Pending,
+    Running,
+    Done,
+    Dead,
+}
+
+impl TaskState {
+    pub const ALL: [TaskState; 4] = [TaskState::Pending, TaskState::Running, TaskState::Done, TaskState::Dead];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::Running => "running",
+            TaskState::Done => "done",
+            TaskState::Dead => "dead",
+        }
+    }
+
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+/// A task as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub queue: QueueName,
+    pub id: TaskId,
+    pub payload: serde_json::Value,
+    pub priority: i64,
+    pub state: TaskState,
+    /// Claims made since the task was added (or last revived).
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// The token of the newest claim (0 before the first).
+    pub token: Token,
+    /// Owner of the newest claim.
+    pub owner: Option<String>,
+    /// When the task may next be claimed (wall clock; scheduling only).
+    #[serde(with = "crate::unix_ms")]
+    pub available_at: SystemTime,
+    /// Time left on the current claim (running tasks), as of the read.
+    #[serde(with = "opt_millis")]
+    pub lease_remaining: Option<Duration>,
+    /// Claims that ended by expiry (the worker died or hung).
+    pub expirations: u32,
+    /// Claims that ended by a reported failure.
+    pub failures: u32,
+    pub last_error: Option<String>,
+    pub result: Option<serde_json::Value>,
+    #[serde(with = "crate::unix_ms")]
+    pub created_at: SystemTime,
+    #[serde(with = "crate::unix_ms")]
+    pub updated_at: SystemTime,
+    /// The TTL the newest claim asked for (the default for its heartbeats).
+    #[serde(with = "opt_millis")]
+    pub claim_ttl: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskAddParams {
+    pub queue: QueueName,
+    pub id: TaskId,
+    pub payload: serde_json::Value,
+    pub priority: i64,
+    /// When it becomes claimable (wall clock).
+    pub available_at: SystemTime,
+    pub max_attempts: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskAdd {
+    Added,
+    /// The same id with the same payload already exists: a no-op.
+    Exists,
+    /// The same id exists with another payload: refused (the batch, if
+    /// any, adds nothing).
+    Conflict {
+        existing: Box<Task>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskClaimParams {
+    pub queue: QueueName,
+    pub owner: String,
+    pub ttl: Duration,
+}
+
+/// A claimed task: run it, heartbeat it, complete or fail it with `token`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    pub queue: QueueName,
+    pub id: TaskId,
+    pub payload: serde_json::Value,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub token: Token,
+    #[serde(with = "crate::millis")]
+    pub ttl: Duration,
+}
+
+impl Claim {
+    /// The reference token-scoped operations on this claim need.
+    #[must_use]
+    pub fn task_ref(&self) -> TaskRef {
+        TaskRef {
+            queue: self.queue.clone(),
+            id: self.id.clone(),
+            token: self.token,
+        }
+    }
+}
+
+/// Which claim a token-scoped task operation acts on.
+#[derive(Debug, Clone)]
+pub struct TaskRef {
+    pub queue: QueueName,
+    pub id: TaskId,
+    pub token: Token,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskLost {
+    /// No such task.
+    NotFound,
+    /// A newer claim exists, or the task is no longer running, or the claim
+    /// expired.
+    Stale,
+}
+
+/// The outcome of a token-scoped task operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskUpdate {
+    Applied,
+    Lost(TaskLost),
+}
+
+/// What `task_fail` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Retry after the default backoff for the attempt ([`backoff`]).
+    Backoff,
+    /// Retry after this delay (unless attempts are used up).
+    After(Duration),
+    /// Do not retry: the task is dead.
+    Never,
+}
+
+/// The default retry delay after failed attempt `attempt` (1-based):
+/// exponential from 1 s, doubling, capped at 1 h, with ±25% jitter from
+/// `entropy` (any varying number, e.g. the clock's nanoseconds) so that
+/// tasks failed together do not all come back together.
+#[must_use]
+pub fn backoff(attempt: u32, entropy: u64) -> Duration {
+    const BASE_MS: u64 = 1000;
+    const CAP_MS: u64 = 3_600_000;
+    let exp = BASE_MS
+        .saturating_mul(1u64 << attempt.saturating_sub(1).min(32))
+        .min(CAP_MS);
+    // A splitmix64 step spreads even nearby entropy values.
+    let mut z = entropy.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let jitter = exp / 2;
+    Duration::from_millis(exp - jitter / 2 + z % (jitter + 1))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskRetry {
+    Revived,
+    NotFound,
+    /// Only dead tasks can be revived.
+    NotDead(TaskState),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskFail {
+    /// Back to pending, claimable at `available_at`.
+    Retrying {
+        available_at: SystemTime,
+    },
+    Dead,
+    Lost(TaskLost),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TaskListParams {
+    pub queue: Option<QueueName>,
+    pub state: Option<TaskState>,
+    pub limit: u32,
+}
+
+/// Counts per state of one queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    pub queue: QueueName,
+    pub pending: u64,
+    pub running: u64,
+    pub done: u64,
+    pub dead: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_bounded_jitter_and_a_cap() {
+        for attempt in 1..=40 {
+            let exp = (1000u64 << (attempt - 1).min(32)).min(3_600_000);
+            for entropy in 0..50 {
+                let d = backoff(attempt, entropy).as_millis() as u64;
+                assert!(d >= exp * 3 / 4 && d <= exp * 5 / 4, "attempt {attempt}: {d} vs {exp}");
+            }
+        }
+        let spread: std::collections::HashSet<_> = (0..20).map(|e| backoff(3, e)).collect();
+        assert!(spread.len() > 10, "jitter spreads retries");
+    }
+}
+
+/// `Duration` option as whole milliseconds, in JSON.
+mod opt_millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[allow(clippy::ref_option, reason = "serde's `with` passes a reference")]
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}

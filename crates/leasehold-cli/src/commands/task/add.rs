@@ -1,0 +1,125 @@
+//! `task add`: one task, or a batch of JSON lines (all or nothing).
+
+use std::io::{BufRead, IsTerminal};
+
+use anyhow::Context as _;
+use leasehold::{LeaseName, NewTask, TaskAdd};
+use serde::Deserialize;
+
+use crate::cli::TaskAddArgs;
+use crate::commands::Ctx;
+use crate::exit_codes::ExitCode;
+use crate::output;
+use crate::run::CliError;
+
+/// One line of `--batch` input.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    id: Option<String>,
+    #[serde(default)]
+    payload: serde_json::Value,
+    priority: Option<i64>,
+    max_attempts: Option<u32>,
+}
+
+fn parse_batch(
+    args: &TaskAddArgs,
+    input: impl BufRead,
+    available_at: Option<std::time::SystemTime>,
+) -> Result<Vec<NewTask>, CliError> {
+    let bad =
+        |n: usize, why: String| CliError::new(ExitCode::DataError, format!("stdin line {n}: {why}; nothing was added"));
+    let mut tasks = Vec::new();
+    let progress = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_message("reading tasks");
+        bar
+    });
+    for (i, line) in input.lines().enumerate() {
+        let n = i + 1;
+        let line = line.map_err(|e| bad(n, format!("cannot read ({e})")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Line = serde_json::from_str(&line).map_err(|e| bad(n, format!("not a task ({e})")))?;
+        let id = match parsed.id {
+            Some(id) => Some(LeaseName::new(id).map_err(|e| bad(n, format!("bad id: {e}")))?),
+            None => None,
+        };
+        if parsed.max_attempts == Some(0) {
+            return Err(bad(n, "max_attempts must be at least 1".into()));
+        }
+        tasks.push(NewTask {
+            id,
+            payload: parsed.payload,
+            priority: parsed.priority.unwrap_or(args.priority),
+            available_at,
+            max_attempts: parsed.max_attempts.unwrap_or(args.max_attempts),
+        });
+        if let Some(bar) = &progress
+            && n % 10_000 == 0
+        {
+            bar.set_message(format!("read {n} lines"));
+            bar.tick();
+        }
+    }
+    if let Some(bar) = progress {
+        bar.finish_with_message(format!("adding {} tasks", tasks.len()));
+    }
+    Ok(tasks)
+}
+
+pub fn run(ctx: &Ctx, args: &TaskAddArgs) -> anyhow::Result<u8> {
+    let available_at = args.at.or_else(|| args.delay.map(|d| std::time::SystemTime::now() + d));
+    let tasks = if args.batch {
+        parse_batch(args, std::io::stdin().lock(), available_at)?
+    } else {
+        vec![NewTask {
+            id: args.id.clone(),
+            payload: args.payload.clone().unwrap_or_default(),
+            priority: args.priority,
+            available_at,
+            max_attempts: args.max_attempts,
+        }]
+    };
+    let store = ctx.open_store()?;
+    let outcomes = store
+        .task_add(&args.queue, tasks.clone())
+        .with_context(|| format!("cannot add tasks to queue {}", args.queue))?;
+    if let Some((id, TaskAdd::Conflict { existing })) =
+        outcomes.iter().find(|(_, o)| matches!(o, TaskAdd::Conflict { .. }))
+    {
+        let new_payload = tasks
+            .iter()
+            .find(|t| t.id.as_ref() == Some(id))
+            .map_or_else(String::new, |t| t.payload.to_string());
+        return Err(CliError::new(
+            ExitCode::DataError,
+            format!(
+                "task {id} already exists in queue {} with payload {} — not {new_payload}; nothing was added. \
+                 Use another id, or the same payload to make adding idempotent",
+                args.queue, existing.payload
+            ),
+        )
+        .into());
+    }
+    let added = outcomes.iter().filter(|(_, o)| *o == TaskAdd::Added).count();
+    if ctx.global.json {
+        output::print_json(&serde_json::json!({
+            "queue": args.queue,
+            "added": added,
+            "existing": outcomes.len() - added,
+            "ids": outcomes.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+        }));
+    } else if args.batch {
+        eprintln!(
+            "added {added} tasks to {} ({} already there)",
+            args.queue,
+            outcomes.len() - added
+        );
+    } else {
+        println!("{}", outcomes[0].0);
+    }
+    Ok(ExitCode::Success.code())
+}

@@ -1,0 +1,37 @@
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+
+use crate::cli::TaskListArgs;
+use crate::commands::Ctx;
+use crate::exit_codes::ExitCode;
+use crate::output;
+
+pub fn run(ctx: &Ctx, args: &TaskListArgs) -> anyhow::Result<u8> {
+    let store = ctx.open_store()?;
+    let tasks = store.task_list(Some(&args.queue), args.state, args.limit)?;
+    if ctx.global.json {
+        output::print_json(
+            &serde_json::json!({ "queue": args.queue, "tasks": tasks.iter().map(output::task_json).collect::<Vec<_>>() }),
+        );
+        return Ok(ExitCode::Success.code());
+    }
+    if tasks.is_empty() {
+        eprintln!("no tasks");
+        return Ok(ExitCode::Success.code());
+    }
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(["id", "state", "priority", "attempts", "owner", "last error"]);
+    for t in &tasks {
+        let error: String = t.last_error.as_deref().unwrap_or("").chars().take(60).collect();
+        table.add_row([
+            t.id.to_string(),
+            t.state.as_str().to_owned(),
+            t.priority.to_string(),
+            format!("{}/{}", t.attempts, t.max_attempts),
+            t.owner.clone().unwrap_or_default(),
+            error,
+        ]);
+    }
+    println!("{table}");
+    Ok(ExitCode::Success.code())
+}

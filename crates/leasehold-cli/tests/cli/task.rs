@@ -1,0 +1,313 @@
+//! `leasehold task ...` through the real binary, and a process-level run
+//! of many workers where some die and some wake up late.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::Env;
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not one JSON document ({e}): {s}"))
+}
+
+fn claim(env: &Env, queue: &str, ttl: &str) -> Option<Value> {
+    let (code, out, err) = env.run(&["task", "claim", queue, "--ttl", ttl]);
+    match code {
+        0 => Some(json(&out)),
+        10 => None,
+        _ => panic!("claim exit {code}: {err}"),
+    }
+}
+
+fn token(claim: &Value) -> String {
+    claim["token"].as_u64().unwrap().to_string()
+}
+
+fn add_batch(env: &Env, queue: &str, lines: &str) -> (i32, String) {
+    let mut child = env
+        .std_cmd(&["task", "add", queue, "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn stats(env: &Env, queue: &str) -> Value {
+    let (code, out, err) = env.run(&["task", "stats", queue, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    json(&out)["queues"][0].clone()
+}
+
+#[test]
+fn add_is_idempotent_by_id_and_refuses_another_payload() {
+    let env = Env::new();
+    assert_eq!(
+        env.run(&["task", "add", "q", "--id", "a", "--payload", r#"{"n":1}"#]).0,
+        0
+    );
+    assert_eq!(
+        env.run(&["task", "add", "q", "--id", "a", "--payload", r#"{"n":1}"#]).0,
+        0
+    );
+    let (code, _, err) = env.run(&["task", "add", "q", "--id", "a", "--payload", r#"{"n":2}"#]);
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains(r#"{"n":1}"#) && err.contains(r#"{"n":2}"#),
+        "names both payloads: {err}"
+    );
+    assert_eq!(stats(&env, "q")["pending"], 1);
+    assert_eq!(env.run(&["task", "add", "q", "--payload", "not json"]).0, 2);
+}
+
+#[test]
+fn batch_is_all_or_nothing_and_names_the_bad_line() {
+    let env = Env::new();
+    let (code, err) = add_batch(&env, "q", "{\"id\":\"x\"}\n{\"id\":\"y\",\"payload\":{}}\n{oops\n");
+    assert_eq!(code, 65, "{err}");
+    assert!(err.contains("line 3"), "{err}");
+    let (code, _, _) = env.run(&["task", "stats", "q", "--json"]);
+    assert_eq!(code, 0);
+    let (code, err) = add_batch(&env, "q", "{\"id\":\"x\",\"priority\":3}\n\n{\"payload\":[1,2]}\n");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stats(&env, "q")["pending"], 2);
+    // A conflicting id anywhere in a batch adds nothing of it.
+    let (code, err) = add_batch(&env, "q", "{\"id\":\"new\"}\n{\"id\":\"x\",\"payload\":\"other\"}\n");
+    assert_eq!(code, 65, "{err}");
+    assert_eq!(stats(&env, "q")["pending"], 2);
+}
+
+#[test]
+fn claims_come_in_priority_then_insertion_order_and_exit_10_when_empty() {
+    let env = Env::new();
+    for (id, prio) in [("low", "0"), ("high", "9"), ("low2", "0"), ("later", "9")] {
+        let mut args = vec!["task", "add", "q", "--id", id, "--priority", prio];
+        if id == "later" {
+            args.extend(["--delay", "1h"]);
+        }
+        assert_eq!(env.run(&args).0, 0);
+    }
+    let order: Vec<String> = std::iter::from_fn(|| claim(&env, "q", "60s"))
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(order, ["high", "low", "low2"], "the delayed task is not claimable yet");
+    let (code, out, _) = env.run(&["task", "claim", "q", "--json"]);
+    assert_eq!(code, 10);
+    assert_eq!(json(&out)["claimed"], false);
+}
+
+/// The seed scenario: A claims, A's claim lapses, B claims; A's result is
+/// refused, B's accepted.
+#[test]
+fn a_late_workers_result_is_refused() {
+    let env = Env::new();
+    env.run(&["task", "add", "q", "--id", "t"]);
+    let a = claim(&env, "q", "1s").unwrap();
+    std::thread::sleep(Duration::from_millis(1300));
+    let b = claim(&env, "q", "60s").unwrap();
+    assert_eq!(b["attempt"], 2);
+    assert!(b["token"].as_u64() > a["token"].as_u64());
+    let (code, _, err) = env.run(&[
+        "task",
+        "done",
+        "q",
+        "t",
+        "--token",
+        &token(&a),
+        "--result",
+        "\"from A\"",
+    ]);
+    assert_eq!(code, 12, "{err}");
+    for op in [["heartbeat"], ["fail"]] {
+        assert_eq!(
+            env.run(&["task", op[0], "q", "t", "--token", &token(&a)]).0,
+            12,
+            "{op:?}"
+        );
+    }
+    assert_eq!(
+        env.run(&[
+            "task",
+            "done",
+            "q",
+            "t",
+            "--token",
+            &token(&b),
+            "--result",
+            "\"from B\""
+        ])
+        .0,
+        0
+    );
+    assert_eq!(
+        env.run(&["task", "done", "q", "t", "--token", &token(&b)]).0,
+        12,
+        "accepted at most once"
+    );
+    let (_, out, _) = env.run(&["task", "show", "q", "t"]);
+    let t = json(&out);
+    assert_eq!(
+        (t["state"].as_str(), t["result"].as_str()),
+        (Some("done"), Some("from B"))
+    );
+    assert_eq!(t["expirations"], 1);
+}
+
+#[test]
+fn failures_retry_then_die_and_retry_revives() {
+    let env = Env::new();
+    env.run(&["task", "add", "q", "--id", "poison", "--max-attempts", "2"]);
+    let c = claim(&env, "q", "60s").unwrap();
+    let (code, out, _) = env.run(&[
+        "task",
+        "fail",
+        "q",
+        "poison",
+        "--token",
+        &token(&c),
+        "--error",
+        "boom",
+        "--retry-in",
+        "0s",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["state"], "pending");
+    let c = claim(&env, "q", "60s").unwrap();
+    let (_, out, _) = env.run(&[
+        "task",
+        "fail",
+        "q",
+        "poison",
+        "--token",
+        &token(&c),
+        "--error",
+        "boom again",
+        "--json",
+    ]);
+    assert_eq!(json(&out)["state"], "dead", "attempts used up");
+    assert!(claim(&env, "q", "60s").is_none());
+    let (_, out, _) = env.run(&["task", "list", "q", "--state", "dead", "--json"]);
+    let dead = json(&out);
+    assert_eq!(dead["tasks"][0]["last_error"], "boom again");
+    assert_eq!(dead["tasks"][0]["failures"], 2);
+    assert_eq!(env.run(&["task", "retry", "q", "poison"]).0, 0);
+    let c = claim(&env, "q", "60s").unwrap();
+    assert_eq!(c["attempt"], 1);
+    assert!(c["token"].as_u64().unwrap() > 2, "tokens keep growing across a revival");
+    assert_eq!(env.run(&["task", "retry", "q", "poison"]).0, 1, "running, not dead");
+    assert_eq!(env.run(&["task", "retry", "q", "nope"]).0, 1);
+    let (code, _, _) = env.run(&["task", "fail", "q", "poison", "--token", &token(&c), "--no-retry"]);
+    assert_eq!(code, 0);
+    assert_eq!(stats(&env, "q")["dead"], 1);
+}
+
+#[test]
+fn purge_removes_only_old_finished_tasks() {
+    let env = Env::new();
+    env.run(&["task", "add", "q", "--id", "a"]);
+    env.run(&["task", "add", "q", "--id", "b"]);
+    let c = claim(&env, "q", "60s").unwrap();
+    env.run(&["task", "done", "q", c["id"].as_str().unwrap(), "--token", &token(&c)]);
+    let (_, out, _) = env.run(&["task", "purge", "q", "--state", "done", "--older-than", "1h", "--json"]);
+    assert_eq!(json(&out)["purged"], 0);
+    std::thread::sleep(Duration::from_millis(20));
+    let (_, out, _) = env.run(&[
+        "task",
+        "purge",
+        "q",
+        "--state",
+        "done",
+        "--older-than",
+        "10ms",
+        "--json",
+    ]);
+    assert_eq!(json(&out)["purged"], 1);
+    assert_eq!(
+        env.run(&["task", "purge", "q", "--state", "pending", "--older-than", "0s"])
+            .0,
+        2
+    );
+    assert_eq!(stats(&env, "q")["pending"], 1);
+}
+
+/// Workers claim and complete through the CLI; 10% of claims are
+/// abandoned (the worker "died"), 5% complete only after their claim has
+/// lapsed (the worker was paused). No task is lost; every task ends done
+/// with exactly one accepted completion; late completions are refused.
+#[test]
+fn many_workers_with_deaths_and_pauses_lose_nothing_and_complete_once() {
+    const TASKS: usize = 60;
+    const WORKERS: usize = 4;
+    let env = Arc::new(Env::new());
+    let lines: String = (0..TASKS).fold(String::new(), |mut s, i| {
+        let _ = writeln!(s, "{{\"id\":\"t{i}\",\"payload\":{i}}}");
+        s
+    });
+    assert_eq!(add_batch(&env, "q", &lines).0, 0);
+    let accepted = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
+    let refused_late = Arc::new(Mutex::new(0u32));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (env, accepted, refused_late) = (env.clone(), accepted.clone(), refused_late.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                let mut idle = 0;
+                while idle < 30 {
+                    n += 1;
+                    let Some(c) = claim(&env, "q", "1s") else {
+                        idle += 1;
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    };
+                    idle = 0;
+                    let id = c["id"].as_str().unwrap().to_owned();
+                    let roll = (n * 7 + w as u32 * 13) % 20;
+                    if roll < 2 {
+                        continue; // died: the claim is abandoned
+                    }
+                    if roll == 2 {
+                        std::thread::sleep(Duration::from_millis(1300)); // paused past the TTL
+                    }
+                    let (code, _, err) = env.run(&["task", "done", "q", &id, "--token", &token(&c)]);
+                    match code {
+                        0 => *accepted.lock().unwrap().entry(id).or_default() += 1,
+                        12 if roll == 2 => *refused_late.lock().unwrap() += 1,
+                        _ => panic!("worker {w}: done {id} exit {code}: {err}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let accepted = accepted.lock().unwrap();
+    let doubled: Vec<_> = accepted.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubled.is_empty(), "tasks completed twice: {doubled:?}");
+    let s = stats(&env, "q");
+    assert_eq!(s["done"].as_u64(), Some(accepted.len() as u64));
+    assert_eq!(
+        s["done"].as_u64().unwrap() + s["dead"].as_u64().unwrap(),
+        TASKS as u64,
+        "every task ends done or dead (attempts used up): {s}"
+    );
+    eprintln!(
+        "queue: {TASKS} tasks, {WORKERS} workers: {} done once, {} dead, {} late completions refused, 0 doubled",
+        accepted.len(),
+        s["dead"],
+        refused_late.lock().unwrap()
+    );
+}

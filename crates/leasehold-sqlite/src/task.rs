@@ -1,0 +1,378 @@
+//! Task queue operations, each inside one transaction opened by the caller.
+//!
+//! A claim's lease is on the boot clock (like a lease grant); when a task
+//! becomes claimable (`available_ms`) is wall-clock scheduling. Claims use
+//! a partial index over pending tasks in claim order, so finished tasks
+//! and the queue's length do not slow them down; expired claims are found
+//! through a partial index over running tasks (a handful: one per worker).
+
+use std::time::{Duration, SystemTime};
+
+use leasehold_backend::task::backoff;
+use leasehold_backend::unix_ms::{from_ms, to_ms};
+use leasehold_backend::{
+    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
+    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, duration_nanos,
+};
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use crate::Now;
+use crate::lease::{Error, Result};
+
+fn wall_ms(now: &Now) -> i64 {
+    to_ms(now.wall)
+}
+
+fn lease_until(now: &Now, ttl: Duration) -> i64 {
+    now.ns
+        .saturating_add(i64::try_from(duration_nanos(ttl)).unwrap_or(i64::MAX))
+}
+
+fn json_text(v: &serde_json::Value) -> String {
+    serde_json::to_string(v).expect("a JSON value always serializes")
+}
+
+fn parse_json(what: &str, text: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| Error::BadRow(format!("unreadable {what} in the task table: {e}")))
+}
+
+const TASK_COLUMNS: &str = "queue, id, payload, priority, state, attempts, max_attempts, token, owner, available_ms, \
+     boot_id, lease_until_ns, expirations, failures, last_error, result, created_ms, updated_ms, ttl_ms";
+
+fn read_task(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::Result<Task, String>> {
+    let name = |i: usize| -> rusqlite::Result<std::result::Result<leasehold_backend::LeaseName, String>> {
+        let s: String = r.get(i)?;
+        Ok(leasehold_backend::LeaseName::new(s.clone()).map_err(|_| format!("invalid name {s:?} in the task table")))
+    };
+    let queue = match name(0)? {
+        Ok(q) => q,
+        Err(e) => return Ok(Err(e)),
+    };
+    let id = match name(1)? {
+        Ok(i) => i,
+        Err(e) => return Ok(Err(e)),
+    };
+    let state: String = r.get(4)?;
+    let Some(state) = TaskState::parse(&state) else {
+        return Ok(Err(format!("task {id} has an unknown state {state:?}")));
+    };
+    let payload: String = r.get(2)?;
+    let Ok(payload) = serde_json::from_str(&payload) else {
+        return Ok(Err(format!("task {id} has an unreadable payload")));
+    };
+    let result: Option<String> = r.get(15)?;
+    let result = match result.map(|t| serde_json::from_str(&t)) {
+        None => None,
+        Some(Ok(v)) => Some(v),
+        Some(Err(_)) => return Ok(Err(format!("task {id} has an unreadable result"))),
+    };
+    let boot_id: Option<String> = r.get(10)?;
+    let until: Option<i64> = r.get(11)?;
+    let lease_remaining = match (state, boot_id, until) {
+        (TaskState::Running, Some(b), Some(u)) if b == now.boot_id => {
+            Some(Duration::from_nanos(u.saturating_sub(now.ns).max(0) as u64))
+        }
+        (TaskState::Running, ..) => Some(Duration::ZERO),
+        _ => None,
+    };
+    Ok(Ok(Task {
+        queue,
+        id,
+        payload,
+        priority: r.get(3)?,
+        state,
+        attempts: r.get(5)?,
+        max_attempts: r.get(6)?,
+        token: Token(r.get::<_, i64>(7)? as u64),
+        owner: r.get(8)?,
+        available_at: from_ms(r.get(9)?),
+        lease_remaining,
+        expirations: r.get(12)?,
+        failures: r.get(13)?,
+        last_error: r.get(14)?,
+        result,
+        created_at: from_ms(r.get(16)?),
+        updated_at: from_ms(r.get(17)?),
+        claim_ttl: r.get::<_, Option<i64>>(18)?.map(|ms| Duration::from_millis(ms as u64)),
+    }))
+}
+
+pub(crate) fn get(tx: &Transaction<'_>, now: &Now, queue: &QueueName, id: &TaskId) -> Result<Option<Task>> {
+    let mut stmt = tx.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM task WHERE queue = ?1 AND id = ?2"))?;
+    match stmt
+        .query_row(params![queue.as_str(), id.as_str()], |r| read_task(r, now))
+        .optional()?
+    {
+        Some(t) => Ok(Some(t.map_err(Error::BadRow)?)),
+        None => Ok(None),
+    }
+}
+
+/// Add tasks; returns the outcomes and whether to commit (no conflict).
+pub(crate) fn add(tx: &Transaction<'_>, now: &Now, tasks: &[TaskAddParams]) -> Result<(Vec<TaskAdd>, bool)> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO task (queue, id, payload, priority, state, max_attempts, available_ms, created_ms, updated_ms) \
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?7) ON CONFLICT (queue, id) DO NOTHING",
+    )?;
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    let mut clean = true;
+    for t in tasks {
+        let inserted = insert.execute(params![
+            t.queue.as_str(),
+            t.id.as_str(),
+            json_text(&t.payload),
+            t.priority,
+            t.max_attempts,
+            to_ms(t.available_at),
+            wall_ms(now),
+        ])?;
+        if inserted == 1 {
+            outcomes.push(TaskAdd::Added);
+            continue;
+        }
+        let existing =
+            get(tx, now, &t.queue, &t.id)?.ok_or_else(|| Error::BadRow("conflicting task vanished".into()))?;
+        if existing.payload == t.payload {
+            outcomes.push(TaskAdd::Exists);
+        } else {
+            clean = false;
+            outcomes.push(TaskAdd::Conflict {
+                existing: Box::new(existing),
+            });
+        }
+    }
+    Ok((outcomes, clean))
+}
+
+/// Return expired claims of `queue` to pending, or to dead when their
+/// attempts are used up.
+fn reap(tx: &Transaction<'_>, now: &Now, queue: &QueueName) -> Result<()> {
+    let expired = "queue = ?1 AND state = 'running' AND (boot_id IS NOT ?2 OR lease_until_ns <= ?3)";
+    tx.prepare_cached(&format!(
+        "UPDATE task SET state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END, \
+         expirations = expirations + 1, boot_id = NULL, lease_until_ns = NULL, updated_ms = ?4, \
+         last_error = 'claim expired: the worker ' || coalesce(owner, '?') || ' stopped heartbeating (attempt ' \
+             || attempts || ' of ' || max_attempts || ')' \
+         WHERE {expired}"
+    ))?
+    .execute(params![queue.as_str(), now.boot_id, now.ns, wall_ms(now)])?;
+    Ok(())
+}
+
+pub(crate) fn claim(tx: &Transaction<'_>, now: &Now, p: &TaskClaimParams) -> Result<Option<Claim>> {
+    reap(tx, now, &p.queue)?;
+    let seq: Option<i64> = tx
+        .prepare_cached(
+            "SELECT seq FROM task WHERE queue = ?1 AND state = 'pending' AND available_ms <= ?2 \
+             ORDER BY priority DESC, available_ms, seq LIMIT 1",
+        )?
+        .query_row(params![p.queue.as_str(), wall_ms(now)], |r| r.get(0))
+        .optional()?;
+    let Some(seq) = seq else { return Ok(None) };
+    let (id, payload, attempt, max_attempts, token): (String, String, u32, u32, i64) = tx
+        .prepare_cached(
+            "UPDATE task SET state = 'running', attempts = attempts + 1, token = token + 1, owner = ?2, \
+             boot_id = ?3, lease_until_ns = ?4, updated_ms = ?5, ttl_ms = ?6 WHERE seq = ?1 \
+             RETURNING id, payload, attempts, max_attempts, token",
+        )?
+        .query_row(
+            params![
+                seq,
+                p.owner,
+                now.boot_id,
+                lease_until(now, p.ttl),
+                wall_ms(now),
+                p.ttl.as_millis() as i64
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )?;
+    Ok(Some(Claim {
+        queue: p.queue.clone(),
+        id: TaskId::new(id.clone()).map_err(|_| Error::BadRow(format!("invalid task id {id:?}")))?,
+        payload: parse_json("payload", &payload)?,
+        attempt,
+        max_attempts,
+        token: Token(token as u64),
+        ttl: p.ttl,
+    }))
+}
+
+/// seq, state, token, boot id and lease end of a task's claim.
+type ClaimRow = (i64, String, i64, Option<String>, Option<i64>);
+
+/// The row of a live claim named by `task`, or why there is none.
+fn live_claim(tx: &Transaction<'_>, now: &Now, task: &TaskRef) -> Result<std::result::Result<i64, TaskLost>> {
+    let row: Option<ClaimRow> = tx
+        .prepare_cached("SELECT seq, state, token, boot_id, lease_until_ns FROM task WHERE queue = ?1 AND id = ?2")?
+        .query_row(params![task.queue.as_str(), task.id.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .optional()?;
+    Ok(match row {
+        None => Err(TaskLost::NotFound),
+        Some((seq, state, token, boot, until))
+            if state == "running"
+                && token as u64 == task.token.0
+                && boot.as_deref() == Some(now.boot_id.as_str())
+                && until.is_some_and(|u| u > now.ns) =>
+        {
+            Ok(seq)
+        }
+        Some(_) => Err(TaskLost::Stale),
+    })
+}
+
+pub(crate) fn heartbeat(tx: &Transaction<'_>, now: &Now, task: &TaskRef, ttl: Duration) -> Result<TaskUpdate> {
+    let seq = match live_claim(tx, now, task)? {
+        Ok(seq) => seq,
+        Err(lost) => return Ok(TaskUpdate::Lost(lost)),
+    };
+    tx.prepare_cached("UPDATE task SET lease_until_ns = ?2, updated_ms = ?3 WHERE seq = ?1")?
+        .execute(params![seq, lease_until(now, ttl), wall_ms(now)])?;
+    Ok(TaskUpdate::Applied)
+}
+
+pub(crate) fn complete(
+    tx: &Transaction<'_>,
+    now: &Now,
+    task: &TaskRef,
+    result: Option<&serde_json::Value>,
+) -> Result<TaskUpdate> {
+    let seq = match live_claim(tx, now, task)? {
+        Ok(seq) => seq,
+        Err(lost) => return Ok(TaskUpdate::Lost(lost)),
+    };
+    tx.prepare_cached(
+        "UPDATE task SET state = 'done', result = ?2, boot_id = NULL, lease_until_ns = NULL, updated_ms = ?3 \
+         WHERE seq = ?1",
+    )?
+    .execute(params![seq, result.map(json_text), wall_ms(now)])?;
+    Ok(TaskUpdate::Applied)
+}
+
+pub(crate) fn fail(tx: &Transaction<'_>, now: &Now, task: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail> {
+    let seq = match live_claim(tx, now, task)? {
+        Ok(seq) => seq,
+        Err(lost) => return Ok(TaskFail::Lost(lost)),
+    };
+    let (attempts, max_attempts): (u32, u32) = tx
+        .prepare_cached("SELECT attempts, max_attempts FROM task WHERE seq = ?1")?
+        .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let delay = match retry {
+        Retry::Never => None,
+        _ if attempts >= max_attempts => None,
+        Retry::After(d) => Some(d),
+        Retry::Backoff => Some(backoff(attempts, now.ns as u64 ^ seq as u64)),
+    };
+    let (state, available_at) = match delay {
+        None => ("dead", None),
+        Some(d) => ("pending", Some(now.wall + d)),
+    };
+    tx.prepare_cached(
+        "UPDATE task SET state = ?2, failures = failures + 1, last_error = ?3, \
+         available_ms = coalesce(?4, available_ms), boot_id = NULL, lease_until_ns = NULL, updated_ms = ?5 \
+         WHERE seq = ?1",
+    )?
+    .execute(params![seq, state, error, available_at.map(to_ms), wall_ms(now)])?;
+    Ok(match available_at {
+        Some(available_at) => TaskFail::Retrying { available_at },
+        None => TaskFail::Dead,
+    })
+}
+
+pub(crate) fn release(tx: &Transaction<'_>, now: &Now, task: &TaskRef) -> Result<TaskUpdate> {
+    let seq = match live_claim(tx, now, task)? {
+        Ok(seq) => seq,
+        Err(lost) => return Ok(TaskUpdate::Lost(lost)),
+    };
+    // Not charged: the attempt count goes back; the token does not.
+    tx.prepare_cached(
+        "UPDATE task SET state = 'pending', attempts = attempts - 1, boot_id = NULL, lease_until_ns = NULL, \
+         updated_ms = ?2 WHERE seq = ?1",
+    )?
+    .execute(params![seq, wall_ms(now)])?;
+    Ok(TaskUpdate::Applied)
+}
+
+pub(crate) fn retry(tx: &Transaction<'_>, now: &Now, queue: &QueueName, id: &TaskId) -> Result<TaskRetry> {
+    let Some(task) = get(tx, now, queue, id)? else {
+        return Ok(TaskRetry::NotFound);
+    };
+    if task.state != TaskState::Dead {
+        return Ok(TaskRetry::NotDead(task.state));
+    }
+    tx.prepare_cached(
+        "UPDATE task SET state = 'pending', attempts = 0, available_ms = ?3, updated_ms = ?3 \
+         WHERE queue = ?1 AND id = ?2",
+    )?
+    .execute(params![queue.as_str(), id.as_str(), wall_ms(now)])?;
+    Ok(TaskRetry::Revived)
+}
+
+pub(crate) fn list(tx: &Transaction<'_>, now: &Now, p: &TaskListParams) -> Result<Vec<Task>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {TASK_COLUMNS} FROM task WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2) \
+         ORDER BY queue, CASE state WHEN 'running' THEN 0 WHEN 'pending' THEN 1 WHEN 'dead' THEN 2 ELSE 3 END, \
+         priority DESC, available_ms, seq LIMIT ?3"
+    ))?;
+    let rows = stmt.query_map(
+        params![
+            p.queue.as_ref().map(QueueName::as_str),
+            p.state.map(TaskState::as_str),
+            i64::from(p.limit)
+        ],
+        |r| read_task(r, now),
+    )?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row?.map_err(Error::BadRow)?);
+    }
+    Ok(out)
+}
+
+pub(crate) fn stats(tx: &Transaction<'_>, queue: Option<&QueueName>) -> Result<Vec<QueueStats>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT queue, state, count(*) FROM task WHERE (?1 IS NULL OR queue = ?1) GROUP BY queue, state ORDER BY queue",
+    )?;
+    let rows = stmt.query_map(params![queue.map(QueueName::as_str)], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
+    })?;
+    let mut out: Vec<QueueStats> = Vec::new();
+    for row in rows {
+        let (q, state, n) = row?;
+        let q = QueueName::new(q.clone()).map_err(|_| Error::BadRow(format!("invalid queue name {q:?}")))?;
+        if out.last().is_none_or(|s| s.queue != q) {
+            out.push(QueueStats {
+                queue: q,
+                pending: 0,
+                running: 0,
+                done: 0,
+                dead: 0,
+            });
+        }
+        let s = out.last_mut().expect("pushed above");
+        let n = n as u64;
+        match TaskState::parse(&state) {
+            Some(TaskState::Pending) => s.pending = n,
+            Some(TaskState::Running) => s.running = n,
+            Some(TaskState::Done) => s.done = n,
+            Some(TaskState::Dead) => s.dead = n,
+            None => return Err(Error::BadRow(format!("unknown task state {state:?}"))),
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn purge(
+    tx: &Transaction<'_>,
+    now: &Now,
+    queue: &QueueName,
+    state: TaskState,
+    older_than: Duration,
+) -> Result<u64> {
+    let cutoff = to_ms(now.wall.checked_sub(older_than).unwrap_or(SystemTime::UNIX_EPOCH));
+    let n = tx
+        .prepare_cached("DELETE FROM task WHERE queue = ?1 AND state = ?2 AND updated_ms < ?3")?
+        .execute(params![queue.as_str(), state.as_str(), cutoff])?;
+    Ok(n as u64)
+}

@@ -1,0 +1,186 @@
+//! The task queue, as users call it: tasks whose claims are leases. The
+//! rules (states, tokens, claim order) are in `leasehold_backend::task`;
+//! this module adds the defaults — generated ids, owner labels, the
+//! default backoff — and nothing that touches storage.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use leasehold_backend::{
+    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
+    TaskListParams, TaskRef, TaskRetry, TaskState, TaskUpdate,
+};
+
+use crate::{Result, Store, identity};
+
+/// Attempts a task gets unless told otherwise.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+/// A task to add.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// The task's id; generated (unique) when `None`. Adding the same id
+    /// again is a no-op when the payload is the same, an error otherwise.
+    pub id: Option<TaskId>,
+    pub payload: serde_json::Value,
+    /// Higher first.
+    pub priority: i64,
+    /// Not claimable before this (wall clock); `None`: at once.
+    pub available_at: Option<SystemTime>,
+    pub max_attempts: u32,
+}
+
+impl NewTask {
+    /// A task with this payload and the defaults.
+    #[must_use]
+    pub fn new(payload: serde_json::Value) -> Self {
+        Self {
+            id: None,
+            payload,
+            priority: 0,
+            available_at: None,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+}
+
+/// A unique task id: time, pid, a counter and random bits.
+fn generate_id() -> TaskId {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut random = [0u8; 8];
+    let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
+    let ms = crate::unix_ms::to_ms(SystemTime::now());
+    let id = format!(
+        "{ms:x}-{:x}-{:x}-{:016x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        u64::from_le_bytes(random)
+    );
+    TaskId::new(id).expect("a generated id is a valid name")
+}
+
+impl Store {
+    /// Add tasks to `queue` in one transaction; returns each task's id and
+    /// outcome. If any id exists with another payload, nothing is added.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails or has no task queue.
+    ///
+    /// # Examples
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasehold::{LeaseName, NewTask, Store};
+    /// let store = Store::open_sqlite(&dir.path().join("l.db"))?;
+    /// let queue = LeaseName::new("crawl").unwrap();
+    /// store.task_add(&queue, vec![NewTask::new(serde_json::json!({"url": "https://example.org"}))])?;
+    /// let claim = store.task_claim(&queue, std::time::Duration::from_secs(60), None)?.unwrap();
+    /// store.task_complete(&claim.task_ref(), None)?;
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    pub fn task_add(&self, queue: &QueueName, tasks: Vec<NewTask>) -> Result<Vec<(TaskId, TaskAdd)>> {
+        let now = SystemTime::now();
+        let params: Vec<TaskAddParams> = tasks
+            .into_iter()
+            .map(|t| TaskAddParams {
+                queue: queue.clone(),
+                id: t.id.unwrap_or_else(generate_id),
+                payload: t.payload,
+                priority: t.priority,
+                available_at: t.available_at.unwrap_or(now),
+                max_attempts: t.max_attempts,
+            })
+            .collect();
+        let outcomes = self.backend().task_add(&params)?;
+        Ok(params.into_iter().map(|p| p.id).zip(outcomes).collect())
+    }
+
+    /// Claim the next task of `queue` for `ttl`; `None` when nothing is
+    /// claimable. The owner defaults to `host:pid`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_claim(&self, queue: &QueueName, ttl: Duration, owner: Option<&str>) -> Result<Option<Claim>> {
+        Ok(self.backend().task_claim(&TaskClaimParams {
+            queue: queue.clone(),
+            owner: owner.map_or_else(identity::default_owner, str::to_owned),
+            ttl,
+        })?)
+    }
+
+    /// Extend a live claim to now + `ttl`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails; a stale token is `Ok(Lost)`.
+    pub fn task_heartbeat(&self, task: &TaskRef, ttl: Duration) -> Result<TaskUpdate> {
+        Ok(self.backend().task_heartbeat(task, ttl)?)
+    }
+
+    /// Mark the task done (only with the current token of a live claim).
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails; a stale token is `Ok(Lost)`.
+    pub fn task_complete(&self, task: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate> {
+        Ok(self.backend().task_complete(task, result)?)
+    }
+
+    /// Record a failed attempt; `Retry::Backoff` is the default policy.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails; a stale token is `Ok(Lost)`.
+    pub fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail> {
+        Ok(self.backend().task_fail(task, error, retry)?)
+    }
+
+    /// Hand a claim back without charging its attempt.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails; a stale token is `Ok(Lost)`.
+    pub fn task_release(&self, task: &TaskRef) -> Result<TaskUpdate> {
+        Ok(self.backend().task_release(task)?)
+    }
+
+    /// Revive a dead task.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_retry(&self, queue: &QueueName, id: &TaskId) -> Result<TaskRetry> {
+        Ok(self.backend().task_retry(queue, id)?)
+    }
+
+    /// One task, or `None`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_get(&self, queue: &QueueName, id: &TaskId) -> Result<Option<Task>> {
+        Ok(self.backend().task_get(queue, id)?)
+    }
+
+    /// Tasks of a queue (or all queues), optionally of one state.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_list(&self, queue: Option<&QueueName>, state: Option<TaskState>, limit: u32) -> Result<Vec<Task>> {
+        Ok(self.backend().task_list(&TaskListParams {
+            queue: queue.cloned(),
+            state,
+            limit,
+        })?)
+    }
+
+    /// Counts per state, per queue.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_stats(&self, queue: Option<&QueueName>) -> Result<Vec<QueueStats>> {
+        Ok(self.backend().task_stats(queue)?)
+    }
+
+    /// Delete finished tasks of `state` older than `older_than`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_purge(&self, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64> {
+        Ok(self.backend().task_purge(queue, state, older_than)?)
+    }
+}
