@@ -4,6 +4,8 @@
 //! - [`Store`]: leases with TTLs and fencing tokens on a store (embedded
 //!   SQLite by default), exclusive or shared, with FIFO waiting and fast
 //!   takeover from holders that are provably dead.
+//! - [`files`]: crash-safe state files — atomic durable replacement,
+//!   read-modify-write under a lock, and writes fenced by a lease's token.
 //!
 //! # Examples
 //! ```
@@ -22,6 +24,7 @@
 
 mod duration;
 mod error;
+pub mod files;
 pub mod identity;
 mod store;
 
