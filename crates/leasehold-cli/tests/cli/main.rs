@@ -1,5 +1,6 @@
 //! Black-box tests of the real `leasehold` binary: one integration test
 //! target (as ripgrep's and just's), one module per area.
 
+mod files;
 mod lease;
 mod util;
