@@ -481,3 +481,63 @@ fn a_write_waits_for_an_update_holding_the_lock() {
         "the write did not wait for the update"
     );
 }
+
+/// The syscalls of one write, in order, under strace (skipped without it):
+/// temp file created `O_EXCL|O_NOFOLLOW` relative to the target's directory,
+/// fsync of it, rename over the target in the same directory, fsync of that
+/// directory, and only then the exit.
+#[test]
+fn strace_shows_fsync_before_rename_and_the_directory_fsync_before_exit() {
+    let env = Env::new();
+    let trace = env.path().join("trace");
+    let f = env.path().join("state.json");
+    assert_eq!(run_in(&env, &["write", arg(&f)], b"old").0, 0);
+    let mut cmd = Command::new("strace");
+    cmd.args([
+        "-f",
+        "-qq",
+        "-e",
+        "trace=openat,fsync,fdatasync,rename,renameat,renameat2,exit_group",
+        "-o",
+    ])
+    .arg(&trace)
+    .arg(crate::util::bin())
+    .args(["write", arg(&f)])
+    .stdin(Stdio::piped());
+    let Ok(mut child) = cmd.spawn() else {
+        println!("skipped: strace is not installed");
+        return;
+    };
+    child.stdin.take().unwrap().write_all(b"new").unwrap();
+    assert!(child.wait().unwrap().success());
+    let trace = fs::read_to_string(&trace).unwrap();
+    let lines: Vec<&str> = trace.lines().collect();
+    let find = |from: usize, pred: &dyn Fn(&str) -> bool| {
+        (from..lines.len())
+            .find(|&i| pred(lines[i]))
+            .unwrap_or_else(|| panic!("not found after line {from}:\n{trace}"))
+    };
+    let fd_of = |line: &str| line.rsplit("= ").next().unwrap().trim().to_owned();
+    let dir = find(0, &|l| {
+        l.contains("openat(AT_FDCWD") && l.contains("O_DIRECTORY") && l.contains(arg(env.path()))
+    });
+    let dir_fd = fd_of(lines[dir]);
+    let open = find(dir, &|l| {
+        l.contains(&format!("openat({dir_fd}, \".state.json.leasehold-tmp."))
+            && l.contains("O_EXCL")
+            && l.contains("O_NOFOLLOW")
+            && l.contains("O_CLOEXEC")
+    });
+    let temp_fd = fd_of(lines[open]);
+    let sync = find(open, &|l| l.contains(&format!("fsync({temp_fd})")));
+    let rename = find(sync, &|l| {
+        l.contains(&format!("renameat({dir_fd}, \".state.json.leasehold-tmp."))
+            && l.contains(&format!("{dir_fd}, \"state.json\") = 0"))
+    });
+    let dir_sync = find(rename, &|l| {
+        l.contains(&format!("fsync({dir_fd})")) && l.trim_end().ends_with("= 0")
+    });
+    let exit = find(dir_sync, &|l| l.contains("exit_group(0)"));
+    assert!(dir < open && open < sync && sync < rename && rename < dir_sync && dir_sync < exit);
+    assert_eq!(fs::read(&f).unwrap(), b"new");
+}
