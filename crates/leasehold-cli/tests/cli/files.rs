@@ -449,7 +449,10 @@ fn a_read_only_filesystem_is_reported_and_changes_nothing() {
     ] {
         let (code, _, err) = run_in(&env, &args, b"{\"v\":2}");
         assert_eq!(code, 1, "{args:?}: {err}");
-        assert!(err.contains("read-only filesystem"), "{args:?}: {err}");
+        assert!(
+            err.contains("read-only filesystem: ") && err.contains("state.json unchanged"),
+            "{args:?}: {err}"
+        );
         assert!(!err.contains("panicked"), "{err}");
     }
     assert_eq!(fs::read(&f).unwrap(), b"{\"v\":1}");

@@ -113,6 +113,32 @@ pub enum FileError {
 }
 
 impl FileError {
+    /// An I/O failure at a sidecar (the lock file) told about the data file
+    /// it serves: "disk full: state.json unchanged (could not open the lock
+    /// file state.json.lock)". Other kinds name the sidecar and are kept.
+    pub(crate) fn for_data(self, data: &Path) -> Self {
+        let sidecar = |path: PathBuf, op: String| (data.to_owned(), format!("{op} {}", path.display()));
+        match self {
+            Self::NoSpace { path, op } => {
+                let (path, op) = sidecar(path, op);
+                Self::NoSpace { path, op }
+            }
+            Self::ReadOnly { path, op } => {
+                let (path, op) = sidecar(path, op);
+                Self::ReadOnly { path, op }
+            }
+            Self::PermissionDenied { path, op } => {
+                let (path, op) = sidecar(path, op);
+                Self::PermissionDenied { path, op }
+            }
+            Self::Io { path, op, source } => {
+                let (path, op) = sidecar(path, op);
+                Self::Io { path, op, source }
+            }
+            other => other,
+        }
+    }
+
     /// An I/O failure while doing `op` for `path`, sorted by cause.
     pub(crate) fn io(path: &Path, op: impl Into<String>, source: io::Error) -> Self {
         let (path, op) = (path.to_owned(), op.into());

@@ -24,15 +24,16 @@ pub struct SidecarLock {
 /// Lock `OF.lock` (created 0644 less the umask if missing), waiting as long
 /// as another holder keeps it.
 pub fn lock_beside(of: &Path) -> Result<SidecarLock, FileError> {
-    let target = Target::open(&super::beside(of, ".lock"), Role::Lock)?;
+    let target = Target::open(&super::beside(of, ".lock"), Role::Lock).map_err(|e| e.for_data(of))?;
     let fd = target
-        .open_file(OFlags::RDWR, Some(0o644), "open the lock file")?
+        .open_file(OFlags::RDWR, Some(0o644), "open the lock file")
+        .map_err(|e| e.for_data(of))?
         .expect("O_CREAT opens or fails");
     loop {
         match rustix::fs::flock(&fd, FlockOperation::LockExclusive) {
             Ok(()) => return Ok(SidecarLock { _fd: fd }),
             Err(Errno::INTR) => {}
-            Err(e) => return Err(FileError::io(&target.path, "lock the lock file", e.into())),
+            Err(e) => return Err(FileError::io(&target.path, "lock the lock file", e.into()).for_data(of)),
         }
     }
 }
