@@ -1,5 +1,6 @@
 //! Command-line arguments. The `///` comments are the help text.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -12,6 +13,9 @@ Examples:
   leasehold fence nightly-report --token \"$T\" -- ./publish.sh
   leasehold release nightly-report --token \"$T\"
   leasehold list --live
+  agent-state | leasehold write state.json --json      # atomic, durable, validated
+  leasehold update state.json --json -- jq '.runs += 1'
+  leasehold write out.json --fence-token \"$T\" < report.json   # exit 13 if stale
 
 Exit codes: 0 ok, 1 failure, 2 usage, 10 nothing to claim, 11 held, 12 lost,
 13 stale token, 65 bad data, 69 store unavailable, 75 lease lost while running.";
@@ -60,6 +64,20 @@ pub enum Command {
     List(ListArgs),
     /// Show what happened to a lease: grants, releases, expiries, takeovers, refusals.
     History(HistoryArgs),
+    /// Replace FILE atomically and durably with standard input.
+    ///
+    /// Temp file beside FILE, fsync, rename, fsync of the directory; under
+    /// the lock FILE.lock. With --json the data must parse as JSON (exit 65
+    /// otherwise, FILE untouched) and the result is printed as JSON.
+    Write(WriteArgs),
+    /// Read-modify-write FILE under the lock FILE.lock with FILTER.
+    ///
+    /// FILTER (run directly, no shell) gets the old content on stdin (empty
+    /// when FILE does not exist); its stdout replaces FILE only if it exits
+    /// 0 (and parses, with --json). Otherwise FILE is untouched and leasehold
+    /// exits with the filter's own code (128+N for signal N). With --json a
+    /// corrupt existing FILE is refused (exit 65) and left as it is.
+    Update(UpdateArgs),
     /// Check the store and this host: filesystem, fsync, boot id, process identity, schema.
     Doctor,
     /// Print a shell completion script.
@@ -79,6 +97,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 pub fn parse_token(s: &str) -> Result<Token, String> {
     s.parse()
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o7777 && !digits.starts_with('+') => Ok(mode),
+        _ => Err(format!(
+            "{s:?} is not a file mode; write octal permission bits such as 644 or 0600"
+        )),
+    }
 }
 
 fn parse_limit(s: &str) -> Result<u32, String> {
@@ -209,6 +237,44 @@ pub struct HistoryArgs {
     /// How many entries, newest first.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
+}
+
+/// What `write` and `update` share.
+#[derive(Debug, Args)]
+pub struct FileArgs {
+    /// The state file. A symlink here is refused (write to the resolved path).
+    pub file: PathBuf,
+
+    /// Permission bits in octal (644, 0600). Default: the existing file's;
+    /// 0644 less the umask for a new file.
+    #[arg(long, value_parser = parse_mode, value_name = "OCTAL")]
+    pub mode: Option<u32>,
+
+    /// Refuse (exit 13, nothing changed) if a higher token was already
+    /// written to FILE; otherwise record TOKEN durably first, then write.
+    #[arg(long, value_parser = parse_token, value_name = "TOKEN")]
+    pub fence_token: Option<Token>,
+
+    /// The fence record (default: FILE.fence). Files sharing one record are
+    /// fenced together.
+    #[arg(long, requires = "fence_token", value_name = "PATH")]
+    pub fence_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    #[command(flatten)]
+    pub file: FileArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    #[command(flatten)]
+    pub file: FileArgs,
+
+    /// The filter and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "FILTER")]
+    pub filter: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ use std::fmt;
 use std::io::Write;
 
 use clap::Parser;
+use leasehold::files::FileError;
 use leasehold::{BackendError, Error as LibError};
 
 use crate::cli::{Cli, Global};
@@ -50,6 +51,9 @@ fn exit_code_of(err: &anyhow::Error) -> ExitCode {
         if let Some(e) = cause.downcast_ref::<BackendError>() {
             return backend_code(e);
         }
+        if let Some(e) = cause.downcast_ref::<FileError>() {
+            return file_code(e);
+        }
     }
     ExitCode::Failure
 }
@@ -59,6 +63,23 @@ fn backend_code(e: &BackendError) -> ExitCode {
         BackendError::Unavailable { .. } => ExitCode::Unavailable,
         BackendError::Corrupt { .. } | BackendError::SchemaTooNew { .. } => ExitCode::DataError,
         BackendError::Unsupported { .. } | BackendError::InvalidUrl { .. } => ExitCode::Usage,
+    }
+}
+
+/// State files: a stale token is 13; what is at a path and is not a valid
+/// state file, fence record or input is bad data (65); a full, read-only or
+/// forbidden disk is a plain failure (1): the store is not involved, so 69
+/// would mislead.
+fn file_code(e: &FileError) -> ExitCode {
+    match e {
+        FileError::StaleToken { .. } => ExitCode::StaleToken,
+        FileError::InvalidInput { .. }
+        | FileError::Corrupt { .. }
+        | FileError::CorruptFence { .. }
+        | FileError::IsDirectory { .. }
+        | FileError::Symlink { .. }
+        | FileError::NotRegular { .. } => ExitCode::DataError,
+        _ => ExitCode::Failure,
     }
 }
 

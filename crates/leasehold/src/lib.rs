@@ -6,6 +6,8 @@
 //!   takeover from holders that are provably dead.
 //! - A task queue whose claims are leases (`Store::task_*`): attempts,
 //!   backoff, dead tasks, and late workers' results refused.
+//! - [`files`]: crash-safe state files — atomic durable replacement,
+//!   read-modify-write under a lock, and writes fenced by a lease's token.
 //!
 //! # Examples
 //! ```
@@ -24,6 +26,7 @@
 
 mod duration;
 mod error;
+pub mod files;
 pub mod identity;
 mod queue;
 mod store;

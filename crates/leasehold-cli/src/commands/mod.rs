@@ -2,6 +2,7 @@
 
 mod completions;
 mod doctor;
+mod files;
 mod lease;
 mod task;
 
@@ -45,6 +46,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Status(args) => lease::status::run(&ctx, &args),
         Command::List(args) => lease::list::run(&ctx, &args),
         Command::History(args) => lease::history::run(&ctx, &args),
+        Command::Write(args) => files::write::run(&ctx, &args),
+        Command::Update(args) => files::update::run(&ctx, &args),
         Command::Doctor => Ok(doctor::run(&ctx)),
         Command::Completions(args) => Ok(completions::run(&args)),
         Command::Task(command) => task::dispatch(&ctx, command),

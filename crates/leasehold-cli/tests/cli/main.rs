@@ -2,6 +2,7 @@
 //! target (as ripgrep's and just's), one module per area.
 
 mod clock;
+mod files;
 mod lease;
 mod race;
 mod task;

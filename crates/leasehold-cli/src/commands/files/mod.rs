@@ -1,0 +1,38 @@
+//! State file commands: write, update.
+
+pub mod update;
+pub mod write;
+
+use leasehold::files::{FencedFile, WriteOptions};
+
+use crate::cli::FileArgs;
+use crate::commands::Ctx;
+
+/// `--json` means the content is JSON (validated) and the report is JSON.
+fn options(ctx: &Ctx, args: &FileArgs) -> WriteOptions {
+    WriteOptions {
+        mode: args.mode,
+        json: ctx.global.json,
+    }
+}
+
+fn fenced(args: &FileArgs) -> FencedFile {
+    let file = FencedFile::new(&args.file);
+    match &args.fence_file {
+        Some(fence) => file.with_fence_record(fence),
+        None => file,
+    }
+}
+
+/// Success is quiet, as `cp`; with `--json`, one document saying what was written.
+fn written(ctx: &Ctx, args: &FileArgs, bytes: usize) {
+    if ctx.global.json {
+        crate::output::print_json(&serde_json::json!({
+            "file": args.file,
+            "written": true,
+            "bytes": bytes,
+            "fence_token": args.fence_token,
+            "fence_file": args.fence_token.map(|_| fenced(args).fence_path()),
+        }));
+    }
+}

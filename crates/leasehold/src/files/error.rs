@@ -1,0 +1,164 @@
+//! What can go wrong with a state file. Every message names the file and
+//! says whether it changed.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::Token;
+
+/// Which of the paths leasehold touches for a state file is meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The state file itself.
+    Data,
+    /// The sidecar lock file (`FILE.lock`).
+    Lock,
+    /// The fence record (`FILE.fence` or the one given).
+    Fence,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Data => "state file",
+            Self::Lock => "lock file",
+            Self::Fence => "fence record",
+        })
+    }
+}
+
+/// Why a state file write, update or fence check failed. Unless the variant
+/// says otherwise ([`FileError::Unconfirmed`]), the file is unchanged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// ENOSPC or EDQUOT.
+    #[error("disk full: {} unchanged (could not {op})", path.display())]
+    NoSpace { path: PathBuf, op: String },
+
+    /// EROFS.
+    #[error("read-only filesystem: {} unchanged (could not {op})", path.display())]
+    ReadOnly { path: PathBuf, op: String },
+
+    /// EACCES or EPERM.
+    #[error("permission denied: {} unchanged (could not {op})", path.display())]
+    PermissionDenied { path: PathBuf, op: String },
+
+    /// A directory where a file was expected.
+    #[error("{} is a directory, not a {role}; nothing was written", path.display())]
+    IsDirectory { path: PathBuf, role: Role },
+
+    /// A symbolic link where a file was expected; leasehold never follows one.
+    #[error(
+        "{} is a symbolic link; leasehold never follows a symlink at a {role} path \
+         (write to the resolved path instead); nothing was written",
+        path.display()
+    )]
+    Symlink { path: PathBuf, role: Role },
+
+    /// A FIFO, socket or device where a file was expected.
+    #[error("{} is a {kind}, not a regular file; it cannot be a {role}; nothing was written", path.display())]
+    NotRegular {
+        path: PathBuf,
+        role: Role,
+        kind: &'static str,
+    },
+
+    /// The new content does not parse as JSON (only checked when asked).
+    #[error("refusing to write {}: the new content is not valid JSON ({reason}); the file is unchanged", path.display())]
+    InvalidInput { path: PathBuf, reason: String },
+
+    /// The existing file does not parse; it is never replaced by an empty state.
+    #[error("{} is corrupt ({reason}); it was left as it is: repair or remove it by hand", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+
+    /// The fence record does not hold a token; it is never reset.
+    #[error(
+        "fence record {} is corrupt ({reason}); it is never reset: restore the highest token \
+         ever written to it, as a decimal number on one line",
+        path.display()
+    )]
+    CorruptFence { path: PathBuf, reason: String },
+
+    /// A fenced write with a token lower than one already written.
+    #[error(
+        "stale fencing token {token} for {}: token {highest} was already written; the file is \
+         unchanged. The holder of token {token} must stop writing",
+        path.display()
+    )]
+    StaleToken {
+        path: PathBuf,
+        token: Token,
+        highest: Token,
+    },
+
+    /// The new content was renamed into place but the directory fsync
+    /// failed: the file holds the new content now, but it may not survive a
+    /// crash, so the write is not a success.
+    #[error(
+        "{} was replaced but fsync of its directory failed ({source}); the new content may not \
+         survive a crash, so the write did not succeed",
+        path.display()
+    )]
+    Unconfirmed { path: PathBuf, source: io::Error },
+
+    /// Any other I/O failure.
+    #[error("cannot {op} for {}: {source}; it is unchanged", path.display())]
+    Io {
+        path: PathBuf,
+        op: String,
+        source: io::Error,
+    },
+}
+
+impl FileError {
+    /// An I/O failure at a sidecar (the lock file) told about the data file
+    /// it serves: "disk full: state.json unchanged (could not open the lock
+    /// file state.json.lock)". Other kinds name the sidecar and are kept.
+    pub(crate) fn for_data(self, data: &Path) -> Self {
+        let sidecar = |path: PathBuf, op: String| (data.to_owned(), format!("{op} {}", path.display()));
+        match self {
+            Self::NoSpace { path, op } => {
+                let (path, op) = sidecar(path, op);
+                Self::NoSpace { path, op }
+            }
+            Self::ReadOnly { path, op } => {
+                let (path, op) = sidecar(path, op);
+                Self::ReadOnly { path, op }
+            }
+            Self::PermissionDenied { path, op } => {
+                let (path, op) = sidecar(path, op);
+                Self::PermissionDenied { path, op }
+            }
+            Self::Io { path, op, source } => {
+                let (path, op) = sidecar(path, op);
+                Self::Io { path, op, source }
+            }
+            other => other,
+        }
+    }
+
+    /// An I/O failure while doing `op` for `path`, sorted by cause.
+    pub(crate) fn io(path: &Path, op: impl Into<String>, source: io::Error) -> Self {
+        let (path, op) = (path.to_owned(), op.into());
+        match source.raw_os_error().map(rustix::io::Errno::from_raw_os_error) {
+            Some(rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT) => Self::NoSpace { path, op },
+            Some(rustix::io::Errno::ROFS) => Self::ReadOnly { path, op },
+            Some(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => Self::PermissionDenied { path, op },
+            _ => Self::Io { path, op, source },
+        }
+    }
+}
+
+/// Why [`update`](super::update) did not replace the file: the file layer
+/// failed, or the filter did (the file is unchanged either way).
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError<E> {
+    #[error(transparent)]
+    File(#[from] FileError),
+
+    /// The filter returned an error; nothing was written.
+    #[error("the filter failed; the file is unchanged")]
+    Filter(E),
+}

@@ -1,0 +1,346 @@
+//! Crash-safe state files: atomic durable replacement, read-modify-write
+//! under a lock, and writes fenced by a lease's token.
+//!
+//! - [`write_atomic`]: readers and a crash see the old content or the new,
+//!   never a mix; success means the new content is on disk.
+//! - [`write_locked`] and [`update`]: the same, under an exclusive lock on
+//!   the sidecar `FILE.lock`, so concurrent updates never lose one another.
+//! - [`FencedFile`]: the same, refused with [`FileError::StaleToken`] when
+//!   the writer's token is lower than one already written.
+//!
+//! # Paths
+//!
+//! For a file `FILE`, leasehold touches only `FILE`, `FILE.lock` (never
+//! deleted), `FILE.fence` (or the fence record given) and temp files
+//! `.FILE.leasehold-tmp.PID.RANDOM` in the same directory; temp files of
+//! crashed writers older than [`STALE_TEMP_AGE`] are removed by the next
+//! write. A symbolic link at any of these names is refused, never followed
+//! — `FILE` included: write to the resolved path instead. (Following it
+//! would replace the link's target while a rename over the link would
+//! replace the link itself; both surprise someone, so neither is done.)
+//!
+//! # Fences
+//!
+//! Under the lock, a fenced write reads the fence record; a token lower than
+//! the record is refused, an equal one passes (the same holder writing
+//! again), a higher one is first written to the record, durably, and only
+//! then is the file replaced. A crash anywhere leaves the old or the new
+//! file and never a record lower than a token whose content was written.
+//! A plain read followed by a fenced write is NOT safe against lost updates
+//! (a newer holder can write in between): use [`FencedFile::update`], which
+//! checks and advances the fence before the filter reads.
+
+mod atomic;
+mod error;
+mod fence;
+mod lock;
+mod target;
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+pub use atomic::STALE_TEMP_AGE;
+pub use error::{FileError, Role, UpdateError};
+
+use crate::Token;
+use target::Target;
+
+/// How to write a state file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Exact permission bits (e.g. `0o600`). `None` keeps the existing
+    /// file's mode; a new file gets 0644 less the umask. The owner of an
+    /// existing file is kept where permitted (as root).
+    pub mode: Option<u32>,
+    /// The content is JSON: refuse new content that does not parse
+    /// ([`FileError::InvalidInput`]), and let [`update`] refuse an existing
+    /// file that does not parse ([`FileError::Corrupt`]) rather than hand it
+    /// to the filter.
+    pub json: bool,
+}
+
+impl WriteOptions {
+    fn check_new(&self, path: &Path, data: &[u8]) -> Result<(), FileError> {
+        if !self.json {
+            return Ok(());
+        }
+        check_json(data).map_err(|reason| FileError::InvalidInput {
+            path: path.to_owned(),
+            reason,
+        })
+    }
+}
+
+fn check_json(data: &[u8]) -> Result<(), String> {
+    serde_json::from_slice::<serde::de::IgnoredAny>(data)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Replace the file at `path` with `data`, atomically and durably (temp
+/// file in the same directory, fsync, rename, fsync of the directory). Takes
+/// no lock: a concurrent [`update`] may overwrite it with a result computed
+/// from the older content; use [`write_locked`] where that matters.
+///
+/// # Errors
+///
+/// [`FileError::InvalidInput`] with `json` and data that does not parse;
+/// [`FileError::IsDirectory`], [`FileError::Symlink`] or
+/// [`FileError::NotRegular`] when something else is at `path`;
+/// [`FileError::NoSpace`], [`FileError::ReadOnly`],
+/// [`FileError::PermissionDenied`] or [`FileError::Io`] with the file
+/// unchanged; [`FileError::Unconfirmed`] when only the final directory fsync
+/// failed.
+///
+/// # Examples
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use leasehold::files::{WriteOptions, write_atomic};
+///
+/// let path = dir.path().join("state.json");
+/// let options = WriteOptions { json: true, ..WriteOptions::default() };
+/// write_atomic(&path, br#"{"runs": 1}"#, &options)?;
+/// assert!(write_atomic(&path, b"{half a docum", &options).is_err());
+/// assert_eq!(std::fs::read(&path)?, br#"{"runs": 1}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn write_atomic(path: &Path, data: &[u8], options: &WriteOptions) -> Result<(), FileError> {
+    options.check_new(path, data)?;
+    let target = Target::open(path, Role::Data)?;
+    atomic::write_target(&target, data, options.mode)
+}
+
+/// [`write_atomic`] under the exclusive lock on `FILE.lock`, so it never
+/// lands between the read and the write of an [`update`].
+///
+/// # Errors
+///
+/// As [`write_atomic`]; also the lock file's errors ([`Role::Lock`]).
+///
+/// # Examples
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("state.txt");
+/// leasehold::files::write_locked(&path, b"ready\n", &Default::default())?;
+/// assert!(dir.path().join("state.txt.lock").exists());
+/// # Ok::<(), leasehold::files::FileError>(())
+/// ```
+pub fn write_locked(path: &Path, data: &[u8], options: &WriteOptions) -> Result<(), FileError> {
+    options.check_new(path, data)?;
+    guarded::<std::convert::Infallible>(path, options, None, |_| Ok(Cow::Borrowed(data)))
+        .map_err(UpdateError::into_file)
+}
+
+/// Read-modify-write under the exclusive lock on `FILE.lock`: `filter` gets
+/// the old content (`None` when there is no file yet) and returns the new;
+/// the file is replaced only when it returns `Ok` (and, with `json`, the
+/// result parses). Concurrent updates of the same file never lose one
+/// another's changes.
+///
+/// # Errors
+///
+/// [`UpdateError::Filter`] with the filter's error (file unchanged);
+/// [`UpdateError::File`] with [`FileError::Corrupt`] when `json` is set and
+/// the existing file does not parse (file unchanged, filter not run), and
+/// otherwise as [`write_locked`].
+///
+/// # Examples
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use leasehold::files::{WriteOptions, update};
+///
+/// let path = dir.path().join("count");
+/// for _ in 0..3 {
+///     update(&path, &WriteOptions::default(), |old| {
+///         let n: u64 = old.map_or(Ok(0), |b| String::from_utf8_lossy(b).trim().parse())?;
+///         Ok::<_, std::num::ParseIntError>(format!("{}\n", n + 1).into_bytes())
+///     })?;
+/// }
+/// assert_eq!(std::fs::read_to_string(&path)?, "3\n");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn update<E>(
+    path: &Path,
+    options: &WriteOptions,
+    filter: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, E>,
+) -> Result<(), UpdateError<E>> {
+    guarded(path, options, None, |target| read_and_filter(target, options, filter))
+}
+
+/// A state file whose writers hold fencing tokens: writes with a token lower
+/// than the highest one written are refused. See the module docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencedFile {
+    path: PathBuf,
+    fence: Option<PathBuf>,
+}
+
+impl FencedFile {
+    /// The file at `path`, with its fence record at `path.fence`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            fence: None,
+        }
+    }
+
+    /// Keep the fence record at `fence` instead (several files may share
+    /// one record; a fenced write then also locks `fence.lock`).
+    #[must_use]
+    pub fn with_fence_record(mut self, fence: impl Into<PathBuf>) -> Self {
+        self.fence = Some(fence.into());
+        self
+    }
+
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where the fence record is.
+    #[must_use]
+    pub fn fence_path(&self) -> PathBuf {
+        self.fence.clone().unwrap_or_else(|| beside(&self.path, ".fence"))
+    }
+
+    /// The highest token written so far (`None` before the first fenced
+    /// write). Only informative: it may rise as soon as it is read.
+    ///
+    /// # Errors
+    ///
+    /// [`FileError::CorruptFence`] when the record does not parse, and the
+    /// errors of reading it.
+    pub fn highest_token(&self) -> Result<Option<Token>, FileError> {
+        fence::read(&Target::open(&self.fence_path(), Role::Fence)?)
+    }
+
+    /// Replace the file with `data` if `token` is not stale; the fence
+    /// record is raised to `token` first.
+    ///
+    /// # Errors
+    ///
+    /// [`FileError::StaleToken`] when a higher token was written (nothing
+    /// changed); [`FileError::CorruptFence`] when the record does not parse
+    /// (it is never reset); otherwise as [`write_locked`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasehold::Token;
+    /// use leasehold::files::{FencedFile, FileError};
+    ///
+    /// let file = FencedFile::new(dir.path().join("report.json"));
+    /// file.write(Token(7), b"{}", &Default::default())?;
+    /// let stale = file.write(Token(6), b"{\"old\": true}", &Default::default());
+    /// assert!(matches!(stale, Err(FileError::StaleToken { .. })));
+    /// assert_eq!(file.highest_token()?, Some(Token(7)));
+    /// # Ok::<(), FileError>(())
+    /// ```
+    pub fn write(&self, token: Token, data: &[u8], options: &WriteOptions) -> Result<(), FileError> {
+        options.check_new(&self.path, data)?;
+        let fence = self.fence_path();
+        guarded::<std::convert::Infallible>(&self.path, options, Some((&fence, token)), |_| Ok(Cow::Borrowed(data)))
+            .map_err(UpdateError::into_file)
+    }
+
+    /// [`update`] with a token: the fence is checked and raised BEFORE the
+    /// filter reads, so a stale holder's read-modify-write is refused whole.
+    /// A filter that fails after the fence was raised leaves the file
+    /// unchanged and the fence raised (never lower than a written token).
+    ///
+    /// # Errors
+    ///
+    /// As [`FencedFile::write`] and [`update`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasehold::Token;
+    /// use leasehold::files::FencedFile;
+    ///
+    /// let file = FencedFile::new(dir.path().join("log"));
+    /// file.update(Token(3), &Default::default(), |old| {
+    ///     let mut new = old.unwrap_or_default().to_vec();
+    ///     new.extend_from_slice(b"token 3 was here\n");
+    ///     Ok::<_, std::convert::Infallible>(new)
+    /// })?;
+    /// # Ok::<(), leasehold::files::UpdateError<std::convert::Infallible>>(())
+    /// ```
+    pub fn update<E>(
+        &self,
+        token: Token,
+        options: &WriteOptions,
+        filter: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, E>,
+    ) -> Result<(), UpdateError<E>> {
+        let fence = self.fence_path();
+        guarded(&self.path, options, Some((&fence, token)), |target| {
+            read_and_filter(target, options, filter)
+        })
+    }
+}
+
+/// `PATH{suffix}`: a sidecar's path, spelled as the caller spelled `path`.
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    p.into()
+}
+
+impl UpdateError<std::convert::Infallible> {
+    fn into_file(self) -> FileError {
+        match self {
+            Self::File(e) => e,
+            Self::Filter(never) => match never {},
+        }
+    }
+}
+
+fn read_and_filter<'a, E>(
+    target: &Target,
+    options: &WriteOptions,
+    filter: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, E>,
+) -> Result<Cow<'a, [u8]>, UpdateError<E>> {
+    let old = target.read()?;
+    if let (true, Some(old)) = (options.json, &old) {
+        check_json(old).map_err(|reason| FileError::Corrupt {
+            path: target.path.clone(),
+            reason,
+        })?;
+    }
+    let new = filter(old.as_deref()).map_err(UpdateError::Filter)?;
+    options.check_new(&target.path, &new)?;
+    Ok(Cow::Owned(new))
+}
+
+/// The one locked write path: lock (the fence record's own lock first when
+/// it is not the default one beside the file), check and raise the fence,
+/// produce the content, replace the file.
+fn guarded<'a, E>(
+    path: &Path,
+    options: &WriteOptions,
+    fence: Option<(&Path, Token)>,
+    produce: impl FnOnce(&Target) -> Result<Cow<'a, [u8]>, UpdateError<E>>,
+) -> Result<(), UpdateError<E>> {
+    let target = Target::open(path, Role::Data)?;
+    // Refuse a directory or symlink at FILE before raising any fence.
+    target.existing()?;
+    let fence = fence.map(|(p, token)| (Target::open(p, Role::Fence), p, token));
+    let _fence_lock = match &fence {
+        Some((_, p, _)) if *p != beside(path, ".fence") => Some(lock::lock_beside(p)?),
+        _ => None,
+    };
+    let _lock = lock::lock_beside(path)?;
+    if let Some((fence_target, _, token)) = fence {
+        fence::check_and_advance(path, &fence_target?, token)?;
+    }
+    let data = produce(&target)?;
+    atomic::write_target(&target, &data, options.mode)?;
+    Ok(())
+}

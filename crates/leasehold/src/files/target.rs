@@ -1,0 +1,124 @@
+//! A path leasehold writes, as an open directory plus a name in it, so every
+//! later step works relative to the same directory and can refuse to follow
+//! a symlink at the name (`*at` calls with `O_NOFOLLOW`).
+
+use std::ffi::OsString;
+use std::io::Read as _;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::error::{FileError, Role};
+
+/// Mode and owner of the file already at a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Existing {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug)]
+pub struct Target {
+    /// As the caller gave it; used in messages.
+    pub path: PathBuf,
+    pub dir: OwnedFd,
+    pub name: OsString,
+    pub role: Role,
+}
+
+impl Target {
+    /// Open the directory of `path`. Symlinks in the directory part are
+    /// followed (as by any program); the last component never is.
+    pub fn open(path: &Path, role: Role) -> Result<Self, FileError> {
+        let is_dir = || FileError::IsDirectory {
+            path: path.to_owned(),
+            role,
+        };
+        // "state/" or "state/." name a directory whatever is there.
+        if path.as_os_str().as_encoded_bytes().ends_with(b"/") || path.ends_with(".") {
+            return Err(is_dir());
+        }
+        let name = path.file_name().ok_or_else(is_dir)?.to_owned();
+        let dir_path = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = rustix::fs::openat(rustix::fs::CWD, &dir_path, flags, Mode::empty())
+            .map_err(|e| FileError::io(path, format!("open its directory {}", dir_path.display()), e.into()))?;
+        Ok(Self {
+            path: path.to_owned(),
+            dir,
+            name,
+            role,
+        })
+    }
+
+    fn not_a_file(&self, file_type: FileType) -> FileError {
+        let (path, role) = (self.path.clone(), self.role);
+        let kind = match file_type {
+            FileType::Directory => return FileError::IsDirectory { path, role },
+            FileType::Symlink => return FileError::Symlink { path, role },
+            FileType::Fifo => "FIFO",
+            FileType::Socket => "socket",
+            FileType::CharacterDevice | FileType::BlockDevice => "device",
+            _ => "special file",
+        };
+        FileError::NotRegular { path, role, kind }
+    }
+
+    /// What is at the name now: `None` if nothing, the mode and owner of a
+    /// regular file, and an error for anything else (symlinks included).
+    pub fn existing(&self) -> Result<Option<Existing>, FileError> {
+        match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(FileError::io(&self.path, "look at it", e.into())),
+            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                FileType::RegularFile => Ok(Some(Existing {
+                    mode: st.st_mode & 0o7777,
+                    uid: st.st_uid,
+                    gid: st.st_gid,
+                })),
+                other => Err(self.not_a_file(other)),
+            },
+        }
+    }
+
+    /// Open the name without following a symlink (and without blocking on a
+    /// FIFO), and check that it is a regular file.
+    pub fn open_file(&self, flags: OFlags, create: Option<u32>, op: &str) -> Result<Option<OwnedFd>, FileError> {
+        let mut flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        if create.is_some() {
+            flags |= OFlags::CREATE;
+        }
+        let mode = Mode::from_raw_mode(create.unwrap_or(0));
+        let fd = match rustix::fs::openat(&self.dir, &self.name, flags, mode) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) if create.is_none() => return Ok(None),
+            // O_NOFOLLOW reports a symlink at the last component as ELOOP.
+            Err(Errno::LOOP) => return Err(self.not_a_file(FileType::Symlink)),
+            Err(Errno::ISDIR) => return Err(self.not_a_file(FileType::Directory)),
+            Err(e) => return Err(FileError::io(&self.path, op, e.into())),
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| FileError::io(&self.path, op, e.into()))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => Ok(Some(fd)),
+            other => Err(self.not_a_file(other)),
+        }
+    }
+
+    /// The whole content, or `None` when there is no file.
+    pub fn read(&self) -> Result<Option<Vec<u8>>, FileError> {
+        let Some(fd) = self.open_file(OFlags::RDONLY, None, "read it")? else {
+            return Ok(None);
+        };
+        let mut file = std::fs::File::from(fd);
+        let mut data = Vec::new();
+        file.read_to_end(&mut data)
+            .map_err(|e| FileError::io(&self.path, "read it", e))?;
+        Ok(Some(data))
+    }
+}
