@@ -65,6 +65,15 @@ pub trait Harness: Sized {
     /// Close and reopen the same store, keeping the same [`ClockSkew`]; only
     /// used when `capabilities().reopenable`.
     fn reopen(&mut self);
+
+    /// Why this harness cannot make a store here (e.g. its server is not
+    /// installed), checked before each case: `Some(reason)` skips the case
+    /// with a SKIP line. A harness must return `None` where skipping is not
+    /// allowed (CI), and fail there instead.
+    #[must_use]
+    fn unavailable() -> Option<String> {
+        None
+    }
 }
 
 /// A backend capability a case may need (see
@@ -93,6 +102,14 @@ pub struct Case<H> {
 impl<H: Harness> Case<H> {
     /// Run `case` against a fresh store; called by [`conformance!`].
     pub fn run(name: &'static str, case: fn(&mut Case<H>)) {
+        if let Some(reason) = H::unavailable() {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "SKIP conformance::{name}: {} cannot make a store here: {reason}",
+                std::any::type_name::<H>(),
+            );
+            return;
+        }
         let mut t = Case {
             name,
             harness: H::new(),

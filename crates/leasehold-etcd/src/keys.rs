@@ -1,0 +1,331 @@
+//! The key layout of a leasehold store in etcd, and reading one name's keys
+//! back into a [`Snapshot`].
+//!
+//! Under the prefix (default `/leasehold`), per name (percent-encoded so that
+//! `/` in a name never nests, and `job` is never a key prefix of `job2`'s
+//! keys — every name directory ends in `/`):
+//!
+//! ```text
+//! PREFIX/lease/NAME/t          token key: written only by a transaction that
+//!                              grants; its `mod_revision` is the newest token
+//! PREFIX/lease/NAME/v          guard: {"seq": N}; every transaction that
+//!                              changes the name writes it and compares its
+//!                              `mod_revision` with the one it read (optimistic
+//!                              concurrency, one name at a time)
+//! PREFIX/lease/NAME/r/SLOT     grant record (no etcd lease, durable): owner,
+//!                              mode, holder, TTL; `create_revision` = token
+//! PREFIX/lease/NAME/g/SLOT     live marker, attached to the grant's etcd lease;
+//!                              `create_revision` = token. The grant is live
+//!                              exactly while this key exists
+//! PREFIX/lease/NAME/w/SLOT     waiter, attached to its own etcd lease;
+//!                              `create_revision` = ticket (FIFO order)
+//! PREFIX/history/NAME/SEQ      history entry (SEQ zero-padded, from the guard)
+//! ```
+//!
+//! `SLOT` is the etcd lease id the key was first attached to, in hex: a
+//! name the creating transaction can choose before it knows its revision.
+//! A record (`r/`) without its live marker (`g/`) is a grant whose etcd lease
+//! ran out: the next writer records it as `expired` and deletes it.
+
+use std::time::Duration;
+
+use etcd_client::{GetResponse, KeyValue};
+use leasehold_backend::{Grant, Holder, LeaseName, Mode, Token, WaiterTicket, unix_ms};
+use serde::{Deserialize, Serialize};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "/leasehold";
+
+/// Where a store's keys live.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+}
+
+/// A name's part of a key: `%` and `/` percent-encoded.
+fn encode(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '/' => out.push_str("%2F"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn decode(encoded: &str) -> Option<String> {
+    let mut out = String::with_capacity(encoded.len());
+    let mut rest = encoded;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        match rest.get(i + 1..i + 3) {
+            Some("25") => out.push('%'),
+            Some("2F") => out.push('/'),
+            _ => return None,
+        }
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+impl Keys {
+    /// `prefix` without a trailing `/` (one is stripped).
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The directory of every name's lease keys.
+    pub fn leases(&self) -> String {
+        format!("{}/lease/", self.prefix)
+    }
+
+    /// The directory of one name's lease keys.
+    pub fn name_dir(&self, name: &LeaseName) -> String {
+        format!("{}{}/", self.leases(), encode(name.as_str()))
+    }
+
+    pub fn token(&self, name: &LeaseName) -> String {
+        format!("{}t", self.name_dir(name))
+    }
+
+    pub fn guard(&self, name: &LeaseName) -> String {
+        format!("{}v", self.name_dir(name))
+    }
+
+    pub fn record(&self, name: &LeaseName, slot: &str) -> String {
+        format!("{}r/{slot}", self.name_dir(name))
+    }
+
+    pub fn live(&self, name: &LeaseName, slot: &str) -> String {
+        format!("{}g/{slot}", self.name_dir(name))
+    }
+
+    pub fn waiter(&self, name: &LeaseName, slot: &str) -> String {
+        format!("{}w/{slot}", self.name_dir(name))
+    }
+
+    pub fn history_dir(&self, name: &LeaseName) -> String {
+        format!("{}/history/{}/", self.prefix, encode(name.as_str()))
+    }
+
+    pub fn history(&self, name: &LeaseName, seq: u64) -> String {
+        format!("{}{seq:020}", self.history_dir(name))
+    }
+
+    /// Split a key under [`Keys::leases`] into its name and the rest
+    /// (`t`, `v`, `r/SLOT`, ...).
+    pub fn split<'k>(&self, key: &'k str) -> Option<(LeaseName, &'k str)> {
+        let rest = key.strip_prefix(&self.leases())?;
+        let (encoded, tail) = rest.split_once('/')?;
+        let name = LeaseName::new(decode(encoded)?).ok()?;
+        Some((name, tail))
+    }
+}
+
+/// The slot of a key created with etcd lease `lease`.
+pub fn slot(lease: i64) -> String {
+    format!("{lease:016x}")
+}
+
+/// What a grant record (`r/SLOT`) holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub owner: String,
+    pub owner_explicit: bool,
+    pub mode: Mode,
+    pub holder: Holder,
+    pub acquired_ms: i64,
+    pub ttl_ms: u64,
+}
+
+/// What a waiter key (`w/SLOT`) holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaiterValue {
+    pub mode: Mode,
+    /// The TTL its etcd lease was granted with, in whole seconds.
+    pub ttl_s: i64,
+}
+
+/// What the guard key (`v`) holds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct GuardValue {
+    /// The sequence number of the name's newest history entry.
+    pub seq: u64,
+}
+
+/// A history entry. `token_is_revision`: the token is the entry key's
+/// `create_revision` (a `granted` entry is written by the transaction that
+/// creates the grant, before its token — that transaction's revision — is
+/// known).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HistoryValue {
+    pub at_ms: i64,
+    pub event: String,
+    pub token: Option<u64>,
+    #[serde(default)]
+    pub token_is_revision: bool,
+    pub owner: Option<String>,
+    pub detail: String,
+}
+
+/// One grant of a name as read: its durable record, and the etcd lease of
+/// its live marker if the marker still exists.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    /// The suffix of its `r/` and `g/` keys.
+    pub id: String,
+    pub token: Token,
+    pub record: Record,
+    /// `Some(etcd lease id)` while the grant is live.
+    pub lease: Option<i64>,
+}
+
+impl Slot {
+    pub fn is_live(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    pub fn grant(&self, name: &LeaseName, expires_in: Duration) -> Grant {
+        let r = &self.record;
+        Grant {
+            name: name.clone(),
+            token: self.token,
+            owner: r.owner.clone(),
+            owner_explicit: r.owner_explicit,
+            mode: r.mode,
+            holder: r.holder.clone(),
+            acquired_at: unix_ms::from_ms(r.acquired_ms),
+            ttl: Duration::from_millis(r.ttl_ms),
+            expires_in,
+        }
+    }
+}
+
+/// A live waiter registration.
+#[derive(Debug, Clone)]
+pub struct Waiter {
+    pub id: String,
+    pub ticket: WaiterTicket,
+    pub lease: i64,
+    pub value: WaiterValue,
+}
+
+/// One name's keys at one revision.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The newest token ever issued (the token key's `mod_revision`).
+    pub last_token: Option<Token>,
+    /// The guard's `mod_revision` (0: no guard yet) and value.
+    pub guard_rev: i64,
+    pub guard: GuardValue,
+    /// Grant records, oldest (smallest token) first.
+    pub slots: Vec<Slot>,
+    /// Live waiters in FIFO order.
+    pub waiters: Vec<Waiter>,
+}
+
+impl Snapshot {
+    pub fn slot(&self, token: Token) -> Option<&Slot> {
+        self.slots.iter().find(|s| s.token == token)
+    }
+
+    pub fn live(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().filter(|s| s.is_live())
+    }
+}
+
+fn json<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, String> {
+    serde_json::from_slice(kv.value()).map_err(|e| format!("key {:?} holds an unreadable value: {e}", key_str(kv)))
+}
+
+pub fn key_str(kv: &KeyValue) -> String {
+    String::from_utf8_lossy(kv.key()).into_owned()
+}
+
+/// Group the keys of one or more names (a range read under
+/// [`Keys::leases`] or a name directory) into a snapshot per name, ordered
+/// by name.
+pub fn snapshots(keys: &Keys, resp: &GetResponse) -> Result<Vec<(LeaseName, Snapshot)>, String> {
+    let mut out: Vec<(LeaseName, Snapshot)> = Vec::new();
+    let mut records: Vec<(LeaseName, String, Token, Record)> = Vec::new();
+    let mut live: Vec<(LeaseName, String, i64)> = Vec::new();
+    for kv in resp.kvs() {
+        let key = key_str(kv);
+        let Some((name, tail)) = keys.split(&key) else {
+            return Err(format!("key {key:?} is not one leasehold writes"));
+        };
+        let idx = if let Some(i) = out.iter().position(|(n, _)| *n == name) {
+            i
+        } else {
+            out.push((name.clone(), Snapshot::default()));
+            out.len() - 1
+        };
+        let snap = &mut out[idx].1;
+        match tail.split_once('/') {
+            None if tail == "t" => snap.last_token = Some(Token(kv.mod_revision() as u64)),
+            None if tail == "v" => {
+                snap.guard_rev = kv.mod_revision();
+                snap.guard = json(kv)?;
+            }
+            Some(("r", slot)) => records.push((name, slot.to_owned(), Token(kv.create_revision() as u64), json(kv)?)),
+            Some(("g", slot)) => live.push((name, slot.to_owned(), kv.lease())),
+            Some(("w", slot)) => snap.waiters.push(Waiter {
+                id: slot.to_owned(),
+                ticket: WaiterTicket(kv.create_revision() as u64),
+                lease: kv.lease(),
+                value: json(kv)?,
+            }),
+            _ => return Err(format!("key {key:?} is not one leasehold writes")),
+        }
+    }
+    for (name, slot, token, record) in records {
+        let lease = live
+            .iter()
+            .find(|(n, s, _)| *n == name && *s == slot)
+            .map(|(_, _, lease)| *lease);
+        let snap = &mut out.iter_mut().find(|(n, _)| *n == name).expect("grouped above").1;
+        snap.slots.push(Slot {
+            id: slot,
+            token,
+            record,
+            lease,
+        });
+    }
+    for (_, snap) in &mut out {
+        snap.slots.sort_by_key(|s| s.token);
+        snap.waiters.sort_by_key(|w| w.ticket.0);
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_encode_without_nesting_or_prefix_clashes() {
+        let keys = Keys::new("/app/");
+        for name in ["job", "job/1", "50%", "a%2Fb", "../x", "ünï"] {
+            let n = LeaseName::new(name).unwrap();
+            let dir = keys.name_dir(&n);
+            assert_eq!(dir.matches('/').count(), 4, "{dir}");
+            let guard = keys.guard(&n);
+            let (back, tail) = keys.split(&guard).unwrap();
+            assert_eq!((back.as_str(), tail), (name, "v"));
+        }
+        let job = keys.name_dir(&LeaseName::new("job").unwrap());
+        assert!(!keys.name_dir(&LeaseName::new("job2").unwrap()).starts_with(&job));
+        assert!(!keys.name_dir(&LeaseName::new("job/1").unwrap()).starts_with(&job));
+        assert_eq!(decode("bad%2"), None);
+    }
+}

@@ -1,0 +1,226 @@
+//! A throwaway etcd for tests: a single node on 127.0.0.1 free ports with a
+//! data directory in a temp dir, stopped by its pid (TERM, then KILL).
+//!
+//! Without an `etcd` binary the tests skip loudly — unless `CI=true`, where
+//! a missing etcd is a failure (`.ci/run` installs it).
+
+#![allow(dead_code, reason = "each test binary uses a part of this module")]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use leasehold_etcd::{EtcdBackend, EtcdOptions};
+
+/// `Some(reason)` when tests must skip: no `etcd` binary outside CI.
+/// Panics in CI, where a missing etcd must fail the run.
+pub fn unavailable() -> Option<String> {
+    let found = Command::new("etcd")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return None;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true but there is no `etcd` on PATH: install the Debian package etcd-server"
+    );
+    Some("no `etcd` on PATH (install the Debian package etcd-server); CI=true makes this a failure".into())
+}
+
+/// Print a SKIP line that libtest does not capture.
+pub fn skip(test: &str, reason: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: {reason}");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port on 127.0.0.1")
+        .port()
+}
+
+/// One etcd process and its data directory.
+#[derive(Debug)]
+pub struct EtcdServer {
+    pub client_port: u16,
+    peer_port: u16,
+    data: PathBuf,
+    child: Option<Child>,
+    // Removed after the server stopped.
+    _dir: tempfile::TempDir,
+}
+
+impl EtcdServer {
+    /// Start a new single-node cluster and wait until it is healthy.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir for etcd");
+        let mut server = Self {
+            client_port: free_port(),
+            peer_port: free_port(),
+            data: dir.path().join("data"),
+            child: None,
+            _dir: dir,
+        };
+        server.spawn();
+        server
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn spawn(&mut self) {
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let log = std::fs::File::create(self.data.with_extension("log")).expect("etcd log file");
+        let child = Command::new("etcd")
+            .args(["--name", "t", "--data-dir"])
+            .arg(&self.data)
+            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args([
+                "--initial-cluster",
+                &format!("t={peer}"),
+                "--initial-cluster-state",
+                "new",
+            ])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start etcd");
+        self.child = Some(child);
+        self.wait_healthy();
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = Command::new("etcdctl")
+                .args([
+                    "--endpoints",
+                    &self.endpoint(),
+                    "--command-timeout=2s",
+                    "endpoint",
+                    "health",
+                ])
+                .env("ETCDCTL_API", "3")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return;
+            }
+            let log = std::fs::read_to_string(self.data.with_extension("log")).unwrap_or_default();
+            assert!(
+                Instant::now() < deadline,
+                "etcd on {} not healthy after 30s; its log:\n{log}",
+                self.endpoint()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Send `signal` to the server by its pid, then reap it.
+    fn signal(&mut self, signal: rustix::process::Signal, wait: Duration) -> bool {
+        let Some(child) = self.child.as_mut() else {
+            return true;
+        };
+        let pid = rustix::process::Pid::from_child(child);
+        let _ = rustix::process::kill_process(pid, signal);
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                self.child = None;
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// kill -9, as a crash.
+    pub fn kill9(&mut self) {
+        assert!(
+            self.signal(rustix::process::Signal::KILL, Duration::from_secs(10)),
+            "etcd survived SIGKILL"
+        );
+    }
+
+    /// Start again on the same data directory and ports.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "restart of a running etcd");
+        self.spawn();
+    }
+
+    /// Pause / resume the whole server (a frozen cluster).
+    pub fn stop(&mut self) {
+        self.signal(rustix::process::Signal::STOP, Duration::ZERO);
+    }
+
+    pub fn cont(&mut self) {
+        self.signal(rustix::process::Signal::CONT, Duration::ZERO);
+    }
+
+    /// A backend on this server under `prefix`.
+    pub fn open(&self, prefix: &str) -> EtcdBackend {
+        EtcdBackend::open(
+            &[self.endpoint()],
+            &EtcdOptions {
+                prefix: prefix.to_owned(),
+                ..EtcdOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("open the etcd store on {}: {e}", self.endpoint()))
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        if !self.signal(rustix::process::Signal::TERM, Duration::from_secs(5)) {
+            self.signal(rustix::process::Signal::KILL, Duration::from_secs(5));
+        }
+    }
+}
+
+/// One server shared by every test of a binary. Statics are never dropped,
+/// so a watchdog process stops it (TERM, then KILL, by its pid) once this
+/// test binary has exited.
+pub fn shared() -> &'static EtcdServer {
+    static SERVER: OnceLock<EtcdServer> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let server = EtcdServer::start();
+        let etcd = server.pid().expect("running");
+        let me = std::process::id();
+        let script = format!(
+            "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
+             kill -TERM {etcd} 2>/dev/null; sleep 3; kill -KILL {etcd} 2>/dev/null; true"
+        );
+        #[allow(clippy::zombie_processes, reason = "the watchdog must outlive this process")]
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the etcd watchdog");
+        server
+    })
+}
