@@ -178,7 +178,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
 fn no_tasks() -> BackendError {
     BackendError::Unsupported {
-        store: "this".into(),
+        store: "selected".into(),
         what: "the task queue".into(),
         hint: "use a sqlite:// or postgres:// store for tasks".into(),
     }

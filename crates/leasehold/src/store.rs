@@ -20,12 +20,17 @@ use crate::identity::{self, Binding};
 use crate::{Error, Result};
 
 /// Where lease state lives, parsed from `sqlite://PATH`, `postgres://…`,
-/// `postgresql://…` or `etcd://HOST:PORT[,HOST:PORT…]`.
+/// `postgresql://…` or `etcd://HOST:PORT[,HOST:PORT…][?prefix=/KEY/PREFIX]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     Sqlite(PathBuf),
     Postgres(String),
-    Etcd(Vec<String>),
+    /// An etcd cluster; every key under `prefix` (the backend's default
+    /// when `None`), so that several deployments can share a cluster.
+    Etcd {
+        endpoints: Vec<String>,
+        prefix: Option<String>,
+    },
 }
 
 impl StoreUrl {
@@ -42,6 +47,15 @@ impl StoreUrl {
     ///     StoreUrl::Sqlite("/var/lib/jobs.db".into())
     /// );
     /// assert!(StoreUrl::parse("redis://localhost").is_err());
+    /// assert_eq!(
+    ///     StoreUrl::parse("etcd://10.0.0.5:2379,10.0.0.6:2379?prefix=/myapp").unwrap(),
+    ///     StoreUrl::Etcd {
+    ///         endpoints: vec!["10.0.0.5:2379".into(), "10.0.0.6:2379".into()],
+    ///         prefix: Some("/myapp".into()),
+    ///     }
+    /// );
+    /// assert!(StoreUrl::parse("etcd://h:2379?prefix=myapp").is_err());
+    /// assert!(StoreUrl::parse("etcd://h:2379?prefx=/a").is_err());
     /// ```
     pub fn parse(url: &str) -> std::result::Result<Self, BackendError> {
         let invalid = |reason: &str| BackendError::InvalidUrl {
@@ -70,11 +84,28 @@ impl StoreUrl {
             }
             "postgres" | "postgresql" => Ok(StoreUrl::Postgres(url.to_owned())),
             "etcd" => {
-                let endpoints: Vec<String> = rest.trim_end_matches('/').split(',').map(str::to_owned).collect();
+                let (hosts, query) = rest.split_once('?').unwrap_or((rest, ""));
+                let endpoints: Vec<String> = hosts.trim_end_matches('/').split(',').map(str::to_owned).collect();
                 if endpoints.iter().any(String::is_empty) {
-                    return Err(invalid("expected etcd://HOST:PORT[,HOST:PORT...]"));
+                    return Err(invalid("expected etcd://HOST:PORT[,HOST:PORT...][?prefix=/myapp]"));
                 }
-                Ok(StoreUrl::Etcd(endpoints))
+                let mut prefix = None;
+                for pair in query.split('&').filter(|p| !p.is_empty()) {
+                    match pair.split_once('=') {
+                        Some(("prefix", value)) if value.starts_with('/') && value.len() > 1 => {
+                            prefix = Some(value.to_owned());
+                        }
+                        Some(("prefix", _)) => {
+                            return Err(invalid("the prefix must be an absolute key path, e.g. ?prefix=/myapp"));
+                        }
+                        _ => {
+                            return Err(invalid(&format!(
+                                "unknown parameter {pair:?}; the only one is prefix=/KEY/PREFIX"
+                            )));
+                        }
+                    }
+                }
+                Ok(StoreUrl::Etcd { endpoints, prefix })
             }
             other => Err(invalid(&format!(
                 "unknown scheme {other:?}; use sqlite://, postgres:// or etcd://"
@@ -109,7 +140,13 @@ impl fmt::Display for StoreUrl {
         match self {
             StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
             StoreUrl::Postgres(url) => f.write_str(url),
-            StoreUrl::Etcd(endpoints) => write!(f, "etcd://{}", endpoints.join(",")),
+            StoreUrl::Etcd { endpoints, prefix } => {
+                write!(f, "etcd://{}", endpoints.join(","))?;
+                match prefix {
+                    Some(prefix) => write!(f, "?prefix={prefix}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -189,11 +226,31 @@ impl Store {
                     ..SqliteOptions::default()
                 },
             )?),
-            StoreUrl::Postgres(_) | StoreUrl::Etcd(_) => {
+            #[cfg(feature = "etcd")]
+            StoreUrl::Etcd { endpoints, prefix } => {
+                let defaults = leasehold_etcd::EtcdOptions::default();
+                Box::new(leasehold_etcd::EtcdBackend::open(
+                    endpoints,
+                    &leasehold_etcd::EtcdOptions {
+                        prefix: prefix.clone().unwrap_or(defaults.prefix.clone()),
+                        ..defaults
+                    },
+                )?)
+            }
+            #[cfg(not(feature = "etcd"))]
+            StoreUrl::Etcd { .. } => {
                 return Err(BackendError::Unsupported {
                     store: url.to_string(),
                     what: "this store".into(),
-                    hint: "this build of leasehold has only the embedded SQLite store; use sqlite://PATH".into(),
+                    hint: "this build of leasehold was made without the `etcd` feature; rebuild with it, or use sqlite://PATH".into(),
+                }
+                .into());
+            }
+            StoreUrl::Postgres(_) => {
+                return Err(BackendError::Unsupported {
+                    store: url.to_string(),
+                    what: "this store".into(),
+                    hint: "this build of leasehold has no PostgreSQL store; use sqlite://PATH".into(),
                 }
                 .into());
             }
