@@ -11,27 +11,16 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use leasehold::{Acquire, AcquireOptions, LeaseName, Store, StoreOptions, StoreUrl};
+mod common;
 
-fn rate(n: u32, elapsed: Duration) -> f64 {
-    f64::from(n) / elapsed.as_secs_f64()
-}
+use common::{library, rate};
+use leasehold::{Store, StoreOptions, StoreUrl};
 
-fn library(endpoint: &str, n: u32) -> f64 {
+fn etcd_library(endpoint: &str, n: u32) -> f64 {
     let url = StoreUrl::parse(&format!("etcd://{endpoint}?prefix=/leasehold-bench")).unwrap();
-    let store = Store::open(&url, &StoreOptions::default()).unwrap();
-    let name = LeaseName::new("bench-lib").unwrap();
-    let options = AcquireOptions::default();
-    let start = Instant::now();
-    for _ in 0..n {
-        let Acquire::Acquired(g) = store.try_acquire(&name, &options).unwrap() else {
-            panic!("held")
-        };
-        store.release(&name, g.token, None).unwrap();
-    }
-    rate(n, start.elapsed())
+    library(&Store::open(&url, &StoreOptions::default()).unwrap(), n)
 }
 
 fn etcdctl_cmd(endpoint: &str, args: &[&str], stdin: &str) -> String {
@@ -97,7 +86,7 @@ fn main() {
     println!("acquire+release cycles per second against etcd at {endpoint}, {n} each:");
     println!(
         "  leasehold library (try_acquire + release): {:8.1}/s",
-        library(&endpoint, n)
+        etcd_library(&endpoint, n)
     );
     println!(
         "  etcdctl: txn + txn:                        {:8.1}/s",
@@ -109,6 +98,6 @@ fn main() {
     );
     println!(
         "  leasehold library, again:                  {:8.1}/s",
-        library(&endpoint, n)
+        etcd_library(&endpoint, n)
     );
 }

@@ -8,13 +8,12 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use leasehold::{Acquire, AcquireOptions, LeaseName, Store};
+mod common;
 
-fn rate(n: u32, elapsed: Duration) -> f64 {
-    f64::from(n) / elapsed.as_secs_f64()
-}
+use common::{library, rate};
+use leasehold::Store;
 
 fn fsync_floor(dir: &Path, n: u32) -> f64 {
     let path = dir.join("fsync-floor");
@@ -33,19 +32,6 @@ fn fsync_floor(dir: &Path, n: u32) -> f64 {
     let r = rate(n, start.elapsed());
     let _ = std::fs::remove_file(path);
     r
-}
-
-fn library(store: &Store, n: u32) -> f64 {
-    let name = LeaseName::new("bench-lib").unwrap();
-    let options = AcquireOptions::default();
-    let start = Instant::now();
-    for _ in 0..n {
-        let Acquire::Acquired(g) = store.try_acquire(&name, &options).unwrap() else {
-            panic!("held")
-        };
-        store.release(&name, g.token, None).unwrap();
-    }
-    rate(n, start.elapsed())
 }
 
 fn cli(bin: &Path, url: &str, n: u32) -> f64 {
