@@ -312,7 +312,7 @@ pub(crate) fn retry(tx: &Transaction<'_>, now: &Now, queue: &QueueName, id: &Tas
 pub(crate) fn list(tx: &Transaction<'_>, now: &Now, p: &TaskListParams) -> Result<Vec<Task>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {TASK_COLUMNS} FROM task WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2) \
-         ORDER BY queue, CASE state WHEN 'running' THEN 0 WHEN 'pending' THEN 1 WHEN 'dead' THEN 2 ELSE 3 END, \
+         ORDER BY queue, CASE state WHEN 'pending' THEN 0 WHEN 'running' THEN 1 WHEN 'dead' THEN 2 ELSE 3 END, \
          priority DESC, available_ms, seq LIMIT ?3"
     ))?;
     let rows = stmt.query_map(
@@ -372,7 +372,9 @@ pub(crate) fn purge(
 ) -> Result<u64> {
     let cutoff = to_ms(now.wall.checked_sub(older_than).unwrap_or(SystemTime::UNIX_EPOCH));
     let n = tx
-        .prepare_cached("DELETE FROM task WHERE queue = ?1 AND state = ?2 AND updated_ms < ?3")?
+        .prepare_cached(
+            "DELETE FROM task WHERE queue = ?1 AND state = ?2 AND state IN ('done', 'dead') AND updated_ms < ?3",
+        )?
         .execute(params![queue.as_str(), state.as_str(), cutoff])?;
     Ok(n as u64)
 }
