@@ -4,6 +4,9 @@
 //! - [`Store`]: leases with TTLs and fencing tokens on a store (embedded
 //!   SQLite by default), exclusive or shared, with FIFO waiting and fast
 //!   takeover from holders that are provably dead.
+//! - [`Keeper`]: keeps a grant — heartbeat renewals, a holder-side deadline
+//!   on the boot clock, and loss pushed to the holder.
+//! - [`lock`]: single-instance `flock` locks on one machine.
 //!
 //! # Examples
 //! ```
@@ -23,11 +26,14 @@
 mod duration;
 mod error;
 pub mod identity;
+mod keeper;
+pub mod lock;
 mod store;
 
 pub use duration::{format_duration, parse_duration};
 pub use error::{Error, Result};
 pub use identity::Binding;
+pub use keeper::{BootClock, Clock, Keeper, KeeperOptions, Loss, LossHandle, ManualClock, POLL, Renewal, Renewer};
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder,
     LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, StoreInfo, Token, host,

@@ -10,5 +10,8 @@ fn acquire_prints_the_token_and_a_second_acquire_is_held() {
     let (code, out, err) = env.run(&["acquire", "job"]);
     assert_eq!(code, 11, "{err}");
     assert!(out.is_empty());
-    assert!(err.contains("job is held") && err.contains(&format!("token {t}")), "{err}");
+    assert!(
+        err.contains("job is held") && err.contains(&format!("token {t}")),
+        "{err}"
+    );
 }

@@ -70,7 +70,9 @@ impl Env {
         all.extend_from_slice(args);
         let (code, out, err) = self.run(&all);
         assert_eq!(code, 0, "acquire {args:?} failed: {err}");
-        out.trim().parse().unwrap_or_else(|_| panic!("acquire printed {out:?}, not a token"))
+        out.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("acquire printed {out:?}, not a token"))
     }
 }
 
