@@ -210,6 +210,8 @@ struct State {
     retry_at: Option<Duration>,
     last_error: Option<String>,
     renewals: u64,
+    /// Send time of a renewal the store has not answered yet.
+    in_flight: Option<Duration>,
     lost: Option<Loss>,
     stopped: bool,
     callbacks: Vec<Callback>,
@@ -285,11 +287,13 @@ impl Shared {
             if sent < next {
                 continue;
             }
+            state.in_flight = Some(sent);
             drop(state);
             let outcome = self
                 .renewer
                 .renew(&self.name, self.token, self.options.owner.as_deref(), self.options.ttl);
             state = self.lock();
+            state.in_flight = None;
             if state.stopped || state.lost.is_some() {
                 return;
             }
@@ -319,8 +323,15 @@ impl Shared {
             if state.stopped || state.lost.is_some() {
                 return;
             }
-            if self.clock.now() >= state.trusted_until {
-                let last_error = state.last_error.clone();
+            let now = self.clock.now();
+            if now >= state.trusted_until {
+                let last_error = match state.in_flight {
+                    Some(sent) => Some(format!(
+                        "the store has not answered a renewal sent {} ago",
+                        crate::format_duration(now.saturating_sub(sent))
+                    )),
+                    None => state.last_error.clone(),
+                };
                 return self.lose(state, &Loss::Deadline { last_error });
             }
             state = self.sleep_until(state, Duration::MAX);
@@ -402,6 +413,7 @@ impl Keeper {
                 retry_at: None,
                 last_error: None,
                 renewals: 0,
+                in_flight: None,
                 lost: None,
                 stopped: false,
                 callbacks: Vec::new(),

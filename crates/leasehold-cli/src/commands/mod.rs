@@ -1,8 +1,11 @@
 //! One module per command (`commands/<area>/<verb>.rs`); `dispatch` routes.
 
+mod child;
 mod completions;
 mod doctor;
 mod lease;
+mod lock;
+mod run;
 
 use anyhow::Context as _;
 use leasehold::{Store, StoreOptions, StoreUrl};
@@ -44,6 +47,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Status(args) => lease::status::run(&ctx, &args),
         Command::List(args) => lease::list::run(&ctx, &args),
         Command::History(args) => lease::history::run(&ctx, &args),
+        Command::Run(args) => run::run(&ctx, &args),
+        Command::Lock(args) => lock::run(&ctx, &args),
+        Command::Guard(args) => run::guard::run(&args),
+        Command::Anchor => Ok(run::guard::anchor()),
         Command::Doctor => Ok(doctor::run(&ctx)),
         Command::Completions(args) => Ok(completions::run(&args)),
     }

@@ -2,4 +2,6 @@
 //! target (as ripgrep's and just's), one module per area.
 
 mod lease;
+mod lock;
+mod run;
 mod util;
