@@ -463,8 +463,11 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
             }
             Event::Exited(code) => break Some(code),
             Event::GuardGone => {
-                // The guard died without reporting: do its job.
-                let _ = rustix::process::kill_process_group(group_pid, Signal::KILL);
+                // The guard died without reporting: do its job (unless the
+                // command never started, and the group is already gone).
+                if spawn_error.is_none() {
+                    let _ = rustix::process::kill_process_group(group_pid, Signal::KILL);
+                }
                 break None;
             }
         }
