@@ -16,6 +16,9 @@ Examples:
   agent-state | leasehold write state.json --json      # atomic, durable, validated
   leasehold update state.json --json -- jq '.runs += 1'
   leasehold write out.json --fence-token \"$T\" < report.json   # exit 13 if stale
+  leasehold run daily-publish --ttl 90s -- ./agent.sh     # exit 11 if already running
+  leasehold run daily-publish --if-held skip -- ./agent.sh
+  leasehold lock ~/.local/state/my-agent -- my-agent --serve
 
 Exit codes: 0 ok, 1 failure, 2 usage, 10 nothing to claim, 11 held, 12 lost,
 13 stale token, 65 bad data, 69 store unavailable, 75 lease lost while running.";
@@ -78,6 +81,16 @@ pub enum Command {
     /// exits with the filter's own code (128+N for signal N). With --json a
     /// corrupt existing FILE is refused (exit 65) and left as it is.
     Update(UpdateArgs),
+    /// Run CMD under a lease: heartbeat, stop CMD before the lease can pass on (exit 75).
+    Run(RunArgs),
+    /// Run CMD holding a flock on PATH: one instance per machine (exit 11 if held).
+    Lock(LockArgs),
+    /// Internal: the guard between the `run` supervisor and its command.
+    #[command(name = "__guard", hide = true)]
+    Guard(GuardArgs),
+    /// Internal: holds a process group open for `run` until the command joins it.
+    #[command(name = "__anchor", hide = true)]
+    Anchor,
     /// Check the store and this host: filesystem, fsync, boot id, process identity, schema.
     Doctor,
     /// Print a shell completion script.
@@ -470,4 +483,97 @@ pub struct TaskPurgeArgs {
     /// Only those last updated longer ago than this.
     #[arg(long, value_parser = parse_duration)]
     pub older_than: Duration,
+}
+
+/// What `run` does when the lease is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IfHeld {
+    /// Exit 11 naming the holder.
+    Fail,
+    /// Exit 0 with one line on stderr (for cron).
+    Skip,
+    /// Wait in FIFO order (up to --wait-timeout).
+    Wait,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lease name (1-255 bytes of UTF-8, no control characters).
+    #[arg(value_parser = parse_name)]
+    pub name: LeaseName,
+
+    /// How long the grant lives without renewal.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub ttl: Duration,
+
+    /// How often to renew (default: TTL/3).
+    #[arg(long, value_parser = parse_duration)]
+    pub heartbeat: Option<Duration>,
+
+    #[command(flatten)]
+    pub shared: SharedArg,
+
+    /// When the lease is held: fail (exit 11), skip (exit 0), or wait.
+    #[arg(long, value_enum, default_value = "fail")]
+    pub if_held: IfHeld,
+
+    /// With --if-held wait: give up after DUR (exit 11). Default: wait forever.
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub wait_timeout: Option<Duration>,
+
+    /// Time between SIGTERM and SIGKILL when the command must stop.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub grace: Duration,
+
+    /// Stop the command (exit 75) when it writes nothing to stdout/stderr for DUR.
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub stall_timeout: Option<Duration>,
+
+    /// With --stall-timeout: touching FILE also counts as progress.
+    #[arg(long, value_name = "FILE", requires = "stall_timeout")]
+    pub progress_file: Option<std::path::PathBuf>,
+
+    /// Owner label recorded with the grant (default host:pid).
+    #[arg(long)]
+    pub owner: Option<String>,
+
+    /// The command and its arguments, run directly (no shell).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The lock file, or a directory (locked through `.leasehold.lock` inside it).
+    pub path: std::path::PathBuf,
+
+    /// Wait until it is free, forever or up to DUR.
+    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "DUR", value_parser = parse_duration)]
+    #[allow(clippy::option_option, reason = "clap: absent, bare --wait, or --wait=DUR")]
+    pub wait: Option<Option<Duration>>,
+
+    /// Take a shared lock (many holders; excludes an exclusive one).
+    #[arg(long)]
+    pub shared: bool,
+
+    /// Do not pass the locked descriptor to the command: the lock ends when
+    /// leasehold exits, even if the command's children live on.
+    #[arg(long)]
+    pub no_inherit: bool,
+
+    /// The command and its arguments, run directly (no shell).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct GuardArgs {
+    #[arg(long)]
+    pub control_fd: i32,
+    #[arg(long)]
+    pub report_fd: i32,
+    #[arg(long, value_parser = parse_duration)]
+    pub grace: Duration,
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
 }

@@ -4,6 +4,8 @@
 mod clock;
 mod files;
 mod lease;
+mod lock;
 mod race;
+mod run;
 mod task;
 mod util;
