@@ -98,6 +98,8 @@ pub enum Command {
     /// A task queue whose claims are leases: add, claim, heartbeat, done, fail, retry, list, show, stats, purge.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Work a queue: claim tasks and run CMD for each (payload on stdin), done on exit 0, fail otherwise.
+    Work(WorkArgs),
 }
 
 pub fn parse_name(s: &str) -> Result<LeaseName, String> {
@@ -575,5 +577,48 @@ pub struct GuardArgs {
     #[arg(long, value_parser = parse_duration)]
     pub grace: Duration,
     #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WorkArgs {
+    #[arg(value_parser = parse_name)]
+    pub queue: LeaseName,
+
+    /// How long each claim lives without a heartbeat.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub ttl: Duration,
+
+    /// How often to renew a claim (default TTL/3).
+    #[arg(long, value_parser = parse_duration)]
+    pub heartbeat: Option<Duration>,
+
+    /// After SIGTERM to a command, how long before SIGKILL; also how long
+    /// running tasks may finish after `work` is asked to stop.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub grace: Duration,
+
+    /// How many tasks to run at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrency: u32,
+
+    /// Exit when nothing is claimable (instead of waiting for new tasks).
+    #[arg(long)]
+    pub until_empty: bool,
+
+    /// Exit after this many tasks.
+    #[arg(long)]
+    pub max_tasks: Option<u64>,
+
+    /// Owner label of the claims (default host:pid).
+    #[arg(long)]
+    pub owner: Option<String>,
+
+    /// Largest result kept from a command's stdout; more is cut (and said so).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub result_limit: usize,
+
+    /// The command to run for each task.
+    #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,
 }

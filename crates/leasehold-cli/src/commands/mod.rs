@@ -7,7 +7,9 @@ mod files;
 mod lease;
 mod lock;
 mod run;
+mod supervisor;
 mod task;
+mod work;
 
 use anyhow::Context as _;
 use leasehold::{Store, StoreOptions, StoreUrl};
@@ -58,6 +60,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Doctor => Ok(doctor::run(&ctx)),
         Command::Completions(args) => Ok(completions::run(&args)),
         Command::Task(command) => task::dispatch(&ctx, command),
+        Command::Work(args) => work::run(&ctx, &args),
     }
 }
 

@@ -9,3 +9,4 @@ mod race;
 mod run;
 mod task;
 mod util;
+mod work;
