@@ -16,6 +16,9 @@ mod lease;
 mod schema;
 mod task;
 
+#[doc(hidden)]
+pub use task::CLAIM_SQL;
+
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
