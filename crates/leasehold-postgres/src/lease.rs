@@ -14,10 +14,11 @@
 
 use std::time::{Duration, SystemTime};
 
+use leasehold_backend::rules::{self, holder_label, humanize};
 use leasehold_backend::{
-    FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket,
+    Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
+    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket,
 };
 use postgres::Row as PgRow;
 
@@ -158,10 +159,6 @@ fn record(
     Ok(())
 }
 
-fn holder_label(h: &Holder) -> String {
-    format!("{}:{}", h.host, h.pid)
-}
-
 /// Remove the expired grants of `name` (recording each) and return the
 /// live ones. The caller holds the name's lock.
 fn sweep(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<Grant>> {
@@ -191,10 +188,6 @@ fn expire(db: &mut Db<'_>, row: &Row) -> Result<()> {
             holder_label(&g.holder)
         ),
     )
-}
-
-fn humanize(d: Duration) -> String {
-    format!("{:.1}s", d.as_secs_f64())
 }
 
 struct Waiter {
@@ -244,16 +237,6 @@ fn insert_waiter(
         )?
         .get(0);
     Ok(WaiterTicket(id as u64))
-}
-
-/// Whether a grant of `mode` can join the (real or simulated) set `held`.
-fn compatible(held: &[Mode], mode: Mode) -> bool {
-    match mode {
-        Mode::Exclusive => held.is_empty(),
-        Mode::Shared { limit } => {
-            !held.iter().any(|m| m.is_exclusive()) && limit.is_none_or(|limit| held.len() < limit as usize)
-        }
-    }
 }
 
 pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
@@ -327,18 +310,7 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
             &[&(t.0 as i64), &expires_at(now, p.waiter_ttl)],
         )?;
     }
-    let mut simulated: Vec<Mode> = live.iter().map(|g| g.mode).collect();
-    let mut blocked = false;
-    for w in ahead {
-        if compatible(&simulated, w.mode) {
-            simulated.push(w.mode);
-        } else {
-            blocked = true;
-            break;
-        }
-    }
-
-    if blocked || !compatible(&simulated, p.mode) {
+    if !rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.mode), p.mode) {
         let waiters_ahead = ahead.len() as u32;
         let ticket = match (p.ticket, mine) {
             (Some(t), Some(_)) => Some(t),
@@ -515,24 +487,16 @@ pub(crate) fn fence(db: &mut Db<'_>, p: &LeaseFenceParams) -> Result<LeaseFence>
     let now = lock(db, &p.name)?;
     let newest = last_token(db, &p.name)?;
     let found = row(db, now, &p.name, p.token)?;
-    let verdict = match found {
-        Some(r) if r.is_live(now) => {
-            if r.grant.mode.is_exclusive() && newest != Some(p.token) {
-                Err(FenceRefusal::Superseded)
-            } else {
-                Ok(r.grant)
-            }
-        }
-        other => {
-            if let Some(r) = other {
+    let verdict = rules::fence_verdict(p.token, newest, found.as_ref().map(|r| (r.is_live(now), r.grant.mode)));
+    let verdict = match (verdict, found) {
+        (Ok(()), Some(r)) => Ok(r.grant),
+        (Err(reason), found) => {
+            if let Some(r) = found.filter(|r| !r.is_live(now)) {
                 expire(db, &r)?;
             }
-            if newest.is_some_and(|n| n > p.token) {
-                Err(FenceRefusal::Superseded)
-            } else {
-                Err(FenceRefusal::NotLive)
-            }
+            Err(reason)
         }
+        (Ok(()), None) => unreachable!("a fence passes only with a live grant"),
     };
     match verdict {
         Ok(grant) => {
