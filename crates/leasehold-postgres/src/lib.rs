@@ -365,7 +365,7 @@ impl PostgresBackend {
 
     fn ambiguous(&self, e: &postgres::Error) -> BackendError {
         self.unavailable(
-            format!("the connection was lost while committing ({e}), so the change may or may not have been made"),
+            format!("the connection was lost while committing ({}), so the change may or may not have been made", detail(e)),
             "nothing is reported as done; check the state (`leasehold status` / `leasehold task show`) once the server is back, and retry",
         )
     }
@@ -388,19 +388,19 @@ impl PostgresBackend {
         let Some(c) = e.code().cloned() else {
             return if connection_lost(e) {
                 self.unavailable(
-                    format!("cannot reach or talk to the server: {e}"),
+                    format!("cannot reach or talk to the server: {}", detail(e)),
                     "check that PostgreSQL is running and reachable at the URL's host and port (pg_isready -h HOST -p PORT); nothing was changed",
                 )
             } else {
                 self.unavailable(
-                    format!("PostgreSQL client error: {e}"),
+                    format!("PostgreSQL client error: {}", detail(e)),
                     "this is a bug in leasehold; please report it",
                 )
             };
         };
         if c == SqlState::INVALID_PASSWORD || c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
             self.unavailable(
-                format!("authentication failed for role {user:?}: {e}"),
+                format!("authentication failed for role {user:?}: {}", detail(e)),
                 "check the user and password in the URL (or ~/.pgpass), and pg_hba.conf on the server",
             )
         } else if c == SqlState::INVALID_CATALOG_NAME {
@@ -410,7 +410,7 @@ impl PostgresBackend {
             )
         } else if c == SqlState::INSUFFICIENT_PRIVILEGE {
             self.unavailable(
-                format!("permission denied: {e}"),
+                format!("permission denied: {}", detail(e)),
                 &format!(
                     "grant the role what docs/POSTGRES.md lists (e.g. GRANT USAGE, CREATE ON SCHEMA {} TO {user}), or run `leasehold migrate` once as the schema's owner",
                     self.schema
@@ -436,12 +436,12 @@ impl PostgresBackend {
             )
         } else if connection_lost(e) {
             self.unavailable(
-                format!("the connection was lost: {e}"),
+                format!("the connection was lost: {}", detail(e)),
                 "the server is restarting or was stopped; retry when it is back (nothing was changed)",
             )
         } else {
             self.unavailable(
-                format!("PostgreSQL error: {e}"),
+                format!("PostgreSQL error: {}", detail(e)),
                 "retry; if it persists, run `leasehold doctor`",
             )
         }
@@ -462,6 +462,22 @@ impl PostgresBackend {
             },
         }
     }
+}
+
+/// The error with what PostgreSQL or the OS said (the client's own
+/// `Display` stops at "db error" or "error connecting to server").
+fn detail(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return db.message().to_owned();
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Errors after which the same transaction may simply be run again.

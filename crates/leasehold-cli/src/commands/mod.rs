@@ -4,6 +4,7 @@ mod completions;
 mod doctor;
 mod files;
 mod lease;
+mod migrate;
 mod task;
 
 use anyhow::Context as _;
@@ -49,6 +50,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Write(args) => files::write::run(&ctx, &args),
         Command::Update(args) => files::update::run(&ctx, &args),
         Command::Doctor => Ok(doctor::run(&ctx)),
+        Command::Migrate => migrate::run(&ctx),
         Command::Completions(args) => Ok(completions::run(&args)),
         Command::Task(command) => task::dispatch(&ctx, command),
     }
