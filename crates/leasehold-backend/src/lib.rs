@@ -31,6 +31,7 @@
 mod error;
 pub mod host;
 mod name;
+pub mod rules;
 pub mod task;
 mod types;
 

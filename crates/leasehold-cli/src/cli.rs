@@ -93,6 +93,12 @@ pub enum Command {
     Anchor,
     /// Check the store and this host: filesystem, fsync, boot id, process identity, schema.
     Doctor,
+    /// Create or upgrade the store's schema now (every command does it on first use).
+    ///
+    /// Useful once per deployment, run by a role allowed to create tables,
+    /// before workers that may only use them start. Concurrent runs are
+    /// safe; a store written by a newer leasehold is refused (exit 65).
+    Migrate,
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// A task queue whose claims are leases: add, claim, heartbeat, done, fail, retry, list, show, stats, purge.

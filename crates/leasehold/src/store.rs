@@ -100,6 +100,16 @@ impl StoreUrl {
     }
 }
 
+/// The error for a store this build does not include.
+fn not_built(url: &StoreUrl, what: &str) -> Error {
+    BackendError::Unsupported {
+        store: url.to_string(),
+        what: "this store".into(),
+        hint: format!("this build of leasehold does not include {what}; use sqlite://PATH or another build"),
+    }
+    .into()
+}
+
 fn home_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
 }
@@ -189,14 +199,17 @@ impl Store {
                     ..SqliteOptions::default()
                 },
             )?),
-            StoreUrl::Postgres(_) | StoreUrl::Etcd(_) => {
-                return Err(BackendError::Unsupported {
-                    store: url.to_string(),
-                    what: "this store".into(),
-                    hint: "this build of leasehold has only the embedded SQLite store; use sqlite://PATH".into(),
-                }
-                .into());
-            }
+            #[cfg(feature = "postgres")]
+            StoreUrl::Postgres(url) => Box::new(leasehold_postgres::PostgresBackend::open(
+                url,
+                leasehold_postgres::PostgresOptions {
+                    skew: options.skew.clone(),
+                    ..leasehold_postgres::PostgresOptions::default()
+                },
+            )?),
+            #[cfg(not(feature = "postgres"))]
+            StoreUrl::Postgres(_) => return Err(not_built(url, "the PostgreSQL store (cargo feature `postgres`)")),
+            StoreUrl::Etcd(_) => return Err(not_built(url, "the etcd store")),
         };
         Ok(Self {
             url: url.clone(),

@@ -6,6 +6,7 @@ mod doctor;
 mod files;
 mod lease;
 mod lock;
+mod migrate;
 mod run;
 mod supervisor;
 mod task;
@@ -58,6 +59,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Guard(args) => run::guard::run(&args),
         Command::Anchor => Ok(run::guard::anchor()),
         Command::Doctor => Ok(doctor::run(&ctx)),
+        Command::Migrate => migrate::run(&ctx),
         Command::Completions(args) => Ok(completions::run(&args)),
         Command::Task(command) => task::dispatch(&ctx, command),
         Command::Work(args) => work::run(&ctx, &args),
