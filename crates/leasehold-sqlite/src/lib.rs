@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
@@ -255,16 +256,25 @@ impl SqliteBackend {
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction and commit it.
-    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>, &Now) -> Result<T, lease::Error>) -> Result<T, BackendError> {
-        self.write_if(|tx, now| f(tx, now).map(|v| (v, true)))
+    ///
+    /// `op` names the operation's failpoints (`OP/begin`,
+    /// `OP/before-commit`, `OP/after-commit`; see `leasehold_backend::failpoint`).
+    fn write<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&Transaction<'_>, &Now) -> Result<T, lease::Error>,
+    ) -> Result<T, BackendError> {
+        self.write_if(op, |tx, now| f(tx, now).map(|v| (v, true)))
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction; commit only if it
     /// says so (otherwise roll back and still return its value).
     fn write_if<T>(
         &self,
+        op: &str,
         f: impl FnOnce(&Transaction<'_>, &Now) -> Result<(T, bool), lease::Error>,
     ) -> Result<T, BackendError> {
+        failpoint!(op, "begin");
         let now = self.now()?;
         let mut conn = self.conn();
         let tx = conn
@@ -272,7 +282,9 @@ impl SqliteBackend {
             .map_err(|e| map_error(&self.store(), &e))?;
         let (value, commit) = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
         if commit {
+            failpoint!(op, "before-commit");
             tx.commit().map_err(|e| map_error(&self.store(), &e))?;
+            failpoint!(op, "after-commit");
         }
         Ok(value)
     }
@@ -380,27 +392,27 @@ impl Backend for SqliteBackend {
     }
 
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError> {
-        self.write(|tx, now| lease::acquire(tx, now, params))
+        self.write("acquire", |tx, now| lease::acquire(tx, now, params))
     }
 
     fn lease_renew(&self, params: &LeaseRenewParams) -> Result<LeaseRenew, BackendError> {
-        self.write(|tx, now| lease::renew(tx, now, params))
+        self.write("renew", |tx, now| lease::renew(tx, now, params))
     }
 
     fn lease_release(&self, params: &LeaseReleaseParams) -> Result<LeaseRelease, BackendError> {
-        self.write(|tx, now| lease::release(tx, now, params))
+        self.write("release", |tx, now| lease::release(tx, now, params))
     }
 
     fn lease_fence(&self, params: &LeaseFenceParams) -> Result<LeaseFence, BackendError> {
-        self.write(|tx, now| lease::fence(tx, now, params))
+        self.write("fence", |tx, now| lease::fence(tx, now, params))
     }
 
     fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> Result<WaiterTicket, BackendError> {
-        self.write(|tx, now| lease::waiter_enqueue(tx, now, params))
+        self.write("waiter-enqueue", |tx, now| lease::waiter_enqueue(tx, now, params))
     }
 
     fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<(), BackendError> {
-        self.write(|tx, _| lease::waiter_remove(tx, name, ticket))
+        self.write("waiter-remove", |tx, _| lease::waiter_remove(tx, name, ticket))
     }
 
     fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError> {
@@ -416,31 +428,31 @@ impl Backend for SqliteBackend {
     }
 
     fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError> {
-        self.write_if(|tx, now| task::add(tx, now, params))
+        self.write_if("add", |tx, now| task::add(tx, now, params))
     }
 
     fn task_claim(&self, params: &TaskClaimParams) -> Result<Option<Claim>, BackendError> {
-        self.write(|tx, now| task::claim(tx, now, params))
+        self.write("claim", |tx, now| task::claim(tx, now, params))
     }
 
     fn task_heartbeat(&self, t: &TaskRef, ttl: Duration) -> Result<TaskUpdate, BackendError> {
-        self.write(|tx, now| task::heartbeat(tx, now, t, ttl))
+        self.write("heartbeat", |tx, now| task::heartbeat(tx, now, t, ttl))
     }
 
     fn task_complete(&self, t: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate, BackendError> {
-        self.write(|tx, now| task::complete(tx, now, t, result))
+        self.write("complete", |tx, now| task::complete(tx, now, t, result))
     }
 
     fn task_fail(&self, t: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail, BackendError> {
-        self.write(|tx, now| task::fail(tx, now, t, error, retry))
+        self.write("fail", |tx, now| task::fail(tx, now, t, error, retry))
     }
 
     fn task_release(&self, t: &TaskRef) -> Result<TaskUpdate, BackendError> {
-        self.write(|tx, now| task::release(tx, now, t))
+        self.write("task-release", |tx, now| task::release(tx, now, t))
     }
 
     fn task_retry(&self, queue: &QueueName, id: &TaskId) -> Result<TaskRetry, BackendError> {
-        self.write(|tx, now| task::retry(tx, now, queue, id))
+        self.write("retry", |tx, now| task::retry(tx, now, queue, id))
     }
 
     fn task_get(&self, queue: &QueueName, id: &TaskId) -> Result<Option<Task>, BackendError> {
@@ -456,6 +468,6 @@ impl Backend for SqliteBackend {
     }
 
     fn task_purge(&self, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64, BackendError> {
-        self.write(|tx, now| task::purge(tx, now, queue, state, older_than))
+        self.write("purge", |tx, now| task::purge(tx, now, queue, state, older_than))
     }
 }
