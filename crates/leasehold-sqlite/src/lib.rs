@@ -151,25 +151,27 @@ impl SqliteBackend {
                     hint: "point --store at a database file".into(),
                 });
             }
+            Ok(meta) if meta.len() < SQLITE_HEADER_LEN => {
+                // A new store is created whole (see `create`), so a file this
+                // short was cut off — SQLite would take it for an empty
+                // database and start the token counters again at 1.
+                return Err(BackendError::Corrupt {
+                    store,
+                    reason: format!(
+                        "it is {} bytes long, shorter than a SQLite header: truncated (or left by an interrupted first start of leasehold 0.1)",
+                        meta.len()
+                    ),
+                    hint: "restore it from a backup; only if no token of this store was ever used, remove it to start a new store (tokens restart at 1)".into(),
+                });
+            }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // Create it private before SQLite does (SQLite would use 0644).
-                match OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                    .open(path)
-                {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => {
-                        return Err(unavailable(
-                            format!("cannot create the database file: {e}"),
-                            "check the directory's permissions and free space",
-                        ));
-                    }
-                }
+                create(path, &dir, &options).map_err(|e| {
+                    unavailable(
+                        format!("cannot create the database file: {e}"),
+                        "check the directory's permissions and free space",
+                    )
+                })?;
             }
             Err(e) => {
                 return Err(unavailable(
@@ -181,7 +183,21 @@ impl SqliteBackend {
 
         let flags =
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| map_error(&store, &e))?;
+        // SQLite says only "unable to open database file" on a read-only
+        // filesystem (it cannot make the WAL's shared-memory file): name it.
+        let read_only =
+            || rustix::fs::statvfs(&dir).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
+        let open_error = |e: &rusqlite::Error| {
+            if read_only() {
+                unavailable(
+                    "it is on a read-only filesystem".into(),
+                    "remount it read-write or choose another --store; nothing was changed",
+                )
+            } else {
+                map_error(&store, e)
+            }
+        };
+        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(&e))?;
         let setup = |conn: &mut Connection| -> rusqlite::Result<Result<(), schema::Problem>> {
             conn.busy_timeout(options.busy_timeout)?;
             // Reading the schema first makes a non-database fail with
@@ -222,7 +238,7 @@ impl SqliteBackend {
                     hint: "put the store on a local filesystem that supports shared memory".into(),
                 });
             }
-            Err(e) => return Err(map_error(&store, &e)),
+            Err(e) => return Err(open_error(&e)),
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -309,6 +325,66 @@ impl SqliteBackend {
             },
         }
     }
+}
+
+/// The length of a SQLite database header; a store file is never shorter.
+const SQLITE_HEADER_LEN: u64 = 100;
+
+/// Create a new store at `path` whole: build it under a temporary name in
+/// the same directory (private, schema in place), then link it into place
+/// and fsync the directory. A crash leaves no half-made store at `path`,
+/// so a short file there is always damage. If another process created the
+/// store first, its store is kept and ours discarded.
+fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(
+        ".{name}.leasehold-new.{}.{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&temp); // a leftover of a crashed process with our pid
+    let result = (|| {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&temp)?;
+        let mut conn = Connection::open_with_flags(
+            &temp,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .map_err(std::io::Error::other)?;
+        conn.busy_timeout(options.busy_timeout).map_err(std::io::Error::other)?;
+        // A rollback journal, not the WAL, while it is made: each commit is
+        // then in the file itself, so nothing can be left behind in a WAL
+        // whose checkpoint failed (a full disk) when the file is linked.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(std::io::Error::other)?;
+        match schema::prepare(&mut conn).map_err(std::io::Error::other)? {
+            Ok(()) => {}
+            Err(problem) => return Err(std::io::Error::other(format!("{problem:?}"))),
+        }
+        conn.close().map_err(|(_, e)| std::io::Error::other(e))?;
+        std::fs::File::open(&temp)?.sync_all()?;
+        match std::fs::hard_link(&temp, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut leftover = temp.clone().into_os_string();
+        leftover.push(suffix);
+        let _ = std::fs::remove_file(leftover);
+    }
+    result
 }
 
 /// Map a SQLite failure to what the user must do about it.
