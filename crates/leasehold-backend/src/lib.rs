@@ -29,6 +29,7 @@
 //!   Tests shift that clock with a [`ClockSkew`] instead of sleeping.
 
 mod error;
+pub mod failpoint;
 pub mod host;
 mod name;
 pub mod rules;

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use leasehold_backend::failpoint;
 use leasehold_backend::rules::{self, holder_label, humanize};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
@@ -326,6 +327,7 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
         )?
         .query_row([name.as_str()], |r| r.get(0))?;
     let token = Token(token as u64);
+    failpoint!("acquire", "token");
     let (exclusive, limit) = mode_columns(p.mode);
     tx.prepare_cached(&format!(
         "INSERT INTO lease_grant ({GRANT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use leasehold_backend::failpoint;
 use leasehold_backend::task::backoff;
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
@@ -189,6 +190,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, now: &Now, p: &TaskClaimParams) -> Res
             ],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )?;
+    failpoint!("claim", "token");
     Ok(Some(Claim {
         queue: p.queue.clone(),
         id: TaskId::new(id.clone()).map_err(|_| Error::BadRow(format!("invalid task id {id:?}")))?,
