@@ -84,6 +84,8 @@ pub enum Capability {
     ClockSkew,
     /// [`Harness::reopen`] keeps all state.
     Reopenable,
+    /// The task queue methods are implemented.
+    Tasks,
 }
 
 /// Real time a case may take between a write and the read that reports the
@@ -129,6 +131,7 @@ impl<H: Harness> Case<H> {
         let (has, flag) = match capability {
             Capability::ClockSkew => (caps.clock_skew, "clock_skew"),
             Capability::Reopenable => (caps.reopenable, "reopenable"),
+            Capability::Tasks => (caps.tasks, "tasks"),
         };
         if !has {
             // Straight to the stderr descriptor: libtest captures `eprintln!`
@@ -367,6 +370,35 @@ macro_rules! conformance {
             names_stored_exactly,
             names_are_independent,
             expiry_on_the_store_clock,
+            task_add_stores_a_pending_task,
+            task_add_is_idempotent_by_id,
+            task_add_conflict_adds_nothing_of_the_call,
+            task_add_ids_are_per_queue,
+            task_claim_order_priority_then_available_then_insertion,
+            task_claim_delayed_task_waits_for_its_time,
+            task_claim_nothing_claimable_is_none,
+            task_claim_makes_running_with_attempt_and_token,
+            task_claim_expired_claim_is_claimable_again,
+            task_claim_expirations_use_up_attempts,
+            task_complete_late_worker_is_refused,
+            task_stale_token_changes_nothing,
+            task_expired_claim_is_stale_without_a_newer_claim,
+            task_unknown_task_is_not_found,
+            task_heartbeat_extends_the_claim,
+            task_fail_retry_after_delay,
+            task_fail_never_is_dead,
+            task_fail_attempts_used_up_is_dead_even_with_retry,
+            task_fail_backoff_is_exponential,
+            task_get_unknown_is_none,
+            task_stats_counts_per_state_per_queue,
+            task_list_filters_by_state_in_claim_order,
+            task_purge_deletes_old_finished_tasks_of_the_queue,
+            task_lifecycle_one_completion_with_interleaved_claims,
+            task_lifecycle_racing_workers_complete_each_task_once,
+            task_release_does_not_charge_the_attempt,
+            task_release_never_uses_up_attempts,
+            task_retry_revives_dead_task,
+            task_retry_of_live_or_unknown_is_refused,
         }
     };
 }

@@ -11,11 +11,11 @@
 //! assert_eq!(p.owner.label, "test-owner");
 //! ```
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Holder, LeaseAcquireParams, LeaseFenceParams, LeaseName, LeaseReleaseParams, LeaseRenewParams, Mode, Owner, Token,
-    WaiterEnqueueParams,
+    Holder, LeaseAcquireParams, LeaseFenceParams, LeaseName, LeaseReleaseParams, LeaseRenewParams, Mode, Owner,
+    QueueName, TaskAddParams, TaskClaimParams, TaskRef, Token, WaiterEnqueueParams,
 };
 
 /// The default grant TTL.
@@ -126,5 +126,63 @@ pub fn enqueue(lease: &str, mode: Mode) -> WaiterEnqueueParams {
         mode,
         holder: holder(),
         ttl: WAITER_TTL,
+    }
+}
+
+/// The default claim TTL of a task.
+pub const CLAIM_TTL: Duration = Duration::from_secs(60);
+
+/// The default `max_attempts` of a task (DESIGN §7).
+pub const MAX_ATTEMPTS: u32 = 5;
+
+/// The default worker (claim owner).
+pub const WORKER: &str = "test-worker";
+
+/// A valid queue name.
+#[must_use]
+pub fn queue(queue: &str) -> QueueName {
+    name(queue)
+}
+
+/// A task of priority 0, claimable now (the caller's wall clock), with
+/// [`MAX_ATTEMPTS`].
+#[must_use]
+pub fn task(queue: &str, id: &str, payload: serde_json::Value) -> TaskAddParams {
+    TaskAddParams {
+        queue: name(queue),
+        id: name(id),
+        payload,
+        priority: 0,
+        available_at: SystemTime::now(),
+        max_attempts: MAX_ATTEMPTS,
+    }
+}
+
+/// A claim by [`WORKER`] for [`CLAIM_TTL`].
+#[must_use]
+pub fn claim(queue: &str) -> TaskClaimParams {
+    TaskClaimParams {
+        queue: name(queue),
+        owner: WORKER.into(),
+        ttl: CLAIM_TTL,
+    }
+}
+
+/// A claim by `owner` for [`CLAIM_TTL`].
+#[must_use]
+pub fn claim_by(queue: &str, owner: &str) -> TaskClaimParams {
+    TaskClaimParams {
+        owner: owner.into(),
+        ..claim(queue)
+    }
+}
+
+/// The claim `token` of task `id`.
+#[must_use]
+pub fn task_ref(queue: &str, id: &str, token: Token) -> TaskRef {
+    TaskRef {
+        queue: name(queue),
+        id: name(id),
+        token,
     }
 }

@@ -29,8 +29,10 @@
 //!   Tests shift that clock with a [`ClockSkew`] instead of sleeping.
 
 mod error;
+pub mod failpoint;
 pub mod host;
 mod name;
+pub mod rules;
 pub mod task;
 mod types;
 
@@ -151,7 +153,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Err(no_tasks())
     }
 
-    /// Tasks in claim order (pending first), optionally of one state.
+    /// Tasks grouped by queue, each queue's pending tasks first in claim
+    /// order, then running, dead and done ones; optionally of one state.
+    /// An expired claim is still listed `running` (with no lease left)
+    /// until the next claim of its queue returns it to the queue.
     fn task_list(&self, params: &TaskListParams) -> Result<Vec<Task>, BackendError> {
         let _ = params;
         Err(no_tasks())
@@ -163,8 +168,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Err(no_tasks())
     }
 
-    /// Delete tasks of `state` (done or dead) last updated more than
-    /// `older_than` ago; returns how many.
+    /// Delete tasks of `state` last updated more than `older_than` ago;
+    /// returns how many. Only done and dead tasks are ever deleted (any
+    /// other state deletes nothing).
     fn task_purge(
         &self,
         queue: &QueueName,

@@ -16,6 +16,9 @@ Examples:
   agent-state | leasehold write state.json --json      # atomic, durable, validated
   leasehold update state.json --json -- jq '.runs += 1'
   leasehold write out.json --fence-token \"$T\" < report.json   # exit 13 if stale
+  leasehold run daily-publish --ttl 90s -- ./agent.sh     # exit 11 if already running
+  leasehold run daily-publish --if-held skip -- ./agent.sh
+  leasehold lock ~/.local/state/my-agent -- my-agent --serve
 
 Exit codes: 0 ok, 1 failure, 2 usage, 10 nothing to claim, 11 held, 12 lost,
 13 stale token, 65 bad data, 69 store unavailable, 75 lease lost while running.";
@@ -78,13 +81,31 @@ pub enum Command {
     /// exits with the filter's own code (128+N for signal N). With --json a
     /// corrupt existing FILE is refused (exit 65) and left as it is.
     Update(UpdateArgs),
+    /// Run CMD under a lease: heartbeat, stop CMD before the lease can pass on (exit 75).
+    Run(RunArgs),
+    /// Run CMD holding a flock on PATH: one instance per machine (exit 11 if held).
+    Lock(LockArgs),
+    /// Internal: the guard between the `run` supervisor and its command.
+    #[command(name = "__guard", hide = true)]
+    Guard(GuardArgs),
+    /// Internal: holds a process group open for `run` until the command joins it.
+    #[command(name = "__anchor", hide = true)]
+    Anchor,
     /// Check the store and this host: filesystem, fsync, boot id, process identity, schema.
     Doctor,
+    /// Create or upgrade the store's schema now (every command does it on first use).
+    ///
+    /// Useful once per deployment, run by a role allowed to create tables,
+    /// before workers that may only use them start. Concurrent runs are
+    /// safe; a store written by a newer leasehold is refused (exit 65).
+    Migrate,
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// A task queue whose claims are leases: add, claim, heartbeat, done, fail, retry, list, show, stats, purge.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Work a queue: claim tasks and run CMD for each (payload on stdin), done on exit 0, fail otherwise.
+    Work(WorkArgs),
 }
 
 pub fn parse_name(s: &str) -> Result<LeaseName, String> {
@@ -470,4 +491,140 @@ pub struct TaskPurgeArgs {
     /// Only those last updated longer ago than this.
     #[arg(long, value_parser = parse_duration)]
     pub older_than: Duration,
+}
+
+/// What `run` does when the lease is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IfHeld {
+    /// Exit 11 naming the holder.
+    Fail,
+    /// Exit 0 with one line on stderr (for cron).
+    Skip,
+    /// Wait in FIFO order (up to --wait-timeout).
+    Wait,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The lease name (1-255 bytes of UTF-8, no control characters).
+    #[arg(value_parser = parse_name)]
+    pub name: LeaseName,
+
+    /// How long the grant lives without renewal.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub ttl: Duration,
+
+    /// How often to renew (default: TTL/3).
+    #[arg(long, value_parser = parse_duration)]
+    pub heartbeat: Option<Duration>,
+
+    #[command(flatten)]
+    pub shared: SharedArg,
+
+    /// When the lease is held: fail (exit 11), skip (exit 0), or wait.
+    #[arg(long, value_enum, default_value = "fail")]
+    pub if_held: IfHeld,
+
+    /// With --if-held wait: give up after DUR (exit 11). Default: wait forever.
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub wait_timeout: Option<Duration>,
+
+    /// Time between SIGTERM and SIGKILL when the command must stop.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub grace: Duration,
+
+    /// Stop the command (exit 75) when it writes nothing to stdout/stderr for DUR.
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub stall_timeout: Option<Duration>,
+
+    /// With --stall-timeout: touching FILE also counts as progress.
+    #[arg(long, value_name = "FILE", requires = "stall_timeout")]
+    pub progress_file: Option<std::path::PathBuf>,
+
+    /// Owner label recorded with the grant (default host:pid).
+    #[arg(long)]
+    pub owner: Option<String>,
+
+    /// The command and its arguments, run directly (no shell).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The lock file, or a directory (locked through `.leasehold.lock` inside it).
+    pub path: std::path::PathBuf,
+
+    /// Wait until it is free, forever or up to DUR.
+    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "DUR", value_parser = parse_duration)]
+    #[allow(clippy::option_option, reason = "clap: absent, bare --wait, or --wait=DUR")]
+    pub wait: Option<Option<Duration>>,
+
+    /// Take a shared lock (many holders; excludes an exclusive one).
+    #[arg(long)]
+    pub shared: bool,
+
+    /// Do not pass the locked descriptor to the command: the lock ends when
+    /// leasehold exits, even if the command's children live on.
+    #[arg(long)]
+    pub no_inherit: bool,
+
+    /// The command and its arguments, run directly (no shell).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct GuardArgs {
+    #[arg(long)]
+    pub control_fd: i32,
+    #[arg(long)]
+    pub report_fd: i32,
+    #[arg(long, value_parser = parse_duration)]
+    pub grace: Duration,
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WorkArgs {
+    #[arg(value_parser = parse_name)]
+    pub queue: LeaseName,
+
+    /// How long each claim lives without a heartbeat.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub ttl: Duration,
+
+    /// How often to renew a claim (default TTL/3).
+    #[arg(long, value_parser = parse_duration)]
+    pub heartbeat: Option<Duration>,
+
+    /// After SIGTERM to a command, how long before SIGKILL; also how long
+    /// running tasks may finish after `work` is asked to stop.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub grace: Duration,
+
+    /// How many tasks to run at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrency: u32,
+
+    /// Exit when nothing is claimable (instead of waiting for new tasks).
+    #[arg(long)]
+    pub until_empty: bool,
+
+    /// Exit after this many tasks.
+    #[arg(long)]
+    pub max_tasks: Option<u64>,
+
+    /// Owner label of the claims (default host:pid).
+    #[arg(long)]
+    pub owner: Option<String>,
+
+    /// Largest result kept from a command's stdout; more is cut (and said so).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub result_limit: usize,
+
+    /// The command to run for each task.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
 }

@@ -26,7 +26,6 @@ pub enum ExitCode {
     /// The store is unavailable.
     Unavailable = 69,
     /// The lease was lost while the command ran; the command was stopped.
-    #[allow(dead_code, reason = "returned by `run`, which lands with the supervisor")]
     LeaseLostWhileRunning = 75,
 }
 

@@ -1,5 +1,6 @@
 //! Lease operations on etcd: each reads one name's keys at one revision,
-//! decides as `leasehold-sqlite`'s `lease.rs` does (the reference), and
+//! decides as `leasehold-sqlite`'s `lease.rs` does (the reference; the FIFO
+//! admission and the fence verdict are `leasehold_backend::rules`), and
 //! commits the decision in ONE transaction guarded by compares. A compare
 //! that fails means someone else changed the name in between: read again
 //! and decide again (optimistic concurrency, as etcd's `concurrency/stm.go`).
@@ -25,11 +26,12 @@ use std::time::{Duration, SystemTime};
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
+use leasehold_backend::rules::{self, holder_label, humanize};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
-    FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket,
+    Grant, Held, HistoryEntry, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
+    LeaseState, LostReason, Token, WaiterEnqueueParams, WaiterTicket,
 };
 
 use crate::keys::{GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, Waiter, WaiterValue, slot, snapshots};
@@ -69,24 +71,6 @@ pub struct Conn<'a> {
 fn ttl_secs(ttl: Duration) -> i64 {
     let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
     i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
-}
-
-fn holder_label(h: &Holder) -> String {
-    format!("{}:{}", h.host, h.pid)
-}
-
-fn humanize(d: Duration) -> String {
-    format!("{:.1}s", d.as_secs_f64())
-}
-
-/// Whether a grant of `mode` can join the (real or simulated) set `held`.
-fn compatible(held: &[Mode], mode: Mode) -> bool {
-    match mode {
-        Mode::Exclusive => held.is_empty(),
-        Mode::Shared { limit } => {
-            !held.iter().any(|m| m.is_exclusive()) && limit.is_none_or(|limit| held.len() < limit as usize)
-        }
-    }
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Vec<u8> {
@@ -404,18 +388,13 @@ impl Conn<'_> {
             // FIFO: serve, in order, every waiter ahead that could be granted;
             // the first one that cannot blocks everyone behind it.
             let ahead = &snap.waiters[..mine.unwrap_or(snap.waiters.len())];
-            let mut simulated: Vec<Mode> = live.iter().map(|s| s.record.mode).collect();
-            let mut blocked = false;
-            for w in ahead {
-                if compatible(&simulated, w.value.mode) {
-                    simulated.push(w.value.mode);
-                } else {
-                    blocked = true;
-                    break;
-                }
-            }
+            let admitted = rules::admits(
+                live.iter().map(|s| s.record.mode),
+                ahead.iter().map(|w| w.value.mode),
+                p.mode,
+            );
 
-            if blocked || !compatible(&simulated, p.mode) {
+            if !admitted {
                 let mut remade = false;
                 match (p.ticket, mine) {
                     (Some(_), Some(i)) => {
@@ -658,25 +637,12 @@ impl Conn<'_> {
             let snap = self.snapshot(name).await?;
             let mut plan = Plan::new(self.keys, name, &snap);
             let newest = snap.last_token;
-            let verdict = match snap.slot(p.token) {
-                Some(s) if s.is_live() => {
-                    if s.record.mode.is_exclusive() && newest != Some(p.token) {
-                        Err(FenceRefusal::Superseded)
-                    } else {
-                        Ok(s)
-                    }
-                }
-                other => {
-                    if let Some(s) = other {
-                        plan.expire(s);
-                    }
-                    if newest.is_some_and(|n| n > p.token) {
-                        Err(FenceRefusal::Superseded)
-                    } else {
-                        Err(FenceRefusal::NotLive)
-                    }
-                }
-            };
+            let found = snap.slot(p.token);
+            if let Some(s) = found.filter(|s| !s.is_live()) {
+                plan.expire(s);
+            }
+            let verdict = rules::fence_verdict(p.token, newest, found.map(|s| (s.is_live(), s.record.mode)))
+                .map(|()| found.expect("a passing token has a grant"));
             let outcome = match verdict {
                 Ok(s) => {
                     plan.rely_on(s);

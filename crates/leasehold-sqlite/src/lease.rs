@@ -8,11 +8,13 @@
 
 use std::time::{Duration, SystemTime};
 
+use leasehold_backend::failpoint;
+use leasehold_backend::rules::{self, holder_label, humanize};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
-    FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket, duration_nanos,
+    Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
+    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket, duration_nanos,
 };
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -166,10 +168,6 @@ fn record(
     Ok(())
 }
 
-fn holder_label(h: &Holder) -> String {
-    format!("{}:{}", h.host, h.pid)
-}
-
 /// Remove the expired grants of `name` (recording each) and return the live ones.
 fn sweep(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<Grant>> {
     let mut live = Vec::new();
@@ -198,10 +196,6 @@ fn expire(tx: &Transaction<'_>, row: &Row) -> Result<()> {
             holder_label(&g.holder)
         ),
     )
-}
-
-fn humanize(d: Duration) -> String {
-    format!("{:.1}s", d.as_secs_f64())
 }
 
 struct Waiter {
@@ -241,16 +235,6 @@ fn insert_waiter(
     )?
     .execute(params![name.as_str(), exclusive, limit, holder, now.boot_id, expires_at(now, ttl)])?;
     Ok(WaiterTicket(tx.last_insert_rowid() as u64))
-}
-
-/// Whether a grant of `mode` can join the (real or simulated) set `held`.
-fn compatible(held: &[Mode], mode: Mode) -> bool {
-    match mode {
-        Mode::Exclusive => held.is_empty(),
-        Mode::Shared { limit } => {
-            !held.iter().any(|m| m.is_exclusive()) && limit.is_none_or(|limit| held.len() < limit as usize)
-        }
-    }
 }
 
 pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
@@ -321,18 +305,7 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
         tx.prepare_cached("UPDATE lease_waiter SET expires_ns = ?2 WHERE id = ?1")?
             .execute(params![t.0 as i64, expires_at(now, p.waiter_ttl)])?;
     }
-    let mut simulated: Vec<Mode> = live.iter().map(|g| g.mode).collect();
-    let mut blocked = false;
-    for w in ahead {
-        if compatible(&simulated, w.mode) {
-            simulated.push(w.mode);
-        } else {
-            blocked = true;
-            break;
-        }
-    }
-
-    if blocked || !compatible(&simulated, p.mode) {
+    if !rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.mode), p.mode) {
         let waiters_ahead = ahead.len() as u32;
         let ticket = match (p.ticket, mine) {
             (Some(t), Some(_)) => Some(t),
@@ -354,6 +327,7 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
         )?
         .query_row([name.as_str()], |r| r.get(0))?;
     let token = Token(token as u64);
+    failpoint!("acquire", "token");
     let (exclusive, limit) = mode_columns(p.mode);
     tx.prepare_cached(&format!(
         "INSERT INTO lease_grant ({GRANT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
@@ -465,24 +439,16 @@ fn last_token(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<Token>> {
 pub(crate) fn fence(tx: &Transaction<'_>, now: &Now, p: &LeaseFenceParams) -> Result<LeaseFence> {
     let newest = last_token(tx, &p.name)?;
     let found = row(tx, now, &p.name, p.token)?;
-    let verdict = match found {
-        Some(r) if r.is_live(now) => {
-            if r.grant.mode.is_exclusive() && newest != Some(p.token) {
-                Err(FenceRefusal::Superseded)
-            } else {
-                Ok(r.grant)
-            }
-        }
-        other => {
-            if let Some(r) = other {
+    let verdict = rules::fence_verdict(p.token, newest, found.as_ref().map(|r| (r.is_live(now), r.grant.mode)));
+    let verdict = match (verdict, found) {
+        (Ok(()), Some(r)) => Ok(r.grant),
+        (Err(reason), found) => {
+            if let Some(r) = found.filter(|r| !r.is_live(now)) {
                 expire(tx, &r)?;
             }
-            if newest.is_some_and(|n| n > p.token) {
-                Err(FenceRefusal::Superseded)
-            } else {
-                Err(FenceRefusal::NotLive)
-            }
+            Err(reason)
         }
+        (Ok(()), None) => unreachable!("a fence passes only with a live grant"),
     };
     match verdict {
         Ok(grant) => {

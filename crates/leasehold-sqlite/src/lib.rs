@@ -16,12 +16,16 @@ mod lease;
 mod schema;
 mod task;
 
+#[doc(hidden)]
+pub use task::CLAIM_SQL;
+
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
@@ -147,25 +151,27 @@ impl SqliteBackend {
                     hint: "point --store at a database file".into(),
                 });
             }
+            Ok(meta) if meta.len() < SQLITE_HEADER_LEN => {
+                // A new store is created whole (see `create`), so a file this
+                // short was cut off — SQLite would take it for an empty
+                // database and start the token counters again at 1.
+                return Err(BackendError::Corrupt {
+                    store,
+                    reason: format!(
+                        "it is {} bytes long, shorter than a SQLite header: truncated (or left by an interrupted first start of leasehold 0.1)",
+                        meta.len()
+                    ),
+                    hint: "restore it from a backup; only if no token of this store was ever used, remove it to start a new store (tokens restart at 1)".into(),
+                });
+            }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // Create it private before SQLite does (SQLite would use 0644).
-                match OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                    .open(path)
-                {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => {
-                        return Err(unavailable(
-                            format!("cannot create the database file: {e}"),
-                            "check the directory's permissions and free space",
-                        ));
-                    }
-                }
+                create(path, &dir, &options).map_err(|e| {
+                    unavailable(
+                        format!("cannot create the database file: {e}"),
+                        "check the directory's permissions and free space",
+                    )
+                })?;
             }
             Err(e) => {
                 return Err(unavailable(
@@ -177,7 +183,21 @@ impl SqliteBackend {
 
         let flags =
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| map_error(&store, &e))?;
+        // SQLite says only "unable to open database file" on a read-only
+        // filesystem (it cannot make the WAL's shared-memory file): name it.
+        let read_only =
+            || rustix::fs::statvfs(&dir).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
+        let open_error = |e: &rusqlite::Error| {
+            if read_only() {
+                unavailable(
+                    "it is on a read-only filesystem".into(),
+                    "remount it read-write or choose another --store; nothing was changed",
+                )
+            } else {
+                map_error(&store, e)
+            }
+        };
+        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(&e))?;
         let setup = |conn: &mut Connection| -> rusqlite::Result<Result<(), schema::Problem>> {
             conn.busy_timeout(options.busy_timeout)?;
             // Reading the schema first makes a non-database fail with
@@ -218,7 +238,7 @@ impl SqliteBackend {
                     hint: "put the store on a local filesystem that supports shared memory".into(),
                 });
             }
-            Err(e) => return Err(map_error(&store, &e)),
+            Err(e) => return Err(open_error(&e)),
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -252,16 +272,25 @@ impl SqliteBackend {
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction and commit it.
-    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>, &Now) -> Result<T, lease::Error>) -> Result<T, BackendError> {
-        self.write_if(|tx, now| f(tx, now).map(|v| (v, true)))
+    ///
+    /// `op` names the operation's failpoints (`OP/begin`,
+    /// `OP/before-commit`, `OP/after-commit`; see `leasehold_backend::failpoint`).
+    fn write<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&Transaction<'_>, &Now) -> Result<T, lease::Error>,
+    ) -> Result<T, BackendError> {
+        self.write_if(op, |tx, now| f(tx, now).map(|v| (v, true)))
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction; commit only if it
     /// says so (otherwise roll back and still return its value).
     fn write_if<T>(
         &self,
+        op: &str,
         f: impl FnOnce(&Transaction<'_>, &Now) -> Result<(T, bool), lease::Error>,
     ) -> Result<T, BackendError> {
+        failpoint!(op, "begin");
         let now = self.now()?;
         let mut conn = self.conn();
         let tx = conn
@@ -269,7 +298,9 @@ impl SqliteBackend {
             .map_err(|e| map_error(&self.store(), &e))?;
         let (value, commit) = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
         if commit {
+            failpoint!(op, "before-commit");
             tx.commit().map_err(|e| map_error(&self.store(), &e))?;
+            failpoint!(op, "after-commit");
         }
         Ok(value)
     }
@@ -294,6 +325,66 @@ impl SqliteBackend {
             },
         }
     }
+}
+
+/// The length of a SQLite database header; a store file is never shorter.
+const SQLITE_HEADER_LEN: u64 = 100;
+
+/// Create a new store at `path` whole: build it under a temporary name in
+/// the same directory (private, schema in place), then link it into place
+/// and fsync the directory. A crash leaves no half-made store at `path`,
+/// so a short file there is always damage. If another process created the
+/// store first, its store is kept and ours discarded.
+fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(
+        ".{name}.leasehold-new.{}.{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&temp); // a leftover of a crashed process with our pid
+    let result = (|| {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&temp)?;
+        let mut conn = Connection::open_with_flags(
+            &temp,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .map_err(std::io::Error::other)?;
+        conn.busy_timeout(options.busy_timeout).map_err(std::io::Error::other)?;
+        // A rollback journal, not the WAL, while it is made: each commit is
+        // then in the file itself, so nothing can be left behind in a WAL
+        // whose checkpoint failed (a full disk) when the file is linked.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(std::io::Error::other)?;
+        match schema::prepare(&mut conn).map_err(std::io::Error::other)? {
+            Ok(()) => {}
+            Err(problem) => return Err(std::io::Error::other(format!("{problem:?}"))),
+        }
+        conn.close().map_err(|(_, e)| std::io::Error::other(e))?;
+        std::fs::File::open(&temp)?.sync_all()?;
+        match std::fs::hard_link(&temp, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut leftover = temp.clone().into_os_string();
+        leftover.push(suffix);
+        let _ = std::fs::remove_file(leftover);
+    }
+    result
 }
 
 /// Map a SQLite failure to what the user must do about it.
@@ -377,27 +468,27 @@ impl Backend for SqliteBackend {
     }
 
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError> {
-        self.write(|tx, now| lease::acquire(tx, now, params))
+        self.write("acquire", |tx, now| lease::acquire(tx, now, params))
     }
 
     fn lease_renew(&self, params: &LeaseRenewParams) -> Result<LeaseRenew, BackendError> {
-        self.write(|tx, now| lease::renew(tx, now, params))
+        self.write("renew", |tx, now| lease::renew(tx, now, params))
     }
 
     fn lease_release(&self, params: &LeaseReleaseParams) -> Result<LeaseRelease, BackendError> {
-        self.write(|tx, now| lease::release(tx, now, params))
+        self.write("release", |tx, now| lease::release(tx, now, params))
     }
 
     fn lease_fence(&self, params: &LeaseFenceParams) -> Result<LeaseFence, BackendError> {
-        self.write(|tx, now| lease::fence(tx, now, params))
+        self.write("fence", |tx, now| lease::fence(tx, now, params))
     }
 
     fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> Result<WaiterTicket, BackendError> {
-        self.write(|tx, now| lease::waiter_enqueue(tx, now, params))
+        self.write("waiter-enqueue", |tx, now| lease::waiter_enqueue(tx, now, params))
     }
 
     fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<(), BackendError> {
-        self.write(|tx, _| lease::waiter_remove(tx, name, ticket))
+        self.write("waiter-remove", |tx, _| lease::waiter_remove(tx, name, ticket))
     }
 
     fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError> {
@@ -413,31 +504,31 @@ impl Backend for SqliteBackend {
     }
 
     fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError> {
-        self.write_if(|tx, now| task::add(tx, now, params))
+        self.write_if("add", |tx, now| task::add(tx, now, params))
     }
 
     fn task_claim(&self, params: &TaskClaimParams) -> Result<Option<Claim>, BackendError> {
-        self.write(|tx, now| task::claim(tx, now, params))
+        self.write("claim", |tx, now| task::claim(tx, now, params))
     }
 
     fn task_heartbeat(&self, t: &TaskRef, ttl: Duration) -> Result<TaskUpdate, BackendError> {
-        self.write(|tx, now| task::heartbeat(tx, now, t, ttl))
+        self.write("heartbeat", |tx, now| task::heartbeat(tx, now, t, ttl))
     }
 
     fn task_complete(&self, t: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate, BackendError> {
-        self.write(|tx, now| task::complete(tx, now, t, result))
+        self.write("complete", |tx, now| task::complete(tx, now, t, result))
     }
 
     fn task_fail(&self, t: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail, BackendError> {
-        self.write(|tx, now| task::fail(tx, now, t, error, retry))
+        self.write("fail", |tx, now| task::fail(tx, now, t, error, retry))
     }
 
     fn task_release(&self, t: &TaskRef) -> Result<TaskUpdate, BackendError> {
-        self.write(|tx, now| task::release(tx, now, t))
+        self.write("task-release", |tx, now| task::release(tx, now, t))
     }
 
     fn task_retry(&self, queue: &QueueName, id: &TaskId) -> Result<TaskRetry, BackendError> {
-        self.write(|tx, now| task::retry(tx, now, queue, id))
+        self.write("retry", |tx, now| task::retry(tx, now, queue, id))
     }
 
     fn task_get(&self, queue: &QueueName, id: &TaskId) -> Result<Option<Task>, BackendError> {
@@ -453,6 +544,6 @@ impl Backend for SqliteBackend {
     }
 
     fn task_purge(&self, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64, BackendError> {
-        self.write(|tx, now| task::purge(tx, now, queue, state, older_than))
+        self.write("purge", |tx, now| task::purge(tx, now, queue, state, older_than))
     }
 }

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use leasehold_backend::failpoint;
 use leasehold_backend::task::backoff;
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
@@ -159,13 +160,16 @@ fn reap(tx: &Transaction<'_>, now: &Now, queue: &QueueName) -> Result<()> {
     Ok(())
 }
 
+/// The claim query: the first pending task in claim order. It must be
+/// served by the `task_claim` index (a test checks the plan), so that its
+/// cost does not depend on how many tasks the table holds.
+pub const CLAIM_SQL: &str = "SELECT seq FROM task WHERE queue = ?1 AND state = 'pending' AND available_ms <= ?2 \
+     ORDER BY priority DESC, available_ms, seq LIMIT 1";
+
 pub(crate) fn claim(tx: &Transaction<'_>, now: &Now, p: &TaskClaimParams) -> Result<Option<Claim>> {
     reap(tx, now, &p.queue)?;
     let seq: Option<i64> = tx
-        .prepare_cached(
-            "SELECT seq FROM task WHERE queue = ?1 AND state = 'pending' AND available_ms <= ?2 \
-             ORDER BY priority DESC, available_ms, seq LIMIT 1",
-        )?
+        .prepare_cached(CLAIM_SQL)?
         .query_row(params![p.queue.as_str(), wall_ms(now)], |r| r.get(0))
         .optional()?;
     let Some(seq) = seq else { return Ok(None) };
@@ -186,6 +190,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, now: &Now, p: &TaskClaimParams) -> Res
             ],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )?;
+    failpoint!("claim", "token");
     Ok(Some(Claim {
         queue: p.queue.clone(),
         id: TaskId::new(id.clone()).map_err(|_| Error::BadRow(format!("invalid task id {id:?}")))?,
@@ -312,7 +317,7 @@ pub(crate) fn retry(tx: &Transaction<'_>, now: &Now, queue: &QueueName, id: &Tas
 pub(crate) fn list(tx: &Transaction<'_>, now: &Now, p: &TaskListParams) -> Result<Vec<Task>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {TASK_COLUMNS} FROM task WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2) \
-         ORDER BY queue, CASE state WHEN 'running' THEN 0 WHEN 'pending' THEN 1 WHEN 'dead' THEN 2 ELSE 3 END, \
+         ORDER BY queue, CASE state WHEN 'pending' THEN 0 WHEN 'running' THEN 1 WHEN 'dead' THEN 2 ELSE 3 END, \
          priority DESC, available_ms, seq LIMIT ?3"
     ))?;
     let rows = stmt.query_map(
@@ -372,7 +377,9 @@ pub(crate) fn purge(
 ) -> Result<u64> {
     let cutoff = to_ms(now.wall.checked_sub(older_than).unwrap_or(SystemTime::UNIX_EPOCH));
     let n = tx
-        .prepare_cached("DELETE FROM task WHERE queue = ?1 AND state = ?2 AND updated_ms < ?3")?
+        .prepare_cached(
+            "DELETE FROM task WHERE queue = ?1 AND state = ?2 AND state IN ('done', 'dead') AND updated_ms < ?3",
+        )?
         .execute(params![queue.as_str(), state.as_str(), cutoff])?;
     Ok(n as u64)
 }

@@ -97,3 +97,38 @@ fn the_store_file_and_its_wal_are_private() {
         assert_eq!(mode, 0o600, "{file}");
     }
 }
+
+#[test]
+fn the_claim_query_is_served_by_the_claim_index_not_a_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, SqliteOptions::default());
+    // Enough finished and pending tasks that a scan would be a real choice.
+    let tasks: Vec<_> = (0..500)
+        .map(|i| leasehold_backend::TaskAddParams {
+            queue: params::name(if i % 2 == 0 { "q" } else { "other" }),
+            id: params::name(&format!("t{i}")),
+            payload: serde_json::Value::Null,
+            priority: i % 3,
+            available_at: std::time::SystemTime::now(),
+            max_attempts: 5,
+        })
+        .collect();
+    store.task_add(&tasks).unwrap();
+    drop(store);
+    let conn = rusqlite::Connection::open(dir.path().join("leasehold.db")).unwrap();
+    conn.execute_batch("ANALYZE").unwrap();
+    let mut stmt = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", leasehold_sqlite::CLAIM_SQL))
+        .unwrap();
+    let plan: Vec<String> = stmt
+        .query_map(rusqlite::params!["q", i64::MAX], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let plan = plan.join(" | ");
+    assert!(plan.contains("INDEX task_claim"), "claim plan: {plan}");
+    assert!(
+        !plan.contains("TEMP B-TREE"),
+        "the index must give the order, not a sort: {plan}"
+    );
+}

@@ -29,11 +29,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(t).map_err(|_| bad())
 }
 
-/// Format a duration for people: `1m30s`, `250ms`.
+/// Format a duration for people: `1m 30s`, `2s 250ms`, `250ms`. Exact to
+/// the millisecond, and [`parse_duration`] reads it back: messages that
+/// compare durations (heartbeat + grace + slack against the TTL) must not
+/// round them into a contradiction.
 #[must_use]
 pub fn format_duration(d: Duration) -> String {
     if d >= Duration::from_secs(1) {
-        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+        humantime::format_duration(Duration::new(d.as_secs(), d.subsec_millis() * 1_000_000)).to_string()
     } else {
         format!("{}ms", d.as_millis())
     }
@@ -70,5 +73,8 @@ mod tests {
     fn formats_for_people() {
         assert_eq!(format_duration(Duration::from_secs(90)), "1m 30s");
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        // Found by fuzzing (FAULTS 21): 2250ms was shown as "2s".
+        assert_eq!(format_duration(Duration::from_millis(2250)), "2s 250ms");
+        assert_eq!(parse_duration("2s 250ms").unwrap(), Duration::from_millis(2250));
     }
 }

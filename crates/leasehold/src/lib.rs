@@ -8,6 +8,9 @@
 //!   backoff, dead tasks, and late workers' results refused.
 //! - [`files`]: crash-safe state files — atomic durable replacement,
 //!   read-modify-write under a lock, and writes fenced by a lease's token.
+//! - [`Keeper`]: keeps a grant — heartbeat renewals, a holder-side deadline
+//!   on the boot clock, and loss pushed to the holder.
+//! - [`lock`]: single-instance `flock` locks on one machine.
 //!
 //! # Examples
 //! ```
@@ -28,12 +31,15 @@ mod duration;
 mod error;
 pub mod files;
 pub mod identity;
+mod keeper;
+pub mod lock;
 mod queue;
 mod store;
 
 pub use duration::{format_duration, parse_duration};
 pub use error::{Error, Result};
 pub use identity::Binding;
+pub use keeper::{BootClock, Clock, Keeper, KeeperOptions, Loss, LossHandle, ManualClock, POLL, Renewal, Renewer};
 pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder,

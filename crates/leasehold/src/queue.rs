@@ -45,6 +45,52 @@ impl NewTask {
     }
 }
 
+/// One line of `task add --batch` input (JSON; unknown fields refused).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchLine {
+    id: Option<String>,
+    #[serde(default)]
+    payload: serde_json::Value,
+    priority: Option<i64>,
+    max_attempts: Option<u32>,
+}
+
+impl NewTask {
+    /// Parse one line of batch input, `{"id": ..., "payload": ..., "priority":
+    /// ..., "max_attempts": ...}` (every field optional); `defaults` gives
+    /// what the line leaves out. Untrusted input: never panics.
+    ///
+    /// # Errors
+    /// The reason, in words, when the line is not one task: not JSON, an
+    /// unknown field, an invalid id, or `max_attempts` 0.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::NewTask;
+    /// let t = NewTask::parse_batch_line(r#"{"id": "a", "payload": 1}"#, &NewTask::new(serde_json::Value::Null)).unwrap();
+    /// assert_eq!(t.id.unwrap().as_str(), "a");
+    /// assert!(NewTask::parse_batch_line(r#"{"url": 1}"#, &NewTask::new(serde_json::Value::Null)).is_err());
+    /// ```
+    pub fn parse_batch_line(line: &str, defaults: &NewTask) -> std::result::Result<NewTask, String> {
+        let parsed: BatchLine = serde_json::from_str(line).map_err(|e| format!("not a task ({e})"))?;
+        let id = match parsed.id {
+            Some(id) => Some(TaskId::new(id).map_err(|e| format!("bad id: {e}"))?),
+            None => None,
+        };
+        if parsed.max_attempts == Some(0) {
+            return Err("max_attempts must be at least 1".into());
+        }
+        Ok(NewTask {
+            id,
+            payload: parsed.payload,
+            priority: parsed.priority.unwrap_or(defaults.priority),
+            available_at: defaults.available_at,
+            max_attempts: parsed.max_attempts.unwrap_or(defaults.max_attempts),
+        })
+    }
+}
+
 /// A unique task id: time, pid, a counter and random bits.
 fn generate_id() -> TaskId {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -131,6 +131,17 @@ impl StoreUrl {
     }
 }
 
+/// The error for a store this build does not include.
+#[cfg(not(all(feature = "postgres", feature = "etcd")))]
+fn not_built(url: &StoreUrl, what: &str) -> Error {
+    BackendError::Unsupported {
+        store: url.to_string(),
+        what: "this store".into(),
+        hint: format!("this build of leasehold does not include {what}; use sqlite://PATH or another build"),
+    }
+    .into()
+}
+
 fn home_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
 }
@@ -226,6 +237,16 @@ impl Store {
                     ..SqliteOptions::default()
                 },
             )?),
+            #[cfg(feature = "postgres")]
+            StoreUrl::Postgres(url) => Box::new(leasehold_postgres::PostgresBackend::open(
+                url,
+                leasehold_postgres::PostgresOptions {
+                    skew: options.skew.clone(),
+                    ..leasehold_postgres::PostgresOptions::default()
+                },
+            )?),
+            #[cfg(not(feature = "postgres"))]
+            StoreUrl::Postgres(_) => return Err(not_built(url, "the PostgreSQL store (cargo feature `postgres`)")),
             #[cfg(feature = "etcd")]
             StoreUrl::Etcd { endpoints, prefix } => {
                 let defaults = leasehold_etcd::EtcdOptions::default();
@@ -238,22 +259,7 @@ impl Store {
                 )?)
             }
             #[cfg(not(feature = "etcd"))]
-            StoreUrl::Etcd { .. } => {
-                return Err(BackendError::Unsupported {
-                    store: url.to_string(),
-                    what: "this store".into(),
-                    hint: "this build of leasehold was made without the `etcd` feature; rebuild with it, or use sqlite://PATH".into(),
-                }
-                .into());
-            }
-            StoreUrl::Postgres(_) => {
-                return Err(BackendError::Unsupported {
-                    store: url.to_string(),
-                    what: "this store".into(),
-                    hint: "this build of leasehold has no PostgreSQL store; use sqlite://PATH".into(),
-                }
-                .into());
-            }
+            StoreUrl::Etcd { .. } => return Err(not_built(url, "the etcd store (cargo feature `etcd`)")),
         };
         Ok(Self {
             url: url.clone(),

@@ -1,10 +1,16 @@
 //! One module per command (`commands/<area>/<verb>.rs`); `dispatch` routes.
 
+mod child;
 mod completions;
 mod doctor;
 mod files;
 mod lease;
+mod lock;
+mod migrate;
+mod run;
+mod supervisor;
 mod task;
+mod work;
 
 use anyhow::Context as _;
 use leasehold::{Store, StoreOptions, StoreUrl};
@@ -48,9 +54,15 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::History(args) => lease::history::run(&ctx, &args),
         Command::Write(args) => files::write::run(&ctx, &args),
         Command::Update(args) => files::update::run(&ctx, &args),
+        Command::Run(args) => run::run(&ctx, &args),
+        Command::Lock(args) => lock::run(&ctx, &args),
+        Command::Guard(args) => run::guard::run(&args),
+        Command::Anchor => Ok(run::guard::anchor()),
         Command::Doctor => Ok(doctor::run(&ctx)),
+        Command::Migrate => migrate::run(&ctx),
         Command::Completions(args) => Ok(completions::run(&args)),
         Command::Task(command) => task::dispatch(&ctx, command),
+        Command::Work(args) => work::run(&ctx, &args),
     }
 }
 

@@ -261,12 +261,21 @@ fn bad_arguments_are_usage_errors() {
         &["acquire", "job", "--wait=forever"],
         &["--store", "redis://x", "acquire", "job"],
         &["--store", "sqlite://", "acquire", "job"],
-        &["--store", "postgres://localhost/x", "acquire", "job"],
+        &["--store", "postgres://localhost/x?schema=Bad-Name", "acquire", "job"],
     ] {
         let (code, _, err) = env.run(args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(!err.is_empty());
     }
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn an_unreachable_postgres_store_is_unavailable() {
+    // Nothing listens on port 1.
+    let (code, _, err) = Env::new().run(&["--store", "postgres://127.0.0.1:1/x", "acquire", "job"]);
+    assert_eq!(code, 69, "{err}");
+    assert!(err.contains("cannot reach"), "{err}");
 }
 
 #[test]

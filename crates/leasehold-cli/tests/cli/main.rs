@@ -4,6 +4,9 @@
 mod clock;
 mod files;
 mod lease;
+mod lock;
 mod race;
+mod run;
 mod task;
 mod util;
+mod work;

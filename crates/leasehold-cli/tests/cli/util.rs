@@ -2,7 +2,8 @@
 //! run in parallel and never touch the user's default store.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
@@ -53,6 +54,7 @@ impl Env {
             .env("HOME", self.path())
             .env("XDG_STATE_HOME", self.path().join("xdg"))
             .env_remove("LEASEHOLD_LOG")
+            .current_dir(self.path())
     }
 
     /// Run and return (exit code, stdout, stderr).
@@ -79,4 +81,96 @@ impl Env {
 
 pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("leasehold")
+}
+
+impl Env {
+    /// Start `leasehold ARGS...` in the background, in the sandbox
+    /// directory, with stdout and stderr captured.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.std_cmd(args)
+            .current_dir(self.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn leasehold")
+    }
+
+    /// A file in the sandbox.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path().join(name)
+    }
+
+    /// Wait until the sandbox file `name` exists (a command's "I started").
+    pub fn wait_for(&self, name: &str) {
+        let path = self.file(name);
+        wait_until(Duration::from_secs(20), || path.exists())
+            .unwrap_or_else(|| panic!("{} did not appear", path.display()));
+    }
+
+    /// The pids written one per line into the sandbox file `name`.
+    pub fn pids(&self, name: &str) -> Vec<u32> {
+        std::fs::read_to_string(self.file(name))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+}
+
+/// Poll `what` every 10 ms for up to `limit`; the time it took, or `None`.
+pub fn wait_until(limit: Duration, mut what: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        if what() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Wait for a child up to `limit`; kill it (and fail) if it does not exit.
+pub fn finish(mut child: Child, limit: Duration) -> (i32, String, String) {
+    if wait_until(limit, || child.try_wait().expect("try_wait").is_some()).is_none() {
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("output");
+        panic!(
+            "leasehold did not exit within {limit:?}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Whether `pid` is a live process (a zombie is dead: it runs nothing).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// `VERB TARGET OPTIONS... -- sh -c SCRIPT`, the argument list of `run` and `lock` tests.
+pub fn sh_args<'a>(verb: &'a str, target: &'a str, options: &[&'a str], script: &'a str) -> Vec<&'a str> {
+    let mut args = vec![verb, target];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    args
 }

@@ -33,6 +33,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use leasehold_backend::failpoint;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
@@ -183,7 +184,10 @@ pub fn replace<O: Ops>(ops: &mut O, target: &OsStr, data: &[u8], perm: Perm) -> 
         }
         return Err(e);
     }
-    ops.sync_dir().map_err(at(Step::SyncDir))
+    failpoint!("write", "renamed");
+    ops.sync_dir().map_err(at(Step::SyncDir))?;
+    failpoint!("write", "dir-synced");
+    Ok(())
 }
 
 fn fill_and_rename<O: Ops>(
@@ -193,8 +197,11 @@ fn fill_and_rename<O: Ops>(
     target: &OsStr,
     data: &[u8],
 ) -> Result<(), StepError> {
+    failpoint!("write", "created");
     ops.write(&mut file, data).map_err(at(Step::Write))?;
+    failpoint!("write", "written");
     ops.sync_file(&mut file).map_err(at(Step::SyncFile))?;
+    failpoint!("write", "synced");
     drop(file);
     ops.rename(temp, target).map_err(at(Step::Rename))
 }

@@ -22,7 +22,19 @@ pub fn read(fence: &Target) -> Result<Option<Token>, FileError> {
     })
 }
 
-fn parse(data: &[u8]) -> Result<Token, String> {
+/// Parse a fence record: one decimal token, optionally followed by a
+/// newline. The reason when it is not one (the caller names the file).
+///
+/// # Errors
+/// Anything but a decimal `u64` on one line, or more than 32 bytes.
+///
+/// # Examples
+/// ```
+/// use leasehold::{Token, files::parse_fence_record};
+/// assert_eq!(parse_fence_record(b"42\n"), Ok(Token(42)));
+/// assert!(parse_fence_record(b"+42").is_err());
+/// ```
+pub fn parse(data: &[u8]) -> Result<Token, String> {
     if data.len() > MAX_LEN {
         return Err(format!("{} bytes, longer than any token", data.len()));
     }

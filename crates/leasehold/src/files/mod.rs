@@ -43,6 +43,7 @@ use std::path::{Path, PathBuf};
 
 pub use atomic::STALE_TEMP_AGE;
 pub use error::{FileError, Role, UpdateError};
+pub use fence::parse as parse_fence_record;
 
 use crate::Token;
 use target::Target;

@@ -14,8 +14,8 @@ use crate::exit_codes::ExitCode;
 use crate::output;
 use crate::run::CliError;
 
-/// The error for a lease that is held by others: names the holders.
-pub fn held_error(name: &LeaseName, held: &Held) -> CliError {
+/// Who holds a lease, for people: mode, owner, host/pid/command, token, expiry.
+pub fn held_by(held: &Held) -> String {
     let holders: Vec<String> = held
         .grants
         .iter()
@@ -30,11 +30,16 @@ pub fn held_error(name: &LeaseName, held: &Held) -> CliError {
             )
         })
         .collect();
-    let by = if holders.is_empty() {
+    if holders.is_empty() {
         format!("{} waiter(s) queued ahead", held.waiters_ahead)
     } else {
         holders.join("; ")
-    };
+    }
+}
+
+/// The error for a lease that is held by others: names the holders.
+pub fn held_error(name: &LeaseName, held: &Held) -> CliError {
+    let by = held_by(held);
     CliError::new(
         ExitCode::Held,
         format!("{name} is held: {by}. Try again later, or wait with --wait[=DUR]"),

@@ -3,25 +3,13 @@
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::Context as _;
-use leasehold::{LeaseName, NewTask, TaskAdd};
-use serde::Deserialize;
+use leasehold::{NewTask, TaskAdd};
 
 use crate::cli::TaskAddArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
 use crate::output;
 use crate::run::CliError;
-
-/// One line of `--batch` input.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Line {
-    id: Option<String>,
-    #[serde(default)]
-    payload: serde_json::Value,
-    priority: Option<i64>,
-    max_attempts: Option<u32>,
-}
 
 fn parse_batch(
     args: &TaskAddArgs,
@@ -30,6 +18,13 @@ fn parse_batch(
 ) -> Result<Vec<NewTask>, CliError> {
     let bad =
         |n: usize, why: String| CliError::new(ExitCode::DataError, format!("stdin line {n}: {why}; nothing was added"));
+    let defaults = NewTask {
+        id: None,
+        payload: serde_json::Value::Null,
+        priority: args.priority,
+        available_at,
+        max_attempts: args.max_attempts,
+    };
     let mut tasks = Vec::new();
     let progress = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
@@ -42,21 +37,7 @@ fn parse_batch(
         if line.trim().is_empty() {
             continue;
         }
-        let parsed: Line = serde_json::from_str(&line).map_err(|e| bad(n, format!("not a task ({e})")))?;
-        let id = match parsed.id {
-            Some(id) => Some(LeaseName::new(id).map_err(|e| bad(n, format!("bad id: {e}")))?),
-            None => None,
-        };
-        if parsed.max_attempts == Some(0) {
-            return Err(bad(n, "max_attempts must be at least 1".into()));
-        }
-        tasks.push(NewTask {
-            id,
-            payload: parsed.payload,
-            priority: parsed.priority.unwrap_or(args.priority),
-            available_at,
-            max_attempts: parsed.max_attempts.unwrap_or(args.max_attempts),
-        });
+        tasks.push(NewTask::parse_batch_line(&line, &defaults).map_err(|why| bad(n, why))?);
         if let Some(bar) = &progress
             && n % 10_000 == 0
         {

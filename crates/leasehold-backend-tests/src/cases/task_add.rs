@@ -1,0 +1,150 @@
+//! `task_add`: "Add tasks in one transaction. If any id exists with another
+//! payload, nothing is added and that outcome is `Conflict`." A task is
+//! idempotent by id (DESIGN §7: "the same id again is a no-op").
+
+use std::time::{Duration, SystemTime};
+
+use leasehold_backend::{TaskAdd, TaskAddParams, TaskState, Token};
+use serde_json::json;
+
+use super::task_support::{TaskCalls, since, stable, tasks_supported};
+use crate::params::{self, MAX_ATTEMPTS};
+use crate::{Case, Harness};
+
+/// A new task is stored as given: pending, no attempt, token 0 ("0 before
+/// the first" claim), no owner, error, result or lease.
+pub fn task_add_stores_a_pending_task<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, false) {
+        return;
+    }
+    let at = SystemTime::now();
+    t.task_added(TaskAddParams {
+        priority: 7,
+        available_at: at,
+        max_attempts: 3,
+        ..params::task("q", "a", json!({"n": 1, "s": "x"}))
+    });
+    let task = t.task("q", "a");
+    assert_eq!(task.payload, json!({"n": 1, "s": "x"}), "payload as added");
+    assert_eq!(task.priority, 7);
+    assert_eq!(task.state, TaskState::Pending);
+    assert_eq!(task.attempts, 0, "attempts before any claim");
+    assert_eq!(task.max_attempts, 3);
+    assert_eq!(task.token, Token(0), "token before the first claim");
+    assert_eq!(task.owner, None);
+    assert_eq!(task.lease_remaining, None, "a pending task has no lease");
+    assert_eq!((task.expirations, task.failures), (0, 0));
+    assert_eq!(task.last_error, None);
+    assert_eq!(task.result, None);
+    let off = since(task.available_at, at).max(since(at, task.available_at));
+    assert!(
+        off < Duration::from_millis(2),
+        "available_at stored as {:?}, added as {at:?}",
+        task.available_at
+    );
+}
+
+/// The same id with the same payload again is `Exists` and changes nothing,
+/// whatever state the task is in.
+pub fn task_add_is_idempotent_by_id<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, false) {
+        return;
+    }
+    t.task_added(params::task("q", "a", json!({"n": 1})));
+    let before = stable(t.task("q", "a"));
+    // Another priority or schedule does not make it another task.
+    let again = TaskAddParams {
+        priority: 9,
+        ..params::task("q", "a", json!({"n": 1}))
+    };
+    assert_eq!(
+        t.task_add(std::slice::from_ref(&again)),
+        vec![TaskAdd::Exists],
+        "the same id and payload again"
+    );
+    assert_eq!(stable(t.task("q", "a")), before, "an `Exists` add changed the task");
+    assert_eq!(
+        t.task_list(Some("q"), None, 100).len(),
+        1,
+        "the same id was added twice"
+    );
+
+    let claim = t.task_claimed(&params::claim("q"));
+    assert_eq!(claim.id.as_str(), "a");
+    let running = stable(t.task("q", "a"));
+    assert_eq!(t.task_add(&[again]), vec![TaskAdd::Exists], "re-adding a running task");
+    assert_eq!(
+        stable(t.task("q", "a")),
+        running,
+        "re-adding a running task changed it (it must stay claimed)"
+    );
+    assert_eq!(running.state, TaskState::Running);
+}
+
+/// The same id with another payload is `Conflict`, carrying the existing
+/// task; the call adds nothing at all, not even its fresh ids.
+pub fn task_add_conflict_adds_nothing_of_the_call<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, false) {
+        return;
+    }
+    t.task_added(params::task("q", "a", json!({"n": 1})));
+    let before = stable(t.task("q", "a"));
+    let outcomes = t.task_add(&[
+        params::task("q", "fresh-1", json!(1)),
+        params::task("q", "a", json!({"n": 2})),
+        params::task("q", "fresh-2", json!(2)),
+    ]);
+    match &outcomes[1] {
+        TaskAdd::Conflict { existing } => {
+            assert_eq!(
+                stable((**existing).clone()),
+                before,
+                "Conflict must carry the existing task as stored"
+            );
+        }
+        other => panic!("the same id with another payload must be Conflict, was {other:?} (all: {outcomes:#?})"),
+    }
+    assert_eq!(
+        t.task_get("q", "fresh-1"),
+        None,
+        "a task of a conflicting add call was added (before the conflict)"
+    );
+    assert_eq!(
+        t.task_get("q", "fresh-2"),
+        None,
+        "a task of a conflicting add call was added (after the conflict)"
+    );
+    assert_eq!(
+        stable(t.task("q", "a")),
+        before,
+        "a conflicting add changed the existing task"
+    );
+    assert_eq!(t.task_list(Some("q"), None, 100).len(), 1);
+    // Nothing was added: the fresh ids are still new.
+    t.task_added(params::task("q", "fresh-1", json!(1)));
+}
+
+/// Ids are per queue: the same id in two queues is two tasks, each claimed
+/// only from its own queue.
+pub fn task_add_ids_are_per_queue<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, false) {
+        return;
+    }
+    t.task_added(params::task("q1", "a", json!("one")));
+    t.task_added(params::task("q2", "a", json!("two")));
+    assert_eq!(t.task("q1", "a").payload, json!("one"));
+    assert_eq!(t.task("q2", "a").payload, json!("two"));
+
+    let claim = t.task_claimed(&params::claim("q1"));
+    assert_eq!((claim.id.as_str(), &claim.payload), ("a", &json!("one")));
+    t.task_claim_none(&params::claim("q1"), "q1's only task is claimed");
+    assert_eq!(
+        t.task("q2", "a").state,
+        TaskState::Pending,
+        "claiming q1/a touched q2/a"
+    );
+    let claim = t.task_claimed(&params::claim("q2"));
+    assert_eq!((claim.id.as_str(), &claim.payload), ("a", &json!("two")));
+    assert_eq!(claim.attempt, 1, "q2/a has its own attempts");
+    assert_eq!(claim.max_attempts, MAX_ATTEMPTS);
+}

@@ -1,0 +1,213 @@
+//! Token scoping: "heartbeat, complete, fail and release need the current
+//! token of a live claim; anything else is `Lost` and changes nothing — a
+//! late worker's result is refused."
+
+use std::time::Duration;
+
+use leasehold_backend::{Retry, TaskFail, TaskLost, TaskState, TaskUpdate, Token};
+use serde_json::json;
+
+use super::task_support::{TaskCalls, claim_ref, stable, tasks_supported};
+use crate::params::{self, CLAIM_TTL};
+use crate::{Case, Harness, assert_fresh};
+
+const STALE: TaskUpdate = TaskUpdate::Lost(TaskLost::Stale);
+
+/// The seed scenario: A claims, A's lease lapses, B claims. A's late
+/// completion is refused and changes nothing; B's is applied (the task is
+/// done with B's result); any completion after that is refused.
+pub fn task_complete_late_worker_is_refused<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, true) {
+        return;
+    }
+    t.task_added(params::task("q", "a", json!(1)));
+    let a = t.task_claimed(&params::claim_by("q", "worker-a"));
+    t.advance(CLAIM_TTL + Duration::from_secs(1));
+    let b = t.task_claimed(&params::claim_by("q", "worker-b"));
+    assert_eq!(b.id.as_str(), "a");
+    assert!(b.token > a.token);
+
+    let before = stable(t.task("q", "a"));
+    assert_eq!(
+        t.task_complete(&claim_ref(&a), Some(&json!("from A"))),
+        STALE,
+        "A's completion after its lease lapsed and B claimed"
+    );
+    assert_eq!(
+        stable(t.task("q", "a")),
+        before,
+        "A's refused completion changed the task"
+    );
+
+    assert_eq!(
+        t.task_complete(&claim_ref(&b), Some(&json!("from B"))),
+        TaskUpdate::Applied
+    );
+    let done = t.task("q", "a");
+    assert_eq!(done.state, TaskState::Done);
+    assert_eq!(done.result, Some(json!("from B")), "the done task's result");
+    assert_eq!(done.token, b.token);
+    assert_eq!(done.lease_remaining, None, "a done task has no lease");
+
+    let done = stable(done);
+    assert_eq!(
+        t.task_complete(&claim_ref(&b), Some(&json!("B again"))),
+        STALE,
+        "a second completion by B"
+    );
+    assert_eq!(
+        t.task_complete(&claim_ref(&a), Some(&json!("A again"))),
+        STALE,
+        "A's completion of a done task"
+    );
+    assert_eq!(
+        stable(t.task("q", "a")),
+        done,
+        "a refused completion changed the done task"
+    );
+    t.task_claim_none(&params::claim("q"), "the only task is done");
+}
+
+/// heartbeat, fail and release with a superseded token, or with a token
+/// never issued, are `Lost(Stale)` and change nothing; the live claim is
+/// unaffected.
+pub fn task_stale_token_changes_nothing<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, true) {
+        return;
+    }
+    t.task_added(params::task("q", "a", json!(1)));
+    let a = t.task_claimed(&params::claim_by("q", "worker-a"));
+    t.advance(CLAIM_TTL + Duration::from_secs(1));
+    let b = t.task_claimed(&params::claim_by("q", "worker-b"));
+    let before = stable(t.task("q", "a"));
+    let unissued = params::task_ref("q", "a", Token(b.token.0 + 1));
+    for (what, stale) in [("superseded", claim_ref(&a)), ("never issued", unissued)] {
+        assert_eq!(
+            t.task_heartbeat(&stale, CLAIM_TTL),
+            STALE,
+            "heartbeat with a {what} token"
+        );
+        assert_eq!(stable(t.task("q", "a")), before, "heartbeat with a {what} token");
+        assert_eq!(
+            t.task_fail(&stale, "late failure", Retry::Never),
+            TaskFail::Lost(TaskLost::Stale),
+            "fail with a {what} token"
+        );
+        assert_eq!(stable(t.task("q", "a")), before, "fail with a {what} token");
+        assert_eq!(t.task_release(&stale), STALE, "release with a {what} token");
+        assert_eq!(stable(t.task("q", "a")), before, "release with a {what} token");
+        assert_eq!(t.task_complete(&stale, None), STALE, "complete with a {what} token");
+        assert_eq!(stable(t.task("q", "a")), before, "complete with a {what} token");
+    }
+    // B's claim is intact.
+    assert_eq!(t.task_heartbeat(&claim_ref(&b), CLAIM_TTL), TaskUpdate::Applied);
+    assert_eq!(t.task("q", "a").owner.as_deref(), Some("worker-b"));
+    t.task_claim_none(&params::claim("q"), "B's claim is live");
+}
+
+/// A claim whose lease lapsed is `Lost(Stale)` even before anyone else
+/// claims: a lapsed claim is never revived by a late heartbeat or
+/// completion.
+pub fn task_expired_claim_is_stale_without_a_newer_claim<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, true) {
+        return;
+    }
+    t.task_added(params::task("q", "a", json!(1)));
+    let a = t.task_claimed(&params::claim("q"));
+    t.advance(CLAIM_TTL + Duration::from_secs(1));
+    assert_eq!(
+        t.task_heartbeat(&claim_ref(&a), CLAIM_TTL),
+        STALE,
+        "heartbeat of a lapsed claim"
+    );
+    assert_eq!(
+        t.task_complete(&claim_ref(&a), Some(&json!("late"))),
+        STALE,
+        "completion of a lapsed claim"
+    );
+    assert_eq!(t.task_release(&claim_ref(&a)), STALE, "release of a lapsed claim");
+    assert_eq!(
+        t.task_fail(&claim_ref(&a), "late", Retry::Never),
+        TaskFail::Lost(TaskLost::Stale),
+        "fail of a lapsed claim"
+    );
+    let task = t.task("q", "a");
+    assert_ne!(task.state, TaskState::Done, "a lapsed claim completed its task");
+    assert_ne!(
+        task.state,
+        TaskState::Dead,
+        "a lapsed claim's fail(Never) killed its task"
+    );
+    assert_eq!(task.result, None);
+    let b = t.task_claimed(&params::claim("q"));
+    assert_eq!(b.attempt, 2, "the lapsed claim was not handed back (release refused)");
+    assert!(b.token > a.token);
+}
+
+/// Every token-scoped operation on an unknown task (or queue) is
+/// `Lost(NotFound)`.
+pub fn task_unknown_task_is_not_found<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, false) {
+        return;
+    }
+    t.task_added(params::task("q", "a", json!(1)));
+    let a = t.task_claimed(&params::claim("q"));
+    let not_found = TaskUpdate::Lost(TaskLost::NotFound);
+    for (queue, id) in [("q", "nope"), ("other", "a")] {
+        let r = params::task_ref(queue, id, a.token);
+        assert_eq!(t.task_heartbeat(&r, CLAIM_TTL), not_found, "heartbeat of {queue}/{id}");
+        assert_eq!(t.task_complete(&r, None), not_found, "complete of {queue}/{id}");
+        assert_eq!(
+            t.task_fail(&r, "x", Retry::Never),
+            TaskFail::Lost(TaskLost::NotFound),
+            "fail of {queue}/{id}"
+        );
+        assert_eq!(t.task_release(&r), not_found, "release of {queue}/{id}");
+        assert_eq!(
+            t.task_get(queue, id),
+            None,
+            "{queue}/{id} was created by a token-scoped call"
+        );
+    }
+    assert_eq!(t.task("q", "a").state, TaskState::Running, "q/a is untouched");
+}
+
+/// A heartbeat extends the claim to now + ttl: past the original expiry the
+/// claim is still live (not claimable by others, the worker can complete
+/// it), and it lapses at the new expiry.
+pub fn task_heartbeat_extends_the_claim<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, true) {
+        return;
+    }
+    t.task_added(params::task("q", "a", json!(1)));
+    t.task_added(params::task("q", "b", json!(2)));
+    let a = t.task_claimed(&params::claim("q"));
+    let b = t.task_claimed(&params::claim("q"));
+    t.advance(Duration::from_secs(50)); // of 60
+    assert_eq!(t.task_heartbeat(&claim_ref(&a), CLAIM_TTL), TaskUpdate::Applied);
+    assert_eq!(t.task_heartbeat(&claim_ref(&b), CLAIM_TTL), TaskUpdate::Applied);
+    let left = t
+        .task("q", "a")
+        .lease_remaining
+        .expect("lease_remaining of a running task");
+    assert_fresh(left, CLAIM_TTL, "lease_remaining after a heartbeat");
+
+    t.advance(Duration::from_secs(20)); // 10s past the original expiry, 40s before the new one
+    t.task_claim_none(&params::claim("q"), "both claims were extended by heartbeats");
+    assert_eq!(
+        t.task_complete(&claim_ref(&a), Some(&json!("a"))),
+        TaskUpdate::Applied,
+        "completion 10s past the original expiry, after a heartbeat"
+    );
+    t.advance(Duration::from_secs(38)); // 2s before b's new expiry
+    t.task_claim_none(&params::claim("q"), "b's extended claim has 2s left");
+    t.advance(Duration::from_secs(3));
+    assert_eq!(
+        t.task_heartbeat(&claim_ref(&b), CLAIM_TTL),
+        STALE,
+        "heartbeat after the new expiry"
+    );
+    let again = t.task_claimed(&params::claim("q"));
+    assert_eq!((again.id.as_str(), again.attempt), ("b", 2));
+    assert_eq!(t.task("q", "a").state, TaskState::Done);
+}

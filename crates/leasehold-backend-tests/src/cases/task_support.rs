@@ -1,0 +1,189 @@
+//! Helpers of the task-queue cases: the [`Case`] calls of the `task_*`
+//! methods, which panic with the name of the call when the store fails.
+
+use std::time::{Duration, SystemTime};
+
+use leasehold_backend::{
+    Claim, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskListParams, TaskRef,
+    TaskRetry, TaskState, TaskUpdate,
+};
+
+use crate::params;
+use crate::{Capability, Case, Harness};
+
+/// Whether the case can run: the backend has the task queue and, if
+/// `clock`, a movable clock (a SKIP line is printed otherwise).
+pub(crate) fn tasks_supported<H: Harness>(t: &Case<H>, clock: bool) -> bool {
+    t.supports(Capability::Tasks) && (!clock || t.supports(Capability::ClockSkew))
+}
+
+/// The token-scoped reference of a claim.
+pub(crate) fn claim_ref(claim: &Claim) -> TaskRef {
+    TaskRef {
+        queue: claim.queue.clone(),
+        id: claim.id.clone(),
+        token: claim.token,
+    }
+}
+
+/// A task without its `lease_remaining`, which is "as of the read": two
+/// reads of an unchanged task compare equal.
+pub(crate) fn stable(task: Task) -> Task {
+    Task {
+        lease_remaining: None,
+        ..task
+    }
+}
+
+/// The ids of `tasks`, in order.
+pub(crate) fn ids(tasks: &[Task]) -> Vec<&str> {
+    tasks.iter().map(|t| t.id.as_str()).collect()
+}
+
+/// `later - earlier`, or zero if `later` is earlier.
+pub(crate) fn since(later: SystemTime, earlier: SystemTime) -> Duration {
+    later.duration_since(earlier).unwrap_or(Duration::ZERO)
+}
+
+/// The `task_*` calls of a case.
+pub(crate) trait TaskCalls {
+    fn task_add(&self, tasks: &[TaskAddParams]) -> Vec<TaskAdd>;
+    /// `task_add` of one new task, which must be `Added`.
+    fn task_added(&self, task: TaskAddParams);
+    fn task_claim(&self, params: &TaskClaimParams) -> Option<Claim>;
+    /// `task_claim`, which must claim something.
+    fn task_claimed(&self, params: &TaskClaimParams) -> Claim;
+    /// `task_claim`, which must find nothing claimable.
+    fn task_claim_none(&self, params: &TaskClaimParams, why: &str);
+    fn task_heartbeat(&self, task: &TaskRef, ttl: Duration) -> TaskUpdate;
+    fn task_complete(&self, task: &TaskRef, result: Option<&serde_json::Value>) -> TaskUpdate;
+    fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> TaskFail;
+    fn task_release(&self, task: &TaskRef) -> TaskUpdate;
+    fn task_retry(&self, queue: &str, id: &str) -> TaskRetry;
+    fn task_get(&self, queue: &str, id: &str) -> Option<Task>;
+    /// `task_get` of a task that must exist.
+    fn task(&self, queue: &str, id: &str) -> Task;
+    fn task_list(&self, queue: Option<&str>, state: Option<TaskState>, limit: u32) -> Vec<Task>;
+    fn task_stats(&self, queue: Option<&str>) -> Vec<QueueStats>;
+    fn task_purge(&self, queue: &str, state: TaskState, older_than: Duration) -> u64;
+}
+
+impl<H: Harness> TaskCalls for Case<H> {
+    fn task_add(&self, tasks: &[TaskAddParams]) -> Vec<TaskAdd> {
+        let ids: Vec<String> = tasks.iter().map(|t| format!("{}/{}", t.queue, t.id)).collect();
+        let outcomes = self
+            .backend()
+            .task_add(tasks)
+            .unwrap_or_else(|e| panic!("task_add({ids:?}) failed: {e}"));
+        assert_eq!(
+            outcomes.len(),
+            tasks.len(),
+            "task_add({ids:?}) must return one outcome per task: {outcomes:#?}"
+        );
+        outcomes
+    }
+
+    fn task_added(&self, task: TaskAddParams) {
+        let what = format!("task_add({}/{})", task.queue, task.id);
+        assert_eq!(self.task_add(&[task]), vec![TaskAdd::Added], "{what} of a new id");
+    }
+
+    fn task_claim(&self, params: &TaskClaimParams) -> Option<Claim> {
+        let claim = self
+            .backend()
+            .task_claim(params)
+            .unwrap_or_else(|e| panic!("task_claim({:?}) failed: {e}", params.queue))?;
+        assert_eq!(claim.queue, params.queue, "task_claim returned a task of another queue");
+        assert_eq!(claim.ttl, params.ttl, "task_claim reports another ttl than asked");
+        Some(claim)
+    }
+
+    fn task_claimed(&self, params: &TaskClaimParams) -> Claim {
+        self.task_claim(params).unwrap_or_else(|| {
+            panic!(
+                "task_claim({:?}) by {:?} must claim a task, but found nothing claimable",
+                params.queue, params.owner
+            )
+        })
+    }
+
+    fn task_claim_none(&self, params: &TaskClaimParams, why: &str) {
+        if let Some(claim) = self.task_claim(params) {
+            panic!(
+                "task_claim({:?}) must find nothing claimable ({why}), but claimed {claim:#?}",
+                params.queue
+            );
+        }
+    }
+
+    fn task_heartbeat(&self, task: &TaskRef, ttl: Duration) -> TaskUpdate {
+        self.backend()
+            .task_heartbeat(task, ttl)
+            .unwrap_or_else(|e| panic!("task_heartbeat({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
+    }
+
+    fn task_complete(&self, task: &TaskRef, result: Option<&serde_json::Value>) -> TaskUpdate {
+        self.backend()
+            .task_complete(task, result)
+            .unwrap_or_else(|e| panic!("task_complete({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
+    }
+
+    fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> TaskFail {
+        self.backend()
+            .task_fail(task, error, retry)
+            .unwrap_or_else(|e| panic!("task_fail({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
+    }
+
+    fn task_release(&self, task: &TaskRef) -> TaskUpdate {
+        self.backend()
+            .task_release(task)
+            .unwrap_or_else(|e| panic!("task_release({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
+    }
+
+    fn task_retry(&self, queue: &str, id: &str) -> TaskRetry {
+        self.backend()
+            .task_retry(&params::queue(queue), &params::name(id))
+            .unwrap_or_else(|e| panic!("task_retry({queue}/{id}) failed: {e}"))
+    }
+
+    fn task_get(&self, queue: &str, id: &str) -> Option<Task> {
+        let task = self
+            .backend()
+            .task_get(&params::queue(queue), &params::name(id))
+            .unwrap_or_else(|e| panic!("task_get({queue}/{id}) failed: {e}"))?;
+        assert_eq!(
+            (task.queue.as_str(), task.id.as_str()),
+            (queue, id),
+            "task_get returned another task"
+        );
+        Some(task)
+    }
+
+    fn task(&self, queue: &str, id: &str) -> Task {
+        self.task_get(queue, id)
+            .unwrap_or_else(|| panic!("task_get({queue}/{id}) is None, but the task was added"))
+    }
+
+    fn task_list(&self, queue: Option<&str>, state: Option<TaskState>, limit: u32) -> Vec<Task> {
+        self.backend()
+            .task_list(&TaskListParams {
+                queue: queue.map(params::queue),
+                state,
+                limit,
+            })
+            .unwrap_or_else(|e| panic!("task_list({queue:?}, {state:?}, {limit}) failed: {e}"))
+    }
+
+    fn task_stats(&self, queue: Option<&str>) -> Vec<QueueStats> {
+        let q = queue.map(params::queue);
+        self.backend()
+            .task_stats(q.as_ref())
+            .unwrap_or_else(|e| panic!("task_stats({queue:?}) failed: {e}"))
+    }
+
+    fn task_purge(&self, queue: &str, state: TaskState, older_than: Duration) -> u64 {
+        self.backend()
+            .task_purge(&params::queue(queue), state, older_than)
+            .unwrap_or_else(|e| panic!("task_purge({queue}, {state:?}, {older_than:?}) failed: {e}"))
+    }
+}

@@ -1,0 +1,93 @@
+//! The decisions every backend makes the same way, written once: whether a
+//! grant fits beside others, the FIFO admission of waiters, and the fence
+//! verdict. Backends do the storage; these functions decide.
+
+use std::time::Duration;
+
+use crate::{FenceRefusal, Holder, Mode, Token};
+
+/// Whether a grant of `mode` can join the (real or simulated) set `held`.
+#[must_use]
+pub fn compatible(held: &[Mode], mode: Mode) -> bool {
+    match mode {
+        Mode::Exclusive => held.is_empty(),
+        Mode::Shared { limit } => {
+            !held.iter().any(|m| m.is_exclusive()) && limit.is_none_or(|limit| held.len() < limit as usize)
+        }
+    }
+}
+
+/// Whether an acquirer of `mode` is granted now (the FIFO rule of the
+/// crate docs): start from the live grants, admit the waiters `ahead` of it
+/// one by one as if granted, stop at the first that does not fit (it blocks
+/// everyone behind it), and grant only if the acquirer fits the set so
+/// built.
+#[must_use]
+pub fn admits(live: impl IntoIterator<Item = Mode>, ahead: impl IntoIterator<Item = Mode>, mode: Mode) -> bool {
+    let mut simulated: Vec<Mode> = live.into_iter().collect();
+    for waiter in ahead {
+        if !compatible(&simulated, waiter) {
+            return false;
+        }
+        simulated.push(waiter);
+    }
+    compatible(&simulated, mode)
+}
+
+/// The fence verdict for `token`, given the newest token ever issued for
+/// the name and the token's own grant as (live, mode), if the store still
+/// has it.
+///
+/// # Errors
+/// The refusal, when `token` may not write.
+pub fn fence_verdict(token: Token, newest: Option<Token>, grant: Option<(bool, Mode)>) -> Result<(), FenceRefusal> {
+    match grant {
+        Some((true, mode)) if mode.is_exclusive() && newest != Some(token) => Err(FenceRefusal::Superseded),
+        Some((true, _)) => Ok(()),
+        _ if newest.is_some_and(|n| n > token) => Err(FenceRefusal::Superseded),
+        _ => Err(FenceRefusal::NotLive),
+    }
+}
+
+/// `host:pid` of a holder, for history details.
+#[must_use]
+pub fn holder_label(h: &Holder) -> String {
+    format!("{}:{}", h.host, h.pid)
+}
+
+/// A TTL in history details.
+#[must_use]
+pub fn humanize(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const X: Mode = Mode::Exclusive;
+    const S: Mode = Mode::Shared { limit: None };
+    const S2: Mode = Mode::Shared { limit: Some(2) };
+
+    #[test]
+    fn fifo_admission() {
+        assert!(admits([], [], X));
+        assert!(!admits([S], [], X));
+        assert!(!admits([S], [X], S), "a waiting exclusive blocks new shared");
+        assert!(admits([S], [S], S));
+        assert!(!admits([S], [S], S2), "shared waiters ahead count toward the limit");
+    }
+
+    #[test]
+    fn fence() {
+        let t = Token(5);
+        assert_eq!(fence_verdict(t, Some(t), Some((true, X))), Ok(()));
+        assert_eq!(
+            fence_verdict(t, Some(Token(6)), Some((true, X))),
+            Err(FenceRefusal::Superseded)
+        );
+        assert_eq!(fence_verdict(t, Some(Token(6)), Some((true, S))), Ok(()));
+        assert_eq!(fence_verdict(t, Some(t), Some((false, X))), Err(FenceRefusal::NotLive));
+        assert_eq!(fence_verdict(t, Some(Token(6)), None), Err(FenceRefusal::Superseded));
+    }
+}

@@ -1,0 +1,98 @@
+//! `leasehold lock PATH -- CMD`: one instance per machine with flock(2).
+//!
+//! By default the command inherits the locked descriptor, as with
+//! flock(1): leasehold execs the command in its own place, so the holder's
+//! pid written in the lock file is the command's, and the lock lasts until
+//! the command and every child that kept the descriptor have exited.
+//! With `--no-inherit` the descriptor stays close-on-exec: leasehold runs
+//! the command as a child, forwards SIGTERM and SIGHUP (and SIGINT unless a
+//! terminal already sent it to the whole foreground group), and the lock
+//! ends when leasehold exits.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::thread;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+use leasehold::lock::{self, LockError, LockOptions, TryLock};
+
+use crate::cli::LockArgs;
+use crate::commands::{Ctx, child};
+use crate::exit_codes::ExitCode;
+use crate::run::CliError;
+
+fn lock_error(e: &LockError) -> anyhow::Error {
+    let code = match e {
+        LockError::NetworkFs { .. } => ExitCode::Unavailable,
+        LockError::Symlink { .. } | LockError::NotAFile { .. } => ExitCode::Usage,
+        LockError::Io { .. } => ExitCode::Failure,
+    };
+    CliError::new(code, e.to_string()).into()
+}
+
+pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
+    let options = LockOptions {
+        shared: args.shared,
+        allow_network_fs: ctx.global.allow_network_fs,
+    };
+    let outcome = match args.wait {
+        None => lock::try_lock(&args.path, options),
+        Some(timeout) => lock::lock(&args.path, options, timeout),
+    }
+    .map_err(|e| lock_error(&e))?;
+    let held = match outcome {
+        TryLock::Locked(held) => held,
+        TryLock::Held { path, pid } => {
+            let by = pid.map_or_else(
+                || "another process".to_owned(),
+                |pid| format!("pid {pid} (as written in the lock file)"),
+            );
+            let json = serde_json::json!({ "path": path, "held": true, "pid": pid });
+            let wait = if args.wait.is_some() { "still " } else { "" };
+            let err = CliError::new(
+                ExitCode::Held,
+                format!(
+                    "{} is {wait}locked by {by}. Try again later, or wait with --wait[=DUR]",
+                    path.display()
+                ),
+            );
+            return Ok(crate::commands::refuse(ctx, &json, &err));
+        }
+    };
+    let mut command = Command::new(&args.command[0]);
+    command.args(&args.command[1..]);
+    if !args.no_inherit {
+        rustix::io::fcntl_setfd(held.file(), rustix::io::FdFlags::empty())?;
+        command.env("LEASEHOLD_LOCK_FD", held.file().as_raw_fd().to_string());
+        let e = command.exec();
+        eprintln!("leasehold: cannot run {}: {e}", child::display(&args.command));
+        return Ok(child::spawn_error_code(&e));
+    }
+    let mut proc = match command.spawn() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("leasehold: cannot run {}: {e}", child::display(&args.command));
+            return Ok(child::spawn_error_code(&e));
+        }
+    };
+    let pid = rustix::process::Pid::from_raw(proc.id() as i32);
+    let terminal = child::terminal_foreground();
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    thread::spawn(move || {
+        for sig in signals.forever() {
+            // A terminal's ^C already reached the child (same foreground
+            // group); forwarding it would deliver it twice.
+            if sig == SIGINT && terminal {
+                continue;
+            }
+            if let (Some(pid), Some(sig)) = (pid, rustix::process::Signal::from_named_raw(sig)) {
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+        }
+    });
+    let status = proc.wait()?;
+    drop(held);
+    Ok(child::exit_code(status))
+}

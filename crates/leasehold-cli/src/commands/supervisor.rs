@@ -1,0 +1,473 @@
+//! Supervising one command through its guard: what `run` and `work` share.
+//!
+//! # Life of a supervised command
+//!
+//! 1. [`Supervised::spawn`] starts the guard ([`crate::commands::run::guard`]),
+//!    which founds the command's process group G and reports it. The caller
+//!    now takes its lease (or task claim) bound to G.
+//! 2. [`Supervised::start`] hands the guard the command's environment; the
+//!    guard starts the command in G (stdin, stdout and stderr as chosen in
+//!    [`Spec`]).
+//! 3. Whoever may stop the command — a keeper that lost its lease, a stall
+//!    watcher, a shutdown — sends [`Stop`] through [`Supervised::sender`];
+//!    signals for the command arrive as [`Event::Signal`].
+//! 4. [`Supervised::wait`] runs the event loop: on the first `Stop` it sends
+//!    SIGTERM to G and SIGKILL after the grace period; it returns when the
+//!    guard reports the command's exit (the guard first sweeps whatever
+//!    the command left in its tree).
+//!
+//! Or, when the lease is not taken: [`Supervised::abort`] (closing the
+//! control pipe ends the guard and its anchor).
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use leasehold::{Loss, host};
+use rustix::process::{Pid, Signal};
+
+use crate::commands::child;
+
+/// Slack between SIGKILL and the earliest store-side expiry: covers signal
+/// delivery and scheduling. The keeper stops trusting a grant (and the
+/// command gets SIGTERM) at `sent + ttl - grace - slack`; SIGKILL follows
+/// at `sent + ttl - slack`.
+pub fn slack(ttl: Duration) -> Duration {
+    (ttl / 20).max(Duration::from_millis(500))
+}
+
+/// Why the supervisor stopped the command.
+#[derive(Debug, Clone)]
+pub enum Stop {
+    /// The lease (or claim) was lost.
+    Lost(Loss),
+    /// Nothing was written (or touched) for this long.
+    Stalled(Duration),
+    /// The supervisor is shutting down (`work` on SIGTERM).
+    Shutdown,
+}
+
+/// What the supervisor reacts to.
+#[derive(Debug)]
+pub enum Event {
+    Anchor(u32),
+    Started,
+    SpawnError(u8, String),
+    Exited(u8),
+    GuardGone,
+    Stop(Stop),
+    Signal(i32),
+}
+
+/// What the command's output does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Inherited: the command writes straight to our stdout and stderr.
+    Inherit,
+    /// Piped through us (to watch for stalls), unchanged.
+    Forward,
+    /// stdout collected (up to `stdout_limit` bytes; more is an error the
+    /// caller reports), stderr forwarded and its last `stderr_tail` bytes
+    /// kept.
+    Collect { stdout_limit: usize, stderr_tail: usize },
+}
+
+/// How to run the command.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub command: Vec<OsString>,
+    pub grace: Duration,
+    /// Bytes for the command's stdin (then closed); `None`: inherited.
+    pub stdin: Option<Vec<u8>>,
+    pub output: Output,
+    /// Stop the command after this long without output (or a touch of the
+    /// progress file).
+    pub stall: Option<(Duration, Option<PathBuf>)>,
+}
+
+/// What the command produced and how it ended.
+#[derive(Debug, Default)]
+pub struct Finished {
+    /// Its exit code (128+N for signal N); `None` if the guard died.
+    pub code: Option<u8>,
+    /// Why we stopped it, if we did.
+    pub stopped: Option<Stop>,
+    /// It could not be started: the shell's code (127/126) and why.
+    pub spawn_error: Option<(u8, String)>,
+    /// With `Output::Collect`: stdout, and whether it exceeded the limit.
+    pub stdout: Vec<u8>,
+    pub stdout_overflow: bool,
+    /// With `Output::Collect`: the end of stderr.
+    pub stderr_tail: Vec<u8>,
+}
+
+/// A command under supervision.
+#[derive(Debug)]
+pub struct Supervised {
+    spec: Spec,
+    guard: Child,
+    control: Option<std::fs::File>,
+    group: Pid,
+    tx: mpsc::Sender<Event>,
+    rx: mpsc::Receiver<Event>,
+    pumps: Vec<thread::JoinHandle<()>>,
+    collected: Arc<Mutex<Collected>>,
+}
+
+#[derive(Debug, Default)]
+struct Collected {
+    stdout: Vec<u8>,
+    stdout_overflow: bool,
+    stderr_tail: Vec<u8>,
+}
+
+/// Spawning a guard hands it the child ends of two pipes; serializing the
+/// spawns (and so the moments those ends are inheritable) keeps one
+/// guard from inheriting another's ends, which would keep a pipe open
+/// after its guard died.
+static SPAWN: Mutex<()> = Mutex::new(());
+
+/// A pipe whose `child_end` survives exec (inherited by the guard) while
+/// `ours` stays close-on-exec.
+fn pipe_for_child(child_reads: bool) -> anyhow::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).context("cannot create a pipe")?;
+    let (ours, theirs) = if child_reads { (w, r) } else { (r, w) };
+    rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())?;
+    Ok((ours, theirs))
+}
+
+impl Supervised {
+    /// Start the guard and wait until it reports the process group.
+    pub fn spawn(spec: Spec) -> anyhow::Result<Self> {
+        let (tx, rx) = mpsc::channel();
+        let exe = std::env::current_exe().context("cannot find the leasehold binary to start the guard")?;
+        let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
+        let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
+        let (guard, control, report) = {
+            let _one_at_a_time = SPAWN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (control, control_child) = pipe_for_child(true)?;
+            let (report, report_child) = pipe_for_child(false)?;
+            let guard = Command::new(exe)
+                .arg("__guard")
+                .arg(format!("--control-fd={}", control_child.as_raw_fd()))
+                .arg(format!("--report-fd={}", report_child.as_raw_fd()))
+                .arg(format!("--grace={}ms", spec.grace.as_millis()))
+                .arg("--")
+                .args(&spec.command)
+                .stdin(piped(spec.stdin.is_some()))
+                .stdout(piped(pipe_output))
+                .stderr(piped(pipe_output))
+                .spawn()
+                .context("cannot start the guard process (leasehold __guard)")?;
+            drop((control_child, report_child));
+            (guard, control, report)
+        };
+        read_reports(report, tx.clone());
+        let mut this = Self {
+            spec,
+            guard,
+            control: Some(std::fs::File::from(control)),
+            group: Pid::from_raw(1).expect("1 is a valid pid"),
+            tx,
+            rx,
+            pumps: Vec::new(),
+            collected: Arc::default(),
+        };
+        if let Ok(Event::Anchor(group)) = this.rx.recv() {
+            this.group = i32::try_from(group)
+                .ok()
+                .and_then(Pid::from_raw)
+                .context("anchor pid")?;
+            return Ok(this);
+        }
+        this.abort();
+        anyhow::bail!("the guard process (leasehold __guard) did not start; run with LEASEHOLD_LOG=debug to see why")
+    }
+
+    /// The command's process group (to record with the grant).
+    pub fn group(&self) -> u32 {
+        self.group.as_raw_nonzero().get() as u32
+    }
+
+    pub fn group_pid(&self) -> Pid {
+        self.group
+    }
+
+    /// Where stops and signals for this command go.
+    pub fn sender(&self) -> mpsc::Sender<Event> {
+        self.tx.clone()
+    }
+
+    /// The lease was not taken: end the guard without starting anything.
+    pub fn abort(mut self) {
+        drop(self.control.take());
+        let _ = self.guard.wait();
+    }
+
+    /// Start the command with `env` added to its environment.
+    pub fn start(&mut self, env: &serde_json::Value) -> anyhow::Result<()> {
+        let activity = Arc::new(AtomicU64::new(0));
+        self.pump_output(&activity);
+        if let Some((limit, progress)) = self.spec.stall.clone() {
+            watch_stall(limit, progress, activity, self.tx.clone());
+        }
+        if let (Some(bytes), Some(mut stdin)) = (self.spec.stdin.take(), self.guard.stdin.take()) {
+            // A command that does not read its input must not block us.
+            thread::spawn(move || {
+                let _ = stdin.write_all(&bytes);
+            });
+        }
+        let control = self.control.as_mut().context("the guard was already released")?;
+        writeln!(control, "{env}").context("cannot hand the command to the guard process")
+    }
+
+    fn pump_output(&mut self, activity: &Arc<AtomicU64>) {
+        stamp(activity);
+        let collect = match self.spec.output {
+            Output::Collect {
+                stdout_limit,
+                stderr_tail,
+            } => Some((stdout_limit, stderr_tail)),
+            _ => None,
+        };
+        if let Some(out) = self.guard.stdout.take() {
+            let (activity, collected) = (activity.clone(), self.collected.clone());
+            self.pumps.push(thread::spawn(move || {
+                let mut stdout = std::io::stdout();
+                pump(out, &activity, |chunk| match collect {
+                    Some((limit, _)) => {
+                        let mut c = collected.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let room = limit.saturating_sub(c.stdout.len());
+                        c.stdout.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                        c.stdout_overflow |= chunk.len() > room;
+                        true
+                    }
+                    None => stdout.write_all(chunk).and_then(|()| stdout.flush()).is_ok(),
+                });
+            }));
+        }
+        if let Some(err) = self.guard.stderr.take() {
+            let (activity, collected) = (activity.clone(), self.collected.clone());
+            self.pumps.push(thread::spawn(move || {
+                let mut stderr = std::io::stderr();
+                pump(err, &activity, |chunk| {
+                    if let Some((_, tail)) = collect {
+                        let mut c = collected.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        c.stderr_tail.extend_from_slice(chunk);
+                        let excess = c.stderr_tail.len().saturating_sub(tail);
+                        c.stderr_tail.drain(..excess);
+                    }
+                    stderr.write_all(chunk).and_then(|()| stderr.flush()).is_ok()
+                });
+            }));
+        }
+    }
+
+    /// Run the event loop until the command has exited; see the module docs.
+    pub fn wait(mut self) -> Finished {
+        let group = self.group;
+        let grace = self.spec.grace;
+        drop(self.tx);
+        let mut stop: Option<(Stop, Instant)> = None;
+        let mut killed = false;
+        let mut finished = Finished::default();
+        finished.code = loop {
+            let event = match &stop {
+                Some((_, kill_at)) if !killed => {
+                    match self.rx.recv_timeout(kill_at.saturating_duration_since(Instant::now())) {
+                        Ok(e) => e,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            let _ = rustix::process::kill_process_group(group, Signal::KILL);
+                            killed = true;
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => Event::GuardGone,
+                    }
+                }
+                _ => self.rx.recv().unwrap_or(Event::GuardGone),
+            };
+            match event {
+                Event::Anchor(_) | Event::Started => {}
+                Event::SpawnError(code, message) => finished.spawn_error = Some((code, message)),
+                Event::Stop(reason) => {
+                    if stop.is_none() {
+                        let _ = rustix::process::kill_process_group(group, Signal::TERM);
+                        stop = Some((reason, Instant::now() + grace));
+                    }
+                }
+                Event::Signal(sig) => {
+                    if let Some(sig) = Signal::from_named_raw(sig) {
+                        let _ = rustix::process::kill_process_group(group, sig);
+                    }
+                }
+                Event::Exited(code) => break Some(code),
+                Event::GuardGone => {
+                    // The guard died without reporting: do its job (unless
+                    // the command never started, and the group is gone).
+                    if finished.spawn_error.is_none() {
+                        let _ = rustix::process::kill_process_group(group, Signal::KILL);
+                    }
+                    break None;
+                }
+            }
+        };
+        finished.stopped = stop.map(|(reason, _)| reason);
+        drop(self.control.take());
+        let _ = self.guard.wait();
+        join_bounded(std::mem::take(&mut self.pumps), Duration::from_secs(1));
+        let collected = std::mem::take(&mut *self.collected.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        finished.stdout = collected.stdout;
+        finished.stdout_overflow = collected.stdout_overflow;
+        finished.stderr_tail = collected.stderr_tail;
+        finished
+    }
+}
+
+/// Turn the guard's report lines into events.
+fn read_reports(report: OwnedFd, tx: mpsc::Sender<Event>) {
+    thread::spawn(move || {
+        for line in BufReader::new(std::fs::File::from(report)).lines() {
+            let Ok(line) = line else { break };
+            let (kind, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+            let event = match kind {
+                "anchor" => rest.parse().map(Event::Anchor).ok(),
+                "started" => Some(Event::Started),
+                "spawn-error" => {
+                    let (code, msg) = rest.split_once(' ').unwrap_or(("126", rest));
+                    Some(Event::SpawnError(code.parse().unwrap_or(126), msg.to_owned()))
+                }
+                "exited" => match rest.split_once(' ') {
+                    Some(("code", n)) => n.parse::<i32>().ok().map(|c| Event::Exited(c as u8)),
+                    Some(("signal", n)) => n.parse::<u8>().ok().map(|s| Event::Exited(128u8.saturating_add(s))),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(event) = event
+                && tx.send(event).is_err()
+            {
+                return;
+            }
+        }
+        let _ = tx.send(Event::GuardGone);
+    });
+}
+
+fn stamp(activity: &AtomicU64) {
+    activity.store(host::boot_clock().as_nanos() as u64, Ordering::SeqCst);
+}
+
+/// Copy `from` chunk by chunk to `to`, stamping activity; stop when `to`
+/// says so.
+fn pump(mut from: impl Read, activity: &AtomicU64, mut to: impl FnMut(&[u8]) -> bool) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                stamp(activity);
+                if !to(&buf[..n]) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
+fn watch_stall(limit: Duration, progress: Option<PathBuf>, activity: Arc<AtomicU64>, tx: mpsc::Sender<Event>) {
+    thread::spawn(move || {
+        let tick = (limit / 4).clamp(Duration::from_millis(20), Duration::from_millis(250));
+        let mtime = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let mut seen = progress.as_ref().and_then(mtime);
+        loop {
+            thread::sleep(tick);
+            if let Some(p) = &progress {
+                let now = mtime(p);
+                if now != seen {
+                    seen = now;
+                    stamp(&activity);
+                }
+            }
+            let last = Duration::from_nanos(activity.load(Ordering::SeqCst));
+            if host::boot_clock().saturating_sub(last) >= limit {
+                let _ = tx.send(Event::Stop(Stop::Stalled(limit)));
+                return;
+            }
+        }
+    });
+}
+
+/// Forward SIGINT, SIGTERM and SIGHUP to `tx` as events.
+pub fn forward_signals(tx: mpsc::Sender<Event>) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    thread::spawn(move || {
+        for sig in signals.forever() {
+            if tx.send(Event::Signal(sig)).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The terminal, while the command's group owns it.
+pub struct Terminal {
+    ours: Pid,
+}
+
+impl Terminal {
+    /// Hand the terminal to `group` if we are its foreground.
+    pub fn hand_to(group: Pid) -> Option<Self> {
+        if !child::terminal_foreground() {
+            return None;
+        }
+        let ours = rustix::process::getpgrp();
+        rustix::termios::tcsetpgrp(std::io::stdin().as_fd(), group).ok()?;
+        Some(Self { ours })
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        // We are a background group now: tcsetpgrp would stop us with
+        // SIGTTOU unless it is blocked for the call.
+        block_sigttou(true);
+        let _ = rustix::termios::tcsetpgrp(std::io::stdin().as_fd(), self.ours);
+        block_sigttou(false);
+    }
+}
+
+#[allow(unsafe_code, reason = "no safe API blocks a signal for one thread")]
+fn block_sigttou(block: bool) {
+    // SAFETY: sigemptyset/sigaddset initialise a local set; pthread_sigmask
+    // changes only this thread's mask, with a valid set and no old set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut set);
+        libc::sigaddset(&raw mut set, libc::SIGTTOU);
+        let how = if block { libc::SIG_BLOCK } else { libc::SIG_UNBLOCK };
+        libc::pthread_sigmask(how, &raw const set, std::ptr::null_mut());
+    }
+}
+
+fn join_bounded(threads: Vec<thread::JoinHandle<()>>, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    for t in threads {
+        while !t.is_finished() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        if t.is_finished() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! `leasehold work QUEUE -- CMD` with real processes.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::Env;
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not one JSON document ({e}): {s}"))
+}
+
+fn add(env: &Env, queue: &str, lines: &str) {
+    let mut child = env
+        .std_cmd(&["task", "add", queue, "--batch"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+fn show(env: &Env, queue: &str, id: &str) -> Value {
+    let (code, out, err) = env.run(&["task", "show", queue, id]);
+    assert_eq!(code, 0, "{err}");
+    json(&out)
+}
+
+fn stats(env: &Env, queue: &str) -> Value {
+    let (_, out, _) = env.run(&["task", "stats", queue, "--json"]);
+    json(&out)["queues"][0].clone()
+}
+
+fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(start.elapsed() < limit, "work did not finish within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn work_runs_each_task_with_its_payload_and_environment() {
+    let env = Env::new();
+    add(
+        &env,
+        "q",
+        "{\"id\":\"a\",\"payload\":{\"n\":3}}\n{\"id\":\"b\",\"payload\":\"text\"}\n",
+    );
+    let script = r#"read p; printf '{"payload":%s,"id":"%s","attempt":%s,"token":%s,"queue":"%s"}' "$p" "$LEASEHOLD_TASK_ID" "$LEASEHOLD_TASK_ATTEMPT" "$LEASEHOLD_TASK_TOKEN" "$LEASEHOLD_QUEUE""#;
+    let (code, out, err) = env.run(&["work", "q", "--until-empty", "--json", "--", "sh", "-c", script]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["done"], 2);
+    let a = show(&env, "q", "a");
+    assert_eq!(a["state"], "done");
+    assert_eq!(
+        a["result"],
+        serde_json::json!({"payload": {"n": 3}, "id": "a", "attempt": 1, "token": 1, "queue": "q"})
+    );
+    assert_eq!(show(&env, "q", "b")["result"]["payload"], "text");
+    // Output that is not JSON is kept as a string.
+    add(&env, "plain", "{\"id\":\"p\"}\n");
+    env.run(&["work", "plain", "--until-empty", "--", "echo", "hello world"]);
+    assert_eq!(show(&env, "plain", "p")["result"], "hello world\n");
+}
+
+#[test]
+fn a_failing_command_fails_the_task_with_its_stderr_until_it_is_dead() {
+    let env = Env::new();
+    add(&env, "q", "{\"id\":\"poison\",\"max_attempts\":1}\n");
+    let (code, out, err) = env.run(&[
+        "work",
+        "q",
+        "--until-empty",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo it broke >&2; exit 3",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["dead"], 1);
+    let t = show(&env, "q", "poison");
+    assert_eq!(t["state"], "dead");
+    assert_eq!(t["last_error"], "exit 3: it broke");
+    assert!(err.contains("it broke"), "stderr passes through: {err}");
+    // A command that cannot be started fails the task too.
+    add(&env, "q2", "{\"id\":\"x\",\"max_attempts\":1}\n");
+    env.run(&["work", "q2", "--until-empty", "--", "/no/such/command"]);
+    let t = show(&env, "q2", "x");
+    assert_eq!(t["state"], "dead");
+    assert!(t["last_error"].as_str().unwrap().starts_with("exit 127"), "{t}");
+}
+
+#[test]
+fn a_lost_claim_stops_the_command_and_nothing_is_reported() {
+    let env = Env::new();
+    add(&env, "q", "{\"id\":\"t\"}\n");
+    // The command gives its own claim up (as a competing worker's takeover
+    // would), then keeps running: the next heartbeat is refused.
+    let bin = crate::util::bin();
+    let script = format!(
+        "{} task fail q t --token $LEASEHOLD_TASK_TOKEN --no-retry --error gave-up; sleep 30",
+        bin.display()
+    );
+    let start = Instant::now();
+    let mut work = env
+        .std_cmd(&[
+            "work",
+            "q",
+            "--until-empty",
+            "--ttl",
+            "3s",
+            "--heartbeat",
+            "500ms",
+            "--grace",
+            "1s",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_bounded(&mut work, Duration::from_secs(15));
+    assert!(start.elapsed() < Duration::from_secs(15));
+    let out = work.wait_with_output().unwrap();
+    assert_eq!(json(&String::from_utf8_lossy(&out.stdout))["lost"], 1);
+    let t = show(&env, "q", "t");
+    assert_eq!(
+        (t["state"].as_str(), t["last_error"].as_str()),
+        (Some("dead"), Some("gave-up"))
+    );
+}
+
+#[test]
+fn sigterm_stops_claiming_lets_tasks_finish_then_hands_claims_back() {
+    let env = Env::new();
+    add(&env, "q", "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n");
+    // Finishes within the grace: done; the rest is not claimed.
+    let mut work = env
+        .std_cmd(&["work", "q", "--grace", "5s", "--", "sh", "-c", "sleep 1"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    rustix::process::kill_process(rustix::process::Pid::from_child(&work), rustix::process::Signal::TERM).unwrap();
+    let status = wait_bounded(&mut work, Duration::from_secs(15));
+    assert!(status.success());
+    let s = stats(&env, "q");
+    assert_eq!((s["done"].as_u64(), s["pending"].as_u64()), (Some(1), Some(2)), "{s}");
+
+    // Does not finish within the grace: stopped, and its claim handed back
+    // without charging the attempt.
+    let mut work = env
+        .std_cmd(&["work", "q", "--grace", "500ms", "--", "sleep", "30"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    rustix::process::kill_process(rustix::process::Pid::from_child(&work), rustix::process::Signal::TERM).unwrap();
+    assert!(wait_bounded(&mut work, Duration::from_secs(15)).success());
+    let s = stats(&env, "q");
+    assert_eq!(
+        (s["pending"].as_u64(), s["running"].as_u64()),
+        (Some(2), Some(0)),
+        "{s}"
+    );
+    let (_, out, _) = env.run(&["task", "list", "q", "--state", "pending", "--json"]);
+    for t in json(&out)["tasks"].as_array().unwrap() {
+        assert_eq!(t["attempts"], 0, "a handed-back claim is not charged: {t}");
+    }
+}
+
+/// Workers killed with SIGKILL mid-run: their commands die with them (the
+/// guard), their claims come back by expiry, and a later worker finishes
+/// everything — each task completed exactly once in the store.
+#[test]
+fn killed_workers_lose_no_task() {
+    const TASKS: usize = 40;
+    let env = Env::new();
+    let lines: String = (0..TASKS).fold(String::new(), |mut s, i| {
+        let _ = writeln!(s, "{{\"id\":\"t{i}\"}}");
+        s
+    });
+    add(&env, "q", &lines);
+    let log = env.path().join("runs.log");
+    let script = format!("read p; echo $LEASEHOLD_TASK_ID >> {}; sleep 0.05", log.display());
+    for round in 0..3 {
+        let mut work = env
+            .std_cmd(&[
+                "work",
+                "q",
+                "--ttl",
+                "2s",
+                "--grace",
+                "200ms",
+                "--concurrency",
+                "3",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300 + round * 100));
+        work.kill().unwrap();
+        work.wait().unwrap();
+    }
+    let mop_up = || {
+        let (code, _, err) = env.run(&[
+            "work",
+            "q",
+            "--until-empty",
+            "--ttl",
+            "2s",
+            "--grace",
+            "200ms",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert_eq!(code, 0, "{err}");
+    };
+    mop_up();
+    // Claims of the killed workers may still be live: give them their TTL.
+    std::thread::sleep(Duration::from_millis(2200));
+    mop_up();
+    let s = stats(&env, "q");
+    assert_eq!(s["done"].as_u64(), Some(TASKS as u64), "no task lost: {s}");
+    let runs = std::fs::read_to_string(&log).unwrap().lines().count();
+    eprintln!(
+        "work: {TASKS} tasks, 3 workers killed -9: all done once in the store, {runs} command runs (re-runs after kills allowed)"
+    );
+    assert!(runs >= TASKS);
+}

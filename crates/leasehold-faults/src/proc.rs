@@ -1,0 +1,210 @@
+//! Processes: the `leasehold` binary under test, a sandbox per trial, and
+//! small helpers (liveness, root, the boot clock).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// The `leasehold` binary: `$LEASEHOLD_BIN`, else the one cargo built next
+/// to the running test (`target/<profile>/leasehold`; `cargo test
+/// --workspace` builds it, with failpoints).
+#[must_use]
+pub fn leasehold_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("LEASEHOLD_BIN") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let bin = dir.join("leasehold");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the suite with `cargo test --workspace` (which builds it) or set LEASEHOLD_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// The boot clock (`CLOCK_BOOTTIME`) in nanoseconds: shared by every
+/// process of the host, and it keeps counting through suspend.
+#[must_use]
+pub fn boot_ns() -> u64 {
+    leasehold::host::boot_clock().as_nanos() as u64
+}
+
+/// Whether `pid` runs (a zombie does not).
+#[must_use]
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+#[must_use]
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// True when running as root; otherwise prints why `case` is skipped.
+#[must_use]
+pub fn require_root(case: &str, why: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    eprintln!("skipped: {case} needs root ({why})");
+    false
+}
+
+/// Send `sig` to `pid`, ignoring a process that is already gone.
+pub fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+/// Poll `what` every 5 ms for up to `limit`; the time it took, or `None`.
+pub fn wait_until(limit: Duration, mut what: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        if what() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A trial's own directory, store and HOME.
+#[derive(Debug)]
+pub struct Sandbox {
+    pub dir: TempDir,
+    bin: PathBuf,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sandbox {
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+            bin: leasehold_bin(),
+        }
+    }
+
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    #[must_use]
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path().join(name)
+    }
+
+    #[must_use]
+    pub fn store_path(&self) -> PathBuf {
+        self.file("leasehold.db")
+    }
+
+    /// `leasehold ARGS...` on this sandbox's store, in its directory.
+    #[must_use]
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        self.cmd_via(&[], args)
+    }
+
+    /// `WRAPPER... leasehold ARGS...` (e.g. `faketime -f +1h`), as [`Sandbox::cmd`].
+    #[must_use]
+    pub fn cmd_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(&self.bin);
+                cmd
+            }
+            None => Command::new(&self.bin),
+        };
+        cmd.args(args)
+            .current_dir(self.path())
+            .env("LEASEHOLD_STORE", format!("sqlite://{}", self.store_path().display()))
+            .env("HOME", self.path())
+            .env("XDG_STATE_HOME", self.file("xdg"))
+            .env_remove("LEASEHOLD_LOG")
+            .env_remove("LEASEHOLD_FAILPOINT")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Run to completion: (exit code, or -signal; stdout; stderr).
+    #[must_use]
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        outcome(&self.cmd(args).output().expect("run leasehold"))
+    }
+
+    /// Acquire `name` exclusively with `ttl`; the token, or `None` when held.
+    #[must_use]
+    pub fn try_acquire(&self, name: &str, ttl: &str) -> Option<u64> {
+        let (code, out, err) = self.run(&["acquire", name, "--ttl", ttl]);
+        match code {
+            0 => Some(out.trim().parse().expect("a token")),
+            11 => None,
+            _ => panic!("acquire {name}: exit {code}: {err}"),
+        }
+    }
+
+    /// The store's integrity check (`ok` when sound).
+    #[must_use]
+    pub fn integrity(&self) -> String {
+        integrity(&self.store_path())
+    }
+
+    /// The store's token counter of `name` (read directly, read-only).
+    #[must_use]
+    pub fn last_token(&self, name: &str) -> Option<u64> {
+        let conn = rusqlite::Connection::open_with_flags(self.store_path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open store");
+        conn.query_row("SELECT last_token FROM lease_name WHERE name = ?1", [name], |r| {
+            r.get::<_, i64>(0)
+        })
+        .ok()
+        .map(|t| t as u64)
+    }
+}
+
+/// `PRAGMA integrity_check` of a SQLite file, opened read-only.
+#[must_use]
+pub fn integrity(path: &Path) -> String {
+    let conn = match rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) {
+        Ok(c) => c,
+        Err(e) => return format!("cannot open: {e}"),
+    };
+    conn.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))
+        .unwrap_or_else(|e| format!("check failed: {e}"))
+}
+
+/// (exit code — or minus the signal that killed it —, stdout, stderr).
+#[must_use]
+pub fn outcome(out: &Output) -> (i32, String, String) {
+    use std::os::unix::process::ExitStatusExt as _;
+    let code = out
+        .status
+        .code()
+        .or_else(|| out.status.signal().map(|s| -s))
+        .unwrap_or(i32::MIN);
+    (
+        code,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

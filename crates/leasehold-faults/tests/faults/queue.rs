@@ -1,0 +1,225 @@
+//! The queue under kills and pauses (FAULTS 23), fenced-write interleavings
+//! in process (24), and the flock race with kill -9 (17).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::Stdio;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use leasehold::Token;
+use leasehold::files::{FencedFile, WriteOptions};
+use leasehold_faults::proc::{self, Sandbox};
+use leasehold_faults::rng::Rng;
+use leasehold_faults::tier::{count, figure};
+use rustix::process::Signal;
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+/// One run: TASKS tasks (one poison: always fails), WORKERS workers; 10% of
+/// claims abandoned (the worker "died"), 5% paused past their lease before
+/// completing. Returns (lost, doubled, late completions accepted, poison dead?).
+fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, bool) {
+    let sb = Arc::new(Sandbox::new());
+    let mut lines = String::new();
+    for i in 0..tasks {
+        let _ = writeln!(lines, "{{\"id\":\"t{i}\",\"payload\":{i},\"max_attempts\":3}}");
+    }
+    let mut child = sb
+        .cmd(&["task", "add", "q", "--batch"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+    let accepted = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
+    let late = Arc::new(Mutex::new(0usize));
+    let threads: Vec<_> = (0..workers)
+        .map(|w| {
+            let (sb, accepted, late) = (sb.clone(), accepted.clone(), late.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new((run * 100 + w) as u64);
+                let mut idle = 0;
+                while idle < 20 {
+                    let (code, out, err) = sb.run(&["task", "claim", "q", "--ttl", "1s"]);
+                    if code == 10 {
+                        idle += 1;
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                    assert_eq!(code, 0, "claim: {err}");
+                    idle = 0;
+                    let c = json(&out);
+                    let id = c["id"].as_str().unwrap().to_owned();
+                    let token = c["token"].as_u64().unwrap().to_string();
+                    if id == "t0" {
+                        let _ = sb.run(&["task", "fail", "q", &id, "--token", &token, "--error", "poison"]);
+                        continue;
+                    }
+                    let roll = rng.below(100);
+                    if roll < 10 {
+                        continue; // died holding the claim
+                    }
+                    let paused = roll < 15;
+                    if paused {
+                        std::thread::sleep(Duration::from_millis(1300));
+                    }
+                    let (code, _, err) = sb.run(&["task", "done", "q", &id, "--token", &token]);
+                    match code {
+                        0 => {
+                            *accepted.lock().unwrap().entry(id).or_default() += 1;
+                            if paused {
+                                // Accepted after its lease ran out: only if no one else claimed it.
+                                let (_, out, _) = sb.run(&["task", "show", "q", c["id"].as_str().unwrap(), "--json"]);
+                                if json(&out)["attempts"].as_u64() != c["attempt"].as_u64() {
+                                    *late.lock().unwrap() += 1;
+                                }
+                            }
+                        }
+                        12 if paused => {}
+                        _ => panic!("done {id}: exit {code}: {err}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let accepted = accepted.lock().unwrap();
+    let doubled = accepted.values().filter(|n| **n > 1).count();
+    let (_, out, _) = sb.run(&["task", "stats", "q", "--json"]);
+    let stats = json(&out)["queues"][0].clone();
+    let done = stats["done"].as_u64().unwrap_or(0) as usize;
+    let dead = stats["dead"].as_u64().unwrap_or(0) as usize;
+    let (_, out, _) = sb.run(&["task", "show", "q", "t0", "--json"]);
+    let poison_dead = json(&out)["state"] == "dead";
+    (tasks - done - dead, doubled, *late.lock().unwrap(), poison_dead)
+}
+
+/// FAULTS 23: 1,000 tasks, 8 workers, 10% of claims abandoned, 5% paused
+/// past their lease, a poison task; 10 runs (CI: 1 run of 40 tasks, 3 workers).
+/// (SQLite has no server to restart: every CLI call opens the store anew.)
+#[test]
+fn case23_the_queue_loses_nothing_and_completes_each_task_at_most_once() {
+    let (runs, tasks, workers) = (count(1, 10), count(40, 1000), count(3, 8));
+    let results: Vec<_> = (0..runs).map(|r| queue_run(r, tasks, workers)).collect();
+    let lost: usize = results.iter().map(|r| r.0).sum();
+    let doubled: usize = results.iter().map(|r| r.1).sum();
+    let late: usize = results.iter().map(|r| r.2).sum();
+    let poison = results.iter().filter(|r| r.3).count();
+    figure(
+        23,
+        &format!(
+            "lost {lost} / doubled {doubled} / late completions accepted {late} over {runs} runs of {tasks} tasks x {workers} workers; poison task dead in {poison} of {runs}"
+        ),
+    );
+    assert_eq!((lost, doubled, late, poison), (0, 0, 0, runs));
+}
+
+/// FAULTS 24: tokens t and t+1 race through every step of a fenced write
+/// (two threads released together, each through the library's fenced
+/// write with a random head start): the file ends with t+1's content
+/// whenever t+1 was accepted, and t is never accepted after t+1.
+#[test]
+fn case24_racing_fenced_writes_never_accept_below_the_high_water_mark() {
+    let rounds = count(200, 10_000);
+    let dir = tempfile::tempdir().unwrap();
+    let file = Arc::new(FencedFile::new(dir.path().join("state")));
+    let mut stale = Vec::new();
+    let mut rng = Rng::from_env("case 24");
+    for round in 0..rounds as u64 {
+        let t = round * 2 + 1;
+        let barrier = Arc::new(Barrier::new(2));
+        let delays = [rng.below(300), rng.below(300)];
+        let threads: Vec<_> = [t, t + 1]
+            .into_iter()
+            .zip(delays)
+            .map(|(token, delay)| {
+                let (file, barrier) = (file.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    std::thread::sleep(Duration::from_micros(delay));
+                    file.write(Token(token), token.to_string().as_bytes(), &WriteOptions::default())
+                        .is_ok()
+                })
+            })
+            .collect();
+        let ok: Vec<bool> = threads.into_iter().map(|h| h.join().unwrap()).collect();
+        let content = std::fs::read_to_string(file.path()).unwrap();
+        if !ok[1] || content != (t + 1).to_string() {
+            stale.push(format!(
+                "round {round}: t={t} accepted {}, t+1 accepted {}, file holds {content}",
+                ok[0], ok[1]
+            ));
+        }
+    }
+    figure(
+        24,
+        &format!(
+            "stale accepted in {rounds} interleavings of t and t+1 (library fenced write): {}",
+            stale.len()
+        ),
+    );
+    assert!(stale.is_empty(), "{stale:#?}");
+}
+
+/// FAULTS 17: processes race for one `leasehold lock` while some are
+/// `SIGKILLed` at random; each holder's command claims a marker directory
+/// (mkdir is atomic: a second live holder fails it). 8,000 lockings (CI: 60).
+#[test]
+fn case17_the_flock_race_with_kill_9_never_has_two_holders() {
+    let total = count(60, 8000);
+    let workers = 4;
+    let sb = Arc::new(Sandbox::new());
+    let doubles = Arc::new(Mutex::new(Vec::new()));
+    let killed = Arc::new(Mutex::new(0usize));
+    let threads: Vec<_> = (0..workers)
+        .map(|w| {
+            let (sb, doubles, killed) = (sb.clone(), doubles.clone(), killed.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(w as u64 + 17);
+                let lock = sb.file("the.lock").display().to_string();
+                let marker = sb.file("held").display().to_string();
+                let script = format!("mkdir {marker} || echo DOUBLE; sleep 0.002; rmdir {marker}");
+                for _ in 0..total / workers {
+                    let child = sb
+                        .cmd(&["lock", &lock, "--wait=60s", "--", "sh", "-c", &script])
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap();
+                    if rng.below(10) == 0 {
+                        std::thread::sleep(Duration::from_millis(rng.below(5)));
+                        proc::signal(child.id(), Signal::KILL);
+                        *killed.lock().unwrap() += 1;
+                    }
+                    let out = child.wait_with_output().unwrap();
+                    if String::from_utf8_lossy(&out.stdout).contains("DOUBLE") {
+                        doubles.lock().unwrap().push(w);
+                    }
+                    // A killed holder may leave its marker: its lock died with it.
+                    if out.status.code().is_none() {
+                        let _ = std::fs::remove_dir(&marker);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let doubles = doubles.lock().unwrap();
+    figure(
+        17,
+        &format!(
+            "double holders in {total} lockings ({} SIGKILLed): {}",
+            killed.lock().unwrap(),
+            doubles.len()
+        ),
+    );
+    assert!(doubles.is_empty());
+}

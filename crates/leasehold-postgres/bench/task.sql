@@ -1,0 +1,9 @@
+-- The statements leasehold sends for `task_claim` + `task_complete`, as
+-- pgbench would run them by hand (queue "pgbench").
+BEGIN;
+UPDATE task SET state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END, expirations = expirations + 1, lease_until = NULL, updated_at = (clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond'), last_error = 'claim expired' WHERE seq IN (SELECT seq FROM task WHERE queue = 'pgbench' AND state = 'running' AND lease_until <= (clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond') FOR UPDATE SKIP LOCKED) AND state = 'running' AND lease_until <= (clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond');
+UPDATE task SET state = 'running', attempts = attempts + 1, token = token + 1, owner = 'bench', lease_until = n.now + 60000000::bigint * interval '1 microsecond', updated_at = n.now, ttl_ms = 60000 FROM (SELECT (clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond') AS now) AS n WHERE seq = (SELECT seq FROM task WHERE queue = 'pgbench' AND state = 'pending' AND available_at <= (clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond') ORDER BY priority DESC, available_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, payload::text, attempts, max_attempts, token \gset
+COMMIT;
+BEGIN;
+UPDATE task SET state = 'done', result = NULL, lease_until = NULL, updated_at = n.now FROM (SELECT (clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond') AS now) AS n WHERE queue = 'pgbench' AND id = :id AND token = :token AND state = 'running' AND lease_until > n.now;
+COMMIT;

@@ -1,0 +1,612 @@
+//! Lease operations, each inside one transaction opened by the caller.
+//!
+//! The same rules as the SQLite store (`leasehold-sqlite/src/lease.rs`),
+//! with PostgreSQL's concurrency: every operation that may change a name
+//! first takes a transaction-scoped advisory lock on it (so two acquirers
+//! of a name never both see it free, and waiter ids grow in queue order),
+//! then reads its grants `FOR UPDATE` (so a concurrent renewal, which takes
+//! only the row lock, is seen as it committed). A renewal of a live grant
+//! is one `UPDATE`; only a refusal takes the name lock, to record it.
+//!
+//! A grant is live while its `expires_at` lies ahead of the store's now
+//! (the server clock). Expired rows are removed — and recorded as
+//! `expired` — by the next writer that looks at the name; readers filter.
+
+use std::time::{Duration, SystemTime};
+
+use leasehold_backend::rules::{self, holder_label, humanize};
+use leasehold_backend::{
+    Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
+    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket,
+};
+use postgres::Row as PgRow;
+
+use crate::{Db, Error, NOW, Result, micros, until};
+
+/// History entries kept per name; older ones are pruned on insert.
+const HISTORY_PER_NAME: i64 = 1000;
+
+/// A grant row with its expiry on the server clock.
+struct Row {
+    grant: Grant,
+    expires_at: SystemTime,
+}
+
+impl Row {
+    fn is_live(&self, now: SystemTime) -> bool {
+        self.expires_at > now
+    }
+}
+
+fn expires_at(now: SystemTime, ttl: Duration) -> SystemTime {
+    now + Duration::from_micros(micros(ttl) as u64)
+}
+
+fn mode_columns(mode: Mode) -> (bool, Option<i64>) {
+    match mode {
+        Mode::Exclusive => (true, None),
+        Mode::Shared { limit } => (false, limit.map(i64::from)),
+    }
+}
+
+fn mode_from_columns(exclusive: bool, limit: Option<i64>) -> Mode {
+    if exclusive {
+        Mode::Exclusive
+    } else {
+        Mode::Shared {
+            limit: limit.map(|l| l as u32),
+        }
+    }
+}
+
+fn holder_json(h: &Holder) -> String {
+    serde_json::to_string(h).expect("a holder always serializes")
+}
+
+const GRANT_COLUMNS: &str =
+    "name, token, owner, owner_explicit, exclusive, shared_limit, holder::text, acquired_at, ttl_ms, expires_at";
+
+fn read_row(r: &PgRow, now: SystemTime) -> Result<Row> {
+    let name: String = r.get(0);
+    let name = LeaseName::new(name.clone())
+        .map_err(|_| Error::BadRow(format!("lease_grant holds an invalid name {name:?}")))?;
+    let holder: Holder = serde_json::from_str(r.get::<_, &str>(6))
+        .map_err(|e| Error::BadRow(format!("grant of {name} has an unreadable holder record: {e}")))?;
+    let expires_at: SystemTime = r.get(9);
+    Ok(Row {
+        grant: Grant {
+            name,
+            token: Token(r.get::<_, i64>(1) as u64),
+            owner: r.get(2),
+            owner_explicit: r.get(3),
+            mode: mode_from_columns(r.get(4), r.get(5)),
+            holder,
+            acquired_at: r.get(7),
+            ttl: Duration::from_millis(r.get::<_, i64>(8) as u64),
+            expires_in: until(expires_at, now),
+        },
+        expires_at,
+    })
+}
+
+/// Take the name's lock for the rest of the transaction; returns the
+/// store's now as of after the wait.
+fn lock(db: &mut Db<'_>, name: &LeaseName) -> Result<SystemTime> {
+    let key = format!("leasehold/{}/lease/{}", db.schema, name.as_str());
+    Ok(db
+        .query_one(
+            &format!("SELECT {NOW} FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS l"),
+            &[&key],
+        )?
+        .get(0))
+}
+
+/// The grants of `name`, oldest first; `lock_rows` reads them FOR UPDATE.
+fn rows(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, lock_rows: bool) -> Result<Vec<Row>> {
+    let sql = format!(
+        "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 ORDER BY token{}",
+        if lock_rows { " FOR UPDATE" } else { "" }
+    );
+    db.query(&sql, &[&name.as_str()])?
+        .iter()
+        .map(|r| read_row(r, now))
+        .collect()
+}
+
+fn row(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, token: Token) -> Result<Option<Row>> {
+    db.query_opt(
+        &format!("SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 AND token = $2 FOR UPDATE"),
+        &[&name.as_str(), &(token.0 as i64)],
+    )?
+    .map(|r| read_row(&r, now))
+    .transpose()
+}
+
+fn delete_grant(db: &mut Db<'_>, name: &LeaseName, token: Token) -> Result<()> {
+    db.execute(
+        "DELETE FROM lease_grant WHERE name = $1 AND token = $2",
+        &[&name.as_str(), &(token.0 as i64)],
+    )?;
+    Ok(())
+}
+
+fn record(
+    db: &mut Db<'_>,
+    name: &LeaseName,
+    event: HistoryEvent,
+    token: Option<Token>,
+    owner: Option<&str>,
+    detail: &str,
+) -> Result<()> {
+    db.execute(
+        "INSERT INTO lease_history (name, at, event, token, owner, detail) \
+         VALUES ($1, clock_timestamp(), $2, $3, $4, $5)",
+        &[
+            &name.as_str(),
+            &event.as_str(),
+            &token.map(|t| t.0 as i64),
+            &owner,
+            &detail,
+        ],
+    )?;
+    // Bounded growth: keep the newest HISTORY_PER_NAME entries of the name.
+    db.execute(
+        "DELETE FROM lease_history WHERE name = $1 AND id <= \
+         (SELECT id FROM lease_history WHERE name = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
+        &[&name.as_str(), &HISTORY_PER_NAME],
+    )?;
+    Ok(())
+}
+
+/// Remove the expired grants of `name` (recording each) and return the
+/// live ones. The caller holds the name's lock.
+fn sweep(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<Grant>> {
+    let mut live = Vec::new();
+    for row in rows(db, now, name, true)? {
+        if row.is_live(now) {
+            live.push(row.grant);
+        } else {
+            expire(db, &row)?;
+        }
+    }
+    Ok(live)
+}
+
+fn expire(db: &mut Db<'_>, row: &Row) -> Result<()> {
+    let g = &row.grant;
+    delete_grant(db, &g.name, g.token)?;
+    record(
+        db,
+        &g.name,
+        HistoryEvent::Expired,
+        Some(g.token),
+        Some(&g.owner),
+        &format!(
+            "TTL of {} ran out (holder {})",
+            humanize(g.ttl),
+            holder_label(&g.holder)
+        ),
+    )
+}
+
+struct Waiter {
+    ticket: WaiterTicket,
+    mode: Mode,
+}
+
+/// Live waiters of `name` in FIFO order; expired registrations are removed.
+fn waiters(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<Waiter>> {
+    db.execute(
+        "DELETE FROM lease_waiter WHERE name = $1 AND expires_at <= $2",
+        &[&name.as_str(), &now],
+    )?;
+    Ok(db
+        .query(
+            "SELECT id, exclusive, shared_limit FROM lease_waiter WHERE name = $1 ORDER BY id",
+            &[&name.as_str()],
+        )?
+        .iter()
+        .map(|r| Waiter {
+            ticket: WaiterTicket(r.get::<_, i64>(0) as u64),
+            mode: mode_from_columns(r.get(1), r.get(2)),
+        })
+        .collect())
+}
+
+fn insert_waiter(
+    db: &mut Db<'_>,
+    now: SystemTime,
+    name: &LeaseName,
+    mode: Mode,
+    holder: &Holder,
+    ttl: Duration,
+) -> Result<WaiterTicket> {
+    let (exclusive, limit) = mode_columns(mode);
+    let id: i64 = db
+        .query_one(
+            "INSERT INTO lease_waiter (name, exclusive, shared_limit, holder, expires_at) \
+             VALUES ($1, $2, $3, $4::text::jsonb, $5) RETURNING id",
+            &[
+                &name.as_str(),
+                &exclusive,
+                &limit,
+                &holder_json(holder),
+                &expires_at(now, ttl),
+            ],
+        )?
+        .get(0);
+    Ok(WaiterTicket(id as u64))
+}
+
+pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
+    let name = &p.name;
+    let now = lock(db, name)?;
+    let mut live = sweep(db, now, name)?;
+
+    // Fast takeover: the caller proved these holders dead. Only tokens that
+    // are still live here are removed, so a stale proof cannot evict a newer
+    // grant.
+    for token in &p.evict {
+        if let Some(i) = live.iter().position(|g| g.token == *token) {
+            let g = live.remove(i);
+            delete_grant(db, name, g.token)?;
+            record(
+                db,
+                name,
+                HistoryEvent::FastTakeover,
+                Some(g.token),
+                Some(&g.owner),
+                &format!(
+                    "holder {} proved gone by {} before its TTL ran out",
+                    holder_label(&g.holder),
+                    holder_label(&p.holder)
+                ),
+            )?;
+        }
+    }
+
+    // Idempotent re-acquisition by the same explicit owner and mode.
+    if p.owner.explicit
+        && let Some(g) = live
+            .iter()
+            .find(|g| g.owner_explicit && g.owner == p.owner.label && g.mode.is_exclusive() == p.mode.is_exclusive())
+    {
+        let token = g.token;
+        db.execute(
+            "UPDATE lease_grant SET expires_at = $3, ttl_ms = $4, holder = $5::text::jsonb \
+             WHERE name = $1 AND token = $2",
+            &[
+                &name.as_str(),
+                &(token.0 as i64),
+                &expires_at(now, p.ttl),
+                &(p.ttl.as_millis() as i64),
+                &holder_json(&p.holder),
+            ],
+        )?;
+        if let Some(t) = p.ticket {
+            waiter_remove_locked(db, name, t)?;
+        }
+        record(
+            db,
+            name,
+            HistoryEvent::Reacquired,
+            Some(token),
+            Some(&p.owner.label),
+            "same explicit owner; expiry extended",
+        )?;
+        let row = row(db, now, name, token)?.ok_or_else(|| Error::BadRow("re-acquired grant vanished".into()))?;
+        return Ok(LeaseAcquire::Acquired(row.grant));
+    }
+
+    // FIFO: serve, in order, every waiter ahead that could be granted; the
+    // first one that cannot blocks everyone behind it.
+    let queue = waiters(db, now, name)?;
+    let mine = p.ticket.and_then(|t| queue.iter().position(|w| w.ticket == t));
+    let ahead = &queue[..mine.unwrap_or(queue.len())];
+    if let (Some(_), Some(t)) = (mine, p.ticket) {
+        db.execute(
+            "UPDATE lease_waiter SET expires_at = $2 WHERE id = $1",
+            &[&(t.0 as i64), &expires_at(now, p.waiter_ttl)],
+        )?;
+    }
+    if !rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.mode), p.mode) {
+        let waiters_ahead = ahead.len() as u32;
+        let ticket = match (p.ticket, mine) {
+            (Some(t), Some(_)) => Some(t),
+            // The registration expired: re-make it, at the back.
+            (Some(_), None) => Some(insert_waiter(db, now, name, p.mode, &p.holder, p.waiter_ttl)?),
+            (None, _) => None,
+        };
+        return Ok(LeaseAcquire::Held(Held {
+            grants: live,
+            waiters_ahead,
+            ticket,
+        }));
+    }
+
+    let token: i64 = db
+        .query_one(
+            "INSERT INTO lease_name (name, last_token) VALUES ($1, 1) \
+             ON CONFLICT (name) DO UPDATE SET last_token = lease_name.last_token + 1 RETURNING last_token",
+            &[&name.as_str()],
+        )?
+        .get(0);
+    let token = Token(token as u64);
+    let (exclusive, limit) = mode_columns(p.mode);
+    let inserted = db.query_one(
+        &format!(
+            "INSERT INTO lease_grant ({GRANT_COLUMNS_INSERT}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, clock_timestamp(), $8, $9) RETURNING {GRANT_COLUMNS}"
+        ),
+        &[
+            &name.as_str(),
+            &(token.0 as i64),
+            &p.owner.label,
+            &p.owner.explicit,
+            &exclusive,
+            &limit,
+            &holder_json(&p.holder),
+            &(p.ttl.as_millis() as i64),
+            &expires_at(now, p.ttl),
+        ],
+    )?;
+    let grant = read_row(&inserted, now)?.grant;
+    if let Some(t) = p.ticket {
+        waiter_remove_locked(db, name, t)?;
+    }
+    record(
+        db,
+        name,
+        HistoryEvent::Granted,
+        Some(token),
+        Some(&p.owner.label),
+        &format!(
+            "{} for {} to {}",
+            p.mode.label(),
+            humanize(p.ttl),
+            holder_label(&p.holder)
+        ),
+    )?;
+    Ok(LeaseAcquire::Acquired(grant))
+}
+
+const GRANT_COLUMNS_INSERT: &str =
+    "name, token, owner, owner_explicit, exclusive, shared_limit, holder, acquired_at, ttl_ms, expires_at";
+
+/// Find the live grant a token-scoped operation acts on, or say why not
+/// (recording the refusal). The caller holds the name's lock.
+fn live_grant(
+    db: &mut Db<'_>,
+    now: SystemTime,
+    name: &LeaseName,
+    token: Token,
+    owner: Option<&str>,
+    op: &str,
+) -> Result<std::result::Result<Row, LostReason>> {
+    let reason = match row(db, now, name, token)? {
+        None => LostReason::Gone,
+        Some(r) if owner.is_some_and(|o| o != r.grant.owner) => LostReason::NotOwner,
+        Some(r) if !r.is_live(now) => {
+            expire(db, &r)?;
+            LostReason::Expired
+        }
+        Some(r) => return Ok(Ok(r)),
+    };
+    record(
+        db,
+        name,
+        HistoryEvent::StaleRefused,
+        Some(token),
+        owner,
+        &format!("{op} refused: {reason}"),
+    )?;
+    Ok(Err(reason))
+}
+
+pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew> {
+    // The common case in one statement: a live grant, extended under its
+    // row lock. A grant that is not live is judged (and the refusal
+    // recorded) under the name's lock below.
+    let renewed = db.query_opt(
+        &format!(
+            "UPDATE lease_grant SET expires_at = n.now + $3::bigint * interval '1 microsecond', ttl_ms = $4 \
+             FROM (SELECT {NOW} AS now) AS n \
+             WHERE name = $1 AND token = $2 AND expires_at > n.now AND ($5::text IS NULL OR owner = $5) \
+             RETURNING {}, n.now",
+            prefixed_grant_columns()
+        ),
+        &[
+            &p.name.as_str(),
+            &(p.token.0 as i64),
+            &micros(p.ttl),
+            &(p.ttl.as_millis() as i64),
+            &p.owner,
+        ],
+    )?;
+    if let Some(r) = renewed {
+        let now: SystemTime = r.get(10);
+        return Ok(LeaseRenew::Renewed(read_row(&r, now)?.grant));
+    }
+    let now = lock(db, &p.name)?;
+    if let Err(reason) = live_grant(db, now, &p.name, p.token, p.owner.as_deref(), "renew")? {
+        return Ok(LeaseRenew::Lost(reason));
+    }
+    // Live after all (its row was busy, e.g. renewed concurrently by the
+    // same holder): extend it now, under the name's lock.
+    let r = db.query_one(
+        &format!(
+            "UPDATE lease_grant SET expires_at = $3, ttl_ms = $4 WHERE name = $1 AND token = $2 \
+             RETURNING {GRANT_COLUMNS}"
+        ),
+        &[
+            &p.name.as_str(),
+            &(p.token.0 as i64),
+            &expires_at(now, p.ttl),
+            &(p.ttl.as_millis() as i64),
+        ],
+    )?;
+    Ok(LeaseRenew::Renewed(read_row(&r, now)?.grant))
+}
+
+/// The grant columns qualified by the table, for statements with a FROM.
+fn prefixed_grant_columns() -> String {
+    GRANT_COLUMNS
+        .split(", ")
+        .map(|c| format!("lease_grant.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(crate) fn release(db: &mut Db<'_>, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
+    let now = lock(db, &p.name)?;
+    match live_grant(db, now, &p.name, p.token, p.owner.as_deref(), "release")? {
+        Err(reason) => Ok(LeaseRelease::Lost(reason)),
+        Ok(row) => {
+            delete_grant(db, &p.name, p.token)?;
+            record(
+                db,
+                &p.name,
+                HistoryEvent::Released,
+                Some(p.token),
+                Some(&row.grant.owner),
+                "released by its holder",
+            )?;
+            Ok(LeaseRelease::Released)
+        }
+    }
+}
+
+fn last_token(db: &mut Db<'_>, name: &LeaseName) -> Result<Option<Token>> {
+    Ok(db
+        .query_opt("SELECT last_token FROM lease_name WHERE name = $1", &[&name.as_str()])?
+        .map(|r| Token(r.get::<_, i64>(0) as u64)))
+}
+
+pub(crate) fn fence(db: &mut Db<'_>, p: &LeaseFenceParams) -> Result<LeaseFence> {
+    let now = lock(db, &p.name)?;
+    let newest = last_token(db, &p.name)?;
+    let found = row(db, now, &p.name, p.token)?;
+    let verdict = rules::fence_verdict(p.token, newest, found.as_ref().map(|r| (r.is_live(now), r.grant.mode)));
+    let verdict = match (verdict, found) {
+        (Ok(()), Some(r)) => Ok(r.grant),
+        (Err(reason), found) => {
+            if let Some(r) = found.filter(|r| !r.is_live(now)) {
+                expire(db, &r)?;
+            }
+            Err(reason)
+        }
+        (Ok(()), None) => unreachable!("a fence passes only with a live grant"),
+    };
+    match verdict {
+        Ok(grant) => {
+            record(
+                db,
+                &p.name,
+                HistoryEvent::FencePassed,
+                Some(p.token),
+                Some(&grant.owner),
+                &format!("passed by {}", p.caller),
+            )?;
+            Ok(LeaseFence::Passed(grant))
+        }
+        Err(reason) => {
+            let newest_label = newest.map_or_else(|| "none".to_owned(), |t| t.to_string());
+            record(
+                db,
+                &p.name,
+                HistoryEvent::FenceRefused,
+                Some(p.token),
+                None,
+                &format!("refused for {}: {reason} (newest token {newest_label})", p.caller),
+            )?;
+            Ok(LeaseFence::Refused { newest, reason })
+        }
+    }
+}
+
+pub(crate) fn waiter_enqueue(db: &mut Db<'_>, p: &WaiterEnqueueParams) -> Result<WaiterTicket> {
+    let now = lock(db, &p.name)?;
+    insert_waiter(db, now, &p.name, p.mode, &p.holder, p.ttl)
+}
+
+pub(crate) fn waiter_remove(db: &mut Db<'_>, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {
+    lock(db, name)?;
+    waiter_remove_locked(db, name, ticket)
+}
+
+fn waiter_remove_locked(db: &mut Db<'_>, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {
+    db.execute(
+        "DELETE FROM lease_waiter WHERE name = $1 AND id = $2",
+        &[&name.as_str(), &(ticket.0 as i64)],
+    )?;
+    Ok(())
+}
+
+pub(crate) fn get(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Option<LeaseState>> {
+    let Some(last_token) = last_token(db, name)? else {
+        return Ok(None);
+    };
+    let grants = rows(db, now, name, false)?
+        .into_iter()
+        .filter(|r| r.is_live(now))
+        .map(|r| r.grant)
+        .collect();
+    let waiters: i64 = db
+        .query_one(
+            "SELECT count(*) FROM lease_waiter WHERE name = $1 AND expires_at > $2",
+            &[&name.as_str(), &now],
+        )?
+        .get(0);
+    Ok(Some(LeaseState {
+        name: name.clone(),
+        last_token,
+        grants,
+        waiters: waiters as u32,
+    }))
+}
+
+pub(crate) fn list(db: &mut Db<'_>, p: &LeaseListParams) -> Result<Vec<LeaseState>> {
+    let now = db.now()?;
+    let names: Vec<String> = if p.live_only {
+        db.query(
+            "SELECT DISTINCT name FROM lease_grant WHERE expires_at > $1 ORDER BY name",
+            &[&now],
+        )?
+    } else {
+        db.query("SELECT name FROM lease_name ORDER BY name", &[])?
+    }
+    .iter()
+    .map(|r| r.get(0))
+    .collect();
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let name = LeaseName::new(name.clone())
+            .map_err(|_| Error::BadRow(format!("invalid lease name {name:?} in the store")))?;
+        if let Some(state) = get(db, now, &name)? {
+            out.push(state);
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn history(db: &mut Db<'_>, p: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>> {
+    let rows = db.query(
+        "SELECT at, event, token, owner, detail FROM lease_history WHERE name = $1 ORDER BY id DESC LIMIT $2",
+        &[&p.name.as_str(), &i64::from(p.limit)],
+    )?;
+    rows.iter()
+        .map(|r| {
+            let event: String = r.get(1);
+            let event =
+                HistoryEvent::parse(&event).ok_or_else(|| Error::BadRow(format!("unknown history event {event:?}")))?;
+            Ok(HistoryEntry {
+                at: r.get(0),
+                event,
+                token: r.get::<_, Option<i64>>(2).map(|t| Token(t as u64)),
+                owner: r.get(3),
+                detail: r.get(4),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,810 @@
+//! The PostgreSQL store: leases and a task queue shared by many machines.
+//!
+//! - **Clock**: every expiry is computed and judged on the server's clock
+//!   (`clock_timestamp()`), never the client's. Tests shift it with a
+//!   [`ClockSkew`], sent to the server as the session setting
+//!   `leasehold.skew_us` and added there.
+//! - **Tokens** come from `lease_name.last_token` (and `task.token`),
+//!   incremented in the same transaction as the grant — not from a
+//!   sequence, which is not transactional and can go backwards after a
+//!   crash or failover. `synchronous_commit` is on for every session, so a
+//!   token is durable (on the primary, and on synchronous standbys if any)
+//!   before it is returned.
+//! - **Serialization**: every lease operation that may change a name takes a
+//!   transaction-scoped advisory lock on it, then row locks; renewals take
+//!   the row lock alone (one statement on the happy path). Task claims use
+//!   `FOR UPDATE SKIP LOCKED` on a partial index in claim order.
+//! - **Connections**: a small pool of lazily opened connections, each a
+//!   `Mutex<Client>` with its own prepared-statement cache. A connection
+//!   found broken before `COMMIT` was sent is replaced and the transaction
+//!   retried (nothing was committed). A connection lost *during* `COMMIT`
+//!   leaves the outcome unknown: that is reported as
+//!   [`BackendError::Unavailable`], never as success (the task queue's
+//!   completion re-checks by token first, see `task::complete`).
+//! - **Waiting**: waiters poll (the library above the seam backs off to
+//!   100 ms); LISTEN/NOTIFY is not wired through the seam yet.
+//! - **Schema**: created and migrated on open (see `schema`), in the schema
+//!   named by the URL parameter `?schema=NAME` (default `leasehold`).
+
+mod lease;
+mod schema;
+mod task;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use leasehold_backend::{
+    Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
+    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket,
+};
+use leasehold_backend::{
+    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
+    TaskListParams, TaskRef, TaskRetry, TaskState, TaskUpdate,
+};
+use postgres::error::SqlState;
+use postgres::types::ToSql;
+use postgres::{Client, NoTls, Row, Statement};
+
+pub use schema::VERSION as SCHEMA_VERSION;
+
+/// The store's "now" in SQL: the server's clock plus the test skew.
+pub(crate) const NOW: &str = "(clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond')";
+
+/// The schema used when the URL names none.
+pub const DEFAULT_SCHEMA: &str = "leasehold";
+
+/// How to open a PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Connections opened at most (lazily). Size it for the concurrency of
+    /// one process (`work --concurrency N` needs N + 1).
+    pub pool_size: usize,
+    /// How long a lock wait may take before the operation fails as
+    /// unavailable (PostgreSQL's `lock_timeout`).
+    pub lock_timeout: Duration,
+    /// Connect timeout, unless the URL sets `connect_timeout`.
+    pub connect_timeout: Duration,
+    /// Shift of the server's clock as seen by this store, for tests.
+    pub skew: ClockSkew,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 9,
+            lock_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            skew: ClockSkew::default(),
+        }
+    }
+}
+
+/// One pooled connection and what belongs to it.
+#[derive(Default)]
+struct Slot {
+    client: Option<Client>,
+    /// Prepared statements of this connection, by SQL text.
+    cache: HashMap<String, Statement>,
+    /// The skew last sent as `leasehold.skew_us`.
+    skew_us: Option<i64>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("connected", &self.client.is_some())
+            .field("statements", &self.cache.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The PostgreSQL store.
+#[derive(Debug)]
+pub struct PostgresBackend {
+    /// The URL without its password, for messages.
+    display: String,
+    schema: String,
+    config: postgres::Config,
+    options: PostgresOptions,
+    slots: Vec<Mutex<Slot>>,
+    next: AtomicUsize,
+}
+
+/// A failure inside an operation, before it is mapped for the user.
+#[derive(Debug)]
+pub(crate) enum Error {
+    Pg(postgres::Error),
+    /// A row this code could not have written.
+    BadRow(String),
+}
+
+impl From<postgres::Error> for Error {
+    fn from(e: postgres::Error) -> Self {
+        Error::Pg(e)
+    }
+}
+
+pub(crate) type Result<T> = std::result::Result<T, Error>;
+
+/// One transaction on a pooled connection, with its statement cache.
+pub(crate) struct Db<'a> {
+    tx: postgres::Transaction<'a>,
+    cache: &'a mut HashMap<String, Statement>,
+    pub(crate) schema: &'a str,
+}
+
+impl Db<'_> {
+    fn statement(&mut self, sql: &str) -> Result<Statement> {
+        if let Some(s) = self.cache.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.tx.prepare(sql)?;
+        self.cache.insert(sql.to_owned(), s.clone());
+        Ok(s)
+    }
+
+    pub(crate) fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let s = self.statement(sql)?;
+        Ok(self.tx.query(&s, params)?)
+    }
+
+    pub(crate) fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
+        let s = self.statement(sql)?;
+        Ok(self.tx.query_one(&s, params)?)
+    }
+
+    pub(crate) fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+        let s = self.statement(sql)?;
+        Ok(self.tx.query_opt(&s, params)?)
+    }
+
+    pub(crate) fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        let s = self.statement(sql)?;
+        Ok(self.tx.execute(&s, params)?)
+    }
+
+    /// The store's now (server clock plus skew).
+    pub(crate) fn now(&mut self) -> Result<SystemTime> {
+        Ok(self.query_one(&format!("SELECT {NOW}"), &[])?.get(0))
+    }
+}
+
+/// How one attempt at a transaction failed.
+enum Failure {
+    /// Before `COMMIT`: nothing was changed.
+    Op(Error),
+    /// `COMMIT` was sent and no answer came: the outcome is unknown.
+    Commit(postgres::Error),
+}
+
+/// Whether a transaction writes (and how its commit may fail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+}
+
+/// How many times a transaction is retried after a broken connection, a
+/// deadlock or a serialization failure before the error is reported.
+const ATTEMPTS: u32 = 3;
+
+impl PostgresBackend {
+    /// Connect to the store at `url` (`postgres://…` or `postgresql://…`,
+    /// libpq-style parameters, plus `schema=NAME`), creating or migrating
+    /// its schema if needed.
+    ///
+    /// # Errors
+    /// - [`BackendError::InvalidUrl`]: malformed URL, bad schema name, or
+    ///   `sslmode=require` (TLS is not built in yet).
+    /// - [`BackendError::Unavailable`]: unreachable, authentication failed,
+    ///   database missing, permission denied (each with what to do).
+    /// - [`BackendError::SchemaTooNew`]: migrated by a newer leasehold.
+    /// - [`BackendError::Corrupt`]: the schema holds tables of something else.
+    pub fn open(url: &str, options: PostgresOptions) -> std::result::Result<Self, BackendError> {
+        let parsed = parse_url(url)?;
+        let pool_size = options.pool_size.max(1);
+        let backend = Self {
+            display: parsed.display,
+            schema: parsed.schema,
+            config: parsed.config,
+            slots: (0..pool_size).map(|_| Mutex::new(Slot::default())).collect(),
+            next: AtomicUsize::new(0),
+            options,
+        };
+        let mut slot = backend.slot_at(0);
+        let client = backend.connect(&mut slot)?;
+        schema::prepare(client, &backend.schema).map_err(|e| backend.map_schema_error(e))?;
+        drop(slot);
+        Ok(backend)
+    }
+
+    /// The PostgreSQL schema holding this store's tables.
+    #[must_use]
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    fn slot_at(&self, i: usize) -> MutexGuard<'_, Slot> {
+        // A panic mid-transaction drops the Transaction, which rolls back.
+        self.slots[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A free connection slot, or (all busy) wait for one.
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        let n = self.slots.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        for k in 0..n {
+            match self.slots[(start + k) % n].try_lock() {
+                Ok(guard) => return guard,
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        self.slot_at(start)
+    }
+
+    /// The slot's connection, connecting (and setting the session up) if
+    /// needed, with the current skew sent.
+    fn connect<'s>(&self, slot: &'s mut Slot) -> std::result::Result<&'s mut Client, BackendError> {
+        if slot.client.as_ref().is_some_and(Client::is_closed) {
+            slot.client = None;
+        }
+        if slot.client.is_none() {
+            slot.cache.clear();
+            slot.skew_us = None;
+            let mut client = self.config.connect(NoTls).map_err(|e| self.map_error(&e))?;
+            // synchronous_commit on: a token is durable before it is
+            // returned, whatever the database's or role's default.
+            let setup = format!(
+                "SET synchronous_commit = on; SET lock_timeout = {}; \
+                 SET idle_in_transaction_session_timeout = '60s'; SET search_path = {}, pg_catalog",
+                self.options.lock_timeout.as_millis().max(1),
+                quote_ident(&self.schema)
+            );
+            client.batch_execute(&setup).map_err(|e| self.map_error(&e))?;
+            slot.client = Some(client);
+        }
+        let skew = self.options.skew.get().as_micros() as i64;
+        let client = slot.client.as_mut().expect("connected above");
+        if slot.skew_us != Some(skew) {
+            client
+                .execute(
+                    "SELECT set_config('leasehold.skew_us', $1, false)",
+                    &[&skew.to_string()],
+                )
+                .map_err(|e| self.map_error(&e))?;
+            slot.skew_us = Some(skew);
+        }
+        Ok(client)
+    }
+
+    /// Run `f` in one transaction; commit it only if `f` says so.
+    ///
+    /// A transaction that failed before `COMMIT` was sent changed nothing,
+    /// so after a lost connection, a deadlock or a serialization failure it
+    /// is simply run again (on a new connection if needed). A failure of
+    /// the `COMMIT` of a write leaves the outcome unknown and is never
+    /// retried here: it is reported as unavailable.
+    fn transact<T>(
+        &self,
+        kind: Kind,
+        mut f: impl FnMut(&mut Db<'_>) -> Result<(T, bool)>,
+    ) -> std::result::Result<T, BackendError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut guard = self.slot();
+            let slot = &mut *guard;
+            self.connect(slot)?;
+            let e = match Self::attempt(slot, &self.schema, kind, &mut f) {
+                Ok(value) => return Ok(value),
+                Err(Failure::Commit(e)) => {
+                    slot.client = None;
+                    return Err(self.ambiguous(&e));
+                }
+                Err(Failure::Op(Error::BadRow(reason))) => return Err(self.corrupt(reason)),
+                Err(Failure::Op(Error::Pg(e))) => e,
+            };
+            if connection_lost(&e) {
+                slot.client = None;
+            }
+            if !(retryable(&e) && attempt < ATTEMPTS) {
+                return Err(self.map_error(&e));
+            }
+        }
+    }
+
+    fn attempt<T>(
+        slot: &mut Slot,
+        schema: &str,
+        kind: Kind,
+        f: &mut impl FnMut(&mut Db<'_>) -> Result<(T, bool)>,
+    ) -> std::result::Result<T, Failure> {
+        let client = slot.client.as_mut().expect("connected by the caller");
+        let mut builder = client.build_transaction();
+        if kind == Kind::Read {
+            builder = builder
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true);
+        }
+        let tx = builder.start().map_err(|e| Failure::Op(Error::Pg(e)))?;
+        let mut db = Db {
+            tx,
+            cache: &mut slot.cache,
+            schema,
+        };
+        let (value, commit) = f(&mut db).map_err(Failure::Op)?;
+        let Db { tx, .. } = db;
+        match (commit, kind) {
+            (true, Kind::Write) => tx.commit().map_err(Failure::Commit)?,
+            (true, Kind::Read) => tx.commit().map_err(|e| Failure::Op(Error::Pg(e)))?,
+            (false, _) => tx.rollback().map_err(|e| Failure::Op(Error::Pg(e)))?,
+        }
+        Ok(value)
+    }
+
+    fn write<T>(&self, mut f: impl FnMut(&mut Db<'_>) -> Result<T>) -> std::result::Result<T, BackendError> {
+        self.transact(Kind::Write, |db| f(db).map(|v| (v, true)))
+    }
+
+    fn read<T>(&self, mut f: impl FnMut(&mut Db<'_>) -> Result<T>) -> std::result::Result<T, BackendError> {
+        self.transact(Kind::Read, |db| f(db).map(|v| (v, true)))
+    }
+
+    fn unavailable(&self, reason: String, hint: &str) -> BackendError {
+        BackendError::Unavailable {
+            store: self.display.clone(),
+            reason,
+            hint: hint.to_owned(),
+        }
+    }
+
+    fn ambiguous(&self, e: &postgres::Error) -> BackendError {
+        self.unavailable(
+            format!("the connection was lost while committing ({}), so the change may or may not have been made", detail(e)),
+            "nothing is reported as done; check the state (`leasehold status` / `leasehold task show`) once the server is back, and retry",
+        )
+    }
+
+    fn corrupt(&self, reason: String) -> BackendError {
+        BackendError::Corrupt {
+            store: self.display.clone(),
+            reason,
+            hint: format!(
+                "inspect the tables of schema {} with psql; a row was written by something other than leasehold",
+                self.schema
+            ),
+        }
+    }
+
+    /// Map a PostgreSQL failure to what the user must do about it.
+    fn map_error(&self, e: &postgres::Error) -> BackendError {
+        let user = self.config.get_user().unwrap_or("(default)");
+        let db = self.config.get_dbname().unwrap_or("(the user's name)");
+        let Some(c) = e.code().cloned() else {
+            return if connection_lost(e) {
+                self.unavailable(
+                    format!("cannot reach or talk to the server: {}", detail(e)),
+                    "check that PostgreSQL is running and reachable at the URL's host and port (pg_isready -h HOST -p PORT); nothing was changed",
+                )
+            } else {
+                self.unavailable(
+                    format!("PostgreSQL client error: {}", detail(e)),
+                    "this is a bug in leasehold; please report it",
+                )
+            };
+        };
+        if c == SqlState::INVALID_PASSWORD || c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
+            self.unavailable(
+                format!("authentication failed for role {user:?}: {}", detail(e)),
+                "check the user and password in the URL (or ~/.pgpass), and pg_hba.conf on the server",
+            )
+        } else if c == SqlState::INVALID_CATALOG_NAME {
+            self.unavailable(
+                format!("database {db:?} does not exist"),
+                &format!("create it (createdb -O {user} {db}) or fix the database name in the URL"),
+            )
+        } else if c == SqlState::INSUFFICIENT_PRIVILEGE {
+            self.unavailable(
+                format!("permission denied: {}", detail(e)),
+                &format!(
+                    "grant the role what docs/POSTGRES.md lists (e.g. GRANT USAGE, CREATE ON SCHEMA {} TO {user}), or run `leasehold migrate` once as the schema's owner",
+                    self.schema
+                ),
+            )
+        } else if c == SqlState::LOCK_NOT_AVAILABLE {
+            self.unavailable(
+                format!(
+                    "a lock was held by another session for longer than {:?}",
+                    self.options.lock_timeout
+                ),
+                "retry; if it persists, look for a stuck session in pg_stat_activity (state 'idle in transaction')",
+            )
+        } else if c == SqlState::TOO_MANY_CONNECTIONS {
+            self.unavailable(
+                "the server has no free connection slots".into(),
+                "raise max_connections, use a connection pooler, or lower --concurrency",
+            )
+        } else if c == SqlState::READ_ONLY_SQL_TRANSACTION {
+            self.unavailable(
+                "the server is read-only (a standby, or default_transaction_read_only)".into(),
+                "point the URL at the primary (target_session_attrs=read-write with several hosts)",
+            )
+        } else if connection_lost(e) {
+            self.unavailable(
+                format!("the connection was lost: {}", detail(e)),
+                "the server is restarting or was stopped; retry when it is back (nothing was changed)",
+            )
+        } else {
+            self.unavailable(
+                format!("PostgreSQL error: {}", detail(e)),
+                "retry; if it persists, run `leasehold doctor`",
+            )
+        }
+    }
+
+    fn map_schema_error(&self, e: schema::Error) -> BackendError {
+        match e {
+            schema::Error::Pg(e) => self.map_error(&e),
+            schema::Error::TooNew(found) => BackendError::SchemaTooNew {
+                store: self.display.clone(),
+                found,
+                supported: schema::VERSION,
+            },
+            schema::Error::Foreign(reason) => BackendError::Corrupt {
+                store: self.display.clone(),
+                reason,
+                hint: "choose a schema of its own for leasehold with ?schema=NAME in the URL".into(),
+            },
+        }
+    }
+}
+
+/// The error with what PostgreSQL or the OS said (the client's own
+/// `Display` stops at "db error" or "error connecting to server").
+fn detail(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return db.message().to_owned();
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Errors after which the same transaction may simply be run again.
+fn retryable(e: &postgres::Error) -> bool {
+    connection_lost(e)
+        || e.code()
+            .is_some_and(|c| *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE)
+}
+
+/// The connection is gone (closed, reset, or the server shutting down).
+fn connection_lost(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        None => std::error::Error::source(e).is_some_and(<dyn std::error::Error>::is::<std::io::Error>),
+        Some(c) => {
+            *c == SqlState::ADMIN_SHUTDOWN || *c == SqlState::CRASH_SHUTDOWN || *c == SqlState::CANNOT_CONNECT_NOW
+        }
+    }
+}
+
+/// `"name"`, for a schema name already checked by `valid_schema`.
+pub(crate) fn quote_ident(name: &str) -> String {
+    format!("\"{name}\"")
+}
+
+/// A schema name leasehold accepts: a plain lower-case identifier, so it
+/// needs no quoting rules and means the same in psql.
+fn valid_schema(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 63
+        && !name.starts_with("pg_")
+}
+
+struct ParsedUrl {
+    config: postgres::Config,
+    schema: String,
+    display: String,
+}
+
+/// Split `schema=NAME` off the URL's query (leasehold's own parameter) and
+/// parse the rest as a libpq URL.
+fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
+    let invalid = |reason: String| BackendError::InvalidUrl {
+        url: redact(url),
+        reason,
+    };
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut schema = None;
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("schema", value)) => schema = Some(value.to_owned()),
+            _ => rest.push(pair),
+        }
+    }
+    let schema = schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned());
+    if !valid_schema(&schema) {
+        return Err(invalid(format!(
+            "schema {schema:?} is not a plain lower-case identifier (a-z, 0-9, _; not starting with a digit or pg_; at most 63 bytes)"
+        )));
+    }
+    let libpq = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    let mut config = postgres::Config::from_str(&libpq).map_err(|e| invalid(e.to_string()))?;
+    if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(invalid(
+            "sslmode=require: TLS is not built into this leasehold yet; use sslmode=disable on a trusted network, a TLS-terminating proxy (e.g. stunnel or pgbouncer) on localhost, or an SSH tunnel".into(),
+        ));
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(PostgresOptions::default().connect_timeout);
+    }
+    // Notice a dead server or network within seconds, not the kernel's
+    // default of hours.
+    config.keepalives_idle(Duration::from_secs(10));
+    config.tcp_user_timeout(Duration::from_secs(20));
+    if config.get_application_name().is_none() {
+        config.application_name("leasehold");
+    }
+    let display = redact(&libpq);
+    let display = if schema == DEFAULT_SCHEMA {
+        display
+    } else {
+        format!("{display} (schema {schema})")
+    };
+    Ok(ParsedUrl {
+        config,
+        schema,
+        display,
+    })
+}
+
+/// The URL with its password replaced by `***`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let redacted = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => authority.to_owned(),
+        },
+        None => authority.to_owned(),
+    };
+    let tail = tail
+        .split('&')
+        .map(|p| {
+            if p.starts_with("password=") || p.contains("?password=") {
+                p.split_once("password=")
+                    .map_or(p.to_owned(), |(a, _)| format!("{a}password=***"))
+            } else {
+                p.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("&");
+    format!("{scheme}://{redacted}{tail}")
+}
+
+/// Microseconds of a duration for SQL interval arithmetic, capped at about
+/// 100 years (a "forever" TTL must stay inside timestamptz's range).
+pub(crate) fn micros(d: Duration) -> i64 {
+    const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
+    d.as_micros().min(CAP) as i64
+}
+
+/// `a - b`, or zero when `b` is later.
+pub(crate) fn until(a: SystemTime, b: SystemTime) -> Duration {
+    a.duration_since(b).unwrap_or(Duration::ZERO)
+}
+
+impl Backend for PostgresBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock_skew: true,
+            host_local: false,
+            reopenable: true,
+            tasks: true,
+        }
+    }
+
+    fn describe(&self) -> std::result::Result<StoreInfo, BackendError> {
+        let schema = self.schema.clone();
+        let (version, facts) = self.read(|db| {
+            let version: i32 = db.query_one("SELECT version FROM leasehold_schema", &[])?.get(0);
+            let row = db.query_one(
+                "SELECT current_setting('server_version'), current_setting('synchronous_commit'), \
+                 pg_is_in_recovery(), current_setting('synchronous_standby_names'), current_user, current_database()",
+                &[],
+            )?;
+            let standbys: String = row.get(3);
+            let facts = vec![
+                ("server version".to_owned(), row.get::<_, String>(0)),
+                ("database".to_owned(), row.get::<_, String>(5)),
+                ("role".to_owned(), row.get::<_, String>(4)),
+                ("schema".to_owned(), schema.clone()),
+                ("synchronous_commit".to_owned(), row.get::<_, String>(1)),
+                (
+                    "standby".to_owned(),
+                    if row.get::<_, bool>(2) {
+                        "yes (read-only!)"
+                    } else {
+                        "no (primary)"
+                    }
+                    .to_owned(),
+                ),
+                (
+                    "synchronous standbys".to_owned(),
+                    if standbys.is_empty() {
+                        "none: a failover to an asynchronous replica can lose the last grants (see docs/POSTGRES.md)"
+                            .to_owned()
+                    } else {
+                        standbys
+                    },
+                ),
+                ("connections".to_owned(), format!("up to {}", self.slots.len())),
+            ];
+            Ok((version, facts))
+        })?;
+        Ok(StoreInfo {
+            kind: "postgres",
+            location: self.display.clone(),
+            schema_version: u32::try_from(version).ok(),
+            facts,
+        })
+    }
+
+    fn lease_acquire(&self, params: &LeaseAcquireParams) -> std::result::Result<LeaseAcquire, BackendError> {
+        self.write(|db| lease::acquire(db, params))
+    }
+
+    fn lease_renew(&self, params: &LeaseRenewParams) -> std::result::Result<LeaseRenew, BackendError> {
+        self.write(|db| lease::renew(db, params))
+    }
+
+    fn lease_release(&self, params: &LeaseReleaseParams) -> std::result::Result<LeaseRelease, BackendError> {
+        self.write(|db| lease::release(db, params))
+    }
+
+    fn lease_fence(&self, params: &LeaseFenceParams) -> std::result::Result<LeaseFence, BackendError> {
+        self.write(|db| lease::fence(db, params))
+    }
+
+    fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> std::result::Result<WaiterTicket, BackendError> {
+        self.write(|db| lease::waiter_enqueue(db, params))
+    }
+
+    fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> std::result::Result<(), BackendError> {
+        self.write(|db| lease::waiter_remove(db, name, ticket))
+    }
+
+    fn lease_get(&self, name: &LeaseName) -> std::result::Result<Option<LeaseState>, BackendError> {
+        self.read(|db| {
+            let now = db.now()?;
+            lease::get(db, now, name)
+        })
+    }
+
+    fn lease_list(&self, params: &LeaseListParams) -> std::result::Result<Vec<LeaseState>, BackendError> {
+        self.read(|db| lease::list(db, params))
+    }
+
+    fn lease_history(&self, params: &LeaseHistoryParams) -> std::result::Result<Vec<HistoryEntry>, BackendError> {
+        self.read(|db| lease::history(db, params))
+    }
+
+    fn task_add(&self, params: &[TaskAddParams]) -> std::result::Result<Vec<TaskAdd>, BackendError> {
+        self.transact(Kind::Write, |db| task::add(db, params))
+    }
+
+    fn task_claim(&self, params: &TaskClaimParams) -> std::result::Result<Option<Claim>, BackendError> {
+        self.write(|db| task::claim(db, params))
+    }
+
+    fn task_heartbeat(&self, t: &TaskRef, ttl: Duration) -> std::result::Result<TaskUpdate, BackendError> {
+        self.write(|db| task::heartbeat(db, t, ttl))
+    }
+
+    fn task_complete(
+        &self,
+        t: &TaskRef,
+        result: Option<&serde_json::Value>,
+    ) -> std::result::Result<TaskUpdate, BackendError> {
+        match self.write(|db| task::complete(db, t, result)) {
+            Err(ambiguous @ BackendError::Unavailable { .. }) => {
+                // The commit may have happened: re-check by token. Only a
+                // `done` task carrying this very token proves it did.
+                match self.read(|db| task::completed_by(db, t)) {
+                    Ok(true) => Ok(TaskUpdate::Applied),
+                    _ => Err(ambiguous),
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn task_fail(&self, t: &TaskRef, error: &str, retry: Retry) -> std::result::Result<TaskFail, BackendError> {
+        self.write(|db| task::fail(db, t, error, retry))
+    }
+
+    fn task_release(&self, t: &TaskRef) -> std::result::Result<TaskUpdate, BackendError> {
+        self.write(|db| task::release(db, t))
+    }
+
+    fn task_retry(&self, queue: &QueueName, id: &TaskId) -> std::result::Result<TaskRetry, BackendError> {
+        self.write(|db| task::retry(db, queue, id))
+    }
+
+    fn task_get(&self, queue: &QueueName, id: &TaskId) -> std::result::Result<Option<Task>, BackendError> {
+        self.read(|db| task::get(db, queue, id))
+    }
+
+    fn task_list(&self, params: &TaskListParams) -> std::result::Result<Vec<Task>, BackendError> {
+        self.read(|db| task::list(db, params))
+    }
+
+    fn task_stats(&self, queue: Option<&QueueName>) -> std::result::Result<Vec<QueueStats>, BackendError> {
+        self.read(|db| task::stats(db, queue))
+    }
+
+    fn task_purge(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        older_than: Duration,
+    ) -> std::result::Result<u64, BackendError> {
+        self.write(|db| task::purge(db, queue, state, older_than))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_parameter_is_stripped_and_checked() {
+        let p = parse_url("postgres://u:secret@db.internal:5433/leases?schema=team_a&connect_timeout=3").unwrap();
+        assert_eq!(p.schema, "team_a");
+        assert_eq!(p.config.get_dbname(), Some("leases"));
+        assert_eq!(p.config.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        assert!(!p.display.contains("secret"), "{}", p.display);
+        assert_eq!(parse_url("postgresql://db/x").unwrap().schema, DEFAULT_SCHEMA);
+        for bad in ["Team", "1a", "a-b", "pg_x", "x\"; DROP", ""] {
+            assert!(
+                parse_url(&format!("postgres://db/x?schema={bad}")).is_err(),
+                "{bad:?} accepted"
+            );
+        }
+        assert!(parse_url("postgres://db/x?sslmode=require").is_err());
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            redact("postgres://h/db?password=pw&x=1"),
+            "postgres://h/db?password=***&x=1"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+    }
+}

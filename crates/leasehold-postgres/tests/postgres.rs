@@ -1,0 +1,292 @@
+//! What only the PostgreSQL store does, on a throwaway server: schema
+//! versioning and races, errors, concurrent claims and acquirers, and the
+//! task queue end to end (until the conformance suite has task cases).
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, SystemTime};
+
+use leasehold_backend::{
+    Backend, BackendError, LeaseAcquire, QueueName, Retry, TaskAddParams, TaskClaimParams, TaskFail, TaskLost,
+    TaskState, TaskUpdate, Token,
+};
+use leasehold_backend_tests::params;
+use leasehold_postgres::{PostgresBackend, PostgresOptions, SCHEMA_VERSION};
+use support::Server;
+
+fn open(url: &str) -> PostgresBackend {
+    PostgresBackend::open(url, PostgresOptions::default()).unwrap_or_else(|e| panic!("open {url}: {e}"))
+}
+
+fn fresh() -> (String, PostgresBackend) {
+    let url = Server::shared().url(&Server::fresh_schema());
+    let store = open(&url);
+    (url, store)
+}
+
+fn psql(sql: &str) {
+    let mut client = postgres::Client::connect(
+        &format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            Server::shared().port()
+        ),
+        postgres::NoTls,
+    )
+    .unwrap();
+    client.batch_execute(sql).unwrap();
+}
+
+fn add(store: &PostgresBackend, queue: &str, ids: impl IntoIterator<Item = String>) {
+    let tasks: Vec<TaskAddParams> = ids
+        .into_iter()
+        .map(|id| TaskAddParams {
+            queue: params::name(queue),
+            id: params::name(&id),
+            payload: serde_json::json!({ "id": id }),
+            priority: 0,
+            available_at: SystemTime::now() - Duration::from_secs(1),
+            max_attempts: 3,
+        })
+        .collect();
+    store.task_add(&tasks).unwrap();
+}
+
+fn claim_params(queue: &str, ttl: Duration) -> TaskClaimParams {
+    TaskClaimParams {
+        queue: params::name(queue),
+        owner: "worker".into(),
+        ttl,
+    }
+}
+
+#[test]
+fn first_starts_race_safely_and_a_newer_schema_is_refused() {
+    let url = Server::shared().url(&Server::fresh_schema());
+    let barrier = Arc::new(Barrier::new(6));
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let (url, barrier) = (url.clone(), barrier.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                open(&url).describe().unwrap().schema_version
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), Some(SCHEMA_VERSION as u32));
+    }
+    let schema = url.split("schema=").nth(1).unwrap().split('&').next().unwrap();
+    psql(&format!("UPDATE {schema}.leasehold_schema SET version = 99"));
+    let err = PostgresBackend::open(&url, PostgresOptions::default()).unwrap_err();
+    assert!(matches!(err, BackendError::SchemaTooNew { found: 99, .. }), "{err}");
+    assert!(err.to_string().contains("upgrade leasehold"), "{err}");
+}
+
+#[test]
+fn a_schema_with_foreign_tables_is_refused_not_adopted() {
+    let schema = Server::fresh_schema();
+    psql(&format!("CREATE SCHEMA {schema}; CREATE TABLE {schema}.task (x int)"));
+    let err = PostgresBackend::open(&Server::shared().url(&schema), PostgresOptions::default()).unwrap_err();
+    assert!(matches!(err, BackendError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("?schema=NAME"), "{err}");
+}
+
+#[test]
+fn a_missing_database_says_what_to_do() {
+    let url = format!("postgres://postgres@127.0.0.1:{}/no_such_db", Server::shared().port());
+    let err = PostgresBackend::open(&url, PostgresOptions::default()).unwrap_err();
+    assert!(matches!(err, BackendError::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("createdb"), "{err}");
+}
+
+#[test]
+fn racing_acquirers_get_unique_growing_tokens_and_never_overlap() {
+    let (url, _store) = fresh();
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            let url = url.clone();
+            thread::spawn(move || {
+                let store = open(&url);
+                let mut mine = Vec::new();
+                for _ in 0..40 {
+                    if let LeaseAcquire::Acquired(g) = store.lease_acquire(&params::acquire("race")).unwrap() {
+                        // While held, nobody else is: the state shows only us.
+                        let state = store.lease_get(&params::name("race")).unwrap().unwrap();
+                        assert_eq!(leasehold_backend_tests::tokens(&state.grants), [g.token], "worker {i}");
+                        mine.push(g.token);
+                        store.lease_release(&params::release("race", g.token)).unwrap();
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all: Vec<Token> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "a token was issued twice");
+    assert!(n > 0);
+}
+
+#[test]
+fn concurrent_claimers_take_distinct_tasks_and_finish_the_queue() {
+    let (url, store) = fresh();
+    add(&store, "q", (0..200).map(|i| format!("t{i}")));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            thread::spawn(move || {
+                let store = open(&url);
+                let mut done = Vec::new();
+                while let Some(c) = store.task_claim(&claim_params("q", Duration::from_secs(60))).unwrap() {
+                    assert_eq!(store.task_complete(&c.task_ref(), None).unwrap(), TaskUpdate::Applied);
+                    done.push(c.id.as_str().to_owned());
+                }
+                done
+            })
+        })
+        .collect();
+    let all: Vec<String> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let unique: HashSet<&String> = all.iter().collect();
+    assert_eq!(
+        (all.len(), unique.len()),
+        (200, 200),
+        "each task claimed and completed once"
+    );
+    let stats = store.task_stats(Some(&params::name("q"))).unwrap();
+    assert_eq!((stats[0].done, stats[0].pending, stats[0].running), (200, 0, 0));
+}
+
+#[test]
+fn task_lifecycle_on_the_server_clock() {
+    let skew = leasehold_backend::ClockSkew::default();
+    let url = Server::shared().url(&Server::fresh_schema());
+    let store = PostgresBackend::open(
+        &url,
+        PostgresOptions {
+            skew: skew.clone(),
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap();
+    let q: QueueName = params::name("q");
+    add(&store, "q", ["a".to_owned()]);
+    // The same id again: a no-op; with another payload: a conflict, and
+    // the batch adds nothing.
+    add(&store, "q", ["a".to_owned()]);
+    let conflict = TaskAddParams {
+        queue: q.clone(),
+        id: params::name("a"),
+        payload: serde_json::json!("other"),
+        priority: 0,
+        available_at: SystemTime::now(),
+        max_attempts: 3,
+    };
+    let b = TaskAddParams {
+        id: params::name("b"),
+        ..conflict.clone()
+    };
+    let outcomes = store.task_add(&[b, conflict]).unwrap();
+    assert!(matches!(outcomes[1], leasehold_backend::TaskAdd::Conflict { .. }));
+    assert!(
+        store.task_get(&q, &params::name("b")).unwrap().is_none(),
+        "a conflicting batch adds nothing"
+    );
+
+    let ttl = Duration::from_secs(30);
+    let c1 = store.task_claim(&claim_params("q", ttl)).unwrap().unwrap();
+    assert_eq!((c1.attempt, c1.token), (1, Token(1)));
+    assert!(store.task_claim(&claim_params("q", ttl)).unwrap().is_none());
+    // The claim expires on the (skewed) server clock and is claimable again.
+    skew.advance(Duration::from_secs(31));
+    assert_eq!(
+        store.task_heartbeat(&c1.task_ref(), ttl).unwrap(),
+        TaskUpdate::Lost(TaskLost::Stale)
+    );
+    let c2 = store.task_claim(&claim_params("q", ttl)).unwrap().unwrap();
+    assert_eq!((c2.attempt, c2.token), (2, Token(2)));
+    // The late worker's result is refused; the current one's accepted once.
+    assert_eq!(
+        store.task_complete(&c1.task_ref(), None).unwrap(),
+        TaskUpdate::Lost(TaskLost::Stale)
+    );
+    let failed = store.task_fail(&c2.task_ref(), "boom", Retry::Backoff).unwrap();
+    let TaskFail::Retrying { available_at } = failed else {
+        panic!("{failed:?}")
+    };
+    assert!(available_at > SystemTime::now());
+    assert!(
+        store.task_claim(&claim_params("q", ttl)).unwrap().is_none(),
+        "backing off"
+    );
+    skew.advance(Duration::from_secs(10));
+    let c3 = store.task_claim(&claim_params("q", ttl)).unwrap().unwrap();
+    assert_eq!((c3.attempt, c3.token), (3, Token(3)));
+    // Attempts used up: dead, then revived with a fresh count, tokens grow.
+    assert_eq!(
+        store.task_fail(&c3.task_ref(), "boom again", Retry::Backoff).unwrap(),
+        TaskFail::Dead
+    );
+    let task = store.task_get(&q, &params::name("a")).unwrap().unwrap();
+    assert_eq!((task.state, task.expirations, task.failures), (TaskState::Dead, 1, 2));
+    assert_eq!(
+        store.task_retry(&q, &params::name("a")).unwrap(),
+        leasehold_backend::TaskRetry::Revived
+    );
+    let c4 = store.task_claim(&claim_params("q", ttl)).unwrap().unwrap();
+    assert_eq!((c4.attempt, c4.token), (1, Token(4)));
+    assert_eq!(store.task_release(&c4.task_ref()).unwrap(), TaskUpdate::Applied);
+    let c5 = store.task_claim(&claim_params("q", ttl)).unwrap().unwrap();
+    assert_eq!(
+        (c5.attempt, c5.token),
+        (1, Token(5)),
+        "a release does not charge the attempt"
+    );
+    let result = serde_json::json!({"ok": true});
+    assert_eq!(
+        store.task_complete(&c5.task_ref(), Some(&result)).unwrap(),
+        TaskUpdate::Applied
+    );
+    assert_eq!(
+        store.task_complete(&c5.task_ref(), Some(&result)).unwrap(),
+        TaskUpdate::Lost(TaskLost::Stale)
+    );
+    let task = store.task_get(&q, &params::name("a")).unwrap().unwrap();
+    assert_eq!((task.state, task.result), (TaskState::Done, Some(result)));
+    skew.advance(Duration::from_secs(3600));
+    assert_eq!(
+        store.task_purge(&q, TaskState::Done, Duration::from_secs(60)).unwrap(),
+        1
+    );
+}
+
+#[test]
+fn claim_order_is_priority_then_available_at_then_insertion() {
+    let (_, store) = fresh();
+    let now = SystemTime::now() - Duration::from_secs(10);
+    let task = |id: &str, priority: i64, ago: u64| TaskAddParams {
+        queue: params::name("q"),
+        id: params::name(id),
+        payload: serde_json::Value::Null,
+        priority,
+        available_at: now - Duration::from_secs(ago),
+        max_attempts: 3,
+    };
+    store
+        .task_add(&[
+            task("low", 0, 5),
+            task("high", 9, 0),
+            task("old", 0, 9),
+            task("old-2", 0, 9),
+        ])
+        .unwrap();
+    let order: Vec<String> =
+        std::iter::from_fn(|| store.task_claim(&claim_params("q", Duration::from_secs(60))).unwrap())
+            .map(|c| c.id.as_str().to_owned())
+            .collect();
+    assert_eq!(order, ["high", "old", "old-2", "low"]);
+}

@@ -1,0 +1,694 @@
+//! Keeping a grant: heartbeat renewals, and a holder-side deadline that
+//! does not trust the store's clock.
+//!
+//! # The trust window
+//!
+//! A store expires a grant at *its* `now + ttl`, measured when it processes
+//! the acquire or renew request — never earlier than the moment the holder
+//! sent that request. So the holder may trust its grant until
+//!
+//! ```text
+//! trusted_until = sent + ttl - margin
+//! ```
+//!
+//! where `sent` is read on the holder's boot clock (`CLOCK_BOOTTIME`) just
+//! before the request goes out, and `margin` is what the holder needs to
+//! stop using the grant (for `leasehold run`: the grace period plus slack).
+//! This is river's "trust window" (`internal/leadership`): a reply that
+//! arrives late shortens the window, it never lengthens it. The boot clock
+//! keeps counting through a laptop's suspend, where `CLOCK_MONOTONIC` stops,
+//! so a holder that wakes from suspend sees its window has passed *before*
+//! it sends anything.
+//!
+//! # States and transitions
+//!
+//! ```text
+//!            renewed (sent + ttl - margin > trusted_until: window moves on)
+//!           ┌──────┐
+//!           ▼      │
+//!   start ─► Held ─┴─ renewal failed (store error) ─► Held, retry sooner
+//!            │
+//!            ├─ renewal refused (Lost)            ─► Lost(Refused)   final
+//!            ├─ boot clock ≥ trusted_until        ─► Lost(Deadline)  final
+//!            └─ stop()                            ─► Stopped
+//! ```
+//!
+//! Two threads: the *renewer* sleeps until the next heartbeat, checks the
+//! deadline (a holder resumed from SIGSTOP or suspend must not renew a
+//! window that has already closed), sends the renewal and moves the window.
+//! The *watchdog* fires the deadline while a renewal is stuck in a store
+//! that does not answer. Both sleep in slices of at most [`POLL`]: condvar
+//! timeouts run on `CLOCK_MONOTONIC`, which does not count suspend.
+//!
+//! # Failure handling
+//!
+//! - A refused renewal is final: the grant is gone (released, expired,
+//!   taken over); the keeper never re-acquires — a new acquisition would get
+//!   a new token, which is the caller's decision.
+//! - A failed renewal (store down, locked, slow) is retried every quarter
+//!   heartbeat until the deadline; the last error is kept for the message.
+//! - Loss is pushed: callbacks registered with [`Keeper::on_loss`] and
+//!   receivers from [`Keeper::subscribe`] get it once; [`LossHandle`] lets
+//!   any thread wait for it or poll it. A late successful renewal after the
+//!   deadline does not revive the grant.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use leasehold_backend::{LeaseName, LeaseRenew, LostReason, Token, host};
+
+use crate::{Result, Store};
+
+/// The longest a keeper thread sleeps before it looks at the clock again.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// The clock deadlines are kept on. The real one is the boot clock; tests
+/// inject one that jumps (a suspend) while real time barely moves.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Time since some fixed point, counting through suspend.
+    fn now(&self) -> Duration;
+}
+
+/// `CLOCK_BOOTTIME` ([`host::boot_clock`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BootClock;
+
+impl Clock for BootClock {
+    fn now(&self) -> Duration {
+        host::boot_clock()
+    }
+}
+
+/// A clock moved by hand, for tests.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    #[must_use]
+    pub fn new(start: Duration) -> Self {
+        Self(AtomicU64::new(start.as_nanos() as u64))
+    }
+
+    pub fn advance(&self, by: Duration) {
+        self.0.fetch_add(by.as_nanos() as u64, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::SeqCst))
+    }
+}
+
+/// The outcome of one renewal, as the keeper needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    Renewed,
+    Lost(LostReason),
+}
+
+/// What renews a grant: a [`Store`], or a fake in tests.
+pub trait Renewer: Send + Sync + fmt::Debug {
+    /// Extend the grant `token` of `name` to `now + ttl`.
+    ///
+    /// # Errors
+    /// When the store fails (the keeper retries until its deadline).
+    fn renew(&self, name: &LeaseName, token: Token, owner: Option<&str>, ttl: Duration) -> Result<Renewal>;
+}
+
+impl Renewer for Store {
+    fn renew(&self, name: &LeaseName, token: Token, owner: Option<&str>, ttl: Duration) -> Result<Renewal> {
+        Ok(match Store::renew(self, name, token, owner, ttl)? {
+            LeaseRenew::Renewed(_) => Renewal::Renewed,
+            LeaseRenew::Lost(reason) => Renewal::Lost(reason),
+        })
+    }
+}
+
+/// Why a keeper stopped trusting its grant. Final.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Loss {
+    /// The store refused a renewal: the grant is gone.
+    Refused(LostReason),
+    /// The holder-side deadline passed before a renewal succeeded: the
+    /// holder was paused or suspended (`last_error` is `None`), or the
+    /// store kept failing.
+    Deadline { last_error: Option<String> },
+}
+
+impl fmt::Display for Loss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Loss::Refused(reason) => write!(f, "the store refused a renewal: {reason}"),
+            Loss::Deadline { last_error: None } => f.write_str(
+                "the holder-side deadline passed before a renewal could be sent (the process was paused or the machine suspended)",
+            ),
+            Loss::Deadline { last_error: Some(e) } => {
+                write!(f, "renewals kept failing until the holder-side deadline: {e}")
+            }
+        }
+    }
+}
+
+/// How to keep a grant.
+#[derive(Debug, Clone)]
+pub struct KeeperOptions {
+    /// The TTL each renewal asks for (normally the grant's own).
+    pub ttl: Duration,
+    /// How often to renew; default `ttl / 3`.
+    pub heartbeat: Option<Duration>,
+    /// How long before the store could expire the grant the holder stops
+    /// trusting it: time to stop using it, plus slack.
+    pub margin: Duration,
+    /// The owner label, if one was given when acquiring.
+    pub owner: Option<String>,
+}
+
+impl KeeperOptions {
+    /// Options for `ttl` with the default heartbeat and a margin of a tenth
+    /// of the TTL.
+    #[must_use]
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            heartbeat: None,
+            margin: ttl / 10,
+            owner: None,
+        }
+    }
+
+    fn heartbeat(&self) -> Duration {
+        self.heartbeat.unwrap_or(self.ttl / 3)
+    }
+
+    /// Why these options cannot keep a grant safely, if they cannot: the
+    /// first renewal must go out before the window closes.
+    #[must_use]
+    pub fn problem(&self) -> Option<String> {
+        if self.heartbeat().is_zero() {
+            return Some("the heartbeat must be longer than zero".into());
+        }
+        (self.heartbeat() + self.margin >= self.ttl).then(|| {
+            format!(
+                "heartbeat {} + margin {} is not shorter than the TTL {}: the grant would stop being trusted before the first renewal",
+                crate::format_duration(self.heartbeat()),
+                crate::format_duration(self.margin),
+                crate::format_duration(self.ttl)
+            )
+        })
+    }
+}
+
+type Callback = Box<dyn FnOnce(Loss) + Send>;
+
+struct State {
+    trusted_until: Duration,
+    last_sent: Duration,
+    retry_at: Option<Duration>,
+    last_error: Option<String>,
+    renewals: u64,
+    /// Send time of a renewal the store has not answered yet.
+    in_flight: Option<Duration>,
+    lost: Option<Loss>,
+    stopped: bool,
+    callbacks: Vec<Callback>,
+}
+
+struct Shared {
+    name: LeaseName,
+    token: Token,
+    options: KeeperOptions,
+    clock: Arc<dyn Clock>,
+    renewer: Arc<dyn Renewer>,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Record the loss (once) and run the callbacks outside the lock.
+    fn lose(&self, mut state: MutexGuard<'_, State>, loss: &Loss) {
+        if state.lost.is_some() || state.stopped {
+            return;
+        }
+        tracing::warn!(name = %self.name, token = %self.token, "lease lost: {loss}");
+        state.lost = Some(loss.clone());
+        let callbacks = std::mem::take(&mut state.callbacks);
+        drop(state);
+        self.changed.notify_all();
+        for callback in callbacks {
+            callback(loss.clone());
+        }
+    }
+
+    /// Sleep until `until` on the keeper's clock, in slices of at most
+    /// [`POLL`]; returns the state early when the keeper is stopped or lost.
+    fn sleep_until<'a>(&'a self, mut state: MutexGuard<'a, State>, until: Duration) -> MutexGuard<'a, State> {
+        loop {
+            let now = self.clock.now();
+            if state.stopped || state.lost.is_some() || now >= until || now >= state.trusted_until {
+                return state;
+            }
+            let slice = until
+                .saturating_sub(now)
+                .min(state.trusted_until.saturating_sub(now))
+                .min(POLL);
+            state = self
+                .changed
+                .wait_timeout(state, slice)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn renew_loop(&self) {
+        let heartbeat = self.options.heartbeat();
+        let retry = (heartbeat / 4).max(Duration::from_millis(20));
+        let mut state = self.lock();
+        loop {
+            let next = state.retry_at.unwrap_or(state.last_sent + heartbeat);
+            state = self.sleep_until(state, next);
+            if state.stopped || state.lost.is_some() {
+                return;
+            }
+            let sent = self.clock.now();
+            if sent >= state.trusted_until {
+                // Resumed from a pause or suspend: the window has closed;
+                // sending a renewal now could only pretend otherwise.
+                let last_error = state.last_error.clone();
+                return self.lose(state, &Loss::Deadline { last_error });
+            }
+            if sent < next {
+                continue;
+            }
+            state.in_flight = Some(sent);
+            drop(state);
+            let outcome = self
+                .renewer
+                .renew(&self.name, self.token, self.options.owner.as_deref(), self.options.ttl);
+            state = self.lock();
+            state.in_flight = None;
+            if state.stopped || state.lost.is_some() {
+                return;
+            }
+            match outcome {
+                Ok(Renewal::Renewed) => {
+                    state.renewals += 1;
+                    state.last_sent = sent;
+                    state.retry_at = None;
+                    state.last_error = None;
+                    let until = (sent + self.options.ttl).saturating_sub(self.options.margin);
+                    state.trusted_until = state.trusted_until.max(until);
+                    self.changed.notify_all();
+                }
+                Ok(Renewal::Lost(reason)) => return self.lose(state, &Loss::Refused(reason)),
+                Err(e) => {
+                    tracing::warn!(name = %self.name, token = %self.token, "renewal failed, retrying: {e}");
+                    state.last_error = Some(e.to_string());
+                    state.retry_at = Some(self.clock.now() + retry);
+                }
+            }
+        }
+    }
+
+    fn watchdog(&self) {
+        let mut state = self.lock();
+        loop {
+            if state.stopped || state.lost.is_some() {
+                return;
+            }
+            let now = self.clock.now();
+            if now >= state.trusted_until {
+                let last_error = match state.in_flight {
+                    Some(sent) => Some(format!(
+                        "the store has not answered a renewal sent {} ago",
+                        crate::format_duration(now.saturating_sub(sent))
+                    )),
+                    None => state.last_error.clone(),
+                };
+                return self.lose(state, &Loss::Deadline { last_error });
+            }
+            state = self.sleep_until(state, Duration::MAX);
+        }
+    }
+}
+
+/// Keeps one grant: renews it every heartbeat on its own thread and pushes
+/// its loss to the holder. Stops (without releasing) on [`Keeper::stop`] or
+/// drop; releasing is the holder's call, after it has stopped using the
+/// grant.
+///
+/// # Examples
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use leasehold::{Acquire, AcquireOptions, Keeper, KeeperOptions, LeaseName, Store, host};
+///
+/// let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db"))?);
+/// let name = LeaseName::new("nightly-report").unwrap();
+/// let options = AcquireOptions { ttl: Duration::from_secs(30), ..AcquireOptions::default() };
+/// let sent = host::boot_clock();
+/// let Acquire::Acquired(grant) = store.try_acquire(&name, &options)? else { panic!("held") };
+/// let keeper = Keeper::start(store.clone(), &grant, sent, KeeperOptions::new(options.ttl));
+/// let lost = keeper.subscribe();
+/// // ... work, checking `lost.try_recv()` or `keeper.handle().is_lost()` ...
+/// assert!(lost.try_recv().is_err());
+/// keeper.stop();
+/// store.release(&name, grant.token, None)?;
+/// # Ok::<(), leasehold::Error>(())
+/// ```
+pub struct Keeper {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Keeper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keeper")
+            .field("name", &self.shared.name)
+            .field("token", &self.shared.token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Keeper {
+    /// Keep `grant`, acquired by a request sent at `sent` on the boot clock.
+    #[must_use]
+    pub fn start(
+        renewer: Arc<dyn Renewer>,
+        grant: &leasehold_backend::Grant,
+        sent: Duration,
+        options: KeeperOptions,
+    ) -> Self {
+        Self::start_with_clock(renewer, &grant.name, grant.token, sent, options, Arc::new(BootClock))
+    }
+
+    /// As [`Keeper::start`], on an injected clock (tests).
+    #[must_use]
+    pub fn start_with_clock(
+        renewer: Arc<dyn Renewer>,
+        name: &LeaseName,
+        token: Token,
+        sent: Duration,
+        options: KeeperOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let trusted_until = (sent + options.ttl).saturating_sub(options.margin);
+        let shared = Arc::new(Shared {
+            name: name.clone(),
+            token,
+            options,
+            clock,
+            renewer,
+            state: Mutex::new(State {
+                trusted_until,
+                last_sent: sent,
+                retry_at: None,
+                last_error: None,
+                renewals: 0,
+                in_flight: None,
+                lost: None,
+                stopped: false,
+                callbacks: Vec::new(),
+            }),
+            changed: Condvar::new(),
+        });
+        let spawn = |name: &str, f: fn(&Shared)| {
+            let shared = shared.clone();
+            thread::Builder::new()
+                .name(name.into())
+                .spawn(move || f(&shared))
+                .expect("spawn a keeper thread")
+        };
+        let threads = vec![
+            spawn("lease-renewer", Shared::renew_loop),
+            spawn("lease-watchdog", Shared::watchdog),
+        ];
+        Self { shared, threads }
+    }
+
+    #[must_use]
+    pub fn token(&self) -> Token {
+        self.shared.token
+    }
+
+    /// Until when (on the keeper's clock) the grant may be trusted.
+    #[must_use]
+    pub fn trusted_until(&self) -> Duration {
+        self.shared.lock().trusted_until
+    }
+
+    /// How many renewals succeeded.
+    #[must_use]
+    pub fn renewals(&self) -> u64 {
+        self.shared.lock().renewals
+    }
+
+    /// Call `f` once when the grant is lost (at once if it already is).
+    /// Runs on a keeper thread: keep it short (send on a channel, set a
+    /// flag, signal a process).
+    pub fn on_loss(&self, f: impl FnOnce(Loss) + Send + 'static) {
+        let mut state = self.shared.lock();
+        match &state.lost {
+            Some(loss) => {
+                let loss = loss.clone();
+                drop(state);
+                f(loss);
+            }
+            None => state.callbacks.push(Box::new(f)),
+        }
+    }
+
+    /// A channel that receives the loss once.
+    #[must_use]
+    pub fn subscribe(&self) -> mpsc::Receiver<Loss> {
+        let (tx, rx) = mpsc::channel();
+        self.on_loss(move |loss| {
+            let _ = tx.send(loss);
+        });
+        rx
+    }
+
+    /// A handle any thread can wait on or poll.
+    #[must_use]
+    pub fn handle(&self) -> LossHandle {
+        LossHandle(self.shared.clone())
+    }
+
+    /// Stop renewing (does not release). Returns the loss, if it happened.
+    #[allow(clippy::must_use_candidate, reason = "stopping is the point; the loss is extra")]
+    pub fn stop(mut self) -> Option<Loss> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Option<Loss> {
+        let lost = {
+            let mut state = self.shared.lock();
+            state.stopped = true;
+            state.callbacks.clear();
+            state.lost.clone()
+        };
+        self.shared.changed.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        lost
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Wait for, or poll, a keeper's loss from any thread.
+#[derive(Clone)]
+pub struct LossHandle(Arc<Shared>);
+
+impl fmt::Debug for LossHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("LossHandle").field(&self.0.token).finish()
+    }
+}
+
+impl LossHandle {
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.0.lock().lost.is_some()
+    }
+
+    #[must_use]
+    pub fn loss(&self) -> Option<Loss> {
+        self.0.lock().lost.clone()
+    }
+
+    /// Wait up to `timeout` (real time) for the loss; `None` if the grant
+    /// is still trusted, or the keeper was stopped.
+    #[must_use]
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Loss> {
+        let state = self.0.lock();
+        let (state, _) = self
+            .0
+            .changed
+            .wait_timeout_while(state, timeout, |s| s.lost.is_none() && !s.stopped)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.lost.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex as StdMutex;
+
+    /// Answers renewals from a script; counts calls.
+    #[derive(Debug, Default)]
+    struct Scripted {
+        answers: StdMutex<Vec<Result<Renewal>>>,
+        calls: AtomicU64,
+    }
+
+    impl Scripted {
+        fn new(mut answers: Vec<Result<Renewal>>) -> Arc<Self> {
+            answers.reverse();
+            Arc::new(Self {
+                answers: StdMutex::new(answers),
+                calls: AtomicU64::new(0),
+            })
+        }
+        fn calls(&self) -> u64 {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Renewer for Scripted {
+        fn renew(&self, _: &LeaseName, _: Token, _: Option<&str>, _: Duration) -> Result<Renewal> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.answers.lock().unwrap().pop().unwrap_or(Ok(Renewal::Renewed))
+        }
+    }
+
+    const SEC: Duration = Duration::from_secs(1);
+    const WAIT: Duration = Duration::from_secs(5);
+
+    fn keeper(renewer: Arc<Scripted>, clock: &Arc<ManualClock>, heartbeat: Duration) -> Keeper {
+        let options = KeeperOptions {
+            ttl: 60 * SEC,
+            heartbeat: Some(heartbeat),
+            margin: 5 * SEC,
+            owner: None,
+        };
+        let start = clock.now();
+        Keeper::start_with_clock(
+            renewer,
+            &LeaseName::new("job").unwrap(),
+            Token(7),
+            start,
+            options,
+            clock.clone(),
+        )
+    }
+
+    fn until(what: impl Fn() -> bool) {
+        let t = std::time::Instant::now();
+        while !what() {
+            assert!(t.elapsed() < WAIT, "condition not reached in {WAIT:?}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn suspend_past_the_window_is_a_loss_before_any_renewal() {
+        // FAULTS case 14: the boot clock jumps an hour (suspend), the
+        // monotonic clock — real time here — barely moves.
+        let renewer = Scripted::new(vec![]);
+        let clock = Arc::new(ManualClock::new(1000 * SEC));
+        let k = keeper(renewer.clone(), &clock, 20 * SEC);
+        let pushed = k.subscribe();
+        assert_eq!(k.trusted_until(), 1055 * SEC, "sent + ttl - margin");
+        assert!(k.handle().wait_timeout(Duration::from_millis(250)).is_none());
+        clock.advance(3600 * SEC);
+        let loss = pushed.recv_timeout(WAIT).expect("loss pushed");
+        assert_eq!(loss, Loss::Deadline { last_error: None });
+        assert_eq!(renewer.calls(), 0, "no renewal is sent once the window has closed");
+        assert!(k.handle().is_lost());
+        assert_eq!(k.stop(), Some(loss));
+    }
+
+    #[test]
+    fn renewals_move_the_window_from_their_send_time() {
+        let renewer = Scripted::new(vec![]);
+        let clock = Arc::new(ManualClock::new(100 * SEC));
+        let k = keeper(renewer.clone(), &clock, 20 * SEC);
+        clock.advance(20 * SEC);
+        until(|| k.renewals() == 1);
+        assert_eq!(k.trusted_until(), 175 * SEC);
+        clock.advance(20 * SEC);
+        until(|| k.renewals() == 2);
+        assert_eq!(k.trusted_until(), 195 * SEC);
+        assert!(!k.handle().is_lost());
+        assert_eq!(k.stop(), None);
+    }
+
+    #[test]
+    fn a_refused_renewal_is_final() {
+        let renewer = Scripted::new(vec![Ok(Renewal::Lost(LostReason::Gone))]);
+        let clock = Arc::new(ManualClock::new(SEC));
+        let k = keeper(renewer.clone(), &clock, 20 * SEC);
+        let handle = k.handle();
+        clock.advance(20 * SEC);
+        assert_eq!(handle.wait_timeout(WAIT), Some(Loss::Refused(LostReason::Gone)));
+        // Later heartbeats send nothing, and the loss stays.
+        clock.advance(20 * SEC);
+        thread::sleep(3 * POLL);
+        assert_eq!(renewer.calls(), 1);
+        let (tx, rx) = mpsc::channel();
+        k.on_loss(move |l| tx.send(l).unwrap());
+        assert_eq!(
+            rx.recv_timeout(WAIT).unwrap(),
+            Loss::Refused(LostReason::Gone),
+            "late subscribers hear it too"
+        );
+    }
+
+    #[test]
+    fn failing_renewals_end_at_the_deadline_with_the_last_error() {
+        let down = || -> Result<Renewal> {
+            Err(crate::Error::Store(leasehold_backend::BackendError::Unavailable {
+                store: "test".into(),
+                reason: "locked".into(),
+                hint: String::new(),
+            }))
+        };
+        let renewer = Scripted::new((0..1000).map(|_| down()).collect());
+        let clock = Arc::new(ManualClock::new(SEC));
+        let k = keeper(renewer.clone(), &clock, 20 * SEC);
+        let handle = k.handle();
+        clock.advance(20 * SEC);
+        until(|| renewer.calls() >= 1);
+        assert!(!handle.is_lost(), "one failure inside the window is not a loss");
+        clock.advance(40 * SEC); // past 1 + 60 - 5
+        let loss = handle.wait_timeout(WAIT).expect("deadline");
+        assert!(
+            matches!(&loss, Loss::Deadline { last_error: Some(e) } if e.contains("locked")),
+            "{loss:?}"
+        );
+    }
+
+    #[test]
+    fn impossible_options_are_named() {
+        let mut o = KeeperOptions::new(10 * SEC);
+        assert_eq!(o.problem(), None);
+        o.heartbeat = Some(8 * SEC);
+        o.margin = 2 * SEC;
+        assert!(o.problem().unwrap().contains("not shorter than the TTL"));
+    }
+}
