@@ -332,13 +332,18 @@ fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
                 let mut violations = Vec::new();
                 for i in 0..jumps {
                     let name = format!("job{i}");
-                    let granted = Instant::now();
+                    // The grant began between `before` and `after` (real
+                    // time): judge "early" from the first, "outlived" from
+                    // the second, so a slow start-up under load is not
+                    // mistaken for either.
+                    let before = Instant::now();
                     assert_eq!(faked(&sb, holder, &["acquire", &name, "--ttl", "1500ms"]), 0);
+                    let after = Instant::now();
                     let early = faked(&sb, contender, &["acquire", &name, "--ttl", "1s"]);
-                    if early != 11 && granted.elapsed() < Duration::from_millis(1400) {
+                    if early != 11 && before.elapsed() < Duration::from_millis(1400) {
                         violations.push(format!("{who} {holder}/{contender}: taken over early (exit {early})"));
                     }
-                    std::thread::sleep(Duration::from_millis(1600).saturating_sub(granted.elapsed()));
+                    std::thread::sleep(Duration::from_millis(1800).saturating_sub(after.elapsed()));
                     let late = faked(&sb, contender, &["acquire", &name, "--ttl", "1s"]);
                     if late != 0 {
                         violations.push(format!("{who} {holder}/{contender}: outlived its TTL (exit {late})"));
