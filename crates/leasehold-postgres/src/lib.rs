@@ -21,25 +21,28 @@
 //!   leaves the outcome unknown: that is reported as
 //!   [`BackendError::Unavailable`], never as success (the task queue's
 //!   completion re-checks by token first, see `task::complete`).
-//! - **Waiting**: waiters poll (the library above the seam backs off to
-//!   100 ms); LISTEN/NOTIFY is not wired through the seam yet.
+//! - **Waiting**: transactions that may unblock a waiter send
+//!   `pg_notify` (delivered on commit); `wait_for_change` wakes on them
+//!   through one LISTEN connection per process (see `notify`). Waiters
+//!   still re-read the store, and poll when notifications are missed.
 //! - **Schema**: created and migrated on open (see `schema`), in the schema
 //!   named by the URL parameter `?schema=NAME` (default `leasehold`).
 
 mod lease;
+mod notify;
 mod schema;
 mod task;
 
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket,
+    LeaseRenewParams, LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
@@ -112,6 +115,16 @@ pub struct PostgresBackend {
     options: PostgresOptions,
     slots: Vec<Mutex<Slot>>,
     next: AtomicUsize,
+    /// The LISTEN/NOTIFY channel of this schema.
+    channel: String,
+    /// Wake-ups for waiters (a listener thread, started on the first wait).
+    notifier: Arc<notify::Notifier>,
+}
+
+impl Drop for PostgresBackend {
+    fn drop(&mut self) {
+        self.notifier.stop();
+    }
 }
 
 /// A failure inside an operation, before it is mapped for the user.
@@ -135,6 +148,7 @@ pub(crate) struct Db<'a> {
     tx: postgres::Transaction<'a>,
     cache: &'a mut HashMap<String, Statement>,
     pub(crate) schema: &'a str,
+    channel: &'a str,
 }
 
 impl Db<'_> {
@@ -165,6 +179,15 @@ impl Db<'_> {
     pub(crate) fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let s = self.statement(sql)?;
         Ok(self.tx.execute(&s, params)?)
+    }
+
+    /// Wake the waiters on `what` once this transaction commits (nothing
+    /// is sent if it rolls back; repeats within one transaction fold).
+    pub(crate) fn notify(&mut self, what: &Watched) -> Result<()> {
+        let payload = notify::payload(what);
+        let channel = self.channel.to_owned();
+        self.execute("SELECT pg_notify($1, $2)", &[&channel, &payload])?;
+        Ok(())
     }
 
     /// The store's now (server clock plus skew).
@@ -206,6 +229,7 @@ impl PostgresBackend {
     /// - [`BackendError::Corrupt`]: the schema holds tables of something else.
     pub fn open(url: &str, options: PostgresOptions) -> std::result::Result<Self, BackendError> {
         let parsed = parse_url(url)?;
+        let parsed_schema = parsed.schema.clone();
         let pool_size = options.pool_size.max(1);
         let backend = Self {
             display: parsed.display,
@@ -213,6 +237,8 @@ impl PostgresBackend {
             config: parsed.config,
             slots: (0..pool_size).map(|_| Mutex::new(Slot::default())).collect(),
             next: AtomicUsize::new(0),
+            channel: notify::channel(&parsed_schema),
+            notifier: notify::Notifier::new(),
             options,
         };
         let mut slot = backend.slot_at(0);
@@ -300,7 +326,7 @@ impl PostgresBackend {
             let mut guard = self.slot();
             let slot = &mut *guard;
             self.connect(slot)?;
-            let e = match Self::attempt(slot, &self.schema, kind, &mut f) {
+            let e = match Self::attempt(slot, &self.schema, &self.channel, kind, &mut f) {
                 Ok(value) => return Ok(value),
                 Err(Failure::Commit(e)) => {
                     slot.client = None;
@@ -321,6 +347,7 @@ impl PostgresBackend {
     fn attempt<T>(
         slot: &mut Slot,
         schema: &str,
+        channel: &str,
         kind: Kind,
         f: &mut impl FnMut(&mut Db<'_>) -> Result<(T, bool)>,
     ) -> std::result::Result<T, Failure> {
@@ -336,6 +363,7 @@ impl PostgresBackend {
             tx,
             cache: &mut slot.cache,
             schema,
+            channel,
         };
         let (value, commit) = f(&mut db).map_err(Failure::Op)?;
         let Db { tx, .. } = db;
@@ -711,6 +739,23 @@ impl Backend for PostgresBackend {
 
     fn lease_history(&self, params: &LeaseHistoryParams) -> std::result::Result<Vec<HistoryEntry>, BackendError> {
         self.read(|db| lease::history(db, params))
+    }
+
+    /// LISTEN/NOTIFY: returns on a notification for `topic` (or for a
+    /// topic sharing its counter, see `notify`), when the listening
+    /// connection was (re)established, or after `timeout`.
+    fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
+        let (config, timeout_connect) = (self.config.clone(), self.options.connect_timeout);
+        self.notifier.wait(topic, timeout, &self.channel, move || {
+            Box::new(move || {
+                let mut config = config.clone();
+                if config.get_connect_timeout().is_none() {
+                    config.connect_timeout(timeout_connect);
+                }
+                config.connect(NoTls).map_err(|e| detail(&e))
+            })
+        });
+        Ok(())
     }
 
     fn task_add(&self, params: &[TaskAddParams]) -> std::result::Result<Vec<TaskAdd>, BackendError> {

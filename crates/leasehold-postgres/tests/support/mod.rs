@@ -213,6 +213,15 @@ impl Server {
         )
     }
 
+    /// A plain connection to database `postgres` as the superuser.
+    pub fn client(&self) -> postgres::Client {
+        postgres::Client::connect(
+            &format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port),
+            postgres::NoTls,
+        )
+        .expect("connect to the test server")
+    }
+
     /// A schema name no other test of this run uses.
     pub fn fresh_schema() -> String {
         static N: AtomicU32 = AtomicU32::new(0);
