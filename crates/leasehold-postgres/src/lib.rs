@@ -14,6 +14,7 @@
 //!   transaction-scoped advisory lock on it, then row locks; renewals take
 //!   the row lock alone (one statement on the happy path). Task claims use
 //!   `FOR UPDATE SKIP LOCKED` on a partial index in claim order.
+//! - **TLS**: rustls, as `sslmode` / `sslrootcert` ask (see `tls`).
 //! - **Connections**: a small pool of lazily opened connections, each a
 //!   `Mutex<Client>` with its own prepared-statement cache. A connection
 //!   found broken before `COMMIT` was sent is replaced and the transaction
@@ -32,6 +33,7 @@ mod lease;
 mod notify;
 mod schema;
 mod task;
+mod tls;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -50,7 +52,7 @@ use leasehold_backend::{
 };
 use postgres::error::SqlState;
 use postgres::types::ToSql;
-use postgres::{Client, NoTls, Row, Statement};
+use postgres::{Client, Row, Statement};
 
 pub use schema::VERSION as SCHEMA_VERSION;
 
@@ -112,6 +114,7 @@ pub struct PostgresBackend {
     display: String,
     schema: String,
     config: postgres::Config,
+    tls: tls::Tls,
     options: PostgresOptions,
     slots: Vec<Mutex<Slot>>,
     next: AtomicUsize,
@@ -221,10 +224,11 @@ impl PostgresBackend {
     /// its schema if needed.
     ///
     /// # Errors
-    /// - [`BackendError::InvalidUrl`]: malformed URL, bad schema name, or
-    ///   `sslmode=require` (TLS is not built in yet).
-    /// - [`BackendError::Unavailable`]: unreachable, authentication failed,
-    ///   database missing, permission denied (each with what to do).
+    /// - [`BackendError::InvalidUrl`]: malformed URL, bad schema name, an
+    ///   unknown `sslmode`, or root certificates that cannot be read.
+    /// - [`BackendError::Unavailable`]: unreachable, TLS refused or not
+    ///   verified, authentication failed, database missing, permission
+    ///   denied (each with what to do).
     /// - [`BackendError::SchemaTooNew`]: migrated by a newer leasehold.
     /// - [`BackendError::Corrupt`]: the schema holds tables of something else.
     pub fn open(url: &str, options: PostgresOptions) -> std::result::Result<Self, BackendError> {
@@ -235,6 +239,7 @@ impl PostgresBackend {
             display: parsed.display,
             schema: parsed.schema,
             config: parsed.config,
+            tls: parsed.tls,
             slots: (0..pool_size).map(|_| Mutex::new(Slot::default())).collect(),
             next: AtomicUsize::new(0),
             channel: notify::channel(&parsed_schema),
@@ -282,7 +287,7 @@ impl PostgresBackend {
         if slot.client.is_none() {
             slot.cache.clear();
             slot.skew_us = None;
-            let mut client = self.config.connect(NoTls).map_err(|e| self.map_error(&e))?;
+            let mut client = self.tls.connect(&self.config).map_err(|e| self.map_error(&e))?;
             // synchronous_commit on: a token is durable before it is
             // returned, whatever the database's or role's default.
             let setup = format!(
@@ -414,7 +419,16 @@ impl PostgresBackend {
         let user = self.config.get_user().unwrap_or("(default)");
         let db = self.config.get_dbname().unwrap_or("(the user's name)");
         let Some(c) = e.code().cloned() else {
-            return if connection_lost(e) {
+            return if is_tls_failure(e) {
+                self.unavailable(
+                    format!("TLS failed: {}", detail(e)),
+                    if detail(e).contains("does not support TLS") {
+                        "the URL asks for TLS (sslmode=require/verify-ca/verify-full) but the server does not offer it: turn on ssl in postgresql.conf, or use sslmode=disable on a trusted network"
+                    } else {
+                        "the server's certificate was not accepted: pass sslrootcert=PATH with the CA certificate that signed it (sslmode=verify-ca skips the host-name check); see docs/POSTGRES.md"
+                    },
+                )
+            } else if connection_lost(e) {
                 self.unavailable(
                     format!("cannot reach or talk to the server: {}", detail(e)),
                     "check that PostgreSQL is running and reachable at the URL's host and port (pg_isready -h HOST -p PORT); nothing was changed",
@@ -508,6 +522,11 @@ fn detail(e: &postgres::Error) -> String {
     text
 }
 
+/// A TLS handshake failed (or the server refused TLS).
+fn is_tls_failure(e: &postgres::Error) -> bool {
+    e.to_string().contains("TLS handshake")
+}
+
 /// Errors after which the same transaction may simply be run again.
 fn retryable(e: &postgres::Error) -> bool {
     connection_lost(e)
@@ -545,6 +564,7 @@ fn valid_schema(name: &str) -> bool {
 
 struct ParsedUrl {
     config: postgres::Config,
+    tls: tls::Tls,
     schema: String,
     display: String,
 }
@@ -557,14 +577,31 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
         reason,
     };
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut schema = None;
+    let (mut schema, mut sslmode, mut root_cert) = (None, None, None);
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("schema", value)) => schema = Some(value.to_owned()),
+            // TLS is leasehold's (rustls): these two are read here.
+            Some(("sslmode", value)) => sslmode = Some(value.to_owned()),
+            Some(("sslrootcert", value)) => root_cert = Some(value.to_owned()),
             _ => rest.push(pair),
         }
     }
+    let verify = match sslmode.as_deref() {
+        None | Some("disable" | "allow" | "prefer") => None,
+        Some("require" | "verify-full") => Some(tls::Verify::Full),
+        Some("verify-ca") => Some(tls::Verify::Chain),
+        Some(other) => {
+            return Err(invalid(format!(
+                "sslmode={other}: use disable, prefer, require, verify-ca or verify-full"
+            )));
+        }
+    };
+    let tls = match verify {
+        None => tls::Tls::Off,
+        Some(v) => tls::connector(v, root_cert.as_deref()).map_err(&invalid)?,
+    };
     let schema = schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned());
     if !valid_schema(&schema) {
         return Err(invalid(format!(
@@ -577,11 +614,10 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
         format!("{base}?{}", rest.join("&"))
     };
     let mut config = postgres::Config::from_str(&libpq).map_err(|e| invalid(e.to_string()))?;
-    if config.get_ssl_mode() == postgres::config::SslMode::Require {
-        return Err(invalid(
-            "sslmode=require: TLS is not built into this leasehold yet; use sslmode=disable on a trusted network, a TLS-terminating proxy (e.g. stunnel or pgbouncer) on localhost, or an SSH tunnel".into(),
-        ));
-    }
+    config.ssl_mode(match verify {
+        Some(_) => postgres::config::SslMode::Require,
+        None => postgres::config::SslMode::Disable,
+    });
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(PostgresOptions::default().connect_timeout);
     }
@@ -600,6 +636,7 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
     };
     Ok(ParsedUrl {
         config,
+        tls,
         schema,
         display,
     })
@@ -691,6 +728,7 @@ impl Backend for PostgresBackend {
                     },
                 ),
                 ("connections".to_owned(), format!("up to {}", self.slots.len())),
+                ("TLS".to_owned(), self.tls.label().to_owned()),
             ];
             Ok((version, facts))
         })?;
@@ -745,15 +783,9 @@ impl Backend for PostgresBackend {
     /// topic sharing its counter, see `notify`), when the listening
     /// connection was (re)established, or after `timeout`.
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
-        let (config, timeout_connect) = (self.config.clone(), self.options.connect_timeout);
+        let (config, tls) = (self.config.clone(), self.tls.clone());
         self.notifier.wait(topic, timeout, &self.channel, move || {
-            Box::new(move || {
-                let mut config = config.clone();
-                if config.get_connect_timeout().is_none() {
-                    config.connect_timeout(timeout_connect);
-                }
-                config.connect(NoTls).map_err(|e| detail(&e))
-            })
+            Box::new(move || tls.connect(&config).map_err(|e| detail(&e)))
         });
         Ok(())
     }
@@ -840,7 +872,13 @@ mod tests {
                 "{bad:?} accepted"
             );
         }
-        assert!(parse_url("postgres://db/x?sslmode=require").is_err());
+        assert!(parse_url("postgres://db/x?sslmode=bogus").is_err());
+        assert!(parse_url("postgres://db/x?sslmode=require&sslrootcert=/nonexistent.pem").is_err());
+        assert!(parse_url("postgres://db/x?sslmode=verify-ca&sslrootcert=/dev/null").is_err());
+        assert!(matches!(
+            parse_url("postgres://db/x?sslmode=prefer").unwrap().tls,
+            tls::Tls::Off
+        ));
     }
 
     #[test]
