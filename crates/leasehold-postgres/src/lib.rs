@@ -326,9 +326,12 @@ impl PostgresBackend {
         mut f: impl FnMut(&mut Db<'_>) -> Result<(T, bool)>,
     ) -> std::result::Result<T, BackendError> {
         let mut attempt = 0;
+        // One slot for every attempt: after a server restart the other
+        // pooled connections may be just as stale, and rotating through
+        // them could use up the attempts without ever reconnecting.
+        let mut guard = self.slot();
         loop {
             attempt += 1;
-            let mut guard = self.slot();
             let slot = &mut *guard;
             self.connect(slot)?;
             let e = match Self::attempt(slot, &self.schema, &self.channel, kind, &mut f) {
