@@ -35,6 +35,7 @@ mod name;
 pub mod rules;
 pub mod task;
 mod types;
+mod wait;
 
 pub use error::BackendError;
 pub use name::{LeaseName, NameError};
@@ -43,6 +44,7 @@ pub use task::{
     TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate,
 };
 pub use types::*;
+pub use wait::{WaitTopic, Watched};
 
 /// One store of leases.
 ///
@@ -98,6 +100,26 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// The newest history entries of a name, newest first.
     fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError>;
+
+    /// Block until something that may unblock a waiter on `topic` happens
+    /// in the store, or `timeout` passes — never longer than `timeout`.
+    ///
+    /// A hint, not a guarantee: it may return early without a relevant
+    /// change (callers re-read the store), and a backend may miss a change
+    /// (callers bound `timeout`, so polling is the fallback). Errors are
+    /// for a store that cannot be asked at all; a backend whose
+    /// notification channel is down simply sleeps.
+    ///
+    /// The default sleeps `timeout`: pure polling. The embedded SQLite
+    /// store keeps it — SQLite has no cross-process notification, and the
+    /// stand-ins (watching the database file with inotify, a FIFO per name)
+    /// cost more than a cheap read every 100 ms and miss writers on other
+    /// mounts. PostgreSQL overrides it with LISTEN/NOTIFY.
+    fn wait_for_change(&self, topic: &WaitTopic, timeout: std::time::Duration) -> Result<(), BackendError> {
+        let _ = topic;
+        std::thread::sleep(timeout);
+        Ok(())
+    }
 
     // Task queue (see the `task` module for the states and rules). A backend
     // without `Capabilities::tasks` keeps these defaults, which refuse.

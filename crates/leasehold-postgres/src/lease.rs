@@ -8,6 +8,10 @@
 //! only the row lock, is seen as it committed). A renewal of a live grant
 //! is one `UPDATE`; only a refusal takes the name lock, to record it.
 //!
+//! Every change that may unblock a waiter (release, expiry cleanup, fast
+//! takeover, a waiter leaving the queue) also sends a notification on
+//! commit (`Db::notify`).
+//!
 //! A grant is live while its `expires_at` lies ahead of the store's now
 //! (the server clock). Expired rows are removed — and recorded as
 //! `expired` — by the next writer that looks at the name; readers filter.
@@ -18,7 +22,7 @@ use leasehold_backend::rules::{self, holder_label, humanize};
 use leasehold_backend::{
     Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket,
+    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use postgres::Row as PgRow;
 
@@ -176,6 +180,7 @@ fn sweep(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<Grant
 fn expire(db: &mut Db<'_>, row: &Row) -> Result<()> {
     let g = &row.grant;
     delete_grant(db, &g.name, g.token)?;
+    db.notify(&Watched::Lease(g.name.clone()))?;
     record(
         db,
         &g.name,
@@ -197,10 +202,14 @@ struct Waiter {
 
 /// Live waiters of `name` in FIFO order; expired registrations are removed.
 fn waiters(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<Waiter>> {
-    db.execute(
+    let gone = db.execute(
         "DELETE FROM lease_waiter WHERE name = $1 AND expires_at <= $2",
         &[&name.as_str(), &now],
     )?;
+    if gone > 0 {
+        // Those behind a dead waiter may fit now.
+        db.notify(&Watched::Lease(name.clone()))?;
+    }
     Ok(db
         .query(
             "SELECT id, exclusive, shared_limit FROM lease_waiter WHERE name = $1 ORDER BY id",
@@ -251,6 +260,7 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
         if let Some(i) = live.iter().position(|g| g.token == *token) {
             let g = live.remove(i);
             delete_grant(db, name, g.token)?;
+            db.notify(&Watched::Lease(name.clone()))?;
             record(
                 db,
                 name,
@@ -464,6 +474,7 @@ pub(crate) fn release(db: &mut Db<'_>, p: &LeaseReleaseParams) -> Result<LeaseRe
         Err(reason) => Ok(LeaseRelease::Lost(reason)),
         Ok(row) => {
             delete_grant(db, &p.name, p.token)?;
+            db.notify(&Watched::Lease(p.name.clone()))?;
             record(
                 db,
                 &p.name,
@@ -536,10 +547,15 @@ pub(crate) fn waiter_remove(db: &mut Db<'_>, name: &LeaseName, ticket: WaiterTic
 }
 
 fn waiter_remove_locked(db: &mut Db<'_>, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {
-    db.execute(
+    let gone = db.execute(
         "DELETE FROM lease_waiter WHERE name = $1 AND id = $2",
         &[&name.as_str(), &(ticket.0 as i64)],
     )?;
+    if gone > 0 {
+        // A waiter left the queue (gave up, or was granted): those behind
+        // it may fit now.
+        db.notify(&Watched::Lease(name.clone()))?;
+    }
     Ok(())
 }
 

@@ -14,6 +14,7 @@
 //!   transaction-scoped advisory lock on it, then row locks; renewals take
 //!   the row lock alone (one statement on the happy path). Task claims use
 //!   `FOR UPDATE SKIP LOCKED` on a partial index in claim order.
+//! - **TLS**: rustls, as `sslmode` / `sslrootcert` ask (see `tls`).
 //! - **Connections**: a small pool of lazily opened connections, each a
 //!   `Mutex<Client>` with its own prepared-statement cache. A connection
 //!   found broken before `COMMIT` was sent is replaced and the transaction
@@ -21,25 +22,29 @@
 //!   leaves the outcome unknown: that is reported as
 //!   [`BackendError::Unavailable`], never as success (the task queue's
 //!   completion re-checks by token first, see `task::complete`).
-//! - **Waiting**: waiters poll (the library above the seam backs off to
-//!   100 ms); LISTEN/NOTIFY is not wired through the seam yet.
+//! - **Waiting**: transactions that may unblock a waiter send
+//!   `pg_notify` (delivered on commit); `wait_for_change` wakes on them
+//!   through one LISTEN connection per process (see `notify`). Waiters
+//!   still re-read the store, and poll when notifications are missed.
 //! - **Schema**: created and migrated on open (see `schema`), in the schema
 //!   named by the URL parameter `?schema=NAME` (default `leasehold`).
 
 mod lease;
+mod notify;
 mod schema;
 mod task;
+mod tls;
 
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket,
+    LeaseRenewParams, LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
@@ -47,7 +52,7 @@ use leasehold_backend::{
 };
 use postgres::error::SqlState;
 use postgres::types::ToSql;
-use postgres::{Client, NoTls, Row, Statement};
+use postgres::{Client, Row, Statement};
 
 pub use schema::VERSION as SCHEMA_VERSION;
 
@@ -109,9 +114,20 @@ pub struct PostgresBackend {
     display: String,
     schema: String,
     config: postgres::Config,
+    tls: tls::Tls,
     options: PostgresOptions,
     slots: Vec<Mutex<Slot>>,
     next: AtomicUsize,
+    /// The LISTEN/NOTIFY channel of this schema.
+    channel: String,
+    /// Wake-ups for waiters (a listener thread, started on the first wait).
+    notifier: Arc<notify::Notifier>,
+}
+
+impl Drop for PostgresBackend {
+    fn drop(&mut self) {
+        self.notifier.stop();
+    }
 }
 
 /// A failure inside an operation, before it is mapped for the user.
@@ -135,6 +151,7 @@ pub(crate) struct Db<'a> {
     tx: postgres::Transaction<'a>,
     cache: &'a mut HashMap<String, Statement>,
     pub(crate) schema: &'a str,
+    channel: &'a str,
 }
 
 impl Db<'_> {
@@ -165,6 +182,15 @@ impl Db<'_> {
     pub(crate) fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let s = self.statement(sql)?;
         Ok(self.tx.execute(&s, params)?)
+    }
+
+    /// Wake the waiters on `what` once this transaction commits (nothing
+    /// is sent if it rolls back; repeats within one transaction fold).
+    pub(crate) fn notify(&mut self, what: &Watched) -> Result<()> {
+        let payload = notify::payload(what);
+        let channel = self.channel.to_owned();
+        self.execute("SELECT pg_notify($1, $2)", &[&channel, &payload])?;
+        Ok(())
     }
 
     /// The store's now (server clock plus skew).
@@ -198,21 +224,26 @@ impl PostgresBackend {
     /// its schema if needed.
     ///
     /// # Errors
-    /// - [`BackendError::InvalidUrl`]: malformed URL, bad schema name, or
-    ///   `sslmode=require` (TLS is not built in yet).
-    /// - [`BackendError::Unavailable`]: unreachable, authentication failed,
-    ///   database missing, permission denied (each with what to do).
+    /// - [`BackendError::InvalidUrl`]: malformed URL, bad schema name, an
+    ///   unknown `sslmode`, or root certificates that cannot be read.
+    /// - [`BackendError::Unavailable`]: unreachable, TLS refused or not
+    ///   verified, authentication failed, database missing, permission
+    ///   denied (each with what to do).
     /// - [`BackendError::SchemaTooNew`]: migrated by a newer leasehold.
     /// - [`BackendError::Corrupt`]: the schema holds tables of something else.
     pub fn open(url: &str, options: PostgresOptions) -> std::result::Result<Self, BackendError> {
         let parsed = parse_url(url)?;
+        let parsed_schema = parsed.schema.clone();
         let pool_size = options.pool_size.max(1);
         let backend = Self {
             display: parsed.display,
             schema: parsed.schema,
             config: parsed.config,
+            tls: parsed.tls,
             slots: (0..pool_size).map(|_| Mutex::new(Slot::default())).collect(),
             next: AtomicUsize::new(0),
+            channel: notify::channel(&parsed_schema),
+            notifier: notify::Notifier::new(),
             options,
         };
         let mut slot = backend.slot_at(0);
@@ -256,7 +287,7 @@ impl PostgresBackend {
         if slot.client.is_none() {
             slot.cache.clear();
             slot.skew_us = None;
-            let mut client = self.config.connect(NoTls).map_err(|e| self.map_error(&e))?;
+            let mut client = self.tls.connect(&self.config).map_err(|e| self.map_error(&e))?;
             // synchronous_commit on: a token is durable before it is
             // returned, whatever the database's or role's default.
             let setup = format!(
@@ -295,12 +326,15 @@ impl PostgresBackend {
         mut f: impl FnMut(&mut Db<'_>) -> Result<(T, bool)>,
     ) -> std::result::Result<T, BackendError> {
         let mut attempt = 0;
+        // One slot for every attempt: after a server restart the other
+        // pooled connections may be just as stale, and rotating through
+        // them could use up the attempts without ever reconnecting.
+        let mut guard = self.slot();
         loop {
             attempt += 1;
-            let mut guard = self.slot();
             let slot = &mut *guard;
             self.connect(slot)?;
-            let e = match Self::attempt(slot, &self.schema, kind, &mut f) {
+            let e = match Self::attempt(slot, &self.schema, &self.channel, kind, &mut f) {
                 Ok(value) => return Ok(value),
                 Err(Failure::Commit(e)) => {
                     slot.client = None;
@@ -321,6 +355,7 @@ impl PostgresBackend {
     fn attempt<T>(
         slot: &mut Slot,
         schema: &str,
+        channel: &str,
         kind: Kind,
         f: &mut impl FnMut(&mut Db<'_>) -> Result<(T, bool)>,
     ) -> std::result::Result<T, Failure> {
@@ -336,6 +371,7 @@ impl PostgresBackend {
             tx,
             cache: &mut slot.cache,
             schema,
+            channel,
         };
         let (value, commit) = f(&mut db).map_err(Failure::Op)?;
         let Db { tx, .. } = db;
@@ -386,7 +422,16 @@ impl PostgresBackend {
         let user = self.config.get_user().unwrap_or("(default)");
         let db = self.config.get_dbname().unwrap_or("(the user's name)");
         let Some(c) = e.code().cloned() else {
-            return if connection_lost(e) {
+            return if is_tls_failure(e) {
+                self.unavailable(
+                    format!("TLS failed: {}", detail(e)),
+                    if detail(e).contains("does not support TLS") {
+                        "the URL asks for TLS (sslmode=require/verify-ca/verify-full) but the server does not offer it: turn on ssl in postgresql.conf, or use sslmode=disable on a trusted network"
+                    } else {
+                        "the server's certificate was not accepted: pass sslrootcert=PATH with the CA certificate that signed it (sslmode=verify-ca skips the host-name check); see docs/POSTGRES.md"
+                    },
+                )
+            } else if connection_lost(e) {
                 self.unavailable(
                     format!("cannot reach or talk to the server: {}", detail(e)),
                     "check that PostgreSQL is running and reachable at the URL's host and port (pg_isready -h HOST -p PORT); nothing was changed",
@@ -480,6 +525,11 @@ fn detail(e: &postgres::Error) -> String {
     text
 }
 
+/// A TLS handshake failed (or the server refused TLS).
+fn is_tls_failure(e: &postgres::Error) -> bool {
+    e.to_string().contains("TLS handshake")
+}
+
 /// Errors after which the same transaction may simply be run again.
 fn retryable(e: &postgres::Error) -> bool {
     connection_lost(e)
@@ -517,6 +567,7 @@ fn valid_schema(name: &str) -> bool {
 
 struct ParsedUrl {
     config: postgres::Config,
+    tls: tls::Tls,
     schema: String,
     display: String,
 }
@@ -529,14 +580,31 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
         reason,
     };
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut schema = None;
+    let (mut schema, mut sslmode, mut root_cert) = (None, None, None);
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("schema", value)) => schema = Some(value.to_owned()),
+            // TLS is leasehold's (rustls): these two are read here.
+            Some(("sslmode", value)) => sslmode = Some(value.to_owned()),
+            Some(("sslrootcert", value)) => root_cert = Some(value.to_owned()),
             _ => rest.push(pair),
         }
     }
+    let verify = match sslmode.as_deref() {
+        None | Some("disable" | "allow" | "prefer") => None,
+        Some("require" | "verify-full") => Some(tls::Verify::Full),
+        Some("verify-ca") => Some(tls::Verify::Chain),
+        Some(other) => {
+            return Err(invalid(format!(
+                "sslmode={other}: use disable, prefer, require, verify-ca or verify-full"
+            )));
+        }
+    };
+    let tls = match verify {
+        None => tls::Tls::Off,
+        Some(v) => tls::connector(v, root_cert.as_deref()).map_err(&invalid)?,
+    };
     let schema = schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned());
     if !valid_schema(&schema) {
         return Err(invalid(format!(
@@ -549,11 +617,10 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
         format!("{base}?{}", rest.join("&"))
     };
     let mut config = postgres::Config::from_str(&libpq).map_err(|e| invalid(e.to_string()))?;
-    if config.get_ssl_mode() == postgres::config::SslMode::Require {
-        return Err(invalid(
-            "sslmode=require: TLS is not built into this leasehold yet; use sslmode=disable on a trusted network, a TLS-terminating proxy (e.g. stunnel or pgbouncer) on localhost, or an SSH tunnel".into(),
-        ));
-    }
+    config.ssl_mode(match verify {
+        Some(_) => postgres::config::SslMode::Require,
+        None => postgres::config::SslMode::Disable,
+    });
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(PostgresOptions::default().connect_timeout);
     }
@@ -572,6 +639,7 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
     };
     Ok(ParsedUrl {
         config,
+        tls,
         schema,
         display,
     })
@@ -663,6 +731,7 @@ impl Backend for PostgresBackend {
                     },
                 ),
                 ("connections".to_owned(), format!("up to {}", self.slots.len())),
+                ("TLS".to_owned(), self.tls.label().to_owned()),
             ];
             Ok((version, facts))
         })?;
@@ -711,6 +780,17 @@ impl Backend for PostgresBackend {
 
     fn lease_history(&self, params: &LeaseHistoryParams) -> std::result::Result<Vec<HistoryEntry>, BackendError> {
         self.read(|db| lease::history(db, params))
+    }
+
+    /// LISTEN/NOTIFY: returns on a notification for `topic` (or for a
+    /// topic sharing its counter, see `notify`), when the listening
+    /// connection was (re)established, or after `timeout`.
+    fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
+        let (config, tls) = (self.config.clone(), self.tls.clone());
+        self.notifier.wait(topic, timeout, &self.channel, move || {
+            Box::new(move || tls.connect(&config).map_err(|e| detail(&e)))
+        });
+        Ok(())
     }
 
     fn task_add(&self, params: &[TaskAddParams]) -> std::result::Result<Vec<TaskAdd>, BackendError> {
@@ -795,7 +875,13 @@ mod tests {
                 "{bad:?} accepted"
             );
         }
-        assert!(parse_url("postgres://db/x?sslmode=require").is_err());
+        assert!(parse_url("postgres://db/x?sslmode=bogus").is_err());
+        assert!(parse_url("postgres://db/x?sslmode=require&sslrootcert=/nonexistent.pem").is_err());
+        assert!(parse_url("postgres://db/x?sslmode=verify-ca&sslrootcert=/dev/null").is_err());
+        assert!(matches!(
+            parse_url("postgres://db/x?sslmode=prefer").unwrap().tls,
+            tls::Tls::Off
+        ));
     }
 
     #[test]

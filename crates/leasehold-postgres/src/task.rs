@@ -14,13 +14,15 @@
 //! - Heartbeat, complete and release are one token-scoped `UPDATE` each
 //!   (the current token, still running, lease not ended on the server's
 //!   clock); only when it matches nothing is the task read, to say why.
+//! - What makes a task claimable (added, handed back, failed with a retry,
+//!   revived, reaped) also notifies the queue's waiters on commit.
 
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::task::backoff;
 use leasehold_backend::{
     Claim, LeaseName, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token,
+    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, Watched,
 };
 use postgres::Row;
 
@@ -113,6 +115,7 @@ pub(crate) fn add(db: &mut Db<'_>, tasks: &[TaskAddParams]) -> Result<(Vec<TaskA
             ],
         )?;
         if inserted == 1 {
+            db.notify(&Watched::Queue(t.queue.clone()))?;
             outcomes.push(TaskAdd::Added);
             continue;
         }
@@ -133,7 +136,7 @@ pub(crate) fn add(db: &mut Db<'_>, tasks: &[TaskAddParams]) -> Result<(Vec<TaskA
 /// Return expired claims of `queue` to pending, or to dead when their
 /// attempts are used up.
 fn reap(db: &mut Db<'_>, queue: &QueueName) -> Result<()> {
-    db.execute(
+    let reaped = db.execute(
         &format!(
             "UPDATE task SET state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END, \
              expirations = expirations + 1, lease_until = NULL, updated_at = {NOW}, \
@@ -145,6 +148,9 @@ fn reap(db: &mut Db<'_>, queue: &QueueName) -> Result<()> {
         ),
         &[&queue.as_str()],
     )?;
+    if reaped > 0 {
+        db.notify(&Watched::Queue(queue.clone()))?;
+    }
     Ok(())
 }
 
@@ -277,6 +283,9 @@ pub(crate) fn fail(db: &mut Db<'_>, task: &TaskRef, error: &str, retry: Retry) -
          available_at = coalesce($4, available_at), lease_until = NULL, updated_at = $5 WHERE seq = $1",
         &[&seq, &state, &error, &available_at, &now],
     )?;
+    if available_at.is_some() {
+        db.notify(&Watched::Queue(task.queue.clone()))?;
+    }
     Ok(match available_at {
         Some(available_at) => TaskFail::Retrying { available_at },
         None => TaskFail::Dead,
@@ -285,12 +294,16 @@ pub(crate) fn fail(db: &mut Db<'_>, task: &TaskRef, error: &str, retry: Retry) -
 
 pub(crate) fn release(db: &mut Db<'_>, task: &TaskRef) -> Result<TaskUpdate> {
     // Not charged: the attempt count goes back; the token does not.
-    update_live(
+    let update = update_live(
         db,
         task,
         "state = 'pending', attempts = attempts - 1, lease_until = NULL, updated_at = n.now",
         &[],
-    )
+    )?;
+    if update == TaskUpdate::Applied {
+        db.notify(&Watched::Queue(task.queue.clone()))?;
+    }
+    Ok(update)
 }
 
 pub(crate) fn retry(db: &mut Db<'_>, queue: &QueueName, id: &TaskId) -> Result<TaskRetry> {
@@ -305,6 +318,7 @@ pub(crate) fn retry(db: &mut Db<'_>, queue: &QueueName, id: &TaskId) -> Result<T
     )?;
     let Some(row) = row else { return Ok(TaskRetry::NotFound) };
     if row.get(1) {
+        db.notify(&Watched::Queue(queue.clone()))?;
         return Ok(TaskRetry::Revived);
     }
     let state: String = row.get(0);

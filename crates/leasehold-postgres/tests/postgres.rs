@@ -28,14 +28,7 @@ fn fresh() -> (String, PostgresBackend) {
 }
 
 fn psql(sql: &str) {
-    let mut client = postgres::Client::connect(
-        &format!(
-            "host=127.0.0.1 port={} user=postgres dbname=postgres",
-            Server::shared().port()
-        ),
-        postgres::NoTls,
-    )
-    .unwrap();
+    let mut client = Server::shared().client();
     client.batch_execute(sql).unwrap();
 }
 

@@ -11,6 +11,10 @@
 //!   reboot every grant of the previous boot is expired.
 //! - A database on a network filesystem is refused unless allowed: SQLite's
 //!   locking is not reliable there.
+//! - Waiters poll: the store keeps the seam's default `wait_for_change` (a
+//!   sleep). SQLite has no cross-process notification, and its stand-ins
+//!   (inotify on the database file, a FIFO per name) cost more than the
+//!   cheap reads waiters make every 100 ms at most.
 
 mod lease;
 mod schema;

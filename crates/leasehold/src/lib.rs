@@ -43,11 +43,12 @@ pub use keeper::{BootClock, Clock, Keeper, KeeperOptions, Loss, LossHandle, Manu
 pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder,
-    LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, StoreInfo, Token, host,
+    LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, StoreInfo, Token,
+    WaitTopic, Watched, host,
 };
 pub use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry, TaskState,
     TaskUpdate, unix_ms,
 };
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
-pub use store::{Acquire, AcquireOptions, Store, StoreOptions, StoreUrl};
+pub use store::{Acquire, AcquireOptions, DEFAULT_POLL, Store, StoreOptions, StoreUrl};

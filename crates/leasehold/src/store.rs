@@ -6,13 +6,12 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{
     Backend, BackendError, ClockSkew, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaiterEnqueueParams,
+    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams,
 };
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
@@ -169,7 +168,15 @@ pub struct StoreOptions {
     pub allow_network_fs: bool,
     /// Shift of the store's clock, for tests.
     pub skew: ClockSkew,
+    /// The longest pause of a waiter between two reads of the store
+    /// (`None`: [`DEFAULT_POLL`]). A store that notifies (PostgreSQL) wakes
+    /// waiters sooner; this bounds how late a missed notification, or an
+    /// expiry (which no transaction announces), is noticed.
+    pub poll_interval: Option<Duration>,
 }
+
+/// The default longest pause of a waiter between two reads of the store.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 
 /// What to ask for when acquiring.
 #[derive(Debug, Clone)]
@@ -210,6 +217,7 @@ const WAITER_TTL: Duration = Duration::from_secs(10);
 pub struct Store {
     url: StoreUrl,
     backend: Box<dyn Backend>,
+    poll: Duration,
 }
 
 impl Store {
@@ -264,6 +272,10 @@ impl Store {
         Ok(Self {
             url: url.clone(),
             backend,
+            poll: options
+                .poll_interval
+                .unwrap_or(DEFAULT_POLL)
+                .max(Duration::from_millis(1)),
         })
     }
 
@@ -383,8 +395,11 @@ impl Store {
         // Each attempt is a durable write (it refreshes our place in the
         // queue), so between attempts we poll with cheap reads and attempt
         // only when the name looks free, or when our registration needs a
-        // refresh.
-        let mut pause = Duration::from_millis(10);
+        // refresh. Between reads we wait for the store to announce a change
+        // of the name (PostgreSQL's NOTIFY), at most the backed-off pause:
+        // polling is the fallback, and the only way an expiry is noticed.
+        let topic = WaitTopic::lease(name);
+        let mut pause = Duration::from_millis(10).min(self.poll);
         let mut last_attempt = Instant::now();
         let outcome = loop {
             let due = last_attempt.elapsed() >= WAITER_TTL / 4;
@@ -412,9 +427,10 @@ impl Store {
                 // Report the state as of a final attempt.
                 break self.attempt(&mut params);
             }
-            let sleep = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
-            thread::sleep(sleep);
-            pause = (pause * 2).min(Duration::from_millis(100));
+            let refresh = (WAITER_TTL / 4).saturating_sub(last_attempt.elapsed());
+            let wait = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
+            self.backend.wait_for_change(&topic, wait.min(refresh))?;
+            pause = (pause * 2).min(self.poll);
         };
         if !matches!(outcome, Ok(Acquire::Acquired(_)))
             && let Some(ticket) = params.ticket

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use leasehold::{
     BackendError, BootClock, Claim, Error as LibError, Keeper, KeeperOptions, LeaseName, Renewal, Renewer, Retry,
-    Store, TaskFail, TaskLost, TaskRef, TaskUpdate, Token, format_duration, host,
+    Store, TaskFail, TaskLost, TaskRef, TaskUpdate, Token, WaitTopic, format_duration, host,
 };
 
 use crate::cli::WorkArgs;
@@ -293,6 +293,7 @@ fn is_unavailable(e: &anyhow::Error) -> bool {
 fn worker(shared: &Arc<Shared>, store: &Arc<Store>) -> anyhow::Result<()> {
     let args = &shared.args;
     let mut idle = Duration::from_millis(100);
+    let topic = WaitTopic::queue(&args.queue);
     while !shared.stopping.load(Ordering::SeqCst) {
         if !shared.take_slot() {
             break;
@@ -320,7 +321,11 @@ fn worker(shared: &Arc<Shared>, store: &Arc<Store>) -> anyhow::Result<()> {
             if args.until_empty {
                 break;
             }
-            thread::sleep(idle);
+            // Idle: wake on the store's announcement that the queue got a
+            // claimable task (PostgreSQL's NOTIFY), or poll after `idle`.
+            if store.backend().wait_for_change(&topic, idle).is_err() {
+                thread::sleep(idle);
+            }
             idle = (idle * 2).min(Duration::from_secs(2));
             continue;
         };

@@ -28,6 +28,7 @@ pub struct Server {
     port: u16,
     as_postgres: bool,
     durable: bool,
+    tls: bool,
 }
 
 /// The newest `/usr/lib/postgresql/VERSION/bin` with an `initdb`.
@@ -83,6 +84,17 @@ impl Server {
 
     /// Start a new server; `durable` keeps fsync on (restart tests).
     pub fn start(durable: bool) -> Server {
+        Self::start_with(durable, false)
+    }
+
+    /// Start a new server with `ssl=on` and a certificate for 127.0.0.1
+    /// and localhost, signed by a CA made for it ([`Server::ca_cert`]).
+    /// Needs the `openssl` command.
+    pub fn start_tls() -> Server {
+        Self::start_with(false, true)
+    }
+
+    fn start_with(durable: bool, tls: bool) -> Server {
         static N: AtomicU32 = AtomicU32::new(0);
         let Some(bin) = find_bin() else { missing() };
         let dir = std::env::temp_dir().join(format!(
@@ -102,7 +114,11 @@ impl Server {
             port: 0,
             as_postgres,
             durable,
+            tls,
         };
+        if tls {
+            server.make_certificates();
+        }
         run(server
             .pg("initdb")
             .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D"])
@@ -116,6 +132,76 @@ impl Server {
             }
         }
         panic!("PostgreSQL did not start; see {}", server.dir.join("log").display());
+    }
+
+    /// The CA certificate that signed a TLS server's certificate.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a throwaway test fixture needs no atomic write"
+    )]
+    fn make_certificates(&self) {
+        let d = &self.dir;
+        std::fs::write(
+            d.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+        )
+        .expect("write the certificate extensions");
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+        for args in [
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.crt",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=leasehold test CA",
+                ],
+            ]
+            .concat(),
+            &[
+                &["req"][..],
+                &ec,
+                &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"],
+            ]
+            .concat(),
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "server.crt",
+                "-days",
+                "2",
+                "-extfile",
+                "server.ext",
+            ][..]
+                .to_vec(),
+        ] {
+            run(Command::new("openssl").args(args).current_dir(d));
+        }
+        if self.as_postgres {
+            run(Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(d.join("server.key"))
+                .arg(d.join("server.crt")));
+        }
+        run(Command::new("chmod").arg("600").arg(d.join("server.key")));
     }
 
     fn data(&self) -> PathBuf {
@@ -142,10 +228,18 @@ impl Server {
             .arg(self.dir.join("log"))
             .args(["-w", "-t", "60", "-o"])
             .arg(format!(
-                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync={} -c max_connections=200",
+                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync={} -c max_connections=200{}",
                 self.port,
                 self.dir.display(),
-                if self.durable { "on" } else { "off" }
+                if self.durable { "on" } else { "off" },
+                if self.tls {
+                    format!(
+                        " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+                        self.dir.display()
+                    )
+                } else {
+                    String::new()
+                }
             ))
             .arg("start")
             .stdout(Stdio::null())
@@ -211,6 +305,15 @@ impl Server {
             "postgres://postgres@127.0.0.1:{}/postgres?schema={schema}&connect_timeout=5",
             self.port
         )
+    }
+
+    /// A plain connection to database `postgres` as the superuser.
+    pub fn client(&self) -> postgres::Client {
+        postgres::Client::connect(
+            &format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port),
+            postgres::NoTls,
+        )
+        .expect("connect to the test server")
     }
 
     /// A schema name no other test of this run uses.

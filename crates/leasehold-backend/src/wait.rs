@@ -1,0 +1,65 @@
+//! What a waiter waits for: a change of one lease name or one task queue.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::LeaseName;
+use crate::task::QueueName;
+
+/// What a waiter waits on, for [`Backend::wait_for_change`](crate::Backend::wait_for_change).
+///
+/// A waiter keeps one `WaitTopic` for its whole wait loop and passes it to
+/// every call: a backend that notifies may remember in it which changes
+/// this waiter has already been woken for (its cursor), so a change that
+/// lands while the waiter is busy re-reading the store is not missed by
+/// its next wait. Backends that do not notify ignore the cursor.
+#[derive(Debug)]
+pub struct WaitTopic {
+    what: Watched,
+    cursor: AtomicU64,
+}
+
+/// The thing a [`WaitTopic`] watches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Watched {
+    /// A lease name: woken by release, expiry cleanup, fast takeover and
+    /// waiters leaving the queue.
+    Lease(LeaseName),
+    /// A task queue: woken by tasks added, handed back, retried or reaped.
+    Queue(QueueName),
+}
+
+impl WaitTopic {
+    #[must_use]
+    pub fn lease(name: &LeaseName) -> Self {
+        Self::new(Watched::Lease(name.clone()))
+    }
+
+    #[must_use]
+    pub fn queue(queue: &QueueName) -> Self {
+        Self::new(Watched::Queue(queue.clone()))
+    }
+
+    #[must_use]
+    pub fn new(what: Watched) -> Self {
+        Self {
+            what,
+            cursor: AtomicU64::new(0),
+        }
+    }
+
+    #[must_use]
+    pub fn watched(&self) -> &Watched {
+        &self.what
+    }
+
+    /// The backend's cursor for this waiter (0: not set yet).
+    #[must_use]
+    pub fn cursor(&self) -> u64 {
+        self.cursor.load(Ordering::SeqCst)
+    }
+
+    /// Set the backend's cursor for this waiter.
+    pub fn set_cursor(&self, value: u64) {
+        self.cursor.store(value, Ordering::SeqCst);
+    }
+}
