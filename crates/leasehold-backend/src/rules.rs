@@ -61,6 +61,49 @@ pub fn humanize(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
 
+/// The words of history entries, the same on every store.
+pub mod detail {
+    use std::time::Duration;
+
+    use super::{holder_label, humanize};
+    use crate::{FenceRefusal, Holder, LostReason, Mode, Token};
+
+    #[must_use]
+    pub fn granted(mode: Mode, ttl: Duration, to: &Holder) -> String {
+        format!("{} for {} to {}", mode.label(), humanize(ttl), holder_label(to))
+    }
+
+    #[must_use]
+    pub fn expired(ttl: Duration, holder: &Holder) -> String {
+        format!("TTL of {} ran out (holder {})", humanize(ttl), holder_label(holder))
+    }
+
+    #[must_use]
+    pub fn fast_takeover(gone: &Holder, by: &Holder) -> String {
+        format!(
+            "holder {} proved gone by {} before its TTL ran out",
+            holder_label(gone),
+            holder_label(by)
+        )
+    }
+
+    #[must_use]
+    pub fn stale(op: &str, reason: LostReason) -> String {
+        format!("{op} refused: {reason}")
+    }
+
+    #[must_use]
+    pub fn fence_passed(caller: &str) -> String {
+        format!("passed by {caller}")
+    }
+
+    #[must_use]
+    pub fn fence_refused(caller: &str, reason: FenceRefusal, newest: Option<Token>) -> String {
+        let newest = newest.map_or_else(|| "none".to_owned(), |t| t.to_string());
+        format!("refused for {caller}: {reason} (newest token {newest})")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::rules::{self, holder_label, humanize};
+use leasehold_backend::rules::{self, detail};
 use leasehold_backend::{
     Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
@@ -187,11 +187,7 @@ fn expire(db: &mut Db<'_>, row: &Row) -> Result<()> {
         HistoryEvent::Expired,
         Some(g.token),
         Some(&g.owner),
-        &format!(
-            "TTL of {} ran out (holder {})",
-            humanize(g.ttl),
-            holder_label(&g.holder)
-        ),
+        &detail::expired(g.ttl, &g.holder),
     )
 }
 
@@ -267,11 +263,7 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
                 HistoryEvent::FastTakeover,
                 Some(g.token),
                 Some(&g.owner),
-                &format!(
-                    "holder {} proved gone by {} before its TTL ran out",
-                    holder_label(&g.holder),
-                    holder_label(&p.holder)
-                ),
+                &detail::fast_takeover(&g.holder, &p.holder),
             )?;
         }
     }
@@ -371,12 +363,7 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
         HistoryEvent::Granted,
         Some(token),
         Some(&p.owner.label),
-        &format!(
-            "{} for {} to {}",
-            p.mode.label(),
-            humanize(p.ttl),
-            holder_label(&p.holder)
-        ),
+        &detail::granted(p.mode, p.ttl, &p.holder),
     )?;
     Ok(LeaseAcquire::Acquired(grant))
 }
@@ -409,7 +396,7 @@ fn live_grant(
         HistoryEvent::StaleRefused,
         Some(token),
         owner,
-        &format!("{op} refused: {reason}"),
+        &detail::stale(op, reason),
     )?;
     Ok(Err(reason))
 }
@@ -517,19 +504,18 @@ pub(crate) fn fence(db: &mut Db<'_>, p: &LeaseFenceParams) -> Result<LeaseFence>
                 HistoryEvent::FencePassed,
                 Some(p.token),
                 Some(&grant.owner),
-                &format!("passed by {}", p.caller),
+                &detail::fence_passed(&p.caller),
             )?;
             Ok(LeaseFence::Passed(grant))
         }
         Err(reason) => {
-            let newest_label = newest.map_or_else(|| "none".to_owned(), |t| t.to_string());
             record(
                 db,
                 &p.name,
                 HistoryEvent::FenceRefused,
                 Some(p.token),
                 None,
-                &format!("refused for {}: {reason} (newest token {newest_label})", p.caller),
+                &detail::fence_refused(&p.caller, reason, newest),
             )?;
             Ok(LeaseFence::Refused { newest, reason })
         }

@@ -9,7 +9,7 @@
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::failpoint;
-use leasehold_backend::rules::{self, holder_label, humanize};
+use leasehold_backend::rules::{self, detail};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
@@ -190,11 +190,7 @@ fn expire(tx: &Transaction<'_>, row: &Row) -> Result<()> {
         HistoryEvent::Expired,
         Some(g.token),
         Some(&g.owner),
-        &format!(
-            "TTL of {} ran out (holder {})",
-            humanize(g.ttl),
-            holder_label(&g.holder)
-        ),
+        &detail::expired(g.ttl, &g.holder),
     )
 }
 
@@ -254,11 +250,7 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
                 HistoryEvent::FastTakeover,
                 Some(g.token),
                 Some(&g.owner),
-                &format!(
-                    "holder {} proved gone by {} before its TTL ran out",
-                    holder_label(&g.holder),
-                    holder_label(&p.holder)
-                ),
+                &detail::fast_takeover(&g.holder, &p.holder),
             )?;
         }
     }
@@ -354,12 +346,7 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
         HistoryEvent::Granted,
         Some(token),
         Some(&p.owner.label),
-        &format!(
-            "{} for {} to {}",
-            p.mode.label(),
-            humanize(p.ttl),
-            holder_label(&p.holder)
-        ),
+        &detail::granted(p.mode, p.ttl, &p.holder),
     )?;
     let row = row(tx, now, name, token)?.ok_or_else(|| Error::BadRow("new grant vanished".into()))?;
     Ok(LeaseAcquire::Acquired(row.grant))
@@ -390,7 +377,7 @@ fn live_grant(
         HistoryEvent::StaleRefused,
         Some(token),
         owner,
-        &format!("{op} refused: {reason}"),
+        &detail::stale(op, reason),
     )?;
     Ok(Err(reason))
 }
@@ -458,19 +445,18 @@ pub(crate) fn fence(tx: &Transaction<'_>, now: &Now, p: &LeaseFenceParams) -> Re
                 HistoryEvent::FencePassed,
                 Some(p.token),
                 Some(&grant.owner),
-                &format!("passed by {}", p.caller),
+                &detail::fence_passed(&p.caller),
             )?;
             Ok(LeaseFence::Passed(grant))
         }
         Err(reason) => {
-            let newest_label = newest.map_or_else(|| "none".to_owned(), |t| t.to_string());
             record(
                 tx,
                 &p.name,
                 HistoryEvent::FenceRefused,
                 Some(p.token),
                 None,
-                &format!("refused for {}: {reason} (newest token {newest_label})", p.caller),
+                &detail::fence_refused(&p.caller, reason, newest),
             )?;
             Ok(LeaseFence::Refused { newest, reason })
         }
