@@ -114,7 +114,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// store keeps it — SQLite has no cross-process notification, and the
     /// stand-ins (watching the database file with inotify, a FIFO per name)
     /// cost more than a cheap read every 100 ms and miss writers on other
-    /// mounts. PostgreSQL overrides it with LISTEN/NOTIFY.
+    /// mounts. PostgreSQL overrides it with LISTEN/NOTIFY, etcd with a
+    /// watch on the name's keys.
     fn wait_for_change(&self, topic: &WaitTopic, timeout: std::time::Duration) -> Result<(), BackendError> {
         let _ = topic;
         std::thread::sleep(timeout);

@@ -22,6 +22,13 @@
 //!   revisions too.) Only restoring an older snapshot of the cluster could
 //!   rewind it, as for any store; `etcdutl snapshot restore
 //!   --bump-revision` exists for that.
+//! - Waiters are woken by an etcd watch on the name's keys (see `watch`):
+//!   by a release or any other decision (a write of the name's guard key),
+//!   and by the expiry of a grant itself — its etcd lease running out
+//!   deletes its live marker, and that DELETE event wakes the waiters, with
+//!   no writer involved (PostgreSQL's NOTIFY needs one). The topic's cursor
+//!   is a revision, and each wait watches from the one after it, so no
+//!   change is missed between a waiter's read and its wait.
 //! - The clock is the server's, so [`ClockSkew`](leasehold_backend::ClockSkew)
 //!   cannot move it: `Capabilities::clock_skew` is false.
 //! - The task queue is not implemented: the seam's defaults refuse with
@@ -38,16 +45,17 @@
 
 mod keys;
 mod lease;
+mod watch;
 
 use std::fmt;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
 use leasehold_backend::{
     Backend, BackendError, Capabilities, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket,
+    LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use tokio::runtime::Runtime;
 
@@ -279,5 +287,27 @@ impl Backend for EtcdBackend {
 
     fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError> {
         self.call(|mut c| async move { c.history(params).await })
+    }
+
+    /// An etcd watch on the name's keys (see `watch`): returns when a
+    /// change that may unblock a waiter lands — a release, a grant's etcd
+    /// lease running out, a waiter leaving — or after `timeout`. When the
+    /// watch cannot be made or breaks, sleeps the rest of `timeout`. Queue
+    /// topics sleep: etcd has no tasks.
+    fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> Result<(), BackendError> {
+        let Watched::Lease(name) = topic.watched() else {
+            std::thread::sleep(timeout);
+            return Ok(());
+        };
+        let deadline = Instant::now() + timeout;
+        let client = self.client.clone();
+        let woken = self
+            .rt
+            .block_on(async { tokio::time::timeout(timeout, watch::changed(client, &self.keys, name, topic)).await });
+        if let Ok(Err(_)) = woken {
+            // Not on the runtime: other threads' calls keep running.
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        }
+        Ok(())
     }
 }

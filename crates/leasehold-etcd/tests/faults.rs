@@ -14,51 +14,19 @@ mod support;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{
-    Backend, FenceRefusal, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseName, LeaseReleaseParams, LeaseRenew, LeaseRenewParams, Mode, Owner,
-    Token, WaiterEnqueueParams,
+    Backend, FenceRefusal, HistoryEntry, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    LeaseHistoryParams, LeaseName, LeaseReleaseParams, LeaseRenew, LeaseRenewParams, Mode, Owner, Token,
+    WaiterEnqueueParams,
 };
 use support::EtcdServer;
 
-fn skip_without_etcd(test: &str) -> bool {
-    match support::unavailable() {
-        Some(reason) => {
-            support::skip(test, &reason);
-            true
-        }
-        None => false,
-    }
-}
-
-fn unique_prefix(test: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "/faults/{test}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 fn name(s: &str) -> LeaseName {
     LeaseName::new(s).expect("valid name")
-}
-
-fn holder() -> Holder {
-    Holder {
-        host: "fault-test".into(),
-        boot_id: "boot".into(),
-        pid_ns: None,
-        pid: std::process::id(),
-        start_time: None,
-        cmdline: "faults".into(),
-        pgid: None,
-        bound: false,
-    }
 }
 
 fn acquire_params(lease: &str, owner: &str, ttl: Duration) -> LeaseAcquireParams {
@@ -70,7 +38,7 @@ fn acquire_params(lease: &str, owner: &str, ttl: Duration) -> LeaseAcquireParams
         },
         mode: Mode::Exclusive,
         ttl,
-        holder: holder(),
+        holder: support::holder("faults"),
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
@@ -109,10 +77,10 @@ fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn grants_and_waiters_expire_on_the_server_clock() {
-    if skip_without_etcd("grants_and_waiters_expire_on_the_server_clock") {
+    if support::skip_without_etcd("grants_and_waiters_expire_on_the_server_clock") {
         return;
     }
-    let b = support::shared().open(&unique_prefix("expiry"));
+    let b = support::shared().open(&support::unique_prefix("faults", "expiry"));
     let ttl = Duration::from_secs(2);
     let LeaseAcquire::Acquired(first) = b.lease_acquire(&acquire_params("job", "a", ttl)).unwrap() else {
         panic!("a free name must be granted");
@@ -122,7 +90,7 @@ fn grants_and_waiters_expire_on_the_server_clock() {
         .waiter_enqueue(&WaiterEnqueueParams {
             name: name("job"),
             mode: Mode::Exclusive,
-            holder: holder(),
+            holder: support::holder("faults"),
             ttl,
         })
         .unwrap();
@@ -175,10 +143,10 @@ fn grants_and_waiters_expire_on_the_server_clock() {
 
 #[test]
 fn renew_keeps_a_short_grant_alive_past_its_ttl() {
-    if skip_without_etcd("renew_keeps_a_short_grant_alive_past_its_ttl") {
+    if support::skip_without_etcd("renew_keeps_a_short_grant_alive_past_its_ttl") {
         return;
     }
-    let b = support::shared().open(&unique_prefix("renew"));
+    let b = support::shared().open(&support::unique_prefix("faults", "renew"));
     let ttl = Duration::from_secs(2);
     let LeaseAcquire::Acquired(g) = b.lease_acquire(&acquire_params("job", "a", ttl)).unwrap() else {
         panic!("granted");
@@ -203,10 +171,10 @@ fn renew_keeps_a_short_grant_alive_past_its_ttl() {
 
 #[test]
 fn racing_acquirers_never_overlap_nor_share_a_token() {
-    if skip_without_etcd("racing_acquirers_never_overlap_nor_share_a_token") {
+    if support::skip_without_etcd("racing_acquirers_never_overlap_nor_share_a_token") {
         return;
     }
-    let prefix = unique_prefix("race");
+    let prefix = support::unique_prefix("faults", "race");
     let inside = Arc::new(AtomicBool::new(false));
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -250,12 +218,12 @@ fn racing_acquirers_never_overlap_nor_share_a_token() {
 
 #[test]
 fn kill9_and_restart_never_reissue_a_token() {
-    if skip_without_etcd("kill9_and_restart_never_reissue_a_token") {
+    if support::skip_without_etcd("kill9_and_restart_never_reissue_a_token") {
         return;
     }
     let mut server = EtcdServer::start();
     let endpoint = server.endpoint();
-    let prefix = unique_prefix("kill9");
+    let prefix = support::unique_prefix("faults", "kill9");
     let done = Arc::new(AtomicBool::new(false));
     // A client doing 1,000 operations while the server is killed under it.
     let worker = {
@@ -392,11 +360,11 @@ fn paused_holder_helper() {
 
 #[test]
 fn paused_holder_loses_its_grant_and_its_late_fence_is_refused() {
-    if skip_without_etcd("paused_holder_loses_its_grant_and_its_late_fence_is_refused") {
+    if support::skip_without_etcd("paused_holder_loses_its_grant_and_its_late_fence_is_refused") {
         return;
     }
     let server = support::shared();
-    let prefix = unique_prefix("paused");
+    let prefix = support::unique_prefix("faults", "paused");
     let mut child = Command::new(std::env::current_exe().expect("this test binary"))
         .args(["--exact", "paused_holder_helper", "--nocapture", "--test-threads=1"])
         .env("LH_HELPER_ENDPOINT", server.endpoint())
@@ -468,10 +436,10 @@ fn paused_holder_loses_its_grant_and_its_late_fence_is_refused() {
 /// once, as a library holder's keeper thread and its main thread do.
 #[test]
 fn one_backend_serves_many_threads_at_once() {
-    if skip_without_etcd("one_backend_serves_many_threads_at_once") {
+    if support::skip_without_etcd("one_backend_serves_many_threads_at_once") {
         return;
     }
-    let b = Arc::new(support::shared().open(&unique_prefix("threads")));
+    let b = Arc::new(support::shared().open(&support::unique_prefix("faults", "threads")));
     let threads: Vec<_> = (0..4)
         .map(|i| {
             let b = b.clone();

@@ -396,8 +396,10 @@ impl Store {
         // queue), so between attempts we poll with cheap reads and attempt
         // only when the name looks free, or when our registration needs a
         // refresh. Between reads we wait for the store to announce a change
-        // of the name (PostgreSQL's NOTIFY), at most the backed-off pause:
-        // polling is the fallback, and the only way an expiry is noticed.
+        // of the name (PostgreSQL's NOTIFY, an etcd watch), at most the
+        // backed-off pause: polling is the fallback, and the only way an
+        // expiry is noticed on SQLite and PostgreSQL (etcd's watch sees the
+        // grant's etcd lease run out).
         let topic = WaitTopic::lease(name);
         let mut pause = Duration::from_millis(10).min(self.poll);
         let mut last_attempt = Instant::now();

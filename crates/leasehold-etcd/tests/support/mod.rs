@@ -10,8 +10,10 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use leasehold_backend::Holder;
 use leasehold_etcd::{EtcdBackend, EtcdOptions};
 
 /// `Some(reason)` when tests must skip: no `etcd` binary outside CI.
@@ -37,6 +39,41 @@ pub fn unavailable() -> Option<String> {
 pub fn skip(test: &str, reason: &str) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: {reason}");
+}
+
+/// Skip `test` loudly (true) when there is no etcd outside CI.
+pub fn skip_without_etcd(test: &str) -> bool {
+    match unavailable() {
+        Some(reason) => {
+            skip(test, &reason);
+            true
+        }
+        None => false,
+    }
+}
+
+/// A key prefix no other test (nor another run) uses: `/GROUP/TEST-PID-N`.
+pub fn unique_prefix(group: &str, test: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "/{group}/{test}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A holder record for this test process.
+pub fn holder(cmdline: &str) -> Holder {
+    Holder {
+        host: "etcd-test".into(),
+        boot_id: "boot".into(),
+        pid_ns: None,
+        pid: std::process::id(),
+        start_time: None,
+        cmdline: cmdline.into(),
+        pgid: None,
+        bound: false,
+    }
 }
 
 fn free_port() -> u16 {
