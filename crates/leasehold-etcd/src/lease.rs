@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
-use leasehold_backend::rules::{self, holder_label, humanize};
+use leasehold_backend::rules::{self, detail};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, Held, HistoryEntry, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
@@ -153,11 +153,7 @@ impl<'a> Plan<'a> {
             HistoryEvent::Expired,
             Some(s.token),
             Some(&r.owner),
-            &format!(
-                "TTL of {} ran out (holder {})",
-                humanize(Duration::from_millis(r.ttl_ms)),
-                holder_label(&r.holder)
-            ),
+            &detail::expired(Duration::from_millis(r.ttl_ms), &r.holder),
         );
     }
 
@@ -332,11 +328,7 @@ impl Conn<'_> {
                         HistoryEvent::FastTakeover,
                         Some(s.token),
                         Some(&s.record.owner),
-                        &format!(
-                            "holder {} proved gone by {} before its TTL ran out",
-                            holder_label(&s.record.holder),
-                            holder_label(&p.holder)
-                        ),
+                        &detail::fast_takeover(&s.record.holder, &p.holder),
                     );
                 }
             }
@@ -457,12 +449,7 @@ impl Conn<'_> {
                 None,
                 true,
                 Some(&p.owner.label),
-                &format!(
-                    "{} for {} to {}",
-                    p.mode.label(),
-                    humanize(p.ttl),
-                    holder_label(&p.holder)
-                ),
+                &detail::granted(p.mode, p.ttl, &p.holder),
             );
             let Some(rev) = self.commit_using(plan, spare).await? else {
                 continue;
@@ -536,7 +523,7 @@ impl Conn<'_> {
             HistoryEvent::StaleRefused,
             Some(token),
             owner,
-            &format!("{op} refused: {reason}"),
+            &detail::stale(op, reason),
         );
         Err(reason)
     }
@@ -650,17 +637,16 @@ impl Conn<'_> {
                         HistoryEvent::FencePassed,
                         Some(p.token),
                         Some(&s.record.owner),
-                        &format!("passed by {}", p.caller),
+                        &detail::fence_passed(&p.caller),
                     );
                     Ok(s)
                 }
                 Err(reason) => {
-                    let newest_label = newest.map_or_else(|| "none".to_owned(), |t| t.to_string());
                     plan.record(
                         HistoryEvent::FenceRefused,
                         Some(p.token),
                         None,
-                        &format!("refused for {}: {reason} (newest token {newest_label})", p.caller),
+                        &detail::fence_refused(&p.caller, reason, newest),
                     );
                     Err(reason)
                 }
