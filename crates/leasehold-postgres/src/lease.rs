@@ -485,41 +485,19 @@ pub(crate) fn fence(db: &mut Db<'_>, p: &LeaseFenceParams) -> Result<LeaseFence>
     let now = lock(db, &p.name)?;
     let newest = last_token(db, &p.name)?;
     let found = row(db, now, &p.name, p.token)?;
-    let verdict = rules::fence_verdict(p.token, newest, found.as_ref().map(|r| (r.is_live(now), r.grant.mode)));
-    let verdict = match (verdict, found) {
-        (Ok(()), Some(r)) => Ok(r.grant),
-        (Err(reason), found) => {
-            if let Some(r) = found.filter(|r| !r.is_live(now)) {
-                expire(db, &r)?;
-            }
-            Err(reason)
-        }
-        (Ok(()), None) => unreachable!("a fence passes only with a live grant"),
-    };
-    match verdict {
-        Ok(grant) => {
-            record(
-                db,
-                &p.name,
-                HistoryEvent::FencePassed,
-                Some(p.token),
-                Some(&grant.owner),
-                &detail::fence_passed(&p.caller),
-            )?;
-            Ok(LeaseFence::Passed(grant))
-        }
-        Err(reason) => {
-            record(
-                db,
-                &p.name,
-                HistoryEvent::FenceRefused,
-                Some(p.token),
-                None,
-                &detail::fence_refused(&p.caller, reason, newest),
-            )?;
-            Ok(LeaseFence::Refused { newest, reason })
-        }
+    let plan = rules::fence_plan(p, newest, found.as_ref().map(|r| (r.grant.clone(), r.is_live(now))));
+    if let (true, Some(r)) = (plan.expire_found, &found) {
+        expire(db, r)?;
     }
+    record(
+        db,
+        &p.name,
+        plan.event,
+        Some(p.token),
+        plan.owner.as_deref(),
+        &plan.detail,
+    )?;
+    Ok(plan.outcome)
 }
 
 pub(crate) fn waiter_enqueue(db: &mut Db<'_>, p: &WaiterEnqueueParams) -> Result<WaiterTicket> {

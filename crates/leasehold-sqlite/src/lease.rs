@@ -426,41 +426,19 @@ fn last_token(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<Token>> {
 pub(crate) fn fence(tx: &Transaction<'_>, now: &Now, p: &LeaseFenceParams) -> Result<LeaseFence> {
     let newest = last_token(tx, &p.name)?;
     let found = row(tx, now, &p.name, p.token)?;
-    let verdict = rules::fence_verdict(p.token, newest, found.as_ref().map(|r| (r.is_live(now), r.grant.mode)));
-    let verdict = match (verdict, found) {
-        (Ok(()), Some(r)) => Ok(r.grant),
-        (Err(reason), found) => {
-            if let Some(r) = found.filter(|r| !r.is_live(now)) {
-                expire(tx, &r)?;
-            }
-            Err(reason)
-        }
-        (Ok(()), None) => unreachable!("a fence passes only with a live grant"),
-    };
-    match verdict {
-        Ok(grant) => {
-            record(
-                tx,
-                &p.name,
-                HistoryEvent::FencePassed,
-                Some(p.token),
-                Some(&grant.owner),
-                &detail::fence_passed(&p.caller),
-            )?;
-            Ok(LeaseFence::Passed(grant))
-        }
-        Err(reason) => {
-            record(
-                tx,
-                &p.name,
-                HistoryEvent::FenceRefused,
-                Some(p.token),
-                None,
-                &detail::fence_refused(&p.caller, reason, newest),
-            )?;
-            Ok(LeaseFence::Refused { newest, reason })
-        }
+    let plan = rules::fence_plan(p, newest, found.as_ref().map(|r| (r.grant.clone(), r.is_live(now))));
+    if let (true, Some(r)) = (plan.expire_found, &found) {
+        expire(tx, r)?;
     }
+    record(
+        tx,
+        &p.name,
+        plan.event,
+        Some(p.token),
+        plan.owner.as_deref(),
+        &plan.detail,
+    )?;
+    Ok(plan.outcome)
 }
 
 pub(crate) fn waiter_enqueue(tx: &Transaction<'_>, now: &Now, p: &WaiterEnqueueParams) -> Result<WaiterTicket> {
