@@ -272,19 +272,14 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
             p.ttl.as_millis() as i64,
             serde_json::to_string(&p.holder).expect("a holder always serializes")
         ])?;
-        if let Some(t) = p.ticket {
-            waiter_remove(tx, name, t)?;
-        }
-        record(
+        return finish_grant(
             tx,
-            name,
+            now,
+            p,
+            token,
             HistoryEvent::Reacquired,
-            Some(token),
-            Some(&p.owner.label),
             "same explicit owner; expiry extended",
-        )?;
-        let row = row(tx, now, name, token)?.ok_or_else(|| Error::BadRow("re-acquired grant vanished".into()))?;
-        return Ok(LeaseAcquire::Acquired(row.grant));
+        );
     }
 
     // FIFO: serve, in order, every waiter ahead that could be granted; the
@@ -337,18 +332,32 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
         now.boot_id,
         expires_at(now, p.ttl),
     ])?;
-    if let Some(t) = p.ticket {
-        waiter_remove(tx, name, t)?;
-    }
-    record(
+    finish_grant(
         tx,
-        name,
+        now,
+        p,
+        token,
         HistoryEvent::Granted,
-        Some(token),
-        Some(&p.owner.label),
         &detail::granted(p.mode, p.ttl, &p.holder),
-    )?;
-    let row = row(tx, now, name, token)?.ok_or_else(|| Error::BadRow("new grant vanished".into()))?;
+    )
+}
+
+/// The end of a successful acquisition (new or re-acquired): the acquirer
+/// leaves the queue, the grant is recorded, and returned as stored.
+fn finish_grant(
+    tx: &Transaction<'_>,
+    now: &Now,
+    p: &LeaseAcquireParams,
+    token: Token,
+    event: HistoryEvent,
+    detail: &str,
+) -> Result<LeaseAcquire> {
+    if let Some(t) = p.ticket {
+        waiter_remove(tx, &p.name, t)?;
+    }
+    record(tx, &p.name, event, Some(token), Some(&p.owner.label), detail)?;
+    let row = row(tx, now, &p.name, token)?
+        .ok_or_else(|| Error::BadRow(format!("grant {token} of {} vanished inside its transaction", p.name)))?;
     Ok(LeaseAcquire::Acquired(row.grant))
 }
 
