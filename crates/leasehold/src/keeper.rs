@@ -203,6 +203,7 @@ impl KeeperOptions {
 }
 
 type Callback = Box<dyn FnOnce(Loss) + Send>;
+type WindowWatcher = Arc<dyn Fn(Duration) + Send + Sync>;
 
 struct State {
     trusted_until: Duration,
@@ -215,6 +216,8 @@ struct State {
     lost: Option<Loss>,
     stopped: bool,
     callbacks: Vec<Callback>,
+    /// Told each new `trusted_until` (see [`Keeper::on_window`]).
+    watchers: Vec<WindowWatcher>,
 }
 
 struct Shared {
@@ -304,8 +307,16 @@ impl Shared {
                     state.retry_at = None;
                     state.last_error = None;
                     let until = (sent + self.options.ttl).saturating_sub(self.options.margin);
-                    state.trusted_until = state.trusted_until.max(until);
-                    self.changed.notify_all();
+                    if until > state.trusted_until {
+                        state.trusted_until = until;
+                        let watchers = state.watchers.clone();
+                        drop(state);
+                        self.changed.notify_all();
+                        for watch in watchers {
+                            watch(until);
+                        }
+                        state = self.lock();
+                    }
                 }
                 Ok(Renewal::Lost(reason)) => return self.lose(state, &Loss::Refused(reason)),
                 Err(e) => {
@@ -417,6 +428,7 @@ impl Keeper {
                 lost: None,
                 stopped: false,
                 callbacks: Vec::new(),
+                watchers: Vec::new(),
             }),
             changed: Condvar::new(),
         });
@@ -466,6 +478,21 @@ impl Keeper {
         }
     }
 
+    /// Call `f` with the trusted-until time now, and again each time a
+    /// renewal moves it on (times on the keeper's clock). For whatever must
+    /// act on the deadline even when this process cannot — `run`'s guard,
+    /// beside the command, stops it at the window's end if no later window
+    /// reached it (this process stopped, swapped out or starved). Runs on a
+    /// keeper thread: keep it short and never block.
+    pub fn on_window(&self, f: impl Fn(Duration) + Send + Sync + 'static) {
+        let f: WindowWatcher = Arc::new(f);
+        let mut state = self.shared.lock();
+        let now = state.trusted_until;
+        state.watchers.push(f.clone());
+        drop(state);
+        f(now);
+    }
+
     /// A channel that receives the loss once.
     #[must_use]
     pub fn subscribe(&self) -> mpsc::Receiver<Loss> {
@@ -493,6 +520,7 @@ impl Keeper {
             let mut state = self.shared.lock();
             state.stopped = true;
             state.callbacks.clear();
+            state.watchers.clear();
             state.lost.clone()
         };
         self.shared.changed.notify_all();
@@ -636,6 +664,26 @@ mod tests {
         assert_eq!(k.trusted_until(), 195 * SEC);
         assert!(!k.handle().is_lost());
         assert_eq!(k.stop(), None);
+    }
+
+    #[test]
+    fn window_watchers_hear_the_window_now_and_each_time_it_moves() {
+        let renewer = Scripted::new(vec![]);
+        let clock = Arc::new(ManualClock::new(100 * SEC));
+        let k = keeper(renewer.clone(), &clock, 20 * SEC);
+        let (tx, rx) = mpsc::channel();
+        k.on_window(move |until| tx.send(until).unwrap());
+        assert_eq!(
+            rx.recv_timeout(WAIT).unwrap(),
+            155 * SEC,
+            "the window now: sent + ttl - margin"
+        );
+        clock.advance(20 * SEC);
+        assert_eq!(rx.recv_timeout(WAIT).unwrap(), 175 * SEC, "moved by the first renewal");
+        clock.advance(20 * SEC);
+        assert_eq!(rx.recv_timeout(WAIT).unwrap(), 195 * SEC);
+        k.stop();
+        assert!(rx.recv_timeout(3 * POLL).is_err(), "nothing after stop");
     }
 
     #[test]

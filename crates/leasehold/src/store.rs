@@ -405,12 +405,14 @@ impl Store {
         let mut last_attempt = Instant::now();
         let outcome = loop {
             let due = last_attempt.elapsed() >= WAITER_TTL / 4;
+            // A grant whose holder is provably gone does not count: the
+            // attempt evicts it, so a killed holder is taken over as soon
+            // as a fresh acquire would, not at the next refresh.
             let looks_free = || -> Result<bool> {
                 Ok(self.backend.lease_get(name)?.is_none_or(|state| {
-                    state
-                        .grants
-                        .iter()
-                        .all(|g| !g.mode.is_exclusive() && !options.mode.is_exclusive())
+                    state.grants.iter().all(|g| {
+                        (!g.mode.is_exclusive() && !options.mode.is_exclusive()) || identity::provably_gone(&g.holder)
+                    })
                 }))
             };
             if due || looks_free()? {

@@ -8,9 +8,14 @@
 //! 2. [`Supervised::start`] hands the guard the command's environment; the
 //!    guard starts the command in G (stdin, stdout and stderr as chosen in
 //!    [`Spec`]).
-//! 3. Whoever may stop the command — a keeper that lost its lease, a stall
-//!    watcher, a shutdown — sends [`Stop`] through [`Supervised::sender`];
-//!    signals for the command arrive as [`Event::Signal`].
+//! 3. [`Supervised::follow`] ties the command to the keeper of its lease
+//!    (or claim): a loss becomes a [`Stop`], and every move of the trust
+//!    window is passed on to the guard, which stops the command by itself
+//!    when the window closes with no newer one — so the command is gone in
+//!    time even while this process is stopped, swapped out or starved.
+//!    Whoever else may stop the command — a stall watcher, a shutdown —
+//!    sends [`Stop`] through [`Supervised::sender`]; signals for the command
+//!    arrive as [`Event::Signal`].
 //! 4. [`Supervised::wait`] runs the event loop: on the first `Stop` it sends
 //!    SIGTERM to G and SIGKILL after the grace period; it returns when the
 //!    guard reports the command's exit (the guard first sweeps whatever
@@ -30,7 +35,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use leasehold::{Loss, host};
+use leasehold::{Keeper, Loss, host};
 use rustix::process::{Pid, Signal};
 
 use crate::commands::child;
@@ -61,6 +66,8 @@ pub enum Event {
     Started,
     SpawnError(u8, String),
     Exited(u8),
+    /// The guard found the trust window closed and stopped the command.
+    GuardDeadline,
     GuardGone,
     Stop(Stop),
     Signal(i32),
@@ -113,7 +120,10 @@ pub struct Finished {
 pub struct Supervised {
     spec: Spec,
     guard: Child,
-    control: Option<std::fs::File>,
+    /// Our end of the control pipe: the command's environment, then trust
+    /// windows (from keeper threads, hence shared); closing it (or our
+    /// death) tells the guard we are gone.
+    control: Arc<Mutex<Option<std::fs::File>>>,
     group: Pid,
     tx: mpsc::Sender<Event>,
     rx: mpsc::Receiver<Event>,
@@ -151,7 +161,7 @@ impl Supervised {
         let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
         let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
         let (guard, control, report) = {
-            let _one_at_a_time = SPAWN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let _one_at_a_time = lock(&SPAWN);
             let (control, control_child) = pipe_for_child(true)?;
             let (report, report_child) = pipe_for_child(false)?;
             let guard = Command::new(exe)
@@ -167,13 +177,19 @@ impl Supervised {
                 .spawn()
                 .context("cannot start the guard process (leasehold __guard)")?;
             drop((control_child, report_child));
+            // Never block on a guard that does not read (it is stopped):
+            // a window line that does not fit is dropped, and the guard,
+            // when it runs again, stops the command at the last window it
+            // heard of — early, never late. Lines are shorter than
+            // PIPE_BUF, so each is written whole or not at all.
+            rustix::fs::fcntl_setfl(&control, rustix::fs::OFlags::NONBLOCK)?;
             (guard, control, report)
         };
         read_reports(report, tx.clone());
         let mut this = Self {
             spec,
             guard,
-            control: Some(std::fs::File::from(control)),
+            control: Arc::new(Mutex::new(Some(std::fs::File::from(control)))),
             group: Pid::from_raw(1).expect("1 is a valid pid"),
             tx,
             rx,
@@ -207,8 +223,28 @@ impl Supervised {
 
     /// The lease was not taken: end the guard without starting anything.
     pub fn abort(mut self) {
-        drop(self.control.take());
+        self.close_control();
         let _ = self.guard.wait();
+    }
+
+    fn close_control(&self) {
+        drop(lock(&self.control).take());
+    }
+
+    /// Tie the command to `keeper` (which must keep time on the boot
+    /// clock, as the guard does): its loss stops the command, and each
+    /// trust window it reports goes to the guard. Call before
+    /// [`Supervised::start`], so the guard knows the window before the
+    /// command runs.
+    pub fn follow(&self, keeper: &Keeper) {
+        let tx = self.sender();
+        keeper.on_loss(move |loss| {
+            let _ = tx.send(Event::Stop(Stop::Lost(loss)));
+        });
+        let control = self.control.clone();
+        keeper.on_window(move |until| {
+            let _ = send_line(&control, &format!("window {}", until.as_nanos()));
+        });
     }
 
     /// Start the command with `env` added to its environment.
@@ -224,8 +260,7 @@ impl Supervised {
                 let _ = stdin.write_all(&bytes);
             });
         }
-        let control = self.control.as_mut().context("the guard was already released")?;
-        writeln!(control, "{env}").context("cannot hand the command to the guard process")
+        send_line(&self.control, &format!("env {env}")).context("cannot hand the command to the guard process")
     }
 
     fn pump_output(&mut self, activity: &Arc<AtomicU64>) {
@@ -243,7 +278,7 @@ impl Supervised {
                 let mut stdout = std::io::stdout();
                 pump(out, &activity, |chunk| match collect {
                     Some((limit, _)) => {
-                        let mut c = collected.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let mut c = lock(&collected);
                         let room = limit.saturating_sub(c.stdout.len());
                         c.stdout.extend_from_slice(&chunk[..chunk.len().min(room)]);
                         c.stdout_overflow |= chunk.len() > room;
@@ -259,7 +294,7 @@ impl Supervised {
                 let mut stderr = std::io::stderr();
                 pump(err, &activity, |chunk| {
                     if let Some((_, tail)) = collect {
-                        let mut c = collected.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let mut c = lock(&collected);
                         c.stderr_tail.extend_from_slice(chunk);
                         let excess = c.stderr_tail.len().saturating_sub(tail);
                         c.stderr_tail.drain(..excess);
@@ -276,6 +311,9 @@ impl Supervised {
         let grace = self.spec.grace;
         drop(self.tx);
         let mut stop: Option<(Stop, Instant)> = None;
+        // The guard stopped the command at the window's end; the keeper's
+        // own word on the loss, when it comes, says more.
+        let mut stopped_by_guard = false;
         let mut killed = false;
         let mut finished = Finished::default();
         finished.code = loop {
@@ -296,10 +334,23 @@ impl Supervised {
             match event {
                 Event::Anchor(_) | Event::Started => {}
                 Event::SpawnError(code, message) => finished.spawn_error = Some((code, message)),
-                Event::Stop(reason) => {
-                    if stop.is_none() {
+                Event::Stop(reason) => match &mut stop {
+                    None => {
                         let _ = rustix::process::kill_process_group(group, Signal::TERM);
                         stop = Some((reason, Instant::now() + grace));
+                    }
+                    Some((first, _)) if stopped_by_guard && matches!(reason, Stop::Lost(_)) => {
+                        *first = reason;
+                        stopped_by_guard = false;
+                    }
+                    Some(_) => {}
+                },
+                Event::GuardDeadline => {
+                    if stop.is_none() {
+                        // The guard sent SIGTERM and keeps the SIGKILL
+                        // timer; ours is a second one.
+                        stop = Some((Stop::Lost(Loss::Deadline { last_error: None }), Instant::now() + grace));
+                        stopped_by_guard = true;
                     }
                 }
                 Event::Signal(sig) => {
@@ -319,14 +370,32 @@ impl Supervised {
             }
         };
         finished.stopped = stop.map(|(reason, _)| reason);
-        drop(self.control.take());
+        drop(lock(&self.control).take());
         let _ = self.guard.wait();
         join_bounded(std::mem::take(&mut self.pumps), Duration::from_secs(1));
-        let collected = std::mem::take(&mut *self.collected.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let collected = std::mem::take(&mut *lock(&self.collected));
         finished.stdout = collected.stdout;
         finished.stdout_overflow = collected.stdout_overflow;
         finished.stderr_tail = collected.stderr_tail;
         finished
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Write one line to the guard in a single `write` (see `spawn` on why it
+/// never blocks).
+fn send_line(control: &Mutex<Option<std::fs::File>>, line: &str) -> std::io::Result<()> {
+    let mut control = lock(control);
+    let file = control
+        .as_mut()
+        .ok_or_else(|| std::io::Error::other("the guard was already released"))?;
+    let line = format!("{line}\n");
+    match file.write(line.as_bytes())? {
+        n if n == line.len() => Ok(()),
+        _ => Err(std::io::Error::other("the guard's control pipe took part of a line")),
     }
 }
 
@@ -339,6 +408,7 @@ fn read_reports(report: OwnedFd, tx: mpsc::Sender<Event>) {
             let event = match kind {
                 "anchor" => rest.parse().map(Event::Anchor).ok(),
                 "started" => Some(Event::Started),
+                "deadline" => Some(Event::GuardDeadline),
                 "spawn-error" => {
                     let (code, msg) = rest.split_once(' ').unwrap_or(("126", rest));
                     Some(Event::SpawnError(code.parse().unwrap_or(126), msg.to_owned()))

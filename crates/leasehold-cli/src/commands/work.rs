@@ -368,10 +368,7 @@ fn run_task(
         shared.keeper.clone(),
         Arc::new(BootClock),
     );
-    let loss_tx = supervised.sender();
-    keeper.on_loss(move |loss| {
-        let _ = loss_tx.send(Event::Stop(Stop::Lost(loss)));
-    });
+    supervised.follow(&keeper);
     let run_id = shared.next_run.fetch_add(1, Ordering::SeqCst);
     shared
         .running

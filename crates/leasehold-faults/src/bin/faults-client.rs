@@ -1,7 +1,8 @@
 //! The process fault cases run under `leasehold run` (or by hand):
 //!
 //! ```text
-//! faults-client hold LOG SINK HOLD_MS [x|s]   # log the grant of $LEASEHOLD_TOKEN, write to the
+//! faults-client hold LOG SINK HOLD_MS [x|s]   # log the grant of $LEASEHOLD_TOKEN (or, under
+//!                                             # `work`, $LEASEHOLD_TASK_TOKEN), write to the
 //!                                             # sink every 2 ms for HOLD_MS, log the end
 //! faults-client sink-write SINK TOKEN WRITER  # one fenced write: exit 0 accepted, 13 refused
 //! ```
@@ -43,8 +44,10 @@ fn main() {
 fn hold(log: &str, sink: &str, hold_ms: &str, exclusive: bool) -> i32 {
     let term = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone()).expect("SIGTERM handler");
+    // A lease's token under `leasehold run`, a claim's under `leasehold work`.
     let token: u64 = std::env::var("LEASEHOLD_TOKEN")
-        .expect("LEASEHOLD_TOKEN (run me under `leasehold run`)")
+        .or_else(|_| std::env::var("LEASEHOLD_TASK_TOKEN"))
+        .expect("LEASEHOLD_TOKEN or LEASEHOLD_TASK_TOKEN (run me under `leasehold run` or `leasehold work`)")
         .parse()
         .expect("a numeric token");
     let pid = std::process::id();

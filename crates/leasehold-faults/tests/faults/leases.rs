@@ -195,6 +195,60 @@ fn case03_kill_9_of_the_holder_at_random_points_is_taken_over_at_once() {
     assert_eq!(integrity, "ok");
 }
 
+/// FAULTS 26: a waiter already queued (`acquire --wait`) when the holder
+/// (`leasehold run`) is `SIGKILLed` takes over as promptly as a fresh
+/// acquire does: it checks the holders' proof of death at each of its
+/// polls, not only when its place in the queue needs a refresh. Bounded
+/// generously at 1.5 s (the holder's guard first has to stop the command;
+/// its TTL is 10 s).
+#[test]
+fn case26_a_queued_waiter_takes_over_from_a_killed_holder_promptly() {
+    const BOUND: Duration = Duration::from_millis(1500);
+    let trials = count(4, 200);
+    let sb = Sandbox::new();
+    let mut took = Vec::new();
+    for trial in 0..trials {
+        let mut holder = spawn_holder(
+            &sb,
+            "job",
+            &["--ttl", "10s", "--heartbeat", "1s", "--grace", "200ms"],
+            60_000,
+        );
+        proc::wait_until(Duration::from_secs(20), || crate::common::starts(&sb) > trial)
+            .expect("the holder's command never started");
+        let waiter = sb
+            .cmd(&["acquire", "job", "--ttl", "60s", "--wait=20s"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the waiter");
+        // Let it queue: its first attempt is refused, then it waits.
+        std::thread::sleep(Duration::from_millis(300));
+        proc::signal(holder.id(), Signal::KILL);
+        let _ = holder.wait();
+        let killed = Instant::now();
+        let (code, err) = crate::common::finish(waiter, Duration::from_secs(30));
+        let elapsed = killed.elapsed();
+        assert_eq!(code, 0, "trial {trial}: the waiter: {err}");
+        took.push(elapsed);
+        let token = sb.last_token("job").expect("a token");
+        let (code, _, err) = sb.run(&["release", "job", "--token", &token.to_string()]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let max = percentile(&mut took, 100);
+    figure(
+        26,
+        &format!(
+            "a queued waiter took over from a killed holder in {:?} median, {max:?} at most, over {trials} kills",
+            percentile(&mut took, 50)
+        ),
+    );
+    assert!(
+        max < BOUND,
+        "the slowest takeover by a queued waiter took {max:?}: {took:?}"
+    );
+}
+
 /// Copy the store aside or back (with its WAL files; no process has it open).
 fn copy_store(from: &std::path::Path, to: &std::path::Path) {
     for suffix in ["", "-wal", "-shm"] {

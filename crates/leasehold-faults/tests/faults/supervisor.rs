@@ -226,3 +226,275 @@ fn conclude(case: u32, what: &str, reports: &[Report]) {
         r.assert_clean();
     }
 }
+
+/// The guard of the `run` or `work` process `sup`: its child running
+/// `leasehold __guard` (spawned from any of its threads).
+fn guard_of(sup: u32) -> u32 {
+    let tasks = std::fs::read_dir(format!("/proc/{sup}/task")).expect("the supervisor's threads");
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"__guard"))
+        })
+        .expect("the supervisor has a guard")
+}
+
+/// One value read from the sandbox's SQLite store (read-only).
+fn store_value(sb: &Sandbox, sql: &str) -> u64 {
+    let conn = rusqlite::Connection::open_with_flags(sb.store_path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("open store");
+    conn.query_row(sql, [], |r| r.get::<_, i64>(0)).expect(sql) as u64
+}
+
+/// When the store granted `token` of `job`, on the boot clock: the SQLite
+/// store keeps expiry as boot-clock nanoseconds, so a grant's moment is
+/// `expires_ns - ttl`.
+fn granted_ns(sb: &Sandbox, token: u64) -> u64 {
+    store_value(
+        sb,
+        &format!("SELECT expires_ns - ttl_ms * 1000000 FROM lease_grant WHERE name = 'job' AND token = {token}"),
+    )
+}
+
+/// The last sign of life of the command `pid` holding `token`: its last
+/// sink write (accepted or refused) or its logged end.
+fn last_seen_ns(sb: &Sandbox, token: u64, pid: u32) -> u64 {
+    let writer = format!("pid {pid} token {token}");
+    let audit = FencedSink::open(&sb.file("sink.db")).unwrap().audit().unwrap();
+    let last_write = audit.iter().filter(|a| a.writer == writer).map(|a| a.at_ns).max();
+    let end = grants::read(&sb.file("grants"))
+        .unwrap()
+        .iter()
+        .filter(|h| h.token == token && h.pid == pid)
+        .filter_map(|h| h.end_ns)
+        .max();
+    last_write.max(end).unwrap_or(0)
+}
+
+/// Milliseconds from `b` to `a` (negative: `a` came first).
+fn ms_after(a: u64, b: u64) -> i64 {
+    (a as i64 - b as i64) / 1_000_000
+}
+
+/// What a case-25 trial saw: violations, and the command's last sign of
+/// life relative to the newcomer's grant (ms; negative = before it).
+type StopTrial = (Report, i64);
+
+fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
+    let clean = results.iter().filter(|(r, _)| r.is_clean()).count();
+    let latest = results.iter().map(|(_, ms)| *ms).max().unwrap_or(0);
+    figure(
+        25,
+        &format!(
+            "{variant}: {clean} of {} trials clean; latest sign of life of the old command {latest} ms after {relative_to}",
+            results.len()
+        ),
+    );
+    for (r, _) in results {
+        r.assert_clean();
+    }
+}
+
+/// FAULTS 25a: only the `run` supervisor is `SIGSTOPped` (stopped, not dead:
+/// its guard sees no EOF). The guard knows the trust window and stops the
+/// command itself, at the moments `run` would: the command must be gone
+/// before a newcomer waiting for the lease is granted it.
+#[test]
+fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_passes_on() {
+    let results = parallel(count(3, 100), 6, |trial| {
+        let sb = Sandbox::new();
+        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
+        let cmd = command_pid(&sb);
+        let old = grants::read(&sb.file("grants")).unwrap()[0].token;
+        proc::signal(sup.id(), Signal::STOP);
+        let (code, out, err) = sb.run(&["acquire", "job", "--ttl", "60s", "--wait=20s"]);
+        let alive_at_grant = proc::alive(cmd);
+        let mut seen = Vec::new();
+        assert_eq!(code, 0, "the newcomer's acquire: {err}");
+        let granted = granted_ns(&sb, out.trim().parse().expect("a token"));
+        let last = last_seen_ns(&sb, old, cmd);
+        if alive_at_grant {
+            seen.push("the command still ran when the newcomer's acquire returned".to_owned());
+        }
+        if last >= granted {
+            seen.push(format!(
+                "the command was seen {} ms after the newcomer's grant",
+                ms_after(last, granted)
+            ));
+        }
+        proc::signal(sup.id(), Signal::CONT);
+        let (code, err) = finish(sup, Duration::from_secs(10));
+        if code != 75 {
+            seen.push(format!("supervisor exit {code}, not 75: {err}"));
+        }
+        (sink_report(&sb, trial, seen), ms_after(last, granted))
+    });
+    conclude_stopped("(a) supervisor stopped alone", "the newcomer's grant", &results);
+}
+
+/// FAULTS 25b: the supervisor and its guard are `SIGSTOPped`: nothing is
+/// left to stop the command, which runs on — only the fenced sink protects
+/// what it writes: after the newcomer's first write every old-token write
+/// is refused. On SIGCONT the guard finds the window closed and stops it at
+/// once; `run` exits 75.
+#[test]
+fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
+    let results = parallel(count(2, 100), 6, |trial| {
+        let sb = Sandbox::new();
+        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
+        let cmd = command_pid(&sb);
+        let old = grants::read(&sb.file("grants")).unwrap()[0].token;
+        let guard = guard_of(sup.id());
+        proc::signal(sup.id(), Signal::STOP);
+        proc::signal(guard, Signal::STOP);
+        let mut seen = Vec::new();
+        let (code, err) = second_holder(&sb);
+        if code != 0 {
+            seen.push(format!("the second holder exited {code}: {err}"));
+        }
+        // The newcomer has released by now: its logged start stands in for
+        // its grant (a little later than it).
+        let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
+        proc::signal(guard, Signal::CONT);
+        proc::signal(sup.id(), Signal::CONT);
+        let (code, err) = finish(sup, Duration::from_secs(10));
+        if code != 75 {
+            seen.push(format!("supervisor exit {code}, not 75: {err}"));
+        }
+        if proc::alive(cmd) {
+            seen.push("the command outlived its resumed supervisor".into());
+        }
+        (
+            sink_report(&sb, trial, seen),
+            ms_after(last_seen_ns(&sb, old, cmd), granted),
+        )
+    });
+    conclude_stopped(
+        "(b) supervisor and guard stopped (fence only)",
+        "the newcomer's command started",
+        &results,
+    );
+}
+
+/// FAULTS 25c: supervisor, guard and command all `SIGSTOPped` past the TTL
+/// while a newcomer holds and writes; resumed command first (it writes
+/// with its stale token: refused), then the guard and the supervisor,
+/// which stop it; `run` exits 75.
+#[test]
+fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
+    let results = parallel(count(2, 100), 6, |trial| {
+        let sb = Sandbox::new();
+        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
+        let cmd = command_pid(&sb);
+        let old = grants::read(&sb.file("grants")).unwrap()[0].token;
+        let guard = guard_of(sup.id());
+        proc::signal(sup.id(), Signal::STOP);
+        proc::signal(guard, Signal::STOP);
+        pause_outside_sink(&sb, cmd);
+        let mut seen = Vec::new();
+        let (code, err) = second_holder(&sb);
+        if code != 0 {
+            seen.push(format!("the second holder exited {code}: {err}"));
+        }
+        // The newcomer has released by now: its logged start stands in for
+        // its grant (a little later than it).
+        let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
+        proc::signal(cmd, Signal::CONT);
+        std::thread::sleep(Duration::from_millis(20)); // it writes with its stale token
+        proc::signal(guard, Signal::CONT);
+        proc::signal(sup.id(), Signal::CONT);
+        let (code, err) = finish(sup, Duration::from_secs(10));
+        if code != 75 {
+            seen.push(format!("supervisor exit {code}, not 75: {err}"));
+        }
+        if proc::alive(cmd) {
+            seen.push("the command outlived its resumed supervisor".into());
+        }
+        (
+            sink_report(&sb, trial, seen),
+            ms_after(last_seen_ns(&sb, old, cmd), granted),
+        )
+    });
+    conclude_stopped(
+        "(c) everything stopped (fence only)",
+        "the newcomer's command started",
+        &results,
+    );
+}
+
+/// FAULTS 25d: `leasehold work` alone `SIGSTOPped` while its task runs: the
+/// task's guard stops the command before the claim can pass on, so a
+/// newcomer's claim of the task finds it gone.
+#[test]
+fn case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on() {
+    let results = parallel(count(2, 100), 6, |trial| {
+        let sb = Sandbox::new();
+        let (code, _, err) = sb.run(&["task", "add", "q", "--id", "t", "--payload", "1"]);
+        assert_eq!(code, 0, "task add: {err}");
+        let (log, sink) = (sb.file("grants"), sb.file("sink.db"));
+        let worker = sb
+            .cmd(&[
+                "work",
+                "q",
+                "--ttl",
+                "1500ms",
+                "--heartbeat",
+                "250ms",
+                "--grace",
+                "300ms",
+                "--max-tasks",
+                "1",
+                "--",
+                crate::common::client(),
+                "hold",
+                &log.display().to_string(),
+                &sink.display().to_string(),
+                "60000",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn leasehold work");
+        let cmd = command_pid(&sb);
+        let old = grants::read(&log).unwrap()[0].token;
+        proc::signal(worker.id(), Signal::STOP);
+        let begun = Instant::now();
+        let mut seen = Vec::new();
+        let alive_at_claim = loop {
+            let (code, _, err) = sb.run(&["task", "claim", "q", "--ttl", "60s"]);
+            match code {
+                0 => break proc::alive(cmd),
+                10 if begun.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(20)),
+                _ => panic!("the newcomer's claim: exit {code} after {:?}: {err}", begun.elapsed()),
+            }
+        };
+        let claimed = store_value(
+            &sb,
+            "SELECT lease_until_ns - ttl_ms * 1000000 FROM task WHERE queue = 'q' AND id = 't'",
+        );
+        let last = last_seen_ns(&sb, old, cmd);
+        if alive_at_claim {
+            seen.push("the task's command still ran when the newcomer's claim returned".to_owned());
+        }
+        if last >= claimed {
+            seen.push(format!(
+                "the task's command was seen {} ms after the newcomer's claim",
+                ms_after(last, claimed)
+            ));
+        }
+        proc::signal(worker.id(), Signal::CONT);
+        let (code, err) = finish(worker, Duration::from_secs(10));
+        if code != 0 {
+            seen.push(format!("work exit {code}: {err}"));
+        }
+        (sink_report(&sb, trial, seen), ms_after(last, claimed))
+    });
+    conclude_stopped("(d) worker stopped alone", "the newcomer's claim", &results);
+}

@@ -20,6 +20,23 @@
 //!        └─ CMD ... (joins G)             and everything CMD starts
 //! ```
 //!
+//! # The trust window, kept here too
+//!
+//! The supervisor stops the command before its lease could pass on — but a
+//! supervisor can be stopped (SIGSTOP, a debugger), swapped out or starved
+//! without dying, and then it stops nothing. So the guard keeps the same
+//! deadline: the supervisor tells it the trust window's end (`trusted_until`
+//! on the boot clock, shared by every process of the host) before the
+//! command starts and each time a renewal moves it. When the boot clock
+//! passes the last window it heard of, the guard reports `deadline` and
+//! stops the tree exactly as the supervisor would — SIGTERM at
+//! `trusted_until = sent + ttl - grace - slack`, SIGKILL at `trusted_until +
+//! grace = sent + ttl - slack`. It sleeps in slices of at most 100 ms, as
+//! the keeper does, because timeouts run on a clock that stops during
+//! suspend. What this cannot cover: the guard stopped too (then only a
+//! fenced sink refuses the command's late writes; docs/RELIABILITY.md,
+//! case 25).
+//!
 //! The group must exist *before* the lease is acquired, because the grant
 //! records it (fast takeover checks that G is empty), and the command can
 //! only start *after* (it gets the token in its environment). The anchor
@@ -33,10 +50,12 @@
 //! # States
 //!
 //! - *waiting*: anchor up, `anchor PID` reported; waiting for the command's
-//!   environment on the control pipe. EOF here: end the anchor, exit.
+//!   environment (`env JSON`) on the control pipe; `window NS` lines may
+//!   come before and after it. EOF here: end the anchor, exit.
 //! - *running*: command spawned (`started PID`). Reaps children as they die.
-//! - *stopping*: entered when the command exits, or on EOF of the control
-//!   pipe: SIGTERM to G and to every other descendant (a descendant that
+//! - *stopping*: entered when the command exits, on EOF of the control
+//!   pipe, or when the trust window closes (`deadline` reported first):
+//!   SIGTERM to G and to every other descendant (a descendant that
 //!   called `setsid()` has left G but is still ours to reap and kill), SIGKILL
 //!   after the grace period, again every second while any remain.
 //! - *done*: no children left: report `exited code N` / `exited signal N`
@@ -59,9 +78,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, mpsc};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
+use leasehold::host;
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
@@ -109,6 +129,8 @@ fn adopt(fd: i32) -> anyhow::Result<File> {
 
 enum Event {
     Env(HashMap<String, String>),
+    /// The trust window now ends at this boot-clock time.
+    Window(Duration),
     ControlClosed,
     Reaped(Pid, WaitStatus),
     NoChildren,
@@ -168,6 +190,10 @@ fn signal_tree(group: Pid, sig: Signal) {
     }
 }
 
+/// The longest the guard sleeps before it looks at the boot clock again
+/// (timeouts run on a clock that stops during suspend).
+const POLL: Duration = Duration::from_millis(100);
+
 fn report(out: &mut File, line: &str) {
     // The supervisor may be gone; then nobody is listening.
     let _ = writeln!(out, "{line}");
@@ -195,14 +221,19 @@ pub fn run(args: &GuardArgs) -> anyhow::Result<u8> {
     let (tx, rx) = mpsc::channel();
     let control_tx = tx.clone();
     thread::spawn(move || {
-        let mut lines = BufReader::new(control);
-        let mut line = String::new();
-        if lines.read_line(&mut line).is_ok_and(|n| n > 0)
-            && let Ok(env) = serde_json::from_str(&line)
-        {
-            let _ = control_tx.send(Event::Env(env));
-            // Then wait for the supervisor to close its end (or die).
-            let _ = std::io::copy(&mut lines, &mut std::io::sink());
+        // Until the supervisor closes its end (or dies).
+        for line in BufReader::new(control).lines() {
+            let Ok(line) = line else { break };
+            let event = match line.split_once(' ') {
+                Some(("env", json)) => serde_json::from_str(json).ok().map(Event::Env),
+                Some(("window", ns)) => ns.parse().ok().map(Duration::from_nanos).map(Event::Window),
+                _ => None,
+            };
+            if let Some(event) = event
+                && control_tx.send(event).is_err()
+            {
+                return;
+            }
         }
         let _ = control_tx.send(Event::ControlClosed);
     });
@@ -226,22 +257,35 @@ pub fn run(args: &GuardArgs) -> anyhow::Result<u8> {
     let mut command: Option<Pid> = None;
     let mut status: Option<WaitStatus> = None;
     let mut spawn_failed = false;
-    let mut stopping: Option<Instant> = None;
-    let begin_stop = |stopping: &mut Option<Instant>| {
-        if stopping.is_none() {
-            *stopping = Some(Instant::now() + args.grace);
+    // The end of the trust window, as last heard (boot clock).
+    let mut trusted_until: Option<Duration> = None;
+    // While stopping: when SIGKILL goes out (boot clock).
+    let mut kill_at: Option<Duration> = None;
+    let begin_stop = |kill_at: &mut Option<Duration>, at: Duration| {
+        if kill_at.is_none() {
+            *kill_at = Some(at);
             signal_tree(group, Signal::TERM);
         }
     };
     loop {
-        let event = match stopping {
-            Some(kill_at) => match rx.recv_timeout(kill_at.saturating_duration_since(Instant::now())) {
+        let now = host::boot_clock();
+        let running = command.is_some() && status.is_none();
+        if let Some(until) = trusted_until.filter(|until| running && kill_at.is_none() && now >= *until) {
+            report(&mut out, "deadline");
+            begin_stop(&mut kill_at, until + args.grace);
+        }
+        if let Some(at) = kill_at.filter(|at| now >= *at) {
+            signal_tree(group, Signal::KILL);
+            kill_at = Some(at.max(now) + Duration::from_secs(1));
+        }
+        let next = match kill_at {
+            Some(at) => Some(at),
+            None => trusted_until.filter(|_| running),
+        };
+        let event = match next {
+            Some(next) => match rx.recv_timeout(next.saturating_sub(now).min(POLL)) {
                 Ok(e) => e,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    signal_tree(group, Signal::KILL);
-                    stopping = Some(Instant::now() + Duration::from_secs(1));
-                    continue;
-                }
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             },
             None => match rx.recv() {
@@ -270,10 +314,11 @@ pub fn run(args: &GuardArgs) -> anyhow::Result<u8> {
                     anchor_stdin = None;
                 }
             },
+            Event::Window(until) => trusted_until = trusted_until.max(Some(until)),
             Event::ControlClosed => {
                 if command.is_some() && status.is_none() {
                     // The supervisor is gone while the command runs.
-                    begin_stop(&mut stopping);
+                    begin_stop(&mut kill_at, host::boot_clock() + args.grace);
                 }
                 anchor_stdin = None;
             }
@@ -282,7 +327,7 @@ pub fn run(args: &GuardArgs) -> anyhow::Result<u8> {
                     status = Some(st);
                     // Whatever the command left behind goes with it.
                     if !descendants().is_empty() {
-                        begin_stop(&mut stopping);
+                        begin_stop(&mut kill_at, host::boot_clock() + args.grace);
                     }
                 }
             }

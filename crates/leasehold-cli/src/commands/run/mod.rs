@@ -7,8 +7,9 @@
 //! 2. Acquire the lease, bound to this process and to G (fast takeover
 //!    waits until both are gone). Held: fail (11), skip (0) or wait (FIFO).
 //! 3. Send the command's environment to the guard, which starts it in G.
-//! 4. A [`Keeper`] renews every heartbeat and pushes loss; signals are
-//!    forwarded to G; with `--stall-timeout`, output is piped through and
+//! 4. A [`Keeper`] renews every heartbeat and pushes loss; the guard is
+//!    told each new trust window and keeps the deadline too (see
+//!    [`guard`]); signals are forwarded to G; with `--stall-timeout`, output is piped through and
 //!    watched.
 //! 5. The command exits (and the guard has swept what it left in the
 //!    tree): release, exit with its code (128+N for signal N).
@@ -23,7 +24,8 @@
 //! stop_at = sent + ttl - (grace + slack),   slack = max(500ms, ttl/20)
 //! ```
 //!
-//! where the supervisor sends SIGTERM to G; SIGKILL follows at
+//! where the supervisor — or, if the supervisor is stopped or starved, the
+//! guard — sends SIGTERM to G; SIGKILL follows at
 //! `stop_at + grace = sent + ttl - slack`, so the command is gone before
 //! the store could hand the lease to anyone else. The slack covers signal
 //! delivery and scheduling. For a first renewal to happen inside the
@@ -52,7 +54,7 @@ use leasehold::{
 };
 
 use crate::cli::{IfHeld, RunArgs};
-use crate::commands::supervisor::{self, Event, Output, Spec, Stop, Supervised, Terminal};
+use crate::commands::supervisor::{self, Output, Spec, Stop, Supervised, Terminal};
 use crate::commands::{Ctx, child};
 use crate::exit_codes::ExitCode;
 use crate::run::CliError;
@@ -203,10 +205,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     let terminal = Terminal::hand_to(supervised.group_pid());
 
     let keeper = Keeper::start(store.clone(), &grant, sent, keeper_options);
-    let loss_tx = supervised.sender();
-    keeper.on_loss(move |loss| {
-        let _ = loss_tx.send(Event::Stop(Stop::Lost(loss)));
-    });
+    supervised.follow(&keeper);
     supervisor::forward_signals(supervised.sender())?;
     supervised.start(&serde_json::json!({
         "LEASEHOLD_NAME": args.name.to_string(),
