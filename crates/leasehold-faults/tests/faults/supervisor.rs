@@ -67,6 +67,9 @@ fn sink_report(sb: &Sandbox, trial: usize, mut seen: Vec<String>) -> Report {
 /// holder takes the lease and writes; SIGCONT (command first, so that it
 /// writes before its supervisor can react): its late writes are refused,
 /// and the supervisor sees the loss on its boot clock and stops it (75).
+/// The guard, not paused here, usually ends the command at the window's
+/// end already (SIGKILL ends a stopped process); case 25c pauses the guard
+/// too, so that the late writes surely happen.
 #[test]
 fn case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume() {
     let reports = parallel(count(2, 200), 6, |trial| {
@@ -99,9 +102,10 @@ fn case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume() {
     conclude(8, "stale writes accepted", &reports);
 }
 
-/// FAULTS 9a: only the supervisor is `SIGSTOPped`; its command keeps writing.
-/// After the new holder's first accepted write every old-token write is
-/// refused; on SIGCONT the supervisor stops the command.
+/// FAULTS 9a: only the supervisor is `SIGSTOPped`. Its guard stops the
+/// command at the window's end (case 25a measures that it is in time);
+/// whatever it wrote, no old-token write is accepted after the new
+/// holder's first, and on SIGCONT the supervisor exits 75.
 #[test]
 fn case09_a_paused_supervisor_leaves_its_command_fenced_off() {
     let reports = parallel(count(2, 200), 6, |trial| {
