@@ -293,6 +293,11 @@ pub struct UpdateArgs {
     #[command(flatten)]
     pub file: FileArgs,
 
+    /// What the filter reads when FILE does not exist yet. Default: `null`
+    /// with --json (so `jq '.runs += 1'` starts from nothing), else empty.
+    #[arg(long, value_name = "CONTENT")]
+    pub init: Option<String>,
+
     /// The filter and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "FILTER")]
     pub filter: Vec<std::ffi::OsString>,

@@ -126,6 +126,44 @@ fn a_failed_filter_leaves_the_file_and_passes_its_code_through() {
     assert_eq!(fs::read_to_string(&g).unwrap().trim(), "0");
 }
 
+/// The README's example works from the first run: with `--json` a missing
+/// file reads as `null`; `--init` gives a start value of one's own.
+#[test]
+fn update_starts_a_missing_file_from_null_or_init() {
+    let env = Env::new();
+    let f = env.path().join("state.json");
+    for _ in 0..2 {
+        let (code, _, err) = run_in(&env, &["--json", "update", arg(&f), "--", "jq", ".runs += 1"], b"");
+        assert_eq!(code, 0, "{err}");
+    }
+    let value: serde_json::Value = serde_json::from_slice(&fs::read(&f).unwrap()).unwrap();
+    assert_eq!(value, serde_json::json!({ "runs": 2 }));
+    let g = env.path().join("other.json");
+    let (code, _, err) = run_in(
+        &env,
+        &[
+            "--json",
+            "update",
+            arg(&g),
+            "--init",
+            r#"{"runs":41}"#,
+            "--",
+            "jq",
+            ".runs += 1",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let value: serde_json::Value = serde_json::from_slice(&fs::read(&g).unwrap()).unwrap();
+    assert_eq!(value, serde_json::json!({ "runs": 42 }));
+    // An existing empty file is not missing: refused, left as it is.
+    let h = env.path().join("empty.json");
+    fs::write(&h, b"").unwrap();
+    let (code, _, err) = run_in(&env, &["--json", "update", arg(&h), "--", "jq", ".runs += 1"], b"");
+    assert_eq!(code, 65, "{err}");
+    assert_eq!(fs::read(&h).unwrap(), b"");
+}
+
 #[test]
 fn concurrent_updates_never_lose_an_increment() {
     let env = Env::new();

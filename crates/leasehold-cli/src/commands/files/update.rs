@@ -1,5 +1,6 @@
 //! `update FILE -- FILTER...`: the filter runs directly (no shell) with the
-//! old content on stdin and its stderr passed through; its stdout is the
+//! old content on stdin (for a missing FILE: `--init`, or `null` with
+//! `--json`, or nothing) and its stderr passed through; its stdout is the
 //! new content. A failed filter leaves FILE untouched, and leasehold exits
 //! with the filter's own code (128+N for death by signal N; 127 when it
 //! cannot be found, 126 when it cannot be run, as a shell does).
@@ -85,9 +86,17 @@ fn run_filter(argv: &[OsString], input: &[u8]) -> Result<Vec<u8>, FilterError> {
 pub fn run(ctx: &Ctx, args: &UpdateArgs) -> anyhow::Result<u8> {
     let file = &args.file;
     let options = super::options(ctx, file);
+    // A missing FILE reads as --init; with --json as `null`, the JSON for
+    // "nothing yet", which jq and most filters start from (`.runs += 1`
+    // gives {"runs":1}); otherwise as empty.
+    let missing: &[u8] = match &args.init {
+        Some(init) => init.as_bytes(),
+        None if ctx.global.json => b"null\n",
+        None => b"",
+    };
     let mut bytes = 0;
     let filter = |old: Option<&[u8]>| -> Result<Vec<u8>, FilterError> {
-        let new = run_filter(&args.filter, old.unwrap_or_default())?;
+        let new = run_filter(&args.filter, old.unwrap_or(missing))?;
         bytes = new.len();
         Ok(new)
     };
