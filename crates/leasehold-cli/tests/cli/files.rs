@@ -158,7 +158,7 @@ fn update_starts_a_missing_file_from_null_or_init() {
     assert_eq!(value, serde_json::json!({ "runs": 42 }));
     // An existing empty file is not missing: refused, left as it is.
     let h = env.path().join("empty.json");
-    fs::write(&h, b"").unwrap();
+    fs::File::create(&h).unwrap();
     let (code, _, err) = run_in(&env, &["--json", "update", arg(&h), "--", "jq", ".runs += 1"], b"");
     assert_eq!(code, 65, "{err}");
     assert_eq!(fs::read(&h).unwrap(), b"");
