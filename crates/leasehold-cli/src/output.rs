@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::{Duration, SystemTime};
 
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::presets::UTF8_FULL_CONDENSED;
 use leasehold::{Grant, LeaseState, format_duration, identity};
 use serde_json::{Value, json};
 
@@ -64,10 +64,65 @@ pub fn holder_summary(grant: &Grant) -> String {
     let h = &grant.holder;
     let mut s = format!("{} pid {}", h.host, h.pid);
     if !h.cmdline.is_empty() {
-        let cmd: String = h.cmdline.chars().take(60).collect();
-        let _ = write!(s, " ({cmd})");
+        let _ = write!(s, " ({})", shorten(&h.cmdline, 60));
     }
     s
+}
+
+/// At most `max` characters of `s`; a cut is marked with `…`.
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// `s` safe to show on a terminal: characters that reorder or hide text
+/// (bidirectional overrides such as U+202E, zero-width characters) are
+/// shown as `\u{…}` escapes, so a hostile name cannot disguise itself or
+/// the cells beside it. (Names hold no control characters; other stored
+/// text — details, errors — might, and they are escaped too.)
+pub fn for_terminal(s: &str) -> String {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{061C}' | '\u{FEFF}')
+    };
+    if !s.chars().any(hidden) {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A table for people whose every cell goes through [`for_terminal`].
+pub struct Table(comfy_table::Table);
+
+impl Table {
+    pub fn new(header: &[&str]) -> Self {
+        let mut table = comfy_table::Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED);
+        table.set_header(header);
+        Self(table)
+    }
+
+    pub fn row<const N: usize>(&mut self, cells: [String; N]) {
+        self.0.add_row(cells.map(|c| for_terminal(&c)));
+    }
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 pub fn expires_in(d: Duration) -> String {
@@ -76,12 +131,10 @@ pub fn expires_in(d: Duration) -> String {
 
 /// The people's table of leases: one row per live grant, one row per free name.
 pub fn lease_table(states: &[LeaseState]) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(["name", "mode", "token", "owner", "holder", "alive?", "expires in"]);
+    let mut table = Table::new(&["name", "mode", "token", "owner", "holder", "alive?", "expires in"]);
     for state in states {
         if state.grants.is_empty() {
-            table.add_row([
+            table.row([
                 state.name.to_string(),
                 "free".into(),
                 format!("(last {})", state.last_token),
@@ -92,7 +145,7 @@ pub fn lease_table(states: &[LeaseState]) -> Table {
             ]);
         }
         for g in &state.grants {
-            table.add_row([
+            table.row([
                 state.name.to_string(),
                 g.mode.label().into(),
                 g.token.to_string(),

@@ -411,3 +411,27 @@ fn completions_are_generated() {
 fn write_file(path: &std::path::Path, data: &[u8]) {
     std::fs::write(path, data).unwrap();
 }
+
+/// A name with a bidirectional override (U+202E) is shown escaped in
+/// tables, so it cannot reorder what follows it; JSON keeps it exact. A
+/// holder's long command line is cut with an ellipsis.
+#[test]
+fn tables_escape_hidden_characters_and_mark_a_cut_command_line() {
+    let env = Env::new();
+    let name = "pay\u{202e}lortnoc";
+    let long = format!("{}x", "a".repeat(80));
+    let t = env.acquire(&[name, "--ttl", "1m"]);
+    let (code, out, err) = env.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("pay\\u{202e}lortnoc"), "{out}");
+    assert!(!out.contains('\u{202e}'), "{out}");
+    let (code, out, _) = env.run(&["--json", "list"]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["leases"][0]["name"], name, "JSON keeps the name exact");
+    assert_eq!(env.run(&["release", name, "--token", &t.to_string()]).0, 0);
+    // The acquirer's command line, with its long --owner, is over 60 characters.
+    let (code, _, err) = env.run(&["acquire", "cmd", "--ttl", "1m", "--owner", &long]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = env.run(&["list"]);
+    assert!(out.contains('…'), "a cut command line ends in an ellipsis: {out}");
+}

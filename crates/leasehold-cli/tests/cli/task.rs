@@ -87,6 +87,18 @@ fn batch_is_all_or_nothing_and_names_the_bad_line() {
     let (code, err) = add_batch(&env, "q", "{\"id\":\"new\"}\n{\"id\":\"x\",\"payload\":\"other\"}\n");
     assert_eq!(code, 65, "{err}");
     assert_eq!(stats(&env, "q")["pending"], 2);
+    // The same id twice in one batch: both payloads named, in order.
+    let (code, err) = add_batch(
+        &env,
+        "q",
+        "{\"id\":\"d\",\"payload\":{\"a\":1}}\n{\"id\":\"d\",\"payload\":{\"a\":2}}\n",
+    );
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains(r#"twice in the batch, with payload {"a":1} and with payload {"a":2}"#),
+        "{err}"
+    );
+    assert_eq!(stats(&env, "q")["pending"], 2);
 }
 
 #[test]

@@ -1,5 +1,3 @@
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-
 use crate::cli::HistoryArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
@@ -28,11 +26,9 @@ pub fn run(ctx: &Ctx, args: &HistoryArgs) -> anyhow::Result<u8> {
         eprintln!("no history for {}", args.name);
         return Ok(ExitCode::Success.code());
     }
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(["at", "event", "token", "owner", "detail"]);
+    let mut table = output::Table::new(&["at", "event", "token", "owner", "detail"]);
     for e in &entries {
-        table.add_row([
+        table.row([
             output::rfc3339(e.at),
             e.event.as_str().to_owned(),
             e.token.map(|t| t.to_string()).unwrap_or_default(),

@@ -68,22 +68,29 @@ pub fn run(ctx: &Ctx, args: &TaskAddArgs) -> anyhow::Result<u8> {
     let outcomes = store
         .task_add(&args.queue, tasks.clone())
         .with_context(|| format!("cannot add tasks to queue {}", args.queue))?;
-    if let Some((id, TaskAdd::Conflict { existing })) =
-        outcomes.iter().find(|(_, o)| matches!(o, TaskAdd::Conflict { .. }))
+    // Outcomes come in the order of the tasks, so the conflicting task's
+    // own payload is the one at the same position.
+    if let Some((i, (id, TaskAdd::Conflict { existing }))) = outcomes
+        .iter()
+        .enumerate()
+        .find(|(_, (_, o))| matches!(o, TaskAdd::Conflict { .. }))
     {
-        let new_payload = tasks
-            .iter()
-            .find(|t| t.id.as_ref() == Some(id))
-            .map_or_else(String::new, |t| t.payload.to_string());
-        return Err(CliError::new(
-            ExitCode::DataError,
+        let new_payload = &tasks[i].payload;
+        let twice = tasks[..i].iter().any(|t| t.id.as_ref() == Some(id));
+        let message = if twice {
+            format!(
+                "task {id} appears twice in the batch, with payload {} and with payload {new_payload}; nothing was added. \
+                 Give each task its own id, or repeat the same payload",
+                existing.payload
+            )
+        } else {
             format!(
                 "task {id} already exists in queue {} with payload {} — not {new_payload}; nothing was added. \
                  Use another id, or the same payload to make adding idempotent",
                 args.queue, existing.payload
-            ),
-        )
-        .into());
+            )
+        };
+        return Err(CliError::new(ExitCode::DataError, message).into());
     }
     let added = outcomes.iter().filter(|(_, o)| *o == TaskAdd::Added).count();
     if ctx.global.json {

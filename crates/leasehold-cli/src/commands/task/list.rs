@@ -1,5 +1,3 @@
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-
 use crate::cli::TaskListArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
@@ -18,12 +16,10 @@ pub fn run(ctx: &Ctx, args: &TaskListArgs) -> anyhow::Result<u8> {
         eprintln!("no tasks");
         return Ok(ExitCode::Success.code());
     }
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(["id", "state", "priority", "attempts", "owner", "last error"]);
+    let mut table = output::Table::new(&["id", "state", "priority", "attempts", "owner", "last error"]);
     for t in &tasks {
-        let error: String = t.last_error.as_deref().unwrap_or("").chars().take(60).collect();
-        table.add_row([
+        let error = output::shorten(t.last_error.as_deref().unwrap_or(""), 60);
+        table.row([
             t.id.to_string(),
             t.state.as_str().to_owned(),
             t.priority.to_string(),

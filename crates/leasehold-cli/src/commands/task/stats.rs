@@ -1,5 +1,3 @@
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-
 use crate::cli::TaskStatsArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
@@ -12,11 +10,9 @@ pub fn run(ctx: &Ctx, args: &TaskStatsArgs) -> anyhow::Result<u8> {
         output::print_json(&serde_json::json!({ "queues": stats }));
         return Ok(ExitCode::Success.code());
     }
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(["queue", "pending", "running", "done", "dead"]);
+    let mut table = output::Table::new(&["queue", "pending", "running", "done", "dead"]);
     for s in &stats {
-        table.add_row([
+        table.row([
             s.queue.to_string(),
             s.pending.to_string(),
             s.running.to_string(),
