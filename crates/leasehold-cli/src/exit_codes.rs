@@ -21,6 +21,9 @@ pub enum ExitCode {
     Lost = 12,
     /// A stale fencing token was refused.
     StaleToken = 13,
+    /// No such task (`task show`, `task retry`). Token-scoped operations
+    /// on a task that is gone say 12 instead: the caller's claim is lost.
+    NotFound = 14,
     /// Bad data: a corrupt store, state file or input.
     DataError = 65,
     /// The store is unavailable.

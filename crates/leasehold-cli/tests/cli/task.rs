@@ -219,8 +219,19 @@ fn failures_retry_then_die_and_retry_revives() {
     let c = claim(&env, "q", "60s").unwrap();
     assert_eq!(c["attempt"], 1);
     assert!(c["token"].as_u64().unwrap() > 2, "tokens keep growing across a revival");
-    assert_eq!(env.run(&["task", "retry", "q", "poison"]).0, 1, "running, not dead");
-    assert_eq!(env.run(&["task", "retry", "q", "nope"]).0, 1);
+    assert_eq!(
+        env.run(&["task", "retry", "q", "poison"]).0,
+        11,
+        "running: held by its worker"
+    );
+    assert_eq!(env.run(&["task", "retry", "q", "nope"]).0, 14, "no such task");
+    assert_eq!(env.run(&["task", "show", "q", "nope"]).0, 14, "no such task");
+    env.run(&["task", "add", "q", "--id", "waiting"]);
+    assert_eq!(
+        env.run(&["task", "retry", "q", "waiting"]).0,
+        0,
+        "already pending: nothing to do"
+    );
     let (code, _, _) = env.run(&["task", "fail", "q", "poison", "--token", &token(&c), "--no-retry"]);
     assert_eq!(code, 0);
     assert_eq!(stats(&env, "q")["dead"], 1);

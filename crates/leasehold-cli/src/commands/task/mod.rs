@@ -52,7 +52,7 @@ pub fn lost_error(op: &str, queue: &LeaseName, id: &LeaseName, token: Token, los
 
 pub fn not_found(queue: &LeaseName, id: &LeaseName) -> CliError {
     CliError::new(
-        ExitCode::Failure,
+        ExitCode::NotFound,
         format!("no task {id} in queue {queue}; `leasehold task list {queue}` shows what is there"),
     )
 }
