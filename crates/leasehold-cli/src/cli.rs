@@ -613,9 +613,16 @@ pub struct WorkArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub concurrency: u32,
 
-    /// Exit when nothing is claimable (instead of waiting for new tasks).
-    #[arg(long)]
+    /// Exit as soon as nothing is claimable now — even while a failed task
+    /// waits for its retry, or another worker's task runs.
+    #[arg(long, conflicts_with = "drain")]
     pub until_empty: bool,
+
+    /// Exit once the queue has no pending task (delayed ones and retries
+    /// waiting for their backoff included) and no running one: work
+    /// through retries too. Dead tasks do not count.
+    #[arg(long)]
+    pub drain: bool,
 
     /// Exit after this many tasks.
     #[arg(long)]

@@ -14,8 +14,10 @@
 //! | loses its claim (renewal refused, or the store down until the holder-side deadline) | nothing is reported: the command is stopped (SIGTERM, SIGKILL after `--grace`) before the claim can pass on, and the task comes back by expiry |
 //! | is running when `work` gets SIGTERM/SIGINT | may finish within `--grace`; then it is stopped and the claim handed back without charging an attempt |
 //!
-//! Claiming stops at the first SIGTERM/SIGINT, at `--max-tasks`, or (with
-//! `--until-empty`) when a worker finds nothing claimable.
+//! Claiming stops at the first SIGTERM/SIGINT, at `--max-tasks`, with
+//! `--until-empty` when a worker finds nothing claimable now, or with
+//! `--drain` when the queue has nothing pending (retries waiting for their
+//! backoff included) and nothing running.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -182,7 +184,7 @@ pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
         .map(|s| s.pending + s.running);
     let progress = std::io::stderr().is_terminal().then(|| {
         let bar = match total {
-            Some(n) if args.until_empty => indicatif::ProgressBar::new(n),
+            Some(n) if args.until_empty || args.drain => indicatif::ProgressBar::new(n),
             _ => indicatif::ProgressBar::new_spinner(),
         };
         bar.set_style(
@@ -318,7 +320,7 @@ fn worker(shared: &Arc<Shared>, store: &Arc<Store>) -> anyhow::Result<()> {
             if args.max_tasks.is_some() {
                 shared.counters.claimed.fetch_sub(1, Ordering::SeqCst);
             }
-            if args.until_empty {
+            if args.until_empty || (args.drain && drained(store, &args.queue)?) {
                 break;
             }
             // Idle: wake on the store's announcement that the queue got a
@@ -335,6 +337,13 @@ fn worker(shared: &Arc<Shared>, store: &Arc<Store>) -> anyhow::Result<()> {
         shared.report(&claim, outcome, started.elapsed(), &detail);
     }
     Ok(())
+}
+
+/// Whether the queue has nothing left to work on: no pending task (a
+/// retry waiting for its backoff is pending) and none running.
+fn drained(store: &Store, queue: &LeaseName) -> anyhow::Result<bool> {
+    let stats = store.task_stats(Some(queue))?;
+    Ok(stats.first().is_none_or(|s| s.pending + s.running == 0))
 }
 
 fn run_task(

@@ -99,6 +99,26 @@ fn a_failing_command_fails_the_task_with_its_stderr_until_it_is_dead() {
     assert!(t["last_error"].as_str().unwrap().starts_with("exit 127"), "{t}");
 }
 
+/// `--until-empty` stops while a failed task waits for its retry;
+/// `--drain` waits for it and works it.
+#[test]
+fn drain_works_through_retries_and_until_empty_does_not() {
+    let env = Env::new();
+    add(&env, "q", "{\"id\":\"flaky\",\"max_attempts\":3}\n");
+    let script = r#"[ "$LEASEHOLD_TASK_ATTEMPT" -ge 2 ] || exit 1; echo ok"#;
+    let (code, out, err) = env.run(&["work", "q", "--until-empty", "--json", "--", "sh", "-c", script]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        (json(&out)["failed"].as_u64(), json(&out)["done"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(show(&env, "q", "flaky")["state"], "pending", "waiting for its retry");
+    let (code, out, err) = env.run(&["work", "q", "--drain", "--json", "--", "sh", "-c", script]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["done"], 1);
+    assert_eq!(show(&env, "q", "flaky")["state"], "done");
+}
+
 #[test]
 fn a_lost_claim_stops_the_command_and_nothing_is_reported() {
     let env = Env::new();
