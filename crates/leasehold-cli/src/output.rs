@@ -15,6 +15,9 @@ pub fn print_json(value: &Value) {
     let mut out = std::io::stdout().lock();
     let _ = serde_json::to_writer_pretty(&mut out, value);
     let _ = writeln!(out);
+    // Flushed now: `fence` and `lock` print before they run a command,
+    // which may then write to the same stdout (or replace this process).
+    let _ = out.flush();
 }
 
 pub fn rfc3339(t: SystemTime) -> String {

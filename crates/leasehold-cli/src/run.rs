@@ -2,7 +2,7 @@
 //! the only place that decides exit codes for errors.
 
 use std::fmt;
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 
 use clap::Parser;
 use leasehold::files::FileError;
@@ -83,6 +83,12 @@ fn file_code(e: &FileError) -> ExitCode {
     }
 }
 
+/// Colour only for a person at a terminal: never into a log file or a
+/// pipe, and never when `NO_COLOR` is set (no-color.org).
+fn colour() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn init_logging() {
     // A level from LEASEHOLD_LOG (error, warn, info, debug, trace); no
     // env-filter, which would cost a regex engine at build and start-up.
@@ -93,12 +99,44 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
+        .with_ansi(colour())
         .with_target(false)
         .try_init();
 }
 
+/// Whether `--json` was asked for, read from the raw arguments: when they
+/// do not parse, clap's view of them is not there to ask. Only before a
+/// `--` (after it come a command's own arguments).
+fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+/// Arguments that do not parse: clap's message on stderr, and with
+/// `--json` one JSON document on stdout too. Help and version are not
+/// errors and print as clap prints them.
+fn usage_error(e: &clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json_asked() {
+        let _ = e.print();
+        return std::process::ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+    }
+    let text = e.render().to_string();
+    let _ = write!(std::io::stderr(), "{text}");
+    // The message is clap's first paragraph (usage and tips follow).
+    let message = text.trim().trim_start_matches("error: ");
+    let message = message.split("\n\n").next().unwrap_or(message).trim();
+    crate::output::print_json(&serde_json::json!({ "error": message, "exit_code": ExitCode::Usage.code() }));
+    std::process::ExitCode::from(ExitCode::Usage.code())
+}
+
 pub fn run() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     init_logging();
     let global = cli.global.clone();
     let code = match crate::commands::dispatch(cli) {

@@ -99,17 +99,24 @@ pub fn run(ctx: &Ctx) -> u8 {
         Err(e) => checks.push(check("store URL", Err(e.to_string()))),
     }
     let all_ok = checks.iter().all(|c| c.ok);
-    if ctx.global.json {
-        output::print_json(&json!({
-            "ok": all_ok,
-            "checks": checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
-        }));
-    } else {
+    let details = json!({
+        "ok": all_ok,
+        "checks": checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
+    });
+    if !ctx.global.json {
         for c in &checks {
             println!("{} {:<17} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
         }
     }
-    if all_ok { ExitCode::Success } else { ExitCode::Failure }.code()
+    if all_ok {
+        if ctx.global.json {
+            output::print_json(&details);
+        }
+        return ExitCode::Success.code();
+    }
+    let failed: Vec<&str> = checks.iter().filter(|c| !c.ok).map(|c| c.name).collect();
+    let message = format!("{} failed: see each check's detail for what to do", failed.join(", "));
+    crate::commands::fail(ctx, &details, &message, ExitCode::Failure.code())
 }
 
 fn filesystem(dir: &Path) -> Result<String, String> {

@@ -32,6 +32,14 @@ fn lock_error(e: &LockError) -> anyhow::Error {
     CliError::new(code, e.to_string()).into()
 }
 
+/// The command could not be started (127 not found, 126 not runnable).
+/// With `--json` this follows the document that said the lock was taken.
+fn cannot_run(ctx: &Ctx, args: &LockArgs, e: &std::io::Error) -> u8 {
+    let message = format!("cannot run {}: {e}", child::display(&args.command));
+    let details = serde_json::json!({ "path": args.path, "locked": false });
+    crate::commands::fail(ctx, &details, &message, child::spawn_error_code(e))
+}
+
 pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
     let options = LockOptions {
         shared: args.shared,
@@ -61,21 +69,24 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
             return Ok(crate::commands::refuse(ctx, &json, &err));
         }
     };
+    // Printed before the command runs: with the descriptor inherited, it
+    // replaces this process.
+    if ctx.global.json {
+        crate::output::print_json(&serde_json::json!({
+            "path": held.path(), "locked": true, "shared": args.shared, "pid": std::process::id(),
+        }));
+    }
     let mut command = Command::new(&args.command[0]);
     command.args(&args.command[1..]);
     if !args.no_inherit {
         rustix::io::fcntl_setfd(held.file(), rustix::io::FdFlags::empty())?;
         command.env("LEASEHOLD_LOCK_FD", held.file().as_raw_fd().to_string());
         let e = command.exec();
-        eprintln!("leasehold: cannot run {}: {e}", child::display(&args.command));
-        return Ok(child::spawn_error_code(&e));
+        return Ok(cannot_run(ctx, args, &e));
     }
     let mut proc = match command.spawn() {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("leasehold: cannot run {}: {e}", child::display(&args.command));
-            return Ok(child::spawn_error_code(&e));
-        }
+        Err(e) => return Ok(cannot_run(ctx, args, &e)),
     };
     let pid = rustix::process::Pid::from_raw(proc.id() as i32);
     let terminal = child::terminal_foreground();

@@ -60,18 +60,34 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Anchor => Ok(run::guard::anchor()),
         Command::Doctor => Ok(doctor::run(&ctx)),
         Command::Migrate => migrate::run(&ctx),
-        Command::Completions(args) => Ok(completions::run(&args)),
+        Command::Completions(args) => Ok(completions::run(&ctx, &args)),
         Command::Task(command) => task::dispatch(&ctx, command),
         Command::Work(args) => work::run(&ctx, &args),
     }
 }
 
-/// End a command with an expected refusal (held, stale): `json` on stdout
-/// with `--json`, the message on stderr, and the refusal's exit code.
-pub fn refuse(ctx: &Ctx, json: &serde_json::Value, err: &crate::run::CliError) -> u8 {
+/// End a command with an expected refusal (held, stale, nothing to
+/// claim): see [`fail`].
+pub fn refuse(ctx: &Ctx, details: &serde_json::Value, err: &crate::run::CliError) -> u8 {
+    fail(ctx, details, &err.message, err.code.code())
+}
+
+/// End a command that failed in a way it reports itself (a refusal, a
+/// command that could not start): `message` on stderr, `code` as the exit
+/// code, and with `--json` on stdout `details` in the shape every failure
+/// has — `error` and `exit_code` beside them (docs/JSON.md).
+pub fn fail(ctx: &Ctx, details: &serde_json::Value, message: &str, code: u8) -> u8 {
     if ctx.global.json {
-        crate::output::print_json(json);
+        let mut doc = details.clone();
+        if let serde_json::Value::Object(fields) = &mut doc {
+            // A refusal that is no failure (`run --if-held skip`, exit 0)
+            // says why as a message, not as an error.
+            let key = if code == 0 { "message" } else { "error" };
+            fields.insert(key.into(), message.into());
+            fields.insert("exit_code".into(), code.into());
+        }
+        crate::output::print_json(&doc);
     }
-    eprintln!("leasehold: {err}");
-    err.code.code()
+    eprintln!("leasehold: {message}");
+    code
 }

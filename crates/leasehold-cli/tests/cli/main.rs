@@ -3,6 +3,7 @@
 
 mod clock;
 mod files;
+mod json;
 mod lease;
 mod lock;
 mod race;

@@ -130,6 +130,9 @@ fn a_lease_lost_while_running_stops_the_command_with_75_within_the_ttl() {
         err.contains("refused a renewal") && err.contains("was stopped"),
         "{err}"
     );
+    // The keeper's warning, in plain text: stderr is a pipe, not a terminal.
+    assert!(err.contains("lease lost"), "{err}");
+    assert!(!err.contains('\x1b'), "no colour codes off a terminal: {err:?}");
 }
 
 #[test]

@@ -112,13 +112,8 @@ pub fn run(ctx: &Ctx, args: &UpdateArgs) -> anyhow::Result<u8> {
         Err(UpdateError::File(e)) => Err(e.into()),
         Err(UpdateError::Filter(e)) => {
             let message = format!("{e}; {} is unchanged", file.file.display());
-            if ctx.global.json {
-                crate::output::print_json(&serde_json::json!({
-                    "file": file.file, "written": false, "error": message, "exit_code": e.code(),
-                }));
-            }
-            eprintln!("leasehold: {message}");
-            Ok(e.code())
+            let details = serde_json::json!({ "file": file.file, "written": false });
+            Ok(crate::commands::fail(ctx, &details, &message, e.code()))
         }
     }
 }

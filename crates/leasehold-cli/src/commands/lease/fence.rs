@@ -13,12 +13,13 @@ pub fn run(ctx: &Ctx, args: &FenceArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     match store.fence(&args.name, args.token)? {
         LeaseFence::Passed(grant) => {
+            // With a command, printed before it runs (it becomes us).
+            if ctx.global.json {
+                output::print_json(
+                    &serde_json::json!({ "name": args.name, "token": args.token, "passed": true, "grant": output::grant_json(&grant) }),
+                );
+            }
             let Some((program, rest)) = args.command.split_first() else {
-                if ctx.global.json {
-                    output::print_json(
-                        &serde_json::json!({ "name": args.name, "token": args.token, "passed": true, "grant": output::grant_json(&grant) }),
-                    );
-                }
                 return Ok(ExitCode::Success.code());
             };
             drop(store);

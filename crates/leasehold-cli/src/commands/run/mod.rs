@@ -252,13 +252,20 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         return Err(err.into());
     }
     if let Some((code, message)) = finished.spawn_error {
-        eprintln!("leasehold: {message}");
-        return Ok(code);
+        let details = serde_json::json!({ "name": args.name, "token": grant.token });
+        return Ok(crate::commands::fail(ctx, &details, &message, code));
     }
-    finished.code.ok_or_else(|| {
+    let code = finished.code.ok_or_else(|| {
         anyhow::anyhow!(
             "the guard process of {} died unexpectedly; the command's process group was killed",
             args.name
         )
-    })
+    })?;
+    // After the command's own output: its exit code, passed through.
+    if ctx.global.json {
+        crate::output::print_json(&serde_json::json!({
+            "name": args.name, "token": grant.token, "owner": grant.owner, "exit_code": code,
+        }));
+    }
+    Ok(code)
 }

@@ -13,7 +13,14 @@ pub fn run(ctx: &Ctx, args: &TaskDoneArgs) -> anyhow::Result<u8> {
         token: t.token,
     };
     match store.task_complete(&task, args.result.as_ref())? {
-        TaskUpdate::Applied => Ok(ExitCode::Success.code()),
+        TaskUpdate::Applied => {
+            if ctx.global.json {
+                crate::output::print_json(
+                    &serde_json::json!({ "queue": t.queue, "id": t.id, "token": t.token, "state": "done" }),
+                );
+            }
+            Ok(ExitCode::Success.code())
+        }
         TaskUpdate::Lost(lost) => Err(super::lost_error("complete", &t.queue, &t.id, t.token, lost).into()),
     }
 }

@@ -22,7 +22,14 @@ pub fn run(ctx: &Ctx, args: &TaskHeartbeatArgs) -> anyhow::Result<u8> {
         token: t.token,
     };
     match store.task_heartbeat(&task, ttl)? {
-        TaskUpdate::Applied => Ok(ExitCode::Success.code()),
+        TaskUpdate::Applied => {
+            if ctx.global.json {
+                crate::output::print_json(&serde_json::json!({
+                    "queue": t.queue, "id": t.id, "token": t.token, "state": "running", "ttl_ms": ttl.as_millis() as u64,
+                }));
+            }
+            Ok(ExitCode::Success.code())
+        }
         TaskUpdate::Lost(lost) => Err(super::lost_error("heartbeat", &t.queue, &t.id, t.token, lost).into()),
     }
 }

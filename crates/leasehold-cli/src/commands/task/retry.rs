@@ -13,12 +13,20 @@ pub fn run(ctx: &Ctx, args: &TaskIdArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     let (queue, id) = (&args.queue, &args.id);
     let refuse = |code, why: &str| Err(CliError::new(code, format!("task {id} of queue {queue} {why}")).into());
+    let pending = |revived: bool| {
+        if ctx.global.json {
+            crate::output::print_json(
+                &serde_json::json!({ "queue": queue, "id": id, "state": "pending", "revived": revived }),
+            );
+        }
+        Ok(ExitCode::Success.code())
+    };
     match store.task_retry(queue, id)? {
-        TaskRetry::Revived => Ok(ExitCode::Success.code()),
+        TaskRetry::Revived => pending(true),
         TaskRetry::NotFound => Err(super::not_found(queue, id).into()),
         TaskRetry::NotDead(TaskState::Pending) => {
             eprintln!("leasehold: task {id} of queue {queue} is already pending; nothing was changed");
-            Ok(ExitCode::Success.code())
+            pending(false)
         }
         TaskRetry::NotDead(TaskState::Running) => refuse(
             ExitCode::Held,

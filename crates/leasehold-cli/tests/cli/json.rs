@@ -1,0 +1,220 @@
+//! `--json`: every command prints one JSON document on stdout for success
+//! and for each refusal, usage errors included (docs/JSON.md). A failure
+//! always has `error` (a string) and `exit_code` (the process's code).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{Env, finish};
+
+/// The JSON documents on stdout, in order.
+fn documents(out: &str) -> Vec<Value> {
+    serde_json::Deserializer::from_str(out)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("stdout is not a stream of JSON documents ({e}): {out:?}"))
+}
+
+/// Run `leasehold --json ARGS`, expect exit `code` and exactly one
+/// document, and return it. A failure must carry `error` and `exit_code`.
+fn one(env: &Env, args: &[&str], code: i32) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let (got, out, err) = env.run(&all);
+    assert_eq!(got, code, "leasehold {all:?}: stderr {err}");
+    let docs = documents(&out);
+    assert_eq!(docs.len(), 1, "leasehold {all:?}: one document, got {docs:?}");
+    let doc = docs.into_iter().next().unwrap();
+    assert!(doc.is_object(), "{doc}");
+    if code != 0 {
+        assert!(doc["error"].as_str().is_some_and(|e| !e.is_empty()), "{all:?}: {doc}");
+        assert_eq!(doc["exit_code"], code, "{all:?}: {doc}");
+    } else {
+        assert!(doc.get("error").is_none(), "{all:?}: success without an error: {doc}");
+    }
+    doc
+}
+
+#[test]
+fn usage_errors_are_json_too() {
+    let env = Env::new();
+    for args in [
+        &["acquire", "x", "--ttl", "nonsense"][..],
+        &["acquire"],
+        &["frobnicate"],
+        &["acquire", "bad\nname"],
+        &["task", "add"],
+    ] {
+        let doc = one(&env, args, 2);
+        assert!(!doc["error"].as_str().unwrap().contains("Usage:"), "{doc}");
+    }
+    // Help and version are not errors.
+    let (code, out, _) = env.run(&["--json", "--version"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("leasehold "), "{out}");
+    // `--json` after `--` belongs to the command, not to leasehold.
+    let (code, out, _) = env.run(&["run", "j", "--ttl", "bad", "--", "echo", "--json"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+}
+
+#[test]
+fn lease_commands() {
+    let env = Env::new();
+    let doc = one(&env, &["acquire", "job", "--ttl", "1m"], 0);
+    let t = doc["token"].as_u64().unwrap().to_string();
+    assert_eq!(doc["name"], "job");
+    let doc = one(&env, &["acquire", "job"], 11);
+    assert_eq!((doc["held"].as_bool(), doc["name"].as_str()), (Some(true), Some("job")));
+    assert_eq!(
+        one(&env, &["renew", "job", "--token", &t], 0)["token"],
+        doc["grants"][0]["token"]
+    );
+    one(&env, &["renew", "job", "--token", "999"], 12);
+    assert_eq!(one(&env, &["fence", "job", "--token", &t], 0)["passed"], true);
+    assert_eq!(
+        one(&env, &["fence", "job", "--token", &t, "--", "true"], 0)["passed"],
+        true
+    );
+    assert_eq!(one(&env, &["fence", "job", "--token", "0"], 13)["passed"], false);
+    assert_eq!(one(&env, &["status", "job"], 0)["name"], "job");
+    assert!(one(&env, &["list"], 0)["leases"].is_array());
+    assert!(one(&env, &["history", "job"], 0)["history"].is_array());
+    assert_eq!(one(&env, &["release", "job", "--token", &t], 0)["released"], true);
+    one(&env, &["release", "job", "--token", &t], 12);
+    one(&env, &["--store", "bogus://x", "status", "job"], 2);
+    assert_eq!(one(&env, &["doctor"], 0)["ok"], true);
+    assert_eq!(
+        one(&env, &["--store", "sqlite:///proc/nope/s.db", "doctor"], 1)["ok"],
+        false
+    );
+    assert!(one(&env, &["migrate"], 0).is_object());
+    assert!(
+        one(&env, &["completions", "bash"], 0)["script"]
+            .as_str()
+            .unwrap()
+            .contains("leasehold")
+    );
+}
+
+#[test]
+fn run_reports_after_the_command_and_refusals_in_the_failure_shape() {
+    let env = Env::new();
+    // The command's own code passes through: not a failure of `run`, so
+    // the document is the result, with the code and no error.
+    let (code, out, err) = env.run(&["--json", "run", "r", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(code, 3, "{err}");
+    let docs = documents(&out);
+    assert_eq!(docs.len(), 1, "{docs:?}");
+    assert_eq!((docs[0]["exit_code"].as_u64(), docs[0].get("error")), (Some(3), None));
+    let doc = one(&env, &["run", "r", "--", "true"], 0);
+    assert_eq!((doc["name"].as_str(), doc["exit_code"].as_u64()), (Some("r"), Some(0)));
+    one(&env, &["run", "r", "--", "/no/such/command"], 127);
+    let t = env.acquire(&["r", "--ttl", "1m"]);
+    assert_eq!(one(&env, &["run", "r", "--", "true"], 11)["held"], true);
+    let doc = one(&env, &["run", "r", "--if-held", "skip", "--", "true"], 0);
+    assert_eq!(doc["skipped"], true, "{doc}");
+    assert_eq!(env.run(&["release", "r", "--token", &t.to_string()]).0, 0);
+}
+
+#[test]
+fn lock_and_state_files() {
+    let env = Env::new();
+    let path = env.path().join("l");
+    let p = path.to_str().unwrap();
+    let doc = one(&env, &["lock", p, "--", "true"], 0);
+    assert_eq!(doc["locked"], true);
+    let holder = env
+        .std_cmd(&["lock", p, "--", "sleep", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::util::wait_until(Duration::from_secs(10), || env.run(&["lock", p, "--", "true"]).0 == 11)
+        .expect("the holder locked");
+    assert_eq!(one(&env, &["lock", p, "--", "true"], 11)["held"], true);
+    crate::util::signal(holder.id(), "KILL");
+    let _ = finish(holder, Duration::from_secs(10));
+    // Printed before the command runs; a command that cannot start is a
+    // second document, a failure.
+    let (code, out, _) = env.run(&["--json", "lock", p, "--", "/no/such/command"]);
+    assert_eq!(code, 127);
+    let docs = documents(&out);
+    assert_eq!(docs.len(), 2, "{docs:?}");
+    assert_eq!(
+        (docs[0]["locked"].as_bool(), docs[1]["locked"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(docs[1]["exit_code"], 127);
+
+    let f = env.path().join("s.json");
+    let f = f.to_str().unwrap();
+    let mut write = env.cmd(&["--json", "write", f]);
+    let out = write.write_stdin("{\"a\":1}").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(documents(&String::from_utf8_lossy(&out.stdout)).len(), 1);
+    let out = env.cmd(&["--json", "write", f]).write_stdin("{oops").output().unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    let docs = documents(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!((docs.len(), docs[0]["exit_code"].as_i64()), (1, Some(65)));
+    one(&env, &["update", f, "--", "cat"], 0);
+    assert_eq!(one(&env, &["update", f, "--", "false"], 1)["written"], false);
+}
+
+#[test]
+fn task_commands_and_work() {
+    let env = Env::new();
+    assert_eq!(
+        one(&env, &["task", "add", "q", "--id", "a", "--payload", "1"], 0)["added"],
+        1
+    );
+    one(&env, &["task", "add", "q", "--id", "a", "--payload", "2"], 65);
+    let claim = one(&env, &["task", "claim", "q"], 0);
+    let token = claim["token"].as_u64().unwrap().to_string();
+    assert_eq!(one(&env, &["task", "claim", "q"], 10)["claimed"], false);
+    assert_eq!(
+        one(&env, &["task", "heartbeat", "q", "a", "--token", &token], 0)["state"],
+        "running"
+    );
+    one(&env, &["task", "heartbeat", "q", "a", "--token", "999"], 12);
+    one(&env, &["task", "retry", "q", "a"], 11);
+    assert_eq!(
+        one(&env, &["task", "done", "q", "a", "--token", &token], 0)["state"],
+        "done"
+    );
+    one(&env, &["task", "done", "q", "a", "--token", &token], 12);
+    one(&env, &["task", "fail", "q", "a", "--token", &token], 12);
+    assert_eq!(one(&env, &["task", "show", "q", "a"], 0)["state"], "done");
+    one(&env, &["task", "show", "q", "nope"], 14);
+    one(&env, &["task", "retry", "q", "nope"], 14);
+    assert!(one(&env, &["task", "list", "q"], 0)["tasks"].is_array());
+    assert!(one(&env, &["task", "stats"], 0)["queues"].is_array());
+    assert_eq!(
+        one(
+            &env,
+            &["task", "purge", "q", "--state", "done", "--older-than", "0s"],
+            0
+        )["purged"],
+        1
+    );
+    one(&env, &["task", "add", "q", "--id", "b"], 0);
+    let c = one(&env, &["task", "claim", "q"], 0);
+    let doc = one(
+        &env,
+        &[
+            "task",
+            "fail",
+            "q",
+            "b",
+            "--token",
+            &c["token"].as_u64().unwrap().to_string(),
+            "--no-retry",
+        ],
+        0,
+    );
+    assert_eq!(doc["state"], "dead");
+    assert_eq!(one(&env, &["task", "retry", "q", "b"], 0)["revived"], true);
+    assert_eq!(one(&env, &["work", "q", "--until-empty", "--", "true"], 0)["done"], 1);
+}
