@@ -89,6 +89,19 @@ fn an_explicit_owner_scopes_release_and_makes_acquire_idempotent() {
 }
 
 #[test]
+fn renew_and_release_without_the_explicit_owner_are_refused_and_say_to_pass_it() {
+    let env = Env::new();
+    let t = env.acquire(&["job", "--owner", "me"]).to_string();
+    for op in ["renew", "release"] {
+        let (code, _, err) = env.run(&[op, "job", "--token", &t]);
+        assert_eq!(code, 12, "{op} without --owner: {err}");
+        assert!(err.contains("explicit owner") && err.contains("--owner"), "{op}: {err}");
+    }
+    assert_eq!(env.run(&["renew", "job", "--token", &t, "--owner", "me"]).0, 0);
+    assert_eq!(env.run(&["release", "job", "--token", &t, "--owner", "me"]).0, 0);
+}
+
+#[test]
 fn shared_grants_coexist_up_to_their_limit_and_exclude_exclusive() {
     let env = Env::new();
     let a = env.acquire(&["checkout", "--shared=2"]);
