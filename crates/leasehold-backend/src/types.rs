@@ -365,6 +365,10 @@ pub struct StoreInfo {
     pub schema_version: Option<u32>,
     /// Store-specific facts, as (label, value) pairs.
     pub facts: Vec<(String, String)>,
+    /// What the store's own checks found wrong (integrity, schema), as
+    /// (label, what is wrong and what to do) pairs; empty when nothing is.
+    /// `doctor` fails on any.
+    pub problems: Vec<(String, String)>,
 }
 
 /// A shift added to a store's clock, for tests: expiry is tested by moving

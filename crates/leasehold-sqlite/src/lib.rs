@@ -235,6 +235,7 @@ impl SqliteBackend {
                     hint: "point --store at a leasehold database (or a new path)".into(),
                 });
             }
+            Ok(Err(schema::Problem::Damaged(reason))) => return Err(damaged_schema(&store, reason)),
             Ok(Err(schema::Problem::NoWal(mode))) => {
                 return Err(BackendError::Unavailable {
                     store,
@@ -391,8 +392,30 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
     result
 }
 
+/// A store whose schema does not match its version: bad data, never
+/// repaired in place.
+fn damaged_schema(store: &str, reason: String) -> BackendError {
+    BackendError::Corrupt {
+        store: store.to_owned(),
+        reason,
+        hint: "restore it from a backup; do not recreate what is missing (a new lease_name table would restart every token counter)".into(),
+    }
+}
+
+/// SQLite's own words when a statement names a table or column the store
+/// lacks: its schema was changed under a running store.
+fn missing_from_schema(e: &rusqlite::Error) -> Option<&str> {
+    let (rusqlite::Error::SqliteFailure(_, Some(msg)) | rusqlite::Error::SqlInputError { msg, .. }) = e else {
+        return None;
+    };
+    (msg.starts_with("no such table") || msg.starts_with("no such column")).then_some(msg.as_str())
+}
+
 /// Map a SQLite failure to what the user must do about it.
 fn map_error(store: &str, e: &rusqlite::Error) -> BackendError {
+    if let Some(msg) = missing_from_schema(e) {
+        return damaged_schema(store, format!("its schema is damaged ({msg})"));
+    }
     let unavailable = |reason: String, hint: &str| BackendError::Unavailable {
         store: store.to_owned(),
         reason,
@@ -457,17 +480,38 @@ impl Backend for SqliteBackend {
                 .map_err(|e| map_error(&self.store(), &e))
         };
         let version: i64 = q("PRAGMA user_version")?.parse().unwrap_or(-1);
-        let facts = vec![
+        let mut facts = vec![
             ("sqlite version".to_owned(), rusqlite::version().to_owned()),
             ("journal mode".to_owned(), q("PRAGMA journal_mode")?),
             ("synchronous".to_owned(), q("PRAGMA synchronous")?),
-            ("integrity".to_owned(), q("PRAGMA quick_check")?),
         ];
+        let mut problems = Vec::new();
+        let restore = "restore the store from a backup";
+        match q("PRAGMA quick_check")? {
+            ok if ok == "ok" => facts.push(("integrity".to_owned(), ok)),
+            damage => problems.push(("integrity".to_owned(), format!("{damage}; {restore}"))),
+        }
+        let differences = schema::differences(&conn).map_err(|e| map_error(&self.store(), &e))?;
+        if differences.is_empty() {
+            facts.push((
+                "schema".to_owned(),
+                format!("every table, column and index of version {version}"),
+            ));
+        } else {
+            problems.push((
+                "schema".to_owned(),
+                format!(
+                    "{}; {restore} (recreating a table could restart tokens)",
+                    differences.join("; ")
+                ),
+            ));
+        }
         Ok(StoreInfo {
             kind: "sqlite",
             location: self.store(),
             schema_version: u32::try_from(version).ok(),
             facts,
+            problems,
         })
     }
 

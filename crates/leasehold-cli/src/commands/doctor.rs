@@ -66,16 +66,10 @@ pub fn run(ctx: &Ctx) -> u8 {
                         )),
                     ));
                     for (label, value) in info.facts {
-                        let ok = label != "integrity" || value == "ok";
-                        checks.push(Check {
-                            name: "store fact",
-                            ok,
-                            detail: if ok {
-                                format!("{label}: {value}")
-                            } else {
-                                format!("{label}: {value}; restore the store from a backup")
-                            },
-                        });
+                        checks.push(check("store fact", Ok(format!("{label}: {value}"))));
+                    }
+                    for (label, problem) in info.problems {
+                        checks.push(check("store check", Err(format!("{label}: {problem}"))));
                     }
                 }
                 Err(e) => checks.push(check("store", Err(e.to_string()))),

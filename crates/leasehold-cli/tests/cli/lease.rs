@@ -412,6 +412,38 @@ fn doctor_checks_the_store_and_host() {
     assert!(out.contains("FAIL"), "{out}");
 }
 
+/// A dropped table is bad data (65, what is missing, restore from a
+/// backup), not "unavailable, retry"; `doctor` says so, and finds a dropped
+/// column, which the cheap check at open does not look for.
+#[test]
+fn a_damaged_schema_is_bad_data_and_doctor_says_what_is_missing() {
+    let env = Env::new();
+    env.acquire(&["job"]);
+    let sql = |sql: &str| {
+        rusqlite::Connection::open(env.store_path())
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+    };
+    sql("ALTER TABLE lease_history DROP COLUMN detail");
+    let (code, out, _) = env.run(&["doctor"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL") && out.contains("column lease_history.detail is missing"),
+        "{out}"
+    );
+    sql("DROP TABLE lease_waiter");
+    let (code, _, err) = env.run(&["acquire", "other"]);
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains("missing lease_waiter") && err.contains("backup") && !err.contains("retry"),
+        "{err}"
+    );
+    let (code, out, _) = env.run(&["doctor"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL") && out.contains("missing lease_waiter"), "{out}");
+}
+
 #[test]
 fn completions_are_generated() {
     let env = Env::new();
