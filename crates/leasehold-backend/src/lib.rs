@@ -34,6 +34,7 @@ pub mod failpoint;
 pub mod host;
 mod name;
 pub mod rules;
+pub mod symlinks;
 pub mod task;
 mod types;
 mod wait;

@@ -387,6 +387,73 @@ fn a_symlink_at_the_store_path_is_never_followed() {
     assert!(!target.exists());
 }
 
+/// Issue 12's case: a store under a symlinked directory (`ln -s real
+/// link`) works, as `write` and `lock` already did, and `doctor` says where
+/// it resolves.
+#[test]
+fn a_store_under_a_symlinked_directory_works() {
+    let env = Env::new();
+    std::fs::create_dir(env.path().join("real")).unwrap();
+    std::os::unix::fs::symlink("real", env.path().join("link")).unwrap();
+    let store = format!("--store=sqlite://{}/link/s.db", env.path().display());
+    let (code, out, err) = env.run(&[&store, "acquire", "a"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "1");
+    assert!(env.path().join("real/s.db").is_file());
+    let (code, out, _) = env.run(&[&store, "doctor"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("store path") && out.contains("real"), "{out}");
+}
+
+/// A directory link someone else planted in a sticky world-writable
+/// directory (like /tmp) is refused the same way by the store, `write` and
+/// `lock`, naming the rule; `doctor` explains it; nothing is written
+/// through it.
+#[test]
+fn a_directory_link_planted_in_a_sticky_directory_is_refused_by_store_write_and_lock() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (to give a link another owner)");
+        return;
+    }
+    let env = Env::new();
+    let shared = env.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let elsewhere = env.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let planted = shared.join("p");
+    std::os::unix::fs::symlink(&elsewhere, &planted).unwrap();
+    std::os::unix::fs::lchown(&planted, Some(4242), None).unwrap();
+    let p = planted.display();
+    let store = format!("--store=sqlite://{p}/s.db");
+    let state = format!("{p}/state.json");
+    let lock = format!("{p}/app.lock");
+    for (args, exit) in [
+        (vec![store.as_str(), "acquire", "a"], 69),
+        (vec!["write", &state], 65),
+        (vec!["lock", &lock, "--", "true"], 2),
+    ] {
+        let (code, _, err) = env.run(&args);
+        assert_eq!(code, exit, "{args:?}: {err}");
+        assert!(
+            err.contains("protected_symlinks") && err.contains("uid 4242") && err.contains("real directory"),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, out, _) = env.run(&[&store, "doctor"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("store path") && l.contains("protected_symlinks")),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "written through the link"
+    );
+}
+
 #[test]
 fn doctor_checks_the_store_and_host() {
     let env = Env::new();
