@@ -32,6 +32,7 @@
 mod error;
 pub mod failpoint;
 pub mod host;
+pub mod migration;
 mod name;
 pub mod rules;
 pub mod symlinks;

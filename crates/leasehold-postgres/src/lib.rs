@@ -425,10 +425,7 @@ impl PostgresBackend {
         BackendError::Corrupt {
             store: self.display.clone(),
             reason,
-            hint: format!(
-                "restore schema {} from a backup; do not recreate what is missing (a new lease_name table would restart every token counter)",
-                self.schema
-            ),
+            hint: leasehold_backend::migration::damage_hint(&format!("schema {}", self.schema)),
         }
     }
 

@@ -9,17 +9,10 @@
 //! lost) is refused as damaged at every open, in one catalog query, and
 //! never recreated: a new `lease_name` would restart every token counter.
 
+use leasehold_backend::migration::{self, Migration};
 use postgres::Client;
 
 use crate::quote_ident;
-
-struct Migration {
-    sql: &'static str,
-    /// The tables and indexes `sql` creates, besides those of its keys (the
-    /// test `the_schema_objects_checked_at_open_are_those_created` keeps this
-    /// true).
-    objects: &'static [&'static str],
-}
 
 /// Each entry migrates from version `index` to `index + 1`.
 const MIGRATIONS: &[Migration] = &[
@@ -227,32 +220,26 @@ pub(crate) fn prepare(client: &mut Client, schema: &str) -> Result<i64, Error> {
     Ok(from)
 }
 
-/// The tables and indexes a store of `version` has.
+/// The tables and indexes a store of `version` has (the test
+/// `the_schema_objects_checked_at_open_are_those_created` compares them
+/// with what the migrations create).
 #[must_use]
 pub fn objects(version: i64) -> Vec<&'static str> {
-    MIGRATIONS
-        .iter()
-        .take(usize::try_from(version).unwrap_or(0))
-        .flat_map(|m| m.objects.iter().copied())
-        .collect()
+    migration::objects(MIGRATIONS, version)
 }
 
 /// What the store in `schema` (of `version`) lacks of its tables and
-/// indexes, said for the user, or `None` when all are there.
+/// indexes (see [`migration::missing`]), in one catalog query.
 fn missing_objects(client: &mut Client, schema: &str, version: i64) -> Result<Option<String>, postgres::Error> {
-    let missing: Vec<String> = client
+    let absent: Vec<String> = client
         .query(
-            "SELECT o FROM unnest($1::text[]) WITH ORDINALITY AS x(o, n) \
-             WHERE to_regclass(format('%I.%I', $2::text, o)) IS NULL ORDER BY n",
+            "SELECT o FROM unnest($1::text[]) AS o WHERE to_regclass(format('%I.%I', $2::text, o)) IS NULL",
             &[&objects(version), &schema],
         )?
         .iter()
         .map(|r| r.get(0))
         .collect();
-    Ok((!missing.is_empty()).then(|| {
-        format!(
-            "its schema (version {version}) is damaged: missing {}",
-            missing.join(", ")
-        )
+    Ok(migration::missing(MIGRATIONS, version, |name| {
+        !absent.iter().any(|a| a == name)
     }))
 }

@@ -36,7 +36,8 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, symlinks,
+    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, migration,
+    symlinks,
 };
 use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
@@ -448,7 +449,7 @@ fn damaged_schema(store: &str, reason: String) -> BackendError {
     BackendError::Corrupt {
         store: store.to_owned(),
         reason,
-        hint: "restore it from a backup; do not recreate what is missing (a new lease_name table would restart every token counter)".into(),
+        hint: migration::damage_hint("it"),
     }
 }
 
@@ -536,10 +537,12 @@ impl Backend for SqliteBackend {
             ("synchronous".to_owned(), q("PRAGMA synchronous")?),
         ];
         let mut problems = Vec::new();
-        let restore = "restore the store from a backup";
         match q("PRAGMA quick_check")? {
             ok if ok == "ok" => facts.push(("integrity".to_owned(), ok)),
-            damage => problems.push(("integrity".to_owned(), format!("{damage}; {restore}"))),
+            damage => problems.push((
+                "integrity".to_owned(),
+                format!("{damage}; restore the store from a backup"),
+            )),
         }
         let differences = schema::differences(&conn).map_err(|e| map_error(&self.store(), &e))?;
         if differences.is_empty() {
@@ -550,10 +553,7 @@ impl Backend for SqliteBackend {
         } else {
             problems.push((
                 "schema".to_owned(),
-                format!(
-                    "{}; {restore} (recreating a table could restart tokens)",
-                    differences.join("; ")
-                ),
+                format!("{}; {}", differences.join("; "), migration::damage_hint("the store")),
             ));
         }
         Ok(StoreInfo {

@@ -7,21 +7,16 @@
 //! by hand, or lost to damage) is refused as damaged, never repaired:
 //! recreating `lease_name` would restart every token counter. Every open
 //! compares the names in `sqlite_schema` with [`Migration::objects`] (one
-//! cheap query); `doctor` compares every column with a fresh schema built
+//! cheap query; each migration's list is kept true by a unit test); `doctor` compares every column with a fresh schema built
 //! in memory ([`differences`]).
 
 use std::collections::BTreeSet;
 
+use leasehold_backend::migration::{self, Migration};
 use rusqlite::{Connection, TransactionBehavior};
 
 /// `PRAGMA application_id` of a leasehold store ("LSHD").
 pub const APPLICATION_ID: i64 = 0x4c53_4844;
-
-struct Migration {
-    sql: &'static str,
-    /// The tables and indexes `sql` creates (a unit test keeps this true).
-    objects: &'static [&'static str],
-}
 
 /// Each entry migrates from version `index` to `index + 1`.
 const MIGRATIONS: &[Migration] = &[
@@ -188,25 +183,14 @@ pub fn check(conn: &Connection) -> rusqlite::Result<Result<(), Problem>> {
     Ok(Ok(()))
 }
 
-/// What a store of `version` lacks of the tables and indexes it must have,
-/// said for the user, or `None` when all are there.
+/// What a store of `version` lacks of the tables and indexes it must have
+/// (see [`migration::missing`]).
 fn missing_objects(conn: &Connection, version: i64) -> rusqlite::Result<Option<String>> {
     let mut stmt = conn.prepare("SELECT name FROM sqlite_schema WHERE type IN ('table', 'index')")?;
     let present: BTreeSet<String> = stmt
         .query_map([], |r| r.get::<_, String>(0))?
         .collect::<rusqlite::Result<_>>()?;
-    let missing: Vec<&str> = MIGRATIONS
-        .iter()
-        .take(usize::try_from(version).unwrap_or(0))
-        .flat_map(|m| m.objects.iter().copied())
-        .filter(|name| !present.contains(*name))
-        .collect();
-    Ok((!missing.is_empty()).then(|| {
-        format!(
-            "its schema (version {version}) is damaged: missing {}",
-            missing.join(", ")
-        )
-    }))
+    Ok(migration::missing(MIGRATIONS, version, |name| present.contains(name)))
 }
 
 /// Every way the schema of `conn` differs from a fresh one of its
