@@ -22,7 +22,8 @@
 //!   limit. A granted waiter leaves the queue; a registration expires
 //!   unless refreshed, so a dead waiter leaves it too.
 //! - Every mutation of a grant (renew, release) is scoped to its name and
-//!   token (and owner, if given) and is one compare-and-set: a mismatch is
+//!   token (and owner: the one given, and always an explicit one — see
+//!   [`rules::owner_verdict`]) and is one compare-and-set: a mismatch is
 //!   `Lost`, never ignored. A lapsed grant is never revived.
 //! - Expiry is measured on the store's clock (the boot clock for SQLite, the
 //!   server's for PostgreSQL and etcd) — never on the caller's wall clock.
@@ -31,8 +32,10 @@
 mod error;
 pub mod failpoint;
 pub mod host;
+pub mod migration;
 mod name;
 pub mod rules;
+pub mod symlinks;
 pub mod task;
 mod types;
 mod wait;

@@ -1,10 +1,11 @@
 //! The decisions every backend makes the same way, written once: whether a
-//! grant fits beside others, the FIFO admission of waiters, and the fence
-//! verdict. Backends do the storage; these functions decide.
+//! grant fits beside others, the FIFO admission of waiters, who may renew or
+//! release a grant, and the fence verdict. Backends do the storage; these
+//! functions decide.
 
 use std::time::Duration;
 
-use crate::{FenceRefusal, Holder, Mode, Token};
+use crate::{FenceRefusal, Holder, LostReason, Mode, Token};
 
 /// Whether a grant of `mode` can join the (real or simulated) set `held`.
 #[must_use]
@@ -32,6 +33,26 @@ pub fn admits(live: impl IntoIterator<Item = Mode>, ahead: impl IntoIterator<Ite
         simulated.push(waiter);
     }
     compatible(&simulated, mode)
+}
+
+/// Whether a renewal or release naming `asked` (or no owner) may act on a
+/// grant owned by `owner` (`explicit` when the owner was given at acquire).
+///
+/// A named owner must be the grant's, explicit or not. A grant acquired
+/// with an explicit owner must have it named: that owner is what scopes
+/// renew and release (a token alone is printed, logged and passed around
+/// in scripts), so leaving it out is refused like naming a wrong one. An
+/// implicit owner (`host:pid`) is for information and need not be named.
+///
+/// # Errors
+/// [`LostReason::NotOwner`] for another owner,
+/// [`LostReason::OwnerRequired`] for a missing explicit one.
+pub fn owner_verdict(asked: Option<&str>, owner: &str, explicit: bool) -> Result<(), LostReason> {
+    match asked {
+        Some(asked) if asked != owner => Err(LostReason::NotOwner),
+        None if explicit => Err(LostReason::OwnerRequired),
+        _ => Ok(()),
+    }
 }
 
 /// The fence verdict for `token`, given the newest token ever issued for
@@ -160,6 +181,27 @@ mod tests {
         assert!(!admits([S], [X], S), "a waiting exclusive blocks new shared");
         assert!(admits([S], [S], S));
         assert!(!admits([S], [S], S2), "shared waiters ahead count toward the limit");
+    }
+
+    #[test]
+    fn owner() {
+        assert_eq!(owner_verdict(Some("alice"), "alice", true), Ok(()));
+        assert_eq!(owner_verdict(Some("mallory"), "alice", true), Err(LostReason::NotOwner));
+        assert_eq!(
+            owner_verdict(None, "alice", true),
+            Err(LostReason::OwnerRequired),
+            "an explicit owner must be named"
+        );
+        assert_eq!(
+            owner_verdict(None, "host:42", false),
+            Ok(()),
+            "an implicit owner need not be"
+        );
+        assert_eq!(owner_verdict(Some("host:42"), "host:42", false), Ok(()));
+        assert_eq!(
+            owner_verdict(Some("other"), "host:42", false),
+            Err(LostReason::NotOwner)
+        );
     }
 
     #[test]

@@ -164,7 +164,8 @@ pub struct LeaseRenewParams {
     pub name: LeaseName,
     pub token: Token,
     /// When given, it must equal the grant's owner label (explicit or
-    /// not); otherwise the outcome is `Lost(NotOwner)`.
+    /// not); otherwise the outcome is `Lost(NotOwner)`. A grant with an
+    /// explicit owner must have it given: `Lost(OwnerRequired)` otherwise.
     pub owner: Option<String>,
     pub ttl: Duration,
 }
@@ -180,6 +181,9 @@ pub enum LostReason {
     Gone,
     /// The grant exists but belongs to another owner.
     NotOwner,
+    /// The grant was acquired with an explicit owner, and the caller did not
+    /// name it (see [`rules::owner_verdict`](crate::rules::owner_verdict)).
+    OwnerRequired,
 }
 
 impl fmt::Display for LostReason {
@@ -188,6 +192,9 @@ impl fmt::Display for LostReason {
             LostReason::Expired => "its TTL ran out",
             LostReason::Gone => "it was released or taken over (or never issued)",
             LostReason::NotOwner => "it belongs to another owner",
+            LostReason::OwnerRequired => {
+                "it was acquired with an explicit owner, which must be named to renew or release it"
+            }
         })
     }
 }
@@ -203,6 +210,7 @@ pub enum LeaseRenew {
 pub struct LeaseReleaseParams {
     pub name: LeaseName,
     pub token: Token,
+    /// As [`LeaseRenewParams::owner`].
     pub owner: Option<String>,
 }
 
@@ -357,6 +365,10 @@ pub struct StoreInfo {
     pub schema_version: Option<u32>,
     /// Store-specific facts, as (label, value) pairs.
     pub facts: Vec<(String, String)>,
+    /// What the store's own checks found wrong (integrity, schema), as
+    /// (label, what is wrong and what to do) pairs; empty when nothing is.
+    /// `doctor` fails on any.
+    pub problems: Vec<(String, String)>,
 }
 
 /// A shift added to a store's clock, for tests: expiry is tested by moving

@@ -78,6 +78,7 @@ fn file_code(e: &FileError) -> ExitCode {
         | FileError::CorruptFence { .. }
         | FileError::IsDirectory { .. }
         | FileError::Symlink { .. }
+        | FileError::UnsafeDirectory { .. }
         | FileError::NotRegular { .. } => ExitCode::DataError,
         _ => ExitCode::Failure,
     }

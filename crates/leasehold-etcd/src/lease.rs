@@ -512,12 +512,14 @@ impl Conn<'_> {
     ) -> std::result::Result<&'s Slot, LostReason> {
         let reason = match snap.slot(token) {
             None => LostReason::Gone,
-            Some(s) if owner.is_some_and(|o| o != s.record.owner) => LostReason::NotOwner,
-            Some(s) if !s.is_live() => {
-                plan.expire(s);
-                LostReason::Expired
-            }
-            Some(s) => return Ok(s),
+            Some(s) => match rules::owner_verdict(owner, &s.record.owner, s.record.owner_explicit) {
+                Err(reason) => reason,
+                Ok(()) if !s.is_live() => {
+                    plan.expire(s);
+                    LostReason::Expired
+                }
+                Ok(()) => return Ok(s),
+            },
         };
         plan.record(
             HistoryEvent::StaleRefused,

@@ -250,6 +250,7 @@ impl Backend for EtcdBackend {
             location: self.store(),
             schema_version: None,
             facts,
+            problems: Vec::new(),
         })
     }
 

@@ -383,12 +383,14 @@ fn live_grant(
 ) -> Result<std::result::Result<Row, LostReason>> {
     let reason = match row(db, now, name, token)? {
         None => LostReason::Gone,
-        Some(r) if owner.is_some_and(|o| o != r.grant.owner) => LostReason::NotOwner,
-        Some(r) if !r.is_live(now) => {
-            expire(db, &r)?;
-            LostReason::Expired
-        }
-        Some(r) => return Ok(Ok(r)),
+        Some(r) => match rules::owner_verdict(owner, &r.grant.owner, r.grant.owner_explicit) {
+            Err(reason) => reason,
+            Ok(()) if !r.is_live(now) => {
+                expire(db, &r)?;
+                LostReason::Expired
+            }
+            Ok(()) => return Ok(Ok(r)),
+        },
     };
     record(
         db,
@@ -404,12 +406,15 @@ fn live_grant(
 pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew> {
     // The common case in one statement: a live grant, extended under its
     // row lock. A grant that is not live is judged (and the refusal
-    // recorded) under the name's lock below.
+    // recorded) under the name's lock below. The owner condition admits
+    // only what `rules::owner_verdict` admits (anything it lets through
+    // would bypass the rule; anything it holds back is judged below).
     let renewed = db.query_opt(
         &format!(
             "UPDATE lease_grant SET expires_at = n.now + $3::bigint * interval '1 microsecond', ttl_ms = $4 \
              FROM (SELECT {NOW} AS now) AS n \
-             WHERE name = $1 AND token = $2 AND expires_at > n.now AND ($5::text IS NULL OR owner = $5) \
+             WHERE name = $1 AND token = $2 AND expires_at > n.now \
+             AND (owner = $5 OR ($5::text IS NULL AND NOT owner_explicit)) \
              RETURNING {}, n.now",
             prefixed_grant_columns()
         ),

@@ -55,6 +55,8 @@ use postgres::types::ToSql;
 use postgres::{Client, Row, Statement};
 
 pub use schema::VERSION as SCHEMA_VERSION;
+#[doc(hidden)]
+pub use schema::objects as schema_objects;
 
 /// The store's "now" in SQL: the server's clock plus the test skew.
 pub(crate) const NOW: &str = "(clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond')";
@@ -417,6 +419,16 @@ impl PostgresBackend {
         }
     }
 
+    /// A store whose schema does not match its version: bad data, never
+    /// repaired in place.
+    fn damaged(&self, reason: String) -> BackendError {
+        BackendError::Corrupt {
+            store: self.display.clone(),
+            reason,
+            hint: leasehold_backend::migration::damage_hint(&format!("schema {}", self.schema)),
+        }
+    }
+
     /// Map a PostgreSQL failure to what the user must do about it.
     fn map_error(&self, e: &postgres::Error) -> BackendError {
         let user = self.config.get_user().unwrap_or("(default)");
@@ -443,7 +455,10 @@ impl PostgresBackend {
                 )
             };
         };
-        if c == SqlState::INVALID_PASSWORD || c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
+        if c == SqlState::UNDEFINED_TABLE || c == SqlState::UNDEFINED_COLUMN {
+            // Checked at open, so dropped or altered under a running store.
+            self.damaged(format!("its schema is damaged: {}", detail(e)))
+        } else if c == SqlState::INVALID_PASSWORD || c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
             self.unavailable(
                 format!("authentication failed for role {user:?}: {}", detail(e)),
                 "check the user and password in the URL (or ~/.pgpass), and pg_hba.conf on the server",
@@ -505,6 +520,7 @@ impl PostgresBackend {
                 reason,
                 hint: "choose a schema of its own for leasehold with ?schema=NAME in the URL".into(),
             },
+            schema::Error::Damaged(reason) => self.damaged(reason),
         }
     }
 }
@@ -740,6 +756,7 @@ impl Backend for PostgresBackend {
             location: self.display.clone(),
             schema_version: u32::try_from(version).ok(),
             facts,
+            problems: Vec::new(),
         })
     }
 

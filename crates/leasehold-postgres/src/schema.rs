@@ -4,15 +4,30 @@
 //! finds the work done). A schema migrated by a newer leasehold is refused,
 //! and a schema holding someone else's tables of the same names is refused
 //! rather than adopted (`CREATE TABLE` without `IF NOT EXISTS`).
+//!
+//! A store missing a table or index of its version (dropped by hand, or
+//! lost) is refused as damaged at every open, in one catalog query, and
+//! never recreated: a new `lease_name` would restart every token counter.
 
+use leasehold_backend::migration::{self, Migration};
 use postgres::Client;
 
 use crate::quote_ident;
 
 /// Each entry migrates from version `index` to `index + 1`.
-const MIGRATIONS: &[&str] = &[
+const MIGRATIONS: &[Migration] = &[
     // 1: leases.
-    "
+    Migration {
+        objects: &[
+            "lease_name",
+            "lease_grant",
+            "lease_grant_expires",
+            "lease_waiter",
+            "lease_waiter_name",
+            "lease_history",
+            "lease_history_name",
+        ],
+        sql: "
     -- The token counter of every name ever granted. Never deleted: tokens
     -- must grow across release, expiry and takeover. Incremented in the
     -- granting transaction (not a sequence: sequences are not
@@ -61,8 +76,11 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX lease_history_name ON lease_history (name, id);
     ",
+    },
     // 2: the task queue.
-    "
+    Migration {
+        objects: &["task", "task_claim", "task_running", "task_state"],
+        sql: "
     CREATE TABLE task (
         seq bigserial PRIMARY KEY,              -- insertion order
         queue text NOT NULL,
@@ -93,6 +111,7 @@ const MIGRATIONS: &[&str] = &[
     -- Listing by state and purging old finished tasks.
     CREATE INDEX task_state ON task (queue, state, updated_at);
     ",
+    },
 ];
 
 /// The schema version this build writes.
@@ -103,6 +122,8 @@ pub(crate) enum Error {
     Pg(postgres::Error),
     TooNew(i64),
     Foreign(String),
+    /// What a store of its version lacks.
+    Damaged(String),
 }
 
 impl From<postgres::Error> for Error {
@@ -127,13 +148,20 @@ fn version(client: &mut Client, schema: &str) -> Result<Option<i64>, postgres::E
 /// Bring the store in `schema` up to [`VERSION`]; returns the version it
 /// had before (0 for a new store).
 ///
-/// The common case — already current — costs one catalog lookup and one
+/// The common case — already current — costs two catalog lookups and one
 /// read, and takes no lock.
 pub(crate) fn prepare(client: &mut Client, schema: &str) -> Result<i64, Error> {
     match version(client, schema)? {
-        Some(v) if v == VERSION => return Ok(v),
         Some(v) if v > VERSION => return Err(Error::TooNew(v)),
-        _ => {}
+        Some(v) => {
+            if let Some(missing) = missing_objects(client, schema, v)? {
+                return Err(Error::Damaged(missing));
+            }
+            if v == VERSION {
+                return Ok(v);
+            }
+        }
+        None => {}
     }
     let mut tx = client.transaction()?;
     tx.execute(
@@ -167,8 +195,8 @@ pub(crate) fn prepare(client: &mut Client, schema: &str) -> Result<i64, Error> {
         let foreign: Vec<String> = tx
             .query(
                 "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 \
-                 AND table_name IN ('lease_name', 'lease_grant', 'lease_waiter', 'lease_history', 'task') ORDER BY 1",
-                &[&schema],
+                 AND table_name = ANY($2) ORDER BY 1",
+                &[&schema, &objects(VERSION)],
             )?
             .iter()
             .map(|r| r.get(0))
@@ -184,10 +212,34 @@ pub(crate) fn prepare(client: &mut Client, schema: &str) -> Result<i64, Error> {
         )?;
         0
     };
-    for sql in MIGRATIONS.iter().skip(from as usize) {
-        tx.batch_execute(sql)?;
+    for migration in MIGRATIONS.iter().skip(from as usize) {
+        tx.batch_execute(migration.sql)?;
     }
     tx.execute("UPDATE leasehold_schema SET version = $1", &[&(VERSION as i32)])?;
     tx.commit()?;
     Ok(from)
+}
+
+/// The tables and indexes a store of `version` has (the test
+/// `the_schema_objects_checked_at_open_are_those_created` compares them
+/// with what the migrations create).
+#[must_use]
+pub fn objects(version: i64) -> Vec<&'static str> {
+    migration::objects(MIGRATIONS, version)
+}
+
+/// What the store in `schema` (of `version`) lacks of its tables and
+/// indexes (see [`migration::missing`]), in one catalog query.
+fn missing_objects(client: &mut Client, schema: &str, version: i64) -> Result<Option<String>, postgres::Error> {
+    let absent: Vec<String> = client
+        .query(
+            "SELECT o FROM unnest($1::text[]) AS o WHERE to_regclass(format('%I.%I', $2::text, o)) IS NULL",
+            &[&objects(version), &schema],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    Ok(migration::missing(MIGRATIONS, version, |name| {
+        !absent.iter().any(|a| a == name)
+    }))
 }

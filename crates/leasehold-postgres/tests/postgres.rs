@@ -56,6 +56,64 @@ fn claim_params(queue: &str, ttl: Duration) -> TaskClaimParams {
 }
 
 #[test]
+fn the_schema_objects_checked_at_open_are_those_created() {
+    let (url, _store) = fresh();
+    let schema = url.split("schema=").nth(1).unwrap().split('&').next().unwrap();
+    let mut created: Vec<String> = Server::shared()
+        .client()
+        .query(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relkind IN ('r', 'i') AND c.relname <> 'leasehold_schema' \
+             AND c.relname NOT LIKE '%\\_pkey' AND c.relname NOT LIKE '%\\_key'",
+            &[&schema],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    created.sort();
+    let mut listed: Vec<&str> = leasehold_postgres::schema_objects(SCHEMA_VERSION);
+    listed.sort_unstable();
+    assert_eq!(created, listed);
+}
+
+/// A store missing one of its tables is damaged (exit 65), not
+/// "unavailable, retry": refused at open with what is missing, and never
+/// recreated (that could restart the token counters). A table dropped under
+/// an open store is damage too.
+#[test]
+fn a_store_missing_a_table_is_refused_as_damaged_and_not_recreated() {
+    for table in ["lease_name", "lease_grant", "lease_waiter", "lease_history", "task"] {
+        let (url, store) = fresh();
+        let schema = url.split("schema=").nth(1).unwrap().split('&').next().unwrap();
+        psql(&format!("DROP TABLE {schema}.{table}"));
+        let err = if table == "task" {
+            store.task_stats(None).unwrap_err()
+        } else {
+            store.lease_acquire(&params::acquire("job")).unwrap_err()
+        };
+        assert!(
+            matches!(&err, BackendError::Corrupt { reason, .. } if reason.contains(table)),
+            "{table} dropped under an open store: {err}"
+        );
+        let err = PostgresBackend::open(&url, PostgresOptions::default()).unwrap_err();
+        match &err {
+            BackendError::Corrupt { reason, hint, .. } => {
+                assert!(reason.contains(&format!("missing {table}")), "{table}: {err}");
+                assert!(hint.contains("backup"), "{table}: {err}");
+            }
+            other => panic!("{table} dropped: {other}"),
+        }
+        let mut client = Server::shared().client();
+        let exists: bool = client
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&format!("{schema}.{table}")])
+            .unwrap()
+            .get(0);
+        assert!(!exists, "{table} was recreated");
+    }
+}
+
+#[test]
 fn first_starts_race_safely_and_a_newer_schema_is_refused() {
     let url = Server::shared().url(&Server::fresh_schema());
     let barrier = Arc::new(Barrier::new(6));

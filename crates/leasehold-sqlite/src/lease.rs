@@ -373,12 +373,14 @@ fn live_grant(
 ) -> Result<std::result::Result<Row, LostReason>> {
     let reason = match row(tx, now, name, token)? {
         None => LostReason::Gone,
-        Some(r) if owner.is_some_and(|o| o != r.grant.owner) => LostReason::NotOwner,
-        Some(r) if !r.is_live(now) => {
-            expire(tx, &r)?;
-            LostReason::Expired
-        }
-        Some(r) => return Ok(Ok(r)),
+        Some(r) => match rules::owner_verdict(owner, &r.grant.owner, r.grant.owner_explicit) {
+            Err(reason) => reason,
+            Ok(()) if !r.is_live(now) => {
+                expire(tx, &r)?;
+                LostReason::Expired
+            }
+            Ok(()) => return Ok(Ok(r)),
+        },
     };
     record(
         tx,

@@ -1,7 +1,10 @@
 //! The embedded SQLite store: one machine, many processes, no set-up.
 //!
-//! - The database file is created 0600 in a directory created 0700; a
-//!   symlink at the store path is refused, never followed.
+//! - The database file is created 0600 in a directory created 0700.
+//!   Symbolic links in the directory part are followed, except one that
+//!   may have been planted (`leasehold_backend::symlinks`); a symlink at
+//!   the store file or at its `-wal`, `-shm` or `-journal` is refused,
+//!   never followed.
 //! - WAL with `synchronous=FULL`: a token is durable before it is returned.
 //! - Every read-modify-write is one `BEGIN IMMEDIATE` transaction; a writer
 //!   that waits longer than the busy timeout gets a clear "unavailable"
@@ -33,7 +36,8 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host,
+    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, migration,
+    symlinks,
 };
 use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
@@ -87,8 +91,10 @@ impl SqliteBackend {
     ///
     /// # Errors
     /// - [`BackendError::Unavailable`]: the directory or file cannot be
-    ///   created or opened, the path is a symlink, the filesystem is a
-    ///   network one (and not allowed), or the store stays locked.
+    ///   created or opened, the path or a file SQLite keeps beside it is a
+    ///   symlink, a directory link in the path may have been planted, the
+    ///   filesystem is a network one (and not allowed), or the store stays
+    ///   locked.
     /// - [`BackendError::Corrupt`]: the file is not a leasehold store (not
     ///   SQLite, another application's database, damaged pages, or not a
     ///   regular file). The file is left untouched.
@@ -100,21 +106,9 @@ impl SqliteBackend {
             reason,
             hint: hint.to_owned(),
         };
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        // Directories we create are private; existing ones are left as they are.
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| {
-                unavailable(
-                    format!("cannot create directory {}: {e}", dir.display()),
-                    "check the path and its permissions, or choose another --store",
-                )
-            })?;
+        let given = path;
+        let (dir, path) = place(given).map_err(|(reason, hint)| unavailable(reason, hint))?;
+        let path = path.as_path();
         if !options.allow_network_fs {
             match host::network_filesystem(&dir) {
                 Ok(Some(fs)) => {
@@ -185,6 +179,22 @@ impl SqliteBackend {
             }
         }
 
+        // SQLite opens these by name beside the store: through a link it
+        // would write someone else's file, or roll a planted "hot journal"
+        // back into the store.
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let mut sibling = path.as_os_str().to_owned();
+            sibling.push(suffix);
+            if std::fs::symlink_metadata(&sibling).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(unavailable(
+                    format!(
+                        "{} is a symbolic link, which leasehold never follows beside a store (SQLite would write through it)",
+                        Path::new(&sibling).display()
+                    ),
+                    "remove the link (SQLite's own files are never links), or choose another --store",
+                ));
+            }
+        }
         let flags =
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         // SQLite says only "unable to open database file" on a read-only
@@ -235,6 +245,7 @@ impl SqliteBackend {
                     hint: "point --store at a leasehold database (or a new path)".into(),
                 });
             }
+            Ok(Err(schema::Problem::Damaged(reason))) => return Err(damaged_schema(&store, reason)),
             Ok(Err(schema::Problem::NoWal(mode))) => {
                 return Err(BackendError::Unavailable {
                     store,
@@ -245,7 +256,7 @@ impl SqliteBackend {
             Err(e) => return Err(open_error(&e)),
         }
         Ok(Self {
-            path: path.to_path_buf(),
+            path: given.to_path_buf(),
             options,
             conn: Mutex::new(conn),
         })
@@ -331,6 +342,47 @@ impl SqliteBackend {
     }
 }
 
+/// Where the store given as `given` is: its directory resolved (links
+/// followed, planted ones refused: SQLite's NOFOLLOW refuses a link
+/// anywhere in the path) and created if missing, and the file's path in
+/// it. The file itself is never resolved. Errors are (reason, hint).
+fn place(given: &Path) -> Result<(PathBuf, PathBuf), (String, &'static str)> {
+    let resolve = |dir: &Path| symlinks::resolve_dir(dir).map_err(|e| (format!("its directory: {e}"), e.hint()));
+    let (dir, path) = if let Some(name) = given.file_name() {
+        let dir = resolve(match given.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        })?;
+        let path = dir.join(name);
+        (dir, path)
+    } else {
+        // "/" or "x/..": a directory, refused as such by the caller.
+        let path = resolve(given)?;
+        (path.parent().unwrap_or(&path).to_path_buf(), path)
+    };
+    if !dir.is_dir() {
+        // Directories we create are private; existing ones are left as they are.
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                (
+                    format!("cannot create directory {}: {e}", dir.display()),
+                    "check the path and its permissions, or choose another --store",
+                )
+            })?;
+        // A link planted between resolving and creating is refused now.
+        if resolve(&dir)? != dir {
+            return Err((
+                format!("its directory {} changed while it was created", dir.display()),
+                "retry, and find out who else creates directories there",
+            ));
+        }
+    }
+    Ok((dir, path))
+}
+
 /// The length of a SQLite database header; a store file is never shorter.
 const SQLITE_HEADER_LEN: u64 = 100;
 
@@ -391,8 +443,30 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
     result
 }
 
+/// A store whose schema does not match its version: bad data, never
+/// repaired in place.
+fn damaged_schema(store: &str, reason: String) -> BackendError {
+    BackendError::Corrupt {
+        store: store.to_owned(),
+        reason,
+        hint: migration::damage_hint("it"),
+    }
+}
+
+/// SQLite's own words when a statement names a table or column the store
+/// lacks: its schema was changed under a running store.
+fn missing_from_schema(e: &rusqlite::Error) -> Option<&str> {
+    let (rusqlite::Error::SqliteFailure(_, Some(msg)) | rusqlite::Error::SqlInputError { msg, .. }) = e else {
+        return None;
+    };
+    (msg.starts_with("no such table") || msg.starts_with("no such column")).then_some(msg.as_str())
+}
+
 /// Map a SQLite failure to what the user must do about it.
 fn map_error(store: &str, e: &rusqlite::Error) -> BackendError {
+    if let Some(msg) = missing_from_schema(e) {
+        return damaged_schema(store, format!("its schema is damaged ({msg})"));
+    }
     let unavailable = |reason: String, hint: &str| BackendError::Unavailable {
         store: store.to_owned(),
         reason,
@@ -457,17 +531,37 @@ impl Backend for SqliteBackend {
                 .map_err(|e| map_error(&self.store(), &e))
         };
         let version: i64 = q("PRAGMA user_version")?.parse().unwrap_or(-1);
-        let facts = vec![
+        let mut facts = vec![
             ("sqlite version".to_owned(), rusqlite::version().to_owned()),
             ("journal mode".to_owned(), q("PRAGMA journal_mode")?),
             ("synchronous".to_owned(), q("PRAGMA synchronous")?),
-            ("integrity".to_owned(), q("PRAGMA quick_check")?),
         ];
+        let mut problems = Vec::new();
+        match q("PRAGMA quick_check")? {
+            ok if ok == "ok" => facts.push(("integrity".to_owned(), ok)),
+            damage => problems.push((
+                "integrity".to_owned(),
+                format!("{damage}; restore the store from a backup"),
+            )),
+        }
+        let differences = schema::differences(&conn).map_err(|e| map_error(&self.store(), &e))?;
+        if differences.is_empty() {
+            facts.push((
+                "schema".to_owned(),
+                format!("every table, column and index of version {version}"),
+            ));
+        } else {
+            problems.push((
+                "schema".to_owned(),
+                format!("{}; {}", differences.join("; "), migration::damage_hint("the store")),
+            ));
+        }
         Ok(StoreInfo {
             kind: "sqlite",
             location: self.store(),
             schema_version: u32::try_from(version).ok(),
             facts,
+            problems,
         })
     }
 

@@ -2,16 +2,34 @@
 //! `BEGIN IMMEDIATE` transaction (after mozilla/application-services'
 //! `open_database.rs`). A store written by a newer leasehold is refused, and
 //! a SQLite file that is not a leasehold store is refused — never adopted.
+//!
+//! A store whose tables or indexes do not match its version (one dropped
+//! by hand, or lost to damage) is refused as damaged, never repaired:
+//! recreating `lease_name` would restart every token counter. Every open
+//! compares the names in `sqlite_schema` with [`Migration::objects`] (one
+//! cheap query; each migration's list is kept true by a unit test); `doctor` compares every column with a fresh schema built
+//! in memory ([`differences`]).
 
+use std::collections::BTreeSet;
+
+use leasehold_backend::migration::{self, Migration};
 use rusqlite::{Connection, TransactionBehavior};
 
 /// `PRAGMA application_id` of a leasehold store ("LSHD").
 pub const APPLICATION_ID: i64 = 0x4c53_4844;
 
 /// Each entry migrates from version `index` to `index + 1`.
-const MIGRATIONS: &[&str] = &[
+const MIGRATIONS: &[Migration] = &[
     // 1: leases.
-    "
+    Migration {
+        objects: &[
+            "lease_name",
+            "lease_grant",
+            "lease_waiter",
+            "lease_waiter_name",
+            "lease_history",
+        ],
+        sql: "
     -- The token counter of every name ever granted. Never deleted: tokens
     -- must grow across release, expiry and takeover.
     CREATE TABLE lease_name (
@@ -59,8 +77,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (name, id)
     ) STRICT, WITHOUT ROWID;
     ",
+    },
     // 2: the task queue.
-    "
+    Migration {
+        objects: &["task", "task_claim", "task_running", "task_state"],
+        sql: "
     CREATE TABLE task (
         seq INTEGER PRIMARY KEY,               -- insertion order
         queue TEXT NOT NULL,
@@ -92,28 +113,30 @@ const MIGRATIONS: &[&str] = &[
     -- Listing by state and purging old finished tasks.
     CREATE INDEX task_state ON task (queue, state, updated_ms);
     ",
+    },
 ];
 
 /// The schema version this build writes.
 pub const VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// What `prepare` found, for the caller to turn into an error.
+/// What `check` or `prepare` found, for the caller to turn into an error.
 #[derive(Debug)]
 pub enum Problem {
     TooNew(i64),
     Foreign(String),
+    /// A leasehold store whose schema does not match its version: what is
+    /// missing.
+    Damaged(String),
     /// The journal could not be switched to WAL (the mode it stayed in).
     NoWal(String),
 }
 
-/// Bring the schema up to [`VERSION`].
+/// Bring the schema up to [`VERSION`], for a connection that [`check`]
+/// passed (or a new, empty file).
 ///
 /// The common case — already current — costs one read of the header and
 /// no write transaction.
 pub fn prepare(conn: &mut Connection) -> rusqlite::Result<Result<(), Problem>> {
-    if let Err(problem) = check(conn)? {
-        return Ok(Err(problem));
-    }
     if user_version(conn)? == VERSION {
         return Ok(Ok(()));
     }
@@ -123,8 +146,8 @@ pub fn prepare(conn: &mut Connection) -> rusqlite::Result<Result<(), Problem>> {
         return Ok(Err(problem));
     }
     let from = user_version(&tx)?;
-    for (version, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
-        tx.execute_batch(sql)?;
+    for (version, migration) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+        tx.execute_batch(migration.sql)?;
         tx.pragma_update(None, "user_version", version as i64 + 1)?;
     }
     tx.pragma_update(None, "application_id", APPLICATION_ID)?;
@@ -154,6 +177,122 @@ pub fn check(conn: &Connection) -> rusqlite::Result<Result<(), Problem>> {
         return Ok(Err(Problem::Foreign(format!(
             "it is a SQLite database of another application (application_id {app:#x})"
         ))));
+    } else if let Some(missing) = missing_objects(conn, version)? {
+        return Ok(Err(Problem::Damaged(missing)));
     }
     Ok(Ok(()))
+}
+
+/// What a store of `version` lacks of the tables and indexes it must have
+/// (see [`migration::missing`]).
+fn missing_objects(conn: &Connection, version: i64) -> rusqlite::Result<Option<String>> {
+    let mut stmt = conn.prepare("SELECT name FROM sqlite_schema WHERE type IN ('table', 'index')")?;
+    let present: BTreeSet<String> = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(migration::missing(MIGRATIONS, version, |name| present.contains(name)))
+}
+
+/// Every way the schema of `conn` differs from a fresh one of its
+/// version, column by column (for `doctor`: it costs building that fresh
+/// schema in memory). Empty when they match.
+pub fn differences(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let version = user_version(conn)?;
+    let mut fresh = Connection::open_in_memory()?;
+    {
+        let tx = fresh.transaction()?;
+        for migration in MIGRATIONS.iter().take(usize::try_from(version).unwrap_or(0)) {
+            tx.execute_batch(migration.sql)?;
+        }
+        tx.commit()?;
+    }
+    let objects = |c: &Connection| -> rusqlite::Result<Vec<(String, String, Option<String>)>> {
+        c.prepare(
+            "SELECT type, name, sql FROM sqlite_schema WHERE type IN ('table', 'index') \
+             AND name NOT LIKE 'sqlite_%' ORDER BY type DESC, name",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect()
+    };
+    let columns = |c: &Connection, table: &str| -> rusqlite::Result<Vec<(String, String, bool, i64)>> {
+        c.prepare("SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1) ORDER BY cid")?
+            .query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect()
+    };
+    let found = objects(conn)?;
+    let mut out = Vec::new();
+    for (kind, name, sql) in objects(&fresh)? {
+        let Some((_, _, found_sql)) = found.iter().find(|(k, n, _)| *k == kind && *n == name) else {
+            out.push(format!("{kind} {name} is missing"));
+            continue;
+        };
+        if kind == "index" {
+            if *found_sql != sql {
+                out.push(format!("index {name} is not the one leasehold creates"));
+            }
+            continue;
+        }
+        let (want, have) = (columns(&fresh, &name)?, columns(conn, &name)?);
+        for column in &want {
+            match have.iter().find(|c| c.0 == column.0) {
+                None => out.push(format!("column {name}.{} is missing", column.0)),
+                Some(c) if c != column => out.push(format!(
+                    "column {name}.{} differs (type, NOT NULL or key): {} {}{}",
+                    column.0,
+                    c.1,
+                    if c.2 { "NOT NULL" } else { "NULL" },
+                    if c.3 > 0 { " PRIMARY KEY" } else { "" }
+                )),
+                Some(_) => {}
+            }
+        }
+        for column in have.iter().filter(|c| !want.iter().any(|w| w.0 == c.0)) {
+            out.push(format!("column {name}.{} was added by something else", column.0));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_migration_lists_the_objects_it_creates() {
+        let conn = Connection::open_in_memory().unwrap();
+        for (version, migration) in MIGRATIONS.iter().enumerate() {
+            let before: BTreeSet<String> = names(&conn);
+            conn.execute_batch(migration.sql).unwrap();
+            let created: BTreeSet<String> = names(&conn).difference(&before).cloned().collect();
+            let listed: BTreeSet<String> = migration.objects.iter().map(|s| (*s).to_owned()).collect();
+            assert_eq!(created, listed, "migration {}", version + 1);
+        }
+    }
+
+    fn names(conn: &Connection) -> BTreeSet<String> {
+        conn.prepare("SELECT name FROM sqlite_schema WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_fresh_store_has_no_differences_and_a_dropped_column_is_found() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        prepare(&mut conn).unwrap().unwrap();
+        assert!(check(&conn).unwrap().is_ok());
+        assert_eq!(differences(&conn).unwrap(), Vec::<String>::new());
+        conn.execute_batch("ALTER TABLE lease_history DROP COLUMN detail; DROP INDEX task_state")
+            .unwrap();
+        assert_eq!(
+            differences(&conn).unwrap(),
+            ["column lease_history.detail is missing", "index task_state is missing"]
+        );
+        assert!(
+            matches!(check(&conn).unwrap(), Err(Problem::Damaged(m)) if m.ends_with("missing task_state")),
+            "a missing index is found at open; a missing column only by `differences`"
+        );
+    }
 }

@@ -132,3 +132,135 @@ fn the_claim_query_is_served_by_the_claim_index_not_a_scan() {
         "the index must give the order, not a sort: {plan}"
     );
 }
+
+const TABLES: [&str; 5] = ["lease_name", "lease_grant", "lease_waiter", "lease_history", "task"];
+
+/// Change the store's schema behind its back (as `sqlite3 store.db '…'`).
+fn alter(dir: &tempfile::TempDir, sql: &str) {
+    let conn = rusqlite::Connection::open(dir.path().join("leasehold.db")).unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+/// A store missing a table is damaged, not "unavailable, retry": refused at
+/// open with what is missing, and left byte for byte as it was.
+#[test]
+fn a_store_missing_a_table_is_refused_as_damaged_and_left_unchanged() {
+    for table in TABLES {
+        let dir = tempfile::tempdir().unwrap();
+        acquired(&open(&dir, SqliteOptions::default()), "job");
+        alter(&dir, &format!("DROP TABLE {table}"));
+        let path = dir.path().join("leasehold.db");
+        let before = std::fs::read(&path).unwrap();
+        let err = SqliteBackend::open(&path, SqliteOptions::default()).unwrap_err();
+        match &err {
+            BackendError::Corrupt { reason, hint, .. } => {
+                assert!(reason.contains(&format!("missing {table}")), "{table}: {err}");
+                assert!(hint.contains("backup"), "{table}: {err}");
+            }
+            other => panic!("{table} dropped: {other}"),
+        }
+        assert!(
+            std::fs::read(&path).unwrap() == before,
+            "{table}: the store was changed"
+        );
+    }
+}
+
+/// A table dropped while a store is open is damage too, not "retry".
+#[test]
+fn a_table_dropped_under_an_open_store_is_damage_not_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, SqliteOptions::default());
+    acquired(&store, "job");
+    alter(&dir, "DROP TABLE lease_waiter");
+    let err = store.lease_acquire(&params::acquire("other")).unwrap_err();
+    assert!(
+        matches!(&err, BackendError::Corrupt { reason, .. } if reason.contains("no such table: lease_waiter")),
+        "{err}"
+    );
+}
+
+/// What the check at open cannot see (a column dropped) `describe` finds by
+/// comparing every column with a fresh schema: `doctor` reports it.
+#[test]
+fn describe_finds_a_dropped_column_and_a_sound_store_has_no_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let info = open(&dir, SqliteOptions::default()).describe().unwrap();
+    assert_eq!(info.problems, Vec::new(), "a fresh store");
+    alter(&dir, "ALTER TABLE lease_history DROP COLUMN detail");
+    let info = open(&dir, SqliteOptions::default()).describe().unwrap();
+    assert_eq!(info.problems.len(), 1, "{:?}", info.problems);
+    let (label, problem) = &info.problems[0];
+    assert_eq!(label, "schema");
+    assert!(
+        problem.contains("column lease_history.detail is missing") && problem.contains("backup"),
+        "{problem}"
+    );
+}
+
+/// A symlinked directory in the store path is followed, as by any program
+/// (macOS's /tmp, a symlinked ~/.local): SQLite's own NOFOLLOW would refuse
+/// a link anywhere in the path.
+#[test]
+fn a_store_under_a_symlinked_directory_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    std::os::unix::fs::symlink("real", dir.path().join("link")).unwrap();
+    for path in ["link/s.db", "link/new/s.db"] {
+        let store = SqliteBackend::open(&dir.path().join(path), SqliteOptions::default())
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        acquired(&store, "job");
+    }
+    assert!(dir.path().join("real/s.db").is_file() && dir.path().join("real/new/s.db").is_file());
+}
+
+/// A link at the store's -wal, -shm or -journal file is refused like one
+/// at the store itself (SQLite would write or roll back through it), and
+/// the message names it.
+#[test]
+fn a_symlink_beside_the_store_is_refused_and_named() {
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(&dir, SqliteOptions::default()));
+        let victim = dir.path().join("victim");
+        std::fs::File::create(&victim).unwrap();
+        let link = dir.path().join(format!("leasehold.db{suffix}"));
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let err = SqliteBackend::open(&dir.path().join("leasehold.db"), SqliteOptions::default()).unwrap_err();
+        assert!(
+            matches!(&err, BackendError::Unavailable { reason, .. }
+                if reason.contains(&format!("leasehold.db{suffix}")) && reason.contains("symbolic link")),
+            "{suffix}: {err}"
+        );
+        assert_eq!(
+            std::fs::metadata(&victim).unwrap().len(),
+            0,
+            "{suffix}: written through"
+        );
+    }
+}
+
+/// A directory link someone else planted in a sticky world-writable
+/// directory (like /tmp) is refused with the rule that refused it.
+#[test]
+fn a_directory_link_planted_in_a_sticky_directory_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (to give a link another owner)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::fs::create_dir(dir.path().join("elsewhere")).unwrap();
+    let link = shared.join("state");
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(4242), None).unwrap();
+    let err = SqliteBackend::open(&link.join("s.db"), SqliteOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, BackendError::Unavailable { reason, .. } if reason.contains("protected_symlinks")),
+        "{err}"
+    );
+    assert!(!dir.path().join("elsewhere/s.db").exists());
+}

@@ -44,7 +44,7 @@ pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder,
     LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, StoreInfo, Token,
-    WaitTopic, Watched, host,
+    WaitTopic, Watched, host, symlinks,
 };
 pub use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry, TaskState,

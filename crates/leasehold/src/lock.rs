@@ -4,7 +4,9 @@
 //! - The lock file is opened without following a symlink (`O_NOFOLLOW`):
 //!   a link planted at the lock path in a shared directory is refused, never
 //!   followed. Anything but a regular file is refused too (a FIFO would
-//!   block, a device would be touched).
+//!   block, a device would be touched). Links in the directory part are
+//!   followed, unless one may have been planted
+//!   ([`crate::symlinks::resolve_dir`]).
 //! - The lock file is never deleted: deleting it would let a second process
 //!   lock a new file of the same name while the first still holds the old.
 //! - The kernel releases the lock when every descriptor of it is closed —
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{Mode, OFlags};
 
 use crate::host;
+use crate::symlinks::{self, DirError};
 
 /// The lock file created inside a directory given as the lock path.
 pub const LOCK_FILE_NAME: &str = ".leasehold.lock";
@@ -41,6 +44,9 @@ pub enum LockError {
 
     #[error("refusing to lock {path}: it is not a regular file or a directory; choose another path")]
     NotAFile { path: PathBuf },
+
+    #[error("refusing to lock {}: {why}. {}", path.display(), why.hint())]
+    UnsafeDirectory { path: PathBuf, why: DirError },
 
     #[error(
         "refusing to lock {path}: it is on a network filesystem ({fs}), where flock is unreliable; use a local path, or pass --allow-network-fs if you know every user is on this host"
@@ -134,17 +140,25 @@ fn open(path: &Path, options: LockOptions) -> Result<(File, PathBuf), LockError>
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    let dir = symlinks::resolve_dir(dir).map_err(|why| match why {
+        DirError::Io { source, .. } => io_err("find the directory of", source),
+        why => LockError::UnsafeDirectory {
+            path: path.clone(),
+            why,
+        },
+    })?;
     if !options.allow_network_fs
-        && let Some(fs) = host::network_filesystem(dir).map_err(|e| io_err("check the filesystem of", e))?
+        && let Some(fs) = host::network_filesystem(&dir).map_err(|e| io_err("check the filesystem of", e))?
     {
         return Err(LockError::NetworkFs { path, fs });
     }
+    let at = path.file_name().map_or_else(|| path.clone(), |name| dir.join(name));
     // NONBLOCK: opening a planted FIFO must not hang; it is refused below.
     let flags = OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
     let mode = Mode::from_raw_mode(0o644);
-    let fd = match rustix::fs::open(&path, flags | OFlags::RDWR, mode) {
+    let fd = match rustix::fs::open(&at, flags | OFlags::RDWR, mode) {
         // Someone else's lock file we may not write: flock works read-only.
-        Err(rustix::io::Errno::ACCESS) => rustix::fs::open(&path, flags | OFlags::RDONLY, mode),
+        Err(rustix::io::Errno::ACCESS) => rustix::fs::open(&at, flags | OFlags::RDONLY, mode),
         other => other,
     };
     let fd = match fd {
@@ -313,5 +327,37 @@ mod tests {
             Err(LockError::Symlink { .. })
         ));
         assert!(!target.exists(), "the link was not followed");
+    }
+
+    #[test]
+    fn a_symlinked_directory_is_followed_but_one_planted_in_a_sticky_directory_is_refused() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("real")).unwrap();
+        symlink("real", d.join("link")).unwrap();
+        let TryLock::Locked(_l) = try_lock(&d.join("link/app.lock"), LockOptions::default()).unwrap() else {
+            panic!()
+        };
+        assert!(d.join("real/app.lock").is_file());
+        if !rustix::process::geteuid().is_root() {
+            println!("skipped: needs root (to give a link another owner)");
+            return;
+        }
+        let shared = d.join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        std::fs::create_dir(d.join("elsewhere")).unwrap();
+        let planted = shared.join("run");
+        symlink(d.join("elsewhere"), &planted).unwrap();
+        std::os::unix::fs::lchown(&planted, Some(4242), None).unwrap();
+        for path in [planted.join("app.lock"), planted.join("sub/app.lock")] {
+            let err = try_lock(&path, LockOptions::default()).unwrap_err();
+            assert!(
+                matches!(err, LockError::UnsafeDirectory { .. }) && err.to_string().contains("protected_symlinks"),
+                "{err}"
+            );
+        }
+        assert_eq!(std::fs::read_dir(d.join("elsewhere")).unwrap().count(), 0);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leasehold_backend::{HistoryEvent, LeaseAcquireParams, LeaseRelease, LeaseRenew, Token};
+use leasehold_backend::{HistoryEvent, LeaseAcquireParams, LeaseRelease, LeaseReleaseParams, LeaseRenew, Token};
 
 use crate::params::{self, SHARED, TTL};
 use crate::{Capability, Case, Harness};
@@ -19,8 +19,12 @@ pub fn history_newest_first_and_limited<H: Harness>(t: &mut Case<H>) {
     };
     let t1 = t.granted(&alice).token;
     assert_eq!(t.granted(&alice).token, t1);
-    t.released(&params::release("job", t1));
-    assert!(matches!(t.release(&params::release("job", t1)), LeaseRelease::Lost(_)));
+    let alice_releases = LeaseReleaseParams {
+        owner: Some("alice".into()),
+        ..params::release("job", t1)
+    };
+    t.released(&alice_releases);
+    assert!(matches!(t.release(&alice_releases), LeaseRelease::Lost(_)));
     let t2 = t.granted(&params::acquire("job")).token;
     let t3 = t
         .granted(&LeaseAcquireParams {

@@ -65,3 +65,22 @@ pub fn release_with_wrong_owner_is_not_owner<H: Harness>(t: &mut Case<H>) {
     t.released(&as_owner("alice"));
     assert_eq!(t.live("job"), vec![]);
 }
+
+/// A release that leaves out the explicit owner of a grant is
+/// `Lost(OwnerRequired)`; the grant stays live until its owner releases it.
+pub fn release_without_explicit_owner_is_refused<H: Harness>(t: &mut Case<H>) {
+    let grant = t.granted(&LeaseAcquireParams {
+        owner: params::explicit("alice"),
+        ..params::acquire("job")
+    });
+    assert_eq!(
+        t.release(&params::release("job", grant.token)),
+        LeaseRelease::Lost(LostReason::OwnerRequired)
+    );
+    assert_eq!(t.live("job"), vec![grant.token], "a refused release ended the grant");
+    t.released(&LeaseReleaseParams {
+        owner: Some("alice".into()),
+        ..params::release("job", grant.token)
+    });
+    assert_eq!(t.live("job"), vec![]);
+}

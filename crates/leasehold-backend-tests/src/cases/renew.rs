@@ -1,10 +1,10 @@
 //! `lease_renew`: "Extend a live grant to `now + ttl`; `Lost` if it is not
-//! live." Scoped to name, token and (when given) owner; a lapsed grant is
-//! never revived.
+//! live." Scoped to name, token and owner (the one given, and always an
+//! explicit one); a lapsed grant is never revived.
 
 use std::time::Duration;
 
-use leasehold_backend::{LeaseAcquireParams, LeaseRenew, LeaseRenewParams, LostReason, Token};
+use leasehold_backend::{HistoryEvent, LeaseAcquireParams, LeaseRenew, LeaseRenewParams, LostReason, Token};
 
 use crate::params::{self, TTL};
 use crate::{Capability, Case, Harness, assert_fresh};
@@ -107,6 +107,35 @@ pub fn renew_with_wrong_owner_is_not_owner<H: Harness>(t: &mut Case<H>) {
     assert!(
         matches!(t.renew(&alice), LeaseRenew::Renewed(g) if g.token == grant.token),
         "the owner's renewal after a refused one"
+    );
+}
+
+/// A renewal that leaves out the explicit owner of a grant is
+/// `Lost(OwnerRequired)` and leaves the grant as it was; a grant with an
+/// implicit owner is renewed without one.
+pub fn renew_without_explicit_owner_is_refused<H: Harness>(t: &mut Case<H>) {
+    let grant = t.granted(&LeaseAcquireParams {
+        owner: params::explicit("alice"),
+        ..params::acquire("job")
+    });
+    let longer = LeaseRenewParams {
+        ttl: TTL * 10,
+        ..params::renew("job", grant.token)
+    };
+    assert_eq!(t.renew(&longer), LeaseRenew::Lost(LostReason::OwnerRequired));
+    let state = t.state("job");
+    assert_eq!(crate::tokens(&state.grants), vec![grant.token]);
+    assert!(
+        state.grants[0].expires_in <= TTL,
+        "a refused renewal extended the grant: {:?} left",
+        state.grants[0].expires_in
+    );
+    assert_eq!(t.events("job")[0], (HistoryEvent::StaleRefused, Some(grant.token)));
+
+    let implicit = t.granted(&params::acquire("other"));
+    assert!(
+        matches!(t.renew(&params::renew("other", implicit.token)), LeaseRenew::Renewed(g) if g.token == implicit.token),
+        "an implicit owner need not be named"
     );
 }
 

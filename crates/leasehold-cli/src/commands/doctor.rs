@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use leasehold::{StoreUrl, host, identity};
+use leasehold::{StoreUrl, host, identity, symlinks};
 use serde_json::json;
 
 use crate::commands::Ctx;
@@ -66,16 +66,10 @@ pub fn run(ctx: &Ctx) -> u8 {
                         )),
                     ));
                     for (label, value) in info.facts {
-                        let ok = label != "integrity" || value == "ok";
-                        checks.push(Check {
-                            name: "store fact",
-                            ok,
-                            detail: if ok {
-                                format!("{label}: {value}")
-                            } else {
-                                format!("{label}: {value}; restore the store from a backup")
-                            },
-                        });
+                        checks.push(check("store fact", Ok(format!("{label}: {value}"))));
+                    }
+                    for (label, problem) in info.problems {
+                        checks.push(check("store check", Err(format!("{label}: {problem}"))));
                     }
                 }
                 Err(e) => checks.push(check("store", Err(e.to_string()))),
@@ -90,9 +84,29 @@ pub fn run(ctx: &Ctx) -> u8 {
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
-            if dir.is_dir() {
-                checks.push(check("filesystem", filesystem(dir)));
-                checks.push(check("fsync", fsync_works(dir)));
+            // Resolved as the store resolves it, so a refusal is explained
+            // and the probes below never write through a planted link.
+            match symlinks::resolve_dir(dir) {
+                Ok(resolved) => {
+                    let followed = std::path::absolute(dir).is_ok_and(|d| d != resolved);
+                    checks.push(check(
+                        "store path",
+                        Ok(if followed {
+                            format!(
+                                "{} resolves to {} (symbolic links in the directory are followed; at the store file never)",
+                                dir.display(),
+                                resolved.display()
+                            )
+                        } else {
+                            format!("{} has no symbolic links", dir.display())
+                        }),
+                    ));
+                    if resolved.is_dir() {
+                        checks.push(check("filesystem", filesystem(&resolved)));
+                        checks.push(check("fsync", fsync_works(&resolved)));
+                    }
+                }
+                Err(e) => checks.push(check("store path", Err(format!("{e}; {}", e.hint())))),
             }
         }
         Ok(_) => {}

@@ -89,6 +89,19 @@ fn an_explicit_owner_scopes_release_and_makes_acquire_idempotent() {
 }
 
 #[test]
+fn renew_and_release_without_the_explicit_owner_are_refused_and_say_to_pass_it() {
+    let env = Env::new();
+    let t = env.acquire(&["job", "--owner", "me"]).to_string();
+    for op in ["renew", "release"] {
+        let (code, _, err) = env.run(&[op, "job", "--token", &t]);
+        assert_eq!(code, 12, "{op} without --owner: {err}");
+        assert!(err.contains("explicit owner") && err.contains("--owner"), "{op}: {err}");
+    }
+    assert_eq!(env.run(&["renew", "job", "--token", &t, "--owner", "me"]).0, 0);
+    assert_eq!(env.run(&["release", "job", "--token", &t, "--owner", "me"]).0, 0);
+}
+
+#[test]
 fn shared_grants_coexist_up_to_their_limit_and_exclude_exclusive() {
     let env = Env::new();
     let a = env.acquire(&["checkout", "--shared=2"]);
@@ -374,6 +387,73 @@ fn a_symlink_at_the_store_path_is_never_followed() {
     assert!(!target.exists());
 }
 
+/// Issue 12's case: a store under a symlinked directory (`ln -s real
+/// link`) works, as `write` and `lock` already did, and `doctor` says where
+/// it resolves.
+#[test]
+fn a_store_under_a_symlinked_directory_works() {
+    let env = Env::new();
+    std::fs::create_dir(env.path().join("real")).unwrap();
+    std::os::unix::fs::symlink("real", env.path().join("link")).unwrap();
+    let store = format!("--store=sqlite://{}/link/s.db", env.path().display());
+    let (code, out, err) = env.run(&[&store, "acquire", "a"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "1");
+    assert!(env.path().join("real/s.db").is_file());
+    let (code, out, _) = env.run(&[&store, "doctor"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("store path") && out.contains("real"), "{out}");
+}
+
+/// A directory link someone else planted in a sticky world-writable
+/// directory (like /tmp) is refused the same way by the store, `write` and
+/// `lock`, naming the rule; `doctor` explains it; nothing is written
+/// through it.
+#[test]
+fn a_directory_link_planted_in_a_sticky_directory_is_refused_by_store_write_and_lock() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (to give a link another owner)");
+        return;
+    }
+    let env = Env::new();
+    let shared = env.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let elsewhere = env.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let planted = shared.join("p");
+    std::os::unix::fs::symlink(&elsewhere, &planted).unwrap();
+    std::os::unix::fs::lchown(&planted, Some(4242), None).unwrap();
+    let p = planted.display();
+    let store = format!("--store=sqlite://{p}/s.db");
+    let state = format!("{p}/state.json");
+    let lock = format!("{p}/app.lock");
+    for (args, exit) in [
+        (vec![store.as_str(), "acquire", "a"], 69),
+        (vec!["write", &state], 65),
+        (vec!["lock", &lock, "--", "true"], 2),
+    ] {
+        let (code, _, err) = env.run(&args);
+        assert_eq!(code, exit, "{args:?}: {err}");
+        assert!(
+            err.contains("protected_symlinks") && err.contains("uid 4242") && err.contains("real directory"),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, out, _) = env.run(&[&store, "doctor"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("store path") && l.contains("protected_symlinks")),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "written through the link"
+    );
+}
+
 #[test]
 fn doctor_checks_the_store_and_host() {
     let env = Env::new();
@@ -397,6 +477,38 @@ fn doctor_checks_the_store_and_host() {
     let (code, out, _) = env.run(&["doctor"]);
     assert_eq!(code, 1);
     assert!(out.contains("FAIL"), "{out}");
+}
+
+/// A dropped table is bad data (65, what is missing, restore from a
+/// backup), not "unavailable, retry"; `doctor` says so, and finds a dropped
+/// column, which the cheap check at open does not look for.
+#[test]
+fn a_damaged_schema_is_bad_data_and_doctor_says_what_is_missing() {
+    let env = Env::new();
+    env.acquire(&["job"]);
+    let sql = |sql: &str| {
+        rusqlite::Connection::open(env.store_path())
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+    };
+    sql("ALTER TABLE lease_history DROP COLUMN detail");
+    let (code, out, _) = env.run(&["doctor"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL") && out.contains("column lease_history.detail is missing"),
+        "{out}"
+    );
+    sql("DROP TABLE lease_waiter");
+    let (code, _, err) = env.run(&["acquire", "other"]);
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains("missing lease_waiter") && err.contains("backup") && !err.contains("retry"),
+        "{err}"
+    );
+    let (code, out, _) = env.run(&["doctor"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL") && out.contains("missing lease_waiter"), "{out}");
 }
 
 #[test]

@@ -221,6 +221,78 @@ fn other_things_at_the_store_path(report: &mut Report) -> usize {
     n
 }
 
+/// The store's tables; each is dropped in turn by case 21.
+const TABLES: [&str; 5] = ["lease_name", "lease_grant", "lease_waiter", "lease_history", "task"];
+
+/// Every command that opens the store, with arguments it accepts (for the
+/// store of `small_store`).
+const STORE_COMMANDS: &[&[&str]] = &[
+    &["acquire", "job"],
+    &["renew", "job", "--token", "7"],
+    &["release", "job", "--token", "7"],
+    &["fence", "job", "--token", "7"],
+    &["status", "job"],
+    &["list"],
+    &["history", "job"],
+    &["run", "job", "--", "true"],
+    &["migrate"],
+    &["task", "add", "q", "--id", "t2"],
+    &["task", "claim", "q"],
+    &["task", "heartbeat", "q", "t1", "--token", "1"],
+    &["task", "done", "q", "t1", "--token", "1"],
+    &["task", "fail", "q", "t1", "--token", "1"],
+    &["task", "retry", "q", "t1"],
+    &["task", "list", "q"],
+    &["task", "show", "q", "t1"],
+    &["task", "stats"],
+    &["task", "purge", "q", "--state", "done", "--older-than", "1s"],
+    &["work", "q", "--", "true"],
+];
+
+/// FAULTS 21, a damaged schema: each of the store's tables dropped in turn
+/// (as `sqlite3 store.db 'drop table …'`). Every command refuses with exit
+/// 65 (bad data, not 69 "retry"), names what is missing, and leaves the
+/// file byte for byte as it was — nothing is recreated, which for
+/// `lease_name` would restart the token counters.
+#[test]
+fn case21_a_store_missing_a_table_is_refused_by_every_command_and_left_unchanged() {
+    let mut report = Report::new("dropped tables");
+    let mut runs = 0;
+    for table in TABLES {
+        let (sb, _) = small_store();
+        let conn = rusqlite::Connection::open(sb.store_path()).unwrap();
+        conn.execute_batch(&format!("DROP TABLE {table}")).unwrap();
+        drop(conn);
+        let before = std::fs::read(sb.store_path()).unwrap();
+        for args in STORE_COMMANDS {
+            runs += 1;
+            let what = format!("{table} dropped, `{}`", args.join(" "));
+            let (code, _, err) = run_bounded(&sb, args);
+            if code != 65 {
+                report.push("exit-code", format!("{what}: exit {code}, not 65: {err}"));
+            } else if !err.contains(&format!("missing {table}")) || !err.contains("backup") {
+                report.push(
+                    "unclear",
+                    format!("{what}: does not say what is missing and what to do: {err}"),
+                );
+            }
+            if std::fs::read(sb.store_path()).unwrap() != before {
+                report.push("overwritten", format!("{what}: the store file was changed"));
+            }
+        }
+    }
+    figure(
+        21,
+        &format!(
+            "dropped tables: {} violations (exit other than 65, unclear message, file changed) in {runs} runs ({} tables x {} commands)",
+            report.violations.len(),
+            TABLES.len(),
+            STORE_COMMANDS.len()
+        ),
+    );
+    report.assert_clean();
+}
+
 /// A non-UTF-8 store path works or is refused clearly (never a panic).
 #[test]
 fn case21_a_store_path_that_is_not_utf8_is_no_panic() {

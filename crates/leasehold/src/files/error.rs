@@ -57,6 +57,16 @@ pub enum FileError {
     )]
     Symlink { path: PathBuf, role: Role },
 
+    /// The directory part of the path cannot be followed safely: a
+    /// symbolic link someone else may have planted in a shared sticky
+    /// directory, a loop, or something that is not a directory.
+    #[error("cannot use the directory of {} ({role}): {why}. {}; nothing was written", path.display(), why.hint())]
+    UnsafeDirectory {
+        path: PathBuf,
+        role: Role,
+        why: crate::symlinks::DirError,
+    },
+
     /// A FIFO, socket or device where a file was expected.
     #[error("{} is a {kind}, not a regular file; it cannot be a {role}; nothing was written", path.display())]
     NotRegular {

@@ -3,7 +3,7 @@
 //! a symlink at the name (`*at` calls with `O_NOFOLLOW`).
 
 use std::ffi::OsString;
-use std::io::Read as _;
+use std::io::{self, Read as _};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
@@ -11,6 +11,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::error::{FileError, Role};
+use crate::symlinks::DirError;
 
 /// Mode and owner of the file already at a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +32,8 @@ pub struct Target {
 
 impl Target {
     /// Open the directory of `path`. Symlinks in the directory part are
-    /// followed (as by any program); the last component never is.
+    /// followed (as by any program) unless planted
+    /// ([`crate::symlinks::resolve_dir`]); the last component never is.
     pub fn open(path: &Path, role: Role) -> Result<Self, FileError> {
         let is_dir = || FileError::IsDirectory {
             path: path.to_owned(),
@@ -46,9 +48,18 @@ impl Target {
             Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
             _ => PathBuf::from("."),
         };
+        let open_dir = |e: io::Error| FileError::io(path, format!("open its directory {}", dir_path.display()), e);
+        let resolved = crate::symlinks::resolve_dir(&dir_path).map_err(|why| match why {
+            DirError::Io { source, .. } => open_dir(source),
+            why => FileError::UnsafeDirectory {
+                path: path.to_owned(),
+                role,
+                why,
+            },
+        })?;
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let dir = rustix::fs::openat(rustix::fs::CWD, &dir_path, flags, Mode::empty())
-            .map_err(|e| FileError::io(path, format!("open its directory {}", dir_path.display()), e.into()))?;
+        let dir =
+            rustix::fs::openat(rustix::fs::CWD, &resolved, flags, Mode::empty()).map_err(|e| open_dir(e.into()))?;
         Ok(Self {
             path: path.to_owned(),
             dir,

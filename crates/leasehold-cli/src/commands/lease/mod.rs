@@ -48,10 +48,13 @@ pub fn held_error(name: &LeaseName, held: &Held) -> CliError {
 
 /// The error for a token-scoped operation on a grant that is not live.
 pub fn lost_error(op: &str, name: &LeaseName, token: Token, reason: LostReason) -> CliError {
+    let next = match reason {
+        // The grant is live and the caller may well be its holder.
+        LostReason::OwnerRequired => "Pass --owner with the owner it was acquired with",
+        _ => "Stop writing with this token; acquire again for a new one",
+    };
     CliError::new(
         ExitCode::Lost,
-        format!(
-            "cannot {op} {name} with token {token}: {reason}. Stop writing with this token; acquire again for a new one"
-        ),
+        format!("cannot {op} {name} with token {token}: {reason}. {next}"),
     )
 }
