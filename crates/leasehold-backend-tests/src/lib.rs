@@ -350,6 +350,7 @@ macro_rules! conformance {
             reacquire_implicit_owner_is_held,
             reacquire_other_mode_is_not_idempotent,
             reacquire_after_expiry_gets_new_token,
+            reacquire_by_the_same_process_renews_its_grant,
             evict_takes_over_live_grant,
             evict_of_stale_token_is_ignored,
             waiters_fifo_blocks_newcomers,

@@ -84,6 +84,7 @@ pub fn acquire(lease: &str) -> LeaseAcquireParams {
         ticket: None,
         waiter_ttl: WAITER_TTL,
         evict: Vec::new(),
+        reacquire_by_process: false,
     }
 }
 

@@ -55,6 +55,45 @@ pub fn owner_verdict(asked: Option<&str>, owner: &str, explicit: bool) -> Result
     }
 }
 
+/// Whether the request `p` re-acquires a live grant of `owner` (explicit
+/// or not), `mode` and `holder` — renewing it and keeping its token —
+/// rather than asking for a new grant; the history detail when it does.
+///
+/// - The same explicit owner, in the same mode kind: re-acquisition by
+///   owner is idempotent.
+/// - With [`LeaseAcquireParams::reacquire_by_process`], neither side naming
+///   an owner, the same live process — host, boot, pid namespace, pid and
+///   start time all known and equal — in the same mode kind: registering a
+///   process again renews its one grant.
+///
+/// [`LeaseAcquireParams::reacquire_by_process`]: crate::LeaseAcquireParams::reacquire_by_process
+#[must_use]
+pub fn reacquires(
+    p: &crate::LeaseAcquireParams,
+    owner: &str,
+    owner_explicit: bool,
+    mode: Mode,
+    holder: &Holder,
+) -> Option<&'static str> {
+    if mode.is_exclusive() != p.mode.is_exclusive() {
+        return None;
+    }
+    if p.owner.explicit && owner_explicit && owner == p.owner.label {
+        return Some("same explicit owner; expiry extended");
+    }
+    let me = &p.holder;
+    let same_process = me.bound
+        && holder.bound
+        && me.host == holder.host
+        && me.boot_id == holder.boot_id
+        && me.pid_ns == holder.pid_ns
+        && me.pid == holder.pid
+        && me.start_time.is_some()
+        && me.start_time == holder.start_time;
+    (p.reacquire_by_process && !p.owner.explicit && !owner_explicit && same_process)
+        .then_some("same process registered again; expiry extended")
+}
+
 /// The fence verdict for `token`, given the newest token ever issued for
 /// the name and the token's own grant as (live, mode), if the store still
 /// has it.
@@ -202,6 +241,90 @@ mod tests {
             owner_verdict(Some("other"), "host:42", false),
             Err(LostReason::NotOwner)
         );
+    }
+
+    #[test]
+    fn reacquisition_by_owner_or_by_the_same_process() {
+        let process = Holder {
+            host: "h".into(),
+            boot_id: "b".into(),
+            pid_ns: Some(1),
+            pid: 42,
+            start_time: Some(7),
+            cmdline: String::new(),
+            pgid: None,
+            bound: true,
+        };
+        let request = |explicit: bool, by_process: bool| crate::LeaseAcquireParams {
+            name: crate::LeaseName::new("n").unwrap(),
+            owner: crate::Owner {
+                label: "me".into(),
+                explicit,
+            },
+            mode: S,
+            ttl: Duration::from_secs(1),
+            holder: process.clone(),
+            ticket: None,
+            waiter_ttl: Duration::from_secs(1),
+            evict: Vec::new(),
+            reacquire_by_process: by_process,
+        };
+        assert!(
+            reacquires(&request(true, false), "me", true, S, &process).is_some(),
+            "same explicit owner"
+        );
+        assert!(
+            reacquires(&request(true, false), "me", true, X, &process).is_none(),
+            "another mode kind"
+        );
+        assert!(reacquires(&request(true, false), "you", true, S, &process).is_none());
+        assert!(
+            reacquires(&request(false, false), "me", false, S, &process).is_none(),
+            "not asked"
+        );
+        assert!(
+            reacquires(&request(false, true), "x", false, S, &process).is_some(),
+            "same process"
+        );
+        assert!(
+            reacquires(&request(false, true), "x", true, S, &process).is_none(),
+            "the grant names an owner"
+        );
+        for other in [
+            Holder {
+                start_time: Some(8),
+                ..process.clone()
+            },
+            Holder {
+                start_time: None,
+                ..process.clone()
+            },
+            Holder {
+                pid: 43,
+                ..process.clone()
+            },
+            Holder {
+                boot_id: "c".into(),
+                ..process.clone()
+            },
+            Holder {
+                host: "g".into(),
+                ..process.clone()
+            },
+            Holder {
+                pid_ns: Some(2),
+                ..process.clone()
+            },
+            Holder {
+                bound: false,
+                ..process.clone()
+            },
+        ] {
+            assert!(
+                reacquires(&request(false, true), "x", false, S, &other).is_none(),
+                "{other:?}"
+            );
+        }
     }
 
     #[test]

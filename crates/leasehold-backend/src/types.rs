@@ -139,6 +139,13 @@ pub struct LeaseAcquireParams {
     /// Tokens of grants whose holders the caller has proved dead (fast
     /// takeover); removed only if still present.
     pub evict: Vec<Token>,
+    /// Whether acquiring again for the same live process renews that
+    /// process's grant (same token) instead of asking for another — for
+    /// registrations on behalf of a process (`acquire --for-pid`, seed
+    /// 002's `touch`). Off for holders inside the calling process, whose
+    /// threads must keep excluding one another. See
+    /// [`crate::rules::reacquires`].
+    pub reacquire_by_process: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

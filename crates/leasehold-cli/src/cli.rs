@@ -240,7 +240,9 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only names with a live grant.
+    /// Only grants whose holder is not proven dead (TTL not run out, and
+    /// its process not provably gone). Exits 0 when it lists something, 1
+    /// when nothing (as grep does).
     #[arg(long)]
     pub live: bool,
 
@@ -248,6 +250,11 @@ pub struct ListArgs {
     /// else holds this?".
     #[arg(long, value_name = "PID")]
     pub exclude_ancestry_of: Option<u32>,
+
+    /// Print nothing; only the exit code answers (with --live: 0 something
+    /// is held, 1 nothing is).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]

@@ -335,15 +335,13 @@ impl Conn<'_> {
 
             let mine = p.ticket.and_then(|t| snap.waiters.iter().position(|w| w.ticket == t));
 
-            // Idempotent re-acquisition by the same explicit owner and mode:
-            // the same token, the live marker moved to a fresh etcd lease.
-            if p.owner.explicit
-                && let Some(s) = live.iter().copied().find(|s| {
-                    s.record.owner_explicit
-                        && s.record.owner == p.owner.label
-                        && s.record.mode.is_exclusive() == p.mode.is_exclusive()
-                })
-            {
+            // Re-acquisition by the same explicit owner, or by the same
+            // process: the same token, the live marker moved to a fresh
+            // etcd lease.
+            if let Some((s, why)) = live.iter().copied().find_map(|s| {
+                let r = &s.record;
+                rules::reacquires(p, &r.owner, r.owner_explicit, r.mode, &r.holder).map(|why| (s, why))
+            }) {
                 let lease = self.lease(spare, p.ttl).await?;
                 plan.rely_on(s);
                 plan.put(keys.live(name, &s.id), Vec::new(), Some(lease));
@@ -357,12 +355,7 @@ impl Conn<'_> {
                 if let Some(i) = mine {
                     plan.leave_queue(&snap.waiters[i]);
                 }
-                plan.record(
-                    HistoryEvent::Reacquired,
-                    Some(s.token),
-                    Some(&p.owner.label),
-                    "same explicit owner; expiry extended",
-                );
+                plan.record(HistoryEvent::Reacquired, Some(s.token), Some(&p.owner.label), why);
                 if self.commit_using(plan, spare).await?.is_none() {
                     continue;
                 }

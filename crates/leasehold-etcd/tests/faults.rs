@@ -42,6 +42,7 @@ fn acquire_params(lease: &str, owner: &str, ttl: Duration) -> LeaseAcquireParams
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
+        reacquire_by_process: false,
     }
 }
 

@@ -48,6 +48,7 @@ fn params(owner: &str, ttl: Duration) -> LeaseAcquireParams {
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
+        reacquire_by_process: false,
     }
 }
 

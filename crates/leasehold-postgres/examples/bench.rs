@@ -47,6 +47,7 @@ fn lease_pair(store: &PostgresBackend, name: &LeaseName) {
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
+        reacquire_by_process: false,
     };
     let LeaseAcquire::Acquired(g) = store.lease_acquire(&params).expect("acquire") else {
         panic!("{name} held: names are per client")

@@ -268,11 +268,10 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
         }
     }
 
-    // Idempotent re-acquisition by the same explicit owner and mode.
-    if p.owner.explicit
-        && let Some(g) = live
-            .iter()
-            .find(|g| g.owner_explicit && g.owner == p.owner.label && g.mode.is_exclusive() == p.mode.is_exclusive())
+    // Re-acquisition by the same explicit owner, or by the same process.
+    if let Some((g, why)) = live
+        .iter()
+        .find_map(|g| rules::reacquires(p, &g.owner, g.owner_explicit, g.mode, &g.holder).map(|why| (g, why)))
     {
         let token = g.token;
         db.execute(
@@ -295,7 +294,7 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
             HistoryEvent::Reacquired,
             Some(token),
             Some(&p.owner.label),
-            "same explicit owner; expiry extended",
+            why,
         )?;
         let row = row(db, now, name, token)?.ok_or_else(|| Error::BadRow("re-acquired grant vanished".into()))?;
         return Ok(LeaseAcquire::Acquired(row.grant));

@@ -255,11 +255,10 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
         }
     }
 
-    // Idempotent re-acquisition by the same explicit owner and mode.
-    if p.owner.explicit
-        && let Some(g) = live
-            .iter()
-            .find(|g| g.owner_explicit && g.owner == p.owner.label && g.mode.is_exclusive() == p.mode.is_exclusive())
+    // Re-acquisition by the same explicit owner, or by the same process.
+    if let Some((g, why)) = live
+        .iter()
+        .find_map(|g| rules::reacquires(p, &g.owner, g.owner_explicit, g.mode, &g.holder).map(|why| (g, why)))
     {
         let token = g.token;
         tx.prepare_cached(
@@ -272,14 +271,7 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
             p.ttl.as_millis() as i64,
             serde_json::to_string(&p.holder).expect("a holder always serializes")
         ])?;
-        return finish_grant(
-            tx,
-            now,
-            p,
-            token,
-            HistoryEvent::Reacquired,
-            "same explicit owner; expiry extended",
-        );
+        return finish_grant(tx, now, p, token, HistoryEvent::Reacquired, why);
     }
 
     // FIFO: serve, in order, every waiter ahead that could be granted; the

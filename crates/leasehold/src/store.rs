@@ -312,6 +312,10 @@ impl Store {
             ticket: None,
             waiter_ttl: WAITER_TTL,
             evict: Vec::new(),
+            // A registration on behalf of a process: registering it again
+            // renews its grant. Not for `ThisProcess`, whose threads must
+            // keep excluding one another.
+            reacquire_by_process: matches!(options.binding, Binding::Process { .. }),
         })
     }
 
@@ -490,12 +494,23 @@ impl Store {
         Ok(self.backend.lease_get(name)?)
     }
 
-    /// The state of every name, or of names with live grants.
+    /// The state of every name; or, with `live_only`, of the names held by
+    /// a holder not proven dead: grants whose TTL has run out, and grants
+    /// whose process is provably gone (which the next acquire takes over),
+    /// are left out. Only reads: a proven-dead holder's grant stays in the
+    /// store for that acquire to end, with its history entry.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub fn list(&self, live_only: bool) -> Result<Vec<LeaseState>> {
-        Ok(self.backend.lease_list(&LeaseListParams { live_only })?)
+        let mut states = self.backend.lease_list(&LeaseListParams { live_only })?;
+        if live_only {
+            for state in &mut states {
+                state.grants.retain(|g| !identity::provably_gone(&g.holder));
+            }
+            states.retain(|s| !s.grants.is_empty());
+        }
+        Ok(states)
     }
 
     /// The newest `limit` history entries of `name`, newest first.

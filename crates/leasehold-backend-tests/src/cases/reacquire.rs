@@ -126,3 +126,55 @@ pub fn reacquire_after_expiry_gets_new_token<H: Harness>(t: &mut Case<H>) {
         ]
     );
 }
+
+/// A registration on behalf of a process (`reacquire_by_process`): the same
+/// live process registering again renews its one grant, with the same
+/// token, shared or exclusive; another process (or the same pid with
+/// another start time: a reused pid) is another holder, and a request that
+/// does not ask for it (an in-process holder, whose threads must exclude
+/// one another) is held.
+pub fn reacquire_by_the_same_process_renews_its_grant<H: Harness>(t: &mut Case<H>) {
+    let process = leasehold_backend::Holder {
+        bound: true,
+        ..params::holder()
+    };
+    let register = |mode| LeaseAcquireParams {
+        mode,
+        holder: process.clone(),
+        reacquire_by_process: true,
+        ..params::acquire("session")
+    };
+    let first = t.granted(&register(SHARED));
+    let again = t.granted(&register(SHARED));
+    assert_eq!(again.token, first.token, "registering again made another grant");
+    assert_eq!(t.live("session"), vec![first.token]);
+    let reused_pid = LeaseAcquireParams {
+        holder: leasehold_backend::Holder {
+            start_time: process.start_time.map(|s| s + 1),
+            ..process.clone()
+        },
+        ..register(SHARED)
+    };
+    let other = t.granted(&reused_pid);
+    assert!(other.token > first.token, "a reused pid is another process");
+    assert_eq!(t.live("session").len(), 2);
+
+    let solo = LeaseAcquireParams {
+        name: params::name("solo"),
+        ..register(leasehold_backend::Mode::Exclusive)
+    };
+    let exclusive = t.granted(&solo);
+    let again = t.granted(&solo);
+    assert_eq!(again.token, exclusive.token);
+    assert_eq!(
+        t.events("solo")[0],
+        (HistoryEvent::Reacquired, Some(exclusive.token)),
+        "recorded as a re-acquisition"
+    );
+    let in_process = LeaseAcquireParams {
+        reacquire_by_process: false,
+        ..solo
+    };
+    let held = t.held(&in_process);
+    assert_eq!(tokens(&held.grants), vec![exclusive.token], "not asked: held");
+}

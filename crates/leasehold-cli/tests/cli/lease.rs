@@ -547,3 +547,47 @@ fn tables_escape_hidden_characters_and_mark_a_cut_command_line() {
     let (_, out, _) = env.run(&["list"]);
     assert!(out.contains('…'), "a cut command line ends in an ellipsis: {out}");
 }
+
+/// Seed 002's `live` contract: `list --live` lists the leases of holders
+/// not proven dead, exits 0 when it lists something and 1 when nothing
+/// (`--quiet` prints nothing), and leaves the caller's own process chain
+/// out on request; registering the same process again renews its one
+/// grant (same token); a killed holder drops out of `--live` at once,
+/// while `list` (which only reads) still shows its grant until the next
+/// acquire takes it over.
+#[test]
+fn list_live_keeps_seed_002s_contract() {
+    let env = Env::new();
+    assert_eq!(env.run(&["list", "--live"]).0, 1, "nothing held");
+    let mut agent = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = agent.id().to_string();
+    let t1 = env.acquire(&["session", "--shared", "--for-pid", &pid]);
+    let t2 = env.acquire(&["session", "--shared", "--for-pid", &pid]);
+    assert_eq!(t1, t2, "the same process registered again keeps its one grant");
+    let (code, out, _) = env.run(&["--json", "list", "--live"]);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["leases"][0]["grants"].as_array().unwrap().len(), 1);
+    let (code, out, err) = env.run(&["list", "--live", "--quiet"]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+    assert_eq!(
+        env.run(&["list", "--live", "--exclude-ancestry-of", &pid]).0,
+        1,
+        "the caller's own chain does not count"
+    );
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    assert_eq!(
+        env.run(&["list", "--live", "-q"]).0,
+        1,
+        "a proven-dead holder is not live"
+    );
+    let (code, out, _) = env.run(&["--json", "list"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        json(&out)["leases"][0]["grants"][0]["alive"],
+        "no",
+        "list only reads: the grant is there until an acquire takes it over"
+    );
+    let t3 = env.acquire(&["session", "--ttl", "1m"]);
+    assert!(t3 > t1, "taken over at once");
+}

@@ -7,7 +7,8 @@ use crate::output;
 
 pub fn run(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
-    let mut states = store.list(args.live || args.exclude_ancestry_of.is_some())?;
+    let live = args.live || args.exclude_ancestry_of.is_some();
+    let mut states = store.list(live)?;
     if let Some(pid) = args.exclude_ancestry_of {
         let chain = ancestry(pid);
         for state in &mut states {
@@ -17,10 +18,18 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<u8> {
         }
         states.retain(|s| !s.grants.is_empty());
     }
-    Ok(show(ctx, &states))
+    if !args.quiet {
+        show(ctx, &states);
+    }
+    // With --live the exit code answers "is anything held?", as grep's.
+    Ok(if live && states.is_empty() {
+        ExitCode::Failure.code()
+    } else {
+        ExitCode::Success.code()
+    })
 }
 
-pub fn show(ctx: &Ctx, states: &[LeaseState]) -> u8 {
+pub fn show(ctx: &Ctx, states: &[LeaseState]) {
     if ctx.global.json {
         output::print_json(&serde_json::json!({ "leases": states.iter().map(output::state_json).collect::<Vec<_>>() }));
     } else if states.is_empty() {
@@ -28,7 +37,6 @@ pub fn show(ctx: &Ctx, states: &[LeaseState]) -> u8 {
     } else {
         println!("{}", output::lease_table(states));
     }
-    ExitCode::Success.code()
 }
 
 /// `pid` and its ancestors, read from `/proc/PID/stat` (field 4 is the parent).

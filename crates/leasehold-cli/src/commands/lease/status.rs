@@ -6,7 +6,8 @@ use crate::output;
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     let Some(name) = &args.name else {
-        return Ok(super::list::show(ctx, &store.list(true)?));
+        super::list::show(ctx, &store.list(true)?);
+        return Ok(ExitCode::Success.code());
     };
     let state = store.status(name)?;
     if ctx.global.json {
