@@ -26,7 +26,7 @@ use crate::run::CliError;
 fn lock_error(e: &LockError) -> anyhow::Error {
     let code = match e {
         LockError::NetworkFs { .. } => ExitCode::Unavailable,
-        LockError::Symlink { .. } | LockError::NotAFile { .. } => ExitCode::Usage,
+        LockError::Symlink { .. } | LockError::NotAFile { .. } | LockError::InvalidInput(_) => ExitCode::Usage,
         LockError::Io { .. } => ExitCode::Failure,
     };
     CliError::new(code, e.to_string()).into()
