@@ -4,6 +4,7 @@
 mod clock;
 mod files;
 mod lease;
+mod limits;
 mod lock;
 mod race;
 mod run;
