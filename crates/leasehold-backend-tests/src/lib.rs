@@ -373,6 +373,8 @@ macro_rules! conformance {
             names_stored_exactly,
             names_are_independent,
             expiry_on_the_store_clock,
+            limits_lease_ttls_out_of_range_are_refused,
+            limits_task_durations_out_of_range_are_refused,
             task_add_stores_a_pending_task,
             task_add_is_idempotent_by_id,
             task_add_conflict_adds_nothing_of_the_call,

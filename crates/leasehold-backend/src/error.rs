@@ -2,7 +2,7 @@
 ///
 /// Each variant names the store and says what to do next; the CLI maps the
 /// variant to an exit code (`Unavailable` → 69, `Corrupt`/`SchemaTooNew` →
-/// 65, `Unsupported`/`InvalidUrl` → 2).
+/// 65, `Unsupported`/`InvalidUrl`/`InvalidInput` → 2).
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// The store cannot be reached or used right now (down, locked for too
@@ -36,4 +36,9 @@ pub enum BackendError {
     /// The store URL or its options are malformed.
     #[error("invalid store URL {url:?}: {reason}")]
     InvalidUrl { url: String, reason: String },
+
+    /// A parameter lies outside its limit (`crate::limits`); refused before
+    /// anything was written.
+    #[error("{0}; nothing was changed")]
+    InvalidInput(#[from] crate::limits::OutOfRange),
 }

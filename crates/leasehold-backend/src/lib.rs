@@ -32,6 +32,8 @@
 mod error;
 pub mod failpoint;
 pub mod host;
+mod human;
+pub mod limits;
 pub mod migration;
 mod name;
 pub mod rules;
@@ -41,6 +43,7 @@ mod types;
 mod wait;
 
 pub use error::BackendError;
+pub use human::{format_duration, format_time, parse_duration, parse_duration_within, parse_time_within};
 pub use name::{LeaseName, NameError};
 pub use task::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
@@ -111,7 +114,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// change (callers re-read the store), and a backend may miss a change
     /// (callers bound `timeout`, so polling is the fallback). Errors are
     /// for a store that cannot be asked at all; a backend whose
-    /// notification channel is down simply sleeps.
+    /// notification channel is down simply sleeps. A `timeout` beyond
+    /// [`limits::WAIT`] is cut to it (a wait may always end early).
     ///
     /// The default sleeps `timeout`: pure polling. The embedded SQLite
     /// store keeps it — SQLite has no cross-process notification, and the
@@ -121,7 +125,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// watch on the name's keys.
     fn wait_for_change(&self, topic: &WaitTopic, timeout: std::time::Duration) -> Result<(), BackendError> {
         let _ = topic;
-        std::thread::sleep(timeout);
+        std::thread::sleep(timeout.min(limits::WAIT.max));
         Ok(())
     }
 

@@ -253,7 +253,7 @@ mod tests {
         for attempt in 1..=40 {
             let exp = (1000u64 << (attempt - 1).min(32)).min(3_600_000);
             for entropy in 0..50 {
-                let d = backoff(attempt, entropy).as_millis() as u64;
+                let d = crate::duration_millis(backoff(attempt, entropy));
                 assert!(d >= exp * 3 / 4 && d <= exp * 5 / 4, "attempt {attempt}: {d} vs {exp}");
             }
         }
@@ -271,7 +271,7 @@ mod opt_millis {
     #[allow(clippy::ref_option, reason = "serde's `with` passes a reference")]
     pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match d {
-            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            Some(d) => s.serialize_some(&crate::duration_millis(*d)),
             None => s.serialize_none(),
         }
     }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use leasehold::limits::{self, Limit};
 use leasehold::{LeaseName, Token};
 
 const EXAMPLES: &str = "\
@@ -112,8 +113,11 @@ pub fn parse_name(s: &str) -> Result<LeaseName, String> {
     LeaseName::new(s).map_err(|e| e.to_string())
 }
 
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    leasehold::parse_duration(s)
+/// The parser of a duration flag: humane text (90s, 5m, 1h30m; a bare
+/// number is seconds) within `limit` — the library's parser, which the
+/// fuzz suite (FAULTS case 21) runs over every limit.
+fn within(limit: Limit) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |s| leasehold::parse_duration_within(s, limit)
 }
 
 pub fn parse_token(s: &str) -> Result<Token, String> {
@@ -164,8 +168,8 @@ pub struct AcquireArgs {
     pub name: LeaseName,
 
     /// How long the grant lives without renewal (90s, 5m, 1h30m; bare number = seconds).
-    /// Default 60s; with --for-pid, the grant lives as long as that process unless --ttl is given.
-    #[arg(long, value_parser = parse_duration)]
+    /// Default 60s; with --for-pid, the grant lives as long as that process (at most a year) unless --ttl is given.
+    #[arg(long, value_parser = within(limits::TTL))]
     pub ttl: Option<Duration>,
 
     /// Owner label. When given, renew/release must name it too, and acquiring
@@ -182,7 +186,7 @@ pub struct AcquireArgs {
     pub for_pid: Option<u32>,
 
     /// Wait (in FIFO order) until it is free, forever or up to DUR.
-    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "DUR", value_parser = within(limits::WAIT))]
     #[allow(clippy::option_option, reason = "clap: absent, bare --wait, or --wait=DUR")]
     pub wait: Option<Option<Duration>>,
 }
@@ -207,7 +211,7 @@ pub struct RenewArgs {
     pub lease: TokenArgs,
 
     /// New TTL from now (default: the grant's own TTL).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = within(limits::TTL))]
     pub ttl: Option<Duration>,
 }
 
@@ -356,8 +360,9 @@ fn parse_max_attempts(s: &str) -> Result<u32, String> {
     }
 }
 
-fn parse_time(s: &str) -> Result<std::time::SystemTime, String> {
-    humantime::parse_rfc3339_weak(s).map_err(|_| format!("{s:?} is not a time; write e.g. 2026-12-01T08:00:00Z"))
+/// A start time (RFC 3339) at most [`limits::DELAY`] from now.
+fn parse_start(s: &str) -> Result<std::time::SystemTime, String> {
+    leasehold::parse_time_within(s, limits::DELAY, std::time::SystemTime::now())
 }
 
 #[derive(Debug, Args)]
@@ -379,11 +384,11 @@ pub struct TaskAddArgs {
     pub priority: i64,
 
     /// Not claimable before this much time has passed.
-    #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+    #[arg(long, value_parser = within(limits::DELAY), conflicts_with = "at")]
     pub delay: Option<Duration>,
 
     /// Not claimable before this time (RFC 3339).
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = parse_start)]
     pub at: Option<std::time::SystemTime>,
 
     /// Claims before the task is dead.
@@ -402,7 +407,7 @@ pub struct TaskClaimArgs {
     pub queue: LeaseName,
 
     /// How long the claim lives without a heartbeat.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
     pub ttl: Duration,
 
     /// Owner label of the claim (default host:pid).
@@ -429,7 +434,7 @@ pub struct TaskHeartbeatArgs {
     pub task: TaskRefArgs,
 
     /// New TTL from now (default: the claim's own TTL).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = within(limits::TTL))]
     pub ttl: Option<Duration>,
 }
 
@@ -453,7 +458,7 @@ pub struct TaskFailArgs {
     pub error: String,
 
     /// Retry after this delay instead of the default exponential backoff.
-    #[arg(long, value_parser = parse_duration, conflicts_with = "no_retry")]
+    #[arg(long, value_parser = within(limits::DELAY), conflicts_with = "no_retry")]
     pub retry_in: Option<Duration>,
 
     /// Do not retry: the task is dead.
@@ -501,7 +506,7 @@ pub struct TaskPurgeArgs {
     pub state: leasehold::TaskState,
 
     /// Only those last updated longer ago than this.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = within(limits::AGE))]
     pub older_than: Duration,
 }
 
@@ -523,11 +528,11 @@ pub struct RunArgs {
     pub name: LeaseName,
 
     /// How long the grant lives without renewal.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
     pub ttl: Duration,
 
     /// How often to renew (default: TTL/3).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = within(limits::HEARTBEAT))]
     pub heartbeat: Option<Duration>,
 
     #[command(flatten)]
@@ -538,15 +543,15 @@ pub struct RunArgs {
     pub if_held: IfHeld,
 
     /// With --if-held wait: give up after DUR (exit 11). Default: wait forever.
-    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    #[arg(long, value_parser = within(limits::WAIT), value_name = "DUR")]
     pub wait_timeout: Option<Duration>,
 
     /// Time between SIGTERM and SIGKILL when the command must stop.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = within(limits::GRACE))]
     pub grace: Duration,
 
     /// Stop the command (exit 75) when it writes nothing to stdout/stderr for DUR.
-    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    #[arg(long, value_parser = within(limits::STALL), value_name = "DUR")]
     pub stall_timeout: Option<Duration>,
 
     /// With --stall-timeout: touching FILE also counts as progress.
@@ -568,7 +573,7 @@ pub struct LockArgs {
     pub path: std::path::PathBuf,
 
     /// Wait until it is free, forever or up to DUR.
-    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "DUR", value_parser = within(limits::WAIT))]
     #[allow(clippy::option_option, reason = "clap: absent, bare --wait, or --wait=DUR")]
     pub wait: Option<Option<Duration>>,
 
@@ -592,7 +597,7 @@ pub struct GuardArgs {
     pub control_fd: i32,
     #[arg(long)]
     pub report_fd: i32,
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = within(limits::GRACE))]
     pub grace: Duration,
     #[arg(last = true, required = true)]
     pub command: Vec<std::ffi::OsString>,
@@ -604,16 +609,16 @@ pub struct WorkArgs {
     pub queue: LeaseName,
 
     /// How long each claim lives without a heartbeat.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
     pub ttl: Duration,
 
     /// How often to renew a claim (default TTL/3).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = within(limits::HEARTBEAT))]
     pub heartbeat: Option<Duration>,
 
     /// After SIGTERM to a command, how long before SIGKILL; also how long
     /// running tasks may finish after `work` is asked to stop.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = within(limits::GRACE))]
     pub grace: Duration,
 
     /// How many tasks to run at once.

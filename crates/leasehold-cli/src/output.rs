@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::time::{Duration, SystemTime};
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use leasehold::{Grant, LeaseState, format_duration, identity};
+use leasehold::{Grant, LeaseState, duration_millis, format_duration, identity};
 use serde_json::{Value, json};
 
 /// Print one JSON document on stdout. A closed stdout (a pipe to `head`) is
@@ -20,8 +20,15 @@ pub fn print_json(value: &Value) {
     let _ = out.flush();
 }
 
+/// A time for people and JSON: RFC 3339, or what it is when RFC 3339
+/// cannot write it (a record an old leasehold wrote); never a panic.
 pub fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
+    leasehold::format_time(t)
+}
+
+/// The time `d` from now, as [`rfc3339`].
+pub fn from_now(d: Duration) -> String {
+    rfc3339(leasehold::later(SystemTime::now(), d))
 }
 
 /// Whether a grant's holder is alive, as far as this host can tell.
@@ -45,9 +52,9 @@ pub fn grant_json(grant: &Grant) -> Value {
         "owner": grant.owner,
         "mode": grant.mode.label(),
         "shared_limit": match grant.mode { leasehold::Mode::Shared { limit } => json!(limit), leasehold::Mode::Exclusive => Value::Null },
-        "expires": rfc3339(SystemTime::now() + grant.expires_in),
-        "expires_in_ms": grant.expires_in.as_millis() as u64,
-        "ttl_ms": grant.ttl.as_millis() as u64,
+        "expires": from_now(grant.expires_in),
+        "expires_in_ms": duration_millis(grant.expires_in),
+        "ttl_ms": duration_millis(grant.ttl),
         "acquired": rfc3339(grant.acquired_at),
         "alive": alive(grant),
         "holder": grant.holder,
@@ -174,7 +181,7 @@ pub fn task_json(t: &leasehold::Task) -> Value {
         "token": t.token,
         "owner": t.owner,
         "available_at": rfc3339(t.available_at),
-        "lease_remaining_ms": t.lease_remaining.map(|d| d.as_millis() as u64),
+        "lease_remaining_ms": t.lease_remaining.map(duration_millis),
         "expirations": t.expirations,
         "failures": t.failures,
         "last_error": t.last_error,

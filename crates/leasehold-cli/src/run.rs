@@ -45,7 +45,7 @@ fn exit_code_of(err: &anyhow::Error) -> ExitCode {
         if let Some(e) = cause.downcast_ref::<LibError>() {
             return match e {
                 LibError::Store(b) => backend_code(b),
-                LibError::Process(_) => ExitCode::Usage,
+                LibError::Process(_) | LibError::InvalidInput(_) => ExitCode::Usage,
             };
         }
         if let Some(e) = cause.downcast_ref::<BackendError>() {
@@ -62,7 +62,9 @@ fn backend_code(e: &BackendError) -> ExitCode {
     match e {
         BackendError::Unavailable { .. } => ExitCode::Unavailable,
         BackendError::Corrupt { .. } | BackendError::SchemaTooNew { .. } => ExitCode::DataError,
-        BackendError::Unsupported { .. } | BackendError::InvalidUrl { .. } => ExitCode::Usage,
+        BackendError::Unsupported { .. } | BackendError::InvalidUrl { .. } | BackendError::InvalidInput(_) => {
+            ExitCode::Usage
+        }
     }
 }
 

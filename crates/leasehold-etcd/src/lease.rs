@@ -31,7 +31,7 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, Held, HistoryEntry, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, LostReason, Token, WaiterEnqueueParams, WaiterTicket,
+    LeaseState, LostReason, Token, WaiterEnqueueParams, WaiterTicket, duration_millis, signed,
 };
 
 use crate::keys::{GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, Waiter, WaiterValue, slot, snapshots};
@@ -67,10 +67,11 @@ pub struct Conn<'a> {
     pub keys: &'a Keys,
 }
 
-/// Whole seconds of an etcd lease for `ttl`: rounded up, at least 1.
+/// Whole seconds of an etcd lease (an `i64`) for `ttl`: rounded up, at
+/// least 1, saturating. The seam admits at most a year (`limits::TTL`),
+/// far below etcd's own maximum of 9e9 s.
 fn ttl_secs(ttl: Duration) -> i64 {
-    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-    i64::try_from(secs.max(1)).unwrap_or(i64::MAX)
+    signed(ttl.as_secs().saturating_add(u64::from(ttl.subsec_nanos() > 0)).max(1))
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Vec<u8> {
@@ -347,7 +348,7 @@ impl Conn<'_> {
                 plan.put(keys.live(name, &s.id), Vec::new(), Some(lease));
                 let record = Record {
                     holder: p.holder.clone(),
-                    ttl_ms: p.ttl.as_millis() as u64,
+                    ttl_ms: duration_millis(p.ttl),
                     ..s.record.clone()
                 };
                 plan.put(keys.record(name, &s.id), to_json(&record), None);
@@ -427,7 +428,7 @@ impl Conn<'_> {
                 mode: p.mode,
                 holder: p.holder.clone(),
                 acquired_ms: to_ms(SystemTime::now()),
-                ttl_ms: p.ttl.as_millis() as u64,
+                ttl_ms: duration_millis(p.ttl),
             };
             plan.compares
                 .push(Compare::create_revision(keys.record(name, &s), CompareOp::Equal, 0));
@@ -550,7 +551,7 @@ impl Conn<'_> {
             let lease = self.lease(spare, p.ttl).await?;
             let old = s.lease.expect("live");
             let record = Record {
-                ttl_ms: p.ttl.as_millis() as u64,
+                ttl_ms: duration_millis(p.ttl),
                 ..s.record.clone()
             };
             let live_key = keys.live(name, &s.id);

@@ -255,10 +255,12 @@ impl Backend for EtcdBackend {
     }
 
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError> {
+        params.check()?;
         self.call(|mut c| async move { c.acquire(params).await })
     }
 
     fn lease_renew(&self, params: &LeaseRenewParams) -> Result<LeaseRenew, BackendError> {
+        params.check()?;
         self.call(|mut c| async move { c.renew(params).await })
     }
 
@@ -271,6 +273,7 @@ impl Backend for EtcdBackend {
     }
 
     fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> Result<WaiterTicket, BackendError> {
+        params.check()?;
         self.call(|mut c| async move { c.waiter_enqueue(params).await })
     }
 
@@ -296,6 +299,7 @@ impl Backend for EtcdBackend {
     /// watch cannot be made or breaks, sleeps the rest of `timeout`. Queue
     /// topics sleep: etcd has no tasks.
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> Result<(), BackendError> {
+        let timeout = timeout.min(leasehold_backend::limits::WAIT.max);
         let Watched::Lease(name) = topic.watched() else {
             std::thread::sleep(timeout);
             return Ok(());

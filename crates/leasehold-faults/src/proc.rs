@@ -33,7 +33,7 @@ pub fn leasehold_bin() -> PathBuf {
 /// process of the host, and it keeps counting through suspend.
 #[must_use]
 pub fn boot_ns() -> u64 {
-    leasehold::host::boot_clock().as_nanos() as u64
+    leasehold::duration_nanos(leasehold::host::boot_clock())
 }
 
 /// Whether `pid` runs (a zombie does not).

@@ -17,7 +17,7 @@ impl Rng {
             .unwrap_or_else(|| {
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
+                    .map_or(1, leasehold::duration_nanos)
             });
         eprintln!("{case}: seed {seed} (replay with LEASEHOLD_SEED={seed})");
         Self(seed)

@@ -22,11 +22,12 @@ use leasehold_backend::rules::{self, detail};
 use leasehold_backend::{
     Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket, Watched,
+    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket, Watched, duration_millis, signed,
+    stored_millis,
 };
 use postgres::Row as PgRow;
 
-use crate::{Db, Error, NOW, Result, micros, until};
+use crate::{Db, Error, NOW, Result, micros, plus, until};
 
 /// History entries kept per name; older ones are pruned on insert.
 const HISTORY_PER_NAME: i64 = 1000;
@@ -41,10 +42,6 @@ impl Row {
     fn is_live(&self, now: SystemTime) -> bool {
         self.expires_at > now
     }
-}
-
-fn expires_at(now: SystemTime, ttl: Duration) -> SystemTime {
-    now + Duration::from_micros(micros(ttl) as u64)
 }
 
 fn mode_columns(mode: Mode) -> (bool, Option<i64>) {
@@ -87,7 +84,7 @@ fn read_row(r: &PgRow, now: SystemTime) -> Result<Row> {
             mode: mode_from_columns(r.get(4), r.get(5)),
             holder,
             acquired_at: r.get(7),
-            ttl: Duration::from_millis(r.get::<_, i64>(8) as u64),
+            ttl: stored_millis(r.get(8)),
             expires_in: until(expires_at, now),
         },
         expires_at,
@@ -237,7 +234,7 @@ fn insert_waiter(
                 &exclusive,
                 &limit,
                 &holder_json(holder),
-                &expires_at(now, ttl),
+                &plus(now, ttl),
             ],
         )?
         .get(0);
@@ -280,8 +277,8 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
             &[
                 &name.as_str(),
                 &(token.0 as i64),
-                &expires_at(now, p.ttl),
-                &(p.ttl.as_millis() as i64),
+                &plus(now, p.ttl),
+                &signed(duration_millis(p.ttl)),
                 &holder_json(&p.holder),
             ],
         )?;
@@ -308,7 +305,7 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
     if let (Some(_), Some(t)) = (mine, p.ticket) {
         db.execute(
             "UPDATE lease_waiter SET expires_at = $2 WHERE id = $1",
-            &[&(t.0 as i64), &expires_at(now, p.waiter_ttl)],
+            &[&(t.0 as i64), &plus(now, p.waiter_ttl)],
         )?;
     }
     if !rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.mode), p.mode) {
@@ -348,8 +345,8 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
             &exclusive,
             &limit,
             &holder_json(&p.holder),
-            &(p.ttl.as_millis() as i64),
-            &expires_at(now, p.ttl),
+            &signed(duration_millis(p.ttl)),
+            &plus(now, p.ttl),
         ],
     )?;
     let grant = read_row(&inserted, now)?.grant;
@@ -421,7 +418,7 @@ pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew>
             &p.name.as_str(),
             &(p.token.0 as i64),
             &micros(p.ttl),
-            &(p.ttl.as_millis() as i64),
+            &signed(duration_millis(p.ttl)),
             &p.owner,
         ],
     )?;
@@ -443,8 +440,8 @@ pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew>
         &[
             &p.name.as_str(),
             &(p.token.0 as i64),
-            &expires_at(now, p.ttl),
-            &(p.ttl.as_millis() as i64),
+            &plus(now, p.ttl),
+            &signed(duration_millis(p.ttl)),
         ],
     )?;
     Ok(LeaseRenew::Renewed(read_row(&r, now)?.grant))

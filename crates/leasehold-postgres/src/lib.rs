@@ -301,7 +301,7 @@ impl PostgresBackend {
             client.batch_execute(&setup).map_err(|e| self.map_error(&e))?;
             slot.client = Some(client);
         }
-        let skew = self.options.skew.get().as_micros() as i64;
+        let skew = micros(self.options.skew.get());
         let client = slot.client.as_mut().expect("connected above");
         if slot.skew_us != Some(skew) {
             client
@@ -690,11 +690,18 @@ fn redact(url: &str) -> String {
     format!("{scheme}://{redacted}{tail}")
 }
 
-/// Microseconds of a duration for SQL interval arithmetic, capped at about
-/// 100 years (a "forever" TTL must stay inside timestamptz's range).
+/// Microseconds of a duration for SQL interval arithmetic, capped at the
+/// longest duration the limits admit (a century): the seam refuses longer
+/// ones, and the cap keeps every sum inside timestamptz's range anyway.
 pub(crate) fn micros(d: Duration) -> i64 {
-    const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
+    const CAP: u128 = leasehold_backend::limits::CENTURY.as_micros();
     d.as_micros().min(CAP) as i64
+}
+
+/// `at + d` as the server computes it (`micros(d)` later), for a time
+/// written as a parameter.
+pub(crate) fn plus(at: SystemTime, d: Duration) -> SystemTime {
+    leasehold_backend::later(at, Duration::from_micros(micros(d).unsigned_abs()))
 }
 
 /// `a - b`, or zero when `b` is later.
@@ -761,10 +768,12 @@ impl Backend for PostgresBackend {
     }
 
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> std::result::Result<LeaseAcquire, BackendError> {
+        params.check()?;
         self.write(|db| lease::acquire(db, params))
     }
 
     fn lease_renew(&self, params: &LeaseRenewParams) -> std::result::Result<LeaseRenew, BackendError> {
+        params.check()?;
         self.write(|db| lease::renew(db, params))
     }
 
@@ -777,6 +786,7 @@ impl Backend for PostgresBackend {
     }
 
     fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> std::result::Result<WaiterTicket, BackendError> {
+        params.check()?;
         self.write(|db| lease::waiter_enqueue(db, params))
     }
 
@@ -811,14 +821,17 @@ impl Backend for PostgresBackend {
     }
 
     fn task_add(&self, params: &[TaskAddParams]) -> std::result::Result<Vec<TaskAdd>, BackendError> {
+        TaskAddParams::check_all(params)?;
         self.transact(Kind::Write, |db| task::add(db, params))
     }
 
     fn task_claim(&self, params: &TaskClaimParams) -> std::result::Result<Option<Claim>, BackendError> {
+        params.check()?;
         self.write(|db| task::claim(db, params))
     }
 
     fn task_heartbeat(&self, t: &TaskRef, ttl: Duration) -> std::result::Result<TaskUpdate, BackendError> {
+        leasehold_backend::limits::TTL.check(ttl)?;
         self.write(|db| task::heartbeat(db, t, ttl))
     }
 
@@ -841,6 +854,7 @@ impl Backend for PostgresBackend {
     }
 
     fn task_fail(&self, t: &TaskRef, error: &str, retry: Retry) -> std::result::Result<TaskFail, BackendError> {
+        retry.check()?;
         self.write(|db| task::fail(db, t, error, retry))
     }
 
@@ -870,6 +884,7 @@ impl Backend for PostgresBackend {
         state: TaskState,
         older_than: Duration,
     ) -> std::result::Result<u64, BackendError> {
+        leasehold_backend::limits::AGE.check(older_than)?;
         self.write(|db| task::purge(db, queue, state, older_than))
     }
 }

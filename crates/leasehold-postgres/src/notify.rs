@@ -118,7 +118,7 @@ impl Notifier {
         channel: &str,
         connect: impl FnOnce() -> Connect,
     ) {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
         let bucket = bucket(&payload(topic.watched()));
         let mut state = self.lock();
         if !state.started {

@@ -22,11 +22,12 @@ use std::time::{Duration, SystemTime};
 use leasehold_backend::task::backoff;
 use leasehold_backend::{
     Claim, LeaseName, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, Watched,
+    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, Watched, duration_millis, signed,
+    stored_millis,
 };
 use postgres::Row;
 
-use crate::{Db, Error, NOW, Result, micros, until};
+use crate::{Db, Error, NOW, Result, micros, plus, until};
 
 fn json_text(v: &serde_json::Value) -> String {
     serde_json::to_string(v).expect("a JSON value always serializes")
@@ -77,7 +78,7 @@ fn read_task(r: &Row, now: SystemTime) -> Result<Task> {
         result,
         created_at: r.get(15),
         updated_at: r.get(16),
-        claim_ttl: r.get::<_, Option<i64>>(17).map(|ms| Duration::from_millis(ms as u64)),
+        claim_ttl: r.get::<_, Option<i64>>(17).map(stored_millis),
     })
 }
 
@@ -165,7 +166,12 @@ pub(crate) fn claim(db: &mut Db<'_>, p: &TaskClaimParams) -> Result<Option<Claim
                           ORDER BY priority DESC, available_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED) \
              RETURNING id, payload::text, attempts, max_attempts, token"
         ),
-        &[&p.queue.as_str(), &p.owner, &micros(p.ttl), &(p.ttl.as_millis() as i64)],
+        &[
+            &p.queue.as_str(),
+            &p.owner,
+            &micros(p.ttl),
+            &signed(duration_millis(p.ttl)),
+        ],
     )?;
     let Some(r) = row else { return Ok(None) };
     Ok(Some(Claim {
@@ -276,7 +282,7 @@ pub(crate) fn fail(db: &mut Db<'_>, task: &TaskRef, error: &str, retry: Retry) -
     };
     let (state, available_at) = match delay {
         None => ("dead", None),
-        Some(d) => ("pending", Some(now + Duration::from_micros(micros(d) as u64))),
+        Some(d) => ("pending", Some(plus(now, d))),
     };
     db.execute(
         "UPDATE task SET state = $2, failures = failures + 1, last_error = $3, \

@@ -14,7 +14,8 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket, duration_nanos,
+    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket, duration_millis, duration_nanos, signed,
+    stored_millis,
 };
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -51,9 +52,9 @@ impl Row {
     }
 }
 
-fn expires_at(now: &Now, ttl: Duration) -> i64 {
-    now.ns
-        .saturating_add(i64::try_from(duration_nanos(ttl)).unwrap_or(i64::MAX))
+/// Where on the boot clock a grant or a claim of `ttl` taken `now` expires.
+pub(crate) fn expires_at(now: &Now, ttl: Duration) -> i64 {
+    now.ns.saturating_add(signed(duration_nanos(ttl)))
 }
 
 fn mode_columns(mode: Mode) -> (bool, Option<u32>) {
@@ -100,8 +101,8 @@ fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::R
             mode: mode_from_columns(r.get(4)?, r.get(5)?),
             holder,
             acquired_at: from_ms(r.get(7)?),
-            ttl: Duration::from_millis(r.get::<_, i64>(8)? as u64),
-            expires_in: Duration::from_nanos(remaining as u64),
+            ttl: stored_millis(r.get(8)?),
+            expires_in: Duration::from_nanos(remaining.unsigned_abs()),
         },
         boot_id,
         expires_ns,
@@ -268,7 +269,7 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
             name.as_str(),
             token.0 as i64,
             expires_at(now, p.ttl),
-            p.ttl.as_millis() as i64,
+            signed(duration_millis(p.ttl)),
             serde_json::to_string(&p.holder).expect("a holder always serializes")
         ])?;
         return finish_grant(tx, now, p, token, HistoryEvent::Reacquired, why);
@@ -320,7 +321,7 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
         limit,
         serde_json::to_string(&p.holder).expect("a holder always serializes"),
         to_ms(SystemTime::now()),
-        p.ttl.as_millis() as i64,
+        signed(duration_millis(p.ttl)),
         now.boot_id,
         expires_at(now, p.ttl),
     ])?;
@@ -394,7 +395,7 @@ pub(crate) fn renew(tx: &Transaction<'_>, now: &Now, p: &LeaseRenewParams) -> Re
             p.name.as_str(),
             p.token.0 as i64,
             expires_at(now, p.ttl),
-            p.ttl.as_millis() as i64
+            signed(duration_millis(p.ttl))
         ])?;
     let row = row(tx, now, &p.name, p.token)?.ok_or_else(|| Error::BadRow("renewed grant vanished".into()))?;
     Ok(LeaseRenew::Renewed(row.grant))

@@ -36,8 +36,8 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, migration,
-    symlinks,
+    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, later, limits,
+    migration, signed, symlinks,
 };
 use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
@@ -281,8 +281,8 @@ impl SqliteBackend {
         let ns = duration_nanos(host::boot_clock()).saturating_add(duration_nanos(self.options.skew.get()));
         Ok(Now {
             boot_id,
-            ns: i64::try_from(ns).unwrap_or(i64::MAX),
-            wall: std::time::SystemTime::now() + self.options.skew.get(),
+            ns: signed(ns),
+            wall: later(std::time::SystemTime::now(), self.options.skew.get()),
         })
     }
 
@@ -566,10 +566,12 @@ impl Backend for SqliteBackend {
     }
 
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError> {
+        params.check()?;
         self.write("acquire", |tx, now| lease::acquire(tx, now, params))
     }
 
     fn lease_renew(&self, params: &LeaseRenewParams) -> Result<LeaseRenew, BackendError> {
+        params.check()?;
         self.write("renew", |tx, now| lease::renew(tx, now, params))
     }
 
@@ -582,6 +584,7 @@ impl Backend for SqliteBackend {
     }
 
     fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> Result<WaiterTicket, BackendError> {
+        params.check()?;
         self.write("waiter-enqueue", |tx, now| lease::waiter_enqueue(tx, now, params))
     }
 
@@ -602,14 +605,17 @@ impl Backend for SqliteBackend {
     }
 
     fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError> {
+        TaskAddParams::check_all(params)?;
         self.write_if("add", |tx, now| task::add(tx, now, params))
     }
 
     fn task_claim(&self, params: &TaskClaimParams) -> Result<Option<Claim>, BackendError> {
+        params.check()?;
         self.write("claim", |tx, now| task::claim(tx, now, params))
     }
 
     fn task_heartbeat(&self, t: &TaskRef, ttl: Duration) -> Result<TaskUpdate, BackendError> {
+        limits::TTL.check(ttl)?;
         self.write("heartbeat", |tx, now| task::heartbeat(tx, now, t, ttl))
     }
 
@@ -618,6 +624,7 @@ impl Backend for SqliteBackend {
     }
 
     fn task_fail(&self, t: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail, BackendError> {
+        retry.check()?;
         self.write("fail", |tx, now| task::fail(tx, now, t, error, retry))
     }
 
@@ -642,6 +649,7 @@ impl Backend for SqliteBackend {
     }
 
     fn task_purge(&self, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64, BackendError> {
+        limits::AGE.check(older_than)?;
         self.write("purge", |tx, now| task::purge(tx, now, queue, state, older_than))
     }
 }

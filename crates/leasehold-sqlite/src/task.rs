@@ -13,20 +13,16 @@ use leasehold_backend::task::backoff;
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, duration_nanos,
+    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, duration_millis, later, signed,
+    stored_millis,
 };
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use crate::Now;
-use crate::lease::{Error, Result};
+use crate::lease::{Error, Result, expires_at};
 
 fn wall_ms(now: &Now) -> i64 {
     to_ms(now.wall)
-}
-
-fn lease_until(now: &Now, ttl: Duration) -> i64 {
-    now.ns
-        .saturating_add(i64::try_from(duration_nanos(ttl)).unwrap_or(i64::MAX))
 }
 
 fn json_text(v: &serde_json::Value) -> String {
@@ -71,7 +67,7 @@ fn read_task(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::
     let until: Option<i64> = r.get(11)?;
     let lease_remaining = match (state, boot_id, until) {
         (TaskState::Running, Some(b), Some(u)) if b == now.boot_id => {
-            Some(Duration::from_nanos(u.saturating_sub(now.ns).max(0) as u64))
+            Some(Duration::from_nanos(u.saturating_sub(now.ns).max(0).unsigned_abs()))
         }
         (TaskState::Running, ..) => Some(Duration::ZERO),
         _ => None,
@@ -94,7 +90,7 @@ fn read_task(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::
         result,
         created_at: from_ms(r.get(16)?),
         updated_at: from_ms(r.get(17)?),
-        claim_ttl: r.get::<_, Option<i64>>(18)?.map(|ms| Duration::from_millis(ms as u64)),
+        claim_ttl: r.get::<_, Option<i64>>(18)?.map(stored_millis),
     }))
 }
 
@@ -184,9 +180,9 @@ pub(crate) fn claim(tx: &Transaction<'_>, now: &Now, p: &TaskClaimParams) -> Res
                 seq,
                 p.owner,
                 now.boot_id,
-                lease_until(now, p.ttl),
+                expires_at(now, p.ttl),
                 wall_ms(now),
-                p.ttl.as_millis() as i64
+                signed(duration_millis(p.ttl))
             ],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )?;
@@ -233,7 +229,7 @@ pub(crate) fn heartbeat(tx: &Transaction<'_>, now: &Now, task: &TaskRef, ttl: Du
         Err(lost) => return Ok(TaskUpdate::Lost(lost)),
     };
     tx.prepare_cached("UPDATE task SET lease_until_ns = ?2, updated_ms = ?3 WHERE seq = ?1")?
-        .execute(params![seq, lease_until(now, ttl), wall_ms(now)])?;
+        .execute(params![seq, expires_at(now, ttl), wall_ms(now)])?;
     Ok(TaskUpdate::Applied)
 }
 
@@ -271,7 +267,7 @@ pub(crate) fn fail(tx: &Transaction<'_>, now: &Now, task: &TaskRef, error: &str,
     };
     let (state, available_at) = match delay {
         None => ("dead", None),
-        Some(d) => ("pending", Some(now.wall + d)),
+        Some(d) => ("pending", Some(later(now.wall, d))),
     };
     tx.prepare_cached(
         "UPDATE task SET state = ?2, failures = failures + 1, last_error = ?3, \

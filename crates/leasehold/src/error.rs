@@ -10,6 +10,13 @@ pub enum Error {
     /// A process a grant was to be bound to cannot be read.
     #[error("{0}; a grant can only be bound to a live process whose identity is readable in /proc")]
     Process(String),
+
+    /// A duration the library itself uses (a wait, the poll interval) is
+    /// outside its limit (`leasehold::limits`); refused before anything
+    /// was done. Durations passed on to the store are checked there
+    /// ([`BackendError::InvalidInput`]).
+    #[error("{0}; nothing was changed")]
+    InvalidInput(#[from] leasehold_backend::limits::OutOfRange),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

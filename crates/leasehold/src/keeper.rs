@@ -58,7 +58,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use leasehold_backend::{LeaseName, LeaseRenew, LostReason, Token, host};
+use leasehold_backend::{LeaseName, LeaseRenew, LostReason, Token, duration_nanos, host, limits};
 
 use crate::{Result, Store};
 
@@ -89,11 +89,15 @@ pub struct ManualClock(AtomicU64);
 impl ManualClock {
     #[must_use]
     pub fn new(start: Duration) -> Self {
-        Self(AtomicU64::new(start.as_nanos() as u64))
+        Self(AtomicU64::new(duration_nanos(start)))
     }
 
+    /// Move the clock forward (saturating).
     pub fn advance(&self, by: Duration) {
-        self.0.fetch_add(by.as_nanos() as u64, Ordering::SeqCst);
+        let by = duration_nanos(by);
+        let _ = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |ns| Some(ns.saturating_add(by)));
     }
 }
 
@@ -153,7 +157,9 @@ impl fmt::Display for Loss {
     }
 }
 
-/// How to keep a grant.
+/// How to keep a grant. Each duration lies within its limit
+/// ([`limits::TTL`], [`limits::HEARTBEAT`], [`limits::MARGIN`]), which
+/// [`KeeperOptions::problem`] checks.
 #[derive(Debug, Clone)]
 pub struct KeeperOptions {
     /// The TTL each renewal asks for (normally the grant's own).
@@ -184,14 +190,28 @@ impl KeeperOptions {
         self.heartbeat.unwrap_or(self.ttl / 3)
     }
 
-    /// Why these options cannot keep a grant safely, if they cannot: the
-    /// first renewal must go out before the window closes.
+    fn check_limits(&self) -> Result<(), limits::OutOfRange> {
+        limits::TTL.check(self.ttl)?;
+        if let Some(heartbeat) = self.heartbeat {
+            limits::HEARTBEAT.check(heartbeat)?;
+        }
+        limits::MARGIN.check(self.margin)?;
+        Ok(())
+    }
+
+    /// Why these options cannot keep a grant safely, if they cannot: a
+    /// duration out of its limit, or a first renewal that could not go out
+    /// before the window closes. A keeper started anyway never panics (its
+    /// arithmetic saturates), but it would not keep the grant.
     #[must_use]
     pub fn problem(&self) -> Option<String> {
+        if let Err(e) = self.check_limits() {
+            return Some(e.to_string());
+        }
         if self.heartbeat().is_zero() {
             return Some("the heartbeat must be longer than zero".into());
         }
-        (self.heartbeat() + self.margin >= self.ttl).then(|| {
+        (self.heartbeat().saturating_add(self.margin) >= self.ttl).then(|| {
             format!(
                 "heartbeat {} + margin {} is not shorter than the TTL {}: the grant would stop being trusted before the first renewal",
                 crate::format_duration(self.heartbeat()),
@@ -200,6 +220,12 @@ impl KeeperOptions {
             )
         })
     }
+}
+
+/// `sent + ttl - margin`, saturating: until when a grant renewed by a
+/// request sent at `sent` may be trusted (see the module docs).
+fn trusted_until(sent: Duration, options: &KeeperOptions) -> Duration {
+    sent.saturating_add(options.ttl).saturating_sub(options.margin)
 }
 
 type Callback = Box<dyn FnOnce(Loss) + Send>;
@@ -275,7 +301,7 @@ impl Shared {
         let retry = (heartbeat / 4).max(Duration::from_millis(20));
         let mut state = self.lock();
         loop {
-            let next = state.retry_at.unwrap_or(state.last_sent + heartbeat);
+            let next = state.retry_at.unwrap_or(state.last_sent.saturating_add(heartbeat));
             state = self.sleep_until(state, next);
             if state.stopped || state.lost.is_some() {
                 return;
@@ -306,7 +332,7 @@ impl Shared {
                     state.last_sent = sent;
                     state.retry_at = None;
                     state.last_error = None;
-                    let until = (sent + self.options.ttl).saturating_sub(self.options.margin);
+                    let until = trusted_until(sent, &self.options);
                     if until > state.trusted_until {
                         state.trusted_until = until;
                         let watchers = state.watchers.clone();
@@ -322,7 +348,7 @@ impl Shared {
                 Err(e) => {
                     tracing::warn!(name = %self.name, token = %self.token, "renewal failed, retrying: {e}");
                     state.last_error = Some(e.to_string());
-                    state.retry_at = Some(self.clock.now() + retry);
+                    state.retry_at = Some(self.clock.now().saturating_add(retry));
                 }
             }
         }
@@ -411,7 +437,7 @@ impl Keeper {
         options: KeeperOptions,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let trusted_until = (sent + options.ttl).saturating_sub(options.margin);
+        let trusted_until = trusted_until(sent, &options);
         let shared = Arc::new(Shared {
             name: name.clone(),
             token,
@@ -738,5 +764,38 @@ mod tests {
         o.heartbeat = Some(8 * SEC);
         o.margin = 2 * SEC;
         assert!(o.problem().unwrap().contains("not shorter than the TTL"));
+    }
+
+    #[test]
+    fn options_out_of_range_are_named_and_never_panic() {
+        let huge = KeeperOptions {
+            ttl: Duration::MAX,
+            heartbeat: Some(Duration::MAX),
+            margin: Duration::MAX,
+            owner: None,
+        };
+        assert!(
+            huge.problem().unwrap().contains("at most 1year"),
+            "{:?}",
+            huge.problem()
+        );
+        let mut o = KeeperOptions::new(60 * SEC);
+        o.heartbeat = Some(Duration::ZERO);
+        assert!(o.problem().unwrap().contains("a heartbeat of 0ms"), "{:?}", o.problem());
+        // Started anyway, a keeper saturates instead of overflowing.
+        let clock = Arc::new(ManualClock::new(Duration::MAX));
+        clock.advance(Duration::MAX);
+        assert_eq!(clock.now(), Duration::from_nanos(u64::MAX));
+        let k = Keeper::start_with_clock(
+            Scripted::new(vec![]),
+            &LeaseName::new("job").unwrap(),
+            Token(1),
+            clock.now(),
+            huge,
+            clock,
+        );
+        // sent + ttl - margin saturates to zero: never trusted.
+        assert_eq!(k.trusted_until(), Duration::ZERO);
+        assert_eq!(k.handle().wait_timeout(WAIT), Some(Loss::Deadline { last_error: None }));
     }
 }

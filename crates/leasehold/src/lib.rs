@@ -27,7 +27,6 @@
 //! # Ok::<(), leasehold::Error>(())
 //! ```
 
-mod duration;
 mod error;
 pub mod files;
 pub mod identity;
@@ -36,7 +35,6 @@ pub mod lock;
 mod queue;
 mod store;
 
-pub use duration::{format_duration, parse_duration};
 pub use error::{Error, Result};
 pub use identity::Binding;
 pub use keeper::{BootClock, Clock, Keeper, KeeperOptions, Loss, LossHandle, ManualClock, POLL, Renewal, Renewer};
@@ -49,6 +47,10 @@ pub use leasehold_backend::{
 pub use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry, TaskState,
     TaskUpdate, unix_ms,
+};
+pub use leasehold_backend::{
+    duration_millis, duration_nanos, format_duration, format_time, later, limits, parse_duration,
+    parse_duration_within, parse_time_within,
 };
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::{Acquire, AcquireOptions, DEFAULT_POLL, Store, StoreOptions, StoreUrl};

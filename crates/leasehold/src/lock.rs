@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
 
-use crate::host;
 use crate::symlinks::{self, DirError};
+use crate::{host, limits};
 
 /// The lock file created inside a directory given as the lock path.
 pub const LOCK_FILE_NAME: &str = ".leasehold.lock";
@@ -60,6 +60,10 @@ pub enum LockError {
         #[source]
         source: io::Error,
     },
+
+    /// The timeout is out of [`limits::WAIT`]; nothing was locked.
+    #[error("{0}; nothing was locked")]
+    InvalidInput(#[from] limits::OutOfRange),
 }
 
 /// How to lock.
@@ -243,7 +247,8 @@ pub fn try_lock(path: &Path, options: LockOptions) -> Result<TryLock, LockError>
 /// `Held` when the timeout passes.
 ///
 /// # Errors
-/// As [`try_lock`].
+/// As [`try_lock`]; [`LockError::InvalidInput`] for a timeout out of
+/// [`limits::WAIT`].
 pub fn lock(path: &Path, options: LockOptions, timeout: Option<Duration>) -> Result<TryLock, LockError> {
     let Some(timeout) = timeout else {
         let (file, path) = open(path, options)?;
@@ -260,7 +265,7 @@ pub fn lock(path: &Path, options: LockOptions, timeout: Option<Duration>) -> Res
         return Ok(TryLock::Locked(locked(file, path, options.shared)));
     };
     // flock has no timeout: poll, backing off to 100 ms.
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + limits::WAIT.check(timeout)?;
     let mut pause = Duration::from_millis(5);
     loop {
         let attempt = try_lock(path, options)?;

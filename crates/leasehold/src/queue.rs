@@ -26,7 +26,8 @@ pub struct NewTask {
     pub payload: serde_json::Value,
     /// Higher first.
     pub priority: i64,
-    /// Not claimable before this (wall clock); `None`: at once.
+    /// Not claimable before this (wall clock; at most
+    /// [`crate::limits::DELAY`] ahead); `None`: at once.
     pub available_at: Option<SystemTime>,
     pub max_attempts: u32,
 }
@@ -111,7 +112,9 @@ impl Store {
     /// outcome. If any id exists with another payload, nothing is added.
     ///
     /// # Errors
-    /// [`crate::Error::Store`] when the store fails or has no task queue.
+    /// [`crate::Error::Store`] when the store fails or has no task queue,
+    /// or a task's `available_at` lies further ahead than
+    /// [`crate::limits::DELAY`] (nothing is added).
     ///
     /// # Examples
     /// ```
@@ -145,7 +148,8 @@ impl Store {
     /// claimable. The owner defaults to `host:pid`.
     ///
     /// # Errors
-    /// [`crate::Error::Store`] when the store fails.
+    /// [`crate::Error::Store`] when the store fails, or `ttl` is out of
+    /// [`crate::limits::TTL`] (nothing is claimed).
     pub fn task_claim(&self, queue: &QueueName, ttl: Duration, owner: Option<&str>) -> Result<Option<Claim>> {
         Ok(self.backend().task_claim(&TaskClaimParams {
             queue: queue.clone(),
@@ -157,7 +161,8 @@ impl Store {
     /// Extend a live claim to now + `ttl`.
     ///
     /// # Errors
-    /// [`crate::Error::Store`] when the store fails; a stale token is `Ok(Lost)`.
+    /// [`crate::Error::Store`] when the store fails, or `ttl` is out of
+    /// [`crate::limits::TTL`]; a stale token is `Ok(Lost)`.
     pub fn task_heartbeat(&self, task: &TaskRef, ttl: Duration) -> Result<TaskUpdate> {
         Ok(self.backend().task_heartbeat(task, ttl)?)
     }
@@ -173,7 +178,8 @@ impl Store {
     /// Record a failed attempt; `Retry::Backoff` is the default policy.
     ///
     /// # Errors
-    /// [`crate::Error::Store`] when the store fails; a stale token is `Ok(Lost)`.
+    /// [`crate::Error::Store`] when the store fails, or a `Retry::After`
+    /// delay is out of [`crate::limits::DELAY`]; a stale token is `Ok(Lost)`.
     pub fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail> {
         Ok(self.backend().task_fail(task, error, retry)?)
     }
@@ -225,7 +231,8 @@ impl Store {
     /// Delete finished tasks of `state` older than `older_than`.
     ///
     /// # Errors
-    /// [`crate::Error::Store`] when the store fails.
+    /// [`crate::Error::Store`] when the store fails, or `older_than` is out
+    /// of [`crate::limits::AGE`].
     pub fn task_purge(&self, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64> {
         Ok(self.backend().task_purge(queue, state, older_than)?)
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use leasehold_backend::{
     Backend, BackendError, ClockSkew, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams,
+    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams, limits,
 };
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
@@ -169,9 +169,10 @@ pub struct StoreOptions {
     /// Shift of the store's clock, for tests.
     pub skew: ClockSkew,
     /// The longest pause of a waiter between two reads of the store
-    /// (`None`: [`DEFAULT_POLL`]). A store that notifies (PostgreSQL) wakes
-    /// waiters sooner; this bounds how late a missed notification, or an
-    /// expiry (which no transaction announces), is noticed.
+    /// (`None`: [`DEFAULT_POLL`]; within [`limits::POLL_INTERVAL`]). A store
+    /// that notifies (PostgreSQL) wakes waiters sooner; this bounds how late
+    /// a missed notification, or an expiry (which no transaction
+    /// announces), is noticed.
     pub poll_interval: Option<Duration>,
 }
 
@@ -181,6 +182,7 @@ pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 /// What to ask for when acquiring.
 #[derive(Debug, Clone)]
 pub struct AcquireOptions {
+    /// Within [`limits::TTL`] (1 ms to a year); the store refuses others.
     pub ttl: Duration,
     /// An explicit owner label (scopes renew/release, makes re-acquisition
     /// idempotent). `None`: `host:pid`, informational.
@@ -226,7 +228,8 @@ impl Store {
     /// # Errors
     /// [`Error::Store`] when the store cannot be opened (see
     /// [`BackendError`] for the kinds), or the URL names a store this build
-    /// does not include.
+    /// does not include; [`Error::InvalidInput`] for a poll interval out of
+    /// [`limits::POLL_INTERVAL`].
     ///
     /// # Examples
     /// ```
@@ -236,6 +239,7 @@ impl Store {
     /// # Ok::<(), leasehold::Error>(())
     /// ```
     pub fn open(url: &StoreUrl, options: &StoreOptions) -> Result<Self> {
+        let poll = limits::POLL_INTERVAL.check(options.poll_interval.unwrap_or(DEFAULT_POLL))?;
         let backend: Box<dyn Backend> = match url {
             StoreUrl::Sqlite(path) => Box::new(SqliteBackend::open(
                 path,
@@ -272,10 +276,7 @@ impl Store {
         Ok(Self {
             url: url.clone(),
             backend,
-            poll: options
-                .poll_interval
-                .unwrap_or(DEFAULT_POLL)
-                .max(Duration::from_millis(1)),
+            poll,
         })
     }
 
@@ -350,8 +351,9 @@ impl Store {
     /// Try once to acquire `name`.
     ///
     /// # Errors
-    /// [`Error::Store`] when the store fails; [`Error::Process`] when the
-    /// binding names a process that cannot be read.
+    /// [`Error::Store`] when the store fails or refuses a TTL out of
+    /// [`limits::TTL`] ([`BackendError::InvalidInput`]); [`Error::Process`]
+    /// when the binding names a process that cannot be read.
     ///
     /// # Examples
     /// ```
@@ -375,7 +377,8 @@ impl Store {
     /// who holds it. Returns `Held` when the timeout passes.
     ///
     /// # Errors
-    /// As [`Store::try_acquire`].
+    /// As [`Store::try_acquire`]; [`Error::InvalidInput`] for a timeout out
+    /// of [`limits::WAIT`].
     pub fn acquire_wait(
         &self,
         name: &LeaseName,
@@ -383,6 +386,9 @@ impl Store {
         timeout: Option<Duration>,
         mut on_held: impl FnMut(&Held),
     ) -> Result<Acquire> {
+        if let Some(timeout) = timeout {
+            limits::WAIT.check(timeout)?;
+        }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut params = Self::params(name, options)?;
         // First a plain attempt: no queue entry when it is free.
@@ -452,7 +458,8 @@ impl Store {
     /// Extend a live grant by `ttl` from now.
     ///
     /// # Errors
-    /// [`Error::Store`] when the store fails. A lost grant is `Ok(Lost)`.
+    /// [`Error::Store`] when the store fails or refuses a TTL out of
+    /// [`limits::TTL`]. A lost grant is `Ok(Lost)`.
     pub fn renew(&self, name: &LeaseName, token: Token, owner: Option<&str>, ttl: Duration) -> Result<LeaseRenew> {
         Ok(self.backend.lease_renew(&LeaseRenewParams {
             name: name.clone(),
@@ -522,5 +529,70 @@ impl Store {
             name: name.clone(),
             limit,
         })?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::lock::{self, LockError, LockOptions};
+    use crate::{NewTask, TaskState};
+
+    fn refused<T: fmt::Debug>(outcome: Result<T>, limit: limits::Limit) {
+        match outcome {
+            Err(Error::InvalidInput(e) | Error::Store(BackendError::InvalidInput(e))) => assert_eq!(e.limit, limit),
+            other => panic!("must be refused for {}: {other:?}", limit.what),
+        }
+    }
+
+    /// Every duration a library caller passes is checked before anything
+    /// is written: at the entry (waits, the poll interval) or by the store
+    /// (TTLs, delays).
+    #[test]
+    fn durations_out_of_range_are_refused_at_the_library_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = StoreUrl::Sqlite(dir.path().join("l.db"));
+        for poll in [Duration::ZERO, limits::YEAR * 2] {
+            let options = StoreOptions {
+                poll_interval: Some(poll),
+                ..StoreOptions::default()
+            };
+            refused(Store::open(&url, &options), limits::POLL_INTERVAL);
+        }
+        let store = Store::open(&url, &StoreOptions::default()).unwrap();
+        let name = LeaseName::new("job").unwrap();
+        let options = AcquireOptions {
+            binding: Binding::Ttl,
+            ..AcquireOptions::default()
+        };
+        refused(
+            store.acquire_wait(&name, &options, Some(limits::YEAR * 2), |_| {}),
+            limits::WAIT,
+        );
+        let zero = AcquireOptions {
+            ttl: Duration::ZERO,
+            ..options.clone()
+        };
+        refused(store.try_acquire(&name, &zero), limits::TTL);
+        assert_eq!(store.status(&name).unwrap(), None, "a refused call made a grant");
+
+        let queue = LeaseName::new("q").unwrap();
+        let mut late = NewTask::new(serde_json::json!(1));
+        late.available_at = Some(SystemTime::now() + limits::CENTURY + limits::YEAR);
+        refused(store.task_add(&queue, vec![late]), limits::DELAY);
+        store
+            .task_add(&queue, vec![NewTask::new(serde_json::json!(2))])
+            .unwrap();
+        refused(store.task_claim(&queue, Duration::MAX, None), limits::TTL);
+        let tasks = store.task_list(Some(&queue), None, 10).unwrap();
+        assert_eq!(tasks.len(), 1, "the refused task was added");
+        assert_eq!((tasks[0].state, tasks[0].attempts), (TaskState::Pending, 0));
+
+        match lock::lock(dir.path(), LockOptions::default(), Some(Duration::MAX)) {
+            Err(LockError::InvalidInput(e)) => assert_eq!(e.limit, limits::WAIT),
+            other => panic!("lock with a timeout out of range: {other:?}"),
+        }
     }
 }

@@ -26,7 +26,10 @@ use crate::run::CliError;
 fn lock_error(e: &LockError) -> anyhow::Error {
     let code = match e {
         LockError::NetworkFs { .. } => ExitCode::Unavailable,
-        LockError::Symlink { .. } | LockError::NotAFile { .. } | LockError::UnsafeDirectory { .. } => ExitCode::Usage,
+        LockError::Symlink { .. }
+        | LockError::NotAFile { .. }
+        | LockError::UnsafeDirectory { .. }
+        | LockError::InvalidInput(_) => ExitCode::Usage,
         LockError::Io { .. } => ExitCode::Failure,
     };
     CliError::new(code, e.to_string()).into()

@@ -431,7 +431,7 @@ fn read_reports(report: OwnedFd, tx: mpsc::Sender<Event>) {
 }
 
 fn stamp(activity: &AtomicU64) {
-    activity.store(host::boot_clock().as_nanos() as u64, Ordering::SeqCst);
+    activity.store(leasehold::duration_nanos(host::boot_clock()), Ordering::SeqCst);
 }
 
 /// Copy `from` chunk by chunk to `to`, stamping activity; stop when `to`

@@ -5,6 +5,7 @@ mod clock;
 mod files;
 mod json;
 mod lease;
+mod limits;
 mod lock;
 mod race;
 mod run;

@@ -1,5 +1,7 @@
 //! Fuzzing of every parser of untrusted input (FAULTS case 21): store
-//! URLs, durations, names, `task add --batch` JSON lines, fence records.
+//! URLs, durations (every duration flag of the CLI, through the parser and
+//! the limit it uses), start times (`task add --at`), names, `task add
+//! --batch` JSON lines, fence records.
 //!
 //! Stand-in for cargo-fuzz (not installed here): a seeded random-input loop
 //! per parser, biased towards the bytes parsers care about, with each
@@ -10,7 +12,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use leasehold::{LeaseName, NewTask, StoreUrl, files::parse_fence_record, format_duration, parse_duration};
+use leasehold::{
+    LeaseName, NewTask, StoreUrl, files::parse_fence_record, format_duration, format_time, limits,
+    parse_duration_within, parse_time_within, unix_ms,
+};
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{figure, soak};
 
@@ -69,16 +74,65 @@ fn fuzz_every_parser_of_untrusted_input() {
     let (n, t) = fuzz(
         "durations",
         true,
-        &[b"90s", b"1h30m", b"250ms", b"5", b"18446744073709551615s"],
+        &[
+            b"90s",
+            b"1h30m",
+            b"250ms",
+            b"5",
+            b"0",
+            b"1y",
+            b"100y",
+            b"18446744073709551615s",
+            b"18446744073709552",
+            b"300000000000",
+            b"10000y",
+        ],
         |i| {
-            if let Ok(d) = parse_duration(utf8(i)) {
-                // What parses formats back to the same duration, to the millisecond.
-                let again = parse_duration(&format_duration(d)).expect("formatted duration parses");
+            // Every duration flag of the CLI is parsed by this function
+            // with one of these limits (`cli.rs`: `within(limits::…)`).
+            for limit in limits::ALL {
+                let Ok(d) = parse_duration_within(utf8(i), limit) else {
+                    continue;
+                };
+                assert!(
+                    d >= limit.min && d <= limit.max,
+                    "{} accepted {d:?}, outside {limit}",
+                    limit.what
+                );
+                // What parses formats back to the same duration, to the
+                // millisecond, and still lies within the limit.
+                let again = parse_duration_within(&format_duration(d), limit).expect("formatted duration parses");
                 assert_eq!(again.as_millis(), d.as_millis(), "round trip of {d:?}");
             }
         },
     );
     lines.push(format!("durations {n} inputs in {t:.1?}"));
+    let now = std::time::SystemTime::now();
+    let (n, t) = fuzz(
+        "start times",
+        true,
+        &[
+            b"2026-12-01T08:00:00Z",
+            b"2126-01-01T00:00:00Z",
+            b"9999-12-31T23:59:59.999Z",
+            b"1970-01-01 00:00:00",
+        ],
+        |i| {
+            // `task add --at`: at most a century from now.
+            if let Ok(at) = parse_time_within(utf8(i), limits::DELAY, now) {
+                assert!(
+                    limits::DELAY.check_from(now, at).is_ok(),
+                    "{:?} accepted, more than {} ahead",
+                    utf8(i),
+                    format_duration(limits::DELAY.max)
+                );
+                let shown = format_time(at);
+                let again = parse_time_within(&shown, limits::DELAY, now).expect("a formatted time parses");
+                assert_eq!(unix_ms::to_ms(again), unix_ms::to_ms(at), "round trip of {shown}");
+            }
+        },
+    );
+    lines.push(format!("start times {n} inputs in {t:.1?}"));
     let (n, t) = fuzz("names", true, &[b"job", b"a/b", b"../x", b"job\n"], |i| {
         if let Ok(name) = LeaseName::new(utf8(i).to_owned()) {
             assert_eq!(name.as_str(), utf8(i));

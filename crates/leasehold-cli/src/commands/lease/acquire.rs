@@ -9,8 +9,8 @@ use crate::exit_codes::ExitCode;
 use crate::output;
 
 /// A grant bound to a process lives as long as it does (fast takeover ends
-/// it); this is its TTL when no cap is given.
-const PROCESS_BOUND_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// it), up to this TTL when no cap is given: the longest one allowed.
+const PROCESS_BOUND_TTL: Duration = leasehold::limits::TTL.max;
 
 pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;

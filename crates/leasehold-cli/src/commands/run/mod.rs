@@ -70,9 +70,6 @@ fn check_timing(args: &RunArgs) -> anyhow::Result<KeeperOptions> {
         margin: args.grace + supervisor::slack(args.ttl),
         owner: args.owner.clone(),
     };
-    if args.heartbeat.is_some_and(|h| h.is_zero()) {
-        return Err(usage("--heartbeat must be longer than zero".into()));
-    }
     if options.problem().is_some() {
         let heartbeat = args.heartbeat.unwrap_or(args.ttl / 3);
         return Err(usage(format!(
@@ -86,9 +83,6 @@ fn check_timing(args: &RunArgs) -> anyhow::Result<KeeperOptions> {
     }
     if args.wait_timeout.is_some() && args.if_held != IfHeld::Wait {
         return Err(usage("--wait-timeout only applies with --if-held wait".into()));
-    }
-    if args.stall_timeout.is_some_and(|d| d.is_zero()) {
-        return Err(usage("--stall-timeout must be longer than zero".into()));
     }
     Ok(options)
 }

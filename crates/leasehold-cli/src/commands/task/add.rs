@@ -52,7 +52,9 @@ fn parse_batch(
 }
 
 pub fn run(ctx: &Ctx, args: &TaskAddArgs) -> anyhow::Result<u8> {
-    let available_at = args.at.or_else(|| args.delay.map(|d| std::time::SystemTime::now() + d));
+    let available_at = args
+        .at
+        .or_else(|| args.delay.map(|d| leasehold::later(std::time::SystemTime::now(), d)));
     let tasks = if args.batch {
         parse_batch(args, std::io::stdin().lock(), available_at)?
     } else {

@@ -1,5 +1,3 @@
-use std::time::SystemTime;
-
 use crate::cli::TaskClaimArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
@@ -27,7 +25,7 @@ pub fn run(ctx: &Ctx, args: &TaskClaimArgs) -> anyhow::Result<u8> {
         "attempt": claim.attempt,
         "max_attempts": claim.max_attempts,
         "token": claim.token,
-        "lease_until": output::rfc3339(SystemTime::now() + claim.ttl),
+        "lease_until": output::from_now(claim.ttl),
     }));
     Ok(ExitCode::Success.code())
 }

@@ -1,0 +1,162 @@
+//! Durations and times as people write and read them: `90s`, `5m`,
+//! `1h30m`, `250ms` (a bare number is seconds), and RFC 3339 times. The
+//! parsers with a limit are the ones the CLI's flags use.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::limits::Limit;
+
+/// Parse a duration as users write it.
+///
+/// # Errors
+/// A message naming the input and showing accepted forms.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use leasehold_backend::parse_duration;
+/// assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+/// assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+/// assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+/// assert!(parse_duration("soon").is_err());
+/// ```
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let bad = || format!("{s:?} is not a duration; write e.g. 90s, 5m, 1h30m, 250ms, or a bare number of seconds");
+    if t.is_empty() {
+        return Err(bad());
+    }
+    if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let secs: f64 = t.parse().map_err(|_| bad())?;
+        return Duration::try_from_secs_f64(secs).map_err(|_| bad());
+    }
+    humantime::parse_duration(t).map_err(|_| bad())
+}
+
+/// Parse a duration that must lie within `limit` (one of
+/// [`crate::limits`]): what every duration flag of the CLI is parsed with.
+///
+/// # Errors
+/// As [`parse_duration`], or the [`crate::limits::OutOfRange`] message.
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::{limits, parse_duration_within};
+/// assert!(parse_duration_within("2m", limits::TTL).is_ok());
+/// assert!(parse_duration_within("0", limits::TTL).is_err());
+/// assert!(parse_duration_within("101y", limits::DELAY).is_err());
+/// ```
+pub fn parse_duration_within(s: &str, limit: Limit) -> Result<Duration, String> {
+    limit.check(parse_duration(s)?).map_err(|e| e.to_string())
+}
+
+/// Parse an RFC 3339 time (`2026-12-01T08:00:00Z`, or without the zone:
+/// UTC) that lies at most `limit` after `now`.
+///
+/// # Errors
+/// A message naming the input, or the [`crate::limits::OutOfRange`] message.
+pub fn parse_time_within(s: &str, limit: Limit, now: SystemTime) -> Result<SystemTime, String> {
+    let at = humantime::parse_rfc3339_weak(s.trim())
+        .map_err(|_| format!("{s:?} is not a time; write e.g. 2026-12-01T08:00:00Z"))?;
+    limit.check_from(now, at).map_err(|e| e.to_string())
+}
+
+/// Format a duration for people: `1m 30s`, `2s 250ms`, `250ms`. Exact to
+/// the millisecond, and [`parse_duration`] reads it back: messages that
+/// compare durations (heartbeat + grace + slack against the TTL) must not
+/// round them into a contradiction.
+#[must_use]
+pub fn format_duration(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        humantime::format_duration(Duration::new(d.as_secs(), d.subsec_millis() * 1_000_000)).to_string()
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// The first instant RFC 3339 cannot write (year 10000).
+const YEAR_10000: Duration = Duration::from_secs(253_402_300_800);
+
+/// Format a time as RFC 3339 in UTC, to the millisecond. Total: RFC 3339
+/// has four-digit years from 1970 here, and a time outside them (a record
+/// an old leasehold wrote, a clock far off) is said to be outside, never a
+/// panic.
+///
+/// # Examples
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use leasehold_backend::format_time;
+/// assert_eq!(format_time(UNIX_EPOCH + Duration::from_millis(1500)), "1970-01-01T00:00:01.500Z");
+/// assert_eq!(format_time(UNIX_EPOCH + Duration::from_secs(1 << 40)), "after 9999-12-31T23:59:59.999Z");
+/// assert_eq!(format_time(UNIX_EPOCH - Duration::from_secs(1)), "before 1970-01-01T00:00:00.000Z");
+/// ```
+#[must_use]
+pub fn format_time(t: SystemTime) -> String {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(since) if since < YEAR_10000 => humantime::format_rfc3339_millis(t).to_string(),
+        Ok(_) => "after 9999-12-31T23:59:59.999Z".to_owned(),
+        Err(_) => "before 1970-01-01T00:00:00.000Z".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_forms_users_write() {
+        for (s, ms) in [
+            ("90s", 90_000),
+            ("5m", 300_000),
+            ("1h30m", 5_400_000),
+            ("250ms", 250),
+            ("0", 0),
+            ("2.5", 2500),
+            (" 7 ", 7000),
+        ] {
+            assert_eq!(parse_duration(s).unwrap(), Duration::from_millis(ms), "{s}");
+        }
+    }
+
+    #[test]
+    fn refuses_garbage_with_a_helpful_message() {
+        for s in ["", "-5", "5 parsecs", "1e400", "nan", "."] {
+            let e = parse_duration(s).unwrap_err();
+            assert!(e.contains("90s"), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn formats_for_people() {
+        assert_eq!(format_duration(Duration::from_secs(90)), "1m 30s");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        // Found by fuzzing (FAULTS 21): 2250ms was shown as "2s".
+        assert_eq!(format_duration(Duration::from_millis(2250)), "2s 250ms");
+        assert_eq!(parse_duration("2s 250ms").unwrap(), Duration::from_millis(2250));
+    }
+
+    #[test]
+    fn the_last_time_rfc3339_can_write() {
+        let last = UNIX_EPOCH + YEAR_10000 - Duration::from_millis(1);
+        assert_eq!(format_time(last), "9999-12-31T23:59:59.999Z");
+        assert_eq!(
+            format_time(last + Duration::from_millis(1)),
+            "after 9999-12-31T23:59:59.999Z"
+        );
+    }
+
+    #[test]
+    fn a_time_is_parsed_within_its_limit_from_now() {
+        let now = humantime::parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+        let limit = crate::limits::DELAY;
+        assert!(parse_time_within("2125-12-01T00:00:00Z", limit, now).is_ok());
+        assert!(parse_time_within("1999-01-01T00:00:00Z", limit, now).is_ok());
+        let e = parse_time_within("9999-01-01T00:00:00Z", limit, now).unwrap_err();
+        assert!(e.contains("at most 100years"), "{e}");
+        assert!(
+            parse_time_within("tomorrow", limit, now)
+                .unwrap_err()
+                .contains("not a time")
+        );
+    }
+}
