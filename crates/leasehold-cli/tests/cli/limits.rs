@@ -114,7 +114,7 @@ fn a_delay_past_the_limit_is_refused_and_the_queue_stays_readable() {
         "100years",
     );
     let (code, _, err) = env.run(&["task", "show", "q", "g"]);
-    assert_eq!(code, 1, "the refused task exists: {err}");
+    assert_eq!(code, 14, "the refused task was not added: {err}");
     let (code, out, err) = env.run(&["task", "list", "q", "--json"]);
     assert_eq!(code, 0, "task list: {err}");
     let list = json(&out);
