@@ -7,7 +7,7 @@
 //! | [`MARGIN`] | 0 – 1 year | `KeeperOptions::margin` |
 //! | [`GRACE`] | 0 – 1 year | `--grace` |
 //! | [`STALL`] | 1 ms – 1 year | `--stall-timeout` |
-//! | [`WAIT`] | 0 – 1 year | `--wait`, `--wait-timeout`, `lock --wait`, `Store::acquire_wait`, `lock::lock` |
+//! | [`WAIT`] | 0 – 1 year | `--wait` (`acquire`, `run`, `lock`), `Store::acquire_wait`, `lock::lock` |
 //! | [`POLL_INTERVAL`] | 1 ms – 1 year | `StoreOptions::poll_interval` |
 //! | [`DELAY`] | 0 – 100 years | `task add --delay`, `--at` (from now), `task fail --retry-in` |
 //! | [`AGE`] | 0 – 100 years | `task purge --older-than` |

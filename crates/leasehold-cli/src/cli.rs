@@ -19,10 +19,12 @@ Examples:
   leasehold write out.json --fence-token \"$T\" < report.json   # exit 13 if stale
   leasehold run daily-publish --ttl 90s -- ./agent.sh     # exit 11 if already running
   leasehold run daily-publish --if-held skip -- ./agent.sh
+  leasehold run daily-publish --wait 10m -- ./agent.sh     # wait up to 10m (--wait: forever)
   leasehold lock ~/.local/state/my-agent -- my-agent --serve
 
 Exit codes: 0 ok, 1 failure, 2 usage, 10 nothing to claim, 11 held, 12 lost,
-13 stale token, 65 bad data, 69 store unavailable, 75 lease lost while running.";
+13 stale token, 14 no such task, 65 bad data, 69 store unavailable,
+75 lease lost while running.";
 
 /// Keep background jobs and agents from running twice, and keep their state
 /// intact when they crash.
@@ -138,17 +140,22 @@ fn parse_limit(s: &str) -> Result<u32, String> {
     match s.parse::<u32>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!(
-            "{s:?} is not a holder limit; write a whole number of at least 1"
+            "{s:?} is not a holder limit; write a whole number of at least 1 (the NAME goes before \
+             --shared, or after --shared N)"
         )),
     }
 }
 
-/// `--shared[=N]`, shared by every command that takes a lease.
+/// `--shared [N]`, shared by every command that takes a lease: a shared
+/// grant, for at most N holders when N is given (`--shared 3` or
+/// `--shared=3`). The optional value can never be mistaken for the lease
+/// name: every command that takes it also requires the name, so a value
+/// taken here leaves the name missing — an error, not a guess.
 #[derive(Debug, Clone, Args)]
 pub struct SharedArg {
-    /// Take a shared grant (up to N holders; no limit without =N).
-    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "N", value_parser = parse_limit)]
-    #[allow(clippy::option_option, reason = "clap: absent, bare --shared, or --shared=N")]
+    /// Take a shared grant: many holders, or at most N with `--shared N`.
+    #[arg(long, num_args = 0..=1, value_name = "N", value_parser = parse_limit)]
+    #[allow(clippy::option_option, reason = "clap: absent, bare --shared, or --shared N")]
     pub shared: Option<Option<u32>>,
 }
 
@@ -159,6 +166,46 @@ impl SharedArg {
             Some(limit) => leasehold::Mode::Shared { limit },
         }
     }
+}
+
+/// How long to wait for a held lease or lock: `--wait DUR` (or `--wait=DUR`;
+/// a bare number is seconds, as `flock -w`), `--wait forever` or a bare
+/// `--wait` without limit. Without `--wait`, a held lease or lock is
+/// refused at once (exit 11). As with `--shared N`, the optional value
+/// cannot be taken for a name or path: each command also requires one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Forever,
+    For(Duration),
+}
+
+impl Wait {
+    /// The limit of the wait; `None`: forever.
+    pub fn timeout(self) -> Option<Duration> {
+        match self {
+            Wait::Forever => None,
+            Wait::For(d) => Some(d),
+        }
+    }
+}
+
+fn parse_wait(s: &str) -> Result<Wait, String> {
+    if s.trim() == "forever" {
+        return Ok(Wait::Forever);
+    }
+    leasehold::parse_duration_within(s, limits::WAIT)
+        .map(Wait::For)
+        .map_err(|e| format!("{e}; or `forever`"))
+}
+
+/// `--wait [DUR|forever]`, shared by `acquire`, `run` and `lock`.
+#[derive(Debug, Clone, Args)]
+pub struct WaitArg {
+    /// When held, wait (first come, first served) up to DUR — `--wait 10m`,
+    /// `--wait=10m`, a bare number is seconds — or forever (`--wait` or
+    /// `--wait forever`); then exit 11. Without it: exit 11 at once.
+    #[arg(long, num_args = 0..=1, value_name = "DUR", value_parser = parse_wait, default_missing_value = "forever")]
+    pub wait: Option<Wait>,
 }
 
 #[derive(Debug, Args)]
@@ -185,10 +232,8 @@ pub struct AcquireArgs {
     #[arg(long, value_name = "PID")]
     pub for_pid: Option<u32>,
 
-    /// Wait (in FIFO order) until it is free, forever or up to DUR.
-    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "DUR", value_parser = within(limits::WAIT))]
-    #[allow(clippy::option_option, reason = "clap: absent, bare --wait, or --wait=DUR")]
-    pub wait: Option<Option<Duration>>,
+    #[command(flatten)]
+    pub wait: WaitArg,
 }
 
 #[derive(Debug, Args)]
@@ -510,15 +555,13 @@ pub struct TaskPurgeArgs {
     pub older_than: Duration,
 }
 
-/// What `run` does when the lease is held.
+/// What `run` does when the lease is held (and `--wait` is not given).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum IfHeld {
     /// Exit 11 naming the holder.
     Fail,
     /// Exit 0 with one line on stderr (for cron).
     Skip,
-    /// Wait in FIFO order (up to --wait-timeout).
-    Wait,
 }
 
 #[derive(Debug, Args)]
@@ -531,24 +574,27 @@ pub struct RunArgs {
     #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
     pub ttl: Duration,
 
-    /// How often to renew (default: TTL/3).
+    /// How often to renew. Default: TTL/3, shorter where the TTL is short
+    /// (so that a renewal still fits before the command must stop): 20s for
+    /// --ttl 60s, 150ms for --ttl 1s.
     #[arg(long, value_parser = within(limits::HEARTBEAT))]
     pub heartbeat: Option<Duration>,
 
     #[command(flatten)]
     pub shared: SharedArg,
 
-    /// When the lease is held: fail (exit 11), skip (exit 0), or wait.
-    #[arg(long, value_enum, default_value = "fail")]
+    /// When the lease is held (without --wait): fail (exit 11) or skip
+    /// (exit 0, one line on stderr, for cron).
+    #[arg(long, value_enum, default_value = "fail", conflicts_with = "wait")]
     pub if_held: IfHeld,
 
-    /// With --if-held wait: give up after DUR (exit 11). Default: wait forever.
-    #[arg(long, value_parser = within(limits::WAIT), value_name = "DUR")]
-    pub wait_timeout: Option<Duration>,
+    #[command(flatten)]
+    pub wait: WaitArg,
 
     /// Time between SIGTERM and SIGKILL when the command must stop.
-    #[arg(long, default_value = "10s", value_parser = within(limits::GRACE))]
-    pub grace: Duration,
+    /// Default: TTL/5, at most 10s (10s for --ttl 60s, 2s for --ttl 10s).
+    #[arg(long, value_parser = within(limits::GRACE))]
+    pub grace: Option<Duration>,
 
     /// Stop the command (exit 75) when it writes nothing to stdout/stderr for DUR.
     #[arg(long, value_parser = within(limits::STALL), value_name = "DUR")]
@@ -572,10 +618,8 @@ pub struct LockArgs {
     /// The lock file, or a directory (locked through `.leasehold.lock` inside it).
     pub path: std::path::PathBuf,
 
-    /// Wait until it is free, forever or up to DUR.
-    #[arg(long, num_args = 0..=1, require_equals = true, value_name = "DUR", value_parser = within(limits::WAIT))]
-    #[allow(clippy::option_option, reason = "clap: absent, bare --wait, or --wait=DUR")]
-    pub wait: Option<Option<Duration>>,
+    #[command(flatten)]
+    pub wait: WaitArg,
 
     /// Take a shared lock (many holders; excludes an exclusive one).
     #[arg(long)]
@@ -612,14 +656,20 @@ pub struct WorkArgs {
     #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
     pub ttl: Duration,
 
-    /// How often to renew a claim (default TTL/3).
+    /// How often to renew a claim. Default: TTL/3, shorter where the TTL is
+    /// short (20s for --ttl 60s, 150ms for --ttl 1s).
     #[arg(long, value_parser = within(limits::HEARTBEAT))]
     pub heartbeat: Option<Duration>,
 
-    /// After SIGTERM to a command, how long before SIGKILL; also how long
-    /// running tasks may finish after `work` is asked to stop.
-    #[arg(long, default_value = "10s", value_parser = within(limits::GRACE))]
-    pub grace: Duration,
+    /// After SIGTERM to a command, how long before SIGKILL. Default: TTL/5,
+    /// at most 10s (10s for --ttl 60s, 2s for --ttl 10s).
+    #[arg(long, value_parser = within(limits::GRACE))]
+    pub grace: Option<Duration>,
+
+    /// After `work` gets SIGTERM/SIGINT, how long running tasks may finish
+    /// before they are stopped (their claims handed back).
+    #[arg(long, default_value = "10s", value_parser = within(limits::GRACE), value_name = "DUR")]
+    pub shutdown_timeout: Duration,
 
     /// How many tasks to run at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]

@@ -48,9 +48,9 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
         shared: args.shared,
         allow_network_fs: ctx.global.allow_network_fs,
     };
-    let outcome = match args.wait {
+    let outcome = match args.wait.wait {
         None => lock::try_lock(&args.path, options),
-        Some(timeout) => lock::lock(&args.path, options, timeout),
+        Some(wait) => lock::lock(&args.path, options, wait.timeout()),
     }
     .map_err(|e| lock_error(&e))?;
     let held = match outcome {
@@ -61,11 +61,11 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
                 |pid| format!("pid {pid} (as written in the lock file)"),
             );
             let json = serde_json::json!({ "path": path, "held": true, "pid": pid });
-            let wait = if args.wait.is_some() { "still " } else { "" };
+            let wait = if args.wait.wait.is_some() { "still " } else { "" };
             let err = CliError::new(
                 ExitCode::Held,
                 format!(
-                    "{} is {wait}locked by {by}. Try again later, or wait with --wait[=DUR]",
+                    "{} is {wait}locked by {by}. Try again later, or wait with --wait [DUR]",
                     path.display()
                 ),
             );

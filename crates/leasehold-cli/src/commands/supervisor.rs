@@ -35,7 +35,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use leasehold::{Keeper, Loss, host};
+use leasehold::{Keeper, KeeperOptions, Loss, format_duration, host};
 use rustix::process::{Pid, Signal};
 
 use crate::commands::child;
@@ -46,6 +46,93 @@ use crate::commands::child;
 /// at `sent + ttl - slack`.
 pub fn slack(ttl: Duration) -> Duration {
     (ttl / 20).max(Duration::from_millis(500))
+}
+
+/// The grace period when none is given: a fifth of the TTL, at most 10 s.
+pub fn default_grace(ttl: Duration) -> Duration {
+    (ttl / 5).min(Duration::from_secs(10))
+}
+
+/// How a command is kept under a grant of `ttl`: the renewal period and
+/// the grace period (SIGTERM to SIGKILL), with the keeper's options.
+#[derive(Debug, Clone)]
+pub struct Timing {
+    pub grace: Duration,
+    pub keeper: KeeperOptions,
+}
+
+/// Fill in what the user left out so that the command can always be
+/// stopped in time: `heartbeat + grace + slack < ttl`, with room for the
+/// first renewal's round trip. Defaults scale with the TTL — grace TTL/5
+/// (at most 10 s), heartbeat TTL/3 or half of what room is left, whichever
+/// is shorter — so that every TTL of 1 s or more works with defaults
+/// (TTL 60 s: 20 s and 10 s, as always; TTL 1 s: 150 ms and 200 ms). Only a
+/// combination the user spelled out that cannot work is refused.
+///
+/// # Errors
+/// The message for a usage error, naming the values.
+pub fn timing(
+    ttl: Duration,
+    heartbeat: Option<Duration>,
+    grace: Option<Duration>,
+    owner: Option<String>,
+) -> Result<Timing, String> {
+    let slack = slack(ttl);
+    let grace_given = grace.is_some();
+    let grace = match (grace, heartbeat) {
+        (Some(grace), _) => grace,
+        (None, None) => default_grace(ttl),
+        // Leave half of what the given heartbeat leaves for the renewal.
+        (None, Some(heartbeat)) => default_grace(ttl).min(ttl.saturating_sub(slack + heartbeat) / 2),
+    };
+    let heartbeat_given = heartbeat.is_some();
+    let heartbeat = heartbeat.unwrap_or_else(|| (ttl / 3).min(ttl.saturating_sub(grace + slack) / 2));
+    let keeper = KeeperOptions {
+        ttl,
+        heartbeat: Some(heartbeat),
+        margin: grace + slack,
+        owner,
+    };
+    if heartbeat.is_zero() {
+        return Err(format!(
+            "--grace {}{} + slack {} leave no time to renew within --ttl {}: the command could not be stopped \
+             before the lease expires in the store. Raise --ttl{}",
+            format_duration(grace),
+            if grace_given { "" } else { " (default)" },
+            format_duration(slack),
+            format_duration(ttl),
+            if grace_given { ", or lower --grace" } else { "" },
+        ));
+    }
+    if keeper.problem().is_some() {
+        let given = |yes: bool| if yes { "" } else { " (default)" };
+        let mut fix = vec!["raise --ttl"];
+        if grace_given {
+            fix.push("lower --grace");
+        }
+        if heartbeat_given {
+            fix.push("lower --heartbeat");
+        }
+        return Err(format!(
+            "--heartbeat {}{} + --grace {}{} + slack {} must be shorter than --ttl {}: otherwise the command could \
+             not be stopped before the lease expires in the store. {}",
+            format_duration(heartbeat),
+            given(heartbeat_given),
+            format_duration(grace),
+            given(grace_given),
+            format_duration(slack),
+            format_duration(ttl),
+            capitalise(&fix.join(", or ")),
+        ));
+    }
+    Ok(Timing { grace, keeper })
+}
+
+fn capitalise(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
 /// Why the supervisor stopped the command.
@@ -539,5 +626,68 @@ fn join_bounded(threads: Vec<thread::JoinHandle<()>>, limit: Duration) {
         if t.is_finished() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn defaults_fit_every_ttl_of_a_second_or_more() {
+        for ms in (1000..=10_000)
+            .step_by(100)
+            .chain([30_000, 60_000, 90_000, 3_600_000, 86_400_000])
+        {
+            let ttl = ms * MS;
+            let t = timing(ttl, None, None, None).unwrap_or_else(|e| panic!("{ttl:?}: {e}"));
+            let heartbeat = t.keeper.heartbeat.unwrap();
+            // Room for the first renewal's round trip: at least what the
+            // heartbeat waits.
+            assert!(
+                ttl - t.keeper.margin - heartbeat >= heartbeat.min(ttl / 10),
+                "{ttl:?}: {t:?}"
+            );
+        }
+        let t = timing(Duration::from_secs(60), None, None, None).unwrap();
+        assert_eq!(
+            (t.keeper.heartbeat, t.grace),
+            (Some(20_000 * MS), 10_000 * MS),
+            "as before"
+        );
+        let t = timing(Duration::from_secs(1), None, None, None).unwrap();
+        assert_eq!((t.keeper.heartbeat, t.grace), (Some(150 * MS), 200 * MS));
+    }
+
+    #[test]
+    fn only_spelled_out_combinations_are_refused() {
+        let s = Duration::from_secs(1);
+        // A spelled heartbeat makes the default grace give way.
+        let t = timing(10 * s, Some(7 * s), None, None).unwrap();
+        assert!(t.grace < 2 * s, "{t:?}");
+        // A spelled grace makes the default heartbeat shorter.
+        let t = timing(5 * s, None, Some(3 * s), None).unwrap();
+        assert!(t.keeper.heartbeat.unwrap() < 1500 * MS, "{t:?}");
+        let e = timing(10 * s, Some(5 * s), Some(5 * s), None).unwrap_err();
+        assert!(
+            e.contains("lower --grace, or lower --heartbeat") && !e.contains("(default)"),
+            "{e}"
+        );
+        let e = timing(10 * s, None, Some(10 * s), None).unwrap_err();
+        assert!(
+            e.contains("leave no time to renew") && e.ends_with("lower --grace"),
+            "{e}"
+        );
+        let e = timing(10 * s, Some(9600 * MS), None, None).unwrap_err();
+        assert!(
+            e.contains("--grace 0ms (default)") && e.ends_with("lower --heartbeat"),
+            "{e}"
+        );
+        assert!(
+            timing(500 * MS, None, None, None).is_err(),
+            "below a second the slack alone is too long"
+        );
     }
 }

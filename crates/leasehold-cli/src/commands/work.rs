@@ -12,7 +12,7 @@
 //! | exits 0 | `done`, with its stdout as the result (JSON if it parses, else a string; cut at `--result-limit`) |
 //! | exits non-zero, cannot start, or stalls | `fail`, with the exit code and the tail of its stderr; retried with backoff until its attempts are used up |
 //! | loses its claim (renewal refused, or the store down until the holder-side deadline) | nothing is reported: the command is stopped (SIGTERM, SIGKILL after `--grace`) before the claim can pass on, and the task comes back by expiry |
-//! | is running when `work` gets SIGTERM/SIGINT | may finish within `--grace`; then it is stopped and the claim handed back without charging an attempt |
+//! | is running when `work` gets SIGTERM/SIGINT | may finish within `--shutdown-timeout`; then it is stopped and the claim handed back without charging an attempt |
 //!
 //! Claiming stops at the first SIGTERM/SIGINT, at `--max-tasks`, with
 //! `--until-empty` when a worker finds nothing claimable now, or with
@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use leasehold::{
-    BackendError, BootClock, Claim, Error as LibError, Keeper, KeeperOptions, LeaseName, Renewal, Renewer, Retry,
-    Store, TaskFail, TaskLost, TaskRef, TaskUpdate, Token, WaitTopic, format_duration, host,
+    BackendError, BootClock, Claim, Error as LibError, Keeper, LeaseName, Renewal, Renewer, Retry, Store, TaskFail,
+    TaskLost, TaskRef, TaskUpdate, Token, WaitTopic, format_duration, host,
 };
 
 use crate::cli::WorkArgs;
@@ -110,7 +110,7 @@ struct Shared {
     running: Mutex<Vec<(u64, mpsc::Sender<Event>)>>,
     next_run: AtomicU64,
     progress: Option<indicatif::ProgressBar>,
-    keeper: KeeperOptions,
+    timing: supervisor::Timing,
 }
 
 impl Shared {
@@ -163,19 +163,8 @@ impl Shared {
 }
 
 pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
-    let keeper = KeeperOptions {
-        ttl: args.ttl,
-        heartbeat: args.heartbeat,
-        margin: args.grace + supervisor::slack(args.ttl),
-        owner: None,
-    };
-    if let Some(problem) = keeper.problem() {
-        return Err(CliError::new(
-            ExitCode::Usage,
-            format!("{problem} (margin = --grace + slack): raise --ttl, or lower --grace or --heartbeat"),
-        )
-        .into());
-    }
+    let timing = supervisor::timing(args.ttl, args.heartbeat, args.grace, None)
+        .map_err(|message| CliError::new(ExitCode::Usage, message))?;
     // Open once up front so a bad store fails before any thread starts.
     let first = ctx.open_store()?;
     let total = first
@@ -203,7 +192,7 @@ pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
         running: Mutex::new(Vec::new()),
         next_run: AtomicU64::new(0),
         progress,
-        keeper,
+        timing,
     });
     watch_shutdown(&shared)?;
 
@@ -267,7 +256,7 @@ fn watch_shutdown(shared: &Arc<Shared>) -> anyhow::Result<()> {
             return;
         }
         shared.stopping.store(true, Ordering::SeqCst);
-        let deadline = Instant::now() + shared.args.grace;
+        let deadline = Instant::now() + shared.args.shutdown_timeout;
         while Instant::now() < deadline {
             if shared.running.lock().is_ok_and(|r| r.is_empty()) {
                 return;
@@ -357,7 +346,7 @@ fn run_task(
     payload.push(b'\n');
     let mut supervised = Supervised::spawn(Spec {
         command: args.command.clone(),
-        grace: args.grace,
+        grace: shared.timing.grace,
         stdin: Some(payload),
         output: Output::Collect {
             stdout_limit: args.result_limit,
@@ -374,7 +363,7 @@ fn run_task(
         &claim.id,
         claim.token,
         sent,
-        shared.keeper.clone(),
+        shared.timing.keeper.clone(),
         Arc::new(BootClock),
     );
     supervised.follow(&keeper);

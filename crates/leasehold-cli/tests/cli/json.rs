@@ -127,7 +127,8 @@ fn lock_and_state_files() {
     let doc = one(&env, &["lock", p, "--", "true"], 0);
     assert_eq!(doc["locked"], true);
     let holder = env
-        .std_cmd(&["lock", p, "--", "sleep", "30"])
+        // --wait: our probes below hold the lock for a moment too.
+        .std_cmd(&["lock", p, "--wait", "--", "sleep", "30"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -271,7 +271,7 @@ fn bad_arguments_are_usage_errors() {
     for args in [
         &["acquire", "job", "--ttl", "soon"][..],
         &["renew", "job", "--token", "abc"],
-        &["acquire", "job", "--wait=forever"],
+        &["acquire", "job", "--wait=never"],
         &["--store", "redis://x", "acquire", "job"],
         &["--store", "sqlite://", "acquire", "job"],
         &["--store", "postgres://localhost/x?schema=Bad-Name", "acquire", "job"],
@@ -590,4 +590,57 @@ fn list_live_keeps_seed_002s_contract() {
     );
     let t3 = env.acquire(&["session", "--ttl", "1m"]);
     assert!(t3 > t1, "taken over at once");
+}
+
+/// One grammar for waiting and limits: `--wait 1s` and `--wait=1s` wait up
+/// to a second, a bare `--wait` or `--wait forever` without limit, and a
+/// word is never silently taken for another — a forgotten NAME is an
+/// error, not a lease named after the value.
+#[test]
+fn waiting_and_limits_are_spelled_one_way() {
+    let env = Env::new();
+    let t = env.acquire(&["job", "--ttl", "1m"]);
+    for wait in [&["--wait", "1s"][..], &["--wait=1s"], &["--wait", "1"]] {
+        let mut args = vec!["acquire", "job"];
+        args.extend_from_slice(wait);
+        let began = Instant::now();
+        let (code, _, err) = env.run(&args);
+        assert_eq!(code, 11, "{args:?}: {err}");
+        assert!(began.elapsed() >= Duration::from_millis(900), "{args:?} waited");
+        assert!(err.contains("still held") || err.contains("is held"), "{err}");
+    }
+    // Forgotten NAME: an error, and no lease named "5s" or "3".
+    for args in [
+        &["acquire", "--wait", "5s"][..],
+        &["acquire", "--shared", "3"],
+        &["acquire", "--shared", "job"],
+    ] {
+        let (code, _, err) = env.run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    let (_, out, _) = env.run(&["--json", "list"]);
+    let names: Vec<String> = json(&out)["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["job"], "nothing was taken for a name");
+    // `--shared 3` is a limit of three holders, spelled with or without `=`.
+    let (code, out, err) = env.run(&["--json", "acquire", "pool", "--shared", "3"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["shared_limit"], 3);
+    assert_eq!(env.run(&["acquire", "pool", "--shared=3"]).0, 0);
+    // A bare --wait (before other flags or at the end) waits without limit:
+    // released from another process, the waiter gets it.
+    let waiter = env
+        .std_cmd(&["acquire", "job", "--wait", "--ttl", "1m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(env.run(&["release", "job", "--token", &t.to_string()]).0, 0);
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }

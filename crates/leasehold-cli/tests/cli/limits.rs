@@ -148,12 +148,7 @@ fn every_duration_flag_names_its_limit() {
             "'0'",
             "1ms",
         ),
-        (
-            vec!["run", "n", "--if-held", "wait", "--wait-timeout", "2y"],
-            "--wait-timeout",
-            "2y",
-            "1year",
-        ),
+        (vec!["run", "n", "--wait", "2y"], "--wait", "2y", "1year"),
         (vec!["acquire", "n", "--wait=2y"], "--wait", "2y", "1year"),
         (vec!["lock", "n", "--wait=2y"], "--wait", "2y", "1year"),
         (vec!["work", "q", "--ttl", "2y"], "--ttl", "2y", "1year"),

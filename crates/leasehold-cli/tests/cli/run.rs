@@ -57,24 +57,29 @@ fn a_second_run_is_refused_skipped_or_waits_its_turn() {
     assert!(err.contains("skipped"), "{err}");
     assert!(!env.file("ran").exists());
 
-    let (code, _, err) = env.run(&run_args(
-        "job",
-        &["--if-held", "wait", "--wait-timeout", "20s"],
-        "test -f first-done",
-    ));
+    let (code, _, err) = env.run(&run_args("job", &["--wait", "20s"], "test -f first-done"));
     assert_eq!(code, 0, "the waiter ran only after the first run ended: {err}");
     assert_eq!(finish(first, LIMIT).0, 0);
 
-    let (code, _, err) = env.run(&run_args("job", &["--wait-timeout", "1s"], "true"));
-    assert_eq!(code, 2, "--wait-timeout without --if-held wait: {err}");
+    let (code, _, err) = env.run(&run_args("job", &["--wait", "1s", "--if-held", "skip"], "true"));
+    assert_eq!(code, 2, "--wait and --if-held skip contradict each other: {err}");
 }
 
 #[test]
 fn arguments_that_cannot_stop_the_command_in_time_are_refused() {
     let env = Env::new();
-    let (code, _, err) = env.run(&["run", "job", "--ttl", "10s", "--", "true"]);
-    assert_eq!(code, 2, "default grace 10s cannot fit a 10s TTL: {err}");
-    assert!(err.contains("--grace") && err.contains("--ttl 10s"), "{err}");
+    // Defaults scale with the TTL: a TTL alone always works (it did not:
+    // the fixed default grace of 10s refused --ttl 10s and shorter).
+    for ttl in ["1s", "5s", "10s"] {
+        let (code, _, err) = env.run(&["run", "job", "--ttl", ttl, "--", "true"]);
+        assert_eq!(code, 0, "--ttl {ttl} with defaults: {err}");
+        let (code, _, err) = env.run(&["work", "q", "--ttl", ttl, "--until-empty", "--", "true"]);
+        assert_eq!(code, 0, "work --ttl {ttl} with defaults: {err}");
+    }
+    // What the user spelled out and cannot work is refused, naming it.
+    let (code, _, err) = env.run(&["run", "job", "--ttl", "10s", "--grace", "10s", "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--grace 10s") && err.contains("lower --grace"), "{err}");
     let (code, _, err) = env.run(&[
         "run",
         "job",

@@ -50,7 +50,7 @@ fn pause_outside_sink(sb: &Sandbox, cmd: u32) {
 /// A second holder that waits for the lease, writes for 300 ms, and exits.
 fn second_holder(sb: &Sandbox) -> (i32, String) {
     let mut options = OPTIONS.to_vec();
-    options.extend_from_slice(&["--if-held", "wait", "--wait-timeout", "20s"]);
+    options.extend_from_slice(&["--wait", "20s"]);
     finish(spawn_holder(sb, "job", &options, 300), Duration::from_secs(30))
 }
 

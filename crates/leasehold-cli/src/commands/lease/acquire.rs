@@ -25,12 +25,12 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
         mode: args.shared.mode(),
         binding,
     };
-    let outcome = match args.wait {
+    let outcome = match args.wait.wait {
         None => store.try_acquire(&args.name, &options)?,
-        Some(timeout) => {
+        Some(wait) => {
             let tty = std::io::stderr().is_terminal();
             let mut shown = false;
-            store.acquire_wait(&args.name, &options, timeout, |held| {
+            store.acquire_wait(&args.name, &options, wait.timeout(), |held| {
                 if tty && !shown {
                     eprintln!(
                         "leasehold: waiting for {}: {}",

@@ -42,7 +42,7 @@ pub fn held_error(name: &LeaseName, held: &Held) -> CliError {
     let by = held_by(held);
     CliError::new(
         ExitCode::Held,
-        format!("{name} is held: {by}. Try again later, or wait with --wait[=DUR]"),
+        format!("{name} is held: {by}. Try again later, or wait with --wait [DUR]"),
     )
 }
 

@@ -49,9 +49,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::{
-    Acquire, AcquireOptions, Binding, Grant, Keeper, KeeperOptions, LeaseRenew, Loss, Store, format_duration, host,
-};
+use leasehold::{Acquire, AcquireOptions, Binding, Grant, Keeper, LeaseRenew, Loss, Store, format_duration, host};
 
 use crate::cli::{IfHeld, RunArgs};
 use crate::commands::supervisor::{self, Output, Spec, Stop, Supervised, Terminal};
@@ -63,28 +61,8 @@ fn usage(message: String) -> anyhow::Error {
     CliError::new(ExitCode::Usage, message).into()
 }
 
-fn check_timing(args: &RunArgs) -> anyhow::Result<KeeperOptions> {
-    let options = KeeperOptions {
-        ttl: args.ttl,
-        heartbeat: args.heartbeat,
-        margin: args.grace + supervisor::slack(args.ttl),
-        owner: args.owner.clone(),
-    };
-    if options.problem().is_some() {
-        let heartbeat = args.heartbeat.unwrap_or(args.ttl / 3);
-        return Err(usage(format!(
-            "--heartbeat {} + --grace {} + slack {} must be shorter than --ttl {}: otherwise the command could not be \
-             stopped before the lease expires in the store. Raise --ttl, or lower --grace or --heartbeat",
-            format_duration(heartbeat),
-            format_duration(args.grace),
-            format_duration(supervisor::slack(args.ttl)),
-            format_duration(args.ttl),
-        )));
-    }
-    if args.wait_timeout.is_some() && args.if_held != IfHeld::Wait {
-        return Err(usage("--wait-timeout only applies with --if-held wait".into()));
-    }
-    Ok(options)
+fn check_timing(args: &RunArgs) -> anyhow::Result<supervisor::Timing> {
+    supervisor::timing(args.ttl, args.heartbeat, args.grace, args.owner.clone()).map_err(usage)
 }
 
 /// Acquire as `args` says: the grant and the boot-clock time its request
@@ -96,13 +74,13 @@ fn acquire(
     options: &AcquireOptions,
 ) -> anyhow::Result<Result<(Grant, Duration), u8>> {
     let sent = host::boot_clock();
-    let outcome = match args.if_held {
-        IfHeld::Fail | IfHeld::Skip => store.try_acquire(&args.name, options)?,
-        IfHeld::Wait => {
+    let outcome = match args.wait.wait {
+        None => store.try_acquire(&args.name, options)?,
+        Some(wait) => {
             let tty = std::io::stderr().is_terminal();
             let spinner = ['|', '/', '-', '\\'];
             let mut turns = 0usize;
-            let outcome = store.acquire_wait(&args.name, options, args.wait_timeout, |held| {
+            let outcome = store.acquire_wait(&args.name, options, wait.timeout(), |held| {
                 if tty {
                     turns += 1;
                     let line = crate::commands::lease::held_by(held);
@@ -131,8 +109,8 @@ fn acquire(
         Acquire::Acquired(grant) => Ok(Ok((grant, sent))),
         Acquire::Held(held) => {
             let by = crate::commands::lease::held_by(&held);
-            let (code, message) = match args.if_held {
-                IfHeld::Skip => (
+            let (code, message) = match (args.wait.wait, args.if_held) {
+                (None, IfHeld::Skip) => (
                     ExitCode::Success,
                     format!(
                         "{} is held ({by}); skipped {}",
@@ -140,18 +118,18 @@ fn acquire(
                         child::display(&args.command)
                     ),
                 ),
-                IfHeld::Wait => (
+                (Some(wait), _) => (
                     ExitCode::Held,
                     format!(
                         "{} is still held after waiting {}: {by}",
                         args.name,
-                        format_duration(args.wait_timeout.unwrap_or_default())
+                        format_duration(wait.timeout().unwrap_or_default())
                     ),
                 ),
-                IfHeld::Fail => (
+                (None, IfHeld::Fail) => (
                     ExitCode::Held,
                     format!(
-                        "{} is held: {by}. Try again later, or use --if-held wait (or skip)",
+                        "{} is held: {by}. Try again later, wait with --wait [DUR], or skip with --if-held skip",
                         args.name
                     ),
                 ),
@@ -163,11 +141,11 @@ fn acquire(
 }
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
-    let keeper_options = check_timing(args)?;
+    let timing = check_timing(args)?;
     let store = Arc::new(ctx.open_store()?);
     let mut supervised = Supervised::spawn(Spec {
         command: args.command.clone(),
-        grace: args.grace,
+        grace: timing.grace,
         stdin: None,
         output: if args.stall_timeout.is_some() {
             Output::Forward
@@ -198,7 +176,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     };
     let terminal = Terminal::hand_to(supervised.group_pid());
 
-    let keeper = Keeper::start(store.clone(), &grant, sent, keeper_options);
+    let keeper = Keeper::start(store.clone(), &grant, sent, timing.keeper);
     supervised.follow(&keeper);
     supervisor::forward_signals(supervised.sender())?;
     supervised.start(&serde_json::json!({
@@ -240,7 +218,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
             ExitCode::LeaseLostWhileRunning,
             format!(
                 "{what}. The command was stopped (SIGTERM, then SIGKILL after {}); its work may be incomplete — the next holder gets a new token",
-                format_duration(args.grace)
+                format_duration(timing.grace)
             ),
         );
         return Err(err.into());
