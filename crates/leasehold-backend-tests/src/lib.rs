@@ -379,6 +379,8 @@ macro_rules! conformance {
             task_add_is_idempotent_by_id,
             task_add_conflict_adds_nothing_of_the_call,
             task_add_ids_are_per_queue,
+            task_add_now_is_on_the_store_clock,
+            task_add_delay_is_on_the_store_clock,
             task_claim_order_priority_then_available_then_insertion,
             task_claim_delayed_task_waits_for_its_time,
             task_claim_nothing_claimable_is_none,

@@ -11,11 +11,11 @@
 //! assert_eq!(p.owner.label, "test-owner");
 //! ```
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use leasehold_backend::{
-    Holder, LeaseAcquireParams, LeaseFenceParams, LeaseName, LeaseReleaseParams, LeaseRenewParams, Mode, Owner,
-    QueueName, TaskAddParams, TaskClaimParams, TaskRef, Token, WaiterEnqueueParams,
+    Available, Holder, LeaseAcquireParams, LeaseFenceParams, LeaseName, LeaseReleaseParams, LeaseRenewParams, Mode,
+    Owner, QueueName, TaskAddParams, TaskClaimParams, TaskRef, Token, WaiterEnqueueParams,
 };
 
 /// The default grant TTL.
@@ -145,7 +145,7 @@ pub fn queue(queue: &str) -> QueueName {
     name(queue)
 }
 
-/// A task of priority 0, claimable now (the caller's wall clock), with
+/// A task of priority 0, claimable now (the store's clock), with
 /// [`MAX_ATTEMPTS`].
 #[must_use]
 pub fn task(queue: &str, id: &str, payload: serde_json::Value) -> TaskAddParams {
@@ -154,7 +154,7 @@ pub fn task(queue: &str, id: &str, payload: serde_json::Value) -> TaskAddParams 
         id: name(id),
         payload,
         priority: 0,
-        available_at: SystemTime::now(),
+        available: Available::Now,
         max_attempts: MAX_ATTEMPTS,
     }
 }

@@ -46,7 +46,7 @@ pub use error::BackendError;
 pub use human::{format_duration, format_time, parse_duration, parse_duration_within, parse_time_within};
 pub use name::{LeaseName, NameError};
 pub use task::{
-    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
+    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
     TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate,
 };
 pub use types::*;
@@ -133,7 +133,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     // without `Capabilities::tasks` keeps these defaults, which refuse.
 
     /// Add tasks in one transaction. If any id exists with another payload,
-    /// nothing is added and that outcome is `Conflict`.
+    /// nothing is added and that outcome is `Conflict`. Each task's
+    /// [`Available`] is resolved on the store's clock, in that transaction.
     fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError> {
         let _ = params;
         Err(no_tasks())

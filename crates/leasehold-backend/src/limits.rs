@@ -9,7 +9,7 @@
 //! | [`STALL`] | 1 ms – 1 year | `--stall-timeout` |
 //! | [`WAIT`] | 0 – 1 year | `--wait` (`acquire`, `run`, `lock`), `Store::acquire_wait`, `lock::lock` |
 //! | [`POLL_INTERVAL`] | 1 ms – 1 year | `StoreOptions::poll_interval` |
-//! | [`DELAY`] | 0 – 100 years | `task add --delay`, `--at` (from now), `task fail --retry-in` |
+//! | [`DELAY`] | 0 – 100 years | `task add --delay`, `--at` (from now), `task fail --retry-in`, [`crate::Available`] |
 //! | [`AGE`] | 0 – 100 years | `task purge --older-than` |
 //!
 //! A year is 365.25 days, what `1y` means. Why these bounds: a TTL is
@@ -33,7 +33,8 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::{
-    LeaseAcquireParams, LeaseRenewParams, Retry, TaskAddParams, TaskClaimParams, WaiterEnqueueParams, format_duration,
+    Available, LeaseAcquireParams, LeaseRenewParams, Retry, TaskAddParams, TaskClaimParams, WaiterEnqueueParams,
+    format_duration,
 };
 
 /// A year as `1y` means it: 365.25 days.
@@ -151,13 +152,15 @@ impl WaiterEnqueueParams {
 
 impl TaskAddParams {
     /// # Errors
-    /// When any task's `available_at` lies further ahead than [`DELAY`]
-    /// (on the caller's wall clock).
+    /// When any task's delay is out of [`DELAY`], or its time lies further
+    /// ahead than [`DELAY`] (on the caller's wall clock, which chose it).
     pub fn check_all(tasks: &[Self]) -> Result<(), OutOfRange> {
         let now = SystemTime::now();
-        tasks
-            .iter()
-            .try_for_each(|t| DELAY.check_from(now, t.available_at).map(drop))
+        tasks.iter().try_for_each(|t| match t.available {
+            Available::Now => Ok(()),
+            Available::After(delay) => DELAY.check(delay).map(drop),
+            Available::At(at) => DELAY.check_from(now, at).map(drop),
+        })
     }
 }
 

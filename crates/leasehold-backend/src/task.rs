@@ -21,6 +21,10 @@
 //!   the attempt.
 //! - Claim order: priority (higher first), then available-at, then
 //!   insertion order.
+//! - When a task becomes claimable — at once, after a delay, after a
+//!   failure's retry delay — is measured on the store's clock, the one its
+//!   claims use, never the adder's ([`Available`]): a host whose wall clock
+//!   is ahead must not add tasks that no one can claim until it is right.
 
 use std::time::{Duration, SystemTime};
 
@@ -78,7 +82,8 @@ pub struct Task {
     pub token: Token,
     /// Owner of the newest claim.
     pub owner: Option<String>,
-    /// When the task may next be claimed (wall clock; scheduling only).
+    /// When the task may next be claimed (the store's wall clock;
+    /// scheduling only).
     #[serde(with = "crate::unix_ms")]
     pub available_at: SystemTime,
     /// Time left on the current claim (running tasks), as of the read.
@@ -105,9 +110,47 @@ pub struct TaskAddParams {
     pub id: TaskId,
     pub payload: serde_json::Value,
     pub priority: i64,
-    /// When it becomes claimable (wall clock).
-    pub available_at: SystemTime,
+    /// When it becomes claimable.
+    pub available: Available,
     pub max_attempts: u32,
+}
+
+/// When an added task becomes claimable. `Now` and `After` are measured on
+/// the store's clock, read in the transaction that adds the task (the
+/// clock its claims compare with), so the adder's wall clock does not
+/// matter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Available {
+    /// At once: the store's now.
+    #[default]
+    Now,
+    /// This long after the store's now (at most [`crate::limits::DELAY`]).
+    After(Duration),
+    /// At this wall time, as the caller chose it (at most
+    /// [`crate::limits::DELAY`] ahead of the caller's clock).
+    At(SystemTime),
+}
+
+impl Available {
+    /// The time the task becomes claimable, given the store's `now`.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use leasehold_backend::task::Available;
+    /// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+    /// assert_eq!(Available::Now.at(now), now);
+    /// assert_eq!(Available::After(Duration::from_secs(30)).at(now), now + Duration::from_secs(30));
+    /// assert_eq!(Available::At(SystemTime::UNIX_EPOCH).at(now), SystemTime::UNIX_EPOCH);
+    /// ```
+    #[must_use]
+    pub fn at(self, now: SystemTime) -> SystemTime {
+        match self {
+            Available::Now => now,
+            Available::After(delay) => crate::later(now, delay),
+            Available::At(at) => at,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

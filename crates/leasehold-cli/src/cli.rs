@@ -428,7 +428,7 @@ pub struct TaskAddArgs {
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i64,
 
-    /// Not claimable before this much time has passed.
+    /// Not claimable before this much time has passed (on the store's clock).
     #[arg(long, value_parser = within(limits::DELAY), conflicts_with = "at")]
     pub delay: Option<Duration>,
 

@@ -14,6 +14,9 @@
 //! - Heartbeat, complete and release are one token-scoped `UPDATE` each
 //!   (the current token, still running, lease not ended on the server's
 //!   clock); only when it matches nothing is the task read, to say why.
+//! - When a task becomes claimable (added now or after a delay, retried
+//!   after a failure) is computed from the server's clock, read in the
+//!   transaction, as claims compare it — never from the client's.
 //! - What makes a task claimable (added, handed back, failed with a retry,
 //!   revived, reaped) also notifies the queue's waiters on commit.
 
@@ -111,7 +114,7 @@ pub(crate) fn add(db: &mut Db<'_>, tasks: &[TaskAddParams]) -> Result<(Vec<TaskA
                 &json_text(&t.payload),
                 &t.priority,
                 &(t.max_attempts.min(i32::MAX as u32) as i32),
-                &t.available_at,
+                &t.available.at(now),
                 &now,
             ],
         )?;

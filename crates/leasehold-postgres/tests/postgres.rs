@@ -10,8 +10,8 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Backend, BackendError, LeaseAcquire, QueueName, Retry, TaskAddParams, TaskClaimParams, TaskFail, TaskLost,
-    TaskState, TaskUpdate, Token,
+    Available, Backend, BackendError, LeaseAcquire, QueueName, Retry, TaskAddParams, TaskClaimParams, TaskFail,
+    TaskLost, TaskState, TaskUpdate, Token,
 };
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions, SCHEMA_VERSION};
@@ -40,7 +40,7 @@ fn add(store: &PostgresBackend, queue: &str, ids: impl IntoIterator<Item = Strin
             id: params::name(&id),
             payload: serde_json::json!({ "id": id }),
             priority: 0,
-            available_at: SystemTime::now() - Duration::from_secs(1),
+            available: Available::Now,
             max_attempts: 3,
         })
         .collect();
@@ -234,7 +234,7 @@ fn task_lifecycle_on_the_server_clock() {
         id: params::name("a"),
         payload: serde_json::json!("other"),
         priority: 0,
-        available_at: SystemTime::now(),
+        available: Available::Now,
         max_attempts: 3,
     };
     let b = TaskAddParams {
@@ -324,7 +324,7 @@ fn claim_order_is_priority_then_available_at_then_insertion() {
         id: params::name(id),
         payload: serde_json::Value::Null,
         priority,
-        available_at: now - Duration::from_secs(ago),
+        available: Available::At(now - Duration::from_secs(ago)),
         max_attempts: 3,
     };
     store

@@ -24,7 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use leasehold_backend::{Backend, LeaseAcquire, TaskAddParams, TaskClaimParams, TaskState, TaskUpdate, Token};
+use leasehold_backend::{
+    Available, Backend, LeaseAcquire, TaskAddParams, TaskClaimParams, TaskState, TaskUpdate, Token,
+};
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
 use support::Server;
@@ -200,7 +202,7 @@ fn add_tasks(store: &PostgresBackend, from: usize, count: usize) {
             id: params::name(&format!("t{i}")),
             payload: serde_json::json!(i),
             priority: 0,
-            available_at: SystemTime::now() - Duration::from_secs(1),
+            available: Available::Now,
             max_attempts: 1000,
         })
         .collect();

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use leasehold::{Acquire, AcquireOptions, LeaseRelease, Store, StoreOptions, StoreUrl, WaitTopic};
-use leasehold_backend::{TaskAddParams, TaskClaimParams};
+use leasehold_backend::{Available, TaskAddParams, TaskClaimParams};
 use leasehold_backend_tests::params;
 use support::Server;
 
@@ -132,7 +132,7 @@ fn an_idle_worker_is_woken_by_a_task_add() {
             id: params::name("t1"),
             payload: serde_json::json!(1),
             priority: 0,
-            available_at: SystemTime::now() - Duration::from_secs(1),
+            available: Available::Now,
             max_attempts: 3,
         }])
         .unwrap();

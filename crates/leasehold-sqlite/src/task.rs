@@ -1,10 +1,12 @@
 //! Task queue operations, each inside one transaction opened by the caller.
 //!
 //! A claim's lease is on the boot clock (like a lease grant); when a task
-//! becomes claimable (`available_ms`) is wall-clock scheduling. Claims use
-//! a partial index over pending tasks in claim order, so finished tasks
-//! and the queue's length do not slow them down; expired claims are found
-//! through a partial index over running tasks (a handful: one per worker).
+//! becomes claimable (`available_ms`) is wall-clock scheduling, on the
+//! wall clock the transaction reads (`Now::wall`, the one claims compare
+//! with). Claims use a partial index over pending tasks in claim order, so
+//! finished tasks and the queue's length do not slow them down; expired
+//! claims are found through a partial index over running tasks (a handful:
+//! one per worker).
 
 use std::time::{Duration, SystemTime};
 
@@ -120,7 +122,7 @@ pub(crate) fn add(tx: &Transaction<'_>, now: &Now, tasks: &[TaskAddParams]) -> R
             json_text(&t.payload),
             t.priority,
             t.max_attempts,
-            to_ms(t.available_at),
+            to_ms(t.available.at(now.wall)),
             wall_ms(now),
         ])?;
         if inserted == 1 {

@@ -109,7 +109,7 @@ fn the_claim_query_is_served_by_the_claim_index_not_a_scan() {
             id: params::name(&format!("t{i}")),
             payload: serde_json::Value::Null,
             priority: i % 3,
-            available_at: std::time::SystemTime::now(),
+            available: leasehold_backend::Available::Now,
             max_attempts: 5,
         })
         .collect();

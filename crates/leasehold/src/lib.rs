@@ -40,13 +40,13 @@ pub use identity::Binding;
 pub use keeper::{BootClock, Clock, Keeper, KeeperOptions, Loss, LossHandle, ManualClock, POLL, Renewal, Renewer};
 pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
+    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry,
+    TaskState, TaskUpdate, unix_ms,
+};
+pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder,
     LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, StoreInfo, Token,
     WaitTopic, Watched, host, symlinks,
-};
-pub use leasehold_backend::{
-    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry, TaskState,
-    TaskUpdate, unix_ms,
 };
 pub use leasehold_backend::{
     duration_millis, duration_nanos, format_duration, format_time, later, limits, parse_duration,

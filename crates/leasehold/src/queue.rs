@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
+    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
     TaskListParams, TaskRef, TaskRetry, TaskState, TaskUpdate,
 };
 
@@ -26,9 +26,10 @@ pub struct NewTask {
     pub payload: serde_json::Value,
     /// Higher first.
     pub priority: i64,
-    /// Not claimable before this (wall clock; at most
-    /// [`crate::limits::DELAY`] ahead); `None`: at once.
-    pub available_at: Option<SystemTime>,
+    /// When it becomes claimable: at once (the default), after a delay
+    /// (both on the store's clock), or at a wall time; at most
+    /// [`crate::limits::DELAY`] ahead.
+    pub available: Available,
     pub max_attempts: u32,
 }
 
@@ -40,7 +41,7 @@ impl NewTask {
             id: None,
             payload,
             priority: 0,
-            available_at: None,
+            available: Available::Now,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
         }
     }
@@ -86,7 +87,7 @@ impl NewTask {
             id,
             payload: parsed.payload,
             priority: parsed.priority.unwrap_or(defaults.priority),
-            available_at: defaults.available_at,
+            available: defaults.available,
             max_attempts: parsed.max_attempts.unwrap_or(defaults.max_attempts),
         })
     }
@@ -113,7 +114,7 @@ impl Store {
     ///
     /// # Errors
     /// [`crate::Error::Store`] when the store fails or has no task queue,
-    /// or a task's `available_at` lies further ahead than
+    /// or a task's availability lies further ahead than
     /// [`crate::limits::DELAY`] (nothing is added).
     ///
     /// # Examples
@@ -128,7 +129,6 @@ impl Store {
     /// # Ok::<(), leasehold::Error>(())
     /// ```
     pub fn task_add(&self, queue: &QueueName, tasks: Vec<NewTask>) -> Result<Vec<(TaskId, TaskAdd)>> {
-        let now = SystemTime::now();
         let params: Vec<TaskAddParams> = tasks
             .into_iter()
             .map(|t| TaskAddParams {
@@ -136,7 +136,7 @@ impl Store {
                 id: t.id.unwrap_or_else(generate_id),
                 payload: t.payload,
                 priority: t.priority,
-                available_at: t.available_at.unwrap_or(now),
+                available: t.available,
                 max_attempts: t.max_attempts,
             })
             .collect();

@@ -538,7 +538,7 @@ mod tests {
 
     use super::*;
     use crate::lock::{self, LockError, LockOptions};
-    use crate::{NewTask, TaskState};
+    use crate::{Available, NewTask, TaskState};
 
     fn refused<T: fmt::Debug>(outcome: Result<T>, limit: limits::Limit) {
         match outcome {
@@ -580,7 +580,10 @@ mod tests {
 
         let queue = LeaseName::new("q").unwrap();
         let mut late = NewTask::new(serde_json::json!(1));
-        late.available_at = Some(SystemTime::now() + limits::CENTURY + limits::YEAR);
+        late.available = Available::At(SystemTime::now() + limits::CENTURY + limits::YEAR);
+        refused(store.task_add(&queue, vec![late]), limits::DELAY);
+        let mut late = NewTask::new(serde_json::json!(1));
+        late.available = Available::After(limits::CENTURY + limits::YEAR);
         refused(store.task_add(&queue, vec![late]), limits::DELAY);
         store
             .task_add(&queue, vec![NewTask::new(serde_json::json!(2))])

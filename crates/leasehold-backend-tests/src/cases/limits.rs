@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use leasehold_backend::limits::{self, Limit};
 use leasehold_backend::{
-    BackendError, HistoryEvent, LeaseAcquireParams, LeaseRenew, LeaseRenewParams, Retry, TaskAddParams,
+    Available, BackendError, HistoryEvent, LeaseAcquireParams, LeaseRenew, LeaseRenewParams, Retry, TaskAddParams,
     TaskClaimParams, TaskState, TaskUpdate, WaiterEnqueueParams,
 };
 
@@ -105,8 +105,8 @@ pub fn limits_lease_ttls_out_of_range_are_refused<H: Harness>(t: &mut Case<H>) {
     t.granted(&shortest);
 }
 
-/// A task queue call with a duration out of range — a start further ahead
-/// than [`limits::DELAY`], a claim or heartbeat TTL out of
+/// A task queue call with a duration out of range — a start or a delay
+/// further ahead than [`limits::DELAY`], a claim or heartbeat TTL out of
 /// [`limits::TTL`], a retry delay out of [`limits::DELAY`], a purge age out
 /// of [`limits::AGE`] — is refused and changes nothing: no task added
 /// (not even the valid ones of the batch), no attempt counted.
@@ -115,17 +115,22 @@ pub fn limits_task_durations_out_of_range_are_refused<H: Harness>(t: &mut Case<H
         return;
     }
     let too_far = limits::DELAY.max + limits::YEAR;
-    let late = TaskAddParams {
-        available_at: SystemTime::now() + too_far,
-        ..params::task("q", "late", serde_json::json!(2))
-    };
-    refused(
-        "task_add(a start past the limit)",
-        t.backend()
-            .task_add(&[params::task("q", "a", serde_json::json!(1)), late]),
-        limits::DELAY,
-    );
-    assert_eq!(t.task_get("q", "a"), None, "a refused batch added a task");
+    for (what, available) in [
+        ("a start past the limit", Available::At(SystemTime::now() + too_far)),
+        ("a delay past the limit", Available::After(too_far)),
+    ] {
+        let late = TaskAddParams {
+            available,
+            ..params::task("q", "late", serde_json::json!(2))
+        };
+        refused(
+            &format!("task_add({what})"),
+            t.backend()
+                .task_add(&[params::task("q", "a", serde_json::json!(1)), late]),
+            limits::DELAY,
+        );
+        assert_eq!(t.task_get("q", "a"), None, "a refused batch added a task ({what})");
+    }
 
     t.task_added(params::task("q", "a", serde_json::json!(1)));
     for ttl in BAD_TTLS {

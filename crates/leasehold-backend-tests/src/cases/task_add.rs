@@ -1,13 +1,14 @@
 //! `task_add`: "Add tasks in one transaction. If any id exists with another
-//! payload, nothing is added and that outcome is `Conflict`." A task is
-//! idempotent by id (DESIGN §7: "the same id again is a no-op").
+//! payload, nothing is added and that outcome is `Conflict`. Each task's
+//! `Available` is resolved on the store's clock, in that transaction." A
+//! task is idempotent by id (DESIGN §7: "the same id again is a no-op").
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::{TaskAdd, TaskAddParams, TaskState, Token};
+use leasehold_backend::{Available, TaskAdd, TaskAddParams, TaskState, Token};
 use serde_json::json;
 
-use super::task_support::{TaskCalls, since, stable, tasks_supported};
+use super::task_support::{ROUNDING, TaskCalls, apart, claimed_when_due, since, stable, tasks_supported};
 use crate::params::{self, MAX_ATTEMPTS};
 use crate::{Case, Harness};
 
@@ -20,7 +21,7 @@ pub fn task_add_stores_a_pending_task<H: Harness>(t: &mut Case<H>) {
     let at = SystemTime::now();
     t.task_added(TaskAddParams {
         priority: 7,
-        available_at: at,
+        available: Available::At(at),
         max_attempts: 3,
         ..params::task("q", "a", json!({"n": 1, "s": "x"}))
     });
@@ -36,12 +37,73 @@ pub fn task_add_stores_a_pending_task<H: Harness>(t: &mut Case<H>) {
     assert_eq!((task.expirations, task.failures), (0, 0));
     assert_eq!(task.last_error, None);
     assert_eq!(task.result, None);
-    let off = since(task.available_at, at).max(since(at, task.available_at));
     assert!(
-        off < Duration::from_millis(2),
+        apart(task.available_at, at) <= ROUNDING,
         "available_at stored as {:?}, added as {at:?}",
         task.available_at
     );
+}
+
+/// How far the cases below move the store's clock ahead of this process's
+/// wall clock: an adder whose clock is this far behind the store's (or a
+/// store whose clock is this far ahead of the adder's).
+const SKEW: Duration = Duration::from_secs(3600);
+
+/// `Available::Now` is the store's now, not the adder's (issue 13: an adder
+/// whose wall clock was two hours ahead added tasks no one could claim for
+/// two hours). With the store's clock an hour ahead of this process's, a
+/// task added `Now` is available from its own `created_at`, and is claimed
+/// after a task due half an hour earlier on the store's clock — which, on
+/// this process's clock, is still half an hour away.
+pub fn task_add_now_is_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, true) {
+        return;
+    }
+    t.advance(SKEW);
+    t.task_added(TaskAddParams {
+        available: Available::At(SystemTime::now() + SKEW / 2),
+        ..params::task("q", "due-earlier", json!(1))
+    });
+    t.task_added(params::task("q", "now", json!(2)));
+    let task = t.task("q", "now");
+    assert!(
+        apart(task.available_at, task.created_at) <= ROUNDING,
+        "a task added Now is available at {:?}, created at {:?} on the store's clock: \
+         Now must be the store's now, not the adder's",
+        task.available_at,
+        task.created_at
+    );
+    let first = t.task_claimed(&params::claim("q"));
+    let second = t.task_claimed(&params::claim("q"));
+    assert_eq!(
+        [first.id.as_str(), second.id.as_str()],
+        ["due-earlier", "now"],
+        "claim order by available-at on the store's clock (a task added Now is due at the store's now)"
+    );
+}
+
+/// `Available::After(d)` is `d` after the store's now, not the adder's:
+/// with the store's clock an hour ahead of this process's, a task delayed
+/// 30 s is not claimable at once (measured on this process's clock it
+/// would be long due), nor 28 s later, and is 31 s later.
+pub fn task_add_delay_is_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
+    if !tasks_supported(t, true) {
+        return;
+    }
+    t.advance(SKEW);
+    let delay = Duration::from_secs(30);
+    t.task_added(TaskAddParams {
+        available: Available::After(delay),
+        ..params::task("q", "later", json!(1))
+    });
+    let task = t.task("q", "later");
+    let delayed = since(task.available_at, task.created_at);
+    assert!(
+        delayed.abs_diff(delay) <= ROUNDING,
+        "a task delayed 30s is available {delayed:?} after it was created (on the store's clock)"
+    );
+    let claim = claimed_when_due(t, "q", delay, "a 30s delay");
+    assert_eq!((claim.id.as_str(), claim.attempt), ("later", 1));
 }
 
 /// The same id with the same payload again is `Exists` and changes nothing,

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::{TaskAddParams, TaskLost, TaskState, TaskUpdate, Token};
+use leasehold_backend::{Available, TaskAddParams, TaskLost, TaskState, TaskUpdate, Token};
 use serde_json::json;
 
 use super::task_support::{TaskCalls, claim_ref, tasks_supported};
@@ -24,7 +24,7 @@ pub fn task_claim_order_priority_then_available_then_insertion<H: Harness>(t: &m
     let add = |id: &str, priority: i64, at: SystemTime| {
         t.task_added(TaskAddParams {
             priority,
-            available_at: at,
+            available: Available::At(at),
             ..params::task("q", id, json!(id))
         });
     };
@@ -61,7 +61,7 @@ pub fn task_claim_delayed_task_waits_for_its_time<H: Harness>(t: &mut Case<H>) {
     }
     t.task_added(TaskAddParams {
         priority: 10,
-        available_at: SystemTime::now() + Duration::from_secs(30),
+        available: Available::At(SystemTime::now() + Duration::from_secs(30)),
         ..params::task("q", "later", json!(1))
     });
     t.task_claim_none(&params::claim("q"), "the only task is due in 30s");

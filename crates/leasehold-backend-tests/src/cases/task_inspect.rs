@@ -6,7 +6,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::{QueueStats, Retry, TaskAddParams, TaskClaimParams, TaskFail, TaskState, TaskUpdate};
+use leasehold_backend::{
+    Available, QueueStats, Retry, TaskAddParams, TaskClaimParams, TaskFail, TaskState, TaskUpdate,
+};
 use serde_json::json;
 
 use super::task_support::{TaskCalls, claim_ref, ids, tasks_supported};
@@ -111,7 +113,7 @@ pub fn task_list_filters_by_state_in_claim_order<H: Harness>(t: &mut Case<H>) {
         ..params::task("a", "high", json!(2))
     });
     t.task_added(TaskAddParams {
-        available_at: now - Duration::from_secs(60),
+        available: Available::At(now - Duration::from_secs(60)),
         ..params::task("a", "early", json!(3))
     });
 

@@ -40,9 +40,31 @@ pub(crate) fn ids(tasks: &[Task]) -> Vec<&str> {
     tasks.iter().map(|t| t.id.as_str()).collect()
 }
 
+/// How far two times a store computed from one reading of its clock may
+/// be apart (timestamps are kept in milliseconds).
+pub(crate) const ROUNDING: Duration = Duration::from_millis(2);
+
 /// `later - earlier`, or zero if `later` is earlier.
 pub(crate) fn since(later: SystemTime, earlier: SystemTime) -> Duration {
     later.duration_since(earlier).unwrap_or(Duration::ZERO)
+}
+
+/// How far apart `a` and `b` are, whichever is first.
+pub(crate) fn apart(a: SystemTime, b: SystemTime) -> Duration {
+    since(a, b).max(since(b, a))
+}
+
+/// The claim of the one pending task of `queue`, due `delay` (over 2 s)
+/// from the store's now: not claimable now, nor 2 s before it is due, but
+/// 1 s after. `what` names the delay in messages ("a 30s retry delay").
+pub(crate) fn claimed_when_due<H: Harness>(t: &Case<H>, queue: &str, delay: Duration, what: &str) -> Claim {
+    let claim = params::claim(queue);
+    t.task_claim_none(&claim, &format!("right after setting {what}"));
+    let early = delay.checked_sub(Duration::from_secs(2)).expect("a delay over 2 s");
+    t.advance(early);
+    t.task_claim_none(&claim, &format!("{early:?} into {what}"));
+    t.advance(Duration::from_secs(3));
+    t.task_claimed(&claim)
 }
 
 /// The `task_*` calls of a case.

@@ -1,37 +1,16 @@
 //! Wall-clock jumps (libfaketime) neither expire nor prolong a lease:
 //! expiry is measured on the boot clock.
 
-use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-use crate::util::{Env, bin};
-
-fn faketime_available() -> bool {
-    let ok = Command::new("faketime")
-        .arg("-f")
-        .arg("+0")
-        .arg("true")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "faketime is missing in CI (apt-get install faketime)"
-        );
-        eprintln!("SKIP wall-clock jump tests: faketime not installed (apt-get install faketime)");
-    }
-    ok
-}
+use crate::faketime;
+use crate::util::Env;
 
 /// Run leasehold under a faked wall clock; returns (code, stdout).
 fn faked(env: &Env, offset: &str, args: &[&str]) -> (i32, String) {
-    let out = Command::new("faketime")
-        .arg("-f")
-        .arg(offset)
-        .arg(bin())
+    let out = faketime::leasehold(offset)
         .args(args)
         .env("LEASEHOLD_STORE", env.store_url())
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
         .output()
         .unwrap();
     (
@@ -48,7 +27,7 @@ fn wall_offset_of_acquired(json: &str) -> Duration {
 
 #[test]
 fn a_contender_whose_clock_jumps_ahead_does_not_take_over_early() {
-    if !faketime_available() {
+    if !faketime::available() {
         return;
     }
     let env = Env::new();
@@ -61,7 +40,7 @@ fn a_contender_whose_clock_jumps_ahead_does_not_take_over_early() {
 
 #[test]
 fn a_holder_whose_clock_is_behind_does_not_outlive_its_ttl() {
-    if !faketime_available() {
+    if !faketime::available() {
         return;
     }
     let env = Env::new();

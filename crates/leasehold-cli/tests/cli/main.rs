@@ -2,6 +2,8 @@
 //! target (as ripgrep's and just's), one module per area.
 
 mod clock;
+#[path = "../faketime/mod.rs"]
+mod faketime;
 mod files;
 mod json;
 mod lease;

@@ -3,7 +3,7 @@
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::Context as _;
-use leasehold::{NewTask, TaskAdd};
+use leasehold::{Available, NewTask, TaskAdd};
 
 use crate::cli::TaskAddArgs;
 use crate::commands::Ctx;
@@ -11,18 +11,14 @@ use crate::exit_codes::ExitCode;
 use crate::output;
 use crate::run::CliError;
 
-fn parse_batch(
-    args: &TaskAddArgs,
-    input: impl BufRead,
-    available_at: Option<std::time::SystemTime>,
-) -> Result<Vec<NewTask>, CliError> {
+fn parse_batch(args: &TaskAddArgs, input: impl BufRead, available: Available) -> Result<Vec<NewTask>, CliError> {
     let bad =
         |n: usize, why: String| CliError::new(ExitCode::DataError, format!("stdin line {n}: {why}; nothing was added"));
     let defaults = NewTask {
         id: None,
         payload: serde_json::Value::Null,
         priority: args.priority,
-        available_at,
+        available,
         max_attempts: args.max_attempts,
     };
     let mut tasks = Vec::new();
@@ -52,17 +48,20 @@ fn parse_batch(
 }
 
 pub fn run(ctx: &Ctx, args: &TaskAddArgs) -> anyhow::Result<u8> {
-    let available_at = args
-        .at
-        .or_else(|| args.delay.map(|d| leasehold::later(std::time::SystemTime::now(), d)));
+    // A delay is the store's to measure: this host's clock may be off.
+    let available = match (args.at, args.delay) {
+        (Some(at), _) => Available::At(at),
+        (None, Some(delay)) => Available::After(delay),
+        (None, None) => Available::Now,
+    };
     let tasks = if args.batch {
-        parse_batch(args, std::io::stdin().lock(), available_at)?
+        parse_batch(args, std::io::stdin().lock(), available)?
     } else {
         vec![NewTask {
             id: args.id.clone(),
             payload: args.payload.clone().unwrap_or_default(),
             priority: args.priority,
-            available_at,
+            available,
             max_attempts: args.max_attempts,
         }]
     };
