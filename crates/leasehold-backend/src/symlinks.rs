@@ -13,13 +13,17 @@
 //! - The last component (the file itself) is never resolved here: callers
 //!   open it with `O_NOFOLLOW`, so a link there is refused.
 //!
+//! - A path that ends in a slash (or `/.`, `..`) names a directory
+//!   whatever is there, as the kernel reads it ([`names_dir`]).
+//!
 //! Resolution walks the path one component at a time, like `realpath`:
 //! `lstat` each, read a link's target and walk that in its place (at most
 //! [`MAX_LINKS`] links), and treat `..` as the parent of what was resolved
-//! so far. What does not exist yet is kept as written, for the caller to
-//! create. The result has no symbolic links in it, so SQLite's
-//! `SQLITE_OPEN_NOFOLLOW`, which refuses a link anywhere in the path, can
-//! open it.
+//! so far. What does not exist yet is kept as written: [`resolve_dir`]
+//! returns it, [`existing_dir`] refuses it ([`DirError::Missing`], "create
+//! it first"), [`create_dir`] creates it. The result has no symbolic links
+//! in it, so SQLite's `SQLITE_OPEN_NOFOLLOW`, which refuses a link anywhere
+//! in the path, can open it.
 //!
 //! The result is a path, checked now: a component could be swapped for a
 //! link afterwards only by whoever may rename entries of its directory —
@@ -29,6 +33,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io;
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::FileType;
@@ -60,8 +65,28 @@ pub enum DirError {
     #[error("more than {MAX_LINKS} symbolic links in {}: a loop", path.display())]
     TooManyLinks { path: PathBuf },
 
-    #[error("{} is not a directory", path.display())]
-    NotADirectory { path: PathBuf },
+    /// A component that is something else: "`f` is a file, not a
+    /// directory" — also for `f/`, where the trailing slash names one.
+    /// `path` as written, or resolved once a link was followed.
+    #[error("{} is a {kind}, not a directory", path.display())]
+    NotADirectory { path: PathBuf, kind: &'static str },
+
+    /// The directory does not exist ([`existing_dir`]); `path` as the
+    /// caller gave it, `resolved` after following links.
+    #[error("{}{} does not exist", path.display(), aka(path, resolved))]
+    Missing { path: PathBuf, resolved: PathBuf },
+
+    /// [`create_dir`] could not create it.
+    #[error("cannot create the directory {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// A link appeared in the path while [`create_dir`] created it.
+    #[error("{} changed while it was created (a symbolic link appeared in it)", path.display())]
+    Changed { path: PathBuf },
 
     #[error("cannot look at {}: {source}", path.display())]
     Io {
@@ -69,6 +94,16 @@ pub enum DirError {
         #[source]
         source: io::Error,
     },
+}
+
+/// " (that is, RESOLVED)" when following links led somewhere the path as
+/// written does not say.
+fn aka(path: &Path, resolved: &Path) -> String {
+    if std::path::absolute(path).is_ok_and(|p| p == resolved) {
+        String::new()
+    } else {
+        format!(" (that is, {})", resolved.display())
+    }
 }
 
 impl DirError {
@@ -81,7 +116,9 @@ impl DirError {
             }
             Self::TooManyLinks { .. } => "fix the links, or use the real directory's path",
             Self::NotADirectory { .. } => "check the path",
-            Self::Io { .. } => "check the path and its permissions",
+            Self::Missing { .. } => "create it first (mkdir -p), or check the path",
+            Self::Create { .. } | Self::Io { .. } => "check the path and its permissions",
+            Self::Changed { .. } => "retry, and find out who else creates directories there",
         }
     }
 }
@@ -116,6 +153,90 @@ pub fn may_follow(dir_mode: u32, dir_owner: u32, link_owner: u32, follower: u32)
 /// # Ok::<(), leasehold_backend::symlinks::DirError>(())
 /// ```
 pub fn resolve_dir(dir: &Path) -> Result<PathBuf, DirError> {
+    walk(dir).map(|(resolved, _)| resolved)
+}
+
+/// [`resolve_dir`] for a directory that must exist already: one that does
+/// not is [`DirError::Missing`] (what is missing; create it first).
+///
+/// # Errors
+/// As [`resolve_dir`], and [`DirError::Missing`].
+pub fn existing_dir(dir: &Path) -> Result<PathBuf, DirError> {
+    match walk(dir)? {
+        (resolved, true) => Err(DirError::Missing {
+            path: dir.to_owned(),
+            resolved,
+        }),
+        (resolved, false) => Ok(resolved),
+    }
+}
+
+/// [`resolve_dir`], then create what is missing of it, parents included,
+/// as `mkdir -p` does. Each directory created is private (0700): what goes
+/// in it (a store, an agent's state) is its creator's alone until they
+/// decide otherwise; whoever wants to share it creates it with the mode
+/// they choose. Existing directories are left as they are.
+///
+/// # Errors
+/// As [`resolve_dir`]; [`DirError::Create`] when creating fails, and
+/// [`DirError::Changed`] when a link appeared in the path meanwhile.
+pub fn create_dir(dir: &Path) -> Result<PathBuf, DirError> {
+    let (resolved, missing) = walk(dir)?;
+    if missing {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&resolved)
+            .map_err(|source| DirError::Create {
+                path: resolved.clone(),
+                source,
+            })?;
+        // mkdir -p follows a link planted between the walk and the
+        // creation; walking again refuses it (or sees that it moved us).
+        if resolve_dir(&resolved)? != resolved {
+            return Err(DirError::Changed { path: resolved });
+        }
+    }
+    Ok(resolved)
+}
+
+/// Whether `path` names a directory whatever is there: it ends in `/` or
+/// `/.`, or in `.` or `..` — as the kernel reads it (`open("f/")` of a
+/// file `f` fails with ENOTDIR). `Path` forgets a trailing slash, so it is
+/// looked for in the bytes.
+#[must_use]
+pub fn names_dir(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    bytes.ends_with(b"/") || bytes.ends_with(b"/.") || path.file_name().is_none()
+}
+
+/// The directory part of a path that names a file: its parent as written,
+/// or `.` for a bare name.
+#[must_use]
+pub fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// What a file type is called in messages ("is a FIFO, not a regular file").
+#[must_use]
+pub fn kind(file_type: FileType) -> &'static str {
+    match file_type {
+        FileType::RegularFile => "file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "device",
+        FileType::Unknown => "special file",
+    }
+}
+
+/// The walk of [`resolve_dir`]: the resolved path, and whether some of it
+/// is missing.
+fn walk(dir: &Path) -> Result<(PathBuf, bool), DirError> {
     let io_error = |path: &Path, source| DirError::Io {
         path: path.to_owned(),
         source,
@@ -129,9 +250,20 @@ pub fn resolve_dir(dir: &Path) -> Result<PathBuf, DirError> {
     let mut pending: VecDeque<OsString> = parts(dir).collect();
     let me = rustix::process::geteuid().as_raw();
     let mut links = 0;
+    // The path as the caller wrote it, up to where the walk is, for
+    // messages ("f is a file"): until a link is followed, it names the
+    // same place as `resolved`.
+    let mut written = if dir.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        PathBuf::new()
+    };
     // Once a component is missing, the rest is only named, not looked at.
     let mut missing = false;
     while let Some(part) = pending.pop_front() {
+        if links == 0 {
+            written.push(&part);
+        }
         if part == ".." {
             resolved.pop();
             continue;
@@ -175,10 +307,15 @@ pub fn resolve_dir(dir: &Path) -> Result<PathBuf, DirError> {
                     pending.push_front(part);
                 }
             }
-            _ => return Err(DirError::NotADirectory { path: next }),
+            other => {
+                return Err(DirError::NotADirectory {
+                    path: if links == 0 { written } else { next },
+                    kind: kind(other),
+                });
+            }
         }
     }
-    Ok(resolved)
+    Ok((resolved, missing))
 }
 
 /// The components of `path` to walk: names and `..` (the root and `.`
@@ -265,6 +402,69 @@ mod tests {
         assert!(matches!(
             resolve_dir(&t.join("file/x")),
             Err(DirError::NotADirectory { .. })
+        ));
+    }
+
+    #[test]
+    fn a_trailing_slash_names_a_directory() {
+        for dir in ["state/", "state//", "state/.", "state/..", ".", "..", "/", "./"] {
+            assert!(names_dir(Path::new(dir)), "{dir}");
+        }
+        for file in ["state", "a/state", "./state", ".state", "state."] {
+            assert!(!names_dir(Path::new(file)), "{file}");
+        }
+        assert_eq!(parent_of(Path::new("state")), Path::new("."));
+        assert_eq!(parent_of(Path::new("a/b/state")), Path::new("a/b"));
+    }
+
+    #[test]
+    fn a_missing_directory_is_named_and_a_file_with_a_slash_is_a_file() {
+        let (_guard, t) = tmp();
+        std::fs::File::create(t.join("f")).unwrap();
+        symlink("nowhere", t.join("dangling")).unwrap();
+        let err = existing_dir(&t.join("no/such")).unwrap_err();
+        assert!(
+            matches!(&err, DirError::Missing { path, .. } if *path == t.join("no/such")),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("{} does not exist", t.join("no/such").display())
+        );
+        assert!(err.hint().contains("mkdir -p"));
+        let err = existing_dir(&t.join("dangling")).unwrap_err();
+        assert!(
+            err.to_string().contains("(that is, ") && err.to_string().contains("nowhere"),
+            "{err}"
+        );
+        let err = existing_dir(&t.join("f/")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{} is a file, not a directory", t.join("f").display())
+        );
+        assert_eq!(existing_dir(&t).unwrap(), t);
+    }
+
+    #[test]
+    fn create_dir_makes_missing_parents_private_and_leaves_existing_ones() {
+        use std::os::unix::fs::MetadataExt as _;
+        let (_guard, t) = tmp();
+        std::fs::create_dir(t.join("real")).unwrap();
+        std::fs::set_permissions(t.join("real"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        symlink("real", t.join("link")).unwrap();
+        assert_eq!(create_dir(&t.join("link/a/b")).unwrap(), t.join("real/a/b"));
+        let mode = |p: &str| std::fs::metadata(t.join(p)).unwrap().mode() & 0o777;
+        assert_eq!((mode("real/a"), mode("real/a/b")), (0o700, 0o700));
+        assert_eq!(mode("real"), 0o755, "an existing directory is left as it is");
+        assert_eq!(
+            create_dir(&t.join("real/a/b")).unwrap(),
+            t.join("real/a/b"),
+            "nothing to do"
+        );
+        std::fs::File::create(t.join("f")).unwrap();
+        assert!(matches!(
+            create_dir(&t.join("f/sub")),
+            Err(DirError::NotADirectory { kind: "file", .. })
         ));
     }
 

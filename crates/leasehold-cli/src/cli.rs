@@ -615,8 +615,15 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct LockArgs {
-    /// The lock file, or a directory (locked through `.leasehold.lock` inside it).
+    /// The lock file (created if missing), or a directory, locked through
+    /// `.leasehold.lock` inside it. A trailing slash (`state/my-agent/`)
+    /// names a directory, as --dir does.
     pub path: std::path::PathBuf,
+
+    /// PATH is a directory, as a trailing slash says: created if missing
+    /// (0700, missing parents too, like mkdir -p); a file there is refused.
+    #[arg(long)]
+    pub dir: bool,
 
     #[command(flatten)]
     pub wait: WaitArg,

@@ -6,6 +6,7 @@ use std::io::{IsTerminal as _, Write};
 
 use clap::Parser;
 use leasehold::files::FileError;
+use leasehold::symlinks::DirError;
 use leasehold::{BackendError, Error as LibError};
 
 use crate::cli::{Cli, Global};
@@ -69,16 +70,21 @@ fn backend_code(e: &BackendError) -> ExitCode {
 }
 
 /// State files: a stale token is 13; what is at a path and is not a valid
-/// state file, fence record or input is bad data (65); a full, read-only or
-/// forbidden disk is a plain failure (1): the store is not involved, so 69
-/// would mislead.
+/// state file, fence record or input is bad data (65); a missing directory
+/// or a full, read-only or forbidden disk is a plain failure (1): the store
+/// is not involved, so 69 would mislead.
 fn file_code(e: &FileError) -> ExitCode {
     match e {
         FileError::StaleToken { .. } => ExitCode::StaleToken,
+        FileError::UnsafeDirectory {
+            why: DirError::Missing { .. },
+            ..
+        } => ExitCode::Failure,
         FileError::InvalidInput { .. }
         | FileError::Corrupt { .. }
         | FileError::CorruptFence { .. }
         | FileError::IsDirectory { .. }
+        | FileError::TrailingSlash { .. }
         | FileError::Symlink { .. }
         | FileError::UnsafeDirectory { .. }
         | FileError::NotRegular { .. } => ExitCode::DataError,
@@ -149,11 +155,30 @@ pub fn run() -> std::process::ExitCode {
     std::process::ExitCode::from(code)
 }
 
+/// The error and its causes, as `{err:#}` writes them but each once: a
+/// library error that names its cause in its own message ("cannot open
+/// f: File name too long (os error 36); it is unchanged") also exposes it
+/// as its source, and anyhow would repeat it after the message.
+fn message(err: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
 /// Print an error (stderr; with `--json` also one JSON document on stdout)
 /// and return its exit code.
 fn report(global: &Global, err: &anyhow::Error) -> ExitCode {
     let code = exit_code_of(err);
-    let message = format!("{err:#}");
+    let message = message(err);
     let _ = writeln!(std::io::stderr(), "leasehold: {message}");
     if global.json {
         crate::output::print_json(&serde_json::json!({ "error": message, "exit_code": code.code() }));

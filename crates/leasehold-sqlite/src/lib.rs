@@ -26,8 +26,8 @@ mod task;
 #[doc(hidden)]
 pub use task::CLAIM_SQL;
 
-use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
+use std::fs::OpenOptions;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -344,42 +344,21 @@ impl SqliteBackend {
 
 /// Where the store given as `given` is: its directory resolved (links
 /// followed, planted ones refused: SQLite's NOFOLLOW refuses a link
-/// anywhere in the path) and created if missing, and the file's path in
-/// it. The file itself is never resolved. Errors are (reason, hint).
+/// anywhere in the path) and created if missing (private, with its
+/// parents: [`symlinks::create_dir`]), and the file's path in it. The file
+/// itself is never resolved. Errors are (reason, hint).
 fn place(given: &Path) -> Result<(PathBuf, PathBuf), (String, &'static str)> {
-    let resolve = |dir: &Path| symlinks::resolve_dir(dir).map_err(|e| (format!("its directory: {e}"), e.hint()));
+    let dir_error = |e: symlinks::DirError| (format!("its directory: {e}"), e.hint());
     let (dir, path) = if let Some(name) = given.file_name() {
-        let dir = resolve(match given.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        })?;
+        let dir = symlinks::create_dir(symlinks::parent_of(given)).map_err(dir_error)?;
         let path = dir.join(name);
         (dir, path)
     } else {
         // "/" or "x/..": a directory, refused as such by the caller.
-        let path = resolve(given)?;
-        (path.parent().unwrap_or(&path).to_path_buf(), path)
+        let path = symlinks::resolve_dir(given).map_err(dir_error)?;
+        let dir = symlinks::create_dir(path.parent().unwrap_or(&path)).map_err(dir_error)?;
+        (dir, path)
     };
-    if !dir.is_dir() {
-        // Directories we create are private; existing ones are left as they are.
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| {
-                (
-                    format!("cannot create directory {}: {e}", dir.display()),
-                    "check the path and its permissions, or choose another --store",
-                )
-            })?;
-        // A link planted between resolving and creating is refused now.
-        if resolve(&dir)? != dir {
-            return Err((
-                format!("its directory {} changed while it was created", dir.display()),
-                "retry, and find out who else creates directories there",
-            ));
-        }
-    }
     Ok((dir, path))
 }
 

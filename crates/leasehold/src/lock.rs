@@ -1,6 +1,18 @@
 //! Single-instance locks on one machine: `flock(2)` on a lock file.
 //!
-//! - A directory gets a lock file inside it ([`LOCK_FILE_NAME`]).
+//! What a path means:
+//!
+//! - An existing directory gets a lock file inside it ([`LOCK_FILE_NAME`]).
+//! - A path that names a directory — it ends in a slash, or
+//!   [`LockOptions::dir`] says so — is a directory whatever is there: a
+//!   missing one is created with its missing parents, as `mkdir -p`, each
+//!   private (0700: an agent's state goes there, and who else may read it
+//!   is for its owner to say; [`crate::symlinks::create_dir`]), then locked
+//!   as above; a file there is refused (it is not a directory). So
+//!   `lock state/my-agent/` leaves a directory the agent can use, not a
+//!   file in its way.
+//! - Anything else is the lock file itself, created (0644 less the umask)
+//!   if missing — as flock(1) does — in a directory that must exist.
 //! - The lock file is opened without following a symlink (`O_NOFOLLOW`):
 //!   a link planted at the lock path in a shared directory is refused, never
 //!   followed. Anything but a regular file is refused too (a FIFO would
@@ -45,7 +57,21 @@ pub enum LockError {
     #[error("refusing to lock {path}: it is not a regular file or a directory; choose another path")]
     NotAFile { path: PathBuf },
 
-    #[error("refusing to lock {}: {why}. {}", path.display(), why.hint())]
+    /// The path names a directory (`named_by` a trailing slash or `--dir`)
+    /// but something else is there.
+    #[error(
+        "cannot lock {}: {named_by} names a directory, but {why}; to lock the file itself, leave out {named_by}",
+        path.display()
+    )]
+    NotADirectory {
+        path: PathBuf,
+        named_by: &'static str,
+        why: DirError,
+    },
+
+    /// The directory cannot be used: missing (for a lock file), or not
+    /// safe to follow.
+    #[error("cannot lock {}: {why}. {}", path.display(), why.hint())]
     UnsafeDirectory { path: PathBuf, why: DirError },
 
     #[error(
@@ -73,6 +99,9 @@ pub struct LockOptions {
     pub shared: bool,
     /// Lock on a network filesystem anyway.
     pub allow_network_fs: bool,
+    /// The path is a directory, as a trailing slash says: created if
+    /// missing (see the module docs), refused if a file.
+    pub dir: bool,
 }
 
 /// The outcome of an attempt: contention is a value.
@@ -123,34 +152,77 @@ impl Drop for FileLock {
     }
 }
 
-/// The lock file for `path`: `path` itself, or [`LOCK_FILE_NAME`] inside it
-/// when it is a directory (a symlink is not followed to find out).
+/// The lock file for `path`: [`LOCK_FILE_NAME`] inside it when it names a
+/// directory or is one (a symlink is not followed to find out), else
+/// `path` itself. Only looks; creates nothing.
+///
+/// # Examples
+/// ```
+/// use std::path::Path;
+/// use leasehold::lock::{LockOptions, lock_file_path};
+///
+/// let as_dir = LockOptions { dir: true, ..LockOptions::default() };
+/// let inside = Path::new("state/my-agent/.leasehold.lock");
+/// assert_eq!(lock_file_path(Path::new("state/my-agent/"), LockOptions::default()), inside);
+/// assert_eq!(lock_file_path(Path::new("state/my-agent"), as_dir), inside);
+/// ```
 #[must_use]
-pub fn lock_file_path(path: &Path) -> PathBuf {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => path.join(LOCK_FILE_NAME),
-        _ => path.to_path_buf(),
+pub fn lock_file_path(path: &Path, options: LockOptions) -> PathBuf {
+    if named_dir(path, options).is_some() || std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        path.join(LOCK_FILE_NAME)
+    } else {
+        path.to_path_buf()
     }
 }
 
+/// What says that `path` is a directory whatever is there, if anything.
+fn named_dir(path: &Path, options: LockOptions) -> Option<&'static str> {
+    if options.dir {
+        Some("--dir")
+    } else if symlinks::names_dir(path) {
+        Some("the trailing slash")
+    } else {
+        None
+    }
+}
+
+/// The lock file's path as the caller spelled it (for messages), and the
+/// resolved directory it goes in — created when `path` names a missing
+/// directory; for a lock file, its directory must exist.
+fn place(path: &Path, options: LockOptions) -> Result<(PathBuf, PathBuf), LockError> {
+    let lock_file = lock_file_path(path, options);
+    let refused = |why| match (why, named_dir(path, options)) {
+        (DirError::Io { source, .. } | DirError::Create { source, .. }, _) => LockError::Io {
+            op: "find or create the directory of",
+            path: lock_file.clone(),
+            source,
+        },
+        (why @ DirError::NotADirectory { .. }, Some(named_by)) => LockError::NotADirectory {
+            path: path.to_owned(),
+            named_by,
+            why,
+        },
+        (why, _) => LockError::UnsafeDirectory {
+            path: lock_file.clone(),
+            why,
+        },
+    };
+    let dir = if lock_file == path {
+        symlinks::existing_dir(symlinks::parent_of(path))
+    } else {
+        symlinks::create_dir(path)
+    }
+    .map_err(refused)?;
+    Ok((lock_file, dir))
+}
+
 fn open(path: &Path, options: LockOptions) -> Result<(File, PathBuf), LockError> {
-    let path = lock_file_path(path);
+    let (path, dir) = place(path, options)?;
     let io_err = |op, source| LockError::Io {
         op,
         path: path.clone(),
         source,
     };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let dir = symlinks::resolve_dir(dir).map_err(|why| match why {
-        DirError::Io { source, .. } => io_err("find the directory of", source),
-        why => LockError::UnsafeDirectory {
-            path: path.clone(),
-            why,
-        },
-    })?;
     if !options.allow_network_fs
         && let Some(fs) = host::network_filesystem(&dir).map_err(|e| io_err("check the filesystem of", e))?
     {
@@ -210,7 +282,9 @@ fn locked(mut file: File, path: PathBuf, shared: bool) -> FileLock {
 ///
 /// # Errors
 /// [`LockError`] when the lock file cannot be opened or is refused
-/// (symlink, not a regular file, network filesystem).
+/// (symlink, not a regular file, network filesystem), when a directory is
+/// named where a file is ([`LockError::NotADirectory`]), and when a lock
+/// file's directory is missing or unsafe ([`LockError::UnsafeDirectory`]).
 ///
 /// # Examples
 /// ```
@@ -332,6 +406,78 @@ mod tests {
             Err(LockError::Symlink { .. })
         ));
         assert!(!target.exists(), "the link was not followed");
+    }
+
+    #[test]
+    fn a_path_named_as_a_directory_is_created_private_and_a_file_there_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let mode = |p: &str| std::fs::metadata(d.join(p)).unwrap().permissions().mode() & 0o777;
+        let as_dir = LockOptions {
+            dir: true,
+            ..LockOptions::default()
+        };
+        // A trailing slash or `dir`: a directory, made with its parents.
+        let TryLock::Locked(l) = try_lock(&d.join("state/my-agent/"), LockOptions::default()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(l.path(), d.join("state/my-agent/").join(LOCK_FILE_NAME));
+        assert_eq!((mode("state"), mode("state/my-agent")), (0o700, 0o700));
+        assert!(matches!(
+            try_lock(&d.join("state/my-agent"), as_dir).unwrap(),
+            TryLock::Held { .. }
+        ));
+        let TryLock::Locked(_l) = try_lock(&d.join("other"), as_dir).unwrap() else {
+            panic!()
+        };
+        assert!(d.join("other").join(LOCK_FILE_NAME).is_file());
+        // Neither: a lock file, as flock(1) makes one.
+        let TryLock::Locked(_l) = try_lock(&d.join("plain"), LockOptions::default()).unwrap() else {
+            panic!()
+        };
+        assert!(d.join("plain").is_file());
+        assert_eq!(
+            lock_file_path(&d.join("plain"), LockOptions::default()),
+            d.join("plain")
+        );
+        assert_eq!(
+            lock_file_path(&d.join("plain"), as_dir),
+            d.join("plain").join(LOCK_FILE_NAME)
+        );
+        // A file where a directory is named.
+        for (path, options, named_by) in [
+            (d.join("plain/"), LockOptions::default(), "the trailing slash"),
+            (d.join("plain"), as_dir, "--dir"),
+        ] {
+            let err = try_lock(&path, options).unwrap_err();
+            assert!(
+                matches!(err, LockError::NotADirectory { named_by: n, .. } if n == named_by),
+                "{err}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains("plain is a file, not a directory") && text.contains(&format!("leave out {named_by}")),
+                "{text}"
+            );
+        }
+        // A lock file's directory must exist; it is named, not created.
+        let err = try_lock(&d.join("no/such/x"), LockOptions::default()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LockError::UnsafeDirectory {
+                    why: DirError::Missing { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("no/such does not exist") && err.to_string().contains("mkdir -p"),
+            "{err}"
+        );
+        assert!(!d.join("no").exists());
     }
 
     #[test]

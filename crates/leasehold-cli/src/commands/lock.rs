@@ -17,6 +17,7 @@ use std::thread;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use leasehold::lock::{self, LockError, LockOptions, TryLock};
+use leasehold::symlinks::DirError;
 
 use crate::cli::LockArgs;
 use crate::commands::{Ctx, child};
@@ -26,11 +27,17 @@ use crate::run::CliError;
 fn lock_error(e: &LockError) -> anyhow::Error {
     let code = match e {
         LockError::NetworkFs { .. } => ExitCode::Unavailable,
+        // Not the path's fault: the directory is not there (yet).
+        LockError::UnsafeDirectory {
+            why: DirError::Missing { .. },
+            ..
+        }
+        | LockError::Io { .. } => ExitCode::Failure,
         LockError::Symlink { .. }
         | LockError::NotAFile { .. }
+        | LockError::NotADirectory { .. }
         | LockError::UnsafeDirectory { .. }
         | LockError::InvalidInput(_) => ExitCode::Usage,
-        LockError::Io { .. } => ExitCode::Failure,
     };
     CliError::new(code, e.to_string()).into()
 }
@@ -47,6 +54,7 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
     let options = LockOptions {
         shared: args.shared,
         allow_network_fs: ctx.global.allow_network_fs,
+        dir: args.dir,
     };
     let outcome = match args.wait.wait {
         None => lock::try_lock(&args.path, options),

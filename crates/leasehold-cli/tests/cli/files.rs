@@ -310,6 +310,40 @@ fn planted_symlinks_are_refused_never_followed() {
     assert!(err.contains("is a directory"), "{err}");
 }
 
+#[test]
+fn a_trailing_slash_on_a_file_and_a_missing_directory_are_told_once_by_every_command() {
+    let env = Env::new();
+    put(&env.path().join("f"), b"kept");
+    let commands = |file: &'static str| -> [Vec<&'static str>; 5] {
+        [
+            vec!["write", file],
+            vec!["write", file, "--fence-token", "1"],
+            vec!["update", file, "--", "cat"],
+            vec!["update", file, "--fence-token", "1", "--", "cat"],
+            vec!["write", "ok", "--fence-token", "1", "--fence-file", file],
+        ]
+    };
+    for args in commands("f/") {
+        let (code, _, err) = run_in(&env, &args, b"new");
+        assert_eq!(code, 65, "{args:?}: {err}");
+        assert!(
+            err.contains("f is a file, not a directory") && err.contains("leave out the slash"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(fs::read(env.path().join("f")).unwrap(), b"kept");
+    for args in commands("nodir/x") {
+        let (code, _, err) = run_in(&env, &args, b"new");
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("nodir does not exist") && err.contains("mkdir -p") && !err.contains("os error"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    assert!(!env.path().join("nodir").exists() && !env.path().join("ok").exists());
+}
+
 /// A large JSON document that says which version it is at both ends.
 fn version(n: u32, size: usize) -> Vec<u8> {
     format!(r#"{{"version":{n},"payload":"{}","end":{n}}}"#, "x".repeat(size)).into_bytes()

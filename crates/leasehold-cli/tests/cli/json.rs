@@ -126,15 +126,25 @@ fn lock_and_state_files() {
     let p = path.to_str().unwrap();
     let doc = one(&env, &["lock", p, "--", "true"], 0);
     assert_eq!(doc["locked"], true);
+    // The holder says when it holds the lock: probing before that could
+    // itself hold the lock the moment the holder tries, and the holder
+    // would give up (exit 11) instead.
+    let held = env.file("held");
     let holder = env
-        // --wait: our probes below hold the lock for a moment too.
-        .std_cmd(&["lock", p, "--wait", "--", "sleep", "30"])
+        .std_cmd(&[
+            "lock",
+            p,
+            "--",
+            "sh",
+            "-c",
+            r#"touch "$0"; exec sleep 30"#,
+            held.to_str().unwrap(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    crate::util::wait_until(Duration::from_secs(10), || env.run(&["lock", p, "--", "true"]).0 == 11)
-        .expect("the holder locked");
+    env.wait_for("held");
     assert_eq!(one(&env, &["lock", p, "--", "true"], 11)["held"], true);
     crate::util::signal(holder.id(), "KILL");
     let _ = finish(holder, Duration::from_secs(10));

@@ -98,3 +98,56 @@ fn a_planted_symlink_is_refused_and_a_directory_gets_a_lock_file() {
     assert_eq!(env.run(&lock_args("state", &[], "true")).0, 0);
     assert!(env.file("state/.leasehold.lock").is_file());
 }
+
+#[test]
+fn a_missing_path_named_as_a_directory_is_created_private_and_a_file_there_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    let mode = |p: &str| std::fs::metadata(env.file(p)).unwrap().permissions().mode() & 0o777;
+    // The agent finds its state directory made for it, not a file in its way.
+    let (code, _, err) = env.run(&lock_args(
+        "state/my-agent/",
+        &[],
+        "mkdir -p state/my-agent && touch state/my-agent/ran",
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(env.file("state/my-agent/ran").exists() && env.file("state/my-agent/.leasehold.lock").is_file());
+    assert_eq!((mode("state"), mode("state/my-agent")), (0o700, 0o700));
+    let (code, _, err) = env.run(&lock_args("a/b", &["--dir"], "true"));
+    assert_eq!(code, 0, "{err}");
+    assert!(env.file("a/b/.leasehold.lock").is_file());
+    assert_eq!(mode("a/b"), 0o700);
+
+    // Neither: a lock file, quietly, as flock(1) makes one.
+    let (code, out, err) = env.run(&lock_args("plain", &[], "true"));
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+    assert!(env.file("plain").is_file());
+
+    // A file where a directory is named: exit 2, nothing run.
+    for (options, path, named_by) in [
+        (&[][..], "plain/", "the trailing slash"),
+        (&["--dir"][..], "plain", "--dir"),
+    ] {
+        let (code, _, err) = env.run(&lock_args(path, options, "touch ran"));
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("plain is a file, not a directory") && err.contains(&format!("leave out {named_by}")),
+            "{err}"
+        );
+        assert!(!env.file("ran").exists());
+    }
+}
+
+#[test]
+fn a_missing_directory_of_a_lock_file_is_named_once() {
+    let env = Env::new();
+    let (code, _, err) = env.run(&lock_args("no/such/app.lock", &[], "touch ran"));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("no/such does not exist") && err.contains("mkdir -p") && !err.contains("os error"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!env.file("no").exists() && !env.file("ran").exists());
+}

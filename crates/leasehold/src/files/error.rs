@@ -49,6 +49,20 @@ pub enum FileError {
     #[error("{} is a directory, not a {role}; nothing was written", path.display())]
     IsDirectory { path: PathBuf, role: Role },
 
+    /// The path ends in a slash, which names a directory, so it cannot be
+    /// a file; `why` says what is there instead when it is not missing
+    /// (`f/` of a file `f`: it is a file, not a directory).
+    #[error(
+        "{} ends in a slash, which names a directory{}; to write a {role}, leave out the slash; nothing was written",
+        path.display(),
+        why.as_ref().map(|why| format!(", but {why}")).unwrap_or_default()
+    )]
+    TrailingSlash {
+        path: PathBuf,
+        role: Role,
+        why: Option<crate::symlinks::DirError>,
+    },
+
     /// A symbolic link where a file was expected; leasehold never follows one.
     #[error(
         "{} is a symbolic link; leasehold never follows a symlink at a {role} path \
@@ -57,9 +71,11 @@ pub enum FileError {
     )]
     Symlink { path: PathBuf, role: Role },
 
-    /// The directory part of the path cannot be followed safely: a
-    /// symbolic link someone else may have planted in a shared sticky
-    /// directory, a loop, or something that is not a directory.
+    /// The directory part of the path cannot be used: it does not exist
+    /// ([`DirError::Missing`](crate::symlinks::DirError::Missing): create
+    /// it first), or it cannot be followed safely — a symbolic link
+    /// someone else may have planted in a shared sticky directory, a loop,
+    /// or something that is not a directory.
     #[error("cannot use the directory of {} ({role}): {why}. {}; nothing was written", path.display(), why.hint())]
     UnsafeDirectory {
         path: PathBuf,

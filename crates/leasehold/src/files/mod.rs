@@ -19,6 +19,12 @@
 //! would replace the link's target while a rename over the link would
 //! replace the link itself; both surprise someone, so neither is done.)
 //!
+//! `FILE`'s directory must exist: a missing one is named
+//! ([`DirError::Missing`](crate::symlinks::DirError::Missing)), never
+//! created — a state file's directory, its owner and mode are the
+//! caller's to choose. A path that ends in a slash (`f/`) names a
+//! directory, so it is never a state file ([`FileError::TrailingSlash`]).
+//!
 //! # Fences
 //!
 //! Under the lock, a fenced write reads the fence record; a token lower than
@@ -90,6 +96,9 @@ fn check_json(data: &[u8]) -> Result<(), String> {
 /// [`FileError::InvalidInput`] with `json` and data that does not parse;
 /// [`FileError::IsDirectory`], [`FileError::Symlink`] or
 /// [`FileError::NotRegular`] when something else is at `path`;
+/// [`FileError::TrailingSlash`] when `path` ends in a slash;
+/// [`FileError::UnsafeDirectory`] when its directory is missing or cannot
+/// be followed safely;
 /// [`FileError::NoSpace`], [`FileError::ReadOnly`],
 /// [`FileError::PermissionDenied`] or [`FileError::Io`] with the file
 /// unchanged; [`FileError::Unconfirmed`] when only the final directory fsync
@@ -332,14 +341,18 @@ fn guarded<'a, E>(
     let target = Target::open(path, Role::Data)?;
     // Refuse a directory or symlink at FILE before raising any fence.
     target.existing()?;
-    let fence = fence.map(|(p, token)| (Target::open(p, Role::Fence), p, token));
+    // Opened before its lock, so a missing or unusable directory of the
+    // fence record is told about the record, not about its lock file.
+    let fence = fence
+        .map(|(p, token)| Target::open(p, Role::Fence).map(|target| (target, p, token)))
+        .transpose()?;
     let _fence_lock = match &fence {
         Some((_, p, _)) if *p != beside(path, ".fence") => Some(lock::lock_beside(p)?),
         _ => None,
     };
     let _lock = lock::lock_beside(path)?;
     if let Some((fence_target, _, token)) = fence {
-        fence::check_and_advance(path, &fence_target?, token)?;
+        fence::check_and_advance(path, &fence_target, token)?;
     }
     let data = produce(&target)?;
     atomic::write_target(&target, &data, options.mode)?;

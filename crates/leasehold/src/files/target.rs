@@ -11,7 +11,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::error::{FileError, Role};
-use crate::symlinks::DirError;
+use crate::symlinks::{self, DirError};
 
 /// Mode and owner of the file already at a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,26 +30,45 @@ pub struct Target {
     pub role: Role,
 }
 
-impl Target {
-    /// Open the directory of `path`. Symlinks in the directory part are
-    /// followed (as by any program) unless planted
-    /// ([`crate::symlinks::resolve_dir`]); the last component never is.
-    pub fn open(path: &Path, role: Role) -> Result<Self, FileError> {
-        let is_dir = || FileError::IsDirectory {
+/// Why `path`, which names a directory (`state/`), cannot be a file: it is
+/// a directory, or it is a file that the slash calls a directory.
+fn named_dir(path: &Path, role: Role) -> FileError {
+    match symlinks::existing_dir(path) {
+        Ok(_) => FileError::IsDirectory {
             path: path.to_owned(),
             role,
+        },
+        Err(why @ DirError::NotADirectory { .. }) => FileError::TrailingSlash {
+            path: path.to_owned(),
+            role,
+            why: Some(why),
+        },
+        Err(DirError::Missing { .. }) => FileError::TrailingSlash {
+            path: path.to_owned(),
+            role,
+            why: None,
+        },
+        Err(DirError::Io { source, .. }) => FileError::io(path, "look at it", source),
+        Err(why) => FileError::UnsafeDirectory {
+            path: path.to_owned(),
+            role,
+            why,
+        },
+    }
+}
+
+impl Target {
+    /// Open the directory of `path`, which must exist. Symlinks in the
+    /// directory part are followed (as by any program) unless planted
+    /// ([`crate::symlinks::resolve_dir`]); the last component never is.
+    pub fn open(path: &Path, role: Role) -> Result<Self, FileError> {
+        let name = match path.file_name() {
+            Some(name) if !symlinks::names_dir(path) => name.to_owned(),
+            _ => return Err(named_dir(path, role)),
         };
-        // "state/" or "state/." name a directory whatever is there.
-        if path.as_os_str().as_encoded_bytes().ends_with(b"/") || path.ends_with(".") {
-            return Err(is_dir());
-        }
-        let name = path.file_name().ok_or_else(is_dir)?.to_owned();
-        let dir_path = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
+        let dir_path = symlinks::parent_of(path);
         let open_dir = |e: io::Error| FileError::io(path, format!("open its directory {}", dir_path.display()), e);
-        let resolved = crate::symlinks::resolve_dir(&dir_path).map_err(|why| match why {
+        let resolved = symlinks::existing_dir(dir_path).map_err(|why| match why {
             DirError::Io { source, .. } => open_dir(source),
             why => FileError::UnsafeDirectory {
                 path: path.to_owned(),
@@ -70,15 +89,15 @@ impl Target {
 
     fn not_a_file(&self, file_type: FileType) -> FileError {
         let (path, role) = (self.path.clone(), self.role);
-        let kind = match file_type {
-            FileType::Directory => return FileError::IsDirectory { path, role },
-            FileType::Symlink => return FileError::Symlink { path, role },
-            FileType::Fifo => "FIFO",
-            FileType::Socket => "socket",
-            FileType::CharacterDevice | FileType::BlockDevice => "device",
-            _ => "special file",
-        };
-        FileError::NotRegular { path, role, kind }
+        match file_type {
+            FileType::Directory => FileError::IsDirectory { path, role },
+            FileType::Symlink => FileError::Symlink { path, role },
+            other => FileError::NotRegular {
+                path,
+                role,
+                kind: symlinks::kind(other),
+            },
+        }
     }
 
     /// What is at the name now: `None` if nothing, the mode and owner of a

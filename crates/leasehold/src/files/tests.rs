@@ -458,6 +458,84 @@ fn what_is_not_a_regular_file_is_refused_and_left_alone() {
 }
 
 #[test]
+fn a_trailing_slash_on_a_file_and_a_missing_directory_are_named_for_every_role() {
+    use crate::symlinks::DirError;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    put(d.join("f"), b"kept");
+    fs::create_dir(d.join("subdir")).unwrap();
+    let o = WriteOptions::default();
+    let keep = |_: Option<&[u8]>| Ok::<_, ()>(b"x".to_vec());
+    // `f/`: the slash names a directory, and f is a file.
+    for err in [
+        write_atomic(&d.join("f/"), b"x", &o).unwrap_err(),
+        write_locked(&d.join("f/."), b"x", &o).unwrap_err(),
+        FencedFile::new(d.join("f/")).write(Token(1), b"x", &o).unwrap_err(),
+        FencedFile::new(d.join("ok"))
+            .with_fence_record(d.join("f/"))
+            .write(Token(1), b"x", &o)
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                err,
+                FileError::TrailingSlash {
+                    why: Some(DirError::NotADirectory { kind: "file", .. }),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("f is a file, not a directory") && text.contains("leave out the slash"),
+            "{text}"
+        );
+    }
+    assert_eq!(fs::read(d.join("f")).unwrap(), b"kept");
+    assert!(matches!(
+        write_atomic(&d.join("new/"), b"x", &o),
+        Err(FileError::TrailingSlash { why: None, .. })
+    ));
+    assert!(!d.join("new").exists());
+    for path in ["subdir", "subdir/", "subdir/."] {
+        assert!(
+            matches!(
+                write_atomic(&d.join(path), b"x", &o),
+                Err(FileError::IsDirectory { .. })
+            ),
+            "{path}"
+        );
+    }
+    // A missing directory: what is missing and what to do, once.
+    let missing = |err: &FileError, role: Role| {
+        assert!(
+            matches!(err, FileError::UnsafeDirectory { role: r, why: DirError::Missing { .. }, .. } if *r == role),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("nodir does not exist") && text.contains("mkdir -p") && !text.contains("os error"),
+            "{text}"
+        );
+    };
+    missing(&write_locked(&d.join("nodir/x"), b"x", &o).unwrap_err(), Role::Data);
+    let UpdateError::File(err) = update(&d.join("nodir/x"), &o, keep).unwrap_err() else {
+        panic!()
+    };
+    missing(&err, Role::Data);
+    missing(
+        &FencedFile::new(d.join("nodir/x"))
+            .write(Token(1), b"x", &o)
+            .unwrap_err(),
+        Role::Data,
+    );
+    let fenced = FencedFile::new(d.join("ok")).with_fence_record(d.join("nodir/fence"));
+    missing(&fenced.write(Token(1), b"x", &o).unwrap_err(), Role::Fence);
+    assert!(!d.join("nodir").exists() && !d.join("ok").exists());
+}
+
+#[test]
 fn a_symlinked_directory_is_followed_but_one_planted_in_a_sticky_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
