@@ -1,0 +1,341 @@
+//! The README's examples, run as written — with their paths put in a temp
+//! folder, the programs they start (`./agent.sh`, `my-agent`, …) standing
+//! in as small scripts, and the PostgreSQL and etcd examples pointed at the
+//! tests' own throwaway servers on 127.0.0.1. The cron line and the systemd
+//! unit are checked for syntax only. The build commands at the top
+//! (`cargo run`, `scripts/test`) are what CI runs, so they are left out.
+//!
+//! Each example line must exit 0 — or exit N where its own comment says
+//! "exit N" (`# exit 11 if held`).
+
+#[path = "../../leasehold-postgres/tests/support/mod.rs"]
+mod postgres;
+
+#[path = "../../leasehold-etcd/tests/support/mod.rs"]
+mod etcd;
+
+use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A block of the README: where it starts, its fence language (`None`: an
+/// indented block), and its lines.
+#[derive(Debug)]
+struct Block {
+    line: usize,
+    lang: Option<String>,
+    lines: Vec<String>,
+}
+
+fn blocks(readme: &str) -> Vec<Block> {
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut fence: Option<Block> = None;
+    let mut previous_blank = true;
+    let mut indented: Option<Block> = None;
+    for (i, line) in readme.lines().enumerate() {
+        if let Some(rest) = line.strip_prefix("```") {
+            match fence.take() {
+                Some(block) => blocks.push(block),
+                None => {
+                    fence = Some(Block {
+                        line: i + 1,
+                        lang: Some(rest.trim().to_owned()),
+                        lines: Vec::new(),
+                    });
+                }
+            }
+            continue;
+        }
+        if let Some(block) = &mut fence {
+            block.lines.push(line.to_owned());
+            continue;
+        }
+        match (line.strip_prefix("    "), &mut indented) {
+            (Some(code), Some(block)) => block.lines.push(code.to_owned()),
+            (Some(code), None) if previous_blank => {
+                indented = Some(Block {
+                    line: i + 1,
+                    lang: None,
+                    lines: vec![code.to_owned()],
+                });
+            }
+            _ => {
+                if let Some(block) = indented.take() {
+                    blocks.push(block);
+                }
+            }
+        }
+        previous_blank = line.trim().is_empty();
+    }
+    blocks.extend(indented);
+    blocks
+}
+
+fn readme() -> Vec<Block> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+    blocks(&text)
+}
+
+/// The exit codes an example line may end with: 0, and any its comment
+/// names as "exit N".
+fn allowed(line: &str) -> Vec<i32> {
+    let mut codes = vec![0];
+    if let Some((_, comment)) = line.split_once(" # ") {
+        let words: Vec<&str> = comment.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+        for pair in words.windows(2) {
+            if pair[0] == "exit"
+                && let Ok(n) = pair[1].parse()
+            {
+                codes.push(n);
+            }
+        }
+    }
+    codes
+}
+
+/// A sandbox with the programs and files the examples use.
+fn sandbox() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let script = |path: &Path, body: &str| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut f = std::fs::File::create(path).unwrap();
+        std::io::Write::write_all(&mut f, format!("#!/bin/sh\n{body}\n").as_bytes()).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    for name in ["agent.sh", "publish.sh", "backup.sh"] {
+        script(&d.join(name), "echo \"$0 ran with token ${LEASEHOLD_TOKEN:-none}\"");
+    }
+    script(&d.join("crawl-one.sh"), "cat >/dev/null; echo '{\"pages\":1}'");
+    script(&d.join("bin/my-agent"), "echo my-agent \"$@\"");
+    script(&d.join("bin/agent-state"), "echo '{\"runs\":0}'");
+    let file = |name: &str, text: &str| {
+        std::fs::create_dir_all(d.join(name).parent().unwrap()).unwrap();
+        let mut f = std::fs::File::create(d.join(name)).unwrap();
+        std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+    };
+    file("report.json", "{\"report\":1}\n");
+    file(
+        "urls.json",
+        "{\"url\":\"https://example.org/b\"}\n{\"url\":\"https://example.org/c\"}\n",
+    );
+    std::fs::create_dir_all(d.join("out")).unwrap();
+    std::fs::create_dir_all(d.join("run/lock")).unwrap();
+    dir
+}
+
+/// Run `lines` in order as one bash script in `dir` (variables carry from
+/// line to line, as a reader pasting them would have them), with `leasehold`
+/// the binary under test, and check each line's exit code.
+fn run_lines(dir: &Path, store: &str, lines: &[(usize, String)]) {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_leasehold"));
+    let mut script = String::from(
+        "leasehold() { timeout --preserve-status -s TERM \"${LH_TIMEOUT:-60}\" \"$LEASEHOLD_BIN\" \"$@\"; }\n",
+    );
+    for (i, (_, line)) in lines.iter().enumerate() {
+        // A worker that runs until stopped is stopped (SIGTERM: it drains
+        // and exits 0) after a few seconds.
+        let line = if line.contains("leasehold work") && !line.contains("--drain") && !line.contains("--until-empty") {
+            line.replacen("leasehold work", "LH_TIMEOUT=3 leasehold work", 1)
+        } else {
+            line.clone()
+        };
+        let _ = writeln!(script, "{line}\necho \"{i} $?\" >&3");
+    }
+    let codes = dir.join(".codes");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("exec 3>{}; {script}", codes.display()))
+        .current_dir(dir)
+        .env("LEASEHOLD_BIN", &bin)
+        .env("LEASEHOLD_STORE", store)
+        .env("HOME", dir)
+        .env("XDG_STATE_HOME", dir.join("xdg"))
+        .env(
+            "PATH",
+            format!("{}:{}", dir.join("bin").display(), std::env::var("PATH").unwrap()),
+        )
+        .env_remove("LEASEHOLD_LOG")
+        .output()
+        .expect("run bash");
+    let log = format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let codes = std::fs::read_to_string(&codes).unwrap();
+    let codes: Vec<i32> = codes
+        .lines()
+        .map(|l| l.split_once(' ').unwrap().1.parse().unwrap())
+        .collect();
+    assert_eq!(codes.len(), lines.len(), "every line ran\n{log}");
+    for ((readme_line, line), code) in lines.iter().zip(codes) {
+        assert!(
+            allowed(line).contains(&code),
+            "README.md:{readme_line}: `{line}` exited {code}\n{log}"
+        );
+    }
+}
+
+/// The lines of the README's shell examples, each with its line number,
+/// `select`ed by block and rewritten by `edit`.
+fn example_lines(select: impl Fn(&Block) -> bool, edit: impl Fn(&str) -> String) -> Vec<(usize, String)> {
+    readme()
+        .into_iter()
+        .filter(|b| b.lang.is_none() && select(b))
+        .flat_map(|b| {
+            let start = b.line;
+            b.lines
+                .into_iter()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(move |(i, l)| (start + i, l))
+        })
+        .map(|(n, l)| (n, edit(&l)))
+        .collect()
+}
+
+fn mentions(b: &Block, what: &str) -> bool {
+    b.lines.iter().any(|l| l.contains(what))
+}
+
+fn is_shell(b: &Block) -> bool {
+    b.lines.iter().any(|l| l.contains("leasehold "))
+        && !b
+            .lines
+            .iter()
+            .any(|l| l.starts_with("cargo ") || l.starts_with("scripts/"))
+        && !b.lines.iter().any(|l| l.contains("::"))
+}
+
+#[test]
+fn the_embedded_store_examples_run_as_written() {
+    let dir = sandbox();
+    let lines = example_lines(
+        |b| is_shell(b) && !mentions(b, "postgres://") && !mentions(b, "etcd://"),
+        |l| l.replace("/run/lock/", "run/lock/"),
+    );
+    assert!(lines.len() >= 25, "the README's examples were found: {lines:?}");
+    let store = format!("sqlite://{}", dir.path().join("store/leasehold.db").display());
+    run_lines(dir.path(), &store, &lines);
+}
+
+#[test]
+fn the_postgres_examples_run_against_a_throwaway_server() {
+    let server = postgres::Server::shared();
+    let url = server.url("readme");
+    let dir = sandbox();
+    let lines = example_lines(
+        |b| mentions(b, "postgres://"),
+        |l| {
+            let Some(start) = l.find("'postgres://") else {
+                return l.to_owned();
+            };
+            let end = start + 1 + l[start + 1..].find('\'').expect("a quoted URL");
+            format!("{}'{url}'{}", &l[..start], &l[end + 1..])
+        },
+    );
+    assert!(lines.iter().any(|(_, l)| l.contains("127.0.0.1")), "{lines:?}");
+    run_lines(dir.path(), "sqlite:///nonexistent/not-used.db", &lines);
+}
+
+#[test]
+fn the_etcd_examples_run_against_a_throwaway_server() {
+    if etcd::skip_without_etcd("the_etcd_examples_run_against_a_throwaway_server") {
+        return;
+    }
+    let endpoint = etcd::shared().endpoint();
+    let dir = sandbox();
+    let lines = example_lines(
+        |b| mentions(b, "etcd://"),
+        |l| {
+            l.replace("10.0.0.5:2379,10.0.0.6:2379", &endpoint)
+                .replace("10.0.0.5:2379", &endpoint)
+        },
+    );
+    assert!(
+        lines.len() >= 2 && lines.iter().all(|(_, l)| !l.contains("10.0.0")),
+        "{lines:?}"
+    );
+    run_lines(dir.path(), "sqlite:///nonexistent/not-used.db", &lines);
+}
+
+/// The cron line: five time fields, then a command bash can parse.
+#[test]
+fn the_cron_line_is_valid() {
+    let blocks: Vec<Block> = readme()
+        .into_iter()
+        .filter(|b| b.lang.as_deref() == Some("cron"))
+        .collect();
+    assert_eq!(blocks.len(), 1);
+    for line in blocks[0]
+        .lines
+        .iter()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
+        let fields: Vec<&str> = line.splitn(6, ' ').collect();
+        assert_eq!(fields.len(), 6, "five time fields and a command: {line}");
+        for field in &fields[..5] {
+            assert!(
+                !field.is_empty() && field.chars().all(|c| c.is_ascii_digit() || "*/,-".contains(c)),
+                "time field {field:?} of {line}"
+            );
+        }
+        bash_parses(fields[5]);
+        assert!(fields[5].starts_with("leasehold run "), "{line}");
+    }
+}
+
+/// The systemd unit: sections and Key=Value lines of keys systemd knows,
+/// and an `ExecStart` bash can parse.
+#[test]
+fn the_systemd_unit_is_valid() {
+    let blocks: Vec<Block> = readme()
+        .into_iter()
+        .filter(|b| b.lang.as_deref() == Some("ini"))
+        .collect();
+    assert_eq!(blocks.len(), 1);
+    let known = [
+        "Type",
+        "ExecStart",
+        "TimeoutStopSec",
+        "RestartForceExitStatus",
+        "RestartSec",
+        "Restart",
+        "KillMode",
+        "Description",
+        "WantedBy",
+        "After",
+    ];
+    let mut exec = None;
+    for line in blocks[0]
+        .lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        if line.starts_with('[') {
+            assert!(["[Unit]", "[Service]", "[Install]"].contains(&line), "{line}");
+            continue;
+        }
+        let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("not Key=Value: {line}"));
+        assert!(known.contains(&key), "unknown key {key}");
+        assert!(!value.is_empty(), "{line}");
+        if key == "ExecStart" {
+            exec = Some(value.to_owned());
+        }
+    }
+    let exec = exec.expect("an ExecStart");
+    assert!(exec.starts_with('/'), "systemd wants an absolute path: {exec}");
+    bash_parses(&exec);
+}
+
+fn bash_parses(command: &str) {
+    let out = Command::new("bash").args(["-n", "-c", command]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "bash cannot parse {command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
