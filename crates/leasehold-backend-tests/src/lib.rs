@@ -7,14 +7,25 @@
 //!
 //! # Running it for a backend
 //!
-//! A backend crate implements [`Harness`] in an integration test and expands
-//! [`conformance!`] once; every case becomes one `#[test]`:
+//! A backend crate implements [`Harness`] in an integration test built with
+//! `harness = false` and hands it to [`main`]; every case becomes one trial
+//! of a libtest-like runner (libtest-mimic: the same filters, `--list`,
+//! `--test-threads`):
 //!
 //! ```ignore
 //! struct SqliteHarness { /* a temp dir and the backend */ }
 //! impl leasehold_backend_tests::Harness for SqliteHarness { /* ... */ }
-//! leasehold_backend_tests::conformance!(SqliteHarness);
+//! fn main() { leasehold_backend_tests::main::<SqliteHarness>() }
 //! ```
+//!
+//! # What is skipped, and how it shows
+//!
+//! A case that needs a capability the backend lacks ([`cases`] says which)
+//! is reported as **ignored**, with the reason in its name's `[kind]`
+//! (`[skip: no clock_skew]`), and counted as ignored in the summary — never
+//! as passed. So is every case when the harness cannot make a store here
+//! ([`Harness::unavailable`]: a server not installed, outside CI). A case
+//! that runs anyway without its capability (`--include-ignored`) fails.
 //!
 //! # Adding a case
 //!
@@ -24,21 +35,18 @@
 //!    proves. Build parameters with [`params`] (struct-update syntax for what
 //!    differs from the defaults) and call the store through the [`Case`]
 //!    helpers, which turn an unexpected outcome into a panic naming the call.
-//! 2. Add its name to the list in [`conformance!`]. A case missing from the
-//!    list would never run; this crate's own test `every_case_is_in_the_macro`
+//! 2. Add it to [`cases`] with the capabilities it needs. A case missing
+//!    there would never run; this crate's own test `every_case_is_listed`
 //!    fails until it is there.
-//! 3. If it needs a capability the backend may lack, start with
-//!    `if !t.supports(Capability::ClockSkew) { return; }`: that prints a
-//!    `SKIP` line to stderr (uncaptured, so it shows in every run) — a case
-//!    never passes silently without testing anything.
 //!
 //! Cases must be able to fail: assert the exact outcome (`Lost(Gone)`, the
 //! token, the history events), never only that a call returned `Ok`. Time
 //! moves only through [`Case::advance`] (the store's [`ClockSkew`]), never by
-//! sleeping; a real-time [`SLACK`] is allowed only where a read reports time
-//! left.
+//! sleeping — except in the expiry cases, which every store runs: where the
+//! clock cannot be moved (etcd's is the server's) they use grants of
+//! [`REAL_TTL`] and let real time pass ([`Case::expire`]). A real-time
+//! [`SLACK`] is allowed only where a read reports time left.
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use leasehold_backend::{
@@ -67,9 +75,9 @@ pub trait Harness: Sized {
     fn reopen(&mut self);
 
     /// Why this harness cannot make a store here (e.g. its server is not
-    /// installed), checked before each case: `Some(reason)` skips the case
-    /// with a SKIP line. A harness must return `None` where skipping is not
-    /// allowed (CI), and fail there instead.
+    /// installed): `Some(reason)` reports every case as ignored, with the
+    /// reason. A harness must return `None` where skipping is not allowed
+    /// (CI), and fail there instead.
     #[must_use]
     fn unavailable() -> Option<String> {
         None
@@ -93,6 +101,33 @@ pub enum Capability {
 /// wait for a disk.
 pub const SLACK: Duration = Duration::from_secs(5);
 
+impl Capability {
+    fn has(self, caps: leasehold_backend::Capabilities) -> bool {
+        match self {
+            Capability::ClockSkew => caps.clock_skew,
+            Capability::Reopenable => caps.reopenable,
+            Capability::Tasks => caps.tasks,
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            Capability::ClockSkew => "clock_skew",
+            Capability::Reopenable => "reopenable",
+            Capability::Tasks => "tasks",
+        }
+    }
+}
+
+/// The TTL of the grants an expiry case lets run out where the store's clock
+/// cannot be moved: real time passes. Two seconds is the shortest etcd
+/// grants (its minimum lease TTL with the default election timeout).
+pub const REAL_TTL: Duration = Duration::from_secs(2);
+
+/// How long after [`REAL_TTL`] a store may take to expire a grant in real
+/// time (etcd's leader checks its leases every 500 ms).
+pub const REAL_EXPIRY_LAG: Duration = Duration::from_secs(2);
+
 /// One running case: a fresh store, and helpers that panic with the name of
 /// the call when the store answers something other than what the case expects.
 #[derive(Debug)]
@@ -102,20 +137,25 @@ pub struct Case<H> {
 }
 
 impl<H: Harness> Case<H> {
-    /// Run `case` against a fresh store; called by [`conformance!`].
-    pub fn run(name: &'static str, case: fn(&mut Case<H>)) {
-        if let Some(reason) = H::unavailable() {
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "SKIP conformance::{name}: {} cannot make a store here: {reason}",
-                std::any::type_name::<H>(),
-            );
-            return;
-        }
+    /// Run `case` against a fresh store.
+    ///
+    /// # Panics
+    /// When the store lacks one of `needs` (the runner reports such a case
+    /// as ignored; it runs only when asked to with `--include-ignored`).
+    pub fn run(name: &'static str, needs: &[Capability], case: fn(&mut Case<H>)) {
         let mut t = Case {
             name,
             harness: H::new(),
         };
+        let caps = t.backend().capabilities();
+        for need in needs {
+            assert!(
+                need.has(caps),
+                "case {name} needs Capabilities::{}, which {} lacks: it cannot run here",
+                need.flag(),
+                std::any::type_name::<H>()
+            );
+        }
         case(&mut t);
     }
 
@@ -124,43 +164,62 @@ impl<H: Harness> Case<H> {
         self.harness.backend()
     }
 
-    /// Whether the backend has `capability`; if not, prints a SKIP line for
-    /// this case to stderr and the case must return.
-    pub fn supports(&self, capability: Capability) -> bool {
-        let caps = self.backend().capabilities();
-        let (has, flag) = match capability {
-            Capability::ClockSkew => (caps.clock_skew, "clock_skew"),
-            Capability::Reopenable => (caps.reopenable, "reopenable"),
-            Capability::Tasks => (caps.tasks, "tasks"),
-        };
-        if !has {
-            // Straight to the stderr descriptor: libtest captures `eprintln!`
-            // of passing tests, and a skip must be seen.
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "SKIP conformance::{}: backend {} lacks the capability (Capabilities::{flag} = false)",
-                self.name,
-                std::any::type_name::<H>(),
-            );
-        }
-        has
-    }
-
     /// Move the store's clock forward (no sleeping).
     pub fn advance(&self, by: Duration) {
         assert!(
             self.backend().capabilities().clock_skew,
-            "case {} moves the clock without checking `supports(Capability::ClockSkew)`",
+            "case {} moves the clock but is not listed as needing Capability::ClockSkew",
             self.name
         );
         self.harness.skew().advance(by);
+    }
+
+    /// Whether time must really pass for a grant to expire here.
+    fn real_time(&self) -> bool {
+        !self.backend().capabilities().clock_skew
+    }
+
+    /// The TTL of a grant an expiry case lets run out: [`params::TTL`] where
+    /// the store's clock can be moved, [`REAL_TTL`] where it cannot.
+    pub fn expiry_ttl(&self) -> Duration {
+        if self.real_time() { REAL_TTL } else { params::TTL }
+    }
+
+    /// `p` with the TTL of [`Case::expiry_ttl`].
+    pub fn expiring(&self, p: LeaseAcquireParams) -> LeaseAcquireParams {
+        LeaseAcquireParams {
+            ttl: self.expiry_ttl(),
+            ..p
+        }
+    }
+
+    /// Bring a grant of [`Case::expiry_ttl`], made just now, close to its
+    /// end while it is still live: the store's clock to a second before it,
+    /// or half of it in real time.
+    pub fn almost_expire(&self) {
+        if self.real_time() {
+            std::thread::sleep(REAL_TTL / 2);
+        } else {
+            self.advance(params::TTL.saturating_sub(Duration::from_secs(1)));
+        }
+    }
+
+    /// Let every grant of [`Case::expiry_ttl`] made so far run out: the
+    /// store's clock a second past it, or, in real time, its TTL and the
+    /// store's expiry lag.
+    pub fn expire(&self) {
+        if self.real_time() {
+            std::thread::sleep(REAL_TTL + REAL_EXPIRY_LAG);
+        } else {
+            self.advance(params::TTL + Duration::from_secs(1));
+        }
     }
 
     /// Close and reopen the store.
     pub fn reopen(&mut self) {
         assert!(
             self.backend().capabilities().reopenable,
-            "case {} reopens without checking `supports(Capability::Reopenable)`",
+            "case {} reopens but is not listed as needing Capability::Reopenable",
             self.name
         );
         self.harness.reopen();
@@ -315,127 +374,144 @@ pub fn names(states: &[LeaseState]) -> Vec<&str> {
     states.iter().map(|s| s.name.as_str()).collect()
 }
 
-/// Expand the whole conformance suite for a [`Harness`]: one `#[test]` per
-/// case, named after it.
-///
-/// ```ignore
-/// leasehold_backend_tests::conformance!(SqliteHarness);
-/// ```
-#[macro_export]
-macro_rules! conformance {
-    ($harness:ty) => {
-        $crate::__conformance_cases! { $harness;
-            tokens_first_grant_is_positive,
-            tokens_increase_across_release,
-            tokens_increase_across_expiry,
-            tokens_increase_across_fast_takeover,
-            tokens_survive_reopen,
-            tokens_are_per_name,
-            modes_exclusive_excludes_everything,
-            modes_shared_coexist,
-            modes_shared_limit,
-            modes_exclusive_refused_while_shared_live,
-            renew_extends_on_the_store_clock,
-            renew_after_expiry_is_lost_and_never_revived,
-            renew_after_release_is_gone,
-            renew_with_wrong_owner_is_not_owner,
-            renew_without_explicit_owner_is_refused,
-            renew_of_unissued_token_is_gone,
-            release_ends_grant_at_once_and_keeps_counter,
-            release_twice_is_lost,
-            release_with_wrong_owner_is_not_owner,
-            release_without_explicit_owner_is_refused,
-            reacquire_explicit_owner_is_idempotent,
-            reacquire_explicit_owner_extends_expiry,
-            reacquire_implicit_owner_is_held,
-            reacquire_other_mode_is_not_idempotent,
-            reacquire_after_expiry_gets_new_token,
-            reacquire_by_the_same_process_renews_its_grant,
-            evict_takes_over_live_grant,
-            evict_of_stale_token_is_ignored,
-            waiters_fifo_blocks_newcomers,
-            waiters_exclusive_waiter_blocks_new_shared,
-            waiters_shared_waiters_admit_shared_newcomer,
-            waiters_registration_expires,
-            waiters_refresh_keeps_place,
-            waiters_expired_ticket_is_remade_at_back,
-            waiters_remove_unblocks,
-            fence_exclusive_newest_live_only,
-            fence_expired_token_is_not_live,
-            fence_shared_any_live_grant,
-            fence_verdicts_are_recorded,
-            history_newest_first_and_limited,
-            history_records_expiry,
-            inspect_get_unknown_is_none,
-            inspect_get_reports_grant,
-            inspect_list_ordered_and_live_only,
-            inspect_waiters_counted,
-            names_stored_exactly,
-            names_are_independent,
-            expiry_on_the_store_clock,
-            limits_lease_ttls_out_of_range_are_refused,
-            limits_task_durations_out_of_range_are_refused,
-            task_add_stores_a_pending_task,
-            task_add_is_idempotent_by_id,
-            task_add_conflict_adds_nothing_of_the_call,
-            task_add_ids_are_per_queue,
-            task_add_now_is_on_the_store_clock,
-            task_add_delay_is_on_the_store_clock,
-            task_claim_order_priority_then_available_then_insertion,
-            task_claim_delayed_task_waits_for_its_time,
-            task_claim_nothing_claimable_is_none,
-            task_claim_makes_running_with_attempt_and_token,
-            task_claim_expired_claim_is_claimable_again,
-            task_claim_expirations_use_up_attempts,
-            task_complete_late_worker_is_refused,
-            task_stale_token_changes_nothing,
-            task_expired_claim_is_stale_without_a_newer_claim,
-            task_unknown_task_is_not_found,
-            task_heartbeat_extends_the_claim,
-            task_fail_retry_after_delay,
-            task_fail_never_is_dead,
-            task_fail_attempts_used_up_is_dead_even_with_retry,
-            task_fail_backoff_is_exponential,
-            task_get_unknown_is_none,
-            task_stats_counts_per_state_per_queue,
-            task_list_filters_by_state_in_claim_order,
-            task_purge_deletes_old_finished_tasks_of_the_queue,
-            task_lifecycle_one_completion_with_interleaved_claims,
-            task_lifecycle_racing_workers_complete_each_task_once,
-            task_release_does_not_charge_the_attempt,
-            task_release_never_uses_up_attempts,
-            task_retry_revives_dead_task,
-            task_retry_of_live_or_unknown_is_refused,
-        }
-    };
+/// Every case, with the capabilities it needs; in the order they were
+/// written (by area).
+#[must_use]
+#[allow(clippy::type_complexity, reason = "a table of (name, needs, case)")]
+pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut Case<H>))> {
+    macro_rules! case {
+        ($name:ident $(, $need:ident)*) => {
+            (
+                stringify!($name),
+                &[$(Capability::$need),*] as &'static [Capability],
+                cases::$name::<H> as fn(&mut Case<H>),
+            )
+        };
+    }
+    vec![
+        case!(tokens_first_grant_is_positive),
+        case!(tokens_increase_across_release),
+        case!(tokens_increase_across_expiry),
+        case!(tokens_increase_across_fast_takeover),
+        case!(tokens_survive_reopen, Reopenable),
+        case!(tokens_are_per_name),
+        case!(modes_exclusive_excludes_everything),
+        case!(modes_shared_coexist),
+        case!(modes_shared_limit),
+        case!(modes_exclusive_refused_while_shared_live),
+        case!(renew_extends_on_the_store_clock, ClockSkew),
+        case!(renew_after_expiry_is_lost_and_never_revived),
+        case!(renew_after_release_is_gone),
+        case!(renew_with_wrong_owner_is_not_owner),
+        case!(renew_without_explicit_owner_is_refused),
+        case!(renew_of_unissued_token_is_gone),
+        case!(release_ends_grant_at_once_and_keeps_counter),
+        case!(release_twice_is_lost),
+        case!(release_with_wrong_owner_is_not_owner),
+        case!(release_without_explicit_owner_is_refused),
+        case!(reacquire_explicit_owner_is_idempotent),
+        case!(reacquire_explicit_owner_extends_expiry, ClockSkew),
+        case!(reacquire_implicit_owner_is_held),
+        case!(reacquire_other_mode_is_not_idempotent),
+        case!(reacquire_after_expiry_gets_new_token),
+        case!(reacquire_by_the_same_process_renews_its_grant),
+        case!(evict_takes_over_live_grant),
+        case!(evict_of_stale_token_is_ignored),
+        case!(waiters_fifo_blocks_newcomers),
+        case!(waiters_exclusive_waiter_blocks_new_shared),
+        case!(waiters_shared_waiters_admit_shared_newcomer),
+        case!(waiters_registration_expires, ClockSkew),
+        case!(waiters_refresh_keeps_place, ClockSkew),
+        case!(waiters_expired_ticket_is_remade_at_back, ClockSkew),
+        case!(waiters_remove_unblocks),
+        case!(fence_exclusive_newest_live_only),
+        case!(fence_expired_token_is_not_live),
+        case!(fence_shared_any_live_grant),
+        case!(fence_verdicts_are_recorded),
+        case!(history_newest_first_and_limited),
+        case!(history_records_expiry),
+        case!(inspect_get_unknown_is_none),
+        case!(inspect_get_reports_grant),
+        case!(inspect_list_ordered_and_live_only),
+        case!(inspect_waiters_counted),
+        case!(names_stored_exactly),
+        case!(names_are_independent),
+        case!(expiry_on_the_store_clock),
+        case!(limits_lease_ttls_out_of_range_are_refused),
+        case!(limits_task_durations_out_of_range_are_refused, Tasks),
+        case!(task_add_stores_a_pending_task, Tasks),
+        case!(task_add_is_idempotent_by_id, Tasks),
+        case!(task_add_conflict_adds_nothing_of_the_call, Tasks),
+        case!(task_add_ids_are_per_queue, Tasks),
+        case!(task_add_now_is_on_the_store_clock, Tasks, ClockSkew),
+        case!(task_add_delay_is_on_the_store_clock, Tasks, ClockSkew),
+        case!(task_claim_order_priority_then_available_then_insertion, Tasks),
+        case!(task_claim_delayed_task_waits_for_its_time, Tasks, ClockSkew),
+        case!(task_claim_nothing_claimable_is_none, Tasks),
+        case!(task_claim_makes_running_with_attempt_and_token, Tasks),
+        case!(task_claim_expired_claim_is_claimable_again, Tasks, ClockSkew),
+        case!(task_claim_expirations_use_up_attempts, Tasks, ClockSkew),
+        case!(task_complete_late_worker_is_refused, Tasks, ClockSkew),
+        case!(task_stale_token_changes_nothing, Tasks, ClockSkew),
+        case!(task_expired_claim_is_stale_without_a_newer_claim, Tasks, ClockSkew),
+        case!(task_unknown_task_is_not_found, Tasks),
+        case!(task_heartbeat_extends_the_claim, Tasks, ClockSkew),
+        case!(task_fail_retry_after_delay, Tasks, ClockSkew),
+        case!(task_fail_never_is_dead, Tasks),
+        case!(task_fail_attempts_used_up_is_dead_even_with_retry, Tasks),
+        case!(task_fail_backoff_is_exponential, Tasks, ClockSkew),
+        case!(task_get_unknown_is_none, Tasks),
+        case!(task_stats_counts_per_state_per_queue, Tasks),
+        case!(task_list_filters_by_state_in_claim_order, Tasks),
+        case!(task_purge_deletes_old_finished_tasks_of_the_queue, Tasks, ClockSkew),
+        case!(task_lifecycle_one_completion_with_interleaved_claims, Tasks, ClockSkew),
+        case!(task_lifecycle_racing_workers_complete_each_task_once, Tasks, ClockSkew),
+        case!(task_release_does_not_charge_the_attempt, Tasks),
+        case!(task_release_never_uses_up_attempts, Tasks),
+        case!(task_retry_revives_dead_task, Tasks),
+        case!(task_retry_of_live_or_unknown_is_refused, Tasks),
+    ]
 }
 
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __conformance_cases {
-    ($harness:ty; $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::Case::<$harness>::run(stringify!($case), $crate::cases::$case::<$harness>);
+/// Run the whole suite for `H` as a libtest-like test binary (built with
+/// `harness = false`): one trial per case; a case the store cannot run is
+/// reported as ignored, with the reason as its kind (see the crate docs).
+pub fn main<H: Harness + 'static>() -> ! {
+    let args = libtest_mimic::Arguments::from_args();
+    let unavailable = H::unavailable();
+    // The capabilities are the backend's, the same for every store it
+    // makes: one store made up front tells them.
+    let caps = unavailable.is_none().then(|| H::new().backend().capabilities());
+    let trials = cases::<H>()
+        .into_iter()
+        .map(|(name, needs, case)| {
+            let skip = match (&unavailable, caps) {
+                (Some(reason), _) => Some(format!("skip: {reason}")),
+                (None, Some(caps)) => needs
+                    .iter()
+                    .find(|need| !need.has(caps))
+                    .map(|need| format!("skip: no {}", need.flag())),
+                (None, None) => None,
+            };
+            let trial = libtest_mimic::Trial::test(name, move || {
+                Case::<H>::run(name, needs, case);
+                Ok(())
+            });
+            match skip {
+                Some(kind) => trial.with_kind(kind).with_ignored_flag(true),
+                None => trial,
             }
-        )*
-    };
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit()
 }
 
 #[cfg(test)]
 mod tests {
-    /// A case missing from `conformance!` would never run anywhere.
+    /// A case missing from [`super::cases`] would never run anywhere.
     #[test]
-    fn every_case_is_in_the_macro() {
+    fn every_case_is_listed() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read lib.rs");
-        let listed: Vec<&str> = lib
-            .lines()
-            .skip_while(|l| !l.contains("macro_rules! conformance"))
-            .take_while(|l| !l.contains("macro_rules! __conformance_cases"))
-            .filter_map(|l| l.trim().strip_suffix(','))
-            .collect();
         let mut defined = Vec::new();
         for entry in std::fs::read_dir(src.join("cases")).expect("read cases/") {
             let text = std::fs::read_to_string(entry.expect("dir entry").path()).expect("read a case file");
@@ -445,17 +521,31 @@ mod tests {
                 }
             }
         }
+        let listed: Vec<&str> = super::cases::<Dummy>().iter().map(|(name, _, _)| *name).collect();
         assert!(defined.len() > 40, "found only {} cases", defined.len());
         for case in &defined {
-            assert!(
-                listed.contains(&case.as_str()),
-                "case {case} is not listed in conformance!"
-            );
+            assert!(listed.contains(&case.as_str()), "case {case} is not listed in cases()");
         }
-        assert_eq!(
-            listed.len(),
-            defined.len(),
-            "conformance! lists a case twice or one that does not exist"
-        );
+        let mut unique = listed.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), listed.len(), "cases() lists a case twice");
+        assert_eq!(listed.len(), defined.len(), "cases() lists one that does not exist");
+    }
+
+    /// Never made: only names the type the case table is built for.
+    struct Dummy;
+
+    impl super::Harness for Dummy {
+        fn new() -> Self {
+            unreachable!("the table is only listed")
+        }
+        fn backend(&self) -> &dyn leasehold_backend::Backend {
+            unreachable!()
+        }
+        fn skew(&self) -> &leasehold_backend::ClockSkew {
+            unreachable!()
+        }
+        fn reopen(&mut self) {}
     }
 }

@@ -51,4 +51,6 @@ impl leasehold_backend_tests::Harness for EtcdHarness {
     }
 }
 
-leasehold_backend_tests::conformance!(EtcdHarness);
+fn main() {
+    leasehold_backend_tests::main::<EtcdHarness>()
+}

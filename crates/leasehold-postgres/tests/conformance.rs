@@ -47,4 +47,6 @@ impl leasehold_backend_tests::Harness for PostgresHarness {
     }
 }
 
-leasehold_backend_tests::conformance!(PostgresHarness);
+fn main() {
+    leasehold_backend_tests::main::<PostgresHarness>()
+}

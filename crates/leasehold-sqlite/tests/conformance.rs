@@ -48,4 +48,6 @@ impl leasehold_backend_tests::Harness for SqliteHarness {
     }
 }
 
-leasehold_backend_tests::conformance!(SqliteHarness);
+fn main() {
+    leasehold_backend_tests::main::<SqliteHarness>()
+}

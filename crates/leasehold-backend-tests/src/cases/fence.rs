@@ -3,12 +3,10 @@
 //! is recorded in the history. A refusal carries "the newest token ever
 //! issued for the name".
 
-use std::time::Duration;
-
 use leasehold_backend::{FenceRefusal, HistoryEvent, LeaseAcquireParams, LeaseFence, Token};
 
 use crate::params::{self, FENCE_CALLER, SHARED};
-use crate::{Capability, Case, Harness};
+use crate::{Case, Harness};
 
 fn assert_passes<H: Harness>(t: &Case<H>, lease: &str, token: Token) {
     match t.fence(&params::fence(lease, token)) {
@@ -70,13 +68,10 @@ pub fn fence_exclusive_newest_live_only<H: Harness>(t: &mut Case<H>) {
 /// A grant past its TTL no longer passes, even before anything has cleaned
 /// it up.
 pub fn fence_expired_token_is_not_live<H: Harness>(t: &mut Case<H>) {
-    if !t.supports(Capability::ClockSkew) {
-        return;
-    }
-    let grant = t.granted(&params::acquire("job"));
-    t.advance(Duration::from_secs(59)); // of the 60s TTL
+    let grant = t.granted(&t.expiring(params::acquire("job")));
+    t.almost_expire();
     assert_passes(t, "job", grant.token);
-    t.advance(Duration::from_secs(2));
+    t.expire();
     assert_eq!(
         t.fence(&params::fence("job", grant.token)),
         refused(grant.token, FenceRefusal::NotLive),

@@ -1,12 +1,10 @@
 //! "Every grant, release, expiry takeover, fast takeover and refused stale
 //! token is recorded", newest first, at most `limit` entries.
 
-use std::time::Duration;
-
 use leasehold_backend::{HistoryEvent, LeaseAcquireParams, LeaseRelease, LeaseReleaseParams, LeaseRenew, Token};
 
-use crate::params::{self, SHARED, TTL};
-use crate::{Capability, Case, Harness};
+use crate::params::{self, SHARED};
+use crate::{Case, Harness};
 
 /// Every kind of event except expiry, in order, newest first; `limit` keeps
 /// the newest entries.
@@ -76,17 +74,16 @@ pub fn history_newest_first_and_limited<H: Harness>(t: &mut Case<H>) {
 /// Expired grants are recorded as `expired` when the next acquisition
 /// removes them — every one of them, shared grants included.
 pub fn history_records_expiry<H: Harness>(t: &mut Case<H>) {
-    if !t.supports(Capability::ClockSkew) {
-        return;
-    }
-    let reader = |owner: &str| LeaseAcquireParams {
-        owner: params::implicit(owner),
-        mode: SHARED,
-        ..params::acquire("dir")
+    let reader = |owner: &str| {
+        t.expiring(LeaseAcquireParams {
+            owner: params::implicit(owner),
+            mode: SHARED,
+            ..params::acquire("dir")
+        })
     };
     let a = t.granted(&reader("a")).token;
     let b = t.granted(&reader("b")).token;
-    t.advance(TTL + Duration::from_secs(1));
+    t.expire();
     let writer = t.granted(&params::acquire("dir")).token;
 
     let events = t.events("dir");

@@ -12,7 +12,7 @@ use leasehold_backend::{
     TaskClaimParams, TaskState, TaskUpdate, WaiterEnqueueParams,
 };
 
-use super::task_support::{TaskCalls, claim_ref, tasks_supported};
+use super::task_support::{TaskCalls, claim_ref};
 use crate::params::{self, TTL};
 use crate::{Case, Harness};
 
@@ -111,9 +111,6 @@ pub fn limits_lease_ttls_out_of_range_are_refused<H: Harness>(t: &mut Case<H>) {
 /// of [`limits::AGE`] — is refused and changes nothing: no task added
 /// (not even the valid ones of the batch), no attempt counted.
 pub fn limits_task_durations_out_of_range_are_refused<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     let too_far = limits::DELAY.max + limits::YEAR;
     for (what, available) in [
         ("a start past the limit", Available::At(SystemTime::now() + too_far)),

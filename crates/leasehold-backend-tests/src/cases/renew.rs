@@ -7,14 +7,11 @@ use std::time::Duration;
 use leasehold_backend::{HistoryEvent, LeaseAcquireParams, LeaseRenew, LeaseRenewParams, LostReason, Token};
 
 use crate::params::{self, TTL};
-use crate::{Capability, Case, Harness, assert_fresh};
+use crate::{Case, Harness, assert_fresh};
 
 /// A renewal gives the grant its full TTL again, on the store's clock: the
 /// grant outlives its first expiry.
 pub fn renew_extends_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
-    if !t.supports(Capability::ClockSkew) {
-        return;
-    }
     let grant = t.granted(&params::acquire("job"));
     t.advance(Duration::from_secs(40));
     let left = t.state("job").grants[0].expires_in;
@@ -40,15 +37,12 @@ pub fn renew_extends_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
 /// After expiry a renewal is `Lost(Expired)`, changes nothing, and the same
 /// owner's next acquisition is a new grant with a new token.
 pub fn renew_after_expiry_is_lost_and_never_revived<H: Harness>(t: &mut Case<H>) {
-    if !t.supports(Capability::ClockSkew) {
-        return;
-    }
-    let alice = LeaseAcquireParams {
+    let alice = t.expiring(LeaseAcquireParams {
         owner: params::explicit("alice"),
         ..params::acquire("job")
-    };
+    });
     let grant = t.granted(&alice);
-    t.advance(TTL + Duration::from_secs(1));
+    t.expire();
     let renew = LeaseRenewParams {
         owner: Some("alice".into()),
         ..params::renew("job", grant.token)

@@ -8,16 +8,13 @@ use std::time::{Duration, SystemTime};
 use leasehold_backend::{Available, TaskAdd, TaskAddParams, TaskState, Token};
 use serde_json::json;
 
-use super::task_support::{ROUNDING, TaskCalls, apart, claimed_when_due, since, stable, tasks_supported};
+use super::task_support::{ROUNDING, TaskCalls, apart, claimed_when_due, since, stable};
 use crate::params::{self, MAX_ATTEMPTS};
 use crate::{Case, Harness};
 
 /// A new task is stored as given: pending, no attempt, token 0 ("0 before
 /// the first" claim), no owner, error, result or lease.
 pub fn task_add_stores_a_pending_task<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     let at = SystemTime::now();
     t.task_added(TaskAddParams {
         priority: 7,
@@ -56,9 +53,6 @@ const SKEW: Duration = Duration::from_secs(3600);
 /// after a task due half an hour earlier on the store's clock — which, on
 /// this process's clock, is still half an hour away.
 pub fn task_add_now_is_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.advance(SKEW);
     t.task_added(TaskAddParams {
         available: Available::At(SystemTime::now() + SKEW / 2),
@@ -87,9 +81,6 @@ pub fn task_add_now_is_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
 /// 30 s is not claimable at once (measured on this process's clock it
 /// would be long due), nor 28 s later, and is 31 s later.
 pub fn task_add_delay_is_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.advance(SKEW);
     let delay = Duration::from_secs(30);
     t.task_added(TaskAddParams {
@@ -109,9 +100,6 @@ pub fn task_add_delay_is_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
 /// The same id with the same payload again is `Exists` and changes nothing,
 /// whatever state the task is in.
 pub fn task_add_is_idempotent_by_id<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!({"n": 1})));
     let before = stable(t.task("q", "a"));
     // Another priority or schedule does not make it another task.
@@ -146,9 +134,6 @@ pub fn task_add_is_idempotent_by_id<H: Harness>(t: &mut Case<H>) {
 /// The same id with another payload is `Conflict`, carrying the existing
 /// task; the call adds nothing at all, not even its fresh ids.
 pub fn task_add_conflict_adds_nothing_of_the_call<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!({"n": 1})));
     let before = stable(t.task("q", "a"));
     let outcomes = t.task_add(&[
@@ -189,9 +174,6 @@ pub fn task_add_conflict_adds_nothing_of_the_call<H: Harness>(t: &mut Case<H>) {
 /// Ids are per queue: the same id in two queues is two tasks, each claimed
 /// only from its own queue.
 pub fn task_add_ids_are_per_queue<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(params::task("q1", "a", json!("one")));
     t.task_added(params::task("q2", "a", json!("two")));
     assert_eq!(t.task("q1", "a").payload, json!("one"));

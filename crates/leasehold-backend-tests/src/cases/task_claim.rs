@@ -9,16 +9,13 @@ use std::time::{Duration, SystemTime};
 use leasehold_backend::{Available, TaskAddParams, TaskLost, TaskState, TaskUpdate, Token};
 use serde_json::json;
 
-use super::task_support::{TaskCalls, claim_ref, tasks_supported};
+use super::task_support::{TaskCalls, claim_ref};
 use crate::params::{self, CLAIM_TTL, WORKER};
 use crate::{Case, Harness, assert_fresh};
 
 /// Priority first (higher first), then available-at (earlier first), then
 /// insertion order — never the id's order.
 pub fn task_claim_order_priority_then_available_then_insertion<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     // All in the past, so all claimable now.
     let base = SystemTime::now() - Duration::from_secs(600);
     let add = |id: &str, priority: i64, at: SystemTime| {
@@ -56,9 +53,6 @@ pub fn task_claim_order_priority_then_available_then_insertion<H: Harness>(t: &m
 /// higher priority it does not block the claimable ones) until the store's
 /// clock passes it.
 pub fn task_claim_delayed_task_waits_for_its_time<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.task_added(TaskAddParams {
         priority: 10,
         available: Available::At(SystemTime::now() + Duration::from_secs(30)),
@@ -82,9 +76,6 @@ pub fn task_claim_delayed_task_waits_for_its_time<H: Harness>(t: &mut Case<H>) {
 /// An empty queue, an unknown queue, and a queue whose tasks are all
 /// running or done have nothing to claim.
 pub fn task_claim_nothing_claimable_is_none<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_claim_none(&params::claim("never-used"), "an unknown queue");
     t.task_added(params::task("q", "a", json!(1)));
     t.task_added(params::task("q", "b", json!(2)));
@@ -100,9 +91,6 @@ pub fn task_claim_nothing_claimable_is_none<H: Harness>(t: &mut Case<H>) {
 /// A claim makes the task running for its owner: attempt 1, token 1 (DESIGN
 /// §7: the first claim's token), a lease of the asked TTL.
 pub fn task_claim_makes_running_with_attempt_and_token<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(TaskAddParams {
         max_attempts: 4,
         ..params::task("q", "a", json!({"job": 1}))
@@ -129,9 +117,6 @@ pub fn task_claim_makes_running_with_attempt_and_token<H: Harness>(t: &mut Case<
 /// strictly greater token, one more expiration, and a `last_error` that says
 /// the claim expired. While the lease is live it is not claimable.
 pub fn task_claim_expired_claim_is_claimable_again<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!(1)));
     let mut last = t.task_claimed(&params::claim_by("q", "worker-0"));
     assert_eq!((last.attempt, last.token), (1, Token(1)));
@@ -173,9 +158,6 @@ pub fn task_claim_expired_claim_is_claimable_again<H: Harness>(t: &mut Case<H>) 
 /// Expired claims use up the attempts: after `max_attempts` of them the
 /// task is dead (with the expiry as last error) and never claimed again.
 pub fn task_claim_expirations_use_up_attempts<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.task_added(TaskAddParams {
         max_attempts: 3,
         ..params::task("q", "a", json!(1))

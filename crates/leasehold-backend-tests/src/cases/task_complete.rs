@@ -7,7 +7,7 @@ use std::time::Duration;
 use leasehold_backend::{Retry, TaskFail, TaskLost, TaskState, TaskUpdate, Token};
 use serde_json::json;
 
-use super::task_support::{TaskCalls, claim_ref, stable, tasks_supported};
+use super::task_support::{TaskCalls, claim_ref, stable};
 use crate::params::{self, CLAIM_TTL};
 use crate::{Case, Harness, assert_fresh};
 
@@ -17,9 +17,6 @@ const STALE: TaskUpdate = TaskUpdate::Lost(TaskLost::Stale);
 /// completion is refused and changes nothing; B's is applied (the task is
 /// done with B's result); any completion after that is refused.
 pub fn task_complete_late_worker_is_refused<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!(1)));
     let a = t.task_claimed(&params::claim_by("q", "worker-a"));
     t.advance(CLAIM_TTL + Duration::from_secs(1));
@@ -72,9 +69,6 @@ pub fn task_complete_late_worker_is_refused<H: Harness>(t: &mut Case<H>) {
 /// never issued, are `Lost(Stale)` and change nothing; the live claim is
 /// unaffected.
 pub fn task_stale_token_changes_nothing<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!(1)));
     let a = t.task_claimed(&params::claim_by("q", "worker-a"));
     t.advance(CLAIM_TTL + Duration::from_secs(1));
@@ -109,9 +103,6 @@ pub fn task_stale_token_changes_nothing<H: Harness>(t: &mut Case<H>) {
 /// claims: a lapsed claim is never revived by a late heartbeat or
 /// completion.
 pub fn task_expired_claim_is_stale_without_a_newer_claim<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!(1)));
     let a = t.task_claimed(&params::claim("q"));
     t.advance(CLAIM_TTL + Duration::from_secs(1));
@@ -147,9 +138,6 @@ pub fn task_expired_claim_is_stale_without_a_newer_claim<H: Harness>(t: &mut Cas
 /// Every token-scoped operation on an unknown task (or queue) is
 /// `Lost(NotFound)`.
 pub fn task_unknown_task_is_not_found<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!(1)));
     let a = t.task_claimed(&params::claim("q"));
     let not_found = TaskUpdate::Lost(TaskLost::NotFound);
@@ -176,9 +164,6 @@ pub fn task_unknown_task_is_not_found<H: Harness>(t: &mut Case<H>) {
 /// claim is still live (not claimable by others, the worker can complete
 /// it), and it lapses at the new expiry.
 pub fn task_heartbeat_extends_the_claim<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!(1)));
     t.task_added(params::task("q", "b", json!(2)));
     let a = t.task_claimed(&params::claim("q"));

@@ -8,7 +8,7 @@ use std::time::Duration;
 use leasehold_backend::{Retry, TaskAddParams, TaskFail, TaskState};
 use serde_json::json;
 
-use super::task_support::{ROUNDING, TaskCalls, apart, claim_ref, claimed_when_due, since, tasks_supported};
+use super::task_support::{ROUNDING, TaskCalls, apart, claim_ref, claimed_when_due, since};
 use crate::params;
 use crate::{Case, Harness};
 
@@ -17,9 +17,6 @@ use crate::{Case, Harness};
 /// The store's clock runs an hour ahead of this process's, so a delay
 /// measured on the caller's clock would be due at once.
 pub fn task_fail_retry_after_delay<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.advance(Duration::from_secs(3600));
     t.task_added(params::task("q", "a", json!(1)));
     let first = t.task_claimed(&params::claim("q"));
@@ -58,9 +55,6 @@ pub fn task_fail_retry_after_delay<H: Harness>(t: &mut Case<H>) {
 
 /// `Retry::Never`: dead at once, with attempts left; never claimed again.
 pub fn task_fail_never_is_dead<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!(1)));
     let claim = t.task_claimed(&params::claim("q"));
     assert_eq!(
@@ -79,9 +73,6 @@ pub fn task_fail_never_is_dead<H: Harness>(t: &mut Case<H>) {
 /// Once the attempts are used up a failure is dead whatever retry it asks
 /// for, with the last error recorded.
 pub fn task_fail_attempts_used_up_is_dead_even_with_retry<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     for (id, retry) in [("after", Retry::After(Duration::ZERO)), ("backoff", Retry::Backoff)] {
         t.task_added(TaskAddParams {
             max_attempts: 2,
@@ -113,9 +104,6 @@ pub fn task_fail_attempts_used_up_is_dead_even_with_retry<H: Harness>(t: &mut Ca
 /// (within ±25%), measured from the failure on the store's clock; it is not
 /// claimable before that and is after.
 pub fn task_fail_backoff_is_exponential<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     t.task_added(TaskAddParams {
         max_attempts: 10,
         ..params::task("q", "a", json!(1))

@@ -11,7 +11,7 @@ use leasehold_backend::{
 };
 use serde_json::json;
 
-use super::task_support::{TaskCalls, claim_ref, ids, tasks_supported};
+use super::task_support::{TaskCalls, claim_ref, ids};
 use crate::params;
 use crate::{Case, Harness};
 
@@ -58,9 +58,6 @@ fn stats(queue: &str, pending: u64, running: u64, done: u64, dead: u64) -> Queue
 /// `task_get` of an unknown id, of an id of another queue, or in an unknown
 /// queue is `None`.
 pub fn task_get_unknown_is_none<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     assert_eq!(t.task_get("q", "a"), None, "an empty store");
     t.task_added(params::task("q", "a", json!(1)));
     assert_eq!(t.task_get("q", "b"), None, "an unknown id");
@@ -71,9 +68,6 @@ pub fn task_get_unknown_is_none<H: Harness>(t: &mut Case<H>) {
 /// Stats count each state, per queue, ordered by queue name; one queue's
 /// stats are its own.
 pub fn task_stats_counts_per_state_per_queue<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     one_of_each(t, "b");
     t.task_added(params::task("a", "x", json!(1)));
     t.task_added(params::task("a", "y", json!(2)));
@@ -102,9 +96,6 @@ pub fn task_stats_counts_per_state_per_queue<H: Harness>(t: &mut Case<H>) {
 /// `task_list` filters by queue and state, respects its limit, and lists in
 /// claim order with the pending tasks first.
 pub fn task_list_filters_by_state_in_claim_order<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     one_of_each(t, "b");
     let now = SystemTime::now();
     t.task_added(params::task("a", "low", json!(1)));
@@ -164,9 +155,6 @@ pub fn task_list_filters_by_state_in_claim_order<H: Harness>(t: &mut Case<H>) {
 /// updated more than `older_than` ago (on the store's clock), and returns
 /// how many.
 pub fn task_purge_deletes_old_finished_tasks_of_the_queue<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     one_of_each(t, "q");
     one_of_each(t, "other");
     t.task_added(params::task("q", "q-done-2", json!(1)));

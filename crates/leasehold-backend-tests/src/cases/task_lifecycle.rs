@@ -9,7 +9,7 @@ use std::time::Duration;
 use leasehold_backend::{Claim, TaskAddParams, TaskClaimParams, TaskLost, TaskState, TaskUpdate, Token};
 use serde_json::json;
 
-use super::task_support::{TaskCalls, claim_ref, tasks_supported};
+use super::task_support::{TaskCalls, claim_ref};
 use crate::params;
 use crate::{Case, Harness};
 
@@ -17,9 +17,6 @@ use crate::{Case, Harness};
 /// the newest live claim's completion is accepted, once; the done task
 /// carries its result and token.
 pub fn task_lifecycle_one_completion_with_interleaved_claims<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, true) {
-        return;
-    }
     let ttl = Duration::from_secs(10);
     let claim = |owner: &str| {
         t.task_claimed(&TaskClaimParams {
@@ -85,9 +82,6 @@ pub fn task_lifecycle_one_completion_with_interleaved_claims<H: Harness>(t: &mut
 pub fn task_lifecycle_racing_workers_complete_each_task_once<H: Harness>(t: &mut Case<H>) {
     const TASKS: usize = 30;
     const WORKERS: usize = 4;
-    if !tasks_supported(t, true) {
-        return;
-    }
     let ttl = Duration::from_secs(10);
     let adds: Vec<TaskAddParams> = (0..TASKS)
         .map(|i| TaskAddParams {

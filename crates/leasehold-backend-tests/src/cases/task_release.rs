@@ -4,7 +4,7 @@
 use leasehold_backend::{TaskAddParams, TaskLost, TaskState, TaskUpdate};
 use serde_json::json;
 
-use super::task_support::{TaskCalls, claim_ref, tasks_supported};
+use super::task_support::{TaskCalls, claim_ref};
 use crate::params;
 use crate::{Case, Harness};
 
@@ -12,9 +12,6 @@ use crate::{Case, Harness};
 /// same attempt number and a strictly greater token; the released token is
 /// stale.
 pub fn task_release_does_not_charge_the_attempt<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(params::task("q", "a", json!(1)));
     let first = t.task_claimed(&params::claim("q"));
     assert_eq!(t.task_release(&claim_ref(&first)), TaskUpdate::Applied);
@@ -57,9 +54,6 @@ pub fn task_release_does_not_charge_the_attempt<H: Harness>(t: &mut Case<H>) {
 /// Releases never use up the attempts: a task with one attempt can be
 /// claimed and released again and again, and still be completed.
 pub fn task_release_never_uses_up_attempts<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(TaskAddParams {
         max_attempts: 1,
         ..params::task("q", "a", json!(1))

@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_backend::{Retry, TaskAddParams, TaskFail, TaskLost, TaskRetry, TaskState, TaskUpdate};
 use serde_json::json;
 
-use super::task_support::{TaskCalls, claim_ref, stable, tasks_supported};
+use super::task_support::{TaskCalls, claim_ref, stable};
 use crate::params;
 use crate::{Case, Harness};
 
@@ -14,9 +14,6 @@ use crate::{Case, Harness};
 /// is attempt 1 with a token greater than every earlier one, and the old
 /// tokens stay stale.
 pub fn task_retry_revives_dead_task<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     t.task_added(TaskAddParams {
         max_attempts: 2,
         ..params::task("q", "a", json!(1))
@@ -67,9 +64,6 @@ pub fn task_retry_revives_dead_task<H: Harness>(t: &mut Case<H>) {
 /// A retry of a pending, running or done task is `NotDead(state)` and
 /// changes nothing; of an unknown task (or queue), `NotFound`.
 pub fn task_retry_of_live_or_unknown_is_refused<H: Harness>(t: &mut Case<H>) {
-    if !tasks_supported(t, false) {
-        return;
-    }
     assert_eq!(t.task_retry("q", "a"), TaskRetry::NotFound, "an unknown task");
     t.task_added(params::task("q", "a", json!(1)));
     let pending = stable(t.task("q", "a"));

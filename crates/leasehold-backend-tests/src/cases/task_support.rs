@@ -9,13 +9,7 @@ use leasehold_backend::{
 };
 
 use crate::params;
-use crate::{Capability, Case, Harness};
-
-/// Whether the case can run: the backend has the task queue and, if
-/// `clock`, a movable clock (a SKIP line is printed otherwise).
-pub(crate) fn tasks_supported<H: Harness>(t: &Case<H>, clock: bool) -> bool {
-    t.supports(Capability::Tasks) && (!clock || t.supports(Capability::ClockSkew))
-}
+use crate::{Case, Harness};
 
 /// The token-scoped reference of a claim.
 pub(crate) fn claim_ref(claim: &Claim) -> TaskRef {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use leasehold_backend::{LeaseAcquireParams, Mode, WaiterEnqueueParams, WaiterTicket};
 
 use crate::params::{self, SHARED};
-use crate::{Capability, Case, Harness, tokens};
+use crate::{Case, Harness, tokens};
 
 /// An acquirer of `job` with the given owner label, mode and ticket.
 fn acquirer(owner: &str, mode: Mode, ticket: Option<WaiterTicket>) -> LeaseAcquireParams {
@@ -117,9 +117,6 @@ pub fn waiters_shared_waiters_admit_shared_newcomer<H: Harness>(t: &mut Case<H>)
 
 /// A registration that is not refreshed expires and stops blocking.
 pub fn waiters_registration_expires<H: Harness>(t: &mut Case<H>) {
-    if !t.supports(Capability::ClockSkew) {
-        return;
-    }
     let x = t.granted(&params::acquire("job"));
     t.enqueue(&short_waiter(Mode::Exclusive));
     let newcomer = acquirer("newcomer", Mode::Exclusive, None);
@@ -138,9 +135,6 @@ pub fn waiters_registration_expires<H: Harness>(t: &mut Case<H>) {
 /// A held acquisition with a live ticket refreshes the registration for
 /// `waiter_ttl` and keeps its place.
 pub fn waiters_refresh_keeps_place<H: Harness>(t: &mut Case<H>) {
-    if !t.supports(Capability::ClockSkew) {
-        return;
-    }
     let x = t.granted(&params::acquire("job"));
     let a = t.enqueue(&short_waiter(Mode::Exclusive));
     let waiting = LeaseAcquireParams {
@@ -167,9 +161,6 @@ pub fn waiters_refresh_keeps_place<H: Harness>(t: &mut Case<H>) {
 /// Acquiring with an expired ticket while held re-makes the registration at
 /// the back of the queue, with a new ticket.
 pub fn waiters_expired_ticket_is_remade_at_back<H: Harness>(t: &mut Case<H>) {
-    if !t.supports(Capability::ClockSkew) {
-        return;
-    }
     let x = t.granted(&params::acquire("job"));
     let a = t.enqueue(&short_waiter(Mode::Exclusive));
     t.advance(Duration::from_secs(11));
