@@ -52,7 +52,7 @@ use std::time::Duration;
 use leasehold_backend::{
     Backend, ClockSkew, Grant, Held, HistoryEntry, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Token, WaiterEnqueueParams, WaiterTicket,
+    LeaseRenewParams, LeaseState, TaskBackend, Token, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket,
 };
 
 pub mod cases;
@@ -102,11 +102,16 @@ pub enum Capability {
 pub const SLACK: Duration = Duration::from_secs(5);
 
 impl Capability {
-    fn has(self, caps: leasehold_backend::Capabilities) -> bool {
+    /// Whether `backend` has it: a flag of its [`Capabilities`], or (the
+    /// task queue) [`Backend::tasks`].
+    ///
+    /// [`Capabilities`]: leasehold_backend::Capabilities
+    fn of(self, backend: &dyn Backend) -> bool {
+        let caps = backend.capabilities();
         match self {
             Capability::ClockSkew => caps.clock_skew,
             Capability::Reopenable => caps.reopenable,
-            Capability::Tasks => caps.tasks,
+            Capability::Tasks => backend.tasks().is_some(),
         }
     }
 
@@ -147,10 +152,9 @@ impl<H: Harness> Case<H> {
             name,
             harness: H::new(),
         };
-        let caps = t.backend().capabilities();
         for need in needs {
             assert!(
-                need.has(caps),
+                need.of(t.backend()),
                 "case {name} needs Capabilities::{}, which {} lacks: it cannot run here",
                 need.flag(),
                 std::any::type_name::<H>()
@@ -162,6 +166,14 @@ impl<H: Harness> Case<H> {
     /// The backend under test.
     pub fn backend(&self) -> &dyn Backend {
         self.harness.backend()
+    }
+
+    /// The backend's task queue (a case that calls this is listed as
+    /// needing [`Capability::Tasks`]).
+    pub fn tasks(&self) -> &dyn TaskBackend {
+        self.backend()
+            .tasks()
+            .unwrap_or_else(|| panic!("case {} uses the task queue, which this store lacks", self.name))
     }
 
     /// Move the store's clock forward (no sleeping).
@@ -303,7 +315,10 @@ impl<H: Harness> Case<H> {
     /// `waiter_remove`.
     pub fn remove(&self, name: &str, ticket: WaiterTicket) {
         self.backend()
-            .waiter_remove(&params::name(name), ticket)
+            .waiter_remove(&WaiterRemoveParams {
+                name: params::name(name),
+                ticket,
+            })
             .unwrap_or_else(|e| panic!("waiter_remove({name:?}, {ticket:?}) failed: {e}"));
     }
 
@@ -481,15 +496,21 @@ pub fn main<H: Harness + 'static>() -> ! {
     let unavailable = H::unavailable();
     // The capabilities are the backend's, the same for every store it
     // makes: one store made up front tells them.
-    let caps = unavailable.is_none().then(|| H::new().backend().capabilities());
+    let present: Option<Vec<Capability>> = unavailable.is_none().then(|| {
+        let probe = H::new();
+        [Capability::ClockSkew, Capability::Reopenable, Capability::Tasks]
+            .into_iter()
+            .filter(|c| c.of(probe.backend()))
+            .collect()
+    });
     let trials = cases::<H>()
         .into_iter()
         .map(|(name, needs, case)| {
-            let skip = match (&unavailable, caps) {
+            let skip = match (&unavailable, &present) {
                 (Some(reason), _) => Some(format!("skip: {reason}")),
-                (None, Some(caps)) => needs
+                (None, Some(present)) => needs
                     .iter()
-                    .find(|need| !need.has(caps))
+                    .find(|need| !present.contains(need))
                     .map(|need| format!("skip: no {}", need.flag())),
                 (None, None) => None,
             };

@@ -187,3 +187,12 @@ pub fn task_ref(queue: &str, id: &str, token: Token) -> TaskRef {
         token,
     }
 }
+
+/// The id of task `id` of `queue`.
+#[must_use]
+pub fn task_id(queue: &str, id: &str) -> leasehold_backend::TaskIdParams {
+    leasehold_backend::TaskIdParams {
+        queue: self::queue(queue),
+        id: name(id),
+    }
+}

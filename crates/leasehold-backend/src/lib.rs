@@ -46,8 +46,9 @@ pub use error::BackendError;
 pub use human::{format_duration, format_time, parse_duration, parse_duration_within, parse_time_within};
 pub use name::{LeaseName, NameError};
 pub use task::{
-    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate,
+    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskCompleteParams,
+    TaskFail, TaskFailParams, TaskHeartbeatParams, TaskId, TaskIdParams, TaskListParams, TaskLost, TaskPurgeParams,
+    TaskRef, TaskRetry, TaskState, TaskStatsParams, TaskUpdate,
 };
 pub use types::*;
 pub use wait::{WaitTopic, Watched};
@@ -94,7 +95,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// Leave the FIFO (a waiter that gives up). Removing an unknown or
     /// expired ticket is not an error.
-    fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<(), BackendError>;
+    fn waiter_remove(&self, params: &WaiterRemoveParams) -> Result<(), BackendError>;
 
     /// The state of one name: its token counter, live grants, waiters.
     /// `None` if the name was never granted.
@@ -129,94 +130,56 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
-    // Task queue (see the `task` module for the states and rules). A backend
-    // without `Capabilities::tasks` keeps these defaults, which refuse.
+    /// The task queue of this store, if it has one (a backend without a
+    /// queue keeps this default: `None`).
+    fn tasks(&self) -> Option<&dyn TaskBackend> {
+        None
+    }
+}
 
+/// A store's task queue (see the `task` module for the states and rules),
+/// reached through [`Backend::tasks`]. Same conventions as [`Backend`].
+pub trait TaskBackend: Send + Sync {
     /// Add tasks in one transaction. If any id exists with another payload,
     /// nothing is added and that outcome is `Conflict`. Each task's
     /// [`Available`] is resolved on the store's clock, in that transaction.
-    fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError> {
-        let _ = params;
-        Err(no_tasks())
-    }
+    fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError>;
 
     /// Claim the first claimable task in claim order: `running`, one more
     /// attempt, a new token, a lease of `ttl`. `None` when nothing is
     /// claimable.
-    fn task_claim(&self, params: &TaskClaimParams) -> Result<Option<Claim>, BackendError> {
-        let _ = params;
-        Err(no_tasks())
-    }
+    fn task_claim(&self, params: &TaskClaimParams) -> Result<Option<Claim>, BackendError>;
 
     /// Extend a live claim to `now + ttl`.
-    fn task_heartbeat(&self, task: &TaskRef, ttl: std::time::Duration) -> Result<TaskUpdate, BackendError> {
-        let _ = (task, ttl);
-        Err(no_tasks())
-    }
+    fn task_heartbeat(&self, params: &TaskHeartbeatParams) -> Result<TaskUpdate, BackendError>;
 
     /// Mark a live claim's task `done` with its result.
-    fn task_complete(&self, task: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate, BackendError> {
-        let _ = (task, result);
-        Err(no_tasks())
-    }
+    fn task_complete(&self, params: &TaskCompleteParams) -> Result<TaskUpdate, BackendError>;
 
     /// Record a failed attempt of a live claim: back to `pending` after a
     /// delay, or `dead` (no retry, or attempts used up).
-    fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail, BackendError> {
-        let _ = (task, error, retry);
-        Err(no_tasks())
-    }
+    fn task_fail(&self, params: &TaskFailParams) -> Result<TaskFail, BackendError>;
 
     /// Hand a live claim back without charging its attempt.
-    fn task_release(&self, task: &TaskRef) -> Result<TaskUpdate, BackendError> {
-        let _ = task;
-        Err(no_tasks())
-    }
+    fn task_release(&self, params: &TaskRef) -> Result<TaskUpdate, BackendError>;
 
     /// Revive a dead task: `pending`, attempts reset (tokens keep growing).
-    fn task_retry(&self, queue: &QueueName, id: &TaskId) -> Result<TaskRetry, BackendError> {
-        let _ = (queue, id);
-        Err(no_tasks())
-    }
+    fn task_retry(&self, params: &TaskIdParams) -> Result<TaskRetry, BackendError>;
 
-    fn task_get(&self, queue: &QueueName, id: &TaskId) -> Result<Option<Task>, BackendError> {
-        let _ = (queue, id);
-        Err(no_tasks())
-    }
+    /// One task, `None` if there is no such task.
+    fn task_get(&self, params: &TaskIdParams) -> Result<Option<Task>, BackendError>;
 
     /// Tasks grouped by queue, each queue's pending tasks first in claim
     /// order, then running, dead and done ones; optionally of one state.
     /// An expired claim is still listed `running` (with no lease left)
     /// until the next claim of its queue returns it to the queue.
-    fn task_list(&self, params: &TaskListParams) -> Result<Vec<Task>, BackendError> {
-        let _ = params;
-        Err(no_tasks())
-    }
+    fn task_list(&self, params: &TaskListParams) -> Result<Vec<Task>, BackendError>;
 
     /// Counts per state, per queue (ordered by queue name).
-    fn task_stats(&self, queue: Option<&QueueName>) -> Result<Vec<QueueStats>, BackendError> {
-        let _ = queue;
-        Err(no_tasks())
-    }
+    fn task_stats(&self, params: &TaskStatsParams) -> Result<Vec<QueueStats>, BackendError>;
 
     /// Delete tasks of `state` last updated more than `older_than` ago;
     /// returns how many. Only done and dead tasks are ever deleted (any
     /// other state deletes nothing).
-    fn task_purge(
-        &self,
-        queue: &QueueName,
-        state: TaskState,
-        older_than: std::time::Duration,
-    ) -> Result<u64, BackendError> {
-        let _ = (queue, state, older_than);
-        Err(no_tasks())
-    }
-}
-
-fn no_tasks() -> BackendError {
-    BackendError::Unsupported {
-        store: "selected".into(),
-        what: "the task queue".into(),
-        hint: "use a sqlite:// or postgres:// store for tasks".into(),
-    }
+    fn task_purge(&self, params: &TaskPurgeParams) -> Result<u64, BackendError>;
 }

@@ -33,8 +33,8 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::{
-    Available, LeaseAcquireParams, LeaseRenewParams, Retry, TaskAddParams, TaskClaimParams, WaiterEnqueueParams,
-    format_duration,
+    Available, LeaseAcquireParams, LeaseRenewParams, Retry, TaskAddParams, TaskClaimParams, TaskFailParams,
+    TaskHeartbeatParams, TaskPurgeParams, WaiterEnqueueParams, format_duration,
 };
 
 /// A year as `1y` means it: 365.25 days.
@@ -180,6 +180,30 @@ impl Retry {
             Retry::After(d) => DELAY.check(d).map(drop),
             Retry::Backoff | Retry::Never => Ok(()),
         }
+    }
+}
+
+impl TaskHeartbeatParams {
+    /// # Errors
+    /// When the TTL is out of [`TTL`].
+    pub fn check(&self) -> Result<(), OutOfRange> {
+        TTL.check(self.ttl).map(drop)
+    }
+}
+
+impl TaskFailParams {
+    /// # Errors
+    /// When a chosen retry delay is out of [`DELAY`].
+    pub fn check(&self) -> Result<(), OutOfRange> {
+        self.retry.check()
+    }
+}
+
+impl TaskPurgeParams {
+    /// # Errors
+    /// When `older_than` is out of [`AGE`].
+    pub fn check(&self) -> Result<(), OutOfRange> {
+        AGE.check(self.older_than).map(drop)
     }
 }
 

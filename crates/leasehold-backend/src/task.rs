@@ -172,6 +172,51 @@ pub struct TaskClaimParams {
     pub ttl: Duration,
 }
 
+/// Extend the claim `task` to the store's now + `ttl`.
+#[derive(Debug, Clone)]
+pub struct TaskHeartbeatParams {
+    pub task: TaskRef,
+    pub ttl: Duration,
+}
+
+/// Mark the claimed `task` done with its `result`.
+#[derive(Debug, Clone)]
+pub struct TaskCompleteParams {
+    pub task: TaskRef,
+    pub result: Option<serde_json::Value>,
+}
+
+/// Record a failed attempt of the claimed `task`.
+#[derive(Debug, Clone)]
+pub struct TaskFailParams {
+    pub task: TaskRef,
+    /// What went wrong (kept as the task's last error).
+    pub error: String,
+    pub retry: Retry,
+}
+
+/// One task by its id.
+#[derive(Debug, Clone)]
+pub struct TaskIdParams {
+    pub queue: QueueName,
+    pub id: TaskId,
+}
+
+/// Counts of one queue, or of every queue (`None`).
+#[derive(Debug, Clone, Default)]
+pub struct TaskStatsParams {
+    pub queue: Option<QueueName>,
+}
+
+/// Delete the tasks of `queue` in `state` last updated more than
+/// `older_than` ago.
+#[derive(Debug, Clone)]
+pub struct TaskPurgeParams {
+    pub queue: QueueName,
+    pub state: TaskState,
+    pub older_than: Duration,
+}
+
 /// A claimed task: run it, heartbeat it, complete or fail it with `token`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Claim {

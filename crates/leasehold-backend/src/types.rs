@@ -275,6 +275,13 @@ pub struct WaiterEnqueueParams {
     pub ttl: Duration,
 }
 
+/// Leave the FIFO of `name`.
+#[derive(Debug, Clone)]
+pub struct WaiterRemoveParams {
+    pub name: LeaseName,
+    pub ticket: WaiterTicket,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct LeaseListParams {
     pub live_only: bool,
@@ -358,8 +365,6 @@ pub struct Capabilities {
     /// Reopening the store from its location keeps all state (durability
     /// across restart can be tested by reopening).
     pub reopenable: bool,
-    /// Task queue methods are implemented.
-    pub tasks: bool,
 }
 
 /// Facts about a store for `doctor` and messages.

@@ -55,7 +55,7 @@ use etcd_client::{Client, ConnectOptions, GetOptions};
 use leasehold_backend::{
     Backend, BackendError, Capabilities, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
+    LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 use tokio::runtime::Runtime;
 
@@ -225,7 +225,6 @@ impl Backend for EtcdBackend {
             clock_skew: false,
             host_local: false,
             reopenable: true,
-            tasks: false,
         }
     }
 
@@ -277,8 +276,8 @@ impl Backend for EtcdBackend {
         self.call(|mut c| async move { c.waiter_enqueue(params).await })
     }
 
-    fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<(), BackendError> {
-        self.call(|mut c| async move { c.waiter_remove(name, ticket).await })
+    fn waiter_remove(&self, p: &WaiterRemoveParams) -> Result<(), BackendError> {
+        self.call(|mut c| async move { c.waiter_remove(&p.name, p.ticket).await })
     }
 
     fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError> {

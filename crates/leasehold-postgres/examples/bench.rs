@@ -16,8 +16,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{
-    Backend, Holder, LeaseAcquire, LeaseAcquireParams, LeaseName, LeaseReleaseParams, Mode, Owner, TaskClaimParams,
-    TaskUpdate,
+    Backend, Holder, LeaseAcquire, LeaseAcquireParams, LeaseName, LeaseReleaseParams, Mode, Owner, TaskBackend as _,
+    TaskClaimParams, TaskCompleteParams, TaskUpdate,
 };
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
 
@@ -71,7 +71,12 @@ fn task_pair(store: &PostgresBackend, queue: &LeaseName) {
         .expect("claim")
         .expect("the queue ran dry: add more tasks (bench/setup.sql)");
     assert_eq!(
-        store.task_complete(&claim.task_ref(), None).expect("complete"),
+        store
+            .task_complete(&TaskCompleteParams {
+                task: claim.task_ref(),
+                result: None,
+            })
+            .expect("complete"),
         TaskUpdate::Applied
     );
 }

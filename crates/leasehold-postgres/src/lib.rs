@@ -47,8 +47,9 @@ use leasehold_backend::{
     LeaseRenewParams, LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use leasehold_backend::{
-    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskRef, TaskRetry, TaskState, TaskUpdate,
+    Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteParams, TaskFail,
+    TaskFailParams, TaskHeartbeatParams, TaskIdParams, TaskListParams, TaskPurgeParams, TaskRef, TaskRetry,
+    TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -715,7 +716,6 @@ impl Backend for PostgresBackend {
             clock_skew: true,
             host_local: false,
             reopenable: true,
-            tasks: true,
         }
     }
 
@@ -790,8 +790,8 @@ impl Backend for PostgresBackend {
         self.write(|db| lease::waiter_enqueue(db, params))
     }
 
-    fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> std::result::Result<(), BackendError> {
-        self.write(|db| lease::waiter_remove(db, name, ticket))
+    fn waiter_remove(&self, p: &WaiterRemoveParams) -> std::result::Result<(), BackendError> {
+        self.write(|db| lease::waiter_remove(db, &p.name, p.ticket))
     }
 
     fn lease_get(&self, name: &LeaseName) -> std::result::Result<Option<LeaseState>, BackendError> {
@@ -820,6 +820,12 @@ impl Backend for PostgresBackend {
         Ok(())
     }
 
+    fn tasks(&self) -> Option<&dyn TaskBackend> {
+        Some(self)
+    }
+}
+
+impl TaskBackend for PostgresBackend {
     fn task_add(&self, params: &[TaskAddParams]) -> std::result::Result<Vec<TaskAdd>, BackendError> {
         TaskAddParams::check_all(params)?;
         self.transact(Kind::Write, |db| task::add(db, params))
@@ -830,17 +836,14 @@ impl Backend for PostgresBackend {
         self.write(|db| task::claim(db, params))
     }
 
-    fn task_heartbeat(&self, t: &TaskRef, ttl: Duration) -> std::result::Result<TaskUpdate, BackendError> {
-        leasehold_backend::limits::TTL.check(ttl)?;
-        self.write(|db| task::heartbeat(db, t, ttl))
+    fn task_heartbeat(&self, p: &TaskHeartbeatParams) -> std::result::Result<TaskUpdate, BackendError> {
+        p.check()?;
+        self.write(|db| task::heartbeat(db, &p.task, p.ttl))
     }
 
-    fn task_complete(
-        &self,
-        t: &TaskRef,
-        result: Option<&serde_json::Value>,
-    ) -> std::result::Result<TaskUpdate, BackendError> {
-        match self.write(|db| task::complete(db, t, result)) {
+    fn task_complete(&self, p: &TaskCompleteParams) -> std::result::Result<TaskUpdate, BackendError> {
+        let t = &p.task;
+        match self.write(|db| task::complete(db, t, p.result.as_ref())) {
             Err(ambiguous @ BackendError::Unavailable { .. }) => {
                 // The commit may have happened: re-check by token. Only a
                 // `done` task carrying this very token proves it did.
@@ -853,39 +856,34 @@ impl Backend for PostgresBackend {
         }
     }
 
-    fn task_fail(&self, t: &TaskRef, error: &str, retry: Retry) -> std::result::Result<TaskFail, BackendError> {
-        retry.check()?;
-        self.write(|db| task::fail(db, t, error, retry))
+    fn task_fail(&self, p: &TaskFailParams) -> std::result::Result<TaskFail, BackendError> {
+        p.check()?;
+        self.write(|db| task::fail(db, &p.task, &p.error, p.retry))
     }
 
     fn task_release(&self, t: &TaskRef) -> std::result::Result<TaskUpdate, BackendError> {
         self.write(|db| task::release(db, t))
     }
 
-    fn task_retry(&self, queue: &QueueName, id: &TaskId) -> std::result::Result<TaskRetry, BackendError> {
-        self.write(|db| task::retry(db, queue, id))
+    fn task_retry(&self, p: &TaskIdParams) -> std::result::Result<TaskRetry, BackendError> {
+        self.write(|db| task::retry(db, &p.queue, &p.id))
     }
 
-    fn task_get(&self, queue: &QueueName, id: &TaskId) -> std::result::Result<Option<Task>, BackendError> {
-        self.read(|db| task::get(db, queue, id))
+    fn task_get(&self, p: &TaskIdParams) -> std::result::Result<Option<Task>, BackendError> {
+        self.read(|db| task::get(db, &p.queue, &p.id))
     }
 
     fn task_list(&self, params: &TaskListParams) -> std::result::Result<Vec<Task>, BackendError> {
         self.read(|db| task::list(db, params))
     }
 
-    fn task_stats(&self, queue: Option<&QueueName>) -> std::result::Result<Vec<QueueStats>, BackendError> {
-        self.read(|db| task::stats(db, queue))
+    fn task_stats(&self, p: &TaskStatsParams) -> std::result::Result<Vec<QueueStats>, BackendError> {
+        self.read(|db| task::stats(db, p.queue.as_ref()))
     }
 
-    fn task_purge(
-        &self,
-        queue: &QueueName,
-        state: TaskState,
-        older_than: Duration,
-    ) -> std::result::Result<u64, BackendError> {
-        leasehold_backend::limits::AGE.check(older_than)?;
-        self.write(|db| task::purge(db, queue, state, older_than))
+    fn task_purge(&self, p: &TaskPurgeParams) -> std::result::Result<u64, BackendError> {
+        p.check()?;
+        self.write(|db| task::purge(db, &p.queue, p.state, p.older_than))
     }
 }
 

@@ -10,8 +10,9 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Available, Backend, BackendError, LeaseAcquire, QueueName, Retry, TaskAddParams, TaskClaimParams, TaskFail,
-    TaskLost, TaskState, TaskUpdate, Token,
+    Available, Backend, BackendError, LeaseAcquire, QueueName, Retry, TaskAddParams, TaskBackend as _, TaskClaimParams,
+    TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskLost, TaskPurgeParams, TaskState,
+    TaskStatsParams, TaskUpdate, Token,
 };
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions, SCHEMA_VERSION};
@@ -88,7 +89,7 @@ fn a_store_missing_a_table_is_refused_as_damaged_and_not_recreated() {
         let schema = url.split("schema=").nth(1).unwrap().split('&').next().unwrap();
         psql(&format!("DROP TABLE {schema}.{table}"));
         let err = if table == "task" {
-            store.task_stats(None).unwrap_err()
+            store.task_stats(&TaskStatsParams::default()).unwrap_err()
         } else {
             store.lease_acquire(&params::acquire("job")).unwrap_err()
         };
@@ -194,7 +195,15 @@ fn concurrent_claimers_take_distinct_tasks_and_finish_the_queue() {
                 let store = open(&url);
                 let mut done = Vec::new();
                 while let Some(c) = store.task_claim(&claim_params("q", Duration::from_secs(60))).unwrap() {
-                    assert_eq!(store.task_complete(&c.task_ref(), None).unwrap(), TaskUpdate::Applied);
+                    assert_eq!(
+                        store
+                            .task_complete(&TaskCompleteParams {
+                                task: c.task_ref(),
+                                result: None
+                            })
+                            .unwrap(),
+                        TaskUpdate::Applied
+                    );
                     done.push(c.id.as_str().to_owned());
                 }
                 done
@@ -208,7 +217,11 @@ fn concurrent_claimers_take_distinct_tasks_and_finish_the_queue() {
         (200, 200),
         "each task claimed and completed once"
     );
-    let stats = store.task_stats(Some(&params::name("q"))).unwrap();
+    let stats = store
+        .task_stats(&TaskStatsParams {
+            queue: Some(params::name("q")),
+        })
+        .unwrap();
     assert_eq!((stats[0].done, stats[0].pending, stats[0].running), (200, 0, 0));
 }
 
@@ -244,7 +257,7 @@ fn task_lifecycle_on_the_server_clock() {
     let outcomes = store.task_add(&[b, conflict]).unwrap();
     assert!(matches!(outcomes[1], leasehold_backend::TaskAdd::Conflict { .. }));
     assert!(
-        store.task_get(&q, &params::name("b")).unwrap().is_none(),
+        store.task_get(&params::task_id("q", "b")).unwrap().is_none(),
         "a conflicting batch adds nothing"
     );
 
@@ -255,17 +268,33 @@ fn task_lifecycle_on_the_server_clock() {
     // The claim expires on the (skewed) server clock and is claimable again.
     skew.advance(Duration::from_secs(31));
     assert_eq!(
-        store.task_heartbeat(&c1.task_ref(), ttl).unwrap(),
+        store
+            .task_heartbeat(&TaskHeartbeatParams {
+                task: c1.task_ref(),
+                ttl
+            })
+            .unwrap(),
         TaskUpdate::Lost(TaskLost::Stale)
     );
     let c2 = store.task_claim(&claim_params("q", ttl)).unwrap().unwrap();
     assert_eq!((c2.attempt, c2.token), (2, Token(2)));
     // The late worker's result is refused; the current one's accepted once.
     assert_eq!(
-        store.task_complete(&c1.task_ref(), None).unwrap(),
+        store
+            .task_complete(&TaskCompleteParams {
+                task: c1.task_ref(),
+                result: None
+            })
+            .unwrap(),
         TaskUpdate::Lost(TaskLost::Stale)
     );
-    let failed = store.task_fail(&c2.task_ref(), "boom", Retry::Backoff).unwrap();
+    let failed = store
+        .task_fail(&TaskFailParams {
+            task: c2.task_ref(),
+            error: "boom".into(),
+            retry: Retry::Backoff,
+        })
+        .unwrap();
     let TaskFail::Retrying { available_at } = failed else {
         panic!("{failed:?}")
     };
@@ -279,13 +308,19 @@ fn task_lifecycle_on_the_server_clock() {
     assert_eq!((c3.attempt, c3.token), (3, Token(3)));
     // Attempts used up: dead, then revived with a fresh count, tokens grow.
     assert_eq!(
-        store.task_fail(&c3.task_ref(), "boom again", Retry::Backoff).unwrap(),
+        store
+            .task_fail(&TaskFailParams {
+                task: c3.task_ref(),
+                error: "boom again".into(),
+                retry: Retry::Backoff
+            })
+            .unwrap(),
         TaskFail::Dead
     );
-    let task = store.task_get(&q, &params::name("a")).unwrap().unwrap();
+    let task = store.task_get(&params::task_id("q", "a")).unwrap().unwrap();
     assert_eq!((task.state, task.expirations, task.failures), (TaskState::Dead, 1, 2));
     assert_eq!(
-        store.task_retry(&q, &params::name("a")).unwrap(),
+        store.task_retry(&params::task_id("q", "a")).unwrap(),
         leasehold_backend::TaskRetry::Revived
     );
     let c4 = store.task_claim(&claim_params("q", ttl)).unwrap().unwrap();
@@ -299,18 +334,34 @@ fn task_lifecycle_on_the_server_clock() {
     );
     let result = serde_json::json!({"ok": true});
     assert_eq!(
-        store.task_complete(&c5.task_ref(), Some(&result)).unwrap(),
+        store
+            .task_complete(&TaskCompleteParams {
+                task: c5.task_ref(),
+                result: Some(result.clone())
+            })
+            .unwrap(),
         TaskUpdate::Applied
     );
     assert_eq!(
-        store.task_complete(&c5.task_ref(), Some(&result)).unwrap(),
+        store
+            .task_complete(&TaskCompleteParams {
+                task: c5.task_ref(),
+                result: Some(result.clone())
+            })
+            .unwrap(),
         TaskUpdate::Lost(TaskLost::Stale)
     );
-    let task = store.task_get(&q, &params::name("a")).unwrap().unwrap();
+    let task = store.task_get(&params::task_id("q", "a")).unwrap().unwrap();
     assert_eq!((task.state, task.result), (TaskState::Done, Some(result)));
     skew.advance(Duration::from_secs(3600));
     assert_eq!(
-        store.task_purge(&q, TaskState::Done, Duration::from_secs(60)).unwrap(),
+        store
+            .task_purge(&TaskPurgeParams {
+                queue: q.clone(),
+                state: TaskState::Done,
+                older_than: Duration::from_secs(60)
+            })
+            .unwrap(),
         1
     );
 }

@@ -25,7 +25,8 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use leasehold_backend::{
-    Available, Backend, LeaseAcquire, TaskAddParams, TaskClaimParams, TaskState, TaskUpdate, Token,
+    Available, Backend, LeaseAcquire, TaskAddParams, TaskBackend as _, TaskClaimParams, TaskCompleteParams, TaskState,
+    TaskStatsParams, TaskUpdate, Token,
 };
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
@@ -93,7 +94,10 @@ fn step(store: &PostgresBackend, seen: &Mutex<Seen>) -> usize {
                 .entry(id.clone())
                 .or_default()
                 .push(c.token);
-            match store.task_complete(&c.task_ref(), Some(&serde_json::json!(c.token.0))) {
+            match store.task_complete(&TaskCompleteParams {
+                task: c.task_ref(),
+                result: Some(serde_json::json!(c.token.0)),
+            }) {
                 Ok(TaskUpdate::Applied) => seen.lock().unwrap().accepted.entry(id).or_default().push(c.token),
                 Ok(TaskUpdate::Lost(_)) => {}
                 Err(_) => errors += 1,
@@ -187,7 +191,7 @@ fn verify(store: &PostgresBackend, seen: &Seen) -> usize {
     }
     for (id, accepted) in &seen.accepted {
         assert_eq!(accepted.len(), 1, "task {id}: completion accepted twice: {accepted:?}");
-        let task = store.task_get(&params::name("q"), &params::name(id)).unwrap().unwrap();
+        let task = store.task_get(&params::task_id("q", id)).unwrap().unwrap();
         assert_eq!(task.state, TaskState::Done, "task {id}: accepted completion lost");
         assert_eq!(task.token, accepted[0], "task {id}: another claim's completion stuck");
         assert_eq!(task.result, Some(serde_json::json!(accepted[0].0)));
@@ -213,7 +217,11 @@ fn add_tasks(store: &PostgresBackend, from: usize, count: usize) {
 fn drain(store: &PostgresBackend, seen: &Mutex<Seen>, total: u64) {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        let stats = store.task_stats(Some(&params::name("q"))).unwrap();
+        let stats = store
+            .task_stats(&TaskStatsParams {
+                queue: Some(params::name("q")),
+            })
+            .unwrap();
         if stats[0].done == total {
             return;
         }

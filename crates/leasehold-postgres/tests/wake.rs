@@ -113,7 +113,7 @@ fn an_idle_worker_is_woken_by_a_task_add() {
             };
             let deadline = Instant::now() + Duration::from_secs(60);
             while Instant::now() < deadline {
-                if let Some(c) = store.backend().task_claim(&claim).unwrap() {
+                if let Some(c) = store.tasks().unwrap().task_claim(&claim).unwrap() {
                     tx.send(Instant::now()).unwrap();
                     return c.id;
                 }
@@ -126,7 +126,8 @@ fn an_idle_worker_is_woken_by_a_task_add() {
     assert!(rx.try_recv().is_err(), "claimed from an empty queue");
     let sent = Instant::now();
     adder
-        .backend()
+        .tasks()
+        .unwrap()
         .task_add(&[TaskAddParams {
             queue: queue.clone(),
             id: params::name("t1"),

@@ -36,12 +36,13 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, later, limits,
-    migration, signed, symlinks,
+    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, later, migration,
+    signed, symlinks,
 };
 use leasehold_backend::{
-    Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskRef, TaskRetry, TaskState, TaskUpdate,
+    Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteParams, TaskFail,
+    TaskFailParams, TaskHeartbeatParams, TaskIdParams, TaskListParams, TaskPurgeParams, TaskRef, TaskRetry,
+    TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 
@@ -494,7 +495,6 @@ impl Backend for SqliteBackend {
             clock_skew: true,
             host_local: true,
             reopenable: true,
-            tasks: true,
         }
     }
 
@@ -567,8 +567,8 @@ impl Backend for SqliteBackend {
         self.write("waiter-enqueue", |tx, now| lease::waiter_enqueue(tx, now, params))
     }
 
-    fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<(), BackendError> {
-        self.write("waiter-remove", |tx, _| lease::waiter_remove(tx, name, ticket))
+    fn waiter_remove(&self, p: &WaiterRemoveParams) -> Result<(), BackendError> {
+        self.write("waiter-remove", |tx, _| lease::waiter_remove(tx, &p.name, p.ticket))
     }
 
     fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError> {
@@ -583,6 +583,12 @@ impl Backend for SqliteBackend {
         self.read(|tx, _| lease::history(tx, params))
     }
 
+    fn tasks(&self) -> Option<&dyn TaskBackend> {
+        Some(self)
+    }
+}
+
+impl TaskBackend for SqliteBackend {
     fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError> {
         TaskAddParams::check_all(params)?;
         self.write_if("add", |tx, now| task::add(tx, now, params))
@@ -593,42 +599,44 @@ impl Backend for SqliteBackend {
         self.write("claim", |tx, now| task::claim(tx, now, params))
     }
 
-    fn task_heartbeat(&self, t: &TaskRef, ttl: Duration) -> Result<TaskUpdate, BackendError> {
-        limits::TTL.check(ttl)?;
-        self.write("heartbeat", |tx, now| task::heartbeat(tx, now, t, ttl))
+    fn task_heartbeat(&self, p: &TaskHeartbeatParams) -> Result<TaskUpdate, BackendError> {
+        p.check()?;
+        self.write("heartbeat", |tx, now| task::heartbeat(tx, now, &p.task, p.ttl))
     }
 
-    fn task_complete(&self, t: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate, BackendError> {
-        self.write("complete", |tx, now| task::complete(tx, now, t, result))
+    fn task_complete(&self, p: &TaskCompleteParams) -> Result<TaskUpdate, BackendError> {
+        self.write("complete", |tx, now| {
+            task::complete(tx, now, &p.task, p.result.as_ref())
+        })
     }
 
-    fn task_fail(&self, t: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail, BackendError> {
-        retry.check()?;
-        self.write("fail", |tx, now| task::fail(tx, now, t, error, retry))
+    fn task_fail(&self, p: &TaskFailParams) -> Result<TaskFail, BackendError> {
+        p.check()?;
+        self.write("fail", |tx, now| task::fail(tx, now, &p.task, &p.error, p.retry))
     }
 
     fn task_release(&self, t: &TaskRef) -> Result<TaskUpdate, BackendError> {
         self.write("task-release", |tx, now| task::release(tx, now, t))
     }
 
-    fn task_retry(&self, queue: &QueueName, id: &TaskId) -> Result<TaskRetry, BackendError> {
-        self.write("retry", |tx, now| task::retry(tx, now, queue, id))
+    fn task_retry(&self, p: &TaskIdParams) -> Result<TaskRetry, BackendError> {
+        self.write("retry", |tx, now| task::retry(tx, now, &p.queue, &p.id))
     }
 
-    fn task_get(&self, queue: &QueueName, id: &TaskId) -> Result<Option<Task>, BackendError> {
-        self.read(|tx, now| task::get(tx, now, queue, id))
+    fn task_get(&self, p: &TaskIdParams) -> Result<Option<Task>, BackendError> {
+        self.read(|tx, now| task::get(tx, now, &p.queue, &p.id))
     }
 
     fn task_list(&self, params: &TaskListParams) -> Result<Vec<Task>, BackendError> {
         self.read(|tx, now| task::list(tx, now, params))
     }
 
-    fn task_stats(&self, queue: Option<&QueueName>) -> Result<Vec<QueueStats>, BackendError> {
-        self.read(|tx, _| task::stats(tx, queue))
+    fn task_stats(&self, p: &TaskStatsParams) -> Result<Vec<QueueStats>, BackendError> {
+        self.read(|tx, _| task::stats(tx, p.queue.as_ref()))
     }
 
-    fn task_purge(&self, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64, BackendError> {
-        limits::AGE.check(older_than)?;
-        self.write("purge", |tx, now| task::purge(tx, now, queue, state, older_than))
+    fn task_purge(&self, p: &TaskPurgeParams) -> Result<u64, BackendError> {
+        p.check()?;
+        self.write("purge", |tx, now| task::purge(tx, now, &p.queue, p.state, p.older_than))
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_backend::{Backend, BackendError, LeaseAcquire, LeaseHistoryParams, LeaseRelease};
+use leasehold_backend::{Backend, BackendError, LeaseAcquire, LeaseHistoryParams, LeaseRelease, TaskBackend as _};
 use leasehold_backend_tests::params;
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskRef, TaskRetry, TaskState, TaskUpdate,
+    Available, BackendError, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskBackend,
+    TaskClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskId, TaskIdParams,
+    TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskState, TaskStatsParams, TaskUpdate,
 };
 
 use crate::{Result, Store, identity};
@@ -108,7 +109,30 @@ fn generate_id() -> TaskId {
     TaskId::new(id).expect("a generated id is a valid name")
 }
 
+fn task_id(queue: &QueueName, id: &TaskId) -> TaskIdParams {
+    TaskIdParams {
+        queue: queue.clone(),
+        id: id.clone(),
+    }
+}
+
 impl Store {
+    /// The store's task queue.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] ([`BackendError::Unsupported`]) for a store
+    /// without one (etcd).
+    pub fn tasks(&self) -> Result<&dyn TaskBackend> {
+        self.backend().tasks().ok_or_else(|| {
+            BackendError::Unsupported {
+                store: self.url().to_string(),
+                what: "the task queue".into(),
+                hint: "use a sqlite:// or postgres:// store for tasks".into(),
+            }
+            .into()
+        })
+    }
+
     /// Add tasks to `queue` in one transaction; returns each task's id and
     /// outcome. If any id exists with another payload, nothing is added.
     ///
@@ -140,7 +164,7 @@ impl Store {
                 max_attempts: t.max_attempts,
             })
             .collect();
-        let outcomes = self.backend().task_add(&params)?;
+        let outcomes = self.tasks()?.task_add(&params)?;
         Ok(params.into_iter().map(|p| p.id).zip(outcomes).collect())
     }
 
@@ -151,7 +175,7 @@ impl Store {
     /// [`crate::Error::Store`] when the store fails, or `ttl` is out of
     /// [`crate::limits::TTL`] (nothing is claimed).
     pub fn task_claim(&self, queue: &QueueName, ttl: Duration, owner: Option<&str>) -> Result<Option<Claim>> {
-        Ok(self.backend().task_claim(&TaskClaimParams {
+        Ok(self.tasks()?.task_claim(&TaskClaimParams {
             queue: queue.clone(),
             owner: owner.map_or_else(identity::default_owner, str::to_owned),
             ttl,
@@ -164,7 +188,10 @@ impl Store {
     /// [`crate::Error::Store`] when the store fails, or `ttl` is out of
     /// [`crate::limits::TTL`]; a stale token is `Ok(Lost)`.
     pub fn task_heartbeat(&self, task: &TaskRef, ttl: Duration) -> Result<TaskUpdate> {
-        Ok(self.backend().task_heartbeat(task, ttl)?)
+        Ok(self.tasks()?.task_heartbeat(&TaskHeartbeatParams {
+            task: task.clone(),
+            ttl,
+        })?)
     }
 
     /// Mark the task done (only with the current token of a live claim).
@@ -172,7 +199,10 @@ impl Store {
     /// # Errors
     /// [`crate::Error::Store`] when the store fails; a stale token is `Ok(Lost)`.
     pub fn task_complete(&self, task: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate> {
-        Ok(self.backend().task_complete(task, result)?)
+        Ok(self.tasks()?.task_complete(&TaskCompleteParams {
+            task: task.clone(),
+            result: result.cloned(),
+        })?)
     }
 
     /// Record a failed attempt; `Retry::Backoff` is the default policy.
@@ -181,7 +211,11 @@ impl Store {
     /// [`crate::Error::Store`] when the store fails, or a `Retry::After`
     /// delay is out of [`crate::limits::DELAY`]; a stale token is `Ok(Lost)`.
     pub fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> Result<TaskFail> {
-        Ok(self.backend().task_fail(task, error, retry)?)
+        Ok(self.tasks()?.task_fail(&TaskFailParams {
+            task: task.clone(),
+            error: error.to_owned(),
+            retry,
+        })?)
     }
 
     /// Hand a claim back without charging its attempt.
@@ -189,7 +223,7 @@ impl Store {
     /// # Errors
     /// [`crate::Error::Store`] when the store fails; a stale token is `Ok(Lost)`.
     pub fn task_release(&self, task: &TaskRef) -> Result<TaskUpdate> {
-        Ok(self.backend().task_release(task)?)
+        Ok(self.tasks()?.task_release(task)?)
     }
 
     /// Revive a dead task.
@@ -197,7 +231,7 @@ impl Store {
     /// # Errors
     /// [`crate::Error::Store`] when the store fails.
     pub fn task_retry(&self, queue: &QueueName, id: &TaskId) -> Result<TaskRetry> {
-        Ok(self.backend().task_retry(queue, id)?)
+        Ok(self.tasks()?.task_retry(&task_id(queue, id))?)
     }
 
     /// One task, or `None`.
@@ -205,7 +239,7 @@ impl Store {
     /// # Errors
     /// [`crate::Error::Store`] when the store fails.
     pub fn task_get(&self, queue: &QueueName, id: &TaskId) -> Result<Option<Task>> {
-        Ok(self.backend().task_get(queue, id)?)
+        Ok(self.tasks()?.task_get(&task_id(queue, id))?)
     }
 
     /// Tasks of a queue (or all queues), optionally of one state.
@@ -213,7 +247,7 @@ impl Store {
     /// # Errors
     /// [`crate::Error::Store`] when the store fails.
     pub fn task_list(&self, queue: Option<&QueueName>, state: Option<TaskState>, limit: u32) -> Result<Vec<Task>> {
-        Ok(self.backend().task_list(&TaskListParams {
+        Ok(self.tasks()?.task_list(&TaskListParams {
             queue: queue.cloned(),
             state,
             limit,
@@ -225,7 +259,7 @@ impl Store {
     /// # Errors
     /// [`crate::Error::Store`] when the store fails.
     pub fn task_stats(&self, queue: Option<&QueueName>) -> Result<Vec<QueueStats>> {
-        Ok(self.backend().task_stats(queue)?)
+        Ok(self.tasks()?.task_stats(&TaskStatsParams { queue: queue.cloned() })?)
     }
 
     /// Delete finished tasks of `state` older than `older_than`.
@@ -234,6 +268,10 @@ impl Store {
     /// [`crate::Error::Store`] when the store fails, or `older_than` is out
     /// of [`crate::limits::AGE`].
     pub fn task_purge(&self, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64> {
-        Ok(self.backend().task_purge(queue, state, older_than)?)
+        Ok(self.tasks()?.task_purge(&TaskPurgeParams {
+            queue: queue.clone(),
+            state,
+            older_than,
+        })?)
     }
 }

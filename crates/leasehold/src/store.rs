@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use leasehold_backend::{
     Backend, BackendError, ClockSkew, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams, limits,
+    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, limits,
 };
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
@@ -30,6 +30,9 @@ pub enum StoreUrl {
         endpoints: Vec<String>,
         prefix: Option<String>,
     },
+    /// A store built from a backend of the caller's ([`Store::from_backend`]),
+    /// named by the caller; [`Store::open`] cannot open it.
+    Custom(String),
 }
 
 impl StoreUrl {
@@ -150,6 +153,7 @@ impl fmt::Display for StoreUrl {
         match self {
             StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
             StoreUrl::Postgres(url) => f.write_str(url),
+            StoreUrl::Custom(name) => f.write_str(name),
             StoreUrl::Etcd { endpoints, prefix } => {
                 write!(f, "etcd://{}", endpoints.join(","))?;
                 match prefix {
@@ -239,7 +243,7 @@ impl Store {
     /// # Ok::<(), leasehold::Error>(())
     /// ```
     pub fn open(url: &StoreUrl, options: &StoreOptions) -> Result<Self> {
-        let poll = limits::POLL_INTERVAL.check(options.poll_interval.unwrap_or(DEFAULT_POLL))?;
+        limits::POLL_INTERVAL.check(options.poll_interval.unwrap_or(DEFAULT_POLL))?;
         let backend: Box<dyn Backend> = match url {
             StoreUrl::Sqlite(path) => Box::new(SqliteBackend::open(
                 path,
@@ -272,12 +276,43 @@ impl Store {
             }
             #[cfg(not(feature = "etcd"))]
             StoreUrl::Etcd { .. } => return Err(not_built(url, "the etcd store (cargo feature `etcd`)")),
+            StoreUrl::Custom(_) => {
+                return Err(BackendError::Unsupported {
+                    store: url.to_string(),
+                    what: "opening a store by a name of the caller's".into(),
+                    hint: "build it with Store::from_backend".into(),
+                }
+                .into());
+            }
         };
-        Ok(Self {
-            url: url.clone(),
-            backend,
-            poll,
-        })
+        Self::from_backend(url.clone(), backend, options)
+    }
+
+    /// A store over any [`Backend`] — a store of your own, or one of the
+    /// backend crates opened with options [`Store::open`] does not offer —
+    /// with every rule of the library above it (fast takeover, waiting,
+    /// binding, limits). `url` names it in messages and to the commands it
+    /// supervises (`LEASEHOLD_STORE`): [`StoreUrl::Custom`] for a store no
+    /// URL opens. Of `options`, only the poll interval applies here.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the poll interval is out of
+    /// [`limits::POLL_INTERVAL`].
+    ///
+    /// # Examples
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use leasehold::{Store, StoreOptions, StoreUrl};
+    /// use leasehold_sqlite::{SqliteBackend, SqliteOptions};
+    /// let backend = SqliteBackend::open(&dir.path().join("l.db"), SqliteOptions::default())?;
+    /// let url = StoreUrl::Custom("my store".into());
+    /// let store = Store::from_backend(url, Box::new(backend), &StoreOptions::default())?;
+    /// assert_eq!(store.url().to_string(), "my store");
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    pub fn from_backend(url: StoreUrl, backend: Box<dyn Backend>, options: &StoreOptions) -> Result<Self> {
+        let poll = limits::POLL_INTERVAL.check(options.poll_interval.unwrap_or(DEFAULT_POLL))?;
+        Ok(Self { url, backend, poll })
     }
 
     /// Open a SQLite store at `path` with default options.
@@ -450,7 +485,10 @@ impl Store {
             && let Some(ticket) = params.ticket
         {
             // Best effort: an unremoved registration expires by itself.
-            let _ = self.backend.waiter_remove(name, ticket);
+            let _ = self.backend.waiter_remove(&WaiterRemoveParams {
+                name: name.clone(),
+                ticket,
+            });
         }
         outcome
     }

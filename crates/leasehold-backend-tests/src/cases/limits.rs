@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use leasehold_backend::limits::{self, Limit};
 use leasehold_backend::{
     Available, BackendError, HistoryEvent, LeaseAcquireParams, LeaseRenew, LeaseRenewParams, Retry, TaskAddParams,
-    TaskClaimParams, TaskState, TaskUpdate, WaiterEnqueueParams,
+    TaskClaimParams, TaskFailParams, TaskHeartbeatParams, TaskPurgeParams, TaskState, TaskUpdate, WaiterEnqueueParams,
 };
 
 use super::task_support::{TaskCalls, claim_ref};
@@ -122,7 +122,7 @@ pub fn limits_task_durations_out_of_range_are_refused<H: Harness>(t: &mut Case<H
         };
         refused(
             &format!("task_add({what})"),
-            t.backend()
+            t.tasks()
                 .task_add(&[params::task("q", "a", serde_json::json!(1)), late]),
             limits::DELAY,
         );
@@ -137,7 +137,7 @@ pub fn limits_task_durations_out_of_range_are_refused<H: Harness>(t: &mut Case<H
         };
         refused(
             &format!("task_claim(ttl {ttl:?})"),
-            t.backend().task_claim(&claim),
+            t.tasks().task_claim(&claim),
             limits::TTL,
         );
     }
@@ -153,18 +153,29 @@ pub fn limits_task_durations_out_of_range_are_refused<H: Harness>(t: &mut Case<H
     for ttl in BAD_TTLS {
         refused(
             &format!("task_heartbeat(ttl {ttl:?})"),
-            t.backend().task_heartbeat(&task_ref, ttl),
+            t.tasks().task_heartbeat(&TaskHeartbeatParams {
+                task: task_ref.clone(),
+                ttl,
+            }),
             limits::TTL,
         );
     }
     refused(
         "task_fail(retry after a delay past the limit)",
-        t.backend().task_fail(&task_ref, "boom", Retry::After(too_far)),
+        t.tasks().task_fail(&TaskFailParams {
+            task: task_ref.clone(),
+            error: "boom".into(),
+            retry: Retry::After(too_far),
+        }),
         limits::DELAY,
     );
     refused(
         "task_purge(older than the limit)",
-        t.backend().task_purge(&params::queue("q"), TaskState::Done, too_far),
+        t.tasks().task_purge(&TaskPurgeParams {
+            queue: params::queue("q"),
+            state: TaskState::Done,
+            older_than: too_far,
+        }),
         limits::AGE,
     );
     let task = t.task("q", "a");

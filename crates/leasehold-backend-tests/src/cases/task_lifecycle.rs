@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use leasehold_backend::{Claim, TaskAddParams, TaskClaimParams, TaskLost, TaskState, TaskUpdate, Token};
+use leasehold_backend::{
+    Claim, TaskAddParams, TaskClaimParams, TaskCompleteParams, TaskLost, TaskState, TaskUpdate, Token,
+};
 use serde_json::json;
 
 use super::task_support::{TaskCalls, claim_ref};
@@ -95,10 +97,13 @@ pub fn task_lifecycle_racing_workers_complete_each_task_once<H: Harness>(t: &mut
     let accepted: Mutex<HashMap<String, Vec<(Token, serde_json::Value)>>> = Mutex::new(HashMap::new());
     let claims = AtomicUsize::new(0);
     let working = AtomicUsize::new(WORKERS);
-    let backend = t.backend();
+    let backend = t.tasks();
     let complete = |worker: &str, claim: &Claim| {
         let result = json!({"worker": worker, "token": claim.token.0});
-        match backend.task_complete(&claim_ref(claim), Some(&result)) {
+        match backend.task_complete(&TaskCompleteParams {
+            task: claim_ref(claim),
+            result: Some(result.clone()),
+        }) {
             Ok(TaskUpdate::Applied) => accepted
                 .lock()
                 .expect("no poisoned lock")

@@ -4,8 +4,9 @@
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Claim, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskListParams, TaskRef,
-    TaskRetry, TaskState, TaskUpdate,
+    Claim, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskCompleteParams, TaskFail,
+    TaskFailParams, TaskHeartbeatParams, TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskState,
+    TaskStatsParams, TaskUpdate,
 };
 
 use crate::params;
@@ -88,7 +89,7 @@ impl<H: Harness> TaskCalls for Case<H> {
     fn task_add(&self, tasks: &[TaskAddParams]) -> Vec<TaskAdd> {
         let ids: Vec<String> = tasks.iter().map(|t| format!("{}/{}", t.queue, t.id)).collect();
         let outcomes = self
-            .backend()
+            .tasks()
             .task_add(tasks)
             .unwrap_or_else(|e| panic!("task_add({ids:?}) failed: {e}"));
         assert_eq!(
@@ -106,7 +107,7 @@ impl<H: Harness> TaskCalls for Case<H> {
 
     fn task_claim(&self, params: &TaskClaimParams) -> Option<Claim> {
         let claim = self
-            .backend()
+            .tasks()
             .task_claim(params)
             .unwrap_or_else(|e| panic!("task_claim({:?}) failed: {e}", params.queue))?;
         assert_eq!(claim.queue, params.queue, "task_claim returned a task of another queue");
@@ -133,39 +134,49 @@ impl<H: Harness> TaskCalls for Case<H> {
     }
 
     fn task_heartbeat(&self, task: &TaskRef, ttl: Duration) -> TaskUpdate {
-        self.backend()
-            .task_heartbeat(task, ttl)
+        self.tasks()
+            .task_heartbeat(&TaskHeartbeatParams {
+                task: task.clone(),
+                ttl,
+            })
             .unwrap_or_else(|e| panic!("task_heartbeat({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
     }
 
     fn task_complete(&self, task: &TaskRef, result: Option<&serde_json::Value>) -> TaskUpdate {
-        self.backend()
-            .task_complete(task, result)
+        self.tasks()
+            .task_complete(&TaskCompleteParams {
+                task: task.clone(),
+                result: result.cloned(),
+            })
             .unwrap_or_else(|e| panic!("task_complete({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
     }
 
     fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> TaskFail {
-        self.backend()
-            .task_fail(task, error, retry)
+        self.tasks()
+            .task_fail(&TaskFailParams {
+                task: task.clone(),
+                error: error.to_owned(),
+                retry,
+            })
             .unwrap_or_else(|e| panic!("task_fail({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
     }
 
     fn task_release(&self, task: &TaskRef) -> TaskUpdate {
-        self.backend()
+        self.tasks()
             .task_release(task)
             .unwrap_or_else(|e| panic!("task_release({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
     }
 
     fn task_retry(&self, queue: &str, id: &str) -> TaskRetry {
-        self.backend()
-            .task_retry(&params::queue(queue), &params::name(id))
+        self.tasks()
+            .task_retry(&params::task_id(queue, id))
             .unwrap_or_else(|e| panic!("task_retry({queue}/{id}) failed: {e}"))
     }
 
     fn task_get(&self, queue: &str, id: &str) -> Option<Task> {
         let task = self
-            .backend()
-            .task_get(&params::queue(queue), &params::name(id))
+            .tasks()
+            .task_get(&params::task_id(queue, id))
             .unwrap_or_else(|e| panic!("task_get({queue}/{id}) failed: {e}"))?;
         assert_eq!(
             (task.queue.as_str(), task.id.as_str()),
@@ -181,7 +192,7 @@ impl<H: Harness> TaskCalls for Case<H> {
     }
 
     fn task_list(&self, queue: Option<&str>, state: Option<TaskState>, limit: u32) -> Vec<Task> {
-        self.backend()
+        self.tasks()
             .task_list(&TaskListParams {
                 queue: queue.map(params::queue),
                 state,
@@ -191,15 +202,20 @@ impl<H: Harness> TaskCalls for Case<H> {
     }
 
     fn task_stats(&self, queue: Option<&str>) -> Vec<QueueStats> {
-        let q = queue.map(params::queue);
-        self.backend()
-            .task_stats(q.as_ref())
+        self.tasks()
+            .task_stats(&TaskStatsParams {
+                queue: queue.map(params::queue),
+            })
             .unwrap_or_else(|e| panic!("task_stats({queue:?}) failed: {e}"))
     }
 
     fn task_purge(&self, queue: &str, state: TaskState, older_than: Duration) -> u64 {
-        self.backend()
-            .task_purge(&params::queue(queue), state, older_than)
+        self.tasks()
+            .task_purge(&TaskPurgeParams {
+                queue: params::queue(queue),
+                state,
+                older_than,
+            })
             .unwrap_or_else(|e| panic!("task_purge({queue}, {state:?}, {older_than:?}) failed: {e}"))
     }
 }
