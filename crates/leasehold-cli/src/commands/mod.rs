@@ -13,7 +13,7 @@ mod work;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use leasehold::supervise::{GuardProgram, Timing, TimingError};
+use leasehold::supervise::{GuardProgram, Timing, TimingProblem};
 use leasehold::{Store, StoreOptions, StoreUrl, format_duration};
 
 use crate::cli::{Cli, Command, Global};
@@ -110,47 +110,38 @@ pub fn timing(
     grace: Option<Duration>,
     owner: Option<String>,
 ) -> anyhow::Result<Timing> {
-    let given = |yes: bool| if yes { "" } else { " (default)" };
-    let message = match Timing::new(ttl, heartbeat, grace, owner) {
+    let e = match Timing::new(ttl, heartbeat, grace, owner) {
         Ok(timing) => return Ok(timing),
-        Err(TimingError::NoTimeToRenew {
-            grace,
-            grace_given,
-            slack,
-            ttl,
-        }) => format!(
+        Err(e) => e,
+    };
+    let given = |yes: bool| if yes { "" } else { " (default)" };
+    let message = match e.problem {
+        TimingProblem::NoTimeToRenew => format!(
             "--grace {}{} + slack {} leave no time to renew within --ttl {}: the command could not be stopped \
              before the lease expires in the store. Raise --ttl{}",
-            format_duration(grace),
-            given(grace_given),
-            format_duration(slack),
-            format_duration(ttl),
-            if grace_given { ", or lower --grace" } else { "" },
+            format_duration(e.grace),
+            given(e.grace_given),
+            format_duration(e.slack),
+            format_duration(e.ttl),
+            if e.grace_given { ", or lower --grace" } else { "" },
         ),
-        Err(TimingError::TooLong {
-            heartbeat,
-            heartbeat_given,
-            grace,
-            grace_given,
-            slack,
-            ttl,
-        }) => {
+        TimingProblem::TooLong => {
             let mut fix = vec!["raise --ttl"];
-            if grace_given {
+            if e.grace_given {
                 fix.push("lower --grace");
             }
-            if heartbeat_given {
+            if e.heartbeat_given {
                 fix.push("lower --heartbeat");
             }
             format!(
                 "--heartbeat {}{} + --grace {}{} + slack {} must be shorter than --ttl {}: otherwise the command could \
                  not be stopped before the lease expires in the store. {}",
-                format_duration(heartbeat),
-                given(heartbeat_given),
-                format_duration(grace),
-                given(grace_given),
-                format_duration(slack),
-                format_duration(ttl),
+                format_duration(e.heartbeat),
+                given(e.heartbeat_given),
+                format_duration(e.grace),
+                given(e.grace_given),
+                format_duration(e.slack),
+                format_duration(e.ttl),
                 capitalise(&fix.join(", or ")),
             )
         }

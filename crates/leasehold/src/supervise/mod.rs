@@ -92,7 +92,7 @@ use std::time::Duration;
 
 pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
 pub use supervised::{Finished, Output, Spec, Stop, StopHandle, Supervised};
-pub use timing::{Timing, TimingError, default_grace, slack};
+pub use timing::{Timing, TimingError, TimingProblem, default_grace, slack};
 
 use crate::{AcquireOptions, Binding, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
 

@@ -31,36 +31,32 @@ pub struct Timing {
     pub keeper: KeeperOptions,
 }
 
-/// A combination of durations that cannot stop the command before the
-/// store could expire its grant. Each field says whether the caller gave
-/// the value (`*_given`) or it was a default.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TimingError {
-    /// Grace and slack alone fill the TTL.
-    #[error(
-        "grace {} + slack {} leave no time to renew within the TTL {}: the command could not be stopped before the grant expires in the store",
-        format_duration(*grace), format_duration(*slack), format_duration(*ttl)
-    )]
-    NoTimeToRenew {
-        grace: Duration,
-        grace_given: bool,
-        slack: Duration,
-        ttl: Duration,
-    },
+/// What is wrong with a [`TimingError`]'s combination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimingProblem {
+    /// Grace and slack alone fill the TTL: no heartbeat fits.
+    NoTimeToRenew,
     /// The first renewal would come after the window closes (or a
     /// duration is out of its limit).
-    #[error(
-        "heartbeat {} + grace {} + slack {} must be shorter than the TTL {}: otherwise the command could not be stopped before the grant expires in the store",
-        format_duration(*heartbeat), format_duration(*grace), format_duration(*slack), format_duration(*ttl)
-    )]
-    TooLong {
-        heartbeat: Duration,
-        heartbeat_given: bool,
-        grace: Duration,
-        grace_given: bool,
-        slack: Duration,
-        ttl: Duration,
-    },
+    TooLong,
+}
+
+/// A combination of durations that cannot stop the command before the
+/// store could expire its grant, with the values as filled in; each
+/// `*_given` says whether the caller gave the value or it was a default.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "heartbeat {} + grace {} + slack {} must be shorter than the TTL {}: otherwise the command could not be stopped before the grant expires in the store",
+    format_duration(*heartbeat), format_duration(*grace), format_duration(*slack), format_duration(*ttl)
+)]
+pub struct TimingError {
+    pub problem: TimingProblem,
+    pub heartbeat: Duration,
+    pub heartbeat_given: bool,
+    pub grace: Duration,
+    pub grace_given: bool,
+    pub slack: Duration,
+    pub ttl: Duration,
 }
 
 impl Timing {
@@ -105,25 +101,22 @@ impl Timing {
             margin: grace + slack,
             owner,
         };
-        if heartbeat.is_zero() {
-            return Err(TimingError::NoTimeToRenew {
-                grace,
-                grace_given,
-                slack,
-                ttl,
-            });
-        }
-        if keeper.problem().is_some() {
-            return Err(TimingError::TooLong {
-                heartbeat,
-                heartbeat_given,
-                grace,
-                grace_given,
-                slack,
-                ttl,
-            });
-        }
-        Ok(Self { grace, keeper })
+        let problem = if heartbeat.is_zero() {
+            TimingProblem::NoTimeToRenew
+        } else if keeper.problem().is_some() {
+            TimingProblem::TooLong
+        } else {
+            return Ok(Self { grace, keeper });
+        };
+        Err(TimingError {
+            problem,
+            heartbeat,
+            heartbeat_given,
+            grace,
+            grace_given,
+            slack,
+            ttl,
+        })
     }
 
     /// The TTL of the grant.
@@ -187,23 +180,16 @@ mod tests {
         let t = Timing::new(5 * s, None, Some(3 * s), None).unwrap();
         assert!(t.keeper.heartbeat.unwrap() < 1500 * MS, "{t:?}");
         let e = Timing::new(10 * s, Some(5 * s), Some(5 * s), None).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                TimingError::TooLong {
-                    heartbeat_given: true,
-                    grace_given: true,
-                    ..
-                }
-            ),
-            "{e}"
+        assert_eq!(
+            (e.problem, e.heartbeat_given, e.grace_given),
+            (TimingProblem::TooLong, true, true)
         );
         let e = Timing::new(10 * s, None, Some(10 * s), None).unwrap_err();
-        assert!(matches!(e, TimingError::NoTimeToRenew { grace_given: true, .. }), "{e}");
+        assert_eq!((e.problem, e.grace_given), (TimingProblem::NoTimeToRenew, true));
         let e = Timing::new(10 * s, Some(9600 * MS), None, None).unwrap_err();
-        assert!(
-            matches!(e, TimingError::TooLong { grace, grace_given: false, heartbeat_given: true, .. } if grace.is_zero()),
-            "{e}"
+        assert_eq!(
+            (e.problem, e.grace, e.grace_given, e.heartbeat_given),
+            (TimingProblem::TooLong, Duration::ZERO, false, true)
         );
         assert!(
             Timing::new(500 * MS, None, None, None).is_err(),
