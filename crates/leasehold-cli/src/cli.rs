@@ -88,12 +88,6 @@ pub enum Command {
     Run(RunArgs),
     /// Run CMD holding a flock on PATH: one instance per machine (exit 11 if held).
     Lock(LockArgs),
-    /// Internal: the guard between the `run` supervisor and its command.
-    #[command(name = "__guard", hide = true)]
-    Guard(GuardArgs),
-    /// Internal: holds a process group open for `run` until the command joins it.
-    #[command(name = "__anchor", hide = true)]
-    Anchor,
     /// Check the store and this host: filesystem, fsync, boot id, process identity, schema.
     Doctor,
     /// Create or upgrade the store's schema now (every command does it on first use).
@@ -639,18 +633,6 @@ pub struct LockArgs {
 
     /// The command and its arguments, run directly (no shell).
     #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<std::ffi::OsString>,
-}
-
-#[derive(Debug, Args)]
-pub struct GuardArgs {
-    #[arg(long)]
-    pub control_fd: i32,
-    #[arg(long)]
-    pub report_fd: i32,
-    #[arg(long, value_parser = within(limits::GRACE))]
-    pub grace: Duration,
-    #[arg(last = true, required = true)]
     pub command: Vec<std::ffi::OsString>,
 }
 

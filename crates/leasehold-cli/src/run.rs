@@ -47,6 +47,7 @@ fn exit_code_of(err: &anyhow::Error) -> ExitCode {
             return match e {
                 LibError::Store(b) => backend_code(b),
                 LibError::Process(_) | LibError::InvalidInput(_) => ExitCode::Usage,
+                LibError::Supervise(_) => ExitCode::Failure,
             };
         }
         if let Some(e) = cause.downcast_ref::<BackendError>() {
@@ -142,6 +143,12 @@ fn usage_error(e: &clap::Error) -> std::process::ExitCode {
 }
 
 pub fn run() -> std::process::ExitCode {
+    // `leasehold __guard ...` and `leasehold __anchor`: this binary is the
+    // guard of its own `run` and `work` (the library's guard program).
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    if let Some(code) = leasehold::supervise::guard::main(&args) {
+        return std::process::ExitCode::from(code);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),

@@ -17,6 +17,10 @@ pub enum Error {
     /// ([`BackendError::InvalidInput`]).
     #[error("{0}; nothing was changed")]
     InvalidInput(#[from] leasehold_backend::limits::OutOfRange),
+
+    /// A supervised command's guard could not be found, started or told.
+    #[error(transparent)]
+    Supervise(#[from] crate::supervise::SuperviseError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,5 +1,12 @@
-//! Keeping a grant: heartbeat renewals, and a holder-side deadline that
-//! does not trust the store's clock.
+//! Keeping a grant or a task claim: heartbeat renewals, and a
+//! holder-side deadline that does not trust the store's clock.
+//!
+//! One keeper serves both kinds of hold: what it keeps is a [`Renewer`],
+//! whose `Lost` type says why the store refused a renewal — a
+//! [`LostReason`] for a lease ([`Keeper`], started by [`Keeper::start`] or
+//! [`Store::acquire_and_keep`](crate::Store::acquire_and_keep)), a
+//! [`ClaimLost`] for a task claim ([`ClaimKeeper`], started by
+//! [`Store::claim_and_keep`](crate::Store::claim_and_keep)).
 //!
 //! # The trust window
 //!
@@ -58,7 +65,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use leasehold_backend::{LeaseName, LeaseRenew, LostReason, Token, duration_nanos, host, limits};
+use leasehold_backend::{
+    Claim, LeaseName, LeaseRenew, LostReason, TaskLost, TaskRef, TaskUpdate, Token, duration_nanos, host, limits,
+};
 
 use crate::{Result, Store};
 
@@ -107,43 +116,195 @@ impl Clock for ManualClock {
     }
 }
 
-/// The outcome of one renewal, as the keeper needs it.
+/// The outcome of one renewal, as the keeper needs it: renewed, or
+/// refused for a reason of the kept kind (`L`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Renewal {
+pub enum Renewal<L = LostReason> {
     Renewed,
-    Lost(LostReason),
+    Lost(L),
 }
 
-/// What renews a grant: a [`Store`], or a fake in tests.
+/// One renewal as the keeper sends it, with what the keeper knows about
+/// the hold's timing — for a [`Renewer`] to say why a refusal happened.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// The TTL to renew for.
+    pub ttl: Duration,
+    /// When the last successful acquire or renewal was sent (keeper's clock).
+    pub last_renewed: Duration,
+    clock: &'a dyn Clock,
+}
+
+impl Attempt<'_> {
+    /// Whether the store may have expired the hold before this renewal
+    /// reached it: the keeper's clock has passed `last_renewed + ttl`
+    /// (read after the store answered). When it has not, a refusal cannot
+    /// be an expiry — someone ended or took the hold.
+    #[must_use]
+    pub fn could_have_expired(&self) -> bool {
+        self.clock.now() >= self.last_renewed.saturating_add(self.ttl)
+    }
+}
+
+/// What a keeper keeps: a lease grant ([`LeaseRenewer`]), a task claim
+/// ([`ClaimRenewer`]), or a fake in tests.
 pub trait Renewer: Send + Sync + fmt::Debug {
-    /// Extend the grant `token` of `name` to `now + ttl`.
+    /// Why the store refuses a renewal.
+    type Lost: Clone + fmt::Debug + fmt::Display + PartialEq + Send + Sync + 'static;
+
+    /// What kind of hold this is, for logs: `lease`, `claim`.
+    fn kind(&self) -> &'static str;
+
+    /// The name of what is kept, for logs: `NAME`, `QUEUE/ID`.
+    fn name(&self) -> String;
+
+    /// The token of the hold.
+    fn token(&self) -> Token;
+
+    /// Extend the hold to the store's `now + attempt.ttl`.
     ///
     /// # Errors
     /// When the store fails (the keeper retries until its deadline).
-    fn renew(&self, name: &LeaseName, token: Token, owner: Option<&str>, ttl: Duration) -> Result<Renewal>;
+    fn renew(&self, attempt: &Attempt<'_>) -> Result<Renewal<Self::Lost>>;
 }
 
-impl Renewer for Store {
-    fn renew(&self, name: &LeaseName, token: Token, owner: Option<&str>, ttl: Duration) -> Result<Renewal> {
-        Ok(match Store::renew(self, name, token, owner, ttl)? {
-            LeaseRenew::Renewed(_) => Renewal::Renewed,
-            LeaseRenew::Lost(reason) => Renewal::Lost(reason),
+/// Renews a lease grant.
+#[derive(Debug)]
+pub struct LeaseRenewer {
+    store: Arc<Store>,
+    name: LeaseName,
+    token: Token,
+    owner: Option<String>,
+}
+
+impl LeaseRenewer {
+    /// Renew `token` of `name` (with its explicit owner, if it has one).
+    #[must_use]
+    pub fn new(store: Arc<Store>, name: LeaseName, token: Token, owner: Option<String>) -> Self {
+        Self {
+            store,
+            name,
+            token,
+            owner,
+        }
+    }
+}
+
+impl Renewer for LeaseRenewer {
+    type Lost = LostReason;
+
+    fn kind(&self) -> &'static str {
+        "lease"
+    }
+
+    fn name(&self) -> String {
+        self.name.to_string()
+    }
+
+    fn token(&self) -> Token {
+        self.token
+    }
+
+    fn renew(&self, attempt: &Attempt<'_>) -> Result<Renewal> {
+        Ok(
+            match self
+                .store
+                .renew(&self.name, self.token, self.owner.as_deref(), attempt.ttl)?
+            {
+                LeaseRenew::Renewed(_) => Renewal::Renewed,
+                LeaseRenew::Lost(reason) => Renewal::Lost(reason),
+            },
+        )
+    }
+}
+
+/// Why a task claim was lost, as far as its holder can tell: the store's
+/// [`TaskLost`], and — for a stale claim — whether it could have expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimLost {
+    /// The task is gone from the store (deleted or purged).
+    Deleted,
+    /// The claim may have run past its TTL in the store: it expired, and
+    /// the task may have been claimed again.
+    Expired,
+    /// The claim was refused while it could not have expired: someone
+    /// ended it with its token (done, fail, hand back) or the task moved on.
+    Taken,
+}
+
+impl ClaimLost {
+    /// Read the store's refusal, with whether the claim could have expired
+    /// by then ([`Attempt::could_have_expired`]).
+    #[must_use]
+    pub fn new(lost: TaskLost, could_have_expired: bool) -> Self {
+        match lost {
+            TaskLost::NotFound => ClaimLost::Deleted,
+            TaskLost::Stale if could_have_expired => ClaimLost::Expired,
+            TaskLost::Stale => ClaimLost::Taken,
+        }
+    }
+}
+
+impl fmt::Display for ClaimLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ClaimLost::Deleted => "the task was deleted",
+            ClaimLost::Expired => "the claim ran past its TTL in the store",
+            ClaimLost::Taken => "the claim was ended by someone else while it was live",
         })
     }
 }
 
-/// Why a keeper stopped trusting its grant. Final.
+/// Renews a task claim (a heartbeat).
+#[derive(Debug)]
+pub struct ClaimRenewer {
+    store: Arc<Store>,
+    task: TaskRef,
+}
+
+impl ClaimRenewer {
+    #[must_use]
+    pub fn new(store: Arc<Store>, task: TaskRef) -> Self {
+        Self { store, task }
+    }
+}
+
+impl Renewer for ClaimRenewer {
+    type Lost = ClaimLost;
+
+    fn kind(&self) -> &'static str {
+        "claim"
+    }
+
+    fn name(&self) -> String {
+        format!("{}/{}", self.task.queue, self.task.id)
+    }
+
+    fn token(&self) -> Token {
+        self.task.token
+    }
+
+    fn renew(&self, attempt: &Attempt<'_>) -> Result<Renewal<ClaimLost>> {
+        Ok(match self.store.task_heartbeat(&self.task, attempt.ttl)? {
+            TaskUpdate::Applied => Renewal::Renewed,
+            TaskUpdate::Lost(lost) => Renewal::Lost(ClaimLost::new(lost, attempt.could_have_expired())),
+        })
+    }
+}
+
+/// Why a keeper stopped trusting its hold. Final. `L` is the kind's
+/// refusal: [`LostReason`] for a lease, [`ClaimLost`] for a task claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Loss {
-    /// The store refused a renewal: the grant is gone.
-    Refused(LostReason),
+pub enum Loss<L = LostReason> {
+    /// The store refused a renewal: the hold is gone.
+    Refused(L),
     /// The holder-side deadline passed before a renewal succeeded: the
     /// holder was paused or suspended (`last_error` is `None`), or the
     /// store kept failing.
     Deadline { last_error: Option<String> },
 }
 
-impl fmt::Display for Loss {
+impl<L: fmt::Display> fmt::Display for Loss<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Loss::Refused(reason) => write!(f, "the store refused a renewal: {reason}"),
@@ -228,10 +389,14 @@ fn trusted_until(sent: Duration, options: &KeeperOptions) -> Duration {
     sent.saturating_add(options.ttl).saturating_sub(options.margin)
 }
 
-type Callback = Box<dyn FnOnce(Loss) + Send>;
+type Callback<L> = Box<dyn FnOnce(Loss<L>) + Send>;
 type WindowWatcher = Arc<dyn Fn(Duration) + Send + Sync>;
 
-struct State {
+/// What a refusal may be: the bounds every `Renewer::Lost` has.
+pub trait Refusal: Clone + fmt::Debug + fmt::Display + PartialEq + Send + Sync + 'static {}
+impl<L: Clone + fmt::Debug + fmt::Display + PartialEq + Send + Sync + 'static> Refusal for L {}
+
+struct State<L> {
     trusted_until: Duration,
     last_sent: Duration,
     retry_at: Option<Duration>,
@@ -239,34 +404,36 @@ struct State {
     renewals: u64,
     /// Send time of a renewal the store has not answered yet.
     in_flight: Option<Duration>,
-    lost: Option<Loss>,
+    lost: Option<Loss<L>>,
     stopped: bool,
-    callbacks: Vec<Callback>,
+    callbacks: Vec<Callback<L>>,
     /// Told each new `trusted_until` (see [`Keeper::on_window`]).
     watchers: Vec<WindowWatcher>,
 }
 
-struct Shared {
-    name: LeaseName,
+struct Shared<L: Refusal> {
+    /// What is kept, for logs: its kind and name.
+    kind: &'static str,
+    name: String,
     token: Token,
     options: KeeperOptions,
     clock: Arc<dyn Clock>,
-    renewer: Arc<dyn Renewer>,
-    state: Mutex<State>,
+    renewer: Arc<dyn Renewer<Lost = L>>,
+    state: Mutex<State<L>>,
     changed: Condvar,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+impl<L: Refusal> Shared<L> {
+    fn lock(&self) -> MutexGuard<'_, State<L>> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Record the loss (once) and run the callbacks outside the lock.
-    fn lose(&self, mut state: MutexGuard<'_, State>, loss: &Loss) {
+    fn lose(&self, mut state: MutexGuard<'_, State<L>>, loss: &Loss<L>) {
         if state.lost.is_some() || state.stopped {
             return;
         }
-        tracing::warn!(name = %self.name, token = %self.token, "lease lost: {loss}");
+        tracing::warn!(name = %self.name, token = %self.token, "{} lost: {loss}", self.kind);
         state.lost = Some(loss.clone());
         let callbacks = std::mem::take(&mut state.callbacks);
         drop(state);
@@ -278,7 +445,7 @@ impl Shared {
 
     /// Sleep until `until` on the keeper's clock, in slices of at most
     /// [`POLL`]; returns the state early when the keeper is stopped or lost.
-    fn sleep_until<'a>(&'a self, mut state: MutexGuard<'a, State>, until: Duration) -> MutexGuard<'a, State> {
+    fn sleep_until<'a>(&'a self, mut state: MutexGuard<'a, State<L>>, until: Duration) -> MutexGuard<'a, State<L>> {
         loop {
             let now = self.clock.now();
             if state.stopped || state.lost.is_some() || now >= until || now >= state.trusted_until {
@@ -317,10 +484,13 @@ impl Shared {
                 continue;
             }
             state.in_flight = Some(sent);
+            let attempt = Attempt {
+                ttl: self.options.ttl,
+                last_renewed: state.last_sent,
+                clock: self.clock.as_ref(),
+            };
             drop(state);
-            let outcome = self
-                .renewer
-                .renew(&self.name, self.token, self.options.owner.as_deref(), self.options.ttl);
+            let outcome = self.renewer.renew(&attempt);
             state = self.lock();
             state.in_flight = None;
             if state.stopped || state.lost.is_some() {
@@ -376,10 +546,10 @@ impl Shared {
     }
 }
 
-/// Keeps one grant: renews it every heartbeat on its own thread and pushes
-/// its loss to the holder. Stops (without releasing) on [`Keeper::stop`] or
-/// drop; releasing is the holder's call, after it has stopped using the
-/// grant.
+/// Keeps one grant (or, as [`ClaimKeeper`], one task claim): renews it
+/// every heartbeat on its own thread and pushes its loss to the holder.
+/// Stops (without releasing) on [`Keeper::stop`] or drop; releasing is the
+/// holder's call, after it has stopped using the grant.
 ///
 /// # Examples
 /// ```
@@ -393,6 +563,7 @@ impl Shared {
 /// let options = AcquireOptions { ttl: Duration::from_secs(30), ..AcquireOptions::default() };
 /// let sent = host::boot_clock();
 /// let Acquire::Acquired(grant) = store.try_acquire(&name, &options)? else { panic!("held") };
+/// // Or both steps in one call: `store.acquire_and_keep(&name, &options, keep)`.
 /// let keeper = Keeper::start(store.clone(), &grant, sent, KeeperOptions::new(options.ttl));
 /// let lost = keeper.subscribe();
 /// // ... work, checking `lost.try_recv()` or `keeper.handle().is_lost()` ...
@@ -401,14 +572,19 @@ impl Shared {
 /// store.release(&name, grant.token, None)?;
 /// # Ok::<(), leasehold::Error>(())
 /// ```
-pub struct Keeper {
-    shared: Arc<Shared>,
+pub struct Keeper<L: Refusal = LostReason> {
+    shared: Arc<Shared<L>>,
     threads: Vec<JoinHandle<()>>,
 }
 
-impl fmt::Debug for Keeper {
+/// A keeper of a task claim: its loss says whether the claim was deleted,
+/// expired or taken ([`ClaimLost`]).
+pub type ClaimKeeper = Keeper<ClaimLost>;
+
+impl<L: Refusal> fmt::Debug for Keeper<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Keeper")
+            .field("kind", &self.shared.kind)
             .field("name", &self.shared.name)
             .field("token", &self.shared.token)
             .finish_non_exhaustive()
@@ -416,31 +592,42 @@ impl fmt::Debug for Keeper {
 }
 
 impl Keeper {
-    /// Keep `grant`, acquired by a request sent at `sent` on the boot clock.
+    /// Keep `grant`, acquired by a request sent at `sent` on the boot clock
+    /// (renewing with `options.owner`). [`Store::acquire_and_keep`] reads
+    /// the clock and starts the keeper for you.
     #[must_use]
-    pub fn start(
-        renewer: Arc<dyn Renewer>,
-        grant: &leasehold_backend::Grant,
-        sent: Duration,
-        options: KeeperOptions,
-    ) -> Self {
-        Self::start_with_clock(renewer, &grant.name, grant.token, sent, options, Arc::new(BootClock))
+    pub fn start(store: Arc<Store>, grant: &leasehold_backend::Grant, sent: Duration, options: KeeperOptions) -> Self {
+        let renewer = LeaseRenewer::new(store, grant.name.clone(), grant.token, options.owner.clone());
+        Self::start_with_clock(Arc::new(renewer), sent, options, Arc::new(BootClock))
     }
+}
 
-    /// As [`Keeper::start`], on an injected clock (tests).
+impl ClaimKeeper {
+    /// Keep `claim`, claimed by a request sent at `sent` on the boot clock.
+    /// [`Store::claim_and_keep`] reads the clock and starts the keeper for
+    /// you.
+    #[must_use]
+    pub fn start_claim(store: Arc<Store>, claim: &Claim, sent: Duration, options: KeeperOptions) -> Self {
+        let renewer = ClaimRenewer::new(store, claim.task_ref());
+        Self::start_with_clock(Arc::new(renewer), sent, options, Arc::new(BootClock))
+    }
+}
+
+impl<L: Refusal> Keeper<L> {
+    /// Keep what `renewer` renews, acquired by a request sent at `sent` on
+    /// `clock` (the boot clock, [`BootClock`], outside tests).
     #[must_use]
     pub fn start_with_clock(
-        renewer: Arc<dyn Renewer>,
-        name: &LeaseName,
-        token: Token,
+        renewer: Arc<dyn Renewer<Lost = L>>,
         sent: Duration,
         options: KeeperOptions,
         clock: Arc<dyn Clock>,
     ) -> Self {
         let trusted_until = trusted_until(sent, &options);
         let shared = Arc::new(Shared {
-            name: name.clone(),
-            token,
+            kind: renewer.kind(),
+            name: renewer.name(),
+            token: renewer.token(),
             options,
             clock,
             renewer,
@@ -458,7 +645,7 @@ impl Keeper {
             }),
             changed: Condvar::new(),
         });
-        let spawn = |name: &str, f: fn(&Shared)| {
+        let spawn = |name: &str, f: fn(&Shared<L>)| {
             let shared = shared.clone();
             thread::Builder::new()
                 .name(name.into())
@@ -483,6 +670,14 @@ impl Keeper {
         self.shared.lock().trusted_until
     }
 
+    /// When the last successful renewal (or the acquisition) was sent, on
+    /// the keeper's clock: the store cannot expire the hold before this +
+    /// TTL.
+    #[must_use]
+    pub fn last_renewed(&self) -> Duration {
+        self.shared.lock().last_sent
+    }
+
     /// How many renewals succeeded.
     #[must_use]
     pub fn renewals(&self) -> u64 {
@@ -492,7 +687,7 @@ impl Keeper {
     /// Call `f` once when the grant is lost (at once if it already is).
     /// Runs on a keeper thread: keep it short (send on a channel, set a
     /// flag, signal a process).
-    pub fn on_loss(&self, f: impl FnOnce(Loss) + Send + 'static) {
+    pub fn on_loss(&self, f: impl FnOnce(Loss<L>) + Send + 'static) {
         let mut state = self.shared.lock();
         match &state.lost {
             Some(loss) => {
@@ -521,7 +716,7 @@ impl Keeper {
 
     /// A channel that receives the loss once.
     #[must_use]
-    pub fn subscribe(&self) -> mpsc::Receiver<Loss> {
+    pub fn subscribe(&self) -> mpsc::Receiver<Loss<L>> {
         let (tx, rx) = mpsc::channel();
         self.on_loss(move |loss| {
             let _ = tx.send(loss);
@@ -531,17 +726,17 @@ impl Keeper {
 
     /// A handle any thread can wait on or poll.
     #[must_use]
-    pub fn handle(&self) -> LossHandle {
+    pub fn handle(&self) -> LossHandle<L> {
         LossHandle(self.shared.clone())
     }
 
     /// Stop renewing (does not release). Returns the loss, if it happened.
     #[allow(clippy::must_use_candidate, reason = "stopping is the point; the loss is extra")]
-    pub fn stop(mut self) -> Option<Loss> {
+    pub fn stop(mut self) -> Option<Loss<L>> {
         self.shutdown()
     }
 
-    fn shutdown(&mut self) -> Option<Loss> {
+    fn shutdown(&mut self) -> Option<Loss<L>> {
         let lost = {
             let mut state = self.shared.lock();
             state.stopped = true;
@@ -557,37 +752,42 @@ impl Keeper {
     }
 }
 
-impl Drop for Keeper {
+impl<L: Refusal> Drop for Keeper<L> {
     fn drop(&mut self) {
         self.shutdown();
     }
 }
 
 /// Wait for, or poll, a keeper's loss from any thread.
-#[derive(Clone)]
-pub struct LossHandle(Arc<Shared>);
+pub struct LossHandle<L: Refusal = LostReason>(Arc<Shared<L>>);
 
-impl fmt::Debug for LossHandle {
+impl<L: Refusal> Clone for LossHandle<L> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<L: Refusal> fmt::Debug for LossHandle<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("LossHandle").field(&self.0.token).finish()
     }
 }
 
-impl LossHandle {
+impl<L: Refusal> LossHandle<L> {
     #[must_use]
     pub fn is_lost(&self) -> bool {
         self.0.lock().lost.is_some()
     }
 
     #[must_use]
-    pub fn loss(&self) -> Option<Loss> {
+    pub fn loss(&self) -> Option<Loss<L>> {
         self.0.lock().lost.clone()
     }
 
     /// Wait up to `timeout` (real time) for the loss; `None` if the grant
     /// is still trusted, or the keeper was stopped.
     #[must_use]
-    pub fn wait_timeout(&self, timeout: Duration) -> Option<Loss> {
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Loss<L>> {
         let state = self.0.lock();
         let (state, _) = self
             .0
@@ -624,7 +824,21 @@ mod tests {
     }
 
     impl Renewer for Scripted {
-        fn renew(&self, _: &LeaseName, _: Token, _: Option<&str>, _: Duration) -> Result<Renewal> {
+        type Lost = LostReason;
+
+        fn kind(&self) -> &'static str {
+            "lease"
+        }
+
+        fn name(&self) -> String {
+            "job".into()
+        }
+
+        fn token(&self) -> Token {
+            Token(7)
+        }
+
+        fn renew(&self, _: &Attempt<'_>) -> Result<Renewal> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             self.answers.lock().unwrap().pop().unwrap_or(Ok(Renewal::Renewed))
         }
@@ -641,14 +855,7 @@ mod tests {
             owner: None,
         };
         let start = clock.now();
-        Keeper::start_with_clock(
-            renewer,
-            &LeaseName::new("job").unwrap(),
-            Token(7),
-            start,
-            options,
-            clock.clone(),
-        )
+        Keeper::start_with_clock(renewer, start, options, clock.clone())
     }
 
     fn until(what: impl Fn() -> bool) {
@@ -786,16 +993,114 @@ mod tests {
         let clock = Arc::new(ManualClock::new(Duration::MAX));
         clock.advance(Duration::MAX);
         assert_eq!(clock.now(), Duration::from_nanos(u64::MAX));
-        let k = Keeper::start_with_clock(
-            Scripted::new(vec![]),
-            &LeaseName::new("job").unwrap(),
-            Token(1),
-            clock.now(),
-            huge,
-            clock,
-        );
+        let k: Keeper = Keeper::start_with_clock(Scripted::new(vec![]), clock.now(), huge, clock);
         // sent + ttl - margin saturates to zero: never trusted.
         assert_eq!(k.trusted_until(), Duration::ZERO);
         assert_eq!(k.handle().wait_timeout(WAIT), Some(Loss::Deadline { last_error: None }));
+    }
+
+    /// A claim's keeper over a real store: its refusals say deleted,
+    /// taken (refused while the claim could not have expired) or expired
+    /// (the refused renewal's reply came after last send + TTL).
+    #[test]
+    fn a_lost_claim_says_whether_it_was_deleted_taken_or_expired() {
+        use crate::{NewTask, QueueName, TaskId};
+
+        /// The store's answer arrives late: the clock moves by `delay`
+        /// while the renewal is out.
+        #[derive(Debug)]
+        struct Late(ClaimRenewer, Arc<ManualClock>, Duration);
+        impl Renewer for Late {
+            type Lost = ClaimLost;
+            fn kind(&self) -> &'static str {
+                self.0.kind()
+            }
+            fn name(&self) -> String {
+                self.0.name()
+            }
+            fn token(&self) -> Token {
+                self.0.token()
+            }
+            fn renew(&self, attempt: &Attempt<'_>) -> Result<Renewal<ClaimLost>> {
+                self.1.advance(self.2);
+                self.0.renew(attempt)
+            }
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db")).unwrap());
+        let queue = QueueName::new("q").unwrap();
+        let options = KeeperOptions {
+            ttl: 60 * SEC,
+            heartbeat: Some(20 * SEC),
+            margin: 5 * SEC,
+            owner: None,
+        };
+        let lost_after_a_heartbeat = |renewer: Arc<dyn Renewer<Lost = ClaimLost>>, clock: &Arc<ManualClock>| {
+            let k = Keeper::start_with_clock(renewer, clock.now(), options.clone(), clock.clone());
+            clock.advance(20 * SEC);
+            k.handle().wait_timeout(WAIT)
+        };
+
+        let unknown = TaskRef {
+            queue: queue.clone(),
+            id: TaskId::new("never-added").unwrap(),
+            token: Token(1),
+        };
+        let clock = Arc::new(ManualClock::new(100 * SEC));
+        let renewer = Arc::new(ClaimRenewer::new(store.clone(), unknown));
+        assert_eq!(
+            lost_after_a_heartbeat(renewer, &clock),
+            Some(Loss::Refused(ClaimLost::Deleted))
+        );
+
+        for (delay, expected) in [(Duration::ZERO, ClaimLost::Taken), (60 * SEC, ClaimLost::Expired)] {
+            store
+                .task_add(&queue, vec![NewTask::new(serde_json::json!(1))])
+                .unwrap();
+            let claim = store.task_claim(&queue, 60 * SEC, None).unwrap().unwrap();
+            // Someone ends the claim with its token (the command itself, say).
+            store.task_complete(&claim.task_ref(), None).unwrap();
+            let clock = Arc::new(ManualClock::new(100 * SEC));
+            let renewer = Arc::new(Late(
+                ClaimRenewer::new(store.clone(), claim.task_ref()),
+                clock.clone(),
+                delay,
+            ));
+            assert_eq!(
+                lost_after_a_heartbeat(renewer, &clock),
+                Some(Loss::Refused(expected)),
+                "reply {delay:?} late"
+            );
+        }
+    }
+
+    #[test]
+    fn acquire_and_keep_starts_the_window_at_the_send_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db")).unwrap());
+        let name = LeaseName::new("job").unwrap();
+        let options = crate::AcquireOptions {
+            ttl: 60 * SEC,
+            binding: crate::Binding::Ttl,
+            ..crate::AcquireOptions::default()
+        };
+        let before = host::boot_clock();
+        let crate::Kept::Acquired(grant, keeper) = store
+            .acquire_and_keep(&name, &options, KeeperOptions::new(options.ttl))
+            .unwrap()
+        else {
+            panic!("held")
+        };
+        let after = host::boot_clock();
+        let sent = keeper.last_renewed();
+        assert!(before <= sent && sent <= after, "{before:?} <= {sent:?} <= {after:?}");
+        assert_eq!(keeper.trusted_until(), sent + 54 * SEC, "sent + ttl - ttl/10");
+        assert_eq!(keeper.token(), grant.token);
+        assert!(matches!(
+            store.acquire_and_keep(&name, &options, KeeperOptions::new(options.ttl)),
+            Ok(crate::Kept::Held(_))
+        ));
+        keeper.stop();
     }
 }

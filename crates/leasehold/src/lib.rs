@@ -8,9 +8,17 @@
 //!   backoff, dead tasks, and late workers' results refused.
 //! - [`files`]: crash-safe state files — atomic durable replacement,
 //!   read-modify-write under a lock, and writes fenced by a lease's token.
-//! - [`Keeper`]: keeps a grant — heartbeat renewals, a holder-side deadline
-//!   on the boot clock, and loss pushed to the holder.
+//! - [`Keeper`]: keeps a grant (or, as [`ClaimKeeper`], a task claim) —
+//!   heartbeat renewals, a holder-side deadline on the boot clock, and loss
+//!   pushed to the holder; [`Store::acquire_and_keep`] and
+//!   [`Store::claim_and_keep`] take and keep in one call.
 //! - [`lock`]: single-instance `flock` locks on one machine.
+//! - [`supervise`]: run a command under a kept grant — its own process
+//!   group, a guard process that stops it before the trust window closes
+//!   even when this process cannot, stall detection, opt-in signal
+//!   forwarding.
+//! - [`worker`]: claim tasks and run a command or a Rust closure for each,
+//!   heartbeating the claim; progress as an event stream.
 //!
 //! # Examples
 //! ```
@@ -34,10 +42,15 @@ mod keeper;
 pub mod lock;
 mod queue;
 mod store;
+pub mod supervise;
+pub mod worker;
 
 pub use error::{Error, Result};
 pub use identity::Binding;
-pub use keeper::{BootClock, Clock, Keeper, KeeperOptions, Loss, LossHandle, ManualClock, POLL, Renewal, Renewer};
+pub use keeper::{
+    Attempt, BootClock, ClaimKeeper, ClaimLost, ClaimRenewer, Clock, Keeper, KeeperOptions, LeaseRenewer, Loss,
+    LossHandle, ManualClock, POLL, Refusal, Renewal, Renewer,
+};
 pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
     Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry,
@@ -53,4 +66,4 @@ pub use leasehold_backend::{
     parse_duration_within, parse_time_within,
 };
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
-pub use store::{Acquire, AcquireOptions, DEFAULT_POLL, Store, StoreOptions, StoreUrl};
+pub use store::{Acquire, AcquireOptions, DEFAULT_POLL, Kept, Store, StoreOptions, StoreUrl};

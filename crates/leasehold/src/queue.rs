@@ -4,16 +4,17 @@
 //! default backoff — and nothing that touches storage.
 
 use std::io::Read;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
     Available, BackendError, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskBackend,
     TaskClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskId, TaskIdParams,
-    TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskState, TaskStatsParams, TaskUpdate,
+    TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskState, TaskStatsParams, TaskUpdate, WaitTopic, host,
 };
 
-use crate::{Result, Store, identity};
+use crate::{ClaimKeeper, KeeperOptions, Result, Store, identity};
 
 /// Attempts a task gets unless told otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -180,6 +181,53 @@ impl Store {
             owner: owner.map_or_else(identity::default_owner, str::to_owned),
             ttl,
         })?)
+    }
+
+    /// Claim the next task of `queue` and keep the claim: the boot clock
+    /// is read just before the claim goes out, and a [`ClaimKeeper`]
+    /// heartbeats it from that send time (claiming for `keep.ttl`). `None`
+    /// when nothing is claimable. Reporting (done, fail, hand back) stays
+    /// the caller's: stop the keeper first.
+    ///
+    /// # Errors
+    /// As [`Store::task_claim`].
+    ///
+    /// # Examples
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use leasehold::{KeeperOptions, LeaseName, NewTask, Store};
+    /// let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db"))?);
+    /// let queue = LeaseName::new("crawl").unwrap();
+    /// store.task_add(&queue, vec![NewTask::new(serde_json::json!(1))])?;
+    /// let (claim, keeper) = store.claim_and_keep(&queue, None, KeeperOptions::new(Duration::from_secs(60)))?.unwrap();
+    /// // ... work, checking keeper.handle().is_lost() ...
+    /// keeper.stop();
+    /// store.task_complete(&claim.task_ref(), None)?;
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    pub fn claim_and_keep(
+        self: &Arc<Self>,
+        queue: &QueueName,
+        owner: Option<&str>,
+        keep: KeeperOptions,
+    ) -> Result<Option<(Claim, ClaimKeeper)>> {
+        let sent = host::boot_clock();
+        Ok(self.task_claim(queue, keep.ttl, owner)?.map(|claim| {
+            let keeper = ClaimKeeper::start_claim(self.clone(), &claim, sent, keep);
+            (claim, keeper)
+        }))
+    }
+
+    /// Wait up to `timeout` for `queue` to get a claimable task: a store
+    /// that announces changes (PostgreSQL's NOTIFY) wakes the caller
+    /// early, others sleep the whole timeout. Then claim again.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails to wait.
+    pub fn wait_for_tasks(&self, queue: &QueueName, timeout: Duration) -> Result<()> {
+        Ok(self.backend().wait_for_change(&WaitTopic::queue(queue), timeout)?)
     }
 
     /// Extend a live claim to now + `ttl`.

@@ -6,17 +6,18 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{
     Backend, BackendError, ClockSkew, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, limits,
+    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host, limits,
 };
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
 use crate::identity::{self, Binding};
-use crate::{Error, Result};
+use crate::{Error, Keeper, KeeperOptions, Result};
 
 /// Where lease state lives, parsed from `sqlite://PATH`, `postgres://…`,
 /// `postgresql://…` or `etcd://HOST:PORT[,HOST:PORT…][?prefix=/KEY/PREFIX]`.
@@ -214,11 +215,21 @@ pub enum Acquire {
     Held(Held),
 }
 
+/// The outcome of [`Store::acquire_and_keep`]: the grant and its running
+/// keeper, or who holds the name.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant, reason = "returned once per call, like Acquire")]
+pub enum Kept {
+    Acquired(leasehold_backend::Grant, Keeper),
+    Held(Held),
+}
+
 /// How long a waiter's place in the queue lasts without a refresh; a
 /// waiter that dies leaves the queue after this.
 const WAITER_TTL: Duration = Duration::from_secs(10);
 
-/// An open store.
+/// An open store. `Send + Sync`: one `Arc<Store>` serves many threads
+/// (a worker's, a keeper's), each call taking the backend's own locks.
 #[derive(Debug)]
 pub struct Store {
     url: StoreUrl,
@@ -358,9 +369,16 @@ impl Store {
     /// One attempt, with fast takeover: if the store says held and some
     /// holders are provably gone, ask again, evicting exactly those.
     fn attempt(&self, params: &mut LeaseAcquireParams) -> Result<Acquire> {
+        Ok(self.attempt_sent(params)?.0)
+    }
+
+    /// As [`Store::attempt`], with the boot-clock time the request that
+    /// decided the outcome was sent (a keeper's window starts there).
+    fn attempt_sent(&self, params: &mut LeaseAcquireParams) -> Result<(Acquire, Duration)> {
         params.evict.clear();
+        let sent = host::boot_clock();
         match self.backend.lease_acquire(params)? {
-            LeaseAcquire::Acquired(g) => return Ok(Acquire::Acquired(g)),
+            LeaseAcquire::Acquired(g) => return Ok((Acquire::Acquired(g), sent)),
             LeaseAcquire::Held(held) => {
                 params.ticket = held.ticket.or(params.ticket);
                 params.evict = held
@@ -370,15 +388,16 @@ impl Store {
                     .map(|g| g.token)
                     .collect();
                 if params.evict.is_empty() {
-                    return Ok(Acquire::Held(held));
+                    return Ok((Acquire::Held(held), sent));
                 }
             }
         }
+        let sent = host::boot_clock();
         Ok(match self.backend.lease_acquire(params)? {
-            LeaseAcquire::Acquired(g) => Acquire::Acquired(g),
+            LeaseAcquire::Acquired(g) => (Acquire::Acquired(g), sent),
             LeaseAcquire::Held(held) => {
                 params.ticket = held.ticket.or(params.ticket);
-                Acquire::Held(held)
+                (Acquire::Held(held), sent)
             }
         })
     }
@@ -419,16 +438,27 @@ impl Store {
         name: &LeaseName,
         options: &AcquireOptions,
         timeout: Option<Duration>,
-        mut on_held: impl FnMut(&Held),
+        on_held: impl FnMut(&Held),
     ) -> Result<Acquire> {
+        Ok(self.acquire_wait_sent(name, options, timeout, on_held)?.0)
+    }
+
+    /// As [`Store::acquire_wait`], with the send time of the deciding request.
+    fn acquire_wait_sent(
+        &self,
+        name: &LeaseName,
+        options: &AcquireOptions,
+        timeout: Option<Duration>,
+        mut on_held: impl FnMut(&Held),
+    ) -> Result<(Acquire, Duration)> {
         if let Some(timeout) = timeout {
             limits::WAIT.check(timeout)?;
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut params = Self::params(name, options)?;
         // First a plain attempt: no queue entry when it is free.
-        let first = self.attempt(&mut params)?;
-        if matches!(first, Acquire::Acquired(_)) || timeout == Some(Duration::ZERO) {
+        let first = self.attempt_sent(&mut params)?;
+        if matches!(first.0, Acquire::Acquired(_)) || timeout == Some(Duration::ZERO) {
             return Ok(first);
         }
         params.ticket = Some(self.backend.waiter_enqueue(&WaiterEnqueueParams {
@@ -462,26 +492,26 @@ impl Store {
             };
             if due || looks_free()? {
                 last_attempt = Instant::now();
-                match self.attempt(&mut params) {
-                    Ok(Acquire::Acquired(g)) => break Ok(Acquire::Acquired(g)),
-                    Ok(Acquire::Held(held)) => {
+                match self.attempt_sent(&mut params) {
+                    Ok((Acquire::Acquired(g), sent)) => break Ok((Acquire::Acquired(g), sent)),
+                    Ok((Acquire::Held(held), sent)) => {
                         on_held(&held);
                         if deadline.is_some_and(|d| Instant::now() >= d) {
-                            break Ok(Acquire::Held(held));
+                            break Ok((Acquire::Held(held), sent));
                         }
                     }
                     Err(e) => break Err(e),
                 }
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
                 // Report the state as of a final attempt.
-                break self.attempt(&mut params);
+                break self.attempt_sent(&mut params);
             }
             let refresh = (WAITER_TTL / 4).saturating_sub(last_attempt.elapsed());
             let wait = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
             self.backend.wait_for_change(&topic, wait.min(refresh))?;
             pause = (pause * 2).min(self.poll);
         };
-        if !matches!(outcome, Ok(Acquire::Acquired(_)))
+        if !matches!(outcome, Ok((Acquire::Acquired(_), _)))
             && let Some(ticket) = params.ticket
         {
             // Best effort: an unremoved registration expires by itself.
@@ -491,6 +521,67 @@ impl Store {
             });
         }
         outcome
+    }
+
+    /// Acquire `name` once and keep the grant: the boot clock is read just
+    /// before the deciding request goes out, and a [`Keeper`] started from
+    /// that send time (renewing with `keep.owner`; `keep.ttl` is normally
+    /// `options.ttl`). Releasing stays the caller's: stop the keeper, then
+    /// [`Store::release`].
+    ///
+    /// # Errors
+    /// As [`Store::try_acquire`].
+    ///
+    /// # Examples
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use std::sync::Arc;
+    /// use leasehold::{AcquireOptions, KeeperOptions, Kept, LeaseName, Store};
+    /// let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db"))?);
+    /// let name = LeaseName::new("nightly-report").unwrap();
+    /// let options = AcquireOptions::default();
+    /// let Kept::Acquired(grant, keeper) = store.acquire_and_keep(&name, &options, KeeperOptions::new(options.ttl))? else {
+    ///     panic!("held");
+    /// };
+    /// assert!(!keeper.handle().is_lost());
+    /// keeper.stop();
+    /// store.release(&name, grant.token, None)?;
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    pub fn acquire_and_keep(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        options: &AcquireOptions,
+        keep: KeeperOptions,
+    ) -> Result<Kept> {
+        let mut params = Self::params(name, options)?;
+        Ok(self.keep(self.attempt_sent(&mut params)?, keep))
+    }
+
+    /// As [`Store::acquire_and_keep`], waiting as [`Store::acquire_wait`]
+    /// does; the keeper starts from the send time of the attempt that won.
+    ///
+    /// # Errors
+    /// As [`Store::acquire_wait`].
+    pub fn acquire_wait_and_keep(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        options: &AcquireOptions,
+        timeout: Option<Duration>,
+        on_held: impl FnMut(&Held),
+        keep: KeeperOptions,
+    ) -> Result<Kept> {
+        Ok(self.keep(self.acquire_wait_sent(name, options, timeout, on_held)?, keep))
+    }
+
+    fn keep(self: &Arc<Self>, (outcome, sent): (Acquire, Duration), keep: KeeperOptions) -> Kept {
+        match outcome {
+            Acquire::Acquired(grant) => {
+                let keeper = Keeper::start(self.clone(), &grant, sent, keep);
+                Kept::Acquired(grant, keeper)
+            }
+            Acquire::Held(held) => Kept::Held(held),
+        }
     }
 
     /// Extend a live grant by `ttl` from now.
@@ -569,6 +660,13 @@ impl Store {
         })?)
     }
 }
+
+/// A store shared between threads must stay shareable (every backend is
+/// `Send + Sync` at the seam).
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Store>();
+};
 
 #[cfg(test)]
 mod tests {

@@ -17,10 +17,11 @@ use std::thread;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use leasehold::lock::{self, LockError, LockOptions, TryLock};
+use leasehold::supervise::child;
 use leasehold::symlinks::DirError;
 
 use crate::cli::LockArgs;
-use crate::commands::{Ctx, child};
+use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
 use crate::run::CliError;
 

@@ -1,6 +1,5 @@
 //! One module per command (`commands/<area>/<verb>.rs`); `dispatch` routes.
 
-mod child;
 mod completions;
 mod doctor;
 mod files;
@@ -8,14 +7,18 @@ mod lease;
 mod lock;
 mod migrate;
 mod run;
-mod supervisor;
 mod task;
 mod work;
 
+use std::time::Duration;
+
 use anyhow::Context as _;
-use leasehold::{Store, StoreOptions, StoreUrl};
+use leasehold::supervise::{GuardProgram, Timing, TimingProblem};
+use leasehold::{Store, StoreOptions, StoreUrl, format_duration};
 
 use crate::cli::{Cli, Command, Global};
+use crate::exit_codes::ExitCode;
+use crate::run::CliError;
 
 /// What every command may need: the global options and a lazily opened
 /// store (commands that need no store never open one).
@@ -56,8 +59,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Update(args) => files::update::run(&ctx, &args),
         Command::Run(args) => run::run(&ctx, &args),
         Command::Lock(args) => lock::run(&ctx, &args),
-        Command::Guard(args) => run::guard::run(&args),
-        Command::Anchor => Ok(run::guard::anchor()),
         Command::Doctor => Ok(doctor::run(&ctx)),
         Command::Migrate => migrate::run(&ctx),
         Command::Completions(args) => Ok(completions::run(&ctx, &args)),
@@ -90,4 +91,67 @@ pub fn fail(ctx: &Ctx, details: &serde_json::Value, message: &str, code: u8) -> 
     }
     eprintln!("leasehold: {message}");
     code
+}
+
+/// The guard of `run` and `work`: this binary (`leasehold __guard`, routed
+/// before argument parsing in [`crate::run::run`]), so that `leasehold`
+/// works alone, without `leasehold-guard` installed.
+pub fn guard_program() -> anyhow::Result<GuardProgram> {
+    let exe = std::env::current_exe().context("cannot find the leasehold binary to start the guard")?;
+    Ok(GuardProgram::new(exe))
+}
+
+/// The timing of `run` and `work` from their flags (`--ttl`,
+/// `--heartbeat`, `--grace`); a combination that cannot stop the command
+/// in time is a usage error naming the flags.
+pub fn timing(
+    ttl: Duration,
+    heartbeat: Option<Duration>,
+    grace: Option<Duration>,
+    owner: Option<String>,
+) -> anyhow::Result<Timing> {
+    let e = match Timing::new(ttl, heartbeat, grace, owner) {
+        Ok(timing) => return Ok(timing),
+        Err(e) => e,
+    };
+    let given = |yes: bool| if yes { "" } else { " (default)" };
+    let message = match e.problem {
+        TimingProblem::NoTimeToRenew => format!(
+            "--grace {}{} + slack {} leave no time to renew within --ttl {}: the command could not be stopped \
+             before the lease expires in the store. Raise --ttl{}",
+            format_duration(e.grace),
+            given(e.grace_given),
+            format_duration(e.slack),
+            format_duration(e.ttl),
+            if e.grace_given { ", or lower --grace" } else { "" },
+        ),
+        TimingProblem::TooLong => {
+            let mut fix = vec!["raise --ttl"];
+            if e.grace_given {
+                fix.push("lower --grace");
+            }
+            if e.heartbeat_given {
+                fix.push("lower --heartbeat");
+            }
+            format!(
+                "--heartbeat {}{} + --grace {}{} + slack {} must be shorter than --ttl {}: otherwise the command could \
+                 not be stopped before the lease expires in the store. {}",
+                format_duration(e.heartbeat),
+                given(e.heartbeat_given),
+                format_duration(e.grace),
+                given(e.grace_given),
+                format_duration(e.slack),
+                format_duration(e.ttl),
+                capitalise(&fix.join(", or ")),
+            )
+        }
+    };
+    Err(CliError::new(ExitCode::Usage, message).into())
+}
+
+fn capitalise(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }

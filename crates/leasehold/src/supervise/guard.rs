@@ -1,6 +1,28 @@
-//! The guard: a small process between the `run` supervisor and its command
-//! that makes sure no process of the command's tree outlives the supervisor
-//! by more than the grace period — even when the supervisor is killed with SIGKILL.
+//! The guard: a small process between the supervisor (a
+//! [`Supervised`](super::Supervised) command: `leasehold run`, `leasehold
+//! work`, or any program using [`crate::supervise`]) and its command that
+//! makes sure no process of the command's tree outlives the supervisor by
+//! more than the grace period — even when the supervisor is killed with
+//! SIGKILL.
+//!
+//! # Which program is the guard
+//!
+//! Any program whose `main` hands its arguments to [`main`]: the
+//! `leasehold-guard` binary (crate `leasehold-guard`) does nothing else,
+//! and the `leasehold` binary does it for `leasehold __guard`. The
+//! supervisor starts [`GuardProgram`] — a path and optional leading
+//! arguments, then `__guard` and the guard's own arguments; the guard
+//! starts its anchor as its own executable with the same leading
+//! arguments, then `__anchor`. [`GuardProgram::find`] is the default
+//! lookup, for a program that does not configure one:
+//!
+//! 1. `$LEASEHOLD_GUARD`, the path of the guard program, when set;
+//! 2. `leasehold-guard` in the directory of the current executable — or
+//!    its parent, when that directory is Cargo's `deps` or `examples` (so
+//!    tests and examples find the workspace's build) — which is where an
+//!    installer puts it beside an interpreter too (a Python virtualenv's
+//!    `bin/`);
+//! 3. `leasehold-guard` on `$PATH`.
 //!
 //! # Why a separate process
 //!
@@ -15,8 +37,8 @@
 //!
 //! ```text
 //! supervisor (leasehold run)          holds the lease, heartbeats, signals
-//!   └─ guard (leasehold __guard)      child subreaper; ignores INT/TERM/HUP
-//!        ├─ anchor (leasehold __anchor)   leader of a new process group G
+//!   └─ guard (PROGRAM [ARGS] __guard) child subreaper; ignores INT/TERM/HUP
+//!        ├─ anchor (PROGRAM [ARGS] __anchor)  leader of a new process group G
 //!        └─ CMD ... (joins G)             and everything CMD starts
 //! ```
 //!
@@ -69,24 +91,213 @@
 //! act and the lease lives out its TTL.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use leasehold::host;
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
-use crate::cli::GuardArgs;
-use crate::commands::child;
+use super::SuperviseError;
+use super::child;
+use crate::{host, limits};
+
+/// The word that makes a guard program act as the guard.
+pub const GUARD_ARG: &str = "__guard";
+/// The word that makes a guard program act as the anchor.
+pub const ANCHOR_ARG: &str = "__anchor";
+/// The environment variable [`GuardProgram::find`] reads first.
+pub const GUARD_ENV: &str = "LEASEHOLD_GUARD";
+/// The guard program's file name ([`GuardProgram::find`]).
+pub const GUARD_NAME: &str = "leasehold-guard";
+
+/// How a supervisor starts its guard: a program and leading arguments,
+/// followed by `__guard` and the guard's own arguments. See the module
+/// docs for the default lookup.
+///
+/// # Examples
+/// ```
+/// use leasehold::supervise::GuardProgram;
+/// // A program that is its own guard (as `leasehold` is: `leasehold __guard ...`).
+/// let guard = GuardProgram::new("/usr/bin/leasehold");
+/// // One that needs leading arguments to get there.
+/// let guard = GuardProgram::new("/usr/bin/python3").with_args(["-m", "myapp.guard"]);
+/// assert_eq!(guard.to_string(), "/usr/bin/python3 -m myapp.guard __guard");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardProgram {
+    program: PathBuf,
+    args: Vec<OsString>,
+}
+
+impl GuardProgram {
+    /// The program at `program`, with no leading arguments.
+    #[must_use]
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Arguments that go before `__guard` (and before `__anchor` when the
+    /// guard starts its anchor).
+    #[must_use]
+    pub fn with_args<A: Into<OsString>>(mut self, args: impl IntoIterator<Item = A>) -> Self {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The default guard program: `$LEASEHOLD_GUARD`, else
+    /// `leasehold-guard` beside the current executable (or one directory
+    /// up from Cargo's `deps`/`examples`), else on `$PATH`.
+    ///
+    /// # Errors
+    /// [`SuperviseError::GuardNotFound`], naming every place looked at.
+    pub fn find() -> Result<Self, SuperviseError> {
+        let mut searched = Vec::new();
+        if let Some(path) = std::env::var_os(GUARD_ENV).filter(|p| !p.is_empty()) {
+            let path = PathBuf::from(path);
+            if is_program(&path) {
+                return Ok(Self::new(path));
+            }
+            return Err(SuperviseError::GuardNotFound {
+                searched: format!("${GUARD_ENV} is {}, which is not an executable file", path.display()),
+            });
+        }
+        let mut candidates = Vec::new();
+        if let Some(dir) = std::env::current_exe().ok().as_deref().and_then(Path::parent) {
+            candidates.push(dir.join(GUARD_NAME));
+            if matches!(dir.file_name().and_then(OsStr::to_str), Some("deps" | "examples"))
+                && let Some(up) = dir.parent()
+            {
+                candidates.push(up.join(GUARD_NAME));
+            }
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            candidates.extend(std::env::split_paths(&path).map(|dir| dir.join(GUARD_NAME)));
+        }
+        for candidate in candidates {
+            if is_program(&candidate) {
+                return Ok(Self::new(candidate));
+            }
+            searched.push(candidate.display().to_string());
+        }
+        Err(SuperviseError::GuardNotFound {
+            searched: format!("${GUARD_ENV} is not set; looked at {}", searched.join(", ")),
+        })
+    }
+
+    #[must_use]
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    #[must_use]
+    pub fn args(&self) -> &[OsString] {
+        &self.args
+    }
+
+    /// The command that starts the guard, before its own arguments.
+    pub(crate) fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).arg(GUARD_ARG);
+        command
+    }
+}
+
+impl fmt::Display for GuardProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.program.display())?;
+        for arg in &self.args {
+            write!(f, " {}", arg.to_string_lossy())?;
+        }
+        write!(f, " {GUARD_ARG}")
+    }
+}
+
+fn is_program(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The guard program's entry point: `args` are this process's arguments
+/// after its program name and leading arguments — `__guard
+/// --control-fd=N --report-fd=N --grace=DUR -- CMD...` or `__anchor`.
+/// Returns the exit code, or `None` when `args` do not start with either
+/// word (the program is not being asked to guard).
+///
+/// # Examples
+/// The whole `main` of a guard program:
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     let args: Vec<_> = std::env::args_os().skip(1).collect();
+///     let code = leasehold::supervise::guard::main(&args).unwrap_or(2);
+///     std::process::ExitCode::from(code)
+/// }
+/// ```
+#[must_use]
+pub fn main(args: &[OsString]) -> Option<u8> {
+    match args.first().and_then(|a| a.to_str()) {
+        Some(ANCHOR_ARG) => Some(anchor()),
+        Some(GUARD_ARG) => Some(match parse(&args[1..]).and_then(|parsed| run(&parsed, args.len())) {
+            Ok(code) => code,
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "leasehold: {e}");
+                1
+            }
+        }),
+        _ => None,
+    }
+}
+
+/// The guard's arguments.
+struct GuardArgs {
+    control_fd: i32,
+    report_fd: i32,
+    grace: Duration,
+    command: Vec<OsString>,
+}
+
+fn parse(args: &[OsString]) -> Result<GuardArgs, String> {
+    let (mut control_fd, mut report_fd, mut grace) = (None, None, None);
+    let mut rest = args.iter();
+    for arg in rest.by_ref() {
+        let arg = arg.to_str().ok_or("a guard argument is not UTF-8")?;
+        if arg == "--" {
+            break;
+        }
+        let (key, value) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("unknown guard argument {arg}"))?;
+        let fd = || value.parse::<i32>().map_err(|e| format!("{key}: {e}"));
+        match key {
+            "--control-fd" => control_fd = Some(fd()?),
+            "--report-fd" => report_fd = Some(fd()?),
+            "--grace" => grace = Some(crate::parse_duration_within(value, limits::GRACE)?),
+            _ => return Err(format!("unknown guard argument {arg}")),
+        }
+    }
+    let command: Vec<OsString> = rest.cloned().collect();
+    match (control_fd, report_fd, grace) {
+        (Some(control_fd), Some(report_fd), Some(grace)) if !command.is_empty() => Ok(GuardArgs {
+            control_fd,
+            report_fd,
+            grace,
+            command,
+        }),
+        _ => Err("usage: __guard --control-fd=N --report-fd=N --grace=DUR -- CMD...".into()),
+    }
+}
 
 /// Signals aimed at the command (a ^C to the supervisor's group, a kill of
 /// the supervisor's group) that must not kill the guard or the anchor. A
@@ -103,7 +314,7 @@ fn survive_group_signals() {
 }
 
 /// The anchor: found a process group, hold it until stdin closes.
-pub fn anchor() -> u8 {
+fn anchor() -> u8 {
     survive_group_signals();
     let _ = std::io::stdin().read_to_end(&mut Vec::new());
     0
@@ -115,15 +326,15 @@ pub fn anchor() -> u8 {
     unsafe_code,
     reason = "adopting an inherited descriptor by number has no safe std API"
 )]
-fn adopt(fd: i32) -> anyhow::Result<File> {
+fn adopt(fd: i32) -> Result<File, String> {
     let flags = rustix::io::fcntl_getfd(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
-        .with_context(|| format!("descriptor {fd} passed by the supervisor is not open"))?;
+        .map_err(|e| format!("descriptor {fd} passed by the supervisor is not open: {e}"))?;
     // SAFETY: the supervisor passed `fd` open (checked just above) and this
     // process has done nothing yet that could have opened or closed
     // descriptors; nothing else in this process refers to it, so the
     // OwnedFd is its only owner.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    rustix::io::fcntl_setfd(&owned, flags | rustix::io::FdFlags::CLOEXEC)?;
+    rustix::io::fcntl_setfd(&owned, flags | rustix::io::FdFlags::CLOEXEC).map_err(|e| e.to_string())?;
     Ok(File::from(owned))
 }
 
@@ -199,22 +410,29 @@ fn report(out: &mut File, line: &str) {
     let _ = writeln!(out, "{line}");
 }
 
-pub fn run(args: &GuardArgs) -> anyhow::Result<u8> {
+/// The guard; `ours` is how many of this process's arguments were handed
+/// to [`main`] (the ones before them are the program's leading arguments,
+/// which the anchor gets too).
+fn run(args: &GuardArgs, ours: usize) -> Result<u8, String> {
     let control = adopt(args.control_fd)?;
     let mut out = adopt(args.report_fd)?;
     survive_group_signals();
-    rustix::process::set_child_subreaper(Pid::from_raw(1)).context("cannot become a child subreaper")?;
+    rustix::process::set_child_subreaper(Pid::from_raw(1))
+        .map_err(|e| format!("cannot become a child subreaper: {e}"))?;
 
-    let exe = std::env::current_exe().context("cannot find the leasehold binary to start the anchor")?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the guard program to start the anchor: {e}"))?;
+    let whole: Vec<OsString> = std::env::args_os().collect();
+    let leading = whole.get(1..whole.len().saturating_sub(ours)).unwrap_or_default();
     let mut anchor = Command::new(exe)
-        .arg("__anchor")
+        .args(leading)
+        .arg(ANCHOR_ARG)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
-        .context("cannot start the process-group anchor")?;
-    let group = pid_of(anchor.id()).context("anchor pid")?;
+        .map_err(|e| format!("cannot start the process-group anchor: {e}"))?;
+    let group = pid_of(anchor.id()).ok_or("the anchor has no pid")?;
     let mut anchor_stdin = anchor.stdin.take();
     report(&mut out, &format!("anchor {}", anchor.id()));
 

@@ -1,154 +1,37 @@
-//! Supervising one command through its guard: what `run` and `work` share.
-//!
-//! # Life of a supervised command
-//!
-//! 1. [`Supervised::spawn`] starts the guard ([`crate::commands::run::guard`]),
-//!    which founds the command's process group G and reports it. The caller
-//!    now takes its lease (or task claim) bound to G.
-//! 2. [`Supervised::start`] hands the guard the command's environment; the
-//!    guard starts the command in G (stdin, stdout and stderr as chosen in
-//!    [`Spec`]).
-//! 3. [`Supervised::follow`] ties the command to the keeper of its lease
-//!    (or claim): a loss becomes a [`Stop`], and every move of the trust
-//!    window is passed on to the guard, which stops the command by itself
-//!    when the window closes with no newer one — so the command is gone in
-//!    time even while this process is stopped, swapped out or starved.
-//!    Whoever else may stop the command — a stall watcher, a shutdown —
-//!    sends [`Stop`] through [`Supervised::sender`]; signals for the command
-//!    arrive as [`Event::Signal`].
-//! 4. [`Supervised::wait`] runs the event loop: on the first `Stop` it sends
-//!    SIGTERM to G and SIGKILL after the grace period; it returns when the
-//!    guard reports the command's exit (the guard first sweeps whatever
-//!    the command left in its tree).
-//!
-//! Or, when the lease is not taken: [`Supervised::abort`] (closing the
-//! control pipe ends the guard and its anchor).
+//! [`Supervised`]: one command under its guard — the process tree, the
+//! output pumps, the stall watcher and the event loop that stops it. The
+//! life of a supervised command is told in [`crate::supervise`].
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-use leasehold::{Keeper, KeeperOptions, Loss, format_duration, host};
 use rustix::process::{Pid, Signal};
 
-use crate::commands::child;
+use super::{GuardProgram, SuperviseError};
+use crate::{Keeper, Loss, LostReason, Refusal, host};
 
-/// Slack between SIGKILL and the earliest store-side expiry: covers signal
-/// delivery and scheduling. The keeper stops trusting a grant (and the
-/// command gets SIGTERM) at `sent + ttl - grace - slack`; SIGKILL follows
-/// at `sent + ttl - slack`.
-pub fn slack(ttl: Duration) -> Duration {
-    (ttl / 20).max(Duration::from_millis(500))
-}
-
-/// The grace period when none is given: a fifth of the TTL, at most 10 s.
-pub fn default_grace(ttl: Duration) -> Duration {
-    (ttl / 5).min(Duration::from_secs(10))
-}
-
-/// How a command is kept under a grant of `ttl`: the renewal period and
-/// the grace period (SIGTERM to SIGKILL), with the keeper's options.
-#[derive(Debug, Clone)]
-pub struct Timing {
-    pub grace: Duration,
-    pub keeper: KeeperOptions,
-}
-
-/// Fill in what the user left out so that the command can always be
-/// stopped in time: `heartbeat + grace + slack < ttl`, with room for the
-/// first renewal's round trip. Defaults scale with the TTL — grace TTL/5
-/// (at most 10 s), heartbeat TTL/3 or half of what room is left, whichever
-/// is shorter — so that every TTL of 1 s or more works with defaults
-/// (TTL 60 s: 20 s and 10 s, as always; TTL 1 s: 150 ms and 200 ms). Only a
-/// combination the user spelled out that cannot work is refused.
-///
-/// # Errors
-/// The message for a usage error, naming the values.
-pub fn timing(
-    ttl: Duration,
-    heartbeat: Option<Duration>,
-    grace: Option<Duration>,
-    owner: Option<String>,
-) -> Result<Timing, String> {
-    let slack = slack(ttl);
-    let grace_given = grace.is_some();
-    let grace = match (grace, heartbeat) {
-        (Some(grace), _) => grace,
-        (None, None) => default_grace(ttl),
-        // Leave half of what the given heartbeat leaves for the renewal.
-        (None, Some(heartbeat)) => default_grace(ttl).min(ttl.saturating_sub(slack + heartbeat) / 2),
-    };
-    let heartbeat_given = heartbeat.is_some();
-    let heartbeat = heartbeat.unwrap_or_else(|| (ttl / 3).min(ttl.saturating_sub(grace + slack) / 2));
-    let keeper = KeeperOptions {
-        ttl,
-        heartbeat: Some(heartbeat),
-        margin: grace + slack,
-        owner,
-    };
-    if heartbeat.is_zero() {
-        return Err(format!(
-            "--grace {}{} + slack {} leave no time to renew within --ttl {}: the command could not be stopped \
-             before the lease expires in the store. Raise --ttl{}",
-            format_duration(grace),
-            if grace_given { "" } else { " (default)" },
-            format_duration(slack),
-            format_duration(ttl),
-            if grace_given { ", or lower --grace" } else { "" },
-        ));
-    }
-    if keeper.problem().is_some() {
-        let given = |yes: bool| if yes { "" } else { " (default)" };
-        let mut fix = vec!["raise --ttl"];
-        if grace_given {
-            fix.push("lower --grace");
-        }
-        if heartbeat_given {
-            fix.push("lower --heartbeat");
-        }
-        return Err(format!(
-            "--heartbeat {}{} + --grace {}{} + slack {} must be shorter than --ttl {}: otherwise the command could \
-             not be stopped before the lease expires in the store. {}",
-            format_duration(heartbeat),
-            given(heartbeat_given),
-            format_duration(grace),
-            given(grace_given),
-            format_duration(slack),
-            format_duration(ttl),
-            capitalise(&fix.join(", or ")),
-        ));
-    }
-    Ok(Timing { grace, keeper })
-}
-
-fn capitalise(s: &str) -> String {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
-}
-
-/// Why the supervisor stopped the command.
-#[derive(Debug, Clone)]
-pub enum Stop {
+/// Why the supervisor stopped the command. `L` is the refusal of the kept
+/// kind: [`LostReason`] for a lease, [`crate::ClaimLost`] for a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop<L = LostReason> {
     /// The lease (or claim) was lost.
-    Lost(Loss),
+    Lost(Loss<L>),
     /// Nothing was written (or touched) for this long.
     Stalled(Duration),
-    /// The supervisor is shutting down (`work` on SIGTERM).
+    /// The supervisor is shutting down (a worker on SIGTERM).
     Shutdown,
 }
 
 /// What the supervisor reacts to.
 #[derive(Debug)]
-pub enum Event {
+enum Event<L> {
     Anchor(u32),
     Started,
     SpawnError(u8, String),
@@ -156,8 +39,58 @@ pub enum Event {
     /// The guard found the trust window closed and stopped the command.
     GuardDeadline,
     GuardGone,
-    Stop(Stop),
+    Stop(Stop<L>),
     Signal(i32),
+}
+
+/// Stops a supervised command, or passes it a signal, from any thread.
+#[derive(Debug)]
+pub struct StopHandle<L = LostReason>(mpsc::Sender<Event<L>>);
+
+impl<L> Clone for StopHandle<L> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<L: Refusal> StopHandle<L> {
+    /// Stop the command (SIGTERM, then SIGKILL after the grace period);
+    /// the first reason is the one reported. False once it has finished.
+    #[allow(clippy::must_use_candidate, reason = "stopping is the point")]
+    pub fn stop(&self, reason: Stop<L>) -> bool {
+        self.0.send(Event::Stop(reason)).is_ok()
+    }
+
+    /// Send `signal` to the command's process group. False once it has
+    /// finished.
+    #[allow(clippy::must_use_candidate, reason = "signalling is the point")]
+    pub fn signal(&self, signal: i32) -> bool {
+        self.0.send(Event::Signal(signal)).is_ok()
+    }
+
+    /// Opt in: install process-wide handlers for SIGINT, SIGTERM and SIGHUP
+    /// (signal-hook) that forward each to the command's group, until it has
+    /// finished. The library installs none unless asked.
+    ///
+    /// # Errors
+    /// When the handlers cannot be installed.
+    pub fn forward_signals(&self) -> Result<(), SuperviseError> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let mut signals =
+            signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|error| SuperviseError::Io {
+                what: "cannot install the signal handlers",
+                error,
+            })?;
+        let this = self.clone();
+        thread::spawn(move || {
+            for sig in signals.forever() {
+                if !this.signal(sig) {
+                    return;
+                }
+            }
+        });
+        Ok(())
+    }
 }
 
 /// What the command's output does.
@@ -176,7 +109,11 @@ pub enum Output {
 /// How to run the command.
 #[derive(Debug, Clone)]
 pub struct Spec {
+    /// The program and its arguments, run directly (no shell).
     pub command: Vec<OsString>,
+    /// The guard program ([`GuardProgram::find`] for the default).
+    pub guard: GuardProgram,
+    /// SIGTERM to SIGKILL ([`super::Timing::grace`]).
     pub grace: Duration,
     /// Bytes for the command's stdin (then closed); `None`: inherited.
     pub stdin: Option<Vec<u8>>,
@@ -187,12 +124,12 @@ pub struct Spec {
 }
 
 /// What the command produced and how it ended.
-#[derive(Debug, Default)]
-pub struct Finished {
+#[derive(Debug)]
+pub struct Finished<L = LostReason> {
     /// Its exit code (128+N for signal N); `None` if the guard died.
     pub code: Option<u8>,
     /// Why we stopped it, if we did.
-    pub stopped: Option<Stop>,
+    pub stopped: Option<Stop<L>>,
     /// It could not be started: the shell's code (127/126) and why.
     pub spawn_error: Option<(u8, String)>,
     /// With `Output::Collect`: stdout, and whether it exceeded the limit.
@@ -202,9 +139,22 @@ pub struct Finished {
     pub stderr_tail: Vec<u8>,
 }
 
-/// A command under supervision.
+impl<L> Default for Finished<L> {
+    fn default() -> Self {
+        Self {
+            code: None,
+            stopped: None,
+            spawn_error: None,
+            stdout: Vec::new(),
+            stdout_overflow: false,
+            stderr_tail: Vec::new(),
+        }
+    }
+}
+
+/// A command under supervision; see the module docs for its life.
 #[derive(Debug)]
-pub struct Supervised {
+pub struct Supervised<L = LostReason> {
     spec: Spec,
     guard: Child,
     /// Our end of the control pipe: the command's environment, then trust
@@ -212,8 +162,8 @@ pub struct Supervised {
     /// death) tells the guard we are gone.
     control: Arc<Mutex<Option<std::fs::File>>>,
     group: Pid,
-    tx: mpsc::Sender<Event>,
-    rx: mpsc::Receiver<Event>,
+    tx: mpsc::Sender<Event<L>>,
+    rx: mpsc::Receiver<Event<L>>,
     pumps: Vec<thread::JoinHandle<()>>,
     collected: Arc<Mutex<Collected>>,
 }
@@ -233,26 +183,34 @@ static SPAWN: Mutex<()> = Mutex::new(());
 
 /// A pipe whose `child_end` survives exec (inherited by the guard) while
 /// `ours` stays close-on-exec.
-fn pipe_for_child(child_reads: bool) -> anyhow::Result<(OwnedFd, OwnedFd)> {
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).context("cannot create a pipe")?;
+fn pipe_for_child(child_reads: bool) -> Result<(OwnedFd, OwnedFd), SuperviseError> {
+    let io = |e: rustix::io::Errno| SuperviseError::Io {
+        what: "cannot create a pipe to the guard",
+        error: e.into(),
+    };
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(io)?;
     let (ours, theirs) = if child_reads { (w, r) } else { (r, w) };
-    rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())?;
+    rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty()).map_err(io)?;
     Ok((ours, theirs))
 }
 
-impl Supervised {
+impl<L: Refusal> Supervised<L> {
     /// Start the guard and wait until it reports the process group.
-    pub fn spawn(spec: Spec) -> anyhow::Result<Self> {
+    ///
+    /// # Errors
+    /// [`SuperviseError`] when the guard cannot be started or does not
+    /// report.
+    pub fn spawn(spec: Spec) -> Result<Self, SuperviseError> {
         let (tx, rx) = mpsc::channel();
-        let exe = std::env::current_exe().context("cannot find the leasehold binary to start the guard")?;
         let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
         let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
-        let (guard, control, report) = {
+        let (guard, control, report, nonblocking) = {
             let _one_at_a_time = lock(&SPAWN);
             let (control, control_child) = pipe_for_child(true)?;
             let (report, report_child) = pipe_for_child(false)?;
-            let guard = Command::new(exe)
-                .arg("__guard")
+            let guard = spec
+                .guard
+                .command()
                 .arg(format!("--control-fd={}", control_child.as_raw_fd()))
                 .arg(format!("--report-fd={}", report_child.as_raw_fd()))
                 .arg(format!("--grace={}ms", spec.grace.as_millis()))
@@ -262,15 +220,18 @@ impl Supervised {
                 .stdout(piped(pipe_output))
                 .stderr(piped(pipe_output))
                 .spawn()
-                .context("cannot start the guard process (leasehold __guard)")?;
+                .map_err(|error| SuperviseError::GuardSpawn {
+                    program: spec.guard.to_string(),
+                    error,
+                })?;
             drop((control_child, report_child));
             // Never block on a guard that does not read (it is stopped):
             // a window line that does not fit is dropped, and the guard,
             // when it runs again, stops the command at the last window it
             // heard of — early, never late. Lines are shorter than
             // PIPE_BUF, so each is written whole or not at all.
-            rustix::fs::fcntl_setfl(&control, rustix::fs::OFlags::NONBLOCK)?;
-            (guard, control, report)
+            let nonblocking = rustix::fs::fcntl_setfl(&control, rustix::fs::OFlags::NONBLOCK);
+            (guard, control, report, nonblocking)
         };
         read_reports(report, tx.clone());
         let mut this = Self {
@@ -283,29 +244,39 @@ impl Supervised {
             pumps: Vec::new(),
             collected: Arc::default(),
         };
-        if let Ok(Event::Anchor(group)) = this.rx.recv() {
-            this.group = i32::try_from(group)
-                .ok()
-                .and_then(Pid::from_raw)
-                .context("anchor pid")?;
+        if let Err(e) = nonblocking {
+            this.abort();
+            return Err(SuperviseError::Io {
+                what: "cannot set up the guard's control pipe",
+                error: e.into(),
+            });
+        }
+        if let Ok(Event::Anchor(group)) = this.rx.recv()
+            && let Some(group) = i32::try_from(group).ok().and_then(Pid::from_raw)
+        {
+            this.group = group;
             return Ok(this);
         }
+        let program = this.spec.guard.to_string();
         this.abort();
-        anyhow::bail!("the guard process (leasehold __guard) did not start; run with LEASEHOLD_LOG=debug to see why")
+        Err(SuperviseError::GuardSilent { program })
     }
 
     /// The command's process group (to record with the grant).
+    #[must_use]
     pub fn group(&self) -> u32 {
         self.group.as_raw_nonzero().get() as u32
     }
 
+    #[must_use]
     pub fn group_pid(&self) -> Pid {
         self.group
     }
 
     /// Where stops and signals for this command go.
-    pub fn sender(&self) -> mpsc::Sender<Event> {
-        self.tx.clone()
+    #[must_use]
+    pub fn stop_handle(&self) -> StopHandle<L> {
+        StopHandle(self.tx.clone())
     }
 
     /// The lease was not taken: end the guard without starting anything.
@@ -323,8 +294,8 @@ impl Supervised {
     /// trust window it reports goes to the guard. Call before
     /// [`Supervised::start`], so the guard knows the window before the
     /// command runs.
-    pub fn follow(&self, keeper: &Keeper) {
-        let tx = self.sender();
+    pub fn follow(&self, keeper: &Keeper<L>) {
+        let tx = self.tx.clone();
         keeper.on_loss(move |loss| {
             let _ = tx.send(Event::Stop(Stop::Lost(loss)));
         });
@@ -334,8 +305,12 @@ impl Supervised {
         });
     }
 
-    /// Start the command with `env` added to its environment.
-    pub fn start(&mut self, env: &serde_json::Value) -> anyhow::Result<()> {
+    /// Start the command with `env` (a JSON object of strings) added to
+    /// its environment.
+    ///
+    /// # Errors
+    /// When the guard cannot be told (it is gone).
+    pub fn start(&mut self, env: &serde_json::Value) -> Result<(), SuperviseError> {
         let activity = Arc::new(AtomicU64::new(0));
         self.pump_output(&activity);
         if let Some((limit, progress)) = self.spec.stall.clone() {
@@ -347,7 +322,10 @@ impl Supervised {
                 let _ = stdin.write_all(&bytes);
             });
         }
-        send_line(&self.control, &format!("env {env}")).context("cannot hand the command to the guard process")
+        send_line(&self.control, &format!("env {env}")).map_err(|error| SuperviseError::Io {
+            what: "cannot hand the command to the guard process",
+            error,
+        })
     }
 
     fn pump_output(&mut self, activity: &Arc<AtomicU64>) {
@@ -393,16 +371,17 @@ impl Supervised {
     }
 
     /// Run the event loop until the command has exited; see the module docs.
-    pub fn wait(mut self) -> Finished {
+    #[must_use]
+    pub fn wait(mut self) -> Finished<L> {
         let group = self.group;
         let grace = self.spec.grace;
         drop(self.tx);
-        let mut stop: Option<(Stop, Instant)> = None;
+        let mut stop: Option<(Stop<L>, Instant)> = None;
         // The guard stopped the command at the window's end; the keeper's
         // own word on the loss, when it comes, says more.
         let mut stopped_by_guard = false;
         let mut killed = false;
-        let mut finished = Finished::default();
+        let mut finished = Finished::<L>::default();
         finished.code = loop {
             let event = match &stop {
                 Some((_, kill_at)) if !killed => {
@@ -487,7 +466,7 @@ fn send_line(control: &Mutex<Option<std::fs::File>>, line: &str) -> std::io::Res
 }
 
 /// Turn the guard's report lines into events.
-fn read_reports(report: OwnedFd, tx: mpsc::Sender<Event>) {
+fn read_reports<L: Refusal>(report: OwnedFd, tx: mpsc::Sender<Event<L>>) {
     thread::spawn(move || {
         for line in BufReader::new(std::fs::File::from(report)).lines() {
             let Ok(line) = line else { break };
@@ -518,7 +497,7 @@ fn read_reports(report: OwnedFd, tx: mpsc::Sender<Event>) {
 }
 
 fn stamp(activity: &AtomicU64) {
-    activity.store(leasehold::duration_nanos(host::boot_clock()), Ordering::SeqCst);
+    activity.store(crate::duration_nanos(host::boot_clock()), Ordering::SeqCst);
 }
 
 /// Copy `from` chunk by chunk to `to`, stamping activity; stop when `to`
@@ -540,7 +519,12 @@ fn pump(mut from: impl Read, activity: &AtomicU64, mut to: impl FnMut(&[u8]) -> 
     }
 }
 
-fn watch_stall(limit: Duration, progress: Option<PathBuf>, activity: Arc<AtomicU64>, tx: mpsc::Sender<Event>) {
+fn watch_stall<L: Refusal>(
+    limit: Duration,
+    progress: Option<PathBuf>,
+    activity: Arc<AtomicU64>,
+    tx: mpsc::Sender<Event<L>>,
+) {
     thread::spawn(move || {
         let tick = (limit / 4).clamp(Duration::from_millis(20), Duration::from_millis(250));
         let mtime = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
@@ -563,60 +547,6 @@ fn watch_stall(limit: Duration, progress: Option<PathBuf>, activity: Arc<AtomicU
     });
 }
 
-/// Forward SIGINT, SIGTERM and SIGHUP to `tx` as events.
-pub fn forward_signals(tx: mpsc::Sender<Event>) -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
-    thread::spawn(move || {
-        for sig in signals.forever() {
-            if tx.send(Event::Signal(sig)).is_err() {
-                return;
-            }
-        }
-    });
-    Ok(())
-}
-
-/// The terminal, while the command's group owns it.
-pub struct Terminal {
-    ours: Pid,
-}
-
-impl Terminal {
-    /// Hand the terminal to `group` if we are its foreground.
-    pub fn hand_to(group: Pid) -> Option<Self> {
-        if !child::terminal_foreground() {
-            return None;
-        }
-        let ours = rustix::process::getpgrp();
-        rustix::termios::tcsetpgrp(std::io::stdin().as_fd(), group).ok()?;
-        Some(Self { ours })
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        // We are a background group now: tcsetpgrp would stop us with
-        // SIGTTOU unless it is blocked for the call.
-        block_sigttou(true);
-        let _ = rustix::termios::tcsetpgrp(std::io::stdin().as_fd(), self.ours);
-        block_sigttou(false);
-    }
-}
-
-#[allow(unsafe_code, reason = "no safe API blocks a signal for one thread")]
-fn block_sigttou(block: bool) {
-    // SAFETY: sigemptyset/sigaddset initialise a local set; pthread_sigmask
-    // changes only this thread's mask, with a valid set and no old set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&raw mut set);
-        libc::sigaddset(&raw mut set, libc::SIGTTOU);
-        let how = if block { libc::SIG_BLOCK } else { libc::SIG_UNBLOCK };
-        libc::pthread_sigmask(how, &raw const set, std::ptr::null_mut());
-    }
-}
-
 fn join_bounded(threads: Vec<thread::JoinHandle<()>>, limit: Duration) {
     let deadline = Instant::now() + limit;
     for t in threads {
@@ -626,68 +556,5 @@ fn join_bounded(threads: Vec<thread::JoinHandle<()>>, limit: Duration) {
         if t.is_finished() {
             let _ = t.join();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: Duration = Duration::from_millis(1);
-
-    #[test]
-    fn defaults_fit_every_ttl_of_a_second_or_more() {
-        for ms in (1000..=10_000)
-            .step_by(100)
-            .chain([30_000, 60_000, 90_000, 3_600_000, 86_400_000])
-        {
-            let ttl = ms * MS;
-            let t = timing(ttl, None, None, None).unwrap_or_else(|e| panic!("{ttl:?}: {e}"));
-            let heartbeat = t.keeper.heartbeat.unwrap();
-            // Room for the first renewal's round trip: at least what the
-            // heartbeat waits.
-            assert!(
-                ttl.saturating_sub(t.keeper.margin + heartbeat) >= heartbeat.min(ttl / 10),
-                "{ttl:?}: {t:?}"
-            );
-        }
-        let t = timing(Duration::from_secs(60), None, None, None).unwrap();
-        assert_eq!(
-            (t.keeper.heartbeat, t.grace),
-            (Some(20_000 * MS), 10_000 * MS),
-            "as before"
-        );
-        let t = timing(Duration::from_secs(1), None, None, None).unwrap();
-        assert_eq!((t.keeper.heartbeat, t.grace), (Some(150 * MS), 200 * MS));
-    }
-
-    #[test]
-    fn only_spelled_out_combinations_are_refused() {
-        let s = Duration::from_secs(1);
-        // A spelled heartbeat makes the default grace give way.
-        let t = timing(10 * s, Some(7 * s), None, None).unwrap();
-        assert!(t.grace < 2 * s, "{t:?}");
-        // A spelled grace makes the default heartbeat shorter.
-        let t = timing(5 * s, None, Some(3 * s), None).unwrap();
-        assert!(t.keeper.heartbeat.unwrap() < 1500 * MS, "{t:?}");
-        let e = timing(10 * s, Some(5 * s), Some(5 * s), None).unwrap_err();
-        assert!(
-            e.contains("lower --grace, or lower --heartbeat") && !e.contains("(default)"),
-            "{e}"
-        );
-        let e = timing(10 * s, None, Some(10 * s), None).unwrap_err();
-        assert!(
-            e.contains("leave no time to renew") && e.ends_with("lower --grace"),
-            "{e}"
-        );
-        let e = timing(10 * s, Some(9600 * MS), None, None).unwrap_err();
-        assert!(
-            e.contains("--grace 0ms (default)") && e.ends_with("lower --heartbeat"),
-            "{e}"
-        );
-        assert!(
-            timing(500 * MS, None, None, None).is_err(),
-            "below a second the slack alone is too long"
-        );
     }
 }

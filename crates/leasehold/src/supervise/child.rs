@@ -1,0 +1,90 @@
+//! What every starter of a command shares (`leasehold run`, `work`,
+//! `lock`, the guard): exit codes (128+N for death by signal N, as shells
+//! report it), spawn errors (127 not found, 126 not executable) and the
+//! terminal's foreground.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::AsFd;
+
+use rustix::process::Pid;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+/// The shell's exit code for a command's status.
+#[must_use]
+pub fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(sig)) => 128u8.saturating_add(sig as u8),
+        (None, None) => 1,
+    }
+}
+
+/// The shell's exit code for a command that could not be started.
+#[must_use]
+pub fn spawn_error_code(e: &io::Error) -> u8 {
+    match e.kind() {
+        io::ErrorKind::NotFound => 127,
+        _ => 126,
+    }
+}
+
+/// The command line for messages.
+#[must_use]
+pub fn display(argv: &[OsString]) -> String {
+    argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+}
+
+/// Whether stdin is a terminal whose foreground process group is ours: a
+/// ^C typed there reaches every process in our group directly.
+#[must_use]
+pub fn terminal_foreground() -> bool {
+    let stdin = io::stdin();
+    let fd = stdin.as_fd();
+    rustix::termios::isatty(fd) && rustix::termios::tcgetpgrp(fd).ok() == Some(rustix::process::getpgrp())
+}
+
+/// The terminal, while a command's process group owns it (as a shell
+/// hands it to a job): ^C, ^\\ and reads from the terminal go straight to
+/// the command. Dropping it takes the terminal back.
+#[derive(Debug)]
+pub struct Terminal {
+    ours: Pid,
+}
+
+impl Terminal {
+    /// Hand the terminal to `group` if we are its foreground.
+    #[must_use]
+    pub fn hand_to(group: Pid) -> Option<Self> {
+        if !terminal_foreground() {
+            return None;
+        }
+        let ours = rustix::process::getpgrp();
+        rustix::termios::tcsetpgrp(io::stdin().as_fd(), group).ok()?;
+        Some(Self { ours })
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        // We are a background group now: tcsetpgrp would stop us with
+        // SIGTTOU unless it is blocked for the call.
+        block_sigttou(true);
+        let _ = rustix::termios::tcsetpgrp(io::stdin().as_fd(), self.ours);
+        block_sigttou(false);
+    }
+}
+
+#[allow(unsafe_code, reason = "no safe API blocks a signal for one thread")]
+fn block_sigttou(block: bool) {
+    // SAFETY: sigemptyset/sigaddset initialise a local set; pthread_sigmask
+    // changes only this thread's mask, with a valid set and no old set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut set);
+        libc::sigaddset(&raw mut set, libc::SIGTTOU);
+        let how = if block { libc::SIG_BLOCK } else { libc::SIG_UNBLOCK };
+        libc::pthread_sigmask(how, &raw const set, std::ptr::null_mut());
+    }
+}

@@ -1,0 +1,265 @@
+//! Supervision: run a command under a kept grant (or task claim), and stop
+//! it before the grant could pass on — what `leasehold run` and `leasehold
+//! work` stand on, usable from any program.
+//!
+//! # Shape
+//!
+//! ```text
+//! this process (the supervisor)       holds the lease, keeper, event loop
+//!   └─ guard (leasehold-guard __guard)   child subreaper; keeps the window too
+//!        ├─ anchor (… __anchor)          leader of a new process group G
+//!        └─ CMD ... (joins G)            and everything CMD starts
+//! ```
+//!
+//! The guard is a separate program ([`GuardProgram`]; see [`guard`] for
+//! why, and for how the default is found: `$LEASEHOLD_GUARD`, else
+//! `leasehold-guard` beside the current executable, else on `$PATH`).
+//!
+//! # Life of a supervised command (states)
+//!
+//! 1. *spawned* — [`Supervised::spawn`] starts the guard, which founds the
+//!    command's process group G and reports it. The caller now takes its
+//!    lease (or task claim) bound to G. Not taken: [`Supervised::abort`]
+//!    (closing the control pipe ends the guard and its anchor).
+//! 2. *followed* — [`Supervised::follow`] ties the command to the keeper
+//!    of its lease (or claim): a loss becomes a [`Stop`], and every move of
+//!    the trust window is passed on to the guard, which stops the command
+//!    by itself when the window closes with no newer one — so the command
+//!    is gone in time even while this process is stopped, swapped out or
+//!    starved. Call it before starting, so the guard knows the window
+//!    before the command runs.
+//! 3. *running* — [`Supervised::start`] hands the guard the command's
+//!    environment; the guard starts the command in G (stdin, stdout and
+//!    stderr as chosen in [`Spec`]). Whoever else may stop the command — a
+//!    stall watcher, a shutdown — stops it through a [`StopHandle`], which
+//!    also passes signals on.
+//! 4. *stopping* — [`Supervised::wait`] runs the event loop: on the first
+//!    [`Stop`] it sends SIGTERM to G and SIGKILL after the grace period.
+//! 5. *finished* — the guard reports the command's exit (after sweeping
+//!    whatever the command left in its tree): [`Finished`].
+//!
+//! [`run`] does all of this for a lease, from acquiring to releasing.
+//!
+//! # Stopping before the lease can pass on
+//!
+//! With `sent` the boot-clock time the last successful acquire/renew was
+//! sent, the store cannot expire the grant before `sent + ttl`. The keeper
+//! stops trusting it at
+//!
+//! ```text
+//! stop_at = sent + ttl - (grace + slack),   slack = max(500ms, ttl/20)
+//! ```
+//!
+//! where the supervisor — or, if the supervisor is stopped or starved, the
+//! guard — sends SIGTERM to G; SIGKILL follows at
+//! `stop_at + grace = sent + ttl - slack`, so the command is gone before
+//! the store could hand the lease to anyone else. The slack covers signal
+//! delivery and scheduling. For a first renewal to happen inside the
+//! window, `heartbeat + grace + slack < ttl` — [`Timing::new`] refuses
+//! anything else.
+//!
+//! # Failure handling
+//!
+//! - The grant is lost (renewal refused, or the store down until the
+//!   holder-side deadline): the command is stopped, [`Finished::stopped`]
+//!   says why ([`Stop::Lost`]).
+//! - This process dies, however: the guard reads EOF on its control pipe
+//!   and stops the tree.
+//! - This process is stopped or starved: the guard stops the command at
+//!   the last window it heard of.
+//! - The guard dies: the supervisor sees its report pipe close and kills G
+//!   itself ([`Finished::code`] is `None`).
+//! - The command cannot start: [`Finished::spawn_error`] (127 not found,
+//!   126 otherwise, as shells say).
+//!
+//! # Signals and the terminal (opt-in)
+//!
+//! The library installs no process-wide signal handler unless asked:
+//! [`StopHandle::forward_signals`] (or [`LeaseRun::forward_signals`])
+//! forwards SIGINT, SIGTERM and SIGHUP sent to this process to G. The
+//! command runs in its own group, so a terminal's ^C would not reach it;
+//! [`child::Terminal::hand_to`] (or [`LeaseRun::hand_terminal`]) hands the
+//! terminal to G when this process is its foreground, as a shell does for
+//! a job, and takes it back at the end.
+
+pub mod child;
+pub mod guard;
+mod supervised;
+mod timing;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
+pub use supervised::{Finished, Output, Spec, Stop, StopHandle, Supervised};
+pub use timing::{Timing, TimingError, TimingProblem, default_grace, slack};
+
+use crate::{AcquireOptions, Binding, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
+
+/// What can go wrong starting or talking to a guard.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    /// No guard program where [`GuardProgram::find`] looks.
+    #[error(
+        "cannot find the guard program {GUARD_NAME} ({searched}); install it beside this program or on PATH, or set {GUARD_ENV} to its path"
+    )]
+    GuardNotFound { searched: String },
+    /// The guard program could not be started.
+    #[error("cannot start the guard process ({program}): {error}")]
+    GuardSpawn { program: String, error: std::io::Error },
+    /// The guard started but did not report its process group.
+    #[error("the guard process ({program}) did not start; run with LEASEHOLD_LOG=debug to see why")]
+    GuardSilent { program: String },
+    /// A pipe to the guard, or the signal handlers, failed.
+    #[error("{what}: {error}")]
+    Io { what: &'static str, error: std::io::Error },
+}
+
+/// How [`run`] runs a command under a lease.
+#[derive(Debug, Clone)]
+pub struct LeaseRun {
+    pub name: LeaseName,
+    /// TTL, heartbeat, grace and owner ([`Timing::new`]).
+    pub timing: Timing,
+    pub mode: Mode,
+    /// `None`: try once. `Some(timeout)`: wait in FIFO order up to the
+    /// timeout (forever when `None`), as [`Store::acquire_wait`].
+    pub wait: Option<Option<Duration>>,
+    /// Forward SIGINT, SIGTERM and SIGHUP sent to this process to the
+    /// command (process-wide handlers: opt-in).
+    pub forward_signals: bool,
+    /// Hand the terminal to the command while it runs, when this process
+    /// is the terminal's foreground.
+    pub hand_terminal: bool,
+}
+
+impl LeaseRun {
+    /// Try `name` once, exclusively; no signals, no terminal.
+    #[must_use]
+    pub fn new(name: LeaseName, timing: Timing) -> Self {
+        Self {
+            name,
+            timing,
+            mode: Mode::Exclusive,
+            wait: None,
+            forward_signals: false,
+            hand_terminal: false,
+        }
+    }
+}
+
+/// What [`run`] did.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant, reason = "returned once per run")]
+pub enum RunOutcome {
+    /// The lease is held by others; nothing ran.
+    Held(Held),
+    /// The command ran (or could not start) under `grant`.
+    Ran {
+        grant: Grant,
+        finished: Finished,
+        /// Releasing the grant failed; it expires by its TTL.
+        release_error: Option<Error>,
+    },
+}
+
+/// Run `spec` under the lease `lease.name`, from acquiring to releasing:
+/// start the guard, acquire bound to this process and the command's group
+/// (`on_held` is called after each refused attempt while waiting), keep
+/// the grant, start the command with `LEASEHOLD_NAME`, `LEASEHOLD_TOKEN`,
+/// `LEASEHOLD_OWNER` and `LEASEHOLD_STORE` in its environment, wait for it
+/// and release (unless the store refused a renewal: then it is gone).
+///
+/// # Errors
+/// [`Error::Store`] when acquiring fails; [`Error::Supervise`] when the
+/// guard cannot be started or told.
+///
+/// # Examples
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use leasehold::supervise::{self, GuardProgram, LeaseRun, Output, RunOutcome, Spec, Timing};
+/// use leasehold::{LeaseName, Store};
+///
+/// let store = Arc::new(Store::open_sqlite("/tmp/leasehold.db".as_ref())?);
+/// let timing = Timing::new(Duration::from_secs(30), None, None, None).unwrap();
+/// let spec = Spec {
+///     command: vec!["sh".into(), "-c".into(), "echo $LEASEHOLD_TOKEN".into()],
+///     guard: GuardProgram::find()?,
+///     grace: timing.grace,
+///     stdin: None,
+///     output: Output::Inherit,
+///     stall: None,
+/// };
+/// let lease = LeaseRun::new(LeaseName::new("nightly").unwrap(), timing);
+/// match supervise::run(&store, &lease, spec, |_| {})? {
+///     RunOutcome::Held(_) => eprintln!("already running"),
+///     RunOutcome::Ran { finished, .. } => println!("exit {:?}", finished.code),
+/// }
+/// # Ok::<(), leasehold::Error>(())
+/// ```
+pub fn run(store: &Arc<Store>, lease: &LeaseRun, spec: Spec, on_held: impl FnMut(&Held)) -> Result<RunOutcome> {
+    let mut supervised = Supervised::spawn(spec)?;
+    let options = AcquireOptions {
+        ttl: lease.timing.ttl(),
+        owner: lease.timing.keeper.owner.clone(),
+        mode: lease.mode,
+        binding: Binding::Process {
+            pid: std::process::id(),
+            pgid: Some(supervised.group()),
+        },
+    };
+    let keep = lease.timing.keeper.clone();
+    let kept = match lease.wait {
+        None => store.acquire_and_keep(&lease.name, &options, keep),
+        Some(timeout) => store.acquire_wait_and_keep(&lease.name, &options, timeout, on_held, keep),
+    };
+    let (grant, keeper) = match kept {
+        Ok(Kept::Acquired(grant, keeper)) => (grant, keeper),
+        Ok(Kept::Held(held)) => {
+            supervised.abort();
+            return Ok(RunOutcome::Held(held));
+        }
+        Err(e) => {
+            supervised.abort();
+            return Err(e);
+        }
+    };
+    let terminal = lease
+        .hand_terminal
+        .then(|| child::Terminal::hand_to(supervised.group_pid()))
+        .flatten();
+    supervised.follow(&keeper);
+    let started = (|| {
+        if lease.forward_signals {
+            supervised.stop_handle().forward_signals()?;
+        }
+        supervised.start(&serde_json::json!({
+            "LEASEHOLD_NAME": lease.name.to_string(),
+            "LEASEHOLD_TOKEN": grant.token.to_string(),
+            "LEASEHOLD_OWNER": grant.owner,
+            "LEASEHOLD_STORE": store.url().to_string(),
+        }))
+    })();
+    let finished = match started {
+        Ok(()) => Ok(supervised.wait()),
+        Err(e) => {
+            supervised.abort();
+            Err(e)
+        }
+    };
+    let loss = keeper.stop();
+    let release_error = if matches!(loss, Some(Loss::Refused(_))) {
+        None
+    } else {
+        store
+            .release(&lease.name, grant.token, lease.timing.keeper.owner.as_deref())
+            .err()
+    };
+    drop(terminal);
+    Ok(RunOutcome::Ran {
+        grant,
+        finished: finished?,
+        release_error,
+    })
+}

@@ -1,0 +1,199 @@
+//! How a command is kept under a grant of a given TTL: heartbeat, grace
+//! and slack, so that the command is always stopped in time (the module
+//! docs of [`crate::supervise`] give the timeline).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{KeeperOptions, format_duration};
+
+/// Slack between SIGKILL and the earliest store-side expiry: covers signal
+/// delivery and scheduling. The keeper stops trusting a grant (and the
+/// command gets SIGTERM) at `sent + ttl - grace - slack`; SIGKILL follows
+/// at `sent + ttl - slack`.
+#[must_use]
+pub fn slack(ttl: Duration) -> Duration {
+    (ttl / 20).max(Duration::from_millis(500))
+}
+
+/// The grace period when none is given: a fifth of the TTL, at most 10 s.
+#[must_use]
+pub fn default_grace(ttl: Duration) -> Duration {
+    (ttl / 5).min(Duration::from_secs(10))
+}
+
+/// How a command is kept under a grant of `keeper.ttl`: the grace period
+/// (SIGTERM to SIGKILL) and the keeper's options (heartbeat; margin =
+/// grace + slack; owner).
+#[derive(Debug, Clone)]
+pub struct Timing {
+    pub grace: Duration,
+    pub keeper: KeeperOptions,
+}
+
+/// What is wrong with a [`TimingError`]'s combination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimingProblem {
+    /// Grace and slack alone fill the TTL: no heartbeat fits.
+    NoTimeToRenew,
+    /// The first renewal would come after the window closes (or a
+    /// duration is out of its limit).
+    TooLong,
+}
+
+/// A combination of durations that cannot stop the command before the
+/// store could expire its grant, with the values as filled in; each
+/// `*_given` says whether the caller gave the value or it was a default.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "heartbeat {} + grace {} + slack {} must be shorter than the TTL {}: otherwise the command could not be stopped before the grant expires in the store",
+    format_duration(*heartbeat), format_duration(*grace), format_duration(*slack), format_duration(*ttl)
+)]
+pub struct TimingError {
+    pub problem: TimingProblem,
+    pub heartbeat: Duration,
+    pub heartbeat_given: bool,
+    pub grace: Duration,
+    pub grace_given: bool,
+    pub slack: Duration,
+    pub ttl: Duration,
+}
+
+impl Timing {
+    /// Fill in what the caller left out so that the command can always be
+    /// stopped in time: `heartbeat + grace + slack < ttl`, with room for
+    /// the first renewal's round trip. Defaults scale with the TTL — grace
+    /// TTL/5 (at most 10 s), heartbeat TTL/3 or half of what room is left,
+    /// whichever is shorter — so that every TTL of 1 s or more works with
+    /// defaults (TTL 60 s: 20 s and 10 s; TTL 1 s: 150 ms and 200 ms). Only
+    /// a combination the caller spelled out that cannot work is refused.
+    ///
+    /// # Errors
+    /// [`TimingError`], naming the values.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::supervise::Timing;
+    /// let t = Timing::new(Duration::from_secs(60), None, None, None).unwrap();
+    /// assert_eq!((t.keeper.heartbeat, t.grace), (Some(Duration::from_secs(20)), Duration::from_secs(10)));
+    /// assert!(Timing::new(Duration::from_secs(10), None, Some(Duration::from_secs(10)), None).is_err());
+    /// ```
+    pub fn new(
+        ttl: Duration,
+        heartbeat: Option<Duration>,
+        grace: Option<Duration>,
+        owner: Option<String>,
+    ) -> Result<Self, TimingError> {
+        let slack = slack(ttl);
+        let grace_given = grace.is_some();
+        let grace = match (grace, heartbeat) {
+            (Some(grace), _) => grace,
+            (None, None) => default_grace(ttl),
+            // Leave half of what the given heartbeat leaves for the renewal.
+            (None, Some(heartbeat)) => default_grace(ttl).min(ttl.saturating_sub(slack + heartbeat) / 2),
+        };
+        let heartbeat_given = heartbeat.is_some();
+        let heartbeat = heartbeat.unwrap_or_else(|| (ttl / 3).min(ttl.saturating_sub(grace + slack) / 2));
+        let keeper = KeeperOptions {
+            ttl,
+            heartbeat: Some(heartbeat),
+            margin: grace + slack,
+            owner,
+        };
+        let problem = if heartbeat.is_zero() {
+            TimingProblem::NoTimeToRenew
+        } else if keeper.problem().is_some() {
+            TimingProblem::TooLong
+        } else {
+            return Ok(Self { grace, keeper });
+        };
+        Err(TimingError {
+            problem,
+            heartbeat,
+            heartbeat_given,
+            grace,
+            grace_given,
+            slack,
+            ttl,
+        })
+    }
+
+    /// The TTL of the grant.
+    #[must_use]
+    pub fn ttl(&self) -> Duration {
+        self.keeper.ttl
+    }
+}
+
+impl fmt::Display for Timing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ttl {}, heartbeat {}, grace {}",
+            format_duration(self.keeper.ttl),
+            format_duration(self.keeper.heartbeat.unwrap_or(self.keeper.ttl / 3)),
+            format_duration(self.grace)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn defaults_fit_every_ttl_of_a_second_or_more() {
+        for ms in (1000..=10_000)
+            .step_by(100)
+            .chain([30_000, 60_000, 90_000, 3_600_000, 86_400_000])
+        {
+            let ttl = ms * MS;
+            let t = Timing::new(ttl, None, None, None).unwrap_or_else(|e| panic!("{ttl:?}: {e}"));
+            let heartbeat = t.keeper.heartbeat.unwrap();
+            // Room for the first renewal's round trip: at least what the
+            // heartbeat waits.
+            assert!(
+                ttl.saturating_sub(t.keeper.margin + heartbeat) >= heartbeat.min(ttl / 10),
+                "{ttl:?}: {t:?}"
+            );
+        }
+        let t = Timing::new(Duration::from_secs(60), None, None, None).unwrap();
+        assert_eq!(
+            (t.keeper.heartbeat, t.grace),
+            (Some(20_000 * MS), 10_000 * MS),
+            "as before"
+        );
+        let t = Timing::new(Duration::from_secs(1), None, None, None).unwrap();
+        assert_eq!((t.keeper.heartbeat, t.grace), (Some(150 * MS), 200 * MS));
+    }
+
+    #[test]
+    fn only_spelled_out_combinations_are_refused() {
+        let s = Duration::from_secs(1);
+        // A spelled heartbeat makes the default grace give way.
+        let t = Timing::new(10 * s, Some(7 * s), None, None).unwrap();
+        assert!(t.grace < 2 * s, "{t:?}");
+        // A spelled grace makes the default heartbeat shorter.
+        let t = Timing::new(5 * s, None, Some(3 * s), None).unwrap();
+        assert!(t.keeper.heartbeat.unwrap() < 1500 * MS, "{t:?}");
+        let e = Timing::new(10 * s, Some(5 * s), Some(5 * s), None).unwrap_err();
+        assert_eq!(
+            (e.problem, e.heartbeat_given, e.grace_given),
+            (TimingProblem::TooLong, true, true)
+        );
+        let e = Timing::new(10 * s, None, Some(10 * s), None).unwrap_err();
+        assert_eq!((e.problem, e.grace_given), (TimingProblem::NoTimeToRenew, true));
+        let e = Timing::new(10 * s, Some(9600 * MS), None, None).unwrap_err();
+        assert_eq!(
+            (e.problem, e.grace, e.grace_given, e.heartbeat_given),
+            (TimingProblem::TooLong, Duration::ZERO, false, true)
+        );
+        assert!(
+            Timing::new(500 * MS, None, None, None).is_err(),
+            "below a second the slack alone is too long"
+        );
+    }
+}
