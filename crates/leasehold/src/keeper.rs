@@ -60,14 +60,11 @@
 //!   deadline does not revive the grant.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use leasehold_backend::{
-    Claim, LeaseName, LeaseRenew, LostReason, TaskLost, TaskRef, TaskUpdate, Token, duration_nanos, host, limits,
-};
+use leasehold_backend::{Claim, LeaseName, LeaseRenew, LostReason, TaskLost, TaskRef, TaskUpdate, Token, host, limits};
 
 use crate::{Result, Store};
 
@@ -88,31 +85,6 @@ pub struct BootClock;
 impl Clock for BootClock {
     fn now(&self) -> Duration {
         host::boot_clock()
-    }
-}
-
-/// A clock moved by hand, for tests.
-#[derive(Debug, Default)]
-pub struct ManualClock(AtomicU64);
-
-impl ManualClock {
-    #[must_use]
-    pub fn new(start: Duration) -> Self {
-        Self(AtomicU64::new(duration_nanos(start)))
-    }
-
-    /// Move the clock forward (saturating).
-    pub fn advance(&self, by: Duration) {
-        let by = duration_nanos(by);
-        let _ = self
-            .0
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |ns| Some(ns.saturating_add(by)));
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::SeqCst))
     }
 }
 
@@ -800,6 +772,32 @@ impl<L: Refusal> LossHandle<L> {
 
 #[cfg(test)]
 mod tests {
+
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A clock moved by hand: the test's, never the library's (issue 14:
+    /// test clocks stay out of the public API).
+    #[derive(Debug, Default)]
+    pub(super) struct ManualClock(AtomicU64);
+
+    impl ManualClock {
+        pub(super) fn new(start: Duration) -> Self {
+            Self(AtomicU64::new(leasehold_backend::duration_nanos(start)))
+        }
+
+        /// Move the clock forward (saturating).
+        pub(super) fn advance(&self, by: Duration) {
+            let by = leasehold_backend::duration_nanos(by);
+            let _ = self.0.fetch_update(SeqCst, SeqCst, |ns| Some(ns.saturating_add(by)));
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Duration {
+            Duration::from_nanos(self.0.load(SeqCst))
+        }
+    }
     use super::*;
     use std::sync::Mutex as StdMutex;
 
@@ -1055,6 +1053,9 @@ mod tests {
         );
 
         for (delay, expected) in [(Duration::ZERO, ClaimLost::Taken), (60 * SEC, ClaimLost::Expired)] {
+            // A reply past the TTL is also past the trust window, so the
+            // watchdog may report the deadline first (both are true; the
+            // first loss is final): only "taken" would be wrong then.
             store
                 .task_add(&queue, vec![NewTask::new(serde_json::json!(1))])
                 .unwrap();
@@ -1067,12 +1068,15 @@ mod tests {
                 clock.clone(),
                 delay,
             ));
-            assert_eq!(
-                lost_after_a_heartbeat(renewer, &clock),
-                Some(Loss::Refused(expected)),
-                "reply {delay:?} late"
+            let loss = lost_after_a_heartbeat(renewer, &clock);
+            let deadline_first = expected == ClaimLost::Expired && matches!(loss, Some(Loss::Deadline { .. }));
+            assert!(
+                loss == Some(Loss::Refused(expected)) || deadline_first,
+                "reply {delay:?} late: {loss:?}"
             );
         }
+        assert_eq!(ClaimLost::new(TaskLost::Stale, true), ClaimLost::Expired);
+        assert_eq!(ClaimLost::new(TaskLost::Stale, false), ClaimLost::Taken);
     }
 
     #[test]

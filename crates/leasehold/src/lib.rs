@@ -49,7 +49,7 @@ pub use error::{Error, Result};
 pub use identity::Binding;
 pub use keeper::{
     Attempt, BootClock, ClaimKeeper, ClaimLost, ClaimRenewer, Clock, Keeper, KeeperOptions, LeaseRenewer, Loss,
-    LossHandle, ManualClock, POLL, Refusal, Renewal, Renewer,
+    LossHandle, POLL, Refusal, Renewal, Renewer,
 };
 pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
