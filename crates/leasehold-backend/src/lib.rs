@@ -36,6 +36,7 @@ mod human;
 pub mod limits;
 pub mod migration;
 mod name;
+pub mod plan;
 pub mod rules;
 pub mod symlinks;
 pub mod task;

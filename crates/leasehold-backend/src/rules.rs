@@ -1,7 +1,8 @@
 //! The decisions every backend makes the same way, written once: whether a
 //! grant fits beside others, the FIFO admission of waiters, who may renew or
-//! release a grant, and the fence verdict. Backends do the storage; these
-//! functions decide.
+//! release a grant, and the fence verdict, with the words of the history
+//! entries. The planners in [`crate::plan`] put them together into the
+//! lease algorithm; backends do the storage.
 
 use std::time::Duration;
 
@@ -186,6 +187,11 @@ pub mod detail {
             holder_label(gone),
             holder_label(by)
         )
+    }
+
+    #[must_use]
+    pub fn released() -> String {
+        "released by its holder".to_owned()
     }
 
     #[must_use]
