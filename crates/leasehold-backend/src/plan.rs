@@ -52,12 +52,16 @@ pub enum Issued<T> {
     New,
 }
 
-impl<T: Copy> Issued<T> {
-    /// The value, with `new` standing for the one issued.
-    pub fn or(self, new: T) -> T {
+impl<T> Issued<T> {
+    /// The value, given the one the store issued (if it did yet).
+    ///
+    /// # Panics
+    /// For [`Issued::New`] before the store issued one: a plan always
+    /// issues before it names the new value.
+    pub fn resolve(self, issued: Option<T>) -> T {
         match self {
             Issued::Existing(t) => t,
-            Issued::New => new,
+            Issued::New => issued.expect("a plan issues a token or ticket before it names it"),
         }
     }
 }
@@ -126,13 +130,31 @@ pub struct Plan<T> {
 pub enum Acquire {
     /// Granted: a re-acquired grant's token, or the new one.
     Acquired(Issued<Token>),
-    /// Not granted. `live`: the tokens of the live grants left, oldest
-    /// first; `ticket`: the acquirer's refreshed or re-made registration.
-    Held {
-        live: Vec<Token>,
-        waiters_ahead: u32,
-        ticket: Option<Issued<WaiterTicket>>,
-    },
+    /// Not granted.
+    Held(Waiting),
+}
+
+/// An acquirer that was not granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The tokens of the live grants left, oldest first.
+    pub live: Vec<Token>,
+    pub waiters_ahead: u32,
+    /// The acquirer's refreshed or re-made registration.
+    pub ticket: Option<Issued<WaiterTicket>>,
+}
+
+impl Waiting {
+    /// The seam's [`Held`](crate::Held), from the grants the store read
+    /// (those not live any more are left out) and the ticket it issued.
+    #[must_use]
+    pub fn held(self, grants: impl IntoIterator<Item = Grant>, issued: Option<WaiterTicket>) -> crate::Held {
+        crate::Held {
+            grants: grants.into_iter().filter(|g| self.live.contains(&g.token)).collect(),
+            waiters_ahead: self.waiters_ahead,
+            ticket: self.ticket.map(|t| t.resolve(issued)),
+        }
+    }
 }
 
 /// A store's writes inside its open transaction: storage only, no
@@ -299,11 +321,11 @@ pub fn acquire(p: &LeaseAcquireParams, grants: &[(&Grant, bool)], waiters: &[(Wa
     });
     Plan {
         ops,
-        outcome: Acquire::Held {
+        outcome: Acquire::Held(Waiting {
             live: live.iter().map(|g| g.token).collect(),
             waiters_ahead: u32::try_from(ahead.len()).unwrap_or(u32::MAX),
             ticket,
-        },
+        }),
     }
 }
 

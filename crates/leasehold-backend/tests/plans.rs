@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use leasehold_backend::plan::{self, Acquire, Apply, Entry, Issued, NewGrant, NewWaiter, Op, Plan};
+use leasehold_backend::plan::{self, Acquire, Apply, Entry, Issued, NewGrant, NewWaiter, Op, Plan, Waiting};
 use leasehold_backend::rules;
 use leasehold_backend::{
     FenceRefusal, Grant, HistoryEvent, Holder, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseName,
@@ -230,10 +230,10 @@ impl Apply for Model {
     }
 
     fn record(&mut self, e: &Entry) -> Result<(), String> {
-        let token = match e.token {
-            Issued::Existing(t) => t,
-            Issued::New => self.issued.ok_or("recorded the new token before issuing it")?,
-        };
+        if e.token == Issued::New && self.issued.is_none() {
+            return Err("recorded the new token before issuing it".into());
+        }
+        let token = e.token.resolve(self.issued);
         self.history.push((e.event, token));
         Ok(())
     }
@@ -316,7 +316,7 @@ proptest! {
                 prop_assert_eq!(after.issued, Some(token));
                 prop_assert_eq!(after.history.last(), Some(&(HistoryEvent::Granted, token)));
             }
-            Acquire::Held { live: held, waiters_ahead, ticket } => {
+            Acquire::Held(Waiting { live: held, waiters_ahead, ticket }) => {
                 prop_assert!(!admitted);
                 prop_assert!(reacquirable.is_none());
                 prop_assert_eq!(issued, 0);
