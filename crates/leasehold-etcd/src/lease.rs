@@ -12,6 +12,11 @@
 //!   `create_revision` (= token) that was read. Markers also vanish by etcd
 //!   lease expiry, which writes no guard; this compare catches that.
 //!
+//! A renewal alone is not guarded (it changes no decision anyone else
+//! makes): it moves its live marker to a fresh etcd lease only if the
+//! marker still has its token and the etcd lease that was read — as does
+//! a re-acquisition, inside its guarded transaction.
+//!
 //! A marker that vanishes between the read and the commit and that the
 //! decision did not rely on only makes a name freer than it was judged:
 //! the decision stays a correct (conservative) one.
