@@ -44,6 +44,10 @@ use crate::{
 /// one.
 pub const HISTORY_PER_NAME: u32 = 1000;
 
+/// A grant row as a store read it, with whether it is live by the
+/// store's own clock.
+pub type Seen = (Grant, bool);
+
 /// A token or a waiter ticket: one the store already has, or the one it
 /// issues in this transaction (known to the store only once it took it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,11 +228,11 @@ fn expire(ops: &mut Vec<Op>, g: &Grant) {
 /// `grants`: every grant row of the name, oldest first, with whether it is
 /// live by the store's clock; `waiters`: the live waiters, in FIFO order.
 #[must_use]
-pub fn acquire(p: &LeaseAcquireParams, grants: &[(&Grant, bool)], waiters: &[(WaiterTicket, Mode)]) -> Plan<Acquire> {
+pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[(WaiterTicket, Mode)]) -> Plan<Acquire> {
     let mut ops = Vec::new();
     let mut live = Vec::with_capacity(grants.len());
-    for &(g, is_live) in grants {
-        if is_live {
+    for (g, is_live) in grants {
+        if *is_live {
             live.push(g);
         } else {
             expire(&mut ops, g);
@@ -337,14 +341,14 @@ fn scoped<'g>(
     op: &str,
     token: Token,
     owner: Option<&str>,
-    found: Option<(&'g Grant, bool)>,
+    found: Option<&'g Seen>,
 ) -> Result<&'g Grant, (Vec<Op>, LostReason)> {
     let mut ops = Vec::new();
     let reason = match found {
         None => LostReason::Gone,
         Some((g, live)) => match rules::owner_verdict(owner, &g.owner, g.owner_explicit) {
             Err(reason) => reason,
-            Ok(()) if !live => {
+            Ok(()) if !*live => {
                 expire(&mut ops, g);
                 LostReason::Expired
             }
@@ -365,7 +369,7 @@ fn scoped<'g>(
 /// Plan a renewal of `p.token`, `found` as it is read (with whether it is
 /// live): extend it, or report why not.
 #[must_use]
-pub fn renew(p: &LeaseRenewParams, found: Option<(&Grant, bool)>) -> Plan<Result<(), LostReason>> {
+pub fn renew(p: &LeaseRenewParams, found: Option<&Seen>) -> Plan<Result<(), LostReason>> {
     match scoped("renew", p.token, p.owner.as_deref(), found) {
         Ok(g) => Plan {
             ops: vec![Op::ExtendGrant {
@@ -385,7 +389,7 @@ pub fn renew(p: &LeaseRenewParams, found: Option<(&Grant, bool)>) -> Plan<Result
 /// Plan a release of `p.token`, `found` as it is read: remove it (the
 /// token counter stays), or report why not.
 #[must_use]
-pub fn release(p: &LeaseReleaseParams, found: Option<(&Grant, bool)>) -> Plan<Result<(), LostReason>> {
+pub fn release(p: &LeaseReleaseParams, found: Option<&Seen>) -> Plan<Result<(), LostReason>> {
     match scoped("release", p.token, p.owner.as_deref(), found) {
         Ok(g) => {
             let mut ops = vec![Op::RemoveGrant {
@@ -413,10 +417,10 @@ pub fn release(p: &LeaseReleaseParams, found: Option<(&Grant, bool)>) -> Plan<Re
 /// the token's own grant as read: the verdict ([`rules::fence_verdict`])
 /// recorded, and a grant found no longer live removed as expired.
 #[must_use]
-pub fn fence(p: &LeaseFenceParams, newest: Option<Token>, found: Option<(&Grant, bool)>) -> Plan<LeaseFence> {
+pub fn fence(p: &LeaseFenceParams, newest: Option<Token>, found: Option<&Seen>) -> Plan<LeaseFence> {
     let mut ops = Vec::new();
     let token = Issued::Existing(p.token);
-    match rules::fence_verdict(p.token, newest, found.map(|(g, live)| (live, g.mode))) {
+    match rules::fence_verdict(p.token, newest, found.map(|(g, live)| (*live, g.mode))) {
         Ok(()) => {
             let (g, _) = found.expect("a fence passes only with a live grant");
             let detail = detail::fence_passed(&p.caller);

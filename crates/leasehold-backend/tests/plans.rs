@@ -239,10 +239,6 @@ impl Apply for Model {
     }
 }
 
-fn seen(grants: &[(Grant, bool)]) -> Vec<(&Grant, bool)> {
-    grants.iter().map(|(g, live)| (g, *live)).collect()
-}
-
 fn exclusive_alone(live: &[Mode]) -> bool {
     !live.iter().any(|m| m.is_exclusive()) || live.len() == 1
 }
@@ -258,7 +254,7 @@ proptest! {
 
     #[test]
     fn acquire_plans_keep_the_rules((grants, waiters) in any_state(), p in any_request()) {
-        let plan = plan::acquire(&p, &seen(&grants), &waiters);
+        let plan = plan::acquire(&p, &grants, &waiters);
         let before = Model::new(&grants, &waiters);
         let after = applied(&plan, &before)?;
 
@@ -352,7 +348,8 @@ proptest! {
         release in any::<bool>(),
     ) {
         let g = grant(5, &row);
-        let found = exists.then_some((&g, row.live));
+        let seen = (g.clone(), row.live);
+        let found = exists.then_some(&seen);
         let owner = asked.map(|i| OWNERS[i].to_owned());
         let (outcome, plan_ops) = if release {
             let p = LeaseReleaseParams { name: g.name.clone(), token: g.token, owner };
@@ -401,7 +398,8 @@ proptest! {
         newest in proptest::option::of(4..7u64),
     ) {
         let g = grant(5, &row);
-        let found = exists.then_some((&g, row.live));
+        let seen = (g.clone(), row.live);
+        let found = exists.then_some(&seen);
         let p = LeaseFenceParams { name: g.name.clone(), token: g.token, caller: "sink".into() };
         let newest = newest.map(Token);
         let plan = plan::fence(&p, newest, found);
@@ -454,7 +452,7 @@ fn one_plan_in_order() {
     p.ticket = Some(WaiterTicket(101));
     let plan = plan::acquire(
         &p,
-        &[(&live, true), (&expired, false)],
+        &[(live, true), (expired, false)],
         &[
             (WaiterTicket(101), Mode::Exclusive),
             (WaiterTicket(102), Mode::Exclusive),

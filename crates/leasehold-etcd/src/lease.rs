@@ -31,7 +31,9 @@ use std::time::{Duration, SystemTime};
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
-use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, Issued, NewGrant, NewWaiter, Op, Plan};
+use leasehold_backend::plan::{
+    self, Acquire, Apply, Entry, HISTORY_PER_NAME, Issued, NewGrant, NewWaiter, Op, Plan, Seen,
+};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
@@ -318,7 +320,7 @@ impl Spares {
 }
 
 /// A grant row as the planners read it, with whether it is live.
-fn seen(snap: &Snapshot, name: &LeaseName) -> Vec<(Grant, bool)> {
+fn seen(snap: &Snapshot, name: &LeaseName) -> Vec<Seen> {
     snap.slots
         .iter()
         .map(|s| (s.grant(name, Duration::ZERO), s.is_live()))
@@ -463,7 +465,6 @@ impl Conn<'_> {
         let name = &p.name;
         let snap = self.snapshot(name).await?;
         let grants = seen(&snap, name);
-        let grants: Vec<_> = grants.iter().map(|(g, live)| (g, *live)).collect();
         let queue: Vec<_> = snap.waiters.iter().map(|w| (w.ticket, w.value.mode)).collect();
         let plan = plan::acquire(p, &grants, &queue);
         let leases = self.leases(&plan, &snap, spares).await?;
@@ -504,7 +505,7 @@ impl Conn<'_> {
         &mut self,
         name: &LeaseName,
         token: Token,
-        planner: impl Fn(Option<Token>, Option<(&Grant, bool)>) -> Plan<T>,
+        planner: impl Fn(Option<Token>, Option<&Seen>) -> Plan<T>,
         adjust: impl Fn(&T, &mut Batch<'_>, &Slot),
     ) -> Result<Option<(Option<Slot>, T)>> {
         let mut spares = Spares::default();
@@ -514,7 +515,7 @@ impl Conn<'_> {
                 let snap = self.snapshot(name).await?;
                 let found = snap.slot(token);
                 let grant = found.map(|s| (s.grant(name, Duration::ZERO), s.is_live()));
-                let plan = planner(snap.last_token, grant.as_ref().map(|(g, live)| (g, *live)));
+                let plan = planner(snap.last_token, grant.as_ref());
                 let leases = self.leases(&plan, &snap, &mut spares).await?;
                 let mut batch = Batch::new(self.keys, name, &snap, leases);
                 plan.apply(&mut batch)?;

@@ -19,7 +19,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, NewGrant, NewWaiter, Plan};
+use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, NewGrant, NewWaiter, Plan, Seen};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
@@ -28,18 +28,6 @@ use leasehold_backend::{
 use postgres::Row as PgRow;
 
 use crate::{Db, Error, NOW, Result, micros, plus, until};
-
-/// A grant row with its expiry on the server clock.
-struct Row {
-    grant: Grant,
-    expires_at: SystemTime,
-}
-
-impl Row {
-    fn is_live(&self, now: SystemTime) -> bool {
-        self.expires_at > now
-    }
-}
 
 fn mode_columns(mode: Mode) -> (bool, Option<i64>) {
     match mode {
@@ -65,27 +53,26 @@ fn holder_json(h: &Holder) -> String {
 const GRANT_COLUMNS: &str =
     "name, token, owner, owner_explicit, exclusive, shared_limit, holder::text, acquired_at, ttl_ms, expires_at";
 
-fn read_row(r: &PgRow, now: SystemTime) -> Result<Row> {
+/// A grant row, live while its expiry (server clock) lies ahead of `now`.
+fn read_row(r: &PgRow, now: SystemTime) -> Result<Seen> {
     let name: String = r.get(0);
     let name = LeaseName::new(name.clone())
         .map_err(|_| Error::BadRow(format!("lease_grant holds an invalid name {name:?}")))?;
     let holder: Holder = serde_json::from_str(r.get::<_, &str>(6))
         .map_err(|e| Error::BadRow(format!("grant of {name} has an unreadable holder record: {e}")))?;
     let expires_at: SystemTime = r.get(9);
-    Ok(Row {
-        grant: Grant {
-            name,
-            token: Token(r.get::<_, i64>(1) as u64),
-            owner: r.get(2),
-            owner_explicit: r.get(3),
-            mode: mode_from_columns(r.get(4), r.get(5)),
-            holder,
-            acquired_at: r.get(7),
-            ttl: stored_millis(r.get(8)),
-            expires_in: until(expires_at, now),
-        },
-        expires_at,
-    })
+    let grant = Grant {
+        name,
+        token: Token(r.get::<_, i64>(1) as u64),
+        owner: r.get(2),
+        owner_explicit: r.get(3),
+        mode: mode_from_columns(r.get(4), r.get(5)),
+        holder,
+        acquired_at: r.get(7),
+        ttl: stored_millis(r.get(8)),
+        expires_in: until(expires_at, now),
+    };
+    Ok((grant, expires_at > now))
 }
 
 /// Take the name's lock for the rest of the transaction; returns the
@@ -101,7 +88,7 @@ fn lock(db: &mut Db<'_>, name: &LeaseName) -> Result<SystemTime> {
 }
 
 /// The grants of `name`, oldest first; `lock_rows` reads them FOR UPDATE.
-fn rows(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, lock_rows: bool) -> Result<Vec<Row>> {
+fn rows(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, lock_rows: bool) -> Result<Vec<Seen>> {
     let sql = format!(
         "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 ORDER BY token{}",
         if lock_rows { " FOR UPDATE" } else { "" }
@@ -112,7 +99,7 @@ fn rows(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, lock_rows: bool) -> 
         .collect()
 }
 
-fn row(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, token: Token) -> Result<Option<Row>> {
+fn row(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, token: Token) -> Result<Option<Seen>> {
     db.query_opt(
         &format!("SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 AND token = $2 FOR UPDATE"),
         &[&name.as_str(), &(token.0 as i64)],
@@ -246,7 +233,7 @@ impl Apply for Writer<'_, '_> {
                 &holder.map(holder_json),
             ],
         )?;
-        self.written = Some(read_row(&r, self.now)?.grant);
+        self.written = Some(read_row(&r, self.now)?.0);
         Ok(())
     }
 
@@ -277,7 +264,7 @@ impl Apply for Writer<'_, '_> {
                 &plus(self.now, g.ttl),
             ],
         )?;
-        self.written = Some(read_row(&inserted, self.now)?.grant);
+        self.written = Some(read_row(&inserted, self.now)?.0);
         Ok(())
     }
 
@@ -308,13 +295,12 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
     let now = lock(db, &p.name)?;
     let rows = rows(db, now, &p.name, true)?;
     let queue = waiters(db, now, &p.name)?;
-    let seen: Vec<_> = rows.iter().map(|r| (&r.grant, r.is_live(now))).collect();
-    let plan = plan::acquire(p, &seen, &queue);
+    let plan = plan::acquire(p, &rows, &queue);
     let mut w = Writer::new(db, now, &p.name);
     plan.apply(&mut w)?;
     Ok(match plan.outcome {
         Acquire::Acquired(_) => LeaseAcquire::Acquired(w.written()?),
-        Acquire::Held(waiting) => LeaseAcquire::Held(waiting.held(rows.into_iter().map(|r| r.grant), w.ticket)),
+        Acquire::Held(waiting) => LeaseAcquire::Held(waiting.held(rows.into_iter().map(|(g, _)| g), w.ticket)),
     })
 }
 
@@ -328,11 +314,11 @@ fn by_token<'a, 'c, T>(
     db: &'a mut Db<'c>,
     name: &'a LeaseName,
     token: Token,
-    planner: impl FnOnce(&mut Db<'c>, Option<(&Grant, bool)>) -> Result<Plan<T>>,
+    planner: impl FnOnce(&mut Db<'c>, Option<&Seen>) -> Result<Plan<T>>,
 ) -> Result<(Writer<'a, 'c>, T)> {
     let now = lock(db, name)?;
     let found = row(db, now, name, token)?;
-    let plan = planner(db, found.as_ref().map(|r| (&r.grant, r.is_live(now))))?;
+    let plan = planner(db, found.as_ref())?;
     let mut w = Writer::new(db, now, name);
     plan.apply(&mut w)?;
     Ok((w, plan.outcome))
@@ -363,7 +349,7 @@ pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew>
     )?;
     if let Some(r) = renewed {
         let now: SystemTime = r.get(10);
-        return Ok(LeaseRenew::Renewed(read_row(&r, now)?.grant));
+        return Ok(LeaseRenew::Renewed(read_row(&r, now)?.0));
     }
     // Not live, or its row was busy (e.g. renewed concurrently by the same
     // holder): judged under the name's lock.
@@ -436,8 +422,7 @@ pub(crate) fn get(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<
     };
     let grants = rows(db, now, name, false)?
         .into_iter()
-        .filter(|r| r.is_live(now))
-        .map(|r| r.grant)
+        .filter_map(|(g, live)| live.then_some(g))
         .collect();
     let waiters: i64 = db
         .query_one(

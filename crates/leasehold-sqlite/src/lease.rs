@@ -10,7 +10,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, Issued, NewGrant, NewWaiter, Plan};
+use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, Issued, NewGrant, NewWaiter, Plan, Seen};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
@@ -36,19 +36,6 @@ impl From<rusqlite::Error> for Error {
 
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
-/// A grant row with its expiry on the boot clock.
-struct Row {
-    grant: Grant,
-    boot_id: String,
-    expires_ns: i64,
-}
-
-impl Row {
-    fn is_live(&self, now: &Now) -> bool {
-        self.boot_id == now.boot_id && self.expires_ns > now.ns
-    }
-}
-
 /// Where on the boot clock a grant or a claim of `ttl` taken `now` expires.
 pub(crate) fn expires_at(now: &Now, ttl: Duration) -> i64 {
     now.ns.saturating_add(signed(duration_nanos(ttl)))
@@ -72,7 +59,9 @@ fn mode_from_columns(exclusive: bool, limit: Option<u32>) -> Mode {
 const GRANT_COLUMNS: &str =
     "name, token, owner, owner_explicit, exclusive, shared_limit, holder, acquired_ms, ttl_ms, boot_id, expires_ns";
 
-fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::Result<Row, String>> {
+/// A grant row, live while it belongs to this boot and its expiry (boot
+/// clock) lies ahead.
+fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::Result<Seen, String>> {
     let name: String = r.get(0)?;
     let holder_json: String = r.get(6)?;
     let boot_id: String = r.get(9)?;
@@ -89,24 +78,21 @@ fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::R
     } else {
         0
     };
-    Ok(Ok(Row {
-        grant: Grant {
-            name,
-            token: Token(r.get::<_, i64>(1)? as u64),
-            owner: r.get(2)?,
-            owner_explicit: r.get(3)?,
-            mode: mode_from_columns(r.get(4)?, r.get(5)?),
-            holder,
-            acquired_at: from_ms(r.get(7)?),
-            ttl: stored_millis(r.get(8)?),
-            expires_in: Duration::from_nanos(remaining.unsigned_abs()),
-        },
-        boot_id,
-        expires_ns,
-    }))
+    let grant = Grant {
+        name,
+        token: Token(r.get::<_, i64>(1)? as u64),
+        owner: r.get(2)?,
+        owner_explicit: r.get(3)?,
+        mode: mode_from_columns(r.get(4)?, r.get(5)?),
+        holder,
+        acquired_at: from_ms(r.get(7)?),
+        ttl: stored_millis(r.get(8)?),
+        expires_in: Duration::from_nanos(remaining.unsigned_abs()),
+    };
+    Ok(Ok((grant, remaining > 0)))
 }
 
-fn rows(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<Row>> {
+fn rows(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<Seen>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = ?1 ORDER BY token"
     ))?;
@@ -118,7 +104,7 @@ fn rows(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<Row>> {
     Ok(out)
 }
 
-fn row(tx: &Transaction<'_>, now: &Now, name: &LeaseName, token: Token) -> Result<Option<Row>> {
+fn row(tx: &Transaction<'_>, now: &Now, name: &LeaseName, token: Token) -> Result<Option<Seen>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = ?1 AND token = ?2"
     ))?;
@@ -218,14 +204,13 @@ impl<'a> Writer<'a> {
     fn grant(&self, token: Issued<Token>) -> Result<Grant> {
         let token = token.resolve(self.issued);
         let row = row(self.tx, self.now, self.name, token)?;
-        Ok(row
-            .ok_or_else(|| {
-                Error::BadRow(format!(
-                    "grant {token} of {} vanished inside its transaction",
-                    self.name
-                ))
-            })?
-            .grant)
+        let (grant, _) = row.ok_or_else(|| {
+            Error::BadRow(format!(
+                "grant {token} of {} vanished inside its transaction",
+                self.name
+            ))
+        })?;
+        Ok(grant)
     }
 }
 
@@ -308,13 +293,12 @@ impl Apply for Writer<'_> {
 pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
     let rows = rows(tx, now, &p.name)?;
     let queue = waiters(tx, now, &p.name)?;
-    let seen: Vec<_> = rows.iter().map(|r| (&r.grant, r.is_live(now))).collect();
-    let plan = plan::acquire(p, &seen, &queue);
+    let plan = plan::acquire(p, &rows, &queue);
     let mut w = Writer::new(tx, now, &p.name);
     plan.apply(&mut w)?;
     Ok(match plan.outcome {
         Acquire::Acquired(token) => LeaseAcquire::Acquired(w.grant(token)?),
-        Acquire::Held(waiting) => LeaseAcquire::Held(waiting.held(rows.into_iter().map(|r| r.grant), w.ticket)),
+        Acquire::Held(waiting) => LeaseAcquire::Held(waiting.held(rows.into_iter().map(|(g, _)| g), w.ticket)),
     })
 }
 
@@ -325,10 +309,10 @@ fn by_token<'a, T>(
     now: &'a Now,
     name: &'a LeaseName,
     token: Token,
-    planner: impl FnOnce(Option<(&Grant, bool)>) -> Plan<T>,
+    planner: impl FnOnce(Option<&Seen>) -> Plan<T>,
 ) -> Result<(Writer<'a>, T)> {
     let found = row(tx, now, name, token)?;
-    let plan = planner(found.as_ref().map(|r| (&r.grant, r.is_live(now))));
+    let plan = planner(found.as_ref());
     let mut w = Writer::new(tx, now, name);
     plan.apply(&mut w)?;
     Ok((w, plan.outcome))
@@ -383,8 +367,7 @@ pub(crate) fn get(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<O
     };
     let grants = rows(tx, now, name)?
         .into_iter()
-        .filter(|r| r.is_live(now))
-        .map(|r| r.grant)
+        .filter_map(|(g, live)| live.then_some(g))
         .collect();
     let waiters: i64 = tx
         .prepare_cached("SELECT count(*) FROM lease_waiter WHERE name = ?1 AND boot_id = ?2 AND expires_ns > ?3")?
