@@ -446,18 +446,29 @@ impl Conn<'_> {
         Ok(out)
     }
 
-    pub async fn acquire(&mut self, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
-        let name = &p.name;
+    /// Run `round` until it commits (`Some`) — at most `MAX_ROUNDS` times —
+    /// with this call's spare leases, revoked at the end if unused.
+    async fn rounds<T>(
+        &mut self,
+        what: impl FnOnce() -> String,
+        mut round: impl AsyncFnMut(&mut Self, &mut Spares) -> Result<Option<T>>,
+    ) -> Result<T> {
         let mut spares = Spares::default();
         let mut out = Ok(None);
         for _ in 0..MAX_ROUNDS {
-            out = self.acquire_round(p, &mut spares).await;
+            out = round(self, &mut spares).await;
             if !matches!(out, Ok(None)) {
                 break;
             }
         }
         self.drop_spares(spares).await;
-        out?.ok_or_else(|| Error::Contended(format!("acquiring {name}")))
+        out?.ok_or_else(|| Error::Contended(what()))
+    }
+
+    pub async fn acquire(&mut self, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
+        let what = || format!("acquiring {}", p.name);
+        self.rounds(what, async |c, spares| c.acquire_round(p, spares).await)
+            .await
     }
 
     /// One round of an acquisition; `None` to decide again.
@@ -500,62 +511,50 @@ impl Conn<'_> {
     /// Rounds of: read the name, plan with the grant of `token` (and the
     /// newest token), apply the plan, let `adjust` fit the batch to the
     /// outcome, commit. The committed round's grant (as written, else as
-    /// found) and outcome; `None` when every round lost a race.
+    /// found) and outcome.
     async fn by_token<T>(
         &mut self,
-        name: &LeaseName,
-        token: Token,
+        (name, token, op): (&LeaseName, Token, &str),
         planner: impl Fn(Option<Token>, Option<&Seen>) -> Plan<T>,
         adjust: impl Fn(&T, &mut Batch<'_>, &Slot),
-    ) -> Result<Option<(Option<Slot>, T)>> {
-        let mut spares = Spares::default();
-        let mut out = Ok(None);
-        for _ in 0..MAX_ROUNDS {
-            let round = async {
-                let snap = self.snapshot(name).await?;
-                let found = snap.slot(token);
-                let grant = found.map(|s| (s.grant(name, Duration::ZERO), s.is_live()));
-                let plan = planner(snap.last_token, grant.as_ref());
-                let leases = self.leases(&plan, &snap, &mut spares).await?;
-                let mut batch = Batch::new(self.keys, name, &snap, leases);
-                plan.apply(&mut batch)?;
-                if let Some(s) = found {
-                    adjust(&plan.outcome, &mut batch, s);
-                }
-                let slot = batch.written.take().or_else(|| found.cloned());
-                Ok(self.commit(batch, &mut spares).await?.map(|_| (slot, plan.outcome)))
-            };
-            out = round.await;
-            if !matches!(out, Ok(None)) {
-                break;
+    ) -> Result<(Option<Slot>, T)> {
+        let what = || format!("{op} {name} token {token}");
+        self.rounds(what, async |c, spares| {
+            let snap = c.snapshot(name).await?;
+            let found = snap.slot(token);
+            let grant = found.map(|s| (s.grant(name, Duration::ZERO), s.is_live()));
+            let plan = planner(snap.last_token, grant.as_ref());
+            let leases = c.leases(&plan, &snap, spares).await?;
+            let mut batch = Batch::new(c.keys, name, &snap, leases);
+            plan.apply(&mut batch)?;
+            if let Some(s) = found {
+                adjust(&plan.outcome, &mut batch, s);
             }
-        }
-        self.drop_spares(spares).await;
-        out
+            let slot = batch.written.take().or_else(|| found.cloned());
+            Ok(c.commit(batch, spares).await?.map(|_| (slot, plan.outcome)))
+        })
+        .await
     }
 
     pub async fn renew(&mut self, p: &LeaseRenewParams) -> Result<LeaseRenew> {
         // A renewal alone is not guarded: it changes no decision anyone
         // else makes.
         let renewed = |o: &std::result::Result<(), _>, b: &mut Batch<'_>, _: &Slot| b.guarded = o.is_err();
-        match self
-            .by_token(&p.name, p.token, |_, found| plan::renew(p, found), renewed)
-            .await?
-        {
-            Some((Some(slot), Ok(()))) => {
+        let at = (&p.name, p.token, "renewing");
+        match self.by_token(at, |_, found| plan::renew(p, found), renewed).await? {
+            (Some(slot), Ok(())) => {
                 let left = self.remaining(slot.lease.expect("renewed")).await?;
                 Ok(LeaseRenew::Renewed(slot.grant(&p.name, left)))
             }
-            Some((_, Err(reason))) => Ok(LeaseRenew::Lost(reason)),
-            _ => Err(Error::Contended(format!("renewing {} token {}", p.name, p.token))),
+            (_, outcome) => Ok(LeaseRenew::Lost(outcome.expect_err("a renewal writes its grant"))),
         }
     }
 
     pub async fn release(&mut self, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
-        let out = self
-            .by_token(&p.name, p.token, |_, found| plan::release(p, found), |_, _, _| ())
+        let at = (&p.name, p.token, "releasing");
+        let (_, outcome) = self
+            .by_token(at, |_, found| plan::release(p, found), |_, _, _| ())
             .await?;
-        let (_, outcome) = out.ok_or_else(|| Error::Contended(format!("releasing {} token {}", p.name, p.token)))?;
         Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
     }
 
@@ -566,10 +565,11 @@ impl Conn<'_> {
                 b.rely_on(s);
             }
         };
-        let out = self
-            .by_token(&p.name, p.token, |newest, found| plan::fence(p, newest, found), passed)
-            .await?;
-        match out.ok_or_else(|| Error::Contended(format!("fencing {} token {}", p.name, p.token)))? {
+        let at = (&p.name, p.token, "fencing");
+        match self
+            .by_token(at, |newest, found| plan::fence(p, newest, found), passed)
+            .await?
+        {
             (Some(slot), LeaseFence::Passed(mut grant)) => {
                 grant.expires_in = self.remaining(slot.lease.expect("live")).await?;
                 Ok(LeaseFence::Passed(grant))
@@ -584,29 +584,19 @@ impl Conn<'_> {
             holder: p.holder.clone(),
             ttl: p.ttl,
         };
-        let mut spares = Spares::default();
-        let mut out: Result<Option<WaiterTicket>> = Ok(None);
-        for _ in 0..MAX_ROUNDS {
-            let round = async {
-                let snap = self.snapshot(&p.name).await?;
-                let leases = Leases {
-                    grant: None,
-                    waiter: Some(self.lease(&mut spares.waiter, p.ttl).await?),
-                };
-                let mut batch = Batch::new(self.keys, &p.name, &snap, leases);
-                batch.enqueue_waiter(&w)?;
-                Ok(self
-                    .commit(batch, &mut spares)
-                    .await?
-                    .map(|rev| WaiterTicket(rev as u64)))
+        let what = || format!("queueing for {}", p.name);
+        self.rounds(what, async |c, spares| {
+            let snap = c.snapshot(&p.name).await?;
+            let leases = Leases {
+                grant: None,
+                waiter: Some(c.lease(&mut spares.waiter, p.ttl).await?),
             };
-            out = round.await;
-            if !matches!(out, Ok(None)) {
-                break;
-            }
-        }
-        self.drop_spares(spares).await;
-        out?.ok_or_else(|| Error::Contended(format!("queueing for {}", p.name)))
+            let mut batch = Batch::new(c.keys, &p.name, &snap, leases);
+            batch.enqueue_waiter(&w)?;
+            let committed = c.commit(batch, spares).await?;
+            Ok(committed.map(|rev| WaiterTicket(rev as u64)))
+        })
+        .await
     }
 
     pub async fn waiter_remove(&mut self, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {
