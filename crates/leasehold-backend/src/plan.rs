@@ -12,10 +12,14 @@
 //! records the same way, with the same history texts.
 //!
 //! What stays a store's own: how it reads (locks, a snapshot at one
-//! revision), its clock, how it commits (etcd retries the whole read–plan–
-//! apply round when a compare fails), and **the token**: a plan says
-//! "issue a new token" ([`Op::InsertGrant`], [`Issued::New`]) and the store
-//! takes the next one from its counter (etcd: the commit's revision).
+//! revision; expired waiter registrations are left out as it reads them),
+//! its clock, how it commits (etcd retries the whole read–plan–apply round
+//! when a compare fails), and **the token**: a plan says "issue a new
+//! token" ([`Op::InsertGrant`], [`Issued::New`]) and the store takes the
+//! next one from its counter (etcd: the commit's revision). One shortcut
+//! stands beside the planners: PostgreSQL first tries a renewal as one
+//! `UPDATE` whose condition admits only what [`renew`] would (a live grant,
+//! [`rules::owner_verdict`]), and plans whatever that does not renew.
 //!
 //! Acquisition, in order (see [`acquire`]):
 //!
