@@ -28,6 +28,12 @@
 //! - Expiry is measured on the store's clock (the boot clock for SQLite, the
 //!   server's for PostgreSQL and etcd) — never on the caller's wall clock.
 //!   Tests shift that clock with a [`ClockSkew`] instead of sleeping.
+//!
+//! The lease algorithm that keeps these rules — sweep expired grants, fast
+//! takeover, re-acquisition, FIFO admission, waiter bookkeeping, history —
+//! is written once, as pure planners in [`plan`]: a backend reads what a
+//! decision needs, applies the plan's writes in one transaction through
+//! [`plan::Apply`], and issues the tokens.
 
 mod error;
 pub mod failpoint;
@@ -36,6 +42,7 @@ mod human;
 pub mod limits;
 pub mod migration;
 mod name;
+pub mod plan;
 pub mod rules;
 pub mod symlinks;
 pub mod task;
@@ -70,13 +77,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// Try once to take a grant of `params.name`.
     ///
-    /// In one transaction: drop expired grants (recorded as `expired`),
-    /// drop the grants listed in `params.evict` if still present (recorded
-    /// as `fast_takeover`), re-extend an existing grant of the same explicit
-    /// owner and mode (same token), else grant if compatible (see the crate
-    /// docs on FIFO). When held and `params.ticket` is set, the waiter
-    /// registration is refreshed (or re-made at the back of the queue if it
-    /// had expired) and returned in [`Held::ticket`].
+    /// In one transaction, as [`plan::acquire`] plans it: drop expired
+    /// grants (recorded as `expired`), drop the grants listed in
+    /// `params.evict` if still live (recorded as `fast_takeover`),
+    /// re-extend a live grant the request re-acquires (same token; see
+    /// [`rules::reacquires`]), else grant if admitted (see the crate docs on
+    /// FIFO). When held and `params.ticket` is set, the waiter registration
+    /// is refreshed (or re-made at the back of the queue if it had expired)
+    /// and returned in [`Held::ticket`].
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError>;
 
     /// Extend a live grant to `now + ttl`; `Lost` if it is not live.

@@ -1,7 +1,8 @@
 //! The decisions every backend makes the same way, written once: whether a
 //! grant fits beside others, the FIFO admission of waiters, who may renew or
-//! release a grant, and the fence verdict. Backends do the storage; these
-//! functions decide.
+//! release a grant, and the fence verdict, with the words of the history
+//! entries. The planners in [`crate::plan`] put them together into the
+//! lease algorithm; backends do the storage.
 
 use std::time::Duration;
 
@@ -109,47 +110,6 @@ pub fn fence_verdict(token: Token, newest: Option<Token>, grant: Option<(bool, M
     }
 }
 
-/// What a store does at its fence gate, decided from what it read: the
-/// newest token of the name and the token's own grant with whether it is
-/// live. The store then removes the found grant if `expire_found` (it is
-/// no longer live), records `event` with `owner` and `detail`, and returns
-/// `outcome` — all in the gate's one transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FencePlan {
-    pub expire_found: bool,
-    pub event: crate::HistoryEvent,
-    pub owner: Option<String>,
-    pub detail: String,
-    pub outcome: crate::LeaseFence,
-}
-
-/// Plan the fence gate for `p` (see [`FencePlan`]).
-#[must_use]
-pub fn fence_plan(
-    p: &crate::LeaseFenceParams,
-    newest: Option<Token>,
-    found: Option<(crate::Grant, bool)>,
-) -> FencePlan {
-    let verdict = fence_verdict(p.token, newest, found.as_ref().map(|(g, live)| (*live, g.mode)));
-    match (verdict, found) {
-        (Ok(()), Some((grant, _))) => FencePlan {
-            expire_found: false,
-            event: crate::HistoryEvent::FencePassed,
-            owner: Some(grant.owner.clone()),
-            detail: detail::fence_passed(&p.caller),
-            outcome: crate::LeaseFence::Passed(grant),
-        },
-        (Err(reason), found) => FencePlan {
-            expire_found: found.is_some_and(|(_, live)| !live),
-            event: crate::HistoryEvent::FenceRefused,
-            owner: None,
-            detail: detail::fence_refused(&p.caller, reason, newest),
-            outcome: crate::LeaseFence::Refused { newest, reason },
-        },
-        (Ok(()), None) => unreachable!("a fence passes only with a live grant"),
-    }
-}
-
 /// `host:pid` of a holder, for history details.
 #[must_use]
 pub fn holder_label(h: &Holder) -> String {
@@ -186,6 +146,11 @@ pub mod detail {
             holder_label(gone),
             holder_label(by)
         )
+    }
+
+    #[must_use]
+    pub fn released() -> String {
+        "released by its holder".to_owned()
     }
 
     #[must_use]

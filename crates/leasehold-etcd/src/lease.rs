@@ -1,9 +1,9 @@
 //! Lease operations on etcd: each reads one name's keys at one revision,
-//! decides as `leasehold-sqlite`'s `lease.rs` does (the reference; the FIFO
-//! admission and the fence verdict are `leasehold_backend::rules`), and
-//! commits the decision in ONE transaction guarded by compares. A compare
-//! that fails means someone else changed the name in between: read again
-//! and decide again (optimistic concurrency, as etcd's `concurrency/stm.go`).
+//! plans with `leasehold_backend::plan` (the algorithm every store
+//! applies), applies the plan to a [`Batch`] and commits it in ONE
+//! transaction guarded by compares. A compare that fails means someone
+//! else changed the name in between: read again and plan again (optimistic
+//! concurrency, as etcd's `concurrency/stm.go`).
 //!
 //! The compares of every committing transaction:
 //! - the name's guard key still has the `mod_revision` that was read (every
@@ -11,6 +11,11 @@
 //! - every live marker the decision relies on still exists with the
 //!   `create_revision` (= token) that was read. Markers also vanish by etcd
 //!   lease expiry, which writes no guard; this compare catches that.
+//!
+//! A renewal alone is not guarded (it changes no decision anyone else
+//! makes): it moves its live marker to a fresh etcd lease only if the
+//! marker still has its token and the etcd lease that was read — as does
+//! a re-acquisition, inside its guarded transaction.
 //!
 //! A marker that vanishes between the read and the commit and that the
 //! decision did not rely on only makes a name freer than it was judged:
@@ -26,19 +31,17 @@ use std::time::{Duration, SystemTime};
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
-use leasehold_backend::rules::{self, detail};
+use leasehold_backend::plan::{
+    self, Acquire, Apply, Entry, HISTORY_PER_NAME, Issued, NewGrant, NewWaiter, Op, Plan, Seen,
+};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
-    Grant, Held, HistoryEntry, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, LostReason, Token, WaiterEnqueueParams, WaiterTicket, duration_millis, signed,
+    LeaseState, Token, WaiterEnqueueParams, WaiterTicket, duration_millis, signed,
 };
 
-use crate::keys::{GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, Waiter, WaiterValue, slot, snapshots};
-
-/// History entries kept per name; older ones are deleted by the writer
-/// that adds a newer one (a bounded key range).
-pub const HISTORY_PER_NAME: u64 = 1000;
+use crate::keys::{GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, WaiterValue, slot, snapshots};
 
 /// How often one call re-reads and re-decides after losing a race before
 /// it gives up with an error.
@@ -78,37 +81,61 @@ fn to_json<T: serde::Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("leasehold's own records always serialize")
 }
 
-/// One transaction being built for one name: compares, operations, and
-/// the history entries it adds.
-struct Plan<'a> {
+/// The etcd leases a plan's writes attach keys to, granted before the
+/// plan is applied (etcd calls cannot run inside [`Apply`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct Leases {
+    /// For a new or extended grant's live marker.
+    grant: Option<i64>,
+    /// For a re-made waiter registration, or one moved to another TTL
+    /// (`None` when its own lease was kept alive).
+    waiter: Option<i64>,
+}
+
+/// One transaction being built for one name from a plan: compares,
+/// operations, and the history entries it adds.
+struct Batch<'a> {
     keys: &'a Keys,
     name: &'a LeaseName,
+    snap: &'a Snapshot,
+    leases: Leases,
+    /// Whether the transaction compares and writes the name's guard: every
+    /// decision does, a renewal alone does not (it changes no decision
+    /// anyone else makes).
+    guarded: bool,
     compares: Vec<Compare>,
     ops: Vec<TxnOp>,
     guard: GuardValue,
     /// etcd leases to revoke once the transaction committed.
     revoke: Vec<i64>,
+    /// The grant created or extended, as it is once committed (a new
+    /// grant's token is the commit's revision).
+    written: Option<Slot>,
 }
 
-impl<'a> Plan<'a> {
-    fn new(keys: &'a Keys, name: &'a LeaseName, snap: &Snapshot) -> Self {
+impl<'a> Batch<'a> {
+    fn new(keys: &'a Keys, name: &'a LeaseName, snap: &'a Snapshot, leases: Leases) -> Self {
         Self {
             keys,
             name,
-            compares: vec![Compare::mod_revision(
-                keys.guard(name),
-                CompareOp::Equal,
-                snap.guard_rev,
-            )],
+            snap,
+            leases,
+            guarded: true,
+            compares: Vec::new(),
             ops: Vec::new(),
             guard: snap.guard,
             revoke: Vec::new(),
+            written: None,
         }
     }
 
     /// Whether committing would change anything besides the guard.
     fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    fn slot(&self, token: Token) -> &'a Slot {
+        self.snap.slot(token).expect("a plan names only grants it was given")
     }
 
     /// The decision relies on `s` still being live.
@@ -129,56 +156,22 @@ impl<'a> Plan<'a> {
         self.ops.push(TxnOp::delete(key, None));
     }
 
-    fn record(&mut self, event: HistoryEvent, token: Option<Token>, owner: Option<&str>, detail: &str) {
-        self.history(event, token.map(|t| t.0), false, owner, detail);
-    }
-
-    fn history(&mut self, event: HistoryEvent, token: Option<u64>, is_rev: bool, owner: Option<&str>, detail: &str) {
-        self.guard.seq += 1;
-        let value = HistoryValue {
-            at_ms: to_ms(SystemTime::now()),
-            event: event.as_str().to_owned(),
-            token,
-            token_is_revision: is_rev,
-            owner: owner.map(str::to_owned),
-            detail: detail.to_owned(),
-        };
-        self.put(self.keys.history(self.name, self.guard.seq), to_json(&value), None);
-    }
-
-    /// Remove a grant whose etcd lease ran out, recording it.
-    fn expire(&mut self, s: &Slot) {
-        self.delete(self.keys.record(self.name, &s.id));
-        let r = &s.record;
-        self.record(
-            HistoryEvent::Expired,
-            Some(s.token),
-            Some(&r.owner),
-            &detail::expired(Duration::from_millis(r.ttl_ms), &r.holder),
-        );
-    }
-
-    /// Remove a live grant (release, fast takeover), relying on it being live.
-    fn remove(&mut self, s: &Slot) {
-        self.rely_on(s);
-        self.delete(self.keys.live(self.name, &s.id));
-        self.delete(self.keys.record(self.name, &s.id));
-        self.revoke.extend(s.lease);
-    }
-
-    /// A granted waiter leaves the queue.
-    fn leave_queue(&mut self, w: &Waiter) {
-        self.delete(self.keys.waiter(self.name, &w.id));
-        self.revoke.push(w.lease);
-    }
-
     fn into_txn(mut self) -> (Txn, Vec<i64>) {
-        let guard = to_json(&self.guard);
-        self.put(self.keys.guard(self.name), guard, None);
-        if self.guard.seq > HISTORY_PER_NAME {
+        if self.guarded {
+            self.compares.push(Compare::mod_revision(
+                self.keys.guard(self.name),
+                CompareOp::Equal,
+                self.snap.guard_rev,
+            ));
+            let guard = to_json(&self.guard);
+            self.put(self.keys.guard(self.name), guard, None);
+        }
+        if self.guarded && self.guard.seq > u64::from(HISTORY_PER_NAME) {
             // Keep the newest HISTORY_PER_NAME entries: a bounded range.
             let from = self.keys.history(self.name, 0);
-            let to = self.keys.history(self.name, self.guard.seq - HISTORY_PER_NAME + 1);
+            let to = self
+                .keys
+                .history(self.name, self.guard.seq - u64::from(HISTORY_PER_NAME) + 1);
             self.ops
                 .push(TxnOp::delete(from, Some(DeleteOptions::new().with_range(to))));
         }
@@ -186,10 +179,153 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// A lease granted for this call and not yet attached to anything; revoked
-/// when the call ends unused.
+impl Apply for Batch<'_> {
+    type Error = Error;
+
+    fn remove_grant(&mut self, token: Token, live: bool) -> Result<()> {
+        let s = self.slot(token);
+        if live {
+            self.rely_on(s);
+            self.delete(self.keys.live(self.name, &s.id));
+            self.revoke.extend(s.lease);
+        }
+        self.delete(self.keys.record(self.name, &s.id));
+        Ok(())
+    }
+
+    /// The live marker moves to a fresh etcd lease, only if it is still
+    /// this grant's marker on the lease that was read.
+    fn extend_grant(&mut self, token: Token, ttl: Duration, holder: Option<&Holder>) -> Result<()> {
+        let s = self.slot(token);
+        let lease = self.leases.grant.expect("an extension has its lease");
+        let live = self.keys.live(self.name, &s.id);
+        self.rely_on(s);
+        self.compares
+            .push(Compare::lease(live.clone(), CompareOp::Equal, s.lease.expect("live")));
+        self.put(live, Vec::new(), Some(lease));
+        let record = Record {
+            holder: holder.unwrap_or(&s.record.holder).clone(),
+            ttl_ms: duration_millis(ttl),
+            ..s.record.clone()
+        };
+        self.put(self.keys.record(self.name, &s.id), to_json(&record), None);
+        self.revoke.extend(s.lease);
+        self.written = Some(Slot {
+            lease: Some(lease),
+            record,
+            ..s.clone()
+        });
+        Ok(())
+    }
+
+    /// The token is this transaction's revision: the create revision of
+    /// the new record and marker, and the token key's new `mod_revision`.
+    fn insert_grant(&mut self, g: &NewGrant) -> Result<()> {
+        let lease = self.leases.grant.expect("a grant has its lease");
+        let id = slot(lease);
+        let record = Record {
+            owner: g.owner.label.clone(),
+            owner_explicit: g.owner.explicit,
+            mode: g.mode,
+            holder: g.holder.clone(),
+            acquired_ms: to_ms(SystemTime::now()),
+            ttl_ms: duration_millis(g.ttl),
+        };
+        let record_key = self.keys.record(self.name, &id);
+        self.compares
+            .push(Compare::create_revision(record_key.clone(), CompareOp::Equal, 0));
+        self.put(self.keys.token(self.name), Vec::new(), None);
+        self.put(record_key, to_json(&record), None);
+        self.put(self.keys.live(self.name, &id), Vec::new(), Some(lease));
+        self.written = Some(Slot {
+            id,
+            token: Token(0),
+            record,
+            lease: Some(lease),
+        });
+        Ok(())
+    }
+
+    fn refresh_waiter(&mut self, ticket: WaiterTicket, ttl: Duration) -> Result<()> {
+        let Some(lease) = self.leases.waiter else {
+            return Ok(()); // kept alive on its own lease
+        };
+        let w = self.snap.waiters.iter().find(|w| w.ticket == ticket).expect("read");
+        let key = self.keys.waiter(self.name, &w.id);
+        self.compares
+            .push(Compare::create_revision(key.clone(), CompareOp::Equal, ticket.0 as i64));
+        let value = WaiterValue {
+            mode: w.value.mode,
+            ttl_s: ttl_secs(ttl),
+        };
+        self.put(key, to_json(&value), Some(lease));
+        self.revoke.push(w.lease);
+        Ok(())
+    }
+
+    fn enqueue_waiter(&mut self, w: &NewWaiter) -> Result<()> {
+        let lease = self.leases.waiter.expect("a new registration has its lease");
+        let value = WaiterValue {
+            mode: w.mode,
+            ttl_s: ttl_secs(w.ttl),
+        };
+        self.put(self.keys.waiter(self.name, &slot(lease)), to_json(&value), Some(lease));
+        Ok(())
+    }
+
+    fn remove_waiter(&mut self, ticket: WaiterTicket) -> Result<()> {
+        let w = self.snap.waiters.iter().find(|w| w.ticket == ticket).expect("read");
+        self.delete(self.keys.waiter(self.name, &w.id));
+        self.revoke.push(w.lease);
+        Ok(())
+    }
+
+    fn record(&mut self, e: &Entry) -> Result<()> {
+        self.guard.seq += 1;
+        let (token, token_is_revision) = match e.token {
+            Issued::Existing(t) => (Some(t.0), false),
+            Issued::New => (None, true),
+        };
+        let value = HistoryValue {
+            at_ms: to_ms(SystemTime::now()),
+            event: e.event.as_str().to_owned(),
+            token,
+            token_is_revision,
+            owner: e.owner.clone(),
+            detail: e.detail.clone(),
+        };
+        self.put(self.keys.history(self.name, self.guard.seq), to_json(&value), None);
+        Ok(())
+    }
+}
+
+/// Leases granted for this call and not yet attached to anything, as (id,
+/// seconds): one for grants, one for waiter registrations. Revoked when
+/// the call ends unused.
 #[derive(Default)]
-struct Spare(Option<(i64, i64)>);
+struct Spares {
+    grant: Option<(i64, i64)>,
+    waiter: Option<(i64, i64)>,
+}
+
+impl Spares {
+    /// The spares `leases` attached keys to are in use now.
+    fn used(&mut self, leases: Leases) {
+        for (spare, lease) in [(&mut self.grant, leases.grant), (&mut self.waiter, leases.waiter)] {
+            if lease.is_some() && spare.map(|(id, _)| id) == lease {
+                *spare = None;
+            }
+        }
+    }
+}
+
+/// A grant row as the planners read it, with whether it is live.
+fn seen(snap: &Snapshot, name: &LeaseName) -> Vec<Seen> {
+    snap.slots
+        .iter()
+        .map(|s| (s.grant(name, Duration::ZERO), s.is_live()))
+        .collect()
+}
 
 impl Conn<'_> {
     async fn snapshot(&mut self, name: &LeaseName) -> Result<Snapshot> {
@@ -201,32 +337,52 @@ impl Conn<'_> {
         Ok(all.pop().map(|(_, s)| s).unwrap_or_default())
     }
 
-    /// Commit `plan`; `Some(revision)` if its compares held.
-    async fn commit(&mut self, plan: Plan<'_>) -> Result<Option<i64>> {
-        let (txn, revoke) = plan.into_txn();
-        let resp = self.client.txn(txn).await?;
-        if !resp.succeeded() {
-            return Ok(None);
+    /// Grant (or reuse from `spares`) the etcd leases `plan`'s writes
+    /// attach keys to; keep alive a refreshed waiter's own lease when its
+    /// TTL is unchanged.
+    async fn leases<T>(&mut self, plan: &Plan<T>, snap: &Snapshot, spares: &mut Spares) -> Result<Leases> {
+        let mut leases = Leases::default();
+        for op in &plan.ops {
+            match op {
+                Op::InsertGrant(NewGrant { ttl, .. }) | Op::ExtendGrant { ttl, .. } => {
+                    leases.grant = Some(self.lease(&mut spares.grant, *ttl).await?);
+                }
+                Op::EnqueueWaiter(w) => leases.waiter = Some(self.lease(&mut spares.waiter, w.ttl).await?),
+                Op::RefreshWaiter { ticket, ttl } => {
+                    let w = snap.waiters.iter().find(|w| w.ticket == *ticket).expect("read");
+                    if w.value.ttl_s == ttl_secs(*ttl) {
+                        let (mut keeper, mut stream) = self.client.lease_keep_alive(w.lease).await?;
+                        keeper.keep_alive().await?;
+                        // A lapsed lease answers with TTL 0; the registration
+                        // is then gone and the next acquisition re-makes it.
+                        let _ = stream.message().await?;
+                    } else {
+                        leases.waiter = Some(self.lease(&mut spares.waiter, *ttl).await?);
+                    }
+                }
+                _ => {}
+            }
         }
-        for lease in revoke {
-            self.revoke(lease).await;
-        }
-        Ok(Some(resp.header().map_or(0, etcd_client::ResponseHeader::revision)))
+        Ok(leases)
     }
 
-    /// Commit a plan that attaches keys to the lease in `spare`:
-    /// `Some(revision)` once committed (the lease is then in use), `None`
-    /// to decide again (another client changed the name, or the lease ran
-    /// out before the commit — then a new one is granted).
-    async fn commit_using(&mut self, plan: Plan<'_>, spare: &mut Spare) -> Result<Option<i64>> {
-        match self.commit(plan).await {
-            Ok(Some(rev)) => {
-                spare.0 = None;
-                Ok(Some(rev))
+    /// Commit `batch`: `Some(revision)` if its compares held, `None` to
+    /// decide again (another client changed the name, or a lease it
+    /// attaches to ran out before the commit — then a new one is granted).
+    async fn commit(&mut self, batch: Batch<'_>, spares: &mut Spares) -> Result<Option<i64>> {
+        let leases = batch.leases;
+        let (txn, revoke) = batch.into_txn();
+        match self.client.txn(txn).await.map_err(Error::from) {
+            Ok(resp) if resp.succeeded() => {
+                spares.used(leases);
+                for lease in revoke {
+                    self.revoke(lease).await;
+                }
+                Ok(Some(resp.header().map_or(0, etcd_client::ResponseHeader::revision)))
             }
-            Ok(None) => Ok(None),
+            Ok(_) => Ok(None),
             Err(e) if lease_gone(&e) => {
-                spare.0 = None;
+                spares.used(leases);
                 Ok(None)
             }
             Err(e) => Err(e),
@@ -251,23 +407,23 @@ impl Conn<'_> {
     }
 
     /// A fresh etcd lease of `ttl` (reused across the rounds of one call).
-    async fn lease(&mut self, spare: &mut Spare, ttl: Duration) -> Result<i64> {
+    async fn lease(&mut self, spare: &mut Option<(i64, i64)>, ttl: Duration) -> Result<i64> {
         let secs = ttl_secs(ttl);
-        if let Some((id, s)) = spare.0
+        if let Some((id, s)) = *spare
             && s == secs
         {
             return Ok(id);
         }
-        if let Some((id, _)) = spare.0.take() {
+        if let Some((id, _)) = spare.take() {
             self.revoke(id).await;
         }
         let id = self.client.lease_grant(secs, None).await?.id();
-        spare.0 = Some((id, secs));
+        *spare = Some((id, secs));
         Ok(id)
     }
 
-    async fn drop_spare(&mut self, spare: Spare) {
-        if let Some((id, _)) = spare.0 {
+    async fn drop_spares(&mut self, spares: Spares) {
+        for (id, _) in spares.grant.into_iter().chain(spares.waiter) {
             self.revoke(id).await;
         }
     }
@@ -290,400 +446,157 @@ impl Conn<'_> {
         Ok(out)
     }
 
-    pub async fn acquire(&mut self, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
-        let mut spare = Spare::default();
-        let mut waiter_spare = Spare::default();
-        let out = self.acquire_rounds(p, &mut spare, &mut waiter_spare).await;
-        self.drop_spare(spare).await;
-        self.drop_spare(waiter_spare).await;
-        out
-    }
-
-    async fn acquire_rounds(
+    /// Run `round` until it commits (`Some`) — at most `MAX_ROUNDS` times —
+    /// with this call's spare leases, revoked at the end if unused.
+    async fn rounds<T>(
         &mut self,
-        p: &LeaseAcquireParams,
-        spare: &mut Spare,
-        waiter_spare: &mut Spare,
-    ) -> Result<LeaseAcquire> {
-        let name = &p.name;
-        let keys = self.keys;
+        what: impl FnOnce() -> String,
+        mut round: impl AsyncFnMut(&mut Self, &mut Spares) -> Result<Option<T>>,
+    ) -> Result<T> {
+        let mut spares = Spares::default();
+        let mut out = Ok(None);
         for _ in 0..MAX_ROUNDS {
-            let snap = self.snapshot(name).await?;
-            let mut plan = Plan::new(keys, name, &snap);
-            let mut live: Vec<&Slot> = Vec::new();
-            for s in &snap.slots {
-                if s.is_live() {
-                    live.push(s);
-                } else {
-                    plan.expire(s);
-                }
+            out = round(self, &mut spares).await;
+            if !matches!(out, Ok(None)) {
+                break;
             }
+        }
+        self.drop_spares(spares).await;
+        out?.ok_or_else(|| Error::Contended(what()))
+    }
 
-            // Fast takeover: only tokens still live here are removed, so a
-            // stale proof cannot evict a newer grant.
-            for token in &p.evict {
-                if let Some(i) = live.iter().position(|s| s.token == *token) {
-                    let s = live.remove(i);
-                    plan.remove(s);
-                    plan.record(
-                        HistoryEvent::FastTakeover,
-                        Some(s.token),
-                        Some(&s.record.owner),
-                        &detail::fast_takeover(&s.record.holder, &p.holder),
-                    );
-                }
-            }
+    pub async fn acquire(&mut self, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
+        let what = || format!("acquiring {}", p.name);
+        self.rounds(what, async |c, spares| c.acquire_round(p, spares).await)
+            .await
+    }
 
-            let mine = p.ticket.and_then(|t| snap.waiters.iter().position(|w| w.ticket == t));
-
-            // Re-acquisition by the same explicit owner, or by the same
-            // process: the same token, the live marker moved to a fresh
-            // etcd lease.
-            if let Some((s, why)) = live.iter().copied().find_map(|s| {
-                let r = &s.record;
-                rules::reacquires(p, &r.owner, r.owner_explicit, r.mode, &r.holder).map(|why| (s, why))
-            }) {
-                let lease = self.lease(spare, p.ttl).await?;
-                plan.rely_on(s);
-                plan.put(keys.live(name, &s.id), Vec::new(), Some(lease));
-                let record = Record {
-                    holder: p.holder.clone(),
-                    ttl_ms: duration_millis(p.ttl),
-                    ..s.record.clone()
+    /// One round of an acquisition; `None` to decide again.
+    async fn acquire_round(&mut self, p: &LeaseAcquireParams, spares: &mut Spares) -> Result<Option<LeaseAcquire>> {
+        let name = &p.name;
+        let snap = self.snapshot(name).await?;
+        let grants = seen(&snap, name);
+        let queue: Vec<_> = snap.waiters.iter().map(|w| (w.ticket, w.value.mode)).collect();
+        let plan = plan::acquire(p, &grants, &queue);
+        let leases = self.leases(&plan, &snap, spares).await?;
+        let mut batch = Batch::new(self.keys, name, &snap, leases);
+        plan.apply(&mut batch)?;
+        let written = batch.written.take();
+        match plan.outcome {
+            Acquire::Acquired(token) => {
+                let Some(rev) = self.commit(batch, spares).await? else {
+                    return Ok(None);
                 };
-                plan.put(keys.record(name, &s.id), to_json(&record), None);
-                plan.revoke.extend(s.lease);
-                if let Some(i) = mine {
-                    plan.leave_queue(&snap.waiters[i]);
-                }
-                plan.record(HistoryEvent::Reacquired, Some(s.token), Some(&p.owner.label), why);
-                if self.commit_using(plan, spare).await?.is_none() {
-                    continue;
-                }
                 let slot = Slot {
-                    lease: Some(lease),
-                    record,
-                    ..s.clone()
+                    token: token.resolve(Some(Token(rev as u64))),
+                    ..written.expect("an acquisition writes its grant")
                 };
-                match self.granted(name, &slot).await? {
-                    Some(grant) => return Ok(LeaseAcquire::Acquired(grant)),
-                    None => continue,
-                }
+                Ok(self.granted(name, &slot).await?.map(LeaseAcquire::Acquired))
             }
-
-            // FIFO: serve, in order, every waiter ahead that could be granted;
-            // the first one that cannot blocks everyone behind it.
-            let ahead = &snap.waiters[..mine.unwrap_or(snap.waiters.len())];
-            let admitted = rules::admits(
-                live.iter().map(|s| s.record.mode),
-                ahead.iter().map(|w| w.value.mode),
-                p.mode,
-            );
-
-            if !admitted {
-                let mut remade = false;
-                match (p.ticket, mine) {
-                    (Some(_), Some(i)) => {
-                        let w = &snap.waiters[i];
-                        self.refresh_waiter(&mut plan, name, w, p.waiter_ttl, waiter_spare)
-                            .await?;
-                    }
-                    (Some(_), None) => {
-                        // The registration expired: re-make it, at the back.
-                        let lease = self.lease(waiter_spare, p.waiter_ttl).await?;
-                        let value = WaiterValue {
-                            mode: p.mode,
-                            ttl_s: ttl_secs(p.waiter_ttl),
-                        };
-                        plan.put(keys.waiter(name, &slot(lease)), to_json(&value), Some(lease));
-                        remade = true;
-                    }
-                    (None, _) => {}
-                }
-                let mut ticket = p.ticket;
-                if !plan.is_empty() {
-                    let Some(rev) = self.commit_using(plan, waiter_spare).await? else {
-                        continue;
+            Acquire::Held(waiting) => {
+                let mut issued = None;
+                if !batch.is_empty() {
+                    let Some(rev) = self.commit(batch, spares).await? else {
+                        return Ok(None);
                     };
-                    if remade {
-                        ticket = Some(WaiterTicket(rev as u64));
-                    }
+                    issued = Some(WaiterTicket(rev as u64));
                 }
-                let grants = self.grants(name, live.into_iter()).await?;
-                return Ok(LeaseAcquire::Held(Held {
-                    grants,
-                    waiters_ahead: ahead.len() as u32,
-                    ticket,
-                }));
-            }
-
-            // Grant. The token is this transaction's revision: the create
-            // revision of the new record and marker, and the token key's new
-            // mod_revision.
-            let lease = self.lease(spare, p.ttl).await?;
-            let s = slot(lease);
-            let record = Record {
-                owner: p.owner.label.clone(),
-                owner_explicit: p.owner.explicit,
-                mode: p.mode,
-                holder: p.holder.clone(),
-                acquired_ms: to_ms(SystemTime::now()),
-                ttl_ms: duration_millis(p.ttl),
-            };
-            plan.compares
-                .push(Compare::create_revision(keys.record(name, &s), CompareOp::Equal, 0));
-            plan.put(keys.token(name), Vec::new(), None);
-            plan.put(keys.record(name, &s), to_json(&record), None);
-            plan.put(keys.live(name, &s), Vec::new(), Some(lease));
-            if let Some(i) = mine {
-                plan.leave_queue(&snap.waiters[i]);
-            }
-            plan.history(
-                HistoryEvent::Granted,
-                None,
-                true,
-                Some(&p.owner.label),
-                &detail::granted(p.mode, p.ttl, &p.holder),
-            );
-            let Some(rev) = self.commit_using(plan, spare).await? else {
-                continue;
-            };
-            let slot = Slot {
-                id: s,
-                token: Token(rev as u64),
-                record,
-                lease: Some(lease),
-            };
-            if let Some(grant) = self.granted(name, &slot).await? {
-                return Ok(LeaseAcquire::Acquired(grant));
+                let live = snap.slots.iter().filter(|s| waiting.live.contains(&s.token));
+                let grants = self.grants(name, live).await?;
+                Ok(Some(LeaseAcquire::Held(waiting.held(grants, issued))))
             }
         }
-        Err(Error::Contended(format!("acquiring {name}")))
     }
 
-    /// Keep a waiter's registration for another `ttl`: a keep-alive of its
-    /// etcd lease when that was granted for the same TTL, else a move to a
-    /// fresh lease inside `plan`.
-    async fn refresh_waiter(
+    /// Rounds of: read the name, plan with the grant of `token` (and the
+    /// newest token), apply the plan, let `adjust` fit the batch to the
+    /// outcome, commit. The committed round's grant (as written, else as
+    /// found) and outcome.
+    async fn by_token<T>(
         &mut self,
-        plan: &mut Plan<'_>,
-        name: &LeaseName,
-        w: &Waiter,
-        ttl: Duration,
-        spare: &mut Spare,
-    ) -> Result<()> {
-        if w.value.ttl_s == ttl_secs(ttl) {
-            let (mut keeper, mut stream) = self.client.lease_keep_alive(w.lease).await?;
-            keeper.keep_alive().await?;
-            // A lapsed lease answers with TTL 0; the registration is then
-            // gone and the next acquisition re-makes it.
-            let _ = stream.message().await?;
-            return Ok(());
-        }
-        let lease = self.lease(spare, ttl).await?;
-        let value = WaiterValue {
-            mode: w.value.mode,
-            ttl_s: ttl_secs(ttl),
-        };
-        plan.compares.push(Compare::create_revision(
-            self.keys.waiter(name, &w.id),
-            CompareOp::Equal,
-            w.ticket.0 as i64,
-        ));
-        plan.put(self.keys.waiter(name, &w.id), to_json(&value), Some(lease));
-        plan.revoke.push(w.lease);
-        Ok(())
-    }
-
-    /// Find the live grant a token-scoped operation acts on, or say why not
-    /// (adding the refusal, and the expiry it found, to `plan`).
-    fn live_grant<'s>(
-        plan: &mut Plan<'_>,
-        snap: &'s Snapshot,
-        token: Token,
-        owner: Option<&str>,
-        op: &str,
-    ) -> std::result::Result<&'s Slot, LostReason> {
-        let reason = match snap.slot(token) {
-            None => LostReason::Gone,
-            Some(s) => match rules::owner_verdict(owner, &s.record.owner, s.record.owner_explicit) {
-                Err(reason) => reason,
-                Ok(()) if !s.is_live() => {
-                    plan.expire(s);
-                    LostReason::Expired
-                }
-                Ok(()) => return Ok(s),
-            },
-        };
-        plan.record(
-            HistoryEvent::StaleRefused,
-            Some(token),
-            owner,
-            &detail::stale(op, reason),
-        );
-        Err(reason)
+        (name, token, op): (&LeaseName, Token, &str),
+        planner: impl Fn(Option<Token>, Option<&Seen>) -> Plan<T>,
+        adjust: impl Fn(&T, &mut Batch<'_>, &Slot),
+    ) -> Result<(Option<Slot>, T)> {
+        let what = || format!("{op} {name} token {token}");
+        self.rounds(what, async |c, spares| {
+            let snap = c.snapshot(name).await?;
+            let found = snap.slot(token);
+            let grant = found.map(|s| (s.grant(name, Duration::ZERO), s.is_live()));
+            let plan = planner(snap.last_token, grant.as_ref());
+            let leases = c.leases(&plan, &snap, spares).await?;
+            let mut batch = Batch::new(c.keys, name, &snap, leases);
+            plan.apply(&mut batch)?;
+            if let Some(s) = found {
+                adjust(&plan.outcome, &mut batch, s);
+            }
+            let slot = batch.written.take().or_else(|| found.cloned());
+            Ok(c.commit(batch, spares).await?.map(|_| (slot, plan.outcome)))
+        })
+        .await
     }
 
     pub async fn renew(&mut self, p: &LeaseRenewParams) -> Result<LeaseRenew> {
-        let mut spare = Spare::default();
-        let out = self.renew_rounds(p, &mut spare).await;
-        self.drop_spare(spare).await;
-        out
-    }
-
-    async fn renew_rounds(&mut self, p: &LeaseRenewParams, spare: &mut Spare) -> Result<LeaseRenew> {
-        let name = &p.name;
-        let keys = self.keys;
-        for _ in 0..MAX_ROUNDS {
-            let snap = self.snapshot(name).await?;
-            let mut plan = Plan::new(keys, name, &snap);
-            let s = match Self::live_grant(&mut plan, &snap, p.token, p.owner.as_deref(), "renew") {
-                Ok(s) => s,
-                Err(reason) => match self.commit(plan).await? {
-                    Some(_) => return Ok(LeaseRenew::Lost(reason)),
-                    None => continue,
-                },
-            };
-            // A token-scoped refresh: move the live marker to a fresh etcd
-            // lease of the asked TTL, only if it is still this grant's marker
-            // on the lease that was read. Not a guarded transaction: a
-            // renewal changes no decision anyone else makes.
-            let lease = self.lease(spare, p.ttl).await?;
-            let old = s.lease.expect("live");
-            let record = Record {
-                ttl_ms: duration_millis(p.ttl),
-                ..s.record.clone()
-            };
-            let live_key = keys.live(name, &s.id);
-            let txn = Txn::new()
-                .when([
-                    Compare::create_revision(live_key.clone(), CompareOp::Equal, s.token.0 as i64),
-                    Compare::lease(live_key.clone(), CompareOp::Equal, old),
-                ])
-                .and_then([
-                    TxnOp::put(live_key, Vec::new(), Some(PutOptions::new().with_lease(lease))),
-                    TxnOp::put(keys.record(name, &s.id), to_json(&record), None),
-                ]);
-            match self.client.txn(txn).await {
-                Ok(r) if r.succeeded() => {}
-                Ok(_) => continue,
-                Err(e) => {
-                    let e = Error::from(e);
-                    if !lease_gone(&e) {
-                        return Err(e);
-                    }
-                    spare.0 = None;
-                    continue;
-                }
+        // A renewal alone is not guarded: it changes no decision anyone
+        // else makes.
+        let renewed = |o: &std::result::Result<(), _>, b: &mut Batch<'_>, _: &Slot| b.guarded = o.is_err();
+        let at = (&p.name, p.token, "renewing");
+        match self.by_token(at, |_, found| plan::renew(p, found), renewed).await? {
+            (Some(slot), Ok(())) => {
+                let left = self.remaining(slot.lease.expect("renewed")).await?;
+                Ok(LeaseRenew::Renewed(slot.grant(&p.name, left)))
             }
-            spare.0 = None;
-            self.revoke(old).await;
-            let left = self.remaining(lease).await?;
-            let slot = Slot {
-                lease: Some(lease),
-                record,
-                ..s.clone()
-            };
-            return Ok(LeaseRenew::Renewed(slot.grant(name, left)));
+            (_, outcome) => Ok(LeaseRenew::Lost(outcome.expect_err("a renewal writes its grant"))),
         }
-        Err(Error::Contended(format!("renewing {name} token {}", p.token)))
     }
 
     pub async fn release(&mut self, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
-        let name = &p.name;
-        for _ in 0..MAX_ROUNDS {
-            let snap = self.snapshot(name).await?;
-            let mut plan = Plan::new(self.keys, name, &snap);
-            let outcome = match Self::live_grant(&mut plan, &snap, p.token, p.owner.as_deref(), "release") {
-                Err(reason) => LeaseRelease::Lost(reason),
-                Ok(s) => {
-                    plan.remove(s);
-                    plan.record(
-                        HistoryEvent::Released,
-                        Some(p.token),
-                        Some(&s.record.owner),
-                        "released by its holder",
-                    );
-                    LeaseRelease::Released
-                }
-            };
-            if self.commit(plan).await?.is_some() {
-                return Ok(outcome);
-            }
-        }
-        Err(Error::Contended(format!("releasing {name} token {}", p.token)))
+        let at = (&p.name, p.token, "releasing");
+        let (_, outcome) = self
+            .by_token(at, |_, found| plan::release(p, found), |_, _, _| ())
+            .await?;
+        Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
     }
 
     pub async fn fence(&mut self, p: &LeaseFenceParams) -> Result<LeaseFence> {
-        let name = &p.name;
-        for _ in 0..MAX_ROUNDS {
-            let snap = self.snapshot(name).await?;
-            let mut plan = Plan::new(self.keys, name, &snap);
-            let newest = snap.last_token;
-            let found = snap.slot(p.token);
-            if let Some(s) = found.filter(|s| !s.is_live()) {
-                plan.expire(s);
+        // A fence passes only while the grant is still live at the commit.
+        let passed = |o: &LeaseFence, b: &mut Batch<'_>, s: &Slot| {
+            if matches!(o, LeaseFence::Passed(_)) {
+                b.rely_on(s);
             }
-            let verdict = rules::fence_verdict(p.token, newest, found.map(|s| (s.is_live(), s.record.mode)))
-                .map(|()| found.expect("a passing token has a grant"));
-            let outcome = match verdict {
-                Ok(s) => {
-                    plan.rely_on(s);
-                    plan.record(
-                        HistoryEvent::FencePassed,
-                        Some(p.token),
-                        Some(&s.record.owner),
-                        &detail::fence_passed(&p.caller),
-                    );
-                    Ok(s)
-                }
-                Err(reason) => {
-                    plan.record(
-                        HistoryEvent::FenceRefused,
-                        Some(p.token),
-                        None,
-                        &detail::fence_refused(&p.caller, reason, newest),
-                    );
-                    Err(reason)
-                }
-            };
-            if self.commit(plan).await?.is_none() {
-                continue;
+        };
+        let at = (&p.name, p.token, "fencing");
+        match self
+            .by_token(at, |newest, found| plan::fence(p, newest, found), passed)
+            .await?
+        {
+            (Some(slot), LeaseFence::Passed(mut grant)) => {
+                grant.expires_in = self.remaining(slot.lease.expect("live")).await?;
+                Ok(LeaseFence::Passed(grant))
             }
-            return Ok(match outcome {
-                Ok(s) => {
-                    let left = self.remaining(s.lease.expect("live")).await?;
-                    LeaseFence::Passed(s.grant(name, left))
-                }
-                Err(reason) => LeaseFence::Refused { newest, reason },
-            });
+            (_, outcome) => Ok(outcome),
         }
-        Err(Error::Contended(format!("fencing {name} token {}", p.token)))
     }
 
     pub async fn waiter_enqueue(&mut self, p: &WaiterEnqueueParams) -> Result<WaiterTicket> {
-        let mut spare = Spare::default();
-        let out = self.enqueue_rounds(p, &mut spare).await;
-        self.drop_spare(spare).await;
-        out
-    }
-
-    async fn enqueue_rounds(&mut self, p: &WaiterEnqueueParams, spare: &mut Spare) -> Result<WaiterTicket> {
-        let name = &p.name;
-        for _ in 0..MAX_ROUNDS {
-            let snap = self.snapshot(name).await?;
-            let lease = self.lease(spare, p.ttl).await?;
-            let mut plan = Plan::new(self.keys, name, &snap);
-            let value = WaiterValue {
-                mode: p.mode,
-                ttl_s: ttl_secs(p.ttl),
+        let w = NewWaiter {
+            mode: p.mode,
+            holder: p.holder.clone(),
+            ttl: p.ttl,
+        };
+        let what = || format!("queueing for {}", p.name);
+        self.rounds(what, async |c, spares| {
+            let snap = c.snapshot(&p.name).await?;
+            let leases = Leases {
+                grant: None,
+                waiter: Some(c.lease(&mut spares.waiter, p.ttl).await?),
             };
-            plan.put(self.keys.waiter(name, &slot(lease)), to_json(&value), Some(lease));
-            if let Some(rev) = self.commit_using(plan, spare).await? {
-                return Ok(WaiterTicket(rev as u64));
-            }
-        }
-        Err(Error::Contended(format!("queueing for {name}")))
+            let mut batch = Batch::new(c.keys, &p.name, &snap, leases);
+            batch.enqueue_waiter(&w)?;
+            let committed = c.commit(batch, spares).await?;
+            Ok(committed.map(|rev| WaiterTicket(rev as u64)))
+        })
+        .await
     }
 
     pub async fn waiter_remove(&mut self, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {

@@ -60,7 +60,7 @@ use leasehold_backend::{
 use tokio::runtime::Runtime;
 
 pub use keys::DEFAULT_PREFIX;
-pub use lease::HISTORY_PER_NAME;
+pub use leasehold_backend::plan::HISTORY_PER_NAME;
 
 use crate::keys::Keys;
 use crate::lease::Conn;

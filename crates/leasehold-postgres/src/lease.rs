@@ -1,7 +1,8 @@
-//! Lease operations, each inside one transaction opened by the caller.
+//! Lease operations, each inside one transaction opened by the caller:
+//! read what the decision needs, plan it with `leasehold_backend::plan`
+//! (the algorithm every store applies), apply the plan through [`Writer`].
 //!
-//! The same rules as the SQLite store (`leasehold-sqlite/src/lease.rs`),
-//! with PostgreSQL's concurrency: every operation that may change a name
+//! PostgreSQL's concurrency: every operation that may change a name
 //! first takes a transaction-scoped advisory lock on it (so two acquirers
 //! of a name never both see it free, and waiter ids grow in queue order),
 //! then reads its grants `FOR UPDATE` (so a concurrent renewal, which takes
@@ -18,31 +19,15 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::rules::{self, detail};
+use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, NewGrant, NewWaiter, Plan, Seen};
 use leasehold_backend::{
-    Grant, Held, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, LostReason, Mode, Token, WaiterEnqueueParams, WaiterTicket, Watched, duration_millis, signed,
-    stored_millis,
+    LeaseState, Mode, Token, WaiterEnqueueParams, WaiterTicket, Watched, duration_millis, signed, stored_millis,
 };
 use postgres::Row as PgRow;
 
 use crate::{Db, Error, NOW, Result, micros, plus, until};
-
-/// History entries kept per name; older ones are pruned on insert.
-const HISTORY_PER_NAME: i64 = 1000;
-
-/// A grant row with its expiry on the server clock.
-struct Row {
-    grant: Grant,
-    expires_at: SystemTime,
-}
-
-impl Row {
-    fn is_live(&self, now: SystemTime) -> bool {
-        self.expires_at > now
-    }
-}
 
 fn mode_columns(mode: Mode) -> (bool, Option<i64>) {
     match mode {
@@ -68,27 +53,26 @@ fn holder_json(h: &Holder) -> String {
 const GRANT_COLUMNS: &str =
     "name, token, owner, owner_explicit, exclusive, shared_limit, holder::text, acquired_at, ttl_ms, expires_at";
 
-fn read_row(r: &PgRow, now: SystemTime) -> Result<Row> {
+/// A grant row, live while its expiry (server clock) lies ahead of `now`.
+fn read_row(r: &PgRow, now: SystemTime) -> Result<Seen> {
     let name: String = r.get(0);
     let name = LeaseName::new(name.clone())
         .map_err(|_| Error::BadRow(format!("lease_grant holds an invalid name {name:?}")))?;
     let holder: Holder = serde_json::from_str(r.get::<_, &str>(6))
         .map_err(|e| Error::BadRow(format!("grant of {name} has an unreadable holder record: {e}")))?;
     let expires_at: SystemTime = r.get(9);
-    Ok(Row {
-        grant: Grant {
-            name,
-            token: Token(r.get::<_, i64>(1) as u64),
-            owner: r.get(2),
-            owner_explicit: r.get(3),
-            mode: mode_from_columns(r.get(4), r.get(5)),
-            holder,
-            acquired_at: r.get(7),
-            ttl: stored_millis(r.get(8)),
-            expires_in: until(expires_at, now),
-        },
-        expires_at,
-    })
+    let grant = Grant {
+        name,
+        token: Token(r.get::<_, i64>(1) as u64),
+        owner: r.get(2),
+        owner_explicit: r.get(3),
+        mode: mode_from_columns(r.get(4), r.get(5)),
+        holder,
+        acquired_at: r.get(7),
+        ttl: stored_millis(r.get(8)),
+        expires_in: until(expires_at, now),
+    };
+    Ok((grant, expires_at > now))
 }
 
 /// Take the name's lock for the rest of the transaction; returns the
@@ -104,7 +88,7 @@ fn lock(db: &mut Db<'_>, name: &LeaseName) -> Result<SystemTime> {
 }
 
 /// The grants of `name`, oldest first; `lock_rows` reads them FOR UPDATE.
-fn rows(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, lock_rows: bool) -> Result<Vec<Row>> {
+fn rows(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, lock_rows: bool) -> Result<Vec<Seen>> {
     let sql = format!(
         "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 ORDER BY token{}",
         if lock_rows { " FOR UPDATE" } else { "" }
@@ -115,21 +99,13 @@ fn rows(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, lock_rows: bool) -> 
         .collect()
 }
 
-fn row(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, token: Token) -> Result<Option<Row>> {
+fn row(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, token: Token) -> Result<Option<Seen>> {
     db.query_opt(
         &format!("SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 AND token = $2 FOR UPDATE"),
         &[&name.as_str(), &(token.0 as i64)],
     )?
     .map(|r| read_row(&r, now))
     .transpose()
-}
-
-fn delete_grant(db: &mut Db<'_>, name: &LeaseName, token: Token) -> Result<()> {
-    db.execute(
-        "DELETE FROM lease_grant WHERE name = $1 AND token = $2",
-        &[&name.as_str(), &(token.0 as i64)],
-    )?;
-    Ok(())
 }
 
 fn record(
@@ -155,46 +131,13 @@ fn record(
     db.execute(
         "DELETE FROM lease_history WHERE name = $1 AND id <= \
          (SELECT id FROM lease_history WHERE name = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
-        &[&name.as_str(), &HISTORY_PER_NAME],
+        &[&name.as_str(), &i64::from(HISTORY_PER_NAME)],
     )?;
     Ok(())
 }
 
-/// Remove the expired grants of `name` (recording each) and return the
-/// live ones. The caller holds the name's lock.
-fn sweep(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<Grant>> {
-    let mut live = Vec::new();
-    for row in rows(db, now, name, true)? {
-        if row.is_live(now) {
-            live.push(row.grant);
-        } else {
-            expire(db, &row)?;
-        }
-    }
-    Ok(live)
-}
-
-fn expire(db: &mut Db<'_>, row: &Row) -> Result<()> {
-    let g = &row.grant;
-    delete_grant(db, &g.name, g.token)?;
-    db.notify(&Watched::Lease(g.name.clone()))?;
-    record(
-        db,
-        &g.name,
-        HistoryEvent::Expired,
-        Some(g.token),
-        Some(&g.owner),
-        &detail::expired(g.ttl, &g.holder),
-    )
-}
-
-struct Waiter {
-    ticket: WaiterTicket,
-    mode: Mode,
-}
-
 /// Live waiters of `name` in FIFO order; expired registrations are removed.
-fn waiters(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<Waiter>> {
+fn waiters(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<(WaiterTicket, Mode)>> {
     let gone = db.execute(
         "DELETE FROM lease_waiter WHERE name = $1 AND expires_at <= $2",
         &[&name.as_str(), &now],
@@ -209,22 +152,17 @@ fn waiters(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<Wai
             &[&name.as_str()],
         )?
         .iter()
-        .map(|r| Waiter {
-            ticket: WaiterTicket(r.get::<_, i64>(0) as u64),
-            mode: mode_from_columns(r.get(1), r.get(2)),
+        .map(|r| {
+            (
+                WaiterTicket(r.get::<_, i64>(0) as u64),
+                mode_from_columns(r.get(1), r.get(2)),
+            )
         })
         .collect())
 }
 
-fn insert_waiter(
-    db: &mut Db<'_>,
-    now: SystemTime,
-    name: &LeaseName,
-    mode: Mode,
-    holder: &Holder,
-    ttl: Duration,
-) -> Result<WaiterTicket> {
-    let (exclusive, limit) = mode_columns(mode);
+fn insert_waiter(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, w: &NewWaiter) -> Result<WaiterTicket> {
+    let (exclusive, limit) = mode_columns(w.mode);
     let id: i64 = db
         .query_one(
             "INSERT INTO lease_waiter (name, exclusive, shared_limit, holder, expires_at) \
@@ -233,170 +171,157 @@ fn insert_waiter(
                 &name.as_str(),
                 &exclusive,
                 &limit,
-                &holder_json(holder),
-                &plus(now, ttl),
+                &holder_json(&w.holder),
+                &plus(now, w.ttl),
             ],
         )?
         .get(0);
     Ok(WaiterTicket(id as u64))
 }
 
-pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
-    let name = &p.name;
-    let now = lock(db, name)?;
-    let mut live = sweep(db, now, name)?;
+/// Applies a plan to one name, under its lock; keeps the grant it wrote
+/// (as the statement returned it) and the ticket it issued. Every change
+/// that may unblock a waiter notifies.
+struct Writer<'a, 'c> {
+    db: &'a mut Db<'c>,
+    now: SystemTime,
+    name: &'a LeaseName,
+    written: Option<Grant>,
+    ticket: Option<WaiterTicket>,
+}
 
-    // Fast takeover: the caller proved these holders dead. Only tokens that
-    // are still live here are removed, so a stale proof cannot evict a newer
-    // grant.
-    for token in &p.evict {
-        if let Some(i) = live.iter().position(|g| g.token == *token) {
-            let g = live.remove(i);
-            delete_grant(db, name, g.token)?;
-            db.notify(&Watched::Lease(name.clone()))?;
-            record(
-                db,
-                name,
-                HistoryEvent::FastTakeover,
-                Some(g.token),
-                Some(&g.owner),
-                &detail::fast_takeover(&g.holder, &p.holder),
-            )?;
+impl<'a, 'c> Writer<'a, 'c> {
+    fn new(db: &'a mut Db<'c>, now: SystemTime, name: &'a LeaseName) -> Self {
+        Self {
+            db,
+            now,
+            name,
+            written: None,
+            ticket: None,
         }
     }
 
-    // Re-acquisition by the same explicit owner, or by the same process.
-    if let Some((g, why)) = live
-        .iter()
-        .find_map(|g| rules::reacquires(p, &g.owner, g.owner_explicit, g.mode, &g.holder).map(|why| (g, why)))
-    {
-        let token = g.token;
-        db.execute(
-            "UPDATE lease_grant SET expires_at = $3, ttl_ms = $4, holder = $5::text::jsonb \
-             WHERE name = $1 AND token = $2",
+    fn written(&mut self) -> Result<Grant> {
+        self.written
+            .take()
+            .ok_or_else(|| Error::BadRow(format!("the grant written for {} vanished", self.name)))
+    }
+}
+
+impl Apply for Writer<'_, '_> {
+    type Error = Error;
+
+    fn remove_grant(&mut self, token: Token, _live: bool) -> Result<()> {
+        self.db.execute(
+            "DELETE FROM lease_grant WHERE name = $1 AND token = $2",
+            &[&self.name.as_str(), &(token.0 as i64)],
+        )?;
+        self.db.notify(&Watched::Lease(self.name.clone()))
+    }
+
+    fn extend_grant(&mut self, token: Token, ttl: Duration, holder: Option<&Holder>) -> Result<()> {
+        let r = self.db.query_one(
+            &format!(
+                "UPDATE lease_grant SET expires_at = $3, ttl_ms = $4, holder = coalesce($5::text::jsonb, holder) \
+                 WHERE name = $1 AND token = $2 RETURNING {GRANT_COLUMNS}"
+            ),
             &[
-                &name.as_str(),
+                &self.name.as_str(),
                 &(token.0 as i64),
-                &plus(now, p.ttl),
-                &signed(duration_millis(p.ttl)),
-                &holder_json(&p.holder),
+                &plus(self.now, ttl),
+                &signed(duration_millis(ttl)),
+                &holder.map(holder_json),
             ],
         )?;
-        if let Some(t) = p.ticket {
-            waiter_remove_locked(db, name, t)?;
-        }
-        record(
-            db,
-            name,
-            HistoryEvent::Reacquired,
-            Some(token),
-            Some(&p.owner.label),
-            why,
-        )?;
-        let row = row(db, now, name, token)?.ok_or_else(|| Error::BadRow("re-acquired grant vanished".into()))?;
-        return Ok(LeaseAcquire::Acquired(row.grant));
+        self.written = Some(read_row(&r, self.now)?.0);
+        Ok(())
     }
 
-    // FIFO: serve, in order, every waiter ahead that could be granted; the
-    // first one that cannot blocks everyone behind it.
-    let queue = waiters(db, now, name)?;
-    let mine = p.ticket.and_then(|t| queue.iter().position(|w| w.ticket == t));
-    let ahead = &queue[..mine.unwrap_or(queue.len())];
-    if let (Some(_), Some(t)) = (mine, p.ticket) {
-        db.execute(
+    fn insert_grant(&mut self, g: &NewGrant) -> Result<()> {
+        let token: i64 = self
+            .db
+            .query_one(
+                "INSERT INTO lease_name (name, last_token) VALUES ($1, 1) \
+                 ON CONFLICT (name) DO UPDATE SET last_token = lease_name.last_token + 1 RETURNING last_token",
+                &[&self.name.as_str()],
+            )?
+            .get(0);
+        let (exclusive, limit) = mode_columns(g.mode);
+        let inserted = self.db.query_one(
+            &format!(
+                "INSERT INTO lease_grant ({GRANT_COLUMNS_INSERT}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, clock_timestamp(), $8, $9) RETURNING {GRANT_COLUMNS}"
+            ),
+            &[
+                &self.name.as_str(),
+                &token,
+                &g.owner.label,
+                &g.owner.explicit,
+                &exclusive,
+                &limit,
+                &holder_json(&g.holder),
+                &signed(duration_millis(g.ttl)),
+                &plus(self.now, g.ttl),
+            ],
+        )?;
+        self.written = Some(read_row(&inserted, self.now)?.0);
+        Ok(())
+    }
+
+    fn refresh_waiter(&mut self, ticket: WaiterTicket, ttl: Duration) -> Result<()> {
+        self.db.execute(
             "UPDATE lease_waiter SET expires_at = $2 WHERE id = $1",
-            &[&(t.0 as i64), &plus(now, p.waiter_ttl)],
+            &[&(ticket.0 as i64), &plus(self.now, ttl)],
         )?;
-    }
-    if !rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.mode), p.mode) {
-        let waiters_ahead = ahead.len() as u32;
-        let ticket = match (p.ticket, mine) {
-            (Some(t), Some(_)) => Some(t),
-            // The registration expired: re-make it, at the back.
-            (Some(_), None) => Some(insert_waiter(db, now, name, p.mode, &p.holder, p.waiter_ttl)?),
-            (None, _) => None,
-        };
-        return Ok(LeaseAcquire::Held(Held {
-            grants: live,
-            waiters_ahead,
-            ticket,
-        }));
+        Ok(())
     }
 
-    let token: i64 = db
-        .query_one(
-            "INSERT INTO lease_name (name, last_token) VALUES ($1, 1) \
-             ON CONFLICT (name) DO UPDATE SET last_token = lease_name.last_token + 1 RETURNING last_token",
-            &[&name.as_str()],
-        )?
-        .get(0);
-    let token = Token(token as u64);
-    let (exclusive, limit) = mode_columns(p.mode);
-    let inserted = db.query_one(
-        &format!(
-            "INSERT INTO lease_grant ({GRANT_COLUMNS_INSERT}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, clock_timestamp(), $8, $9) RETURNING {GRANT_COLUMNS}"
-        ),
-        &[
-            &name.as_str(),
-            &(token.0 as i64),
-            &p.owner.label,
-            &p.owner.explicit,
-            &exclusive,
-            &limit,
-            &holder_json(&p.holder),
-            &signed(duration_millis(p.ttl)),
-            &plus(now, p.ttl),
-        ],
-    )?;
-    let grant = read_row(&inserted, now)?.grant;
-    if let Some(t) = p.ticket {
-        waiter_remove_locked(db, name, t)?;
+    fn enqueue_waiter(&mut self, w: &NewWaiter) -> Result<()> {
+        self.ticket = Some(insert_waiter(self.db, self.now, self.name, w)?);
+        Ok(())
     }
-    record(
-        db,
-        name,
-        HistoryEvent::Granted,
-        Some(token),
-        Some(&p.owner.label),
-        &detail::granted(p.mode, p.ttl, &p.holder),
-    )?;
-    Ok(LeaseAcquire::Acquired(grant))
+
+    fn remove_waiter(&mut self, ticket: WaiterTicket) -> Result<()> {
+        waiter_remove_locked(self.db, self.name, ticket)
+    }
+
+    fn record(&mut self, e: &Entry) -> Result<()> {
+        let token = e.token.resolve(self.written.as_ref().map(|g| g.token));
+        record(self.db, self.name, e.event, Some(token), e.owner.as_deref(), &e.detail)
+    }
+}
+
+pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
+    let now = lock(db, &p.name)?;
+    let rows = rows(db, now, &p.name, true)?;
+    let queue = waiters(db, now, &p.name)?;
+    let plan = plan::acquire(p, &rows, &queue);
+    let mut w = Writer::new(db, now, &p.name);
+    plan.apply(&mut w)?;
+    Ok(match plan.outcome {
+        Acquire::Acquired(_) => LeaseAcquire::Acquired(w.written()?),
+        Acquire::Held(waiting) => LeaseAcquire::Held(waiting.held(rows.into_iter().map(|(g, _)| g), w.ticket)),
+    })
 }
 
 const GRANT_COLUMNS_INSERT: &str =
     "name, token, owner, owner_explicit, exclusive, shared_limit, holder, acquired_at, ttl_ms, expires_at";
 
-/// Find the live grant a token-scoped operation acts on, or say why not
-/// (recording the refusal). The caller holds the name's lock.
-fn live_grant(
-    db: &mut Db<'_>,
-    now: SystemTime,
-    name: &LeaseName,
+/// Take the name's lock, read the grant of `token` (with whether it is
+/// live), plan with it (`planner` may read more, under the lock), apply
+/// the plan; the plan's writer and outcome.
+fn by_token<'a, 'c, T>(
+    db: &'a mut Db<'c>,
+    name: &'a LeaseName,
     token: Token,
-    owner: Option<&str>,
-    op: &str,
-) -> Result<std::result::Result<Row, LostReason>> {
-    let reason = match row(db, now, name, token)? {
-        None => LostReason::Gone,
-        Some(r) => match rules::owner_verdict(owner, &r.grant.owner, r.grant.owner_explicit) {
-            Err(reason) => reason,
-            Ok(()) if !r.is_live(now) => {
-                expire(db, &r)?;
-                LostReason::Expired
-            }
-            Ok(()) => return Ok(Ok(r)),
-        },
-    };
-    record(
-        db,
-        name,
-        HistoryEvent::StaleRefused,
-        Some(token),
-        owner,
-        &detail::stale(op, reason),
-    )?;
-    Ok(Err(reason))
+    planner: impl FnOnce(&mut Db<'c>, Option<&Seen>) -> Result<Plan<T>>,
+) -> Result<(Writer<'a, 'c>, T)> {
+    let now = lock(db, name)?;
+    let found = row(db, now, name, token)?;
+    let plan = planner(db, found.as_ref())?;
+    let mut w = Writer::new(db, now, name);
+    plan.apply(&mut w)?;
+    Ok((w, plan.outcome))
 }
 
 pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew> {
@@ -424,27 +349,16 @@ pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew>
     )?;
     if let Some(r) = renewed {
         let now: SystemTime = r.get(10);
-        return Ok(LeaseRenew::Renewed(read_row(&r, now)?.grant));
+        return Ok(LeaseRenew::Renewed(read_row(&r, now)?.0));
     }
-    let now = lock(db, &p.name)?;
-    if let Err(reason) = live_grant(db, now, &p.name, p.token, p.owner.as_deref(), "renew")? {
-        return Ok(LeaseRenew::Lost(reason));
-    }
-    // Live after all (its row was busy, e.g. renewed concurrently by the
-    // same holder): extend it now, under the name's lock.
-    let r = db.query_one(
-        &format!(
-            "UPDATE lease_grant SET expires_at = $3, ttl_ms = $4 WHERE name = $1 AND token = $2 \
-             RETURNING {GRANT_COLUMNS}"
-        ),
-        &[
-            &p.name.as_str(),
-            &(p.token.0 as i64),
-            &plus(now, p.ttl),
-            &signed(duration_millis(p.ttl)),
-        ],
-    )?;
-    Ok(LeaseRenew::Renewed(read_row(&r, now)?.grant))
+    // Not live, or its row was busy (e.g. renewed concurrently by the same
+    // holder): judged under the name's lock.
+    Ok(
+        match by_token(db, &p.name, p.token, |_, found| Ok(plan::renew(p, found)))? {
+            (mut w, Ok(())) => LeaseRenew::Renewed(w.written()?),
+            (_, Err(reason)) => LeaseRenew::Lost(reason),
+        },
+    )
 }
 
 /// The grant columns qualified by the table, for statements with a FROM.
@@ -457,23 +371,8 @@ fn prefixed_grant_columns() -> String {
 }
 
 pub(crate) fn release(db: &mut Db<'_>, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
-    let now = lock(db, &p.name)?;
-    match live_grant(db, now, &p.name, p.token, p.owner.as_deref(), "release")? {
-        Err(reason) => Ok(LeaseRelease::Lost(reason)),
-        Ok(row) => {
-            delete_grant(db, &p.name, p.token)?;
-            db.notify(&Watched::Lease(p.name.clone()))?;
-            record(
-                db,
-                &p.name,
-                HistoryEvent::Released,
-                Some(p.token),
-                Some(&row.grant.owner),
-                "released by its holder",
-            )?;
-            Ok(LeaseRelease::Released)
-        }
-    }
+    let (_, outcome) = by_token(db, &p.name, p.token, |_, found| Ok(plan::release(p, found)))?;
+    Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
 }
 
 fn last_token(db: &mut Db<'_>, name: &LeaseName) -> Result<Option<Token>> {
@@ -483,27 +382,20 @@ fn last_token(db: &mut Db<'_>, name: &LeaseName) -> Result<Option<Token>> {
 }
 
 pub(crate) fn fence(db: &mut Db<'_>, p: &LeaseFenceParams) -> Result<LeaseFence> {
-    let now = lock(db, &p.name)?;
-    let newest = last_token(db, &p.name)?;
-    let found = row(db, now, &p.name, p.token)?;
-    let plan = rules::fence_plan(p, newest, found.as_ref().map(|r| (r.grant.clone(), r.is_live(now))));
-    if let (true, Some(r)) = (plan.expire_found, &found) {
-        expire(db, r)?;
-    }
-    record(
-        db,
-        &p.name,
-        plan.event,
-        Some(p.token),
-        plan.owner.as_deref(),
-        &plan.detail,
-    )?;
-    Ok(plan.outcome)
+    let (_, outcome) = by_token(db, &p.name, p.token, |db, found| {
+        Ok(plan::fence(p, last_token(db, &p.name)?, found))
+    })?;
+    Ok(outcome)
 }
 
 pub(crate) fn waiter_enqueue(db: &mut Db<'_>, p: &WaiterEnqueueParams) -> Result<WaiterTicket> {
     let now = lock(db, &p.name)?;
-    insert_waiter(db, now, &p.name, p.mode, &p.holder, p.ttl)
+    let w = NewWaiter {
+        mode: p.mode,
+        holder: p.holder.clone(),
+        ttl: p.ttl,
+    };
+    insert_waiter(db, now, &p.name, &w)
 }
 
 pub(crate) fn waiter_remove(db: &mut Db<'_>, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {
@@ -530,8 +422,7 @@ pub(crate) fn get(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<
     };
     let grants = rows(db, now, name, false)?
         .into_iter()
-        .filter(|r| r.is_live(now))
-        .map(|r| r.grant)
+        .filter_map(|(g, live)| live.then_some(g))
         .collect();
     let waiters: i64 = db
         .query_one(

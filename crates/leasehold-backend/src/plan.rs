@@ -1,0 +1,449 @@
+//! The lease algorithm, written once: acquire, renew, release and the
+//! fence gate as plans.
+//!
+//! A store opens one transaction, reads what a decision needs — the grant
+//! rows of the name with whether each is live by the store's own clock,
+//! the live waiters in FIFO order, the newest token — and asks a planner
+//! here what to do. The planner is a pure function; its [`Plan`] is a list
+//! of [`Op`]s (the writes, history entries included, in order) and the
+//! outcome to report. The store applies the ops through its [`Apply`]
+//! implementation — a handful of storage primitives, no decisions — and
+//! commits. So every store sweeps, evicts, re-acquires, admits, queues and
+//! records the same way, with the same history texts.
+//!
+//! What stays a store's own: how it reads (locks, a snapshot at one
+//! revision; expired waiter registrations are left out as it reads them),
+//! its clock, how it commits (etcd retries the whole read–plan–apply round
+//! when a compare fails), and **the token**: a plan says "issue a new
+//! token" ([`Op::InsertGrant`], [`Issued::New`]) and the store takes the
+//! next one from its counter (etcd: the commit's revision). One shortcut
+//! stands beside the planners: PostgreSQL first tries a renewal as one
+//! `UPDATE` whose condition admits only what [`renew`] would (a live grant,
+//! [`rules::owner_verdict`]), and plans whatever that does not renew.
+//!
+//! Acquisition, in order (see [`acquire`]):
+//!
+//! 1. every grant that is no longer live is removed, recorded `expired`;
+//! 2. every live grant named in [`LeaseAcquireParams::evict`] is removed,
+//!    recorded `fast_takeover` — only tokens still live, so a stale proof
+//!    cannot evict a newer grant;
+//! 3. a live grant the request re-acquires ([`rules::reacquires`]) is
+//!    extended with its token kept, recorded `reacquired`;
+//! 4. else, if [`rules::admits`] the request behind the waiters ahead of
+//!    it, a new token is issued, recorded `granted`;
+//! 5. else the name is held: the acquirer's waiter registration is
+//!    refreshed, or re-made at the back of the queue if it expired.
+//!
+//! An acquirer granted in 3 or 4 leaves the queue.
+
+use std::time::Duration;
+
+use crate::rules::{self, detail};
+use crate::{
+    Grant, HistoryEvent, Holder, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseReleaseParams,
+    LeaseRenewParams, LostReason, Mode, Owner, Token, WaiterTicket,
+};
+
+/// History entries kept per name; a store prunes older ones when it adds
+/// one.
+pub const HISTORY_PER_NAME: u32 = 1000;
+
+/// A grant row as a store read it, with whether it is live by the
+/// store's own clock.
+pub type Seen = (Grant, bool);
+
+/// A token or a waiter ticket: one the store already has, or the one it
+/// issues in this transaction (known to the store only once it took it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Issued<T> {
+    Existing(T),
+    New,
+}
+
+impl<T> Issued<T> {
+    /// The value, given the one the store issued (if it did yet).
+    ///
+    /// # Panics
+    /// For [`Issued::New`] before the store issued one: a plan always
+    /// issues before it names the new value.
+    pub fn resolve(self, issued: Option<T>) -> T {
+        match self {
+            Issued::Existing(t) => t,
+            Issued::New => issued.expect("a plan issues a token or ticket before it names it"),
+        }
+    }
+}
+
+/// A history entry to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub event: HistoryEvent,
+    pub token: Issued<Token>,
+    pub owner: Option<String>,
+    pub detail: String,
+}
+
+/// A grant to create under a newly issued token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewGrant {
+    pub owner: Owner,
+    pub mode: Mode,
+    pub holder: Holder,
+    pub ttl: Duration,
+}
+
+/// A waiter registration to add at the back of the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewWaiter {
+    pub mode: Mode,
+    pub holder: Holder,
+    pub ttl: Duration,
+}
+
+/// One write of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Delete grant `token`. `live`: the store saw it live (a fast
+    /// takeover or a release: an optimistic store makes its commit depend
+    /// on it still being so); otherwise it had expired.
+    RemoveGrant { token: Token, live: bool },
+    /// Extend the live grant `token` to the store's now + `ttl`, and
+    /// replace its holder record with `holder` when given (re-acquisition).
+    ExtendGrant {
+        token: Token,
+        ttl: Duration,
+        holder: Option<Holder>,
+    },
+    /// Issue the name's next token to a new grant.
+    InsertGrant(NewGrant),
+    /// Keep waiter `ticket` registered for another `ttl`.
+    RefreshWaiter { ticket: WaiterTicket, ttl: Duration },
+    /// Register a waiter at the back of the queue (a new ticket).
+    EnqueueWaiter(NewWaiter),
+    /// Remove waiter `ticket` from the queue.
+    RemoveWaiter(WaiterTicket),
+    /// Append a history entry.
+    Record(Entry),
+}
+
+/// What to write, in order, and what to report once it is committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan<T> {
+    pub ops: Vec<Op>,
+    pub outcome: T,
+}
+
+/// How an acquisition ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquire {
+    /// Granted: a re-acquired grant's token, or the new one.
+    Acquired(Issued<Token>),
+    /// Not granted.
+    Held(Waiting),
+}
+
+/// An acquirer that was not granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The tokens of the live grants left, oldest first.
+    pub live: Vec<Token>,
+    pub waiters_ahead: u32,
+    /// The acquirer's refreshed or re-made registration.
+    pub ticket: Option<Issued<WaiterTicket>>,
+}
+
+impl Waiting {
+    /// The seam's [`Held`](crate::Held), from the grants the store read
+    /// (those not live any more are left out) and the ticket it issued.
+    #[must_use]
+    pub fn held(self, grants: impl IntoIterator<Item = Grant>, issued: Option<WaiterTicket>) -> crate::Held {
+        crate::Held {
+            grants: grants.into_iter().filter(|g| self.live.contains(&g.token)).collect(),
+            waiters_ahead: self.waiters_ahead,
+            ticket: self.ticket.map(|t| t.resolve(issued)),
+        }
+    }
+}
+
+/// A store's writes inside its open transaction: storage only, no
+/// decisions. [`Plan::apply`] calls them in the plan's order.
+pub trait Apply {
+    type Error;
+    fn remove_grant(&mut self, token: Token, live: bool) -> Result<(), Self::Error>;
+    fn extend_grant(&mut self, token: Token, ttl: Duration, holder: Option<&Holder>) -> Result<(), Self::Error>;
+    /// Take the next token from the name's counter (the store keeps it for
+    /// [`Issued::New`]) and create the grant.
+    fn insert_grant(&mut self, grant: &NewGrant) -> Result<(), Self::Error>;
+    fn refresh_waiter(&mut self, ticket: WaiterTicket, ttl: Duration) -> Result<(), Self::Error>;
+    fn enqueue_waiter(&mut self, waiter: &NewWaiter) -> Result<(), Self::Error>;
+    fn remove_waiter(&mut self, ticket: WaiterTicket) -> Result<(), Self::Error>;
+    /// Append `entry` and keep the newest [`HISTORY_PER_NAME`] of the name.
+    fn record(&mut self, entry: &Entry) -> Result<(), Self::Error>;
+}
+
+impl<T> Plan<T> {
+    /// Apply the ops to `store`, in order. The `acquire/token` failpoint
+    /// lies between a new token's grant and the commit.
+    pub fn apply<S: Apply>(&self, store: &mut S) -> Result<(), S::Error> {
+        for op in &self.ops {
+            match op {
+                Op::RemoveGrant { token, live } => store.remove_grant(*token, *live)?,
+                Op::ExtendGrant { token, ttl, holder } => store.extend_grant(*token, *ttl, holder.as_ref())?,
+                Op::InsertGrant(grant) => {
+                    store.insert_grant(grant)?;
+                    crate::failpoint!("acquire", "token");
+                }
+                Op::RefreshWaiter { ticket, ttl } => store.refresh_waiter(*ticket, *ttl)?,
+                Op::EnqueueWaiter(waiter) => store.enqueue_waiter(waiter)?,
+                Op::RemoveWaiter(ticket) => store.remove_waiter(*ticket)?,
+                Op::Record(entry) => store.record(entry)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+fn record(ops: &mut Vec<Op>, event: HistoryEvent, token: Issued<Token>, owner: Option<&str>, detail: String) {
+    ops.push(Op::Record(Entry {
+        event,
+        token,
+        owner: owner.map(str::to_owned),
+        detail,
+    }));
+}
+
+/// Remove a grant that is no longer live, recording it.
+fn expire(ops: &mut Vec<Op>, g: &Grant) {
+    ops.push(Op::RemoveGrant {
+        token: g.token,
+        live: false,
+    });
+    record(
+        ops,
+        HistoryEvent::Expired,
+        Issued::Existing(g.token),
+        Some(&g.owner),
+        detail::expired(g.ttl, &g.holder),
+    );
+}
+
+/// Plan an acquisition (see the module docs for the order).
+///
+/// `grants`: every grant row of the name, oldest first, with whether it is
+/// live by the store's clock; `waiters`: the live waiters, in FIFO order.
+#[must_use]
+pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[(WaiterTicket, Mode)]) -> Plan<Acquire> {
+    let mut ops = Vec::new();
+    let mut live = Vec::with_capacity(grants.len());
+    for (g, is_live) in grants {
+        if *is_live {
+            live.push(g);
+        } else {
+            expire(&mut ops, g);
+        }
+    }
+    for token in &p.evict {
+        if let Some(i) = live.iter().position(|g| g.token == *token) {
+            let g = live.remove(i);
+            ops.push(Op::RemoveGrant {
+                token: g.token,
+                live: true,
+            });
+            record(
+                &mut ops,
+                HistoryEvent::FastTakeover,
+                Issued::Existing(g.token),
+                Some(&g.owner),
+                detail::fast_takeover(&g.holder, &p.holder),
+            );
+        }
+    }
+    let mine = p.ticket.and_then(|t| waiters.iter().position(|w| w.0 == t));
+    let leave = mine.map(|i| Op::RemoveWaiter(waiters[i].0));
+
+    if let Some((g, why)) = live
+        .iter()
+        .find_map(|g| rules::reacquires(p, &g.owner, g.owner_explicit, g.mode, &g.holder).map(|why| (g, why)))
+    {
+        ops.push(Op::ExtendGrant {
+            token: g.token,
+            ttl: p.ttl,
+            holder: Some(p.holder.clone()),
+        });
+        ops.extend(leave);
+        let token = Issued::Existing(g.token);
+        record(
+            &mut ops,
+            HistoryEvent::Reacquired,
+            token,
+            Some(&p.owner.label),
+            why.to_owned(),
+        );
+        return Plan {
+            ops,
+            outcome: Acquire::Acquired(token),
+        };
+    }
+
+    // FIFO: the waiters ahead are admitted first, as if granted; the first
+    // one that does not fit blocks everyone behind it.
+    let ahead = &waiters[..mine.unwrap_or(waiters.len())];
+    if rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.1), p.mode) {
+        ops.push(Op::InsertGrant(NewGrant {
+            owner: p.owner.clone(),
+            mode: p.mode,
+            holder: p.holder.clone(),
+            ttl: p.ttl,
+        }));
+        ops.extend(leave);
+        let detail = detail::granted(p.mode, p.ttl, &p.holder);
+        record(
+            &mut ops,
+            HistoryEvent::Granted,
+            Issued::New,
+            Some(&p.owner.label),
+            detail,
+        );
+        return Plan {
+            ops,
+            outcome: Acquire::Acquired(Issued::New),
+        };
+    }
+
+    let ticket = p.ticket.map(|ticket| {
+        if mine.is_some() {
+            ops.push(Op::RefreshWaiter {
+                ticket,
+                ttl: p.waiter_ttl,
+            });
+            Issued::Existing(ticket)
+        } else {
+            // The registration expired: re-make it, at the back.
+            ops.push(Op::EnqueueWaiter(NewWaiter {
+                mode: p.mode,
+                holder: p.holder.clone(),
+                ttl: p.waiter_ttl,
+            }));
+            Issued::New
+        }
+    });
+    Plan {
+        ops,
+        outcome: Acquire::Held(Waiting {
+            live: live.iter().map(|g| g.token).collect(),
+            waiters_ahead: u32::try_from(ahead.len()).unwrap_or(u32::MAX),
+            ticket,
+        }),
+    }
+}
+
+/// The grant a token-scoped operation (`op`) may act on, or the writes
+/// that record why not: the grant `found` for the token, if the store has
+/// it, must pass [`rules::owner_verdict`] and be live; one that is not
+/// live any more is removed as expired.
+fn scoped<'g>(
+    op: &str,
+    token: Token,
+    owner: Option<&str>,
+    found: Option<&'g Seen>,
+) -> Result<&'g Grant, (Vec<Op>, LostReason)> {
+    let mut ops = Vec::new();
+    let reason = match found {
+        None => LostReason::Gone,
+        Some((g, live)) => match rules::owner_verdict(owner, &g.owner, g.owner_explicit) {
+            Err(reason) => reason,
+            Ok(()) if !*live => {
+                expire(&mut ops, g);
+                LostReason::Expired
+            }
+            Ok(()) => return Ok(g),
+        },
+    };
+    let detail = detail::stale(op, reason);
+    record(
+        &mut ops,
+        HistoryEvent::StaleRefused,
+        Issued::Existing(token),
+        owner,
+        detail,
+    );
+    Err((ops, reason))
+}
+
+/// Plan a renewal of `p.token`, `found` as it is read (with whether it is
+/// live): extend it, or report why not.
+#[must_use]
+pub fn renew(p: &LeaseRenewParams, found: Option<&Seen>) -> Plan<Result<(), LostReason>> {
+    match scoped("renew", p.token, p.owner.as_deref(), found) {
+        Ok(g) => Plan {
+            ops: vec![Op::ExtendGrant {
+                token: g.token,
+                ttl: p.ttl,
+                holder: None,
+            }],
+            outcome: Ok(()),
+        },
+        Err((ops, reason)) => Plan {
+            ops,
+            outcome: Err(reason),
+        },
+    }
+}
+
+/// Plan a release of `p.token`, `found` as it is read: remove it (the
+/// token counter stays), or report why not.
+#[must_use]
+pub fn release(p: &LeaseReleaseParams, found: Option<&Seen>) -> Plan<Result<(), LostReason>> {
+    match scoped("release", p.token, p.owner.as_deref(), found) {
+        Ok(g) => {
+            let mut ops = vec![Op::RemoveGrant {
+                token: g.token,
+                live: true,
+            }];
+            let token = Issued::Existing(g.token);
+            record(
+                &mut ops,
+                HistoryEvent::Released,
+                token,
+                Some(&g.owner),
+                detail::released(),
+            );
+            Plan { ops, outcome: Ok(()) }
+        }
+        Err((ops, reason)) => Plan {
+            ops,
+            outcome: Err(reason),
+        },
+    }
+}
+
+/// Plan the fence gate for `p`, given the newest token of the name and
+/// the token's own grant as read: the verdict ([`rules::fence_verdict`])
+/// recorded, and a grant found no longer live removed as expired.
+#[must_use]
+pub fn fence(p: &LeaseFenceParams, newest: Option<Token>, found: Option<&Seen>) -> Plan<LeaseFence> {
+    let mut ops = Vec::new();
+    let token = Issued::Existing(p.token);
+    match rules::fence_verdict(p.token, newest, found.map(|(g, live)| (*live, g.mode))) {
+        Ok(()) => {
+            let (g, _) = found.expect("a fence passes only with a live grant");
+            let detail = detail::fence_passed(&p.caller);
+            record(&mut ops, HistoryEvent::FencePassed, token, Some(&g.owner), detail);
+            Plan {
+                ops,
+                outcome: LeaseFence::Passed(g.clone()),
+            }
+        }
+        Err(reason) => {
+            if let Some((g, false)) = found {
+                expire(&mut ops, g);
+            }
+            let detail = detail::fence_refused(&p.caller, reason, newest);
+            record(&mut ops, HistoryEvent::FenceRefused, token, None, detail);
+            Plan {
+                ops,
+                outcome: LeaseFence::Refused { newest, reason },
+            }
+        }
+    }
+}
