@@ -42,13 +42,16 @@
 //!   scan per claim and a sweep by every writer — not an acceptable cost
 //!   next to SQLite's and PostgreSQL's indexes, and not a weaker guarantee
 //!   we would ship silently.
+//! - TLS (a CA, a client certificate) and etcd users: see `access`.
 
+mod access;
 mod keys;
 mod lease;
 mod watch;
 
 use std::fmt;
 use std::future::Future;
+use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
@@ -59,9 +62,11 @@ use leasehold_backend::{
 };
 use tokio::runtime::Runtime;
 
+pub use access::{EtcdCredentials, EtcdTls, Password};
 pub use keys::DEFAULT_PREFIX;
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
 
+use crate::access::Access;
 use crate::keys::Keys;
 use crate::lease::Conn;
 
@@ -76,6 +81,11 @@ pub struct EtcdOptions {
     /// How long one request may take before the store counts as
     /// unavailable.
     pub request_timeout: Duration,
+    /// TLS; `None`: plain HTTP, unless an endpoint is written `https://`
+    /// (then TLS with the system's roots).
+    pub tls: Option<EtcdTls>,
+    /// Authenticate as this etcd user (for a cluster with `auth enable`).
+    pub credentials: Option<EtcdCredentials>,
 }
 
 impl Default for EtcdOptions {
@@ -84,6 +94,8 @@ impl Default for EtcdOptions {
             prefix: DEFAULT_PREFIX.to_owned(),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
+            tls: None,
+            credentials: None,
         }
     }
 }
@@ -96,7 +108,13 @@ pub struct EtcdBackend {
     // that each blocking call drives with `block_on` (several threads may
     // call at once; tokio hands the driver from one to the next).
     rt: Runtime,
-    client: Client,
+    /// The client, with a count of how often it was replaced: once etcd
+    /// forgot its token, a new client (connection and token) takes its
+    /// place — the first caller to notice replaces it, later ones use it.
+    client: RwLock<(u64, Client)>,
+    /// How clients are made (timeouts, TLS, the user).
+    connect: ConnectOptions,
+    access: Access,
 }
 
 impl fmt::Debug for EtcdBackend {
@@ -110,12 +128,18 @@ impl fmt::Debug for EtcdBackend {
 
 impl EtcdBackend {
     /// Connect to the cluster at `endpoints` (`host:port`, or URLs with
-    /// `http://`), and check that it answers.
+    /// `http://` or `https://`), with the TLS and user of `options`, and
+    /// check that it answers.
     ///
     /// # Errors
-    /// [`BackendError::InvalidUrl`] for no endpoints or a prefix that is not
-    /// absolute; [`BackendError::Unavailable`] when no endpoint answers
-    /// within the timeouts.
+    /// - [`BackendError::InvalidUrl`]: no endpoints, a prefix that is not
+    ///   absolute, a TLS file that is missing, unreadable or not what it
+    ///   should be (named with its URL parameter), a `cert` without its
+    ///   `key`, an `http://` endpoint with TLS asked for.
+    /// - [`BackendError::Unavailable`]: no endpoint answers within the
+    ///   timeouts, or the cluster refuses this client (a certificate not
+    ///   accepted either way, a wrong user or password, no permission on
+    ///   the prefix) — each with what to do.
     ///
     /// # Examples
     /// ```no_run
@@ -149,11 +173,13 @@ impl EtcdBackend {
             .with_connect_timeout(options.connect_timeout)
             .with_timeout(options.request_timeout)
             .with_keep_alive(Duration::from_secs(10), options.request_timeout);
+        let (access, connect) = Access::new(endpoints, options.tls.as_ref(), options.credentials.as_ref(), connect)
+            .map_err(|reason| invalid(&reason))?;
         let keys = Keys::new(&options.prefix);
         let store = Self::label(endpoints, &keys);
         let client = rt
             .block_on(async {
-                let mut client = Client::connect(endpoints, Some(connect)).await?;
+                let mut client = Client::connect(endpoints, Some(connect.clone())).await?;
                 // The connection is lazy: make one request so that an
                 // unreachable cluster fails here, with the endpoints named.
                 client
@@ -164,13 +190,80 @@ impl EtcdBackend {
                     .await?;
                 Ok::<_, etcd_client::Error>(client)
             })
-            .map_err(|e| unavailable(&store, &e))?;
+            .map_err(|e| Self::refused(&store, &access, keys.prefix(), endpoints, options, &e))?;
         Ok(Self {
             endpoints: endpoints.to_vec(),
             keys,
             rt,
-            client,
+            client: RwLock::new((0, client)),
+            connect,
+            access,
         })
+    }
+
+    /// The current client and its generation.
+    fn client(&self) -> (u64, Client) {
+        self.client
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A client with a fresh token, replacing the one of `generation` (or
+    /// the one that already replaced it).
+    async fn reconnect(&self, generation: u64) -> Result<Client, etcd_client::Error> {
+        let (current, client) = self.client();
+        if current != generation {
+            return Ok(client);
+        }
+        // Not `set_client_auth` on the old client: it sends the forgotten
+        // token along, and etcd refuses the authentication for it.
+        let fresh = Client::connect(&self.endpoints, Some(self.connect.clone())).await?;
+        let mut slot = self.client.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.0 == generation {
+            *slot = (generation + 1, fresh);
+        }
+        Ok(slot.1.clone())
+    }
+
+    /// Why connecting failed, with what to do.
+    fn refused(
+        store: &str,
+        access: &Access,
+        prefix: &str,
+        endpoints: &[String],
+        options: &EtcdOptions,
+        e: &etcd_client::Error,
+    ) -> BackendError {
+        // A refused client certificate shows only as a closed connection
+        // here: ask the server ourselves (not after a timeout or a refused
+        // TCP connection, where a probe would only wait or fail again).
+        let closed = !["tcp connect error", "timed out", "timeout", "Timeout", "deadline"]
+            .iter()
+            .any(|m| format!("{e:?}").contains(m));
+        let explained = access.refusal(e, prefix).or_else(|| {
+            closed
+                .then(|| access.probe(endpoints, options.connect_timeout))
+                .flatten()
+        });
+        let (reason, hint) = explained.unwrap_or_else(|| {
+            let (reason, hint) = unreachable(e);
+            if access.tls() {
+                (reason, hint)
+            } else {
+                (
+                    reason,
+                    format!(
+                        "{hint}; if the cluster serves TLS (https:// client URLs), add cacert=PATH (and cert=PATH&key=PATH if it wants client certificates), see docs/ETCD.md"
+                    ),
+                )
+            }
+        });
+        BackendError::Unavailable {
+            store: store.to_owned(),
+            reason,
+            hint,
+        }
     }
 
     fn label(endpoints: &[String], keys: &Keys) -> String {
@@ -181,17 +274,28 @@ impl EtcdBackend {
         Self::label(&self.endpoints, &self.keys)
     }
 
-    /// Run one operation to completion on this backend's runtime.
-    fn call<'s, T, F>(&'s self, f: impl FnOnce(Conn<'s>) -> F) -> Result<T, BackendError>
+    /// Run one operation to completion on this backend's runtime; once
+    /// more after authenticating again if etcd forgot the token (see
+    /// `access`).
+    fn call<'s, T, F>(&'s self, f: impl Fn(Conn<'s>) -> F) -> Result<T, BackendError>
     where
         F: Future<Output = lease::Result<T>>,
     {
-        let conn = Conn {
-            client: self.client.clone(),
+        let conn = |client| Conn {
+            client,
             keys: &self.keys,
         };
-        self.rt.block_on(f(conn)).map_err(|e| match e {
-            lease::Error::Etcd(e) => unavailable(&self.store(), &e),
+        let (generation, client) = self.client();
+        let result = self.rt.block_on(async {
+            match f(conn(client)).await {
+                Err(lease::Error::Etcd(e)) if self.access.has_user() && access::token_expired(&e) => {
+                    f(conn(self.reconnect(generation).await?)).await
+                }
+                result => result,
+            }
+        });
+        result.map_err(|e| match e {
+            lease::Error::Etcd(e) => unavailable(&self.store(), &self.access, self.keys.prefix(), &e),
             lease::Error::Corrupt(reason) => BackendError::Corrupt {
                 store: self.store(),
                 reason,
@@ -209,14 +313,23 @@ impl EtcdBackend {
     }
 }
 
-fn unavailable(store: &str, e: &etcd_client::Error) -> BackendError {
+fn unavailable(store: &str, access: &Access, prefix: &str, e: &etcd_client::Error) -> BackendError {
+    let (reason, hint) = access.refusal(e, prefix).unwrap_or_else(|| unreachable(e));
     BackendError::Unavailable {
         store: store.to_owned(),
-        reason: e.to_string(),
-        hint: "check that the cluster is up and reachable (etcdctl --endpoints HOST:PORT endpoint health); \
-               a call that failed this way was not reported as done"
-            .into(),
+        reason,
+        hint,
     }
+}
+
+/// A failure that is not the cluster refusing this client.
+fn unreachable(e: &etcd_client::Error) -> (String, String) {
+    (
+        e.to_string(),
+        "check that the cluster is up and reachable (etcdctl --endpoints HOST:PORT endpoint health); \
+         a call that failed this way was not reported as done"
+            .into(),
+    )
 }
 
 impl Backend for EtcdBackend {
@@ -230,7 +343,7 @@ impl Backend for EtcdBackend {
 
     fn describe(&self) -> Result<StoreInfo, BackendError> {
         let status = self.call(|mut c| async move { Ok(c.client.status().await?) })?;
-        let facts = vec![
+        let mut facts = vec![
             ("etcd version".to_owned(), status.version().to_owned()),
             ("key prefix".to_owned(), self.keys.prefix().to_owned()),
             ("leader member".to_owned(), format!("{:x}", status.leader())),
@@ -244,6 +357,7 @@ impl Backend for EtcdBackend {
                     .to_string(),
             ),
         ];
+        facts.extend(self.access.facts());
         Ok(StoreInfo {
             kind: "etcd",
             location: self.store(),
@@ -304,7 +418,7 @@ impl Backend for EtcdBackend {
             return Ok(());
         };
         let deadline = Instant::now() + timeout;
-        let client = self.client.clone();
+        let (_, client) = self.client();
         let woken = self
             .rt
             .block_on(async { tokio::time::timeout(timeout, watch::changed(client, &self.keys, name, topic)).await });

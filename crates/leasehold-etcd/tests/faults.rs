@@ -237,6 +237,7 @@ fn kill9_and_restart_never_reissue_a_token() {
                         prefix: prefix.clone(),
                         request_timeout: Duration::from_secs(2),
                         connect_timeout: Duration::from_secs(1),
+                        ..leasehold_etcd::EtcdOptions::default()
                     },
                 )
             };

@@ -435,14 +435,12 @@ impl PostgresBackend {
         let user = self.config.get_user().unwrap_or("(default)");
         let db = self.config.get_dbname().unwrap_or("(the user's name)");
         let Some(c) = e.code().cloned() else {
-            return if is_tls_failure(e) {
+            return if let Some((reason, hint)) = tls::failure(e, self.tls.client_cert()) {
+                self.unavailable(reason, hint)
+            } else if detail(e).contains("password missing") {
                 self.unavailable(
-                    format!("TLS failed: {}", detail(e)),
-                    if detail(e).contains("does not support TLS") {
-                        "the URL asks for TLS (sslmode=require/verify-ca/verify-full) but the server does not offer it: turn on ssl in postgresql.conf, or use sslmode=disable on a trusted network"
-                    } else {
-                        "the server's certificate was not accepted: pass sslrootcert=PATH with the CA certificate that signed it (sslmode=verify-ca skips the host-name check); see docs/POSTGRES.md"
-                    },
+                    format!("the server asks for a password for role {user:?}, and none was given"),
+                    "set PGPASSWORD in the environment (or put it in the URL: postgres://USER:PASSWORD@HOST/DB, percent-encoded); see docs/POSTGRES.md",
                 )
             } else if connection_lost(e) {
                 self.unavailable(
@@ -459,10 +457,21 @@ impl PostgresBackend {
         if c == SqlState::UNDEFINED_TABLE || c == SqlState::UNDEFINED_COLUMN {
             // Checked at open, so dropped or altered under a running store.
             self.damaged(format!("its schema is damaged: {}", detail(e)))
-        } else if c == SqlState::INVALID_PASSWORD || c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
+        } else if c == SqlState::INVALID_PASSWORD {
             self.unavailable(
                 format!("authentication failed for role {user:?}: {}", detail(e)),
-                "check the user and password in the URL (or ~/.pgpass), and pg_hba.conf on the server",
+                "check the password (PGPASSWORD, or the URL's) and the user, and pg_hba.conf on the server",
+            )
+        } else if c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
+            // pg_hba.conf refused this login, or its method (a client
+            // certificate, a password) failed.
+            self.unavailable(
+                format!("the server refused role {user:?}: {}", detail(e)),
+                if self.tls.client_cert() {
+                    "with `cert` authentication the certificate's common name (CN) must be the role (or be mapped to it in pg_ident.conf): check the user in the URL and sslcert, and pg_hba.conf on the server"
+                } else {
+                    "check the user, and pg_hba.conf on the server; if it wants a client certificate, pass sslcert=PATH&sslkey=PATH (with sslmode=verify-full)"
+                },
             )
         } else if c == SqlState::INVALID_CATALOG_NAME {
             self.unavailable(
@@ -542,11 +551,6 @@ fn detail(e: &postgres::Error) -> String {
     text
 }
 
-/// A TLS handshake failed (or the server refused TLS).
-fn is_tls_failure(e: &postgres::Error) -> bool {
-    e.to_string().contains("TLS handshake")
-}
-
 /// Errors after which the same transaction may simply be run again.
 fn retryable(e: &postgres::Error) -> bool {
     connection_lost(e)
@@ -597,14 +601,16 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
         reason,
     };
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let (mut schema, mut sslmode, mut root_cert) = (None, None, None);
+    let (mut schema, mut sslmode, mut root_cert, mut cert, mut key) = (None, None, None, None, None);
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("schema", value)) => schema = Some(value.to_owned()),
-            // TLS is leasehold's (rustls): these two are read here.
+            // TLS is leasehold's (rustls): these are read here.
             Some(("sslmode", value)) => sslmode = Some(value.to_owned()),
             Some(("sslrootcert", value)) => root_cert = Some(value.to_owned()),
+            Some(("sslcert", value)) => cert = Some(value.to_owned()),
+            Some(("sslkey", value)) => key = Some(value.to_owned()),
             _ => rest.push(pair),
         }
     }
@@ -618,9 +624,29 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
             )));
         }
     };
+    let client = match (cert.as_deref(), key.as_deref()) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (Some(_), None) => {
+            return Err(invalid(
+                "sslcert=PATH needs sslkey=PATH too: the certificate's private key (PEM)".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "sslkey=PATH needs sslcert=PATH too: the certificate of that key (PEM)".into(),
+            ));
+        }
+    };
     let tls = match verify {
+        None if client.is_some() => {
+            return Err(invalid(format!(
+                "a client certificate (sslcert, sslkey) needs TLS, which {} does not give in leasehold: add sslmode=verify-full (or require, verify-ca)",
+                sslmode.map_or_else(|| "a URL without sslmode".to_owned(), |m| format!("sslmode={m}"))
+            )));
+        }
         None => tls::Tls::Off,
-        Some(v) => tls::connector(v, root_cert.as_deref()).map_err(&invalid)?,
+        Some(v) => tls::connector(v, root_cert.as_deref(), client).map_err(&invalid)?,
     };
     let schema = schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned());
     if !valid_schema(&schema) {
@@ -634,6 +660,13 @@ fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
         format!("{base}?{}", rest.join("&"))
     };
     let mut config = postgres::Config::from_str(&libpq).map_err(|e| invalid(e.to_string()))?;
+    // As libpq: the password from the environment when the URL has none
+    // (so it need not be in the URL, nor on a command line).
+    if config.get_password().is_none()
+        && let Some(password) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty())
+    {
+        config.password(password.as_encoded_bytes());
+    }
     config.ssl_mode(match verify {
         Some(_) => postgres::config::SslMode::Require,
         None => postgres::config::SslMode::Disable,
@@ -754,7 +787,7 @@ impl Backend for PostgresBackend {
                     },
                 ),
                 ("connections".to_owned(), format!("up to {}", self.slots.len())),
-                ("TLS".to_owned(), self.tls.label().to_owned()),
+                ("TLS".to_owned(), self.tls.label()),
             ];
             Ok((version, facts))
         })?;
@@ -912,6 +945,16 @@ mod tests {
             parse_url("postgres://db/x?sslmode=prefer").unwrap().tls,
             tls::Tls::Off
         ));
+        // A client certificate needs its key, and TLS.
+        let reason = |url: &str| match parse_url(url) {
+            Err(BackendError::InvalidUrl { reason, .. }) => reason,
+            Err(e) => panic!("{url}: {e}"),
+            Ok(_) => panic!("{url} was accepted"),
+        };
+        assert!(reason("postgres://db/x?sslmode=verify-full&sslcert=/c.pem").contains("needs sslkey=PATH"));
+        assert!(reason("postgres://db/x?sslmode=verify-full&sslkey=/c.key").contains("needs sslcert=PATH"));
+        assert!(reason("postgres://db/x?sslcert=/c.pem&sslkey=/c.key").contains("needs TLS"));
+        assert!(reason("postgres://db/x?sslmode=disable&sslcert=/c.pem&sslkey=/c.key").contains("sslmode=disable"));
     }
 
     #[test]

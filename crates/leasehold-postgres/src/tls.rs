@@ -1,4 +1,5 @@
-//! TLS with rustls, as the URL asks (`sslmode`, `sslrootcert`).
+//! TLS with rustls, as the URL asks (`sslmode`, `sslrootcert`, `sslcert`,
+//! `sslkey`).
 //!
 //! - `sslmode=require` and `sslmode=verify-full`: encrypted, and the
 //!   server's certificate must chain to a trusted root **and** name the
@@ -12,16 +13,22 @@
 //!   the system's store (`sslrootcert=system`, or no `sslrootcert`) read
 //!   from the usual files (`/etc/ssl/certs`, `SSL_CERT_FILE`/`SSL_CERT_DIR`)
 //!   — nothing is bundled, nothing fetched.
-//!
-//! Client certificates (`sslcert`, `sslkey`) are not supported.
+//! - Client certificate: `sslcert=PATH` and `sslkey=PATH` (PEM, the key
+//!   unencrypted), presented when the server asks (its `cert`
+//!   authentication, or `clientcert=verify-ca/verify-full` in
+//!   `pg_hba.conf`). Unlike libpq, nothing is read from `~/.postgresql/`:
+//!   every file is named in the URL. Checked before any connection (both
+//!   given, readable, the key the certificate's), so a mistake there is an
+//!   invalid URL, not a refusal.
 
+use std::path::Path;
 use std::sync::Arc;
 
+use leasehold_tls::Refusal;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// What the URL asked for.
@@ -33,44 +40,96 @@ pub(crate) enum Verify {
     Chain,
 }
 
-/// How connections are made: plain, or TLS with this connector.
+/// The files of a client certificate: `sslcert` and `sslkey`.
+pub(crate) type ClientCert<'a> = (&'a str, &'a str);
+
+/// How connections are made: plain, or TLS with this connector (and
+/// whether it presents a client certificate).
 #[derive(Clone)]
 pub(crate) enum Tls {
     Off,
-    On(MakeRustlsConnect, Verify),
+    On(MakeRustlsConnect, Verify, bool),
 }
 
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Tls::Off => f.write_str("Tls::Off"),
-            Tls::On(_, v) => write!(f, "Tls::On({v:?})"),
+            Tls::On(_, v, client_cert) => write!(f, "Tls::On({v:?}, client certificate: {client_cert})"),
         }
     }
 }
 
 impl Tls {
     /// For `leasehold doctor`.
-    pub(crate) fn label(&self) -> &'static str {
-        match self {
-            Tls::Off => "off (sslmode=disable/prefer: plain TCP)",
-            Tls::On(_, Verify::Full) => "on, certificate and host name verified",
-            Tls::On(_, Verify::Chain) => "on, certificate verified, host name not (verify-ca)",
+    pub(crate) fn label(&self) -> String {
+        let (verified, client_cert) = match self {
+            Tls::Off => return "off (sslmode=disable/prefer: plain TCP)".into(),
+            Tls::On(_, Verify::Full, c) => ("on, certificate and host name verified", *c),
+            Tls::On(_, Verify::Chain, c) => ("on, certificate verified, host name not (verify-ca)", *c),
+        };
+        if client_cert {
+            format!("{verified}; client certificate sslcert presented")
+        } else {
+            verified.to_owned()
         }
+    }
+
+    /// Whether a client certificate is presented.
+    pub(crate) fn client_cert(&self) -> bool {
+        matches!(self, Tls::On(_, _, true))
     }
 
     /// Connect with `config` over this transport.
     pub(crate) fn connect(&self, config: &postgres::Config) -> Result<postgres::Client, postgres::Error> {
         match self {
             Tls::Off => config.connect(postgres::NoTls),
-            Tls::On(connector, _) => config.connect(connector.clone()),
+            Tls::On(connector, ..) => config.connect(connector.clone()),
         }
     }
 }
 
-/// Build the connector; `Err` says what is wrong with the roots.
-pub(crate) fn connector(verify: Verify, root_cert: Option<&str>) -> Result<Tls, String> {
-    let roots = roots(root_cert)?;
+/// What to tell the user when connecting failed because of TLS: the
+/// reason and what to do, or `None` when TLS was not the problem.
+pub(crate) fn failure(e: &postgres::Error, client_cert: bool) -> Option<(String, &'static str)> {
+    let detail = crate::detail(e);
+    if detail.contains("does not support TLS") {
+        return Some((
+            format!("TLS failed: {detail}"),
+            "the URL asks for TLS (sslmode=require/verify-ca/verify-full) but the server does not offer it: turn on ssl in postgresql.conf, or use sslmode=disable on a trusted network",
+        ));
+    }
+    let server_cert = "pass sslrootcert=PATH with the CA certificate that signed the server's (sslmode=verify-ca skips the host-name check); see docs/POSTGRES.md";
+    Some(match leasehold_tls::refusal(e) {
+        Some(Refusal::ServerCertificate(what)) => (
+            format!("TLS failed: the server's certificate was not accepted ({what})"),
+            server_cert,
+        ),
+        Some(Refusal::ClientCertificate(what)) if client_cert => (
+            format!("TLS failed: the server refused the client certificate sslcert ({what})"),
+            "the server takes only certificates signed by a CA in its ssl_ca_file, current and not revoked: have sslcert issued by that CA (or add its CA to ssl_ca_file); see docs/POSTGRES.md",
+        ),
+        Some(Refusal::ClientCertificate(what)) => (
+            format!("TLS failed: the server wants a client certificate ({what})"),
+            "pass sslcert=PATH&sslkey=PATH: a certificate signed by a CA in the server's ssl_ca_file, and its key; see docs/POSTGRES.md",
+        ),
+        Some(Refusal::Other(what)) => (
+            format!("TLS failed: {what}"),
+            "check the server's TLS settings (ssl_min_protocol_version, ssl_ciphers) and the certificates; see docs/POSTGRES.md",
+        ),
+        None if e.to_string().contains("TLS handshake") => (format!("TLS failed: {detail}"), server_cert),
+        None => return None,
+    })
+}
+
+/// Build the connector; `Err` says what is wrong with the files.
+pub(crate) fn connector(
+    verify: Verify,
+    root_cert: Option<&str>,
+    client: Option<ClientCert<'_>>,
+) -> Result<Tls, String> {
+    let root_cert = root_cert.filter(|&p| p != "system").map(Path::new);
+    let roots = leasehold_tls::roots("sslrootcert", root_cert)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
@@ -83,35 +142,17 @@ pub(crate) fn connector(verify: Verify, root_cert: Option<&str>) -> Result<Tls, 
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS set-up failed: {e}"))?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
-    Ok(Tls::On(MakeRustlsConnect::new(config), verify))
-}
-
-fn roots(root_cert: Option<&str>) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
-    match root_cert {
-        Some(path) if path != "system" => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                .map_err(|e| format!("cannot read sslrootcert={path}: {e}"))?;
-            let (added, _) = roots.add_parsable_certificates(certs);
-            if added == 0 {
-                return Err(format!("sslrootcert={path} holds no usable PEM certificate"));
-            }
+        .with_custom_certificate_verifier(verifier);
+    let config = match client {
+        None => config.with_no_client_auth(),
+        Some((cert, key)) => {
+            let id = leasehold_tls::identity(("sslcert", Path::new(cert)), ("sslkey", Path::new(key)))?;
+            config
+                .with_client_auth_cert(id.chain, id.key)
+                .map_err(|e| format!("cannot use sslcert={cert} with sslkey={key}: {e}"))?
         }
-        _ => {
-            let found = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(found.certs);
-            if roots.is_empty() {
-                return Err(
-                    "no system root certificates found (install the ca-certificates package), and no sslrootcert=PATH given"
-                        .into(),
-                );
-            }
-        }
-    }
-    Ok(roots)
+    };
+    Ok(Tls::On(MakeRustlsConnect::new(config), verify, client.is_some()))
 }
 
 /// `verify-ca`: the chain must verify; a name mismatch is accepted.

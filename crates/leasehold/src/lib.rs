@@ -66,4 +66,6 @@ pub use leasehold_backend::{
     parse_duration_within, parse_time_within,
 };
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
-pub use store::{Acquire, AcquireOptions, DEFAULT_POLL, Kept, Store, StoreOptions, StoreUrl};
+pub use store::{
+    Acquire, AcquireOptions, DEFAULT_POLL, ETCD_PASSWORD_VAR, EtcdSecurity, Kept, Store, StoreOptions, StoreUrl,
+};

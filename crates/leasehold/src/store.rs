@@ -20,7 +20,8 @@ use crate::identity::{self, Binding};
 use crate::{Error, Keeper, KeeperOptions, Result};
 
 /// Where lease state lives, parsed from `sqlite://PATH`, `postgres://…`,
-/// `postgresql://…` or `etcd://HOST:PORT[,HOST:PORT…][?prefix=/KEY/PREFIX]`.
+/// `postgresql://…` or `etcd://HOST:PORT[,HOST:PORT…][?prefix=/KEY/PREFIX]`
+/// (with TLS and a user: [`EtcdSecurity`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     Sqlite(PathBuf),
@@ -30,10 +31,88 @@ pub enum StoreUrl {
     Etcd {
         endpoints: Vec<String>,
         prefix: Option<String>,
+        security: EtcdSecurity,
     },
     /// A store built from a backend of the caller's ([`Store::from_backend`]),
     /// named by the caller; [`Store::open`] cannot open it.
     Custom(String),
+}
+
+/// The environment variable an etcd password is read from when the URL
+/// names a user and no `password-file`.
+pub const ETCD_PASSWORD_VAR: &str = "LEASEHOLD_ETCD_PASSWORD";
+
+/// TLS and authentication of an `etcd://` URL, in the names of etcdctl's
+/// flags: `cacert=PATH` (or `cacert=system`), `cert=PATH`, `key=PATH`,
+/// `user=NAME`, and `password-file=PATH`. TLS is on when any of the first
+/// three is given (or an endpoint is written `https://`). A password is
+/// never part of the URL: it is read from `password-file` or, without one,
+/// from [`ETCD_PASSWORD_VAR`], when the store is opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EtcdSecurity {
+    /// The CA certificate(s) to trust (PEM); `system`: the system's store.
+    pub cacert: Option<PathBuf>,
+    /// A client certificate (PEM) and its key (PEM, unencrypted).
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    /// The etcd user to authenticate as.
+    pub user: Option<String>,
+    /// A file holding the user's password (one trailing newline is
+    /// dropped).
+    pub password_file: Option<PathBuf>,
+}
+
+impl EtcdSecurity {
+    /// Take one query parameter of an etcd URL; `Err` says why the URL is
+    /// refused, `Ok(false)` that the parameter is not one of these.
+    fn set(&mut self, name: &str, value: &str) -> std::result::Result<bool, String> {
+        let path = || {
+            if value.is_empty() {
+                Err(format!("{name}= needs a path: {name}=/path/to/file.pem"))
+            } else {
+                Ok(Some(PathBuf::from(value)))
+            }
+        };
+        match name {
+            "cacert" => self.cacert = path()?,
+            "cert" => self.cert = path()?,
+            "key" => self.key = path()?,
+            "password-file" => self.password_file = path()?,
+            "user" if value.contains(':') => return Err(Self::no_password_here()),
+            "user" if value.is_empty() => return Err("user= needs an etcd user name".into()),
+            "user" => self.user = Some(value.to_owned()),
+            "password" => return Err(Self::no_password_here()),
+            "insecure-skip-tls-verify" => {
+                return Err(
+                    "insecure-skip-tls-verify is not offered: an unverified connection is open to a man in the middle; pass cacert=PATH with the CA that signed the cluster's certificates".into(),
+                );
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn no_password_here() -> String {
+        format!(
+            "a password is never taken from the URL (it would show in process lists, shell history and logs): \
+             write it to a file only you can read and pass password-file=PATH, or set {ETCD_PASSWORD_VAR}"
+        )
+    }
+
+    /// The URL's parameters for these settings, as `name=value`.
+    fn params(&self) -> Vec<String> {
+        let path = |name: &str, p: &Option<PathBuf>| p.as_ref().map(|p| format!("{name}={}", p.display()));
+        [
+            path("cacert", &self.cacert),
+            path("cert", &self.cert),
+            path("key", &self.key),
+            self.user.as_ref().map(|u| format!("user={u}")),
+            path("password-file", &self.password_file),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
 }
 
 impl StoreUrl {
@@ -55,14 +134,24 @@ impl StoreUrl {
     ///     StoreUrl::Etcd {
     ///         endpoints: vec!["10.0.0.5:2379".into(), "10.0.0.6:2379".into()],
     ///         prefix: Some("/myapp".into()),
+    ///         security: Default::default(),
     ///     }
     /// );
     /// assert!(StoreUrl::parse("etcd://h:2379?prefix=myapp").is_err());
     /// assert!(StoreUrl::parse("etcd://h:2379?prefx=/a").is_err());
+    /// // TLS with a client certificate, and a user whose password is in a file:
+    /// let url = StoreUrl::parse(
+    ///     "etcd://h:2379?cacert=/etc/etcd/ca.pem&cert=/etc/etcd/me.pem&key=/etc/etcd/me.key\
+    ///      &user=agent&password-file=/run/secrets/etcd",
+    /// ).unwrap();
+    /// assert!(matches!(url, StoreUrl::Etcd { security, .. } if security.user.as_deref() == Some("agent")));
+    /// // ...but never a password in the URL itself.
+    /// assert!(StoreUrl::parse("etcd://h:2379?user=agent&password=hunter2").is_err());
+    /// assert!(StoreUrl::parse("etcd://h:2379?user=agent:hunter2").is_err());
     /// ```
     pub fn parse(url: &str) -> std::result::Result<Self, BackendError> {
         let invalid = |reason: &str| BackendError::InvalidUrl {
-            url: url.to_owned(),
+            url: redact_password(url),
             reason: reason.to_owned(),
         };
         let Some((scheme, rest)) = url.split_once("://") else {
@@ -93,27 +182,56 @@ impl StoreUrl {
                     return Err(invalid("expected etcd://HOST:PORT[,HOST:PORT...][?prefix=/myapp]"));
                 }
                 let mut prefix = None;
+                let mut security = EtcdSecurity::default();
                 for pair in query.split('&').filter(|p| !p.is_empty()) {
-                    match pair.split_once('=') {
-                        Some(("prefix", value)) if value.starts_with('/') && value.len() > 1 => {
+                    let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+                    match name {
+                        "prefix" if value.starts_with('/') && value.len() > 1 => {
                             prefix = Some(value.to_owned());
                         }
-                        Some(("prefix", _)) => {
+                        "prefix" => {
                             return Err(invalid("the prefix must be an absolute key path, e.g. ?prefix=/myapp"));
                         }
                         _ => {
-                            return Err(invalid(&format!(
-                                "unknown parameter {pair:?}; the only one is prefix=/KEY/PREFIX"
-                            )));
+                            if !security.set(name, value).map_err(|reason| invalid(&reason))? {
+                                // Only the name: a value could be a secret.
+                                return Err(invalid(&format!(
+                                    "unknown parameter {name:?}; the parameters are prefix=/KEY/PREFIX, cacert=PATH, cert=PATH, key=PATH, user=NAME and password-file=PATH"
+                                )));
+                            }
                         }
                     }
                 }
-                Ok(StoreUrl::Etcd { endpoints, prefix })
+                if security.password_file.is_some() && security.user.is_none() {
+                    return Err(invalid(
+                        "password-file=PATH needs user=NAME: the etcd user the password is for",
+                    ));
+                }
+                Ok(StoreUrl::Etcd {
+                    endpoints,
+                    prefix,
+                    security,
+                })
             }
             other => Err(invalid(&format!(
                 "unknown scheme {other:?}; use sqlite://, postgres:// or etcd://"
             ))),
         }
+    }
+
+    /// The URL for messages: as [`Display`](fmt::Display) shows it (which
+    /// a child process can open again), with any password replaced by
+    /// `***`.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::StoreUrl;
+    /// let url = StoreUrl::parse("postgres://agent:s3cret@db/leases?sslmode=verify-full").unwrap();
+    /// assert_eq!(url.redacted(), "postgres://agent:***@db/leases?sslmode=verify-full");
+    /// ```
+    #[must_use]
+    pub fn redacted(&self) -> String {
+        redact_password(&self.to_string())
     }
 
     /// The embedded default: `$XDG_STATE_HOME/leasehold/leasehold.db`, or
@@ -138,11 +256,107 @@ impl StoreUrl {
 #[cfg(not(all(feature = "postgres", feature = "etcd")))]
 fn not_built(url: &StoreUrl, what: &str) -> Error {
     BackendError::Unsupported {
-        store: url.to_string(),
+        store: url.redacted(),
         what: "this store".into(),
         hint: format!("this build of leasehold does not include {what}; use sqlite://PATH or another build"),
     }
     .into()
+}
+
+/// `url` with every password in it replaced by `***`: one in the
+/// authority (`postgres://user:PASSWORD@host`), the value of a `password=`
+/// parameter, and one after `user=NAME:`. (Refused in etcd URLs, accepted
+/// in libpq's; never shown in either.)
+fn redact_password(url: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let base = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(end);
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) if userinfo.contains(':') => {
+                    let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+                    format!("{scheme}://{user}:***@{host}{path}")
+                }
+                _ => base.to_owned(),
+            }
+        }
+        None => base.to_owned(),
+    };
+    let Some(query) = query else {
+        return base;
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("password", _)) => "password=***".to_owned(),
+            Some(("user", value)) if value.contains(':') => {
+                format!("user={}:***", value.split_once(':').map_or(value, |(user, _)| user))
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", pairs.join("&"))
+}
+
+/// The TLS an etcd URL asks for: on with any of `cacert`, `cert`, `key`.
+#[cfg(feature = "etcd")]
+fn etcd_tls(security: &EtcdSecurity) -> Option<leasehold_etcd::EtcdTls> {
+    let EtcdSecurity { cacert, cert, key, .. } = security;
+    (cacert.is_some() || cert.is_some() || key.is_some()).then(|| leasehold_etcd::EtcdTls {
+        ca: cacert.clone().filter(|p| p.as_os_str() != "system"),
+        cert: cert.clone(),
+        key: key.clone(),
+    })
+}
+
+/// The etcd user of the URL with its password, from `password-file` or
+/// else from [`ETCD_PASSWORD_VAR`].
+#[cfg(feature = "etcd")]
+fn etcd_credentials(
+    url: &StoreUrl,
+    security: &EtcdSecurity,
+) -> std::result::Result<Option<leasehold_etcd::EtcdCredentials>, BackendError> {
+    let Some(user) = &security.user else {
+        return Ok(None);
+    };
+    let invalid = |reason: String| BackendError::InvalidUrl {
+        url: url.to_string(),
+        reason,
+    };
+    let password = match &security.password_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                invalid(match e.kind() {
+                    std::io::ErrorKind::NotFound => format!(
+                        "password-file={}: no such file (a relative path is taken from the current directory)",
+                        path.display()
+                    ),
+                    _ => format!("cannot read password-file={}: {e}", path.display()),
+                })
+            })?;
+            let password = text.strip_suffix('\n').map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
+            if password.is_empty() {
+                return Err(invalid(format!(
+                    "password-file={} is empty: write the password of etcd user {user:?} to it",
+                    path.display()
+                )));
+            }
+            password.to_owned()
+        }
+        None => std::env::var(ETCD_PASSWORD_VAR)
+            .ok()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "user={user} needs a password: write it to a file only you can read and pass password-file=PATH, or set {ETCD_PASSWORD_VAR}"
+                ))
+            })?,
+    };
+    Ok(Some(leasehold_etcd::EtcdCredentials {
+        user: user.clone(),
+        password: leasehold_etcd::Password::new(password),
+    }))
 }
 
 fn home_dir() -> Option<PathBuf> {
@@ -155,12 +369,21 @@ impl fmt::Display for StoreUrl {
             StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
             StoreUrl::Postgres(url) => f.write_str(url),
             StoreUrl::Custom(name) => f.write_str(name),
-            StoreUrl::Etcd { endpoints, prefix } => {
+            StoreUrl::Etcd {
+                endpoints,
+                prefix,
+                security,
+            } => {
                 write!(f, "etcd://{}", endpoints.join(","))?;
-                match prefix {
-                    Some(prefix) => write!(f, "?prefix={prefix}"),
-                    None => Ok(()),
+                let params: Vec<String> = prefix
+                    .iter()
+                    .map(|p| format!("prefix={p}"))
+                    .chain(security.params())
+                    .collect();
+                if !params.is_empty() {
+                    write!(f, "?{}", params.join("&"))?;
                 }
+                Ok(())
             }
         }
     }
@@ -275,12 +498,18 @@ impl Store {
             #[cfg(not(feature = "postgres"))]
             StoreUrl::Postgres(_) => return Err(not_built(url, "the PostgreSQL store (cargo feature `postgres`)")),
             #[cfg(feature = "etcd")]
-            StoreUrl::Etcd { endpoints, prefix } => {
+            StoreUrl::Etcd {
+                endpoints,
+                prefix,
+                security,
+            } => {
                 let defaults = leasehold_etcd::EtcdOptions::default();
                 Box::new(leasehold_etcd::EtcdBackend::open(
                     endpoints,
                     &leasehold_etcd::EtcdOptions {
                         prefix: prefix.clone().unwrap_or(defaults.prefix.clone()),
+                        tls: etcd_tls(security),
+                        credentials: etcd_credentials(url, security)?,
                         ..defaults
                     },
                 )?)
@@ -733,5 +962,128 @@ mod tests {
             Err(LockError::InvalidInput(e)) => assert_eq!(e.limit, limits::WAIT),
             other => panic!("lock with a timeout out of range: {other:?}"),
         }
+    }
+
+    fn invalid_reason(url: &str) -> (String, String) {
+        match StoreUrl::parse(url) {
+            Err(BackendError::InvalidUrl { url, reason }) => (url, reason),
+            other => panic!("{url} must be refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn etcd_tls_and_user_parameters_as_etcdctl_names_them() {
+        let url = "etcd://a:2379,b:2379?prefix=/x&cacert=/ca.pem&cert=/me.pem&key=/me.key&user=agent&password-file=/pw";
+        let parsed = StoreUrl::parse(url).unwrap();
+        let StoreUrl::Etcd { security, .. } = &parsed else {
+            panic!("{parsed:?}")
+        };
+        assert_eq!(
+            security,
+            &EtcdSecurity {
+                cacert: Some("/ca.pem".into()),
+                cert: Some("/me.pem".into()),
+                key: Some("/me.key".into()),
+                user: Some("agent".into()),
+                password_file: Some("/pw".into()),
+            }
+        );
+        // Shown as given, and parsed back the same.
+        assert_eq!(parsed.to_string(), url);
+        assert_eq!(StoreUrl::parse(&parsed.to_string()).unwrap(), parsed);
+        assert_eq!(StoreUrl::parse("etcd://h:1").unwrap().to_string(), "etcd://h:1");
+    }
+
+    #[test]
+    fn an_etcd_password_is_never_taken_from_the_url_nor_shown() {
+        for url in [
+            "etcd://h:2379?user=agent&password=hunter2",
+            "etcd://h:2379?password=hunter2&user=agent",
+            "etcd://h:2379?user=agent:hunter2",
+        ] {
+            let (shown, reason) = invalid_reason(url);
+            assert!(
+                !shown.contains("hunter2") && !reason.contains("hunter2"),
+                "{shown}: {reason}"
+            );
+            assert!(
+                reason.contains("password-file=PATH") && reason.contains(ETCD_PASSWORD_VAR),
+                "{reason}"
+            );
+        }
+        let (_, reason) = invalid_reason("etcd://h:2379?password-file=/pw");
+        assert!(reason.contains("needs user=NAME"), "{reason}");
+        let (_, reason) = invalid_reason("etcd://h:2379?cacert=");
+        assert!(reason.contains("cacert= needs a path"), "{reason}");
+        let (_, reason) = invalid_reason("etcd://h:2379?insecure-skip-tls-verify=true");
+        assert!(reason.contains("not offered"), "{reason}");
+        let (_, reason) = invalid_reason("etcd://h:2379?token=s3cret");
+        assert!(reason.contains("\"token\"") && !reason.contains("s3cret"), "{reason}");
+    }
+
+    #[test]
+    fn passwords_are_redacted_for_messages() {
+        for (url, shown) in [
+            ("postgres://u:pw@h:5432/db?x=1", "postgres://u:***@h:5432/db?x=1"),
+            ("postgresql://u:pw@h", "postgresql://u:***@h"),
+            (
+                "postgres://h/db?password=pw&sslmode=require",
+                "postgres://h/db?password=***&sslmode=require",
+            ),
+            ("postgres://u@h/db", "postgres://u@h/db"),
+            ("etcd://h:1?user=a:pw", "etcd://h:1?user=a:***"),
+        ] {
+            assert_eq!(redact_password(url), shown);
+        }
+        let parsed = StoreUrl::parse("postgres://u:pw@h/db").unwrap();
+        assert_eq!(
+            parsed.to_string(),
+            "postgres://u:pw@h/db",
+            "Display must round-trip for children"
+        );
+        assert_eq!(parsed.redacted(), "postgres://u:***@h/db");
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    #[allow(clippy::disallowed_methods, reason = "a test's throwaway file needs no atomic write")]
+    fn the_etcd_password_comes_from_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        let url = |query: &str| StoreUrl::parse(&format!("etcd://h:2379?{query}")).unwrap();
+        let password = |url: &StoreUrl| {
+            let StoreUrl::Etcd { security, .. } = url else {
+                unreachable!()
+            };
+            etcd_credentials(url, security).map(|c| c.map(|c| (c.user, c.password)))
+        };
+        let pw = leasehold_etcd::Password::new;
+        assert_eq!(password(&url("prefix=/a")).unwrap(), None);
+
+        std::fs::write(&file, "correct horse \n").unwrap();
+        let with_file = url(&format!("user=agent&password-file={}", file.display()));
+        // One trailing newline is dropped, nothing else.
+        assert_eq!(
+            password(&with_file).unwrap(),
+            Some(("agent".into(), pw("correct horse ")))
+        );
+        std::fs::write(&file, "\n").unwrap();
+        match password(&with_file) {
+            Err(BackendError::InvalidUrl { reason, .. }) => assert!(reason.contains("is empty"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_file(&file).unwrap();
+        match password(&with_file) {
+            Err(BackendError::InvalidUrl { reason, .. }) => {
+                assert!(
+                    reason.starts_with("password-file=") && reason.contains("no such file"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Without a file the password comes from the environment, which
+        // this process cannot set safely: the CLI tests (tests/tls.rs)
+        // pass it to the real binary.
     }
 }

@@ -40,7 +40,7 @@ impl Ctx {
             allow_network_fs: self.global.allow_network_fs,
             ..StoreOptions::default()
         };
-        Store::open(&url, &options).with_context(|| format!("cannot open the store {url}"))
+        Store::open(&url, &options).with_context(|| format!("cannot open the store {}", url.redacted()))
     }
 }
 

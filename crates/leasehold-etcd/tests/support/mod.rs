@@ -1,5 +1,8 @@
 //! A throwaway etcd for tests: a single node on 127.0.0.1 free ports with a
 //! data directory in a temp dir, stopped by its pid (TERM, then KILL).
+//! Plain by default; [`Security`] asks for TLS with certificates made at
+//! test time (`openssl`, see `leasehold_backend_tests::pki`), client
+//! certificates, and etcd's users and roles.
 //!
 //! Without an `etcd` binary the tests skip loudly — unless `CI=true`, where
 //! a missing etcd is a failure (`.ci/run` installs it).
@@ -14,7 +17,33 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold_backend::Holder;
+use leasehold_backend_tests::pki::Pki;
 use leasehold_etcd::{EtcdBackend, EtcdOptions};
+
+/// How a test server is secured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Security {
+    /// Plain HTTP, no authentication.
+    #[default]
+    Plain,
+    /// TLS with a certificate signed by the test CA, and only clients
+    /// presenting a certificate that CA signed are let in
+    /// (`--client-cert-auth --trusted-ca-file`); no etcd users.
+    MutualTls,
+    /// TLS (the server's certificate only) and etcd authentication on:
+    /// user `root`, and user [`USER`] (password [`PASSWORD`]) whose role
+    /// may read and write the keys under [`GRANTED`] only.
+    TlsAndPassword,
+}
+
+/// The etcd user of [`Security::TlsAndPassword`].
+pub const USER: &str = "leasehold";
+/// Its password: a space and a trailing newline in its file test that only
+/// the newline is dropped.
+pub const PASSWORD: &str = "correct horse";
+/// The key prefix [`USER`] may read and write.
+pub const GRANTED: &str = "/granted/";
+const ROOT_PASSWORD: &str = "root-secret";
 
 /// `Some(reason)` when tests must skip: no `etcd` binary outside CI.
 /// Panics in CI, where a missing etcd must fail the run.
@@ -90,6 +119,11 @@ pub struct EtcdServer {
     peer_port: u16,
     data: PathBuf,
     child: Option<Child>,
+    security: Security,
+    /// The certificates of a TLS server.
+    pki: Option<Pki>,
+    /// Extra command-line flags of the server.
+    flags: Vec<String>,
     // Removed after the server stopped.
     _dir: tempfile::TempDir,
 }
@@ -97,20 +131,88 @@ pub struct EtcdServer {
 impl EtcdServer {
     /// Start a new single-node cluster and wait until it is healthy.
     pub fn start() -> Self {
+        Self::start_with(Security::Plain, &[])
+    }
+
+    /// Start a new single-node cluster secured as asked, with extra server
+    /// `flags`, and wait until it is healthy (and its users are made).
+    pub fn start_with(security: Security, flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir for etcd");
+        let pki = (security != Security::Plain).then(|| Pki::make(dir.path(), USER));
         let mut server = Self {
             client_port: free_port(),
             peer_port: free_port(),
             data: dir.path().join("data"),
             child: None,
+            security,
+            pki,
+            flags: flags.iter().map(|&f| f.to_owned()).collect(),
             _dir: dir,
         };
         server.spawn();
+        if security == Security::TlsAndPassword {
+            server.add_users();
+        }
         server
     }
 
     pub fn endpoint(&self) -> String {
         format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// The certificates of a TLS server.
+    pub fn pki(&self) -> &Pki {
+        self.pki.as_ref().expect("a TLS server")
+    }
+
+    /// `etcdctl` on this server, with the test CA's client certificate on
+    /// a TLS server (and no user: set up users before `auth enable`).
+    pub fn etcdctl(&self) -> Command {
+        let mut c = Command::new("etcdctl");
+        c.env("ETCDCTL_API", "3")
+            .args(["--endpoints", &self.endpoint(), "--command-timeout=5s"]);
+        if let Some(pki) = &self.pki {
+            c.arg("--cacert").arg(pki.ca());
+            c.arg("--cert").arg(pki.client_cert());
+            c.arg("--key").arg(pki.client_key());
+        }
+        c
+    }
+
+    /// Users and roles, then authentication on (etcd refuses to turn it
+    /// on without a `root` user holding the `root` role).
+    fn add_users(&self) {
+        let steps: [&[&str]; 7] = [
+            &[
+                "user",
+                "add",
+                "root",
+                "--interactive=false",
+                "--new-user-password",
+                ROOT_PASSWORD,
+            ],
+            &["user", "grant-role", "root", "root"],
+            &["role", "add", USER],
+            &["role", "grant-permission", USER, "--prefix=true", "readwrite", GRANTED],
+            &[
+                "user",
+                "add",
+                USER,
+                "--interactive=false",
+                "--new-user-password",
+                PASSWORD,
+            ],
+            &["user", "grant-role", USER, USER],
+            &["auth", "enable"],
+        ];
+        for args in steps {
+            let out = self.etcdctl().args(args).output().expect("run etcdctl");
+            assert!(
+                out.status.success(),
+                "etcdctl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -122,10 +224,20 @@ impl EtcdServer {
     }
 
     fn spawn(&mut self) {
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let scheme = if self.pki.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let log = std::fs::File::create(self.data.with_extension("log")).expect("etcd log file");
-        let child = Command::new("etcd")
+        let mut etcd = Command::new("etcd");
+        if let Some(pki) = &self.pki {
+            etcd.arg("--cert-file").arg(pki.server_cert());
+            etcd.arg("--key-file").arg(pki.server_key());
+            if self.security == Security::MutualTls {
+                etcd.arg("--trusted-ca-file").arg(pki.ca()).arg("--client-cert-auth");
+            }
+        }
+        let child = etcd
+            .args(&self.flags)
             .args(["--name", "t", "--data-dir"])
             .arg(&self.data)
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
@@ -149,15 +261,9 @@ impl EtcdServer {
     fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let ok = Command::new("etcdctl")
-                .args([
-                    "--endpoints",
-                    &self.endpoint(),
-                    "--command-timeout=2s",
-                    "endpoint",
-                    "health",
-                ])
-                .env("ETCDCTL_API", "3")
+            let ok = self
+                .etcdctl()
+                .args(["--command-timeout=2s", "endpoint", "health"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
@@ -241,9 +347,15 @@ impl Drop for EtcdServer {
 /// so a watchdog process stops it (TERM, then KILL, by its pid) once this
 /// test binary has exited.
 pub fn shared() -> &'static EtcdServer {
-    static SERVER: OnceLock<EtcdServer> = OnceLock::new();
-    SERVER.get_or_init(|| {
-        let server = EtcdServer::start();
+    shared_with(Security::Plain)
+}
+
+/// One server of each [`Security`] shared by every test of a binary, as
+/// [`shared`].
+pub fn shared_with(security: Security) -> &'static EtcdServer {
+    static SERVERS: [OnceLock<EtcdServer>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    SERVERS[security as usize].get_or_init(|| {
+        let server = EtcdServer::start_with(security, &[]);
         let etcd = server.pid().expect("running");
         let me = std::process::id();
         let script = format!(

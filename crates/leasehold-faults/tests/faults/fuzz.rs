@@ -147,11 +147,14 @@ fn fuzz_every_parser_of_untrusted_input() {
             b"sqlite:///a.db",
             b"sqlite://~/x",
             b"etcd://h:1,h:2",
+            b"etcd://h:1?prefix=/a&cacert=/c.pem&cert=/m.pem&key=/m.key&user=u&password-file=/p",
             b"postgres://u@h/d",
+            b"postgres://u:pw@h/d?password=pw",
         ],
         |i| {
             if let Ok(url) = StoreUrl::parse(utf8(i)) {
                 let _ = url.to_string();
+                let _ = url.redacted();
             }
         },
     );

@@ -21,6 +21,18 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use leasehold_backend_tests::pki::Pki;
+
+/// The role of a TLS server that logs in with its client certificate (the
+/// certificate's common name).
+pub const CERT_USER: &str = "leasehold";
+/// A role of a TLS server that logs in with a client certificate, which no
+/// test certificate names.
+pub const OTHER_CERT_USER: &str = "not_in_any_certificate";
+/// The role of a TLS server that logs in with [`PASSWORD`].
+pub const PASSWORD_USER: &str = "with_password";
+pub const PASSWORD: &str = "correct horse";
+
 #[derive(Debug)]
 pub struct Server {
     bin: PathBuf,
@@ -88,8 +100,11 @@ impl Server {
     }
 
     /// Start a new server with `ssl=on` and a certificate for 127.0.0.1
-    /// and localhost, signed by a CA made for it ([`Server::ca_cert`]).
-    /// Needs the `openssl` command.
+    /// and localhost, signed by a CA made for it ([`Server::pki`]), which
+    /// it also trusts for client certificates. Role [`CERT_USER`] logs in
+    /// over TLS with a client certificate that CA signed, and
+    /// [`PASSWORD_USER`] over TLS with [`PASSWORD`]; `postgres` needs
+    /// nothing. Needs the `openssl` command.
     pub fn start_tls() -> Server {
         Self::start_with(false, true)
     }
@@ -123,85 +138,71 @@ impl Server {
             .pg("initdb")
             .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D"])
             .arg(server.data()));
+        if tls {
+            server.authenticate_over_tls();
+        }
         // A port found free may be taken before the server binds it: retry.
         for _ in 0..5 {
             server.port = free_port();
             if server.try_start() {
                 server.watch();
+                if tls {
+                    server.add_roles();
+                }
                 return server;
             }
         }
         panic!("PostgreSQL did not start; see {}", server.dir.join("log").display());
     }
 
-    /// The CA certificate that signed a TLS server's certificate.
-    pub fn ca_cert(&self) -> PathBuf {
-        self.dir.join("ca.crt")
+    /// The certificates of a TLS server (made by `openssl` at start).
+    pub fn pki(&self) -> Pki {
+        assert!(self.tls, "not a TLS server");
+        Pki::from_dir(&self.dir)
     }
 
+    /// Certificates for the server, readable by it, and roles for the
+    /// tests of client authentication (see [`Server::start_tls`]).
+    fn make_certificates(&self) {
+        let pki = Pki::make(&self.dir, CERT_USER);
+        if self.as_postgres {
+            run(Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(pki.server_key())
+                .arg(pki.server_cert())
+                .arg(pki.ca()));
+        }
+    }
+
+    /// Client authentication over TLS, ahead of initdb's `trust` lines
+    /// (the first matching line of `pg_hba.conf` decides): [`CERT_USER`] by
+    /// certificate only, [`PASSWORD_USER`] by password only, neither
+    /// without TLS.
     #[allow(
         clippy::disallowed_methods,
         reason = "a throwaway test fixture needs no atomic write"
     )]
-    fn make_certificates(&self) {
-        let d = &self.dir;
-        std::fs::write(
-            d.join("server.ext"),
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
-             keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
-        )
-        .expect("write the certificate extensions");
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-        for args in [
-            &[
-                &["req", "-x509"][..],
-                &ec,
-                &[
-                    "-keyout",
-                    "ca.key",
-                    "-out",
-                    "ca.crt",
-                    "-days",
-                    "2",
-                    "-subj",
-                    "/CN=leasehold test CA",
-                ],
-            ]
-            .concat(),
-            &[
-                &["req"][..],
-                &ec,
-                &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"],
-            ]
-            .concat(),
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                "server.crt",
-                "-days",
-                "2",
-                "-extfile",
-                "server.ext",
-            ][..]
-                .to_vec(),
-        ] {
-            run(Command::new("openssl").args(args).current_dir(d));
-        }
-        if self.as_postgres {
-            run(Command::new("chown")
-                .arg("postgres:postgres")
-                .arg(d.join("server.key"))
-                .arg(d.join("server.crt")));
-        }
-        run(Command::new("chmod").arg("600").arg(d.join("server.key")));
+    fn authenticate_over_tls(&self) {
+        let hba = self.data().join("pg_hba.conf");
+        let rest = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        let ours = format!(
+            "hostssl all {CERT_USER},{OTHER_CERT_USER} 127.0.0.1/32 cert\n\
+             hostssl all {PASSWORD_USER} 127.0.0.1/32 scram-sha-256\n\
+             host all {CERT_USER},{OTHER_CERT_USER},{PASSWORD_USER} 127.0.0.1/32 reject\n"
+        );
+        std::fs::write(&hba, ours + &rest).expect("write pg_hba.conf");
+    }
+
+    /// The roles of [`Server::authenticate_over_tls`], allowed to create
+    /// their schemas in database `postgres`.
+    fn add_roles(&self) {
+        self.client()
+            .batch_execute(&format!(
+                "CREATE ROLE {CERT_USER} LOGIN; CREATE ROLE {OTHER_CERT_USER} LOGIN; \
+                 CREATE ROLE {PASSWORD_USER} LOGIN PASSWORD '{PASSWORD}'; \
+                 GRANT CREATE ON DATABASE postgres TO {CERT_USER}, {PASSWORD_USER};"
+            ))
+            .expect("create the test roles");
     }
 
     fn data(&self) -> PathBuf {
@@ -234,7 +235,7 @@ impl Server {
                 if self.durable { "on" } else { "off" },
                 if self.tls {
                     format!(
-                        " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+                        " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key -c ssl_ca_file={0}/ca.crt",
                         self.dir.display()
                     )
                 } else {
