@@ -941,11 +941,11 @@ mod tests {
     #[test]
     fn failing_renewals_end_at_the_deadline_with_the_last_error() {
         let down = || -> Result<Renewal> {
-            Err(crate::Error::Store(leasehold_backend::BackendError::Unavailable {
-                store: "test".into(),
-                reason: "locked".into(),
-                hint: String::new(),
-            }))
+            Err(crate::Error::Store(leasehold_backend::BackendError::new(
+                leasehold_backend::ErrorKind::Busy,
+                "test",
+                "locked",
+            )))
         };
         let renewer = Scripted::new((0..1000).map(|_| down()).collect());
         let clock = Arc::new(ManualClock::new(SEC));
