@@ -866,7 +866,7 @@ mod tests {
 
     #[test]
     fn suspend_past_the_window_is_a_loss_before_any_renewal() {
-        // FAULTS case 14: the boot clock jumps an hour (suspend), the
+        // fault case 14: the boot clock jumps an hour (suspend), the
         // monotonic clock — real time here — barely moves.
         let renewer = Scripted::new(vec![]);
         let clock = Arc::new(ManualClock::new(1000 * SEC));
