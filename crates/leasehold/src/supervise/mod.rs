@@ -207,6 +207,24 @@ pub enum RunOutcome {
 /// # Ok::<(), leasehold::Error>(())
 /// ```
 pub fn run(store: &Arc<Store>, lease: &LeaseRun, spec: Spec, on_held: impl FnMut(&Held)) -> Result<RunOutcome> {
+    run_with(store, lease, spec, on_held, |_| {})
+}
+
+/// As [`run`], handing `on_start` the command's [`StopHandle`] just before
+/// the command starts — for a caller that stops it from elsewhere without
+/// process-wide signal handlers (the Python package, on a
+/// `KeyboardInterrupt`). A stop asked for before the command has started
+/// takes effect as soon as it has.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with(
+    store: &Arc<Store>,
+    lease: &LeaseRun,
+    spec: Spec,
+    on_held: impl FnMut(&Held),
+    on_start: impl FnOnce(StopHandle),
+) -> Result<RunOutcome> {
     let mut supervised = Supervised::spawn(spec)?;
     let options = AcquireOptions {
         ttl: lease.timing.ttl(),
@@ -242,6 +260,7 @@ pub fn run(store: &Arc<Store>, lease: &LeaseRun, spec: Spec, on_held: impl FnMut
         if lease.forward_signals {
             supervised.stop_handle().forward_signals()?;
         }
+        on_start(supervised.stop_handle());
         supervised.start(&serde_json::json!({
             "LEASEHOLD_NAME": lease.name.to_string(),
             "LEASEHOLD_TOKEN": grant.token.to_string(),
