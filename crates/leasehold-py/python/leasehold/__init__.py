@@ -1,0 +1,91 @@
+"""leasehold: keep background jobs and agents from running twice, and keep
+their state intact when they crash — the Rust library, from Python.
+
+    import leasehold as lh
+    store = lh.Store()                      # $LEASEHOLD_STORE, else the embedded SQLite store
+    with store.lease("nightly-report", ttl="2m") as lease:
+        lh.write_atomic("report.json", data, fence=lease)
+
+docs/PYTHON.md has the whole API. Durations are strings (``"90s"``,
+``"5m"``, ``"1h30m"``), numbers of seconds or ``datetime.timedelta``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import _interrupt
+from ._errors import (
+    AuthFailed,
+    BadData,
+    DiskFull,
+    Error,
+    Failed,
+    Held,
+    InvalidInput,
+    InvalidName,
+    LeaseLost,
+    NoSuchTask,
+    NothingToClaim,
+    PermissionDenied,
+    ReadOnly,
+    StaleToken,
+    StoreBusy,
+    StoreUnavailable,
+    Unsupported,
+)
+from ._native import (
+    ETCD,
+    FileLock,
+    Lease,
+    Queue,
+    Store,
+    Task,
+    TaskIter,
+    lock,
+    update_json,
+    write_atomic,
+    write_json,
+)
+from ._native import after_fork_in_child as _native_after_fork
+
+
+def _after_fork_in_child() -> None:
+    # A child made by os.fork() holds none of its parent's grants, claims or
+    # locks (crates/leasehold-py/src/fork.rs says why and how).
+    _native_after_fork()
+    _interrupt.after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+__all__ = [
+    "ETCD",
+    "AuthFailed",
+    "BadData",
+    "DiskFull",
+    "Error",
+    "Failed",
+    "FileLock",
+    "Held",
+    "InvalidInput",
+    "InvalidName",
+    "Lease",
+    "LeaseLost",
+    "NoSuchTask",
+    "NothingToClaim",
+    "PermissionDenied",
+    "Queue",
+    "ReadOnly",
+    "StaleToken",
+    "Store",
+    "StoreBusy",
+    "StoreUnavailable",
+    "Task",
+    "TaskIter",
+    "Unsupported",
+    "lock",
+    "update_json",
+    "write_atomic",
+    "write_json",
+]

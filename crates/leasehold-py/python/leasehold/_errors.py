@@ -1,0 +1,152 @@
+"""The exceptions of leasehold: one class per kind of failure of the
+library (``leasehold::ErrorKind``), all under :class:`Error`.
+
+Which class a failure raises is decided in one place, in Rust
+(``crates/leasehold-py/src/errors.rs``); the classes live here so that
+one can also be a ``ValueError`` and each carries its documentation.
+Every message is the library's: what happened, to what, and what to do.
+"""
+
+from __future__ import annotations
+
+
+class Error(Exception):
+    """Any failure of leasehold. ``kind`` names the library's error kind."""
+
+    kind = "failed"
+
+
+class Held(Error):
+    """The lease or lock is held by another holder (after waiting, if
+    ``wait=`` was given). The CLI's exit 11."""
+
+    kind = "held"
+
+
+class LeaseLost(Error):
+    """The grant or claim is gone: a renewal was refused (released, expired,
+    taken over), the holder-side deadline passed before a renewal, the
+    store refused a report, or this process is a fork of the holder. Stop
+    using what it protects. The CLI's exit 12 (75 for ``store.run``)."""
+
+    kind = "lost"
+
+
+class StaleToken(Error):
+    """A fenced write was refused: a newer token has written. The CLI's
+    exit 13."""
+
+    kind = "stale"
+
+
+class NothingToClaim(Error):
+    """``Queue.claim()`` found no claimable task (within ``wait=``). The
+    CLI's exit 10."""
+
+    kind = "nothing to claim"
+
+
+class NoSuchTask(Error, LookupError):
+    """No task with that id in the queue. The CLI's exit 14."""
+
+    kind = "no such task"
+
+
+class StoreUnavailable(Error):
+    """The store cannot be used now: down, unreachable, or a connection
+    lost (the outcome of a write then unknown, never reported as done).
+    Nothing was changed that you were told of; retry later. The CLI's
+    exit 69."""
+
+    kind = "unavailable"
+
+
+class StoreBusy(StoreUnavailable):
+    """The store stayed locked by another writer longer than it waits;
+    nothing was changed — retry."""
+
+    kind = "busy"
+
+
+class BadData(Error):
+    """Damaged data: a corrupt store (or not a leasehold store, or one from
+    a newer leasehold), state file or fence record — left exactly as found.
+    The CLI's exit 65."""
+
+    kind = "corrupt"
+
+
+class InvalidInput(Error, ValueError):
+    """An argument refused before anything was done: a duration out of its
+    limit, a malformed store URL, a path that cannot be used. The CLI's
+    exit 2."""
+
+    kind = "invalid input"
+
+
+class InvalidName(InvalidInput):
+    """A lease, queue or task name the library refuses (empty, longer than
+    255 bytes, or with a control character)."""
+
+    kind = "invalid input"
+
+
+class DiskFull(Error):
+    """The disk is full; nothing was changed."""
+
+    kind = "disk full"
+
+
+class ReadOnly(Error):
+    """The store or file is on a read-only filesystem; nothing was changed."""
+
+    kind = "read-only"
+
+
+class PermissionDenied(Error):
+    """The operating system denied access; nothing was changed."""
+
+    kind = "permission denied"
+
+
+class AuthFailed(Error):
+    """The server refused the credentials or certificates, or they could
+    not be verified."""
+
+    kind = "authentication failed"
+
+
+class Unsupported(Error):
+    """This store (or this build) cannot do it: the task queue on etcd, or
+    a store the package was built without."""
+
+    kind = "unsupported"
+
+
+class Failed(Error):
+    """Something outside the store failed: a local I/O error, a helper
+    process (the guard of ``store.run``), a command that could not start
+    or stalled."""
+
+    kind = "failed"
+
+
+__all__ = [
+    "AuthFailed",
+    "BadData",
+    "DiskFull",
+    "Error",
+    "Failed",
+    "Held",
+    "InvalidInput",
+    "InvalidName",
+    "LeaseLost",
+    "NoSuchTask",
+    "NothingToClaim",
+    "PermissionDenied",
+    "ReadOnly",
+    "StaleToken",
+    "StoreBusy",
+    "StoreUnavailable",
+    "Unsupported",
+]

@@ -1,0 +1,20 @@
+"""The guard program of ``store.run``, shipped in the package.
+
+``store.run`` starts this interpreter as its guard —
+``python -I -S -c "...; from leasehold._guard import main; main()" __guard ...`` —
+and the guard starts its process-group anchor the same way. The guard
+itself is the library's (``leasehold::supervise::guard``), compiled into
+the extension module: this only hands it the arguments. Why a separate
+process, and what it guarantees: ``crates/leasehold/src/supervise/guard.rs``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ._native import guard_main
+
+
+def main() -> None:
+    """Run the guard (or the anchor) with this process's arguments."""
+    sys.exit(guard_main(sys.argv[1:]))

@@ -1,0 +1,150 @@
+//! Failures as Python exceptions: one class per [`ErrorKind`], in one
+//! place ([`class_of`]). The classes themselves are defined in Python
+//! (`leasehold/_errors.py`), where a class can also be a `ValueError` and
+//! carry its docstring; this module only picks the class and words the
+//! message. Messages are the library's; where the next step is an option
+//! of the caller's (a [`Remedy`]), it is worded in Python's terms.
+
+use leasehold::lock::LockError;
+use leasehold::{BackendError, ErrorKind, NameError, Remedy};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+/// The exception class for `kind`, as named in `leasehold/_errors.py`.
+fn class_of(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Held => "Held",
+        ErrorKind::Lost => "LeaseLost",
+        ErrorKind::Stale => "StaleToken",
+        ErrorKind::Busy => "StoreBusy",
+        ErrorKind::Unavailable => "StoreUnavailable",
+        ErrorKind::Corrupt => "BadData",
+        ErrorKind::DiskFull => "DiskFull",
+        ErrorKind::ReadOnly => "ReadOnly",
+        ErrorKind::Permission => "PermissionDenied",
+        ErrorKind::Auth => "AuthFailed",
+        ErrorKind::Unsupported => "Unsupported",
+        ErrorKind::InvalidInput => "InvalidInput",
+        _ => "Failed",
+    }
+}
+
+/// Exceptions that are not an [`ErrorKind`]: refusals the CLI reports
+/// with exit codes of their own.
+#[derive(Debug, Clone, Copy)]
+pub enum Other {
+    /// A lease, queue or task name the library refuses.
+    InvalidName,
+    /// `claim()` found nothing claimable (the CLI's exit 10).
+    NothingToClaim,
+    /// No task with that id (the CLI's exit 14).
+    NoSuchTask,
+}
+
+impl Other {
+    fn class(self) -> &'static str {
+        match self {
+            Other::InvalidName => "InvalidName",
+            Other::NothingToClaim => "NothingToClaim",
+            Other::NoSuchTask => "NoSuchTask",
+        }
+    }
+}
+
+fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    let module = MODULE.get_or_try_init(py, || py.import("leasehold._errors").map(Bound::unbind))?;
+    Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?)
+}
+
+/// An exception of `class` with `message`.
+fn new(class_name: &str, message: String) -> PyErr {
+    Python::attach(|py| match class(py, class_name).and_then(|c| c.call1((message,))) {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(e) => e,
+    })
+}
+
+/// An exception of the class of `kind`.
+pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> PyErr {
+    new(class_of(kind), message.into())
+}
+
+/// One of the exceptions that are not a kind.
+pub fn other(which: Other, message: impl Into<String>) -> PyErr {
+    new(which.class(), message.into())
+}
+
+/// `lh.InvalidInput`: an argument refused before anything was done.
+pub fn invalid(message: impl Into<String>) -> PyErr {
+    of_kind(ErrorKind::InvalidInput, message)
+}
+
+/// A remedy in the words of this package's API.
+fn python_words(remedy: Remedy) -> String {
+    match remedy {
+        Remedy::AnotherStore => "open another store (lh.Store(url))".into(),
+        Remedy::AllowNetworkFs => "pass allow_network_fs=True if you accept the risk".into(),
+        _ => remedy.library_words().into(),
+    }
+}
+
+/// A store's failure, with its remedy in Python's words.
+pub fn backend(e: &BackendError) -> PyErr {
+    of_kind(e.kind(), e.message_with(python_words))
+}
+
+/// Any failure of the library.
+pub fn library(e: &leasehold::Error) -> PyErr {
+    match e {
+        leasehold::Error::Store(inner) => backend(inner),
+        _ => of_kind(e.kind(), e.to_string()),
+    }
+}
+
+pub fn lock(e: &LockError) -> PyErr {
+    let mut message = e.to_string();
+    if let Some(remedy) = e.remedy() {
+        message = format!("{message}, or {}", python_words(remedy));
+    }
+    of_kind(e.kind(), message)
+}
+
+pub fn file(e: &leasehold::files::FileError) -> PyErr {
+    of_kind(e.kind(), e.to_string())
+}
+
+/// A refused name: `what` says which (lease, queue, task id).
+pub fn name(what: &str, given: &str, e: &NameError) -> PyErr {
+    other(Other::InvalidName, format!("invalid {what} {given:?}: {e}"))
+}
+
+/// Library results as Python results.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> PyResult<T>;
+}
+
+impl<T> OrRaise<T> for Result<T, leasehold::Error> {
+    fn or_raise(self) -> PyResult<T> {
+        self.map_err(|e| library(&e))
+    }
+}
+
+impl<T> OrRaise<T> for Result<T, BackendError> {
+    fn or_raise(self) -> PyResult<T> {
+        self.map_err(|e| backend(&e))
+    }
+}
+
+impl<T> OrRaise<T> for Result<T, LockError> {
+    fn or_raise(self) -> PyResult<T> {
+        self.map_err(|e| lock(&e))
+    }
+}
+
+impl<T> OrRaise<T> for Result<T, leasehold::files::FileError> {
+    fn or_raise(self) -> PyResult<T> {
+        self.map_err(|e| file(&e))
+    }
+}

@@ -1,0 +1,46 @@
+//! The guard of `store.run` ships inside the package: the guard code is
+//! the library's (`leasehold::supervise::guard`), compiled into this
+//! extension module, and the guard program is this Python interpreter
+//! running it — `python -I -S -c "<load leasehold._guard>" __guard ...`,
+//! whose anchor is started the same way (the guard starts its anchor as
+//! its own executable with the same leading arguments). So a wheel needs
+//! no second binary, works in any virtualenv or `--user` install, and the
+//! guard always speaks the supervisor's protocol version. `$LEASEHOLD_GUARD`
+//! still wins when set, as for every program using the library.
+//!
+//! `-I` keeps the guard from being steered by `PYTHON*` variables or the
+//! current directory; `-S` skips `site` (the package's directory is put on
+//! `sys.path` explicitly, so it is found wherever it was installed), which
+//! also makes the guard start faster.
+
+use std::ffi::OsString;
+
+use leasehold::supervise::{GUARD_ENV, GuardProgram};
+use pyo3::prelude::*;
+
+use crate::errors::OrRaise as _;
+
+/// The guard program for `store.run`.
+pub fn program(py: Python<'_>) -> PyResult<GuardProgram> {
+    if std::env::var_os(GUARD_ENV).is_some_and(|v| !v.is_empty()) {
+        return GuardProgram::find().map_err(leasehold::Error::from).or_raise();
+    }
+    let sys = py.import("sys")?;
+    let python: std::path::PathBuf = sys.getattr("executable")?.extract()?;
+    // The directory that holds the `leasehold` package.
+    let package: std::path::PathBuf = py.import("leasehold")?.getattr("__path__")?.get_item(0)?.extract()?;
+    let root = package.parent().unwrap_or(&package).to_owned();
+    let root = pyo3::types::PyString::new(py, &root.to_string_lossy()).repr()?;
+    let code = format!("import sys; sys.path.insert(0, {root}); from leasehold._guard import main; main()");
+    let args: Vec<OsString> = vec!["-I".into(), "-S".into(), "-c".into(), code.into()];
+    Ok(GuardProgram::new(python).with_args(args))
+}
+
+/// The guard's entry point, for `leasehold/_guard.py`: `args` are the
+/// process's arguments after the leading ones (`__guard ...` or
+/// `__anchor`). Returns the exit code.
+#[pyfunction]
+pub fn guard_main(py: Python<'_>, args: Vec<OsString>) -> u8 {
+    // The guard is the whole process: nothing in Python waits for it.
+    py.detach(move || leasehold::supervise::guard::main(&args).unwrap_or(2))
+}

@@ -1,0 +1,57 @@
+//! `leasehold._native`: the Python package's core, over the `leasehold`
+//! library. It converts types and errors and calls the library — leases,
+//! the queue, supervision, state files and locks are the library's, with
+//! no logic of their own here. The Python side (`python/leasehold/`)
+//! re-exports it, defines the exception classes, and holds what is
+//! Python's own: the `os.register_at_fork` hook and the main-thread
+//! interrupt of `on_lost="interrupt"`.
+//!
+//! | module | what |
+//! |---|---|
+//! | `store` | `lh.Store`: open by URL (or `$LEASEHOLD_STORE`, or the embedded default) |
+//! | `lease` | `lh.Lease`: acquire (wait), keep (the library's keeper), push loss, release |
+//! | `queue` | `lh.Queue`, `lh.Task`: add, claim (kept), done / fail / hand back |
+//! | `run`, `guard` | `store.run`: a command under a lease; the guard shipped in the package |
+//! | `files`, `lock` | state files; `flock` single-instance locks |
+//! | `convert`, `errors` | durations, names, paths, JSON; error kinds to exception classes |
+//! | `fork`, `background` | what a forked child may not touch; interruptible waits |
+//!
+//! Every blocking call runs without the GIL; heartbeats run on the
+//! keeper's threads and take the GIL only to call an `on_lost` callable.
+
+#![allow(
+    clippy::too_many_arguments,
+    reason = "a Python function's keyword arguments are one Rust argument each"
+)]
+
+mod background;
+mod convert;
+mod errors;
+mod files;
+mod fork;
+mod guard;
+mod lease;
+mod lock;
+mod queue;
+mod run;
+mod store;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<store::Store>()?;
+    m.add_class::<lease::Lease>()?;
+    m.add_class::<queue::Queue>()?;
+    m.add_class::<queue::Task>()?;
+    m.add_class::<queue::TaskIter>()?;
+    m.add_class::<lock::FileLock>()?;
+    m.add_function(wrap_pyfunction!(lock::lock_path, m)?)?;
+    m.add_function(wrap_pyfunction!(files::write_atomic, m)?)?;
+    m.add_function(wrap_pyfunction!(files::write_json, m)?)?;
+    m.add_function(wrap_pyfunction!(files::update_json, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(guard::guard_main, m)?)?;
+    m.add("ETCD", cfg!(feature = "etcd"))?;
+    Ok(())
+}

@@ -1,0 +1,553 @@
+//! `lh.Queue` and `lh.Task`: the library's task queue. A claim is a lease
+//! on the task, kept by a [`ClaimKeeper`] (heartbeats on its own threads,
+//! without the GIL); `with task:` reports `done` when the block succeeds,
+//! `fail` with the traceback when it raises, and hands the claim back
+//! (no attempt charged) on `KeyboardInterrupt`/`SystemExit`. A report the
+//! store refuses — the claim expired or was taken meanwhile — raises
+//! `LeaseLost`: the result was not recorded, so a task is never done twice.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use leasehold::{
+    Available, Claim, ClaimKeeper, ClaimLost, NewTask, QueueName, Retry, TaskAdd, TaskFail, TaskRetry, TaskUpdate, host,
+};
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use crate::convert::{self, Wait};
+use crate::errors::{self, OrRaise as _, Other};
+use crate::fork::Local;
+use crate::lease::{HoldOptions, lost_error, notify};
+use crate::store::Store;
+
+/// The longest an idle claimer sleeps between two claims, as the
+/// library's worker does; waits are cut in slices of [`SLICE`] so that ^C
+/// gets through.
+const IDLE_MAX: Duration = Duration::from_secs(2);
+const SLICE: Duration = Duration::from_millis(100);
+
+#[derive(Debug)]
+#[pyclass(frozen, module = "leasehold")]
+pub struct Queue {
+    store: Py<Store>,
+    name: QueueName,
+}
+
+impl Queue {
+    pub fn new(store: Py<Store>, name: QueueName) -> Self {
+        Self { store, name }
+    }
+
+    /// Claim the next task, waiting as `wait` says; `None` when nothing
+    /// became claimable in time.
+    fn claim_next(&self, py: Python<'_>, hold: &HoldOptions, wait: Wait) -> PyResult<Option<Task>> {
+        let store = self.store.get().handle(py)?;
+        let deadline = match wait {
+            Wait::Upto(d) => Some(Instant::now() + d),
+            _ => None,
+        };
+        let mut idle = SLICE;
+        loop {
+            let claimed = {
+                let (store, queue, keep) = (store.clone(), self.name.clone(), hold.keep.clone());
+                let owner = keep.owner.clone();
+                py.detach(move || store.claim_and_keep(&queue, owner.as_deref(), keep))
+                    .or_raise()?
+            };
+            if let Some((claim, keeper)) = claimed {
+                let what = format!("claim of task {}/{} (token {})", claim.queue, claim.id, claim.token);
+                notify(&keeper, what, hold.on_lost.as_ref());
+                return Task::new(py, claim, hold.keep.ttl, Hold { store, keeper }).map(Some);
+            }
+            let until = match (wait, deadline) {
+                (Wait::No, _) => return Ok(None),
+                (_, Some(deadline)) if Instant::now() >= deadline => return Ok(None),
+                (_, deadline) => deadline.map_or(Instant::now() + idle, |d| d.min(Instant::now() + idle)),
+            };
+            // Wake on the store's announcement (PostgreSQL's NOTIFY) or
+            // after `idle`, looking at signals every slice.
+            while Instant::now() < until {
+                let (store, queue) = (store.clone(), self.name.clone());
+                let slice = until.saturating_duration_since(Instant::now()).min(SLICE);
+                py.detach(move || store.wait_for_tasks(&queue, slice)).or_raise()?;
+                py.check_signals()?;
+            }
+            idle = (idle * 2).min(IDLE_MAX);
+        }
+    }
+}
+
+#[pymethods]
+impl Queue {
+    #[getter]
+    fn name(&self) -> String {
+        self.name.to_string()
+    }
+
+    /// Add a task; returns its id. The same id again is a no-op with the
+    /// same payload, and refused (`InvalidInput`) with another.
+    #[pyo3(signature = (payload, *, id=None, priority=0, delay=None, at=None, max_attempts=leasehold::DEFAULT_MAX_ATTEMPTS))]
+    fn add(
+        &self,
+        py: Python<'_>,
+        payload: &Bound<'_, PyAny>,
+        id: Option<&str>,
+        priority: i64,
+        delay: Option<&Bound<'_, PyAny>>,
+        at: Option<&Bound<'_, PyAny>>,
+        max_attempts: u32,
+    ) -> PyResult<String> {
+        if max_attempts == 0 {
+            return Err(errors::invalid("max_attempts must be at least 1"));
+        }
+        let available = match (convert::opt_duration(delay, "delay")?, at.filter(|a| !a.is_none())) {
+            (Some(_), Some(_)) => return Err(errors::invalid("give delay= or at=, not both")),
+            (Some(delay), None) => Available::After(delay),
+            (None, Some(at)) => {
+                let seconds: f64 = at.call_method0("timestamp")?.extract()?;
+                Available::At(
+                    SystemTime::UNIX_EPOCH
+                        .checked_add(
+                            Duration::try_from_secs_f64(seconds).map_err(|e| errors::invalid(format!("at: {e}")))?,
+                        )
+                        .ok_or_else(|| errors::invalid("at: too far ahead"))?,
+                )
+            }
+            (None, None) => Available::Now,
+        };
+        let task = NewTask {
+            id: id.map(convert::task_id).transpose()?,
+            payload: convert::to_json(payload)?,
+            priority,
+            available,
+            max_attempts,
+        };
+        let store = self.store.get().handle(py)?;
+        let queue = self.name.clone();
+        let mut added = py.detach(move || store.task_add(&queue, vec![task])).or_raise()?;
+        let (id, outcome) = added.pop().expect("one task in, one outcome out");
+        match outcome {
+            TaskAdd::Added | TaskAdd::Exists => Ok(id.to_string()),
+            TaskAdd::Conflict { existing } => Err(errors::invalid(format!(
+                "task {id} of queue {} exists with another payload ({}); nothing was added — use another id",
+                self.name, existing.payload
+            ))),
+        }
+    }
+
+    /// Claim the next task (waiting as `wait=` says). Raises
+    /// `NothingToClaim` when there is none.
+    #[pyo3(signature = (*, ttl=None, wait=None, owner=None, heartbeat=None, margin=None, on_lost=None))]
+    #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    fn claim(
+        &self,
+        py: Python<'_>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        owner: Option<String>,
+        heartbeat: Option<&Bound<'_, PyAny>>,
+        margin: Option<&Bound<'_, PyAny>>,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Task> {
+        let hold = HoldOptions::from_py(ttl, owner, heartbeat, margin, on_lost)?;
+        self.claim_next(py, &hold, Wait::from_py(wait)?)?.ok_or_else(|| {
+            errors::other(
+                Other::NothingToClaim,
+                format!("nothing to claim in queue {}", self.name),
+            )
+        })
+    }
+
+    /// Claim task after task: waits for new ones, or stops as soon as
+    /// nothing is claimable with `until_empty=True`, or after `max_tasks`.
+    #[pyo3(signature = (*, ttl=None, until_empty=false, max_tasks=None, owner=None, heartbeat=None, margin=None, on_lost=None))]
+    #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    fn claim_iter(
+        slf: &Bound<'_, Self>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        until_empty: bool,
+        max_tasks: Option<u64>,
+        owner: Option<String>,
+        heartbeat: Option<&Bound<'_, PyAny>>,
+        margin: Option<&Bound<'_, PyAny>>,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<TaskIter> {
+        Ok(TaskIter {
+            queue: slf.clone().unbind(),
+            hold: HoldOptions::from_py(ttl, owner, heartbeat, margin, on_lost)?,
+            wait: if until_empty { Wait::No } else { Wait::Forever },
+            max_tasks,
+            claimed: AtomicU64::new(0),
+        })
+    }
+
+    /// Counts by state: pending, running, done, dead.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.store.get().handle(py)?;
+        let queue = self.name.clone();
+        let stats = py.detach(move || store.task_stats(Some(&queue))).or_raise()?;
+        let (pending, running, done, dead) = stats
+            .first()
+            .map_or((0, 0, 0, 0), |s| (s.pending, s.running, s.done, s.dead));
+        convert::from_json(
+            py,
+            &serde_json::json!({"pending": pending, "running": running, "done": done, "dead": dead}),
+        )
+    }
+
+    /// One task as a dict (the library's fields), or None.
+    fn get<'py>(&self, py: Python<'py>, id: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let id = convert::task_id(id)?;
+        let store = self.store.get().handle(py)?;
+        let queue = self.name.clone();
+        let task = py.detach(move || store.task_get(&queue, &id)).or_raise()?;
+        task.map(|t| convert::from_json(py, &serde_json::to_value(t).expect("a task serializes")))
+            .transpose()
+    }
+
+    /// Revive a dead task. Raises `NoSuchTask`, or `InvalidInput` when it
+    /// is not dead.
+    fn retry(&self, py: Python<'_>, id: &str) -> PyResult<()> {
+        let id = convert::task_id(id)?;
+        let store = self.store.get().handle(py)?;
+        let (queue, task) = (self.name.clone(), id.clone());
+        match py.detach(move || store.task_retry(&queue, &task)).or_raise()? {
+            TaskRetry::Revived => Ok(()),
+            TaskRetry::NotFound => Err(errors::other(
+                Other::NoSuchTask,
+                format!("no task {id} in queue {}", self.name),
+            )),
+            TaskRetry::NotDead(state) => Err(errors::invalid(format!(
+                "task {id} of queue {} is {state:?}, not dead; only dead tasks can be retried",
+                self.name
+            ))),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<lh.Queue {:?}>", self.name.as_str())
+    }
+}
+
+#[derive(Debug)]
+#[pyclass(frozen, module = "leasehold")]
+pub struct TaskIter {
+    queue: Py<Queue>,
+    hold: HoldOptions,
+    wait: Wait,
+    max_tasks: Option<u64>,
+    claimed: AtomicU64,
+}
+
+#[pymethods]
+impl TaskIter {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Task>> {
+        if self
+            .max_tasks
+            .is_some_and(|max| self.claimed.load(Ordering::SeqCst) >= max)
+        {
+            return Ok(None);
+        }
+        let task = self.queue.get().claim_next(py, &self.hold, self.wait)?;
+        if task.is_some() {
+            self.claimed.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(task)
+    }
+}
+
+#[derive(Debug)]
+struct Hold {
+    store: Arc<leasehold::Store>,
+    keeper: ClaimKeeper,
+}
+
+#[derive(Debug)]
+enum State {
+    Claimed(Local<Hold>),
+    Busy,
+    /// Reported: `done`, `retrying`, `dead`, `released`, or `lost`.
+    Ended(&'static str),
+}
+
+/// How to end a claim.
+#[derive(Debug)]
+enum Report {
+    Done(Option<serde_json::Value>),
+    Fail(String, Retry),
+    Release,
+}
+
+#[derive(Debug)]
+#[pyclass(frozen, module = "leasehold")]
+pub struct Task {
+    claim: Claim,
+    payload: Py<PyAny>,
+    ttl: Duration,
+    state: Mutex<State>,
+}
+
+impl Task {
+    fn new(py: Python<'_>, claim: Claim, ttl: Duration, hold: Hold) -> PyResult<Self> {
+        Ok(Self {
+            payload: convert::from_json(py, &claim.payload)?.unbind(),
+            claim,
+            ttl,
+            state: Mutex::new(State::Claimed(Local::new(hold))),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn what(&self) -> String {
+        format!(
+            "claim of task {}/{} (token {})",
+            self.claim.queue, self.claim.id, self.claim.token
+        )
+    }
+
+    /// End the claim as `report` says; the outcome's word.
+    fn report(&self, py: Python<'_>, report: Report) -> PyResult<&'static str> {
+        let local = match std::mem::replace(&mut *self.state(), State::Busy) {
+            State::Claimed(local) => local,
+            other => {
+                let was = match &other {
+                    State::Ended(how) => format!("already reported ({how})"),
+                    _ => "being reported by another thread".to_owned(),
+                };
+                *self.state() = other;
+                return Err(errors::invalid(format!("{} is {was}", self.what())));
+            }
+        };
+        let Hold { store, keeper } = match local.take() {
+            Ok(hold) => hold,
+            Err(forked) => {
+                *self.state() = State::Ended("lost");
+                return Err(errors::of_kind(leasehold::ErrorKind::Lost, forked.says(&self.what())));
+            }
+        };
+        let (task, ttl) = (self.claim.task_ref(), self.ttl);
+        let outcome = py.detach(move || {
+            // Whether a refusal could be an expiry: the store cannot expire
+            // the claim before the last renewal's send time + TTL.
+            let expiry = keeper.last_renewed().saturating_add(ttl);
+            if let Some(loss) = keeper.stop() {
+                return Ok(Err(loss));
+            }
+            let lost = |lost| leasehold::Loss::Refused(ClaimLost::new(lost, host::boot_clock() >= expiry));
+            Ok::<_, leasehold::Error>(match report {
+                Report::Done(result) => match store.task_complete(&task, result.as_ref())? {
+                    TaskUpdate::Applied => Ok("done"),
+                    TaskUpdate::Lost(l) => Err(lost(l)),
+                },
+                Report::Fail(error, retry) => match store.task_fail(&task, &error, retry)? {
+                    TaskFail::Retrying { .. } => Ok("retrying"),
+                    TaskFail::Dead => Ok("dead"),
+                    TaskFail::Lost(l) => Err(lost(l)),
+                },
+                Report::Release => match store.task_release(&task)? {
+                    TaskUpdate::Applied => Ok("released"),
+                    TaskUpdate::Lost(l) => Err(lost(l)),
+                },
+            })
+        });
+        let (ended, result) = match outcome {
+            Ok(Ok(how)) => (how, Ok(how)),
+            Ok(Err(loss)) => ("lost", Err(lost_error(&self.what(), &loss))),
+            Err(e) => ("lost", Err(errors::library(&e))),
+        };
+        *self.state() = State::Ended(ended);
+        result
+    }
+}
+
+#[pymethods]
+impl Task {
+    #[getter]
+    fn id(&self) -> String {
+        self.claim.id.to_string()
+    }
+
+    #[getter]
+    fn queue(&self) -> String {
+        self.claim.queue.to_string()
+    }
+
+    #[getter]
+    fn payload(&self, py: Python<'_>) -> Py<PyAny> {
+        self.payload.clone_ref(py)
+    }
+
+    /// This claim's attempt (1 for the first).
+    #[getter]
+    fn attempt(&self) -> u32 {
+        self.claim.attempt
+    }
+
+    #[getter]
+    fn max_attempts(&self) -> u32 {
+        self.claim.max_attempts
+    }
+
+    /// The claim's token: larger than every earlier claim's of this task.
+    #[getter]
+    fn token(&self) -> u64 {
+        self.claim.token.0
+    }
+
+    /// Whether the claim is lost (a heartbeat refused, or its deadline
+    /// passed), or was ended. True in a forked child.
+    #[getter]
+    fn lost(&self) -> bool {
+        match &*self.state() {
+            State::Claimed(local) => {
+                local.get().is_ok_and(|hold| hold.keeper.handle().is_lost()) || local.get().is_err()
+            }
+            State::Busy => false,
+            State::Ended(how) => *how == "lost",
+        }
+    }
+
+    /// How the claim ended (`done`, `retrying`, `dead`, `released`,
+    /// `lost`), or None while it is held.
+    #[getter]
+    fn outcome(&self) -> Option<&'static str> {
+        match &*self.state() {
+            State::Ended(how) => Some(how),
+            _ => None,
+        }
+    }
+
+    /// Raise `LeaseLost` once the claim is lost.
+    fn check(&self) -> PyResult<()> {
+        match &*self.state() {
+            State::Claimed(local) => match local.get() {
+                Ok(hold) => hold
+                    .keeper
+                    .handle()
+                    .loss()
+                    .map_or(Ok(()), |loss| Err(lost_error(&self.what(), &loss))),
+                Err(forked) => Err(errors::of_kind(leasehold::ErrorKind::Lost, forked.says(&self.what()))),
+            },
+            State::Busy => Ok(()),
+            State::Ended(how) => Err(errors::of_kind(
+                leasehold::ErrorKind::Lost,
+                format!("{} has ended ({how})", self.what()),
+            )),
+        }
+    }
+
+    /// Mark the task done, with `result` (JSON) recorded.
+    #[pyo3(signature = (result=None))]
+    fn done(&self, py: Python<'_>, result: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let result = result.filter(|r| !r.is_none()).map(convert::to_json).transpose()?;
+        self.report(py, Report::Done(result)).map(drop)
+    }
+
+    /// Record a failed attempt: retried with backoff (or after
+    /// `retry_in`), or never with `retry=False`; dead once its attempts are
+    /// used up. Returns `"retrying"` or `"dead"`.
+    #[pyo3(signature = (error=None, *, retry_in=None, retry=true))]
+    fn fail(
+        &self,
+        py: Python<'_>,
+        error: Option<&Bound<'_, PyAny>>,
+        retry_in: Option<&Bound<'_, PyAny>>,
+        retry: bool,
+    ) -> PyResult<&'static str> {
+        let error = match error.filter(|e| !e.is_none()) {
+            Some(e) => e.str()?.to_cow()?.into_owned(),
+            None => "failed".to_owned(),
+        };
+        let retry = match (retry, convert::opt_duration(retry_in, "retry_in")?) {
+            (false, _) => Retry::Never,
+            (true, Some(after)) => Retry::After(after),
+            (true, None) => Retry::Backoff,
+        };
+        self.report(py, Report::Fail(error, retry))
+    }
+
+    /// Hand the claim back without charging the attempt.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        self.report(py, Report::Release).map(drop)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// `done` on success; `fail` with the traceback on an `Exception`; the
+    /// claim handed back on `KeyboardInterrupt`, `SystemExit` and the like.
+    #[pyo3(signature = (exc_type, exc=None, tb=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        exc: Option<&Bound<'_, PyAny>>,
+        tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if matches!(*self.state(), State::Ended(_)) {
+            return Ok(false);
+        }
+        let Some(exc_type) = exc_type.filter(|t| !t.is_none()) else {
+            self.done(py, None)?;
+            return Ok(false);
+        };
+        let report = if exc_type
+            .cast::<PyType>()?
+            .is_subclass_of::<pyo3::exceptions::PyException>()?
+        {
+            let lines = py
+                .import("traceback")?
+                .call_method1("format_exception", (exc_type, exc, tb))?;
+            let text: String = py
+                .import("builtins")?
+                .getattr("str")?
+                .call_method1("join", ("", lines))?
+                .extract()?;
+            Report::Fail(text, Retry::Backoff)
+        } else {
+            Report::Release
+        };
+        // The block's exception goes on; a refused report adds nothing to it.
+        let _ = self.report(py, report);
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<lh.Task {}/{} attempt {} token {}>",
+            self.claim.queue, self.claim.id, self.claim.attempt, self.claim.token
+        )
+    }
+}
+
+impl Drop for Task {
+    /// A claim dropped unreported is handed back, as a shut-down worker's is.
+    fn drop(&mut self) {
+        let state = std::mem::replace(
+            self.state.get_mut().unwrap_or_else(PoisonError::into_inner),
+            State::Busy,
+        );
+        let State::Claimed(local) = state else { return };
+        let Ok(Hold { store, keeper }) = local.take() else {
+            return;
+        };
+        let task = self.claim.task_ref();
+        Python::attach(|py| {
+            py.detach(move || {
+                if keeper.stop().is_none() {
+                    let _ = store.task_release(&task);
+                }
+            });
+        });
+    }
+}

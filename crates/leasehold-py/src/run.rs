@@ -1,0 +1,182 @@
+//! `store.run(name, argv)`: a command under a lease through
+//! `leasehold::supervise` — its own process group, the guard (see
+//! `guard.rs`) that stops it before the lease could pass on even if this
+//! process is stopped or killed, the grant bound to this process and the
+//! command's group for fast takeover. What differs from `leasehold run` is
+//! only what a library may not do to its host process: no process-wide
+//! signal handlers and no terminal hand-over. A ^C (`KeyboardInterrupt`)
+//! while the command runs stops it (SIGTERM, SIGKILL after the grace
+//! period), releases the lease and is raised once it has.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use leasehold::supervise::{self, LeaseRun, Output, RunOutcome, Spec, Stop, StopHandle, Timing};
+use leasehold::{LeaseName, Mode};
+use pyo3::prelude::*;
+
+use crate::background::Background;
+use crate::convert::Wait;
+use crate::errors::{self, OrRaise as _};
+
+pub struct RunArgs {
+    pub name: LeaseName,
+    pub argv: Vec<std::ffi::OsString>,
+    pub ttl: Duration,
+    pub heartbeat: Option<Duration>,
+    pub grace: Option<Duration>,
+    pub wait: Wait,
+    pub mode: Mode,
+    pub owner: Option<String>,
+    pub stall: Option<Duration>,
+    pub progress_file: Option<PathBuf>,
+}
+
+/// Whether the command may go on, as the caller last said.
+enum Control {
+    NotStarted,
+    Started(StopHandle),
+    /// Stop it as soon as it starts.
+    Cancelled,
+}
+
+pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyResult<u8> {
+    if args.argv.is_empty() {
+        return Err(errors::invalid("argv is empty: give the command and its arguments"));
+    }
+    let timing = Timing::new(args.ttl, args.heartbeat, args.grace, args.owner)
+        .map_err(|e| errors::invalid(format!("{e} (ttl=, heartbeat=, grace=)")))?;
+    let grace = timing.grace;
+    let spec = Spec {
+        command: args.argv,
+        guard: crate::guard::program(py)?,
+        grace,
+        stdin: None,
+        output: if args.stall.is_some() {
+            Output::Forward
+        } else {
+            Output::Inherit
+        },
+        stall: args.stall.map(|limit| (limit, args.progress_file.clone())),
+    };
+    let lease = LeaseRun {
+        name: args.name.clone(),
+        timing,
+        mode: args.mode,
+        wait: args.wait.timeout(),
+        // The host process's signals and terminal are its own.
+        forward_signals: false,
+        hand_terminal: false,
+    };
+    let control = Arc::new(Mutex::new(Control::NotStarted));
+    let call = {
+        let control = control.clone();
+        Background::spawn(move || {
+            supervise::run_with(
+                &store,
+                &lease,
+                spec,
+                |_| {},
+                move |handle| {
+                    let mut control = control.lock().unwrap_or_else(PoisonError::into_inner);
+                    if matches!(*control, Control::Cancelled) {
+                        handle.stop(Stop::Shutdown);
+                    }
+                    *control = Control::Started(handle);
+                },
+            )
+        })
+    };
+    let outcome = match call.wait(py) {
+        Ok(outcome) => outcome,
+        Err(interrupted) => {
+            match std::mem::replace(
+                &mut *control.lock().unwrap_or_else(PoisonError::into_inner),
+                Control::Cancelled,
+            ) {
+                Control::Started(handle) => {
+                    handle.stop(Stop::Shutdown);
+                }
+                Control::NotStarted | Control::Cancelled => {}
+            }
+            // Until the command is gone and the lease released: the grace
+            // period, and some slack. A wait for the lease ends by itself.
+            if call
+                .wait_for(py, grace + supervise::slack(args.ttl) + Duration::from_secs(1))
+                .is_none()
+            {
+                call.give_up(py, drop);
+            }
+            return Err(interrupted);
+        }
+    };
+    let (grant, finished, release_error) = match outcome.or_raise()? {
+        RunOutcome::Held(held) => return Err(crate::lease::held_error(&args.name, &held, args.wait)),
+        RunOutcome::Ran {
+            grant,
+            finished,
+            release_error,
+        } => (grant, finished, release_error),
+    };
+    if let Some(e) = release_error {
+        let message = format!(
+            "could not release {} (token {}): {}; it expires by its TTL",
+            args.name,
+            grant.token,
+            errors::library(&e)
+        );
+        PyErr::warn(
+            py,
+            &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
+            &std::ffi::CString::new(message).unwrap_or_default(),
+            1,
+        )?;
+    }
+    let stopped = |what: String| {
+        format!(
+            "{what}. The command was stopped (SIGTERM, then SIGKILL after {}); its work may be incomplete — the next holder gets a new token",
+            leasehold::format_duration(grace)
+        )
+    };
+    match finished.stopped {
+        Some(Stop::Lost(loss)) => {
+            return Err(errors::of_kind(
+                leasehold::ErrorKind::Lost,
+                stopped(format!(
+                    "lost the lease {} (token {}) while the command ran: {loss}",
+                    args.name, grant.token
+                )),
+            ));
+        }
+        Some(Stop::Stalled(limit)) => {
+            return Err(errors::of_kind(
+                leasehold::ErrorKind::Failed,
+                stopped(format!(
+                    "the command stalled: it wrote nothing to stdout or stderr{} for {}",
+                    args.progress_file
+                        .as_ref()
+                        .map(|p| format!(" and did not touch {}", p.display()))
+                        .unwrap_or_default(),
+                    leasehold::format_duration(limit)
+                )),
+            ));
+        }
+        Some(Stop::Shutdown) | None => {}
+    }
+    if let Some((code, message)) = finished.spawn_error {
+        return Err(errors::of_kind(
+            leasehold::ErrorKind::Failed,
+            format!("{message} (exit {code}, as a shell says)"),
+        ));
+    }
+    finished.code.ok_or_else(|| {
+        errors::of_kind(
+            leasehold::ErrorKind::Failed,
+            format!(
+                "the guard process of {} died unexpectedly; the command's process group was killed",
+                args.name
+            ),
+        )
+    })
+}
