@@ -90,7 +90,8 @@ pub fn reacquires(
         && me.pid_ns == holder.pid_ns
         && me.pid == holder.pid
         && me.start_time.is_some()
-        && me.start_time == holder.start_time;
+        && me.start_time == holder.start_time
+        && me.pgid == holder.pgid;
     (p.reacquire_by_process && !p.owner.explicit && !owner_explicit && same_process)
         .then_some("same process registered again; expiry extended")
 }

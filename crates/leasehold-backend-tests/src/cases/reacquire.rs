@@ -126,7 +126,8 @@ pub fn reacquire_after_expiry_gets_new_token<H: Harness>(t: &mut Case<H>) {
 /// token, shared or exclusive; another process (or the same pid with
 /// another start time: a reused pid) is another holder, and a request that
 /// does not ask for it (an in-process holder, whose threads must exclude
-/// one another) is held.
+/// one another) is held, and so is the same process for another process
+/// group (a second command one supervisor runs under the name).
 pub fn reacquire_by_the_same_process_renews_its_grant<H: Harness>(t: &mut Case<H>) {
     let process = leasehold_backend::Holder {
         bound: true,
@@ -164,6 +165,19 @@ pub fn reacquire_by_the_same_process_renews_its_grant<H: Harness>(t: &mut Case<H
         t.events("solo")[0],
         (HistoryEvent::Reacquired, Some(exclusive.token)),
         "recorded as a re-acquisition"
+    );
+    let another_group = LeaseAcquireParams {
+        holder: leasehold_backend::Holder {
+            pgid: Some(process.pgid.unwrap_or(0) + 1),
+            ..process.clone()
+        },
+        ..solo.clone()
+    };
+    let held = t.held(&another_group);
+    assert_eq!(
+        tokens(&held.grants),
+        vec![exclusive.token],
+        "another process group: held"
     );
     let in_process = LeaseAcquireParams {
         reacquire_by_process: false,
