@@ -415,12 +415,12 @@ impl Lease {
         exc_type: Option<&Bound<'_, PyAny>>,
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
+    ) -> PyResult<()> {
         let released = self.release_held(py);
         if exc_type.is_none_or(PyAnyMethods::is_none) {
             released?;
         }
-        Ok(false)
+        Ok(())
     }
 
     /// `async with`: acquiring (and waiting) runs on the event loop's

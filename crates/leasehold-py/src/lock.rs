@@ -150,12 +150,12 @@ impl FileLock {
         exc_type: Option<&Bound<'_, PyAny>>,
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
+    ) -> PyResult<()> {
         let released = self.release();
         if exc_type.is_none_or(PyAnyMethods::is_none) {
             released?;
         }
-        Ok(false)
+        Ok(())
     }
 
     fn __repr__(&self) -> String {

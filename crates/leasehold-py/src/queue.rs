@@ -14,7 +14,7 @@ use leasehold::{
     Available, Claim, ClaimKeeper, ClaimLost, NewTask, QueueName, Retry, TaskAdd, TaskFail, TaskRetry, TaskUpdate, host,
 };
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyString, PyType};
 
 use crate::convert::{self, Wait};
 use crate::errors::{self, OrRaise as _, Other};
@@ -484,8 +484,13 @@ impl Task {
         slf
     }
 
-    /// `done` on success; `fail` with the traceback on an `Exception`; the
-    /// claim handed back on `KeyboardInterrupt`, `SystemExit` and the like.
+    /// `done` on success. An `Exception` is recorded with `fail` (its
+    /// traceback as the error; retried with backoff) and then suppressed,
+    /// so that a `for task in claim_iter(): with task:` loop goes on to the
+    /// next task, as `leasehold work` does — unless the store refused the
+    /// report (the claim was lost): then it goes on up. `KeyboardInterrupt`,
+    /// `SystemExit` and the like hand the claim back (no attempt charged)
+    /// and go on up.
     #[pyo3(signature = (exc_type, exc=None, tb=None))]
     fn __exit__(
         &self,
@@ -501,25 +506,19 @@ impl Task {
             self.done(py, None)?;
             return Ok(false);
         };
-        let report = if exc_type
+        if !exc_type
             .cast::<PyType>()?
             .is_subclass_of::<pyo3::exceptions::PyException>()?
         {
-            let lines = py
-                .import("traceback")?
-                .call_method1("format_exception", (exc_type, exc, tb))?;
-            let text: String = py
-                .import("builtins")?
-                .getattr("str")?
-                .call_method1("join", ("", lines))?
-                .extract()?;
-            Report::Fail(text, Retry::Backoff)
-        } else {
-            Report::Release
-        };
-        // The block's exception goes on; a refused report adds nothing to it.
-        let _ = self.report(py, report);
-        Ok(false)
+            // Ours or not, the exception goes on up.
+            let _ = self.report(py, Report::Release);
+            return Ok(false);
+        }
+        let lines = py
+            .import("traceback")?
+            .call_method1("format_exception", (exc_type, exc, tb))?;
+        let text: String = PyString::new(py, "").call_method1("join", (lines,))?.extract()?;
+        Ok(self.report(py, Report::Fail(text, Retry::Backoff)).is_ok())
     }
 
     fn __repr__(&self) -> String {

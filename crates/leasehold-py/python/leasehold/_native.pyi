@@ -2,6 +2,7 @@
 
 import datetime
 import os
+import pathlib
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Type, Union
 
@@ -91,14 +92,14 @@ class Lease:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException] = None,
         tb: Optional[TracebackType] = None,
-    ) -> bool: ...
+    ) -> None: ...
     async def __aenter__(self) -> "Lease": ...
     async def __aexit__(
         self,
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool: ...
+    ) -> None: ...
 
 class Queue:
     """A task queue of a store (SQLite or PostgreSQL)."""
@@ -179,7 +180,7 @@ class FileLock:
     """A held ``flock`` lock (``lh.lock``)."""
 
     @property
-    def path(self) -> str: ...
+    def path(self) -> pathlib.Path: ...
     @property
     def shared(self) -> bool: ...
     @property
@@ -191,7 +192,7 @@ class FileLock:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException] = None,
         tb: Optional[TracebackType] = None,
-    ) -> bool: ...
+    ) -> None: ...
 
 def lock(
     path: StrPath,

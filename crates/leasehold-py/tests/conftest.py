@@ -1,0 +1,257 @@
+"""Fixtures of the Python suite: stores of every kind, with throwaway
+PostgreSQL and etcd servers on 127.0.0.1 started here, as the Rust tests
+start theirs (free ports, temp dirs, stopped by pid). Without the server
+binaries a store's tests skip — except with CI=true, where a missing
+server fails them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator, Optional
+
+import pytest
+
+import leasehold as lh
+
+CI = os.environ.get("CI") == "true"
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parent / "examples"
+REPO = HERE.parents[2]
+
+
+def missing(what: str) -> None:
+    if CI:
+        pytest.fail(f"CI=true: {what}")
+    pytest.skip(what)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Postgres:
+    def __init__(self) -> None:
+        versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not versions:
+            raise FileNotFoundError("no PostgreSQL server binaries (/usr/lib/postgresql/*/bin/initdb)")
+        self.bin = versions[-1].parent
+        self.dir = Path(tempfile.mkdtemp(prefix="leasehold-py-pg-"))
+        self.root = os.geteuid() == 0
+        if self.root:
+            shutil.chown(self.dir, "postgres", "postgres")
+        self.data = self.dir / "data"
+        self._run("initdb", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D", str(self.data))
+        for _ in range(5):
+            self.port = free_port()
+            options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off -c max_connections=200"
+            started = self._call(
+                "pg_ctl", "-D", str(self.data), "-l", str(self.dir / "log"), "-w", "-t", "60", "-o", options, "start"
+            )
+            if started.returncode == 0:
+                return
+        raise RuntimeError(f"PostgreSQL did not start; see {self.dir / 'log'}")
+
+    def _call(self, program: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+        argv = [str(self.bin / program), *args]
+        if self.root:
+            argv = ["runuser", "-u", "postgres", "--", *argv]
+        return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+
+    def _run(self, program: str, *args: str) -> None:
+        done = self._call(program, *args)
+        if done.returncode != 0:
+            raise RuntimeError(f"{program} failed: {done.stderr.decode(errors='replace')}")
+
+    def url(self, schema: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/postgres?schema={schema}&connect_timeout=5"
+
+    def stop(self) -> None:
+        self._call("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Etcd:
+    def __init__(self) -> None:
+        etcd = shutil.which("etcd")
+        if etcd is None:
+            raise FileNotFoundError("no etcd binary on PATH (Debian: etcd-server)")
+        self.dir = Path(tempfile.mkdtemp(prefix="leasehold-py-etcd-"))
+        self.port, peer = free_port(), free_port()
+        client = f"http://127.0.0.1:{self.port}"
+        peer_url = f"http://127.0.0.1:{peer}"
+        log = open(self.dir / "log", "wb")
+        self.process = subprocess.Popen(
+            [etcd, "--name", "t", "--data-dir", str(self.dir / "data"),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+             "--initial-cluster", f"t={peer_url}", "--initial-cluster-state", "new",
+             "--unsafe-no-fsync", "--logger", "zap", "--log-outputs", "stderr"],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            healthy = subprocess.run(
+                ["etcdctl", "--endpoints", f"127.0.0.1:{self.port}", "--command-timeout=2s", "endpoint", "health"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+            )  # fmt: skip
+            if healthy.returncode == 0:
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"etcd did not become healthy; see {self.dir / 'log'}")
+
+    def url(self, prefix: str) -> str:
+        return f"etcd://127.0.0.1:{self.port}?prefix=/{prefix}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Servers:
+    """Started on first use, stopped at the end of the session."""
+
+    def __init__(self) -> None:
+        self._postgres: Optional[Postgres] = None
+        self._etcd: Optional[Etcd] = None
+        self._failed: dict[str, str] = {}
+
+    def postgres(self) -> Postgres:
+        if self._postgres is None:
+            if "postgres" not in self._failed:
+                try:
+                    self._postgres = Postgres()
+                except (OSError, RuntimeError) as e:
+                    self._failed["postgres"] = str(e)
+            if self._postgres is None:
+                missing(f"PostgreSQL: {self._failed['postgres']}")
+        assert self._postgres is not None
+        return self._postgres
+
+    def etcd(self) -> Etcd:
+        if not lh.ETCD:
+            missing("this build of the package has no etcd store (build it with --features etcd)")
+        if self._etcd is None:
+            if "etcd" not in self._failed:
+                try:
+                    self._etcd = Etcd()
+                except (OSError, RuntimeError) as e:
+                    self._failed["etcd"] = str(e)
+            if self._etcd is None:
+                missing(f"etcd: {self._failed['etcd']}")
+        assert self._etcd is not None
+        return self._etcd
+
+    def stop(self) -> None:
+        for server in (self._postgres, self._etcd):
+            if server is not None:
+                server.stop()
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[Servers]:
+    s = Servers()
+    yield s
+    s.stop()
+
+
+def unique() -> str:
+    return "t" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite://{tmp_path / 'leasehold.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres", "etcd"])
+def store_url(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) -> str:
+    """A fresh store of each kind."""
+    kind = request.param
+    if kind == "sqlite":
+        return f"sqlite://{tmp_path / 'leasehold.db'}"
+    if kind == "postgres":
+        return servers.postgres().url(unique())
+    return servers.etcd().url(unique())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def queue_store_url(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) -> str:
+    """A fresh store of each kind that has a task queue."""
+    if request.param == "sqlite":
+        return f"sqlite://{tmp_path / 'leasehold.db'}"
+    return servers.postgres().url(unique())
+
+
+def python(script: str, *args: str, env: Optional[dict[str, str]] = None, **popen: object) -> "subprocess.Popen[str]":
+    """Start a Python child running `script` (source text) with `args`."""
+    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        **popen,
+    )
+
+
+def read_line(process: "subprocess.Popen[str]", timeout: float = 30) -> str:
+    """The next line the child prints (failing with its stderr if it ends)."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(process.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if sel.select(timeout=0.1):
+                line = process.stdout.readline()
+                if line:
+                    return line.strip()
+                break
+    process.kill()
+    _, err = process.communicate()
+    raise AssertionError(f"the child printed no line (exit {process.returncode}): {err}")
+
+
+def leasehold_cli() -> Optional[Path]:
+    """The workspace's `leasehold` binary, if built."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    for profile in ("debug", "release"):
+        binary = target / profile / "leasehold"
+        if binary.exists():
+            return binary
+    return None
+
+
+def block_sqlite(db: Path, seconds: float) -> "subprocess.Popen[str]":
+    """Another process holding the SQLite store's write lock for `seconds`
+    (so renewals fail until the holder-side deadline). A process of its
+    own: SQLite's locks are per process, and Python's sqlite3 module in
+    this process would not exclude leasehold's SQLite at all."""
+    blocker = python(
+        "import sqlite3, sys, time\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(float(sys.argv[2]))\n",
+        str(db),
+        str(seconds),
+    )
+    assert read_line(blocker) == "locked"
+    return blocker

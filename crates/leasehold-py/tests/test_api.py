@@ -1,0 +1,317 @@
+"""The API as a user drives it, on SQLite, PostgreSQL and etcd."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+import leasehold as lh
+
+from conftest import block_sqlite, leasehold_cli, python, read_line
+
+
+def test_a_lease_excludes_others_and_its_token_only_grows(store_url: str) -> None:
+    store = lh.Store(store_url)
+    tokens = []
+    for _ in range(3):
+        with store.lease("nightly-report", ttl="2m") as lease:
+            assert lease.held and not lease.lost
+            lease.check()
+            tokens.append(lease.token)
+            with pytest.raises(lh.Held, match="nightly-report is held: exclusive by"):
+                store.lease("nightly-report", ttl="2m").acquire()
+        assert not lease.held
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    # Released: free again at once.
+    store.lease("nightly-report").acquire().release()
+
+
+def test_wait_waits_for_the_holder(store_url: str) -> None:
+    store = lh.Store(store_url)
+    first = store.lease("w", ttl="30s").acquire()
+    threading.Timer(0.3, first.release).start()
+    started = time.monotonic()
+    with store.lease("w", ttl="30s", wait="10s") as second:
+        assert second.token > first.token
+    assert 0.25 < time.monotonic() - started < 8
+    held = store.lease("w", ttl="30s").acquire()
+    with pytest.raises(lh.Held, match="still held after waiting 200ms"):
+        store.lease("w", wait=0.2).acquire()
+    held.release()
+
+
+def test_shared_leases_coexist_up_to_their_limit(store_url: str) -> None:
+    store = lh.Store(store_url)
+    a = store.lease("s", shared=2).acquire()
+    b = store.lease("s", shared=2).acquire()
+    with pytest.raises(lh.Held):
+        store.lease("s", shared=2).acquire()
+    with pytest.raises(lh.Held):
+        store.lease("s").acquire()
+    a.release()
+    b.release()
+
+
+def test_async_with_acquires_without_blocking_the_loop(store_url: str) -> None:
+    store = lh.Store(store_url)
+    holder = store.lease("a", ttl="30s").acquire()
+
+    async def main() -> List[int]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        asyncio.get_running_loop().call_later(0.3, holder.release)
+        async with store.lease("a", ttl="30s", wait="10s") as lease:
+            token = lease.token
+            assert lease.held
+        ticker.cancel()
+        return [ticks, token]
+
+    ticks, token = asyncio.run(main())
+    assert ticks >= 10, "the event loop was blocked while waiting"
+    assert token > holder.token
+
+
+def test_fenced_writes_refuse_a_stale_token(store_url: str, tmp_path: Path) -> None:
+    store = lh.Store(store_url)
+    out = tmp_path / "report.json"
+    old = store.lease("r", ttl="30s").acquire()
+    old_token = old.token
+    old.release()
+    with store.lease("r", ttl="30s") as new:
+        lh.write_atomic(out, '{"by": "new"}', fence=new)
+        with pytest.raises(lh.StaleToken, match=f"stale fencing token {old_token}"):
+            lh.write_atomic(out, b'{"by": "old"}', fence=old_token)
+        with pytest.raises(lh.StaleToken):
+            store.fence("r", old_token)
+        store.fence("r", new)
+    assert json.loads(out.read_text()) == {"by": "new"}
+
+
+def test_update_json_reads_modifies_and_writes_under_a_lock(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    for runs in (1, 2, 3):
+        new = lh.update_json(state, lambda s: {**s, "runs": s.get("runs", 0) + 1}, default={})
+        assert new == {"runs": runs}
+    assert json.loads(state.read_text()) == {"runs": 3}
+
+    def boom(s: Any) -> Any:
+        raise KeyError("no")
+
+    with pytest.raises(KeyError):
+        lh.update_json(state, boom)
+    assert json.loads(state.read_text()) == {"runs": 3}, "a failed filter changed the file"
+    lh.write_json(state, [1, 2])
+    assert json.loads(state.read_text()) == [1, 2]
+
+
+def test_durations_are_strings_numbers_or_timedeltas(sqlite_url: str) -> None:
+    store = lh.Store(sqlite_url)
+    for ttl in ("90s", "1m30s", 90, 90.0, datetime.timedelta(seconds=90)):
+        with store.lease("d", ttl=ttl) as lease:
+            assert lease.ttl == 90.0
+    for bad in (True, "ninety", -1, float("nan")):
+        with pytest.raises(lh.InvalidInput):
+            store.lease("d", ttl=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        store.lease("d", ttl=[90])  # type: ignore[arg-type]
+    with pytest.raises(lh.InvalidInput, match="between|limit|longer|at most|within"):
+        store.lease("d", ttl="2y").acquire()
+
+
+def test_the_exceptions_form_one_hierarchy() -> None:
+    classes = [getattr(lh, n) for n in lh._errors.__all__]
+    assert all(issubclass(c, lh.Error) for c in classes)
+    assert issubclass(lh.InvalidInput, ValueError) and issubclass(lh.InvalidName, lh.InvalidInput)
+    assert issubclass(lh.StoreBusy, lh.StoreUnavailable)
+    assert issubclass(lh.NoSuchTask, LookupError)
+
+
+def test_lost_grants_are_pushed_to_lost_check_and_on_lost(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    store = lh.Store(f"sqlite://{db}")
+    seen: List[lh.LeaseLost] = []
+    lease = store.lease("l", ttl="1s", on_lost=seen.append).acquire()
+    # Another writer keeps the store locked: renewals fail until the
+    # holder-side deadline.
+    blocker = block_sqlite(db, 3)
+    deadline = time.monotonic() + 5
+    while not lease.lost and time.monotonic() < deadline:
+        time.sleep(0.02)
+    blocker.kill()
+    assert lease.lost and not lease.held
+    with pytest.raises(lh.LeaseLost, match="lease l .* was lost: renewals kept failing"):
+        lease.check()
+    assert len(seen) == 1 and isinstance(seen[0], lh.LeaseLost)
+    with pytest.raises(lh.LeaseLost):
+        lease.release()
+
+
+def test_on_lost_interrupt_stops_a_loop_that_never_checks(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    child = python(
+        """
+import sys, time, leasehold as lh
+store = lh.Store("sqlite://" + sys.argv[1])
+lease = store.lease("i", ttl="2s", on_lost="interrupt").acquire()
+print("held", flush=True)
+started = time.monotonic()
+try:
+    while True:
+        time.sleep(3600)      # never checks
+except lh.LeaseLost as e:
+    print(f"{time.monotonic() - started:.2f} {lease.lost} {e}", flush=True)
+""",
+        str(db),
+    )
+    assert read_line(child) == "held"
+    blocker = block_sqlite(db, 4)
+    elapsed, lost, message = read_line(child, timeout=10).split(" ", 2)
+    blocker.kill()
+    child.wait(10)
+    # Raised in the main thread before the store could have expired it.
+    assert float(elapsed) < 2.0 and lost == "True", message
+    assert "was lost" in message
+
+
+def test_a_queue_claims_runs_and_reports(queue_store_url: str) -> None:
+    store = lh.Store(queue_store_url)
+    q = store.queue("emails")
+    assert q.add({"to": "a@b"}, id="welcome-42", priority=0, delay="10s") == "welcome-42"
+    assert q.add({"to": "a@b"}, id="welcome-42") == "welcome-42", "the same task again is a no-op"
+    with pytest.raises(lh.InvalidInput, match="another payload"):
+        q.add({"to": "c@d"}, id="welcome-42")
+    with pytest.raises(lh.NothingToClaim):
+        q.claim(ttl="5m")
+    q.add({"n": 1}, id="ok", priority=5)
+    q.add({"n": 2}, id="bad", max_attempts=1)
+    sent = []
+    for task in q.claim_iter(ttl="5m", until_empty=True):
+        with task:  # a failure is recorded, and the loop goes on
+            assert not task.lost
+            if task.id == "bad":
+                raise RuntimeError("SMTP said no")
+            sent.append(task.payload)
+    assert sent == [{"n": 1}]
+    assert q.stats() == {"pending": 1, "running": 0, "done": 1, "dead": 1}
+    bad = q.get("bad")
+    assert bad is not None and bad["state"] == "dead" and "SMTP said no" in str(bad)
+    assert "Traceback" in str(bad), "fail() records the traceback"
+    q.retry("bad")
+    with pytest.raises(lh.NoSuchTask):
+        q.retry("nope")
+    task = q.claim(ttl="5m")
+    assert (task.id, task.attempt) == ("bad", 1)
+    task.release()
+    task = q.claim(ttl="5m")
+    assert task.attempt == 1 or task.attempt == 2
+    assert task.fail("again", retry_in="1h") in ("retrying", "dead")
+
+
+def test_claim_waits_for_a_task(queue_store_url: str) -> None:
+    store = lh.Store(queue_store_url)
+    q = store.queue("later")
+    threading.Timer(0.3, lambda: q.add("hello")).start()
+    started = time.monotonic()
+    task = q.claim(ttl="1m", wait="10s")
+    assert task.payload == "hello" and time.monotonic() - started < 8
+    task.done({"ok": True})
+    assert task.outcome == "done"
+
+
+def test_etcd_has_no_queue(servers: Any) -> None:
+    store = lh.Store(servers.etcd().url("noqueue"))
+    with pytest.raises(lh.Unsupported, match="task queue"):
+        store.queue("q").add(1)
+
+
+def test_run_supervises_a_command_under_the_lease(store_url: str, tmp_path: Path) -> None:
+    store = lh.Store(store_url)
+    out = tmp_path / "env"
+    code = store.run("nightly-report", ["sh", "-c", f'echo "$LEASEHOLD_NAME $LEASEHOLD_TOKEN" > {out}; exit 7'], ttl="2m")
+    assert code == 7
+    name, token = out.read_text().split()
+    assert name == "nightly-report" and int(token) > 0
+    with store.lease("nightly-report"):
+        with pytest.raises(lh.Held):
+            store.run("nightly-report", ["true"])
+    with pytest.raises(lh.Failed, match="cannot run"):
+        store.run("nightly-report", ["/no/such/program"])
+
+
+def test_run_stops_the_command_when_the_lease_is_lost(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    store = lh.Store(f"sqlite://{db}")
+    blockers = []
+    threading.Timer(0.5, lambda: blockers.append(block_sqlite(db, 5))).start()
+    started = time.monotonic()
+    with pytest.raises(lh.LeaseLost, match="while the command ran"):
+        store.run("r", ["sleep", "30"], ttl="2s")
+    # Stopped, not run out: (the release then waits for the store's lock).
+    assert time.monotonic() - started < 10
+    blockers[0].kill()
+
+
+def test_lock_is_the_same_flock_as_the_cli(tmp_path: Path) -> None:
+    agent = tmp_path / "my-agent"
+    with lh.lock(f"{agent}/") as held:
+        assert held.locked and held.path == agent / ".leasehold.lock"
+        with pytest.raises(lh.Held, match="locked by pid"):
+            lh.lock(agent)
+        cli = leasehold_cli()
+        if cli is not None:
+            done = subprocess.run([cli, "lock", f"{agent}/", "--", "true"], capture_output=True, check=False)
+            assert done.returncode == 11, done.stderr
+    assert not held.locked
+    with pytest.raises(lh.InvalidInput):
+        lh.lock(str(agent / ".leasehold.lock") + "/")
+    # A missing path is the lock file itself, in a directory that must exist.
+    with lh.lock(tmp_path / "backup.lock") as f:
+        assert f.path == tmp_path / "backup.lock"
+    with pytest.raises(lh.Failed, match="does not exist|missing|no such"):
+        lh.lock(tmp_path / "nope" / "x.lock")
+    home = os.environ["HOME"]
+    with lh.lock("~/") as in_home:
+        assert str(in_home.path) == os.path.join(home, ".leasehold.lock")
+
+
+def test_the_default_store_is_the_clis(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path), "LEASEHOLD_STORE": ""}
+    child = python("import leasehold as lh; print(lh.Store().url)", env=env)
+    assert read_line(child) == f"sqlite://{tmp_path}/leasehold/leasehold.db"
+    env["LEASEHOLD_STORE"] = f"sqlite://{tmp_path}/other.db"
+    child = python("import leasehold as lh; print(lh.Store().url)", env=env)
+    assert read_line(child) == f"sqlite://{tmp_path}/other.db"
+
+
+def test_passwords_are_never_shown(servers: Any) -> None:
+    pg = servers.postgres()
+    store = lh.Store(f"postgres://postgres:s3cret@127.0.0.1:{pg.port}/postgres?schema=pw")
+    assert "s3cret" not in store.url and "s3cret" not in repr(store)
+
+
+def test_the_package_is_typed_for_mypy_strict() -> None:
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(examples)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
