@@ -309,7 +309,7 @@ def test_passwords_are_never_shown(servers: Any) -> None:
 def test_the_package_is_typed_for_mypy_strict() -> None:
     examples = Path(__file__).resolve().parents[1] / "examples"
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(examples)],
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", os.devnull, str(examples)],
         capture_output=True,
         text=True,
         check=False,
