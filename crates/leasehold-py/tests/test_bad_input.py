@@ -105,3 +105,32 @@ def test_a_store_down_mid_lease_is_reported_and_nothing_is_lost(tmp_path: Path) 
     finally:
         os.chmod(tmp_path, 0o700)
     assert json.loads(state.read_text()) == {"kept": True}
+
+
+import unicodedata  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_store = lh.Store(f"sqlite://{__import__('tempfile').mkdtemp()}/props.db")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_any_name_is_accepted_as_given_or_refused_as_invalid(name: str) -> None:
+    try:
+        lease = _store.lease(name)
+    except lh.InvalidName:
+        assert name == "" or len(name.encode()) > 255 or any(unicodedata.category(c) == "Cc" for c in name)
+        return
+    assert lease.name == name
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True), st.integers(min_value=-(10**12), max_value=10**12), st.text(max_size=12)))
+def test_any_duration_is_taken_or_refused_as_invalid_input(ttl: object) -> None:
+    try:
+        lease = _store.lease("d", ttl=ttl)  # type: ignore[arg-type]
+    except lh.InvalidInput:
+        return
+    assert lease.ttl >= 0
