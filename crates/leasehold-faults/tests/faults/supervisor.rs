@@ -343,43 +343,56 @@ fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_pa
     conclude_stopped("(a) supervisor stopped alone", "the newcomer's grant", &results);
 }
 
-/// fault case 25b: the supervisor and its guard are `SIGSTOPped`: nothing is
-/// left to stop the command, which runs on — only the fenced sink protects
-/// what it writes: after the newcomer's first write every old-token write
-/// is refused. On SIGCONT the guard finds the window closed and stops it at
-/// once; `run` exits 75.
+/// Cases 25b and 25c: the supervisor and its guard — and, with
+/// `command_too`, the command — `SIGSTOPped` past the TTL while a newcomer
+/// holds and writes. Nothing unpaused can stop the command: only the sink
+/// protects what it writes (after the newcomer's first write every
+/// old-token write is refused). Resumed — the command first, so that it
+/// writes with its stale token — the guard finds the window closed and
+/// stops it at once; `run` exits 75.
+fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
+    let sb = Sandbox::new();
+    let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
+    let cmd = command_pid(&sb);
+    let old = grants::read(&sb.file("grants")).unwrap()[0].token;
+    let guard = guard_of(sup.id());
+    proc::signal(sup.id(), Signal::STOP);
+    proc::signal(guard, Signal::STOP);
+    if command_too {
+        pause_outside_sink(&sb, cmd);
+    }
+    let mut seen = Vec::new();
+    let (code, err) = second_holder(&sb);
+    if code != 0 {
+        seen.push(format!("the second holder exited {code}: {err}"));
+    }
+    // The newcomer has released by now: its logged start stands in for
+    // its grant (a little later than it).
+    let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
+    if command_too {
+        proc::signal(cmd, Signal::CONT);
+        std::thread::sleep(Duration::from_millis(20)); // it writes with its stale token
+    }
+    proc::signal(guard, Signal::CONT);
+    proc::signal(sup.id(), Signal::CONT);
+    let (code, err) = finish(sup, Duration::from_secs(10));
+    if code != 75 {
+        seen.push(format!("supervisor exit {code}, not 75: {err}"));
+    }
+    if proc::alive(cmd) {
+        seen.push("the command outlived its resumed supervisor".into());
+    }
+    (
+        sink_report(&sb, trial, seen),
+        ms_after(last_seen_ns(&sb, old, cmd), granted),
+    )
+}
+
+/// fault case 25b: the supervisor and its guard stopped, the command runs
+/// on (see [`stopped_with_its_guard`]).
 #[test]
 fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
-    let results = parallel(count(2, 100), 6, |trial| {
-        let sb = Sandbox::new();
-        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let cmd = command_pid(&sb);
-        let old = grants::read(&sb.file("grants")).unwrap()[0].token;
-        let guard = guard_of(sup.id());
-        proc::signal(sup.id(), Signal::STOP);
-        proc::signal(guard, Signal::STOP);
-        let mut seen = Vec::new();
-        let (code, err) = second_holder(&sb);
-        if code != 0 {
-            seen.push(format!("the second holder exited {code}: {err}"));
-        }
-        // The newcomer has released by now: its logged start stands in for
-        // its grant (a little later than it).
-        let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
-        proc::signal(guard, Signal::CONT);
-        proc::signal(sup.id(), Signal::CONT);
-        let (code, err) = finish(sup, Duration::from_secs(10));
-        if code != 75 {
-            seen.push(format!("supervisor exit {code}, not 75: {err}"));
-        }
-        if proc::alive(cmd) {
-            seen.push("the command outlived its resumed supervisor".into());
-        }
-        (
-            sink_report(&sb, trial, seen),
-            ms_after(last_seen_ns(&sb, old, cmd), granted),
-        )
-    });
+    let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, false));
     conclude_stopped(
         "(b) supervisor and guard stopped (fence only)",
         "the newcomer's command started",
@@ -387,45 +400,11 @@ fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
     );
 }
 
-/// fault case 25c: supervisor, guard and command all `SIGSTOPped` past the TTL
-/// while a newcomer holds and writes; resumed command first (it writes
-/// with its stale token: refused), then the guard and the supervisor,
-/// which stop it; `run` exits 75.
+/// fault case 25c: everything stopped, the command resumed first (see
+/// [`stopped_with_its_guard`]).
 #[test]
 fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
-    let results = parallel(count(2, 100), 6, |trial| {
-        let sb = Sandbox::new();
-        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let cmd = command_pid(&sb);
-        let old = grants::read(&sb.file("grants")).unwrap()[0].token;
-        let guard = guard_of(sup.id());
-        proc::signal(sup.id(), Signal::STOP);
-        proc::signal(guard, Signal::STOP);
-        pause_outside_sink(&sb, cmd);
-        let mut seen = Vec::new();
-        let (code, err) = second_holder(&sb);
-        if code != 0 {
-            seen.push(format!("the second holder exited {code}: {err}"));
-        }
-        // The newcomer has released by now: its logged start stands in for
-        // its grant (a little later than it).
-        let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
-        proc::signal(cmd, Signal::CONT);
-        std::thread::sleep(Duration::from_millis(20)); // it writes with its stale token
-        proc::signal(guard, Signal::CONT);
-        proc::signal(sup.id(), Signal::CONT);
-        let (code, err) = finish(sup, Duration::from_secs(10));
-        if code != 75 {
-            seen.push(format!("supervisor exit {code}, not 75: {err}"));
-        }
-        if proc::alive(cmd) {
-            seen.push("the command outlived its resumed supervisor".into());
-        }
-        (
-            sink_report(&sb, trial, seen),
-            ms_after(last_seen_ns(&sb, old, cmd), granted),
-        )
-    });
+    let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, true));
     conclude_stopped(
         "(c) everything stopped (fence only)",
         "the newcomer's command started",
