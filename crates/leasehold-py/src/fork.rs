@@ -84,6 +84,17 @@ impl<T> Local<T> {
     }
 }
 
+impl<T: Send> Local<T> {
+    /// Use the value up without the GIL — from a `Drop` that runs with it,
+    /// where the keeper it stops may be waiting for the GIL — if it is this
+    /// process's; in a forked child it is leaked.
+    pub fn finish_detached(self, f: impl FnOnce(T) + Send) {
+        if let Ok(value) = self.take() {
+            Python::attach(|py| py.detach(move || f(value)));
+        }
+    }
+}
+
 impl<T> Drop for Local<T> {
     fn drop(&mut self) {
         if !self.is_mine() {

@@ -477,15 +477,10 @@ impl Drop for Lease {
             State::Idle,
         );
         let State::Held(local) = state else { return };
-        let Ok(Hold { store, grant, keeper }) = local.take() else {
-            return;
-        };
         let (name, owner) = (self.name.clone(), self.options.owner.clone());
-        Python::attach(|py| {
-            py.detach(move || {
-                keeper.stop();
-                let _ = store.release(&name, grant.token, owner.as_deref());
-            });
+        local.finish_detached(move |Hold { store, grant, keeper }| {
+            keeper.stop();
+            let _ = store.release(&name, grant.token, owner.as_deref());
         });
     }
 }

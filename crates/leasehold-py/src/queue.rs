@@ -537,16 +537,11 @@ impl Drop for Task {
             State::Busy,
         );
         let State::Claimed(local) = state else { return };
-        let Ok(Hold { store, keeper }) = local.take() else {
-            return;
-        };
         let task = self.claim.task_ref();
-        Python::attach(|py| {
-            py.detach(move || {
-                if keeper.stop().is_none() {
-                    let _ = store.task_release(&task);
-                }
-            });
+        local.finish_detached(move |Hold { store, keeper }| {
+            if keeper.stop().is_none() {
+                let _ = store.task_release(&task);
+            }
         });
     }
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold::supervise::{self, LeaseRun, Output, RunOutcome, Spec, Stop, StopHandle, Timing};
+use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop, StopHandle, Timing};
 use leasehold::{LeaseName, Mode};
 use pyo3::prelude::*;
 
@@ -48,18 +48,12 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
     let timing = Timing::new(args.ttl, args.heartbeat, args.grace, args.owner)
         .map_err(|e| errors::invalid(format!("{e} (ttl=, heartbeat=, grace=)")))?;
     let grace = timing.grace;
-    let spec = Spec {
-        command: args.argv,
-        guard: crate::guard::program(py)?,
+    let spec = Spec::watched(
+        args.argv,
+        crate::guard::program(py)?,
         grace,
-        stdin: None,
-        output: if args.stall.is_some() {
-            Output::Forward
-        } else {
-            Output::Inherit
-        },
-        stall: args.stall.map(|limit| (limit, args.progress_file.clone())),
-    };
+        args.stall.map(|limit| (limit, args.progress_file.clone())),
+    );
     let lease = LeaseRun {
         name: args.name.clone(),
         timing,

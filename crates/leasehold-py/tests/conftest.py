@@ -15,7 +15,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -127,40 +127,32 @@ class Servers:
     """Started on first use, stopped at the end of the session."""
 
     def __init__(self) -> None:
-        self._postgres: Optional[Postgres] = None
-        self._etcd: Optional[Etcd] = None
+        self._started: dict[str, Any] = {}
         self._failed: dict[str, str] = {}
 
+    def _get(self, kind: str, start: Callable[[], Any]) -> Any:
+        if kind not in self._started and kind not in self._failed:
+            try:
+                self._started[kind] = start()
+            except (OSError, RuntimeError) as e:
+                self._failed[kind] = str(e)
+        if kind in self._failed:
+            missing(f"{kind}: {self._failed[kind]}")
+        return self._started[kind]
+
     def postgres(self) -> Postgres:
-        if self._postgres is None:
-            if "postgres" not in self._failed:
-                try:
-                    self._postgres = Postgres()
-                except (OSError, RuntimeError) as e:
-                    self._failed["postgres"] = str(e)
-            if self._postgres is None:
-                missing(f"PostgreSQL: {self._failed['postgres']}")
-        assert self._postgres is not None
-        return self._postgres
+        server: Postgres = self._get("PostgreSQL", Postgres)
+        return server
 
     def etcd(self) -> Etcd:
         if not lh.ETCD:
             missing("this build of the package has no etcd store (build it with --features etcd)")
-        if self._etcd is None:
-            if "etcd" not in self._failed:
-                try:
-                    self._etcd = Etcd()
-                except (OSError, RuntimeError) as e:
-                    self._failed["etcd"] = str(e)
-            if self._etcd is None:
-                missing(f"etcd: {self._failed['etcd']}")
-        assert self._etcd is not None
-        return self._etcd
+        server: Etcd = self._get("etcd", Etcd)
+        return server
 
     def stop(self) -> None:
-        for server in (self._postgres, self._etcd):
-            if server is not None:
-                server.stop()
+        for server in self._started.values():
+            server.stop()
 
 
 @pytest.fixture(scope="session")

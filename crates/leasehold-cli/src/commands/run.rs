@@ -19,7 +19,7 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use leasehold::supervise::{self, LeaseRun, Output, RunOutcome, Spec, Stop};
+use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop};
 use leasehold::{Held, format_duration};
 
 use crate::cli::{IfHeld, RunArgs};
@@ -62,18 +62,12 @@ fn held(ctx: &Ctx, args: &RunArgs, held: &Held) -> u8 {
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     let timing = timing(args.ttl, args.heartbeat, args.grace, args.owner.clone())?;
     let store = Arc::new(ctx.open_store()?);
-    let spec = Spec {
-        command: args.command.clone(),
-        guard: guard_program()?,
-        grace: timing.grace,
-        stdin: None,
-        output: if args.stall_timeout.is_some() {
-            Output::Forward
-        } else {
-            Output::Inherit
-        },
-        stall: args.stall_timeout.map(|limit| (limit, args.progress_file.clone())),
-    };
+    let spec = Spec::watched(
+        args.command.clone(),
+        guard_program()?,
+        timing.grace,
+        args.stall_timeout.map(|limit| (limit, args.progress_file.clone())),
+    );
     let grace = timing.grace;
     let lease = LeaseRun {
         name: args.name.clone(),

@@ -123,6 +123,33 @@ pub struct Spec {
     pub stall: Option<(Duration, Option<PathBuf>)>,
 }
 
+impl Spec {
+    /// A command as `leasehold run` runs one: stdin inherited, output
+    /// inherited — or, with a stall limit (and optionally a progress file
+    /// whose touch counts as output), forwarded through the supervisor,
+    /// which must see the output to notice that there is none.
+    #[must_use]
+    pub fn watched(
+        command: Vec<OsString>,
+        guard: GuardProgram,
+        grace: Duration,
+        stall: Option<(Duration, Option<PathBuf>)>,
+    ) -> Self {
+        Self {
+            command,
+            guard,
+            grace,
+            stdin: None,
+            output: if stall.is_some() {
+                Output::Forward
+            } else {
+                Output::Inherit
+            },
+            stall,
+        }
+    }
+}
+
 /// What the command produced and how it ended.
 #[derive(Debug)]
 pub struct Finished<L = LostReason> {
