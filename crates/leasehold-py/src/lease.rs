@@ -207,6 +207,7 @@ impl Lease {
 
     fn acquire_held(&self, py: Python<'_>) -> PyResult<()> {
         let store = self.store.get().handle(py)?;
+        let held_by = store.clone();
         let (name, options, keep) = (self.name.clone(), self.options.clone(), self.keep.clone());
         let kept = match self.wait.timeout() {
             None => py.detach(move || store.acquire_and_keep(&name, &options, keep)),
@@ -237,8 +238,11 @@ impl Lease {
             Kept::Held(held) => return Err(held_error(&self.name, &held, self.wait)),
         };
         notify(&keeper, self.what(&grant), self.on_lost.as_ref());
-        let store = self.store.get().handle(py)?;
-        *self.state() = State::Held(Local::new(Hold { store, grant, keeper }));
+        *self.state() = State::Held(Local::new(Hold {
+            store: held_by,
+            grant,
+            keeper,
+        }));
         Ok(())
     }
 
@@ -256,18 +260,17 @@ impl Lease {
                 )));
             }
         };
-        let hold = match local.take() {
-            Ok(hold) => hold,
-            Err(forked) => {
-                // Not ours to release: a forked child. Leaked as the parent's.
-                *self.state() = State::Idle;
-                return Err(errors::of_kind(
-                    leasehold::ErrorKind::Lost,
-                    forked.says(&format!("lease {}", self.name)),
-                ));
-            }
+        if let Err(forked) = local.get() {
+            // Not ours to release: a forked child. It stays the parent's.
+            *self.state() = State::Held(local);
+            return Err(errors::of_kind(
+                leasehold::ErrorKind::Lost,
+                forked.says(&format!("lease {}", self.name)),
+            ));
+        }
+        let Ok(Hold { store, grant, keeper }) = local.take() else {
+            unreachable!("checked just above")
         };
-        let Hold { store, grant, keeper } = hold;
         let (name, owner, token) = (self.name.clone(), self.options.owner.clone(), grant.token);
         let (loss, released) = py.detach(move || {
             let loss = keeper.stop();
