@@ -125,7 +125,7 @@ pub struct EtcdServer {
     /// Extra command-line flags of the server.
     flags: Vec<String>,
     // Removed after the server stopped.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl EtcdServer {
@@ -147,7 +147,7 @@ impl EtcdServer {
             security,
             pki,
             flags: flags.iter().map(|&f| f.to_owned()).collect(),
-            _dir: dir,
+            dir,
         };
         server.spawn();
         if security == Security::TlsAndPassword {
@@ -344,8 +344,8 @@ impl Drop for EtcdServer {
 }
 
 /// One server shared by every test of a binary. Statics are never dropped,
-/// so a watchdog process stops it (TERM, then KILL, by its pid) once this
-/// test binary has exited.
+/// so a watchdog process stops it (TERM, then KILL, by its pid) and removes
+/// its directory once this test binary has exited.
 pub fn shared() -> &'static EtcdServer {
     shared_with(Security::Plain)
 }
@@ -358,9 +358,13 @@ pub fn shared_with(security: Security) -> &'static EtcdServer {
         let server = EtcdServer::start_with(security, &[]);
         let etcd = server.pid().expect("running");
         let me = std::process::id();
+        // The temp dir too: its TempDir is never dropped either, and each
+        // etcd data dir holds a 64 MB preallocated WAL.
+        let dir = server.dir.path().display().to_string();
         let script = format!(
             "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
-             kill -TERM {etcd} 2>/dev/null; sleep 3; kill -KILL {etcd} 2>/dev/null; true"
+             kill -TERM {etcd} 2>/dev/null; sleep 3; kill -KILL {etcd} 2>/dev/null; \
+             rm -rf '{dir}'; true"
         );
         #[allow(clippy::zombie_processes, reason = "the watchdog must outlive this process")]
         Command::new("sh")
