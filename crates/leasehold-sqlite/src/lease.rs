@@ -92,10 +92,13 @@ fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::R
     Ok(Ok((grant, remaining > 0)))
 }
 
+/// The statement reading the grant rows of a name.
+pub(crate) fn rows_sql() -> String {
+    format!("SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = ?1 ORDER BY token")
+}
+
 fn rows(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<Seen>> {
-    let mut stmt = tx.prepare_cached(&format!(
-        "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = ?1 ORDER BY token"
-    ))?;
+    let mut stmt = tx.prepare_cached(&rows_sql())?;
     let rows = stmt.query_map([name.as_str()], |r| read_row(r, now))?;
     let mut out = Vec::new();
     for row in rows {
