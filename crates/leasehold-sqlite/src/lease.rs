@@ -10,7 +10,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, Issued, NewGrant, NewWaiter, Plan, Seen};
+use leasehold_backend::plan::{
+    self, Acquire, Apply, Entry, HISTORY_PER_NAME, HISTORY_PRUNE_EVERY, Issued, NewGrant, NewWaiter, Plan, Seen,
+};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
@@ -134,24 +136,33 @@ fn record(
     owner: Option<&str>,
     detail: &str,
 ) -> Result<()> {
+    // A name's ids run without gaps (each the name's highest + 1; only the
+    // oldest are ever deleted), so the newest HISTORY_PER_NAME are those
+    // above `id - HISTORY_PER_NAME`: pruning is one range delete, not a
+    // walk over the name's entries to find where they start; and it is
+    // done at every HISTORY_PRUNE_EVERY-th id only, as the bound allows.
+    // The id is read first, not computed inside the INSERT: an INSERT that
+    // selects from its own table, or returns what it wrote, goes through a
+    // temporary table.
+    let id: i64 = tx
+        .prepare_cached("SELECT coalesce(max(id), 0) + 1 FROM lease_history WHERE name = ?1")?
+        .query_row([name.as_str()], |r| r.get(0))?;
     tx.prepare_cached(
-        "INSERT INTO lease_history (name, id, at_ms, event, token, owner, detail) \
-         SELECT ?1, coalesce(max(id), 0) + 1, ?2, ?3, ?4, ?5, ?6 FROM lease_history WHERE name = ?1",
+        "INSERT INTO lease_history (name, id, at_ms, event, token, owner, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         name.as_str(),
+        id,
         to_ms(SystemTime::now()),
         event.as_str(),
         token.map(|t| t.0 as i64),
         owner,
         detail
     ])?;
-    // Bounded growth: keep the newest HISTORY_PER_NAME entries of the name.
-    tx.prepare_cached(
-        "DELETE FROM lease_history WHERE name = ?1 AND id <= \
-         (SELECT id FROM lease_history WHERE name = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-    )?
-    .execute(params![name.as_str(), i64::from(HISTORY_PER_NAME)])?;
+    if id % i64::from(HISTORY_PRUNE_EVERY) == 0 && id > i64::from(HISTORY_PER_NAME) {
+        tx.prepare_cached("DELETE FROM lease_history WHERE name = ?1 AND id <= ?2")?
+            .execute(params![name.as_str(), id - i64::from(HISTORY_PER_NAME)])?;
+    }
     Ok(())
 }
 
@@ -242,13 +253,16 @@ impl Apply for Writer<'_> {
     }
 
     fn insert_grant(&mut self, g: &NewGrant) -> Result<()> {
-        let token: i64 = self
-            .tx
+        // Read, then write the counter (the transaction holds the write
+        // lock): an upsert RETURNING the new value would go through a
+        // temporary table.
+        let token = last_token(self.tx, self.name)?.map_or(1, |t| t.0 as i64 + 1);
+        self.tx
             .prepare_cached(
-                "INSERT INTO lease_name (name, last_token) VALUES (?1, 1) \
-                 ON CONFLICT (name) DO UPDATE SET last_token = last_token + 1 RETURNING last_token",
+                "INSERT INTO lease_name (name, last_token) VALUES (?1, ?2) \
+                 ON CONFLICT (name) DO UPDATE SET last_token = excluded.last_token",
             )?
-            .query_row([self.name.as_str()], |r| r.get(0))?;
+            .execute(params![self.name.as_str(), token])?;
         let (exclusive, limit) = mode_columns(g.mode);
         self.tx
             .prepare_cached(&format!(
