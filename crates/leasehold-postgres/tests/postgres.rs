@@ -5,6 +5,8 @@
 mod support;
 
 use std::collections::HashSet;
+
+use postgres::fallible_iterator::FallibleIterator as _;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, SystemTime};
@@ -391,4 +393,51 @@ fn claim_order_is_priority_then_available_at_then_insertion() {
             .map(|c| c.id.as_str().to_owned())
             .collect();
     assert_eq!(order, ["high", "old", "old-2", "low"]);
+}
+
+/// A claim that returns expired claims to the queue notifies the queue's
+/// waiters, on its commit, and only then: one that finds nothing expired
+/// sends nothing.
+#[test]
+fn a_claim_that_returns_expired_claims_notifies_the_queue() {
+    let schema = Server::fresh_schema();
+    let url = Server::shared().url(&schema);
+    let skew = leasehold_backend::ClockSkew::default();
+    let store = PostgresBackend::open(
+        &url,
+        PostgresOptions {
+            skew: skew.clone(),
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap();
+    add(&store, "q", ["a".to_owned(), "b".to_owned()]);
+    let mut listener = Server::shared().client();
+    listener
+        .batch_execute(&format!("LISTEN \"leasehold.{schema}\""))
+        .unwrap();
+    let received = |listener: &mut postgres::Client| -> Vec<String> {
+        // A round trip reads what arrived before it.
+        listener.batch_execute("SELECT 1").unwrap();
+        let mut n = listener.notifications();
+        let mut it = n.iter();
+        std::iter::from_fn(|| it.next().unwrap().map(|m| m.payload().to_owned())).collect()
+    };
+
+    let first = store
+        .task_claim(&claim_params("q", Duration::from_secs(10)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(received(&mut listener), Vec::<String>::new(), "nothing expired yet");
+    skew.advance(Duration::from_secs(11));
+    let second = store
+        .task_claim(&claim_params("q", Duration::from_secs(10)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (first.id.as_str(), second.id.as_str()),
+        ("a", "a"),
+        "the expired claim comes first in claim order"
+    );
+    assert_eq!(received(&mut listener), ["queue:q"]);
 }
