@@ -1087,6 +1087,36 @@ impl TaskBackend for PostgresBackend {
     }
 }
 
+/// Reading the pgbench scripts of `bench/`, for the tests that check they
+/// run the store's own statements.
+#[cfg(test)]
+mod bench_sql {
+    /// The statements of a pgbench script (or of one statement), each with
+    /// its whitespace squashed; a `\gset` ends a statement and is kept.
+    pub(crate) fn statements(script: &str) -> Vec<String> {
+        script
+            .lines()
+            .filter(|l| !l.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("\\gset", "\\gset;")
+            .split(';')
+            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// `sql` with `$1`, `$2`, ... replaced by `values`.
+    pub(crate) fn substitute(sql: &str, values: &[&str]) -> String {
+        // From the last down, so that $1 does not match the start of $10.
+        values
+            .iter()
+            .enumerate()
+            .rev()
+            .fold(sql.to_owned(), |s, (i, v)| s.replace(&format!("${}", i + 1), v))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -436,32 +436,13 @@ pub(crate) fn purge(db: &mut Db<'_>, queue: &QueueName, state: TaskState, older_
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench_sql::{statements, substitute};
 
     /// `bench/task.sql`, which pgbench runs as the reference, holds the
     /// very statements a claim and a completion send (parameters spelled
     /// as its literals and variables).
     #[test]
     fn the_pgbench_reference_runs_the_same_statements() {
-        let script = include_str!("../bench/task.sql");
-        let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-        let sql: Vec<String> = script
-            .lines()
-            .filter(|l| !l.starts_with("--"))
-            .collect::<Vec<_>>()
-            .join("\n")
-            .replace("\\gset", "\\gset;")
-            .split(';')
-            .map(squash)
-            .filter(|s| !s.is_empty())
-            .collect();
-        let substitute = |sql: &str, values: &[&str]| {
-            // From $9 down, so that $1 does not match the start of $10.
-            values
-                .iter()
-                .enumerate()
-                .rev()
-                .fold(sql.to_owned(), |s, (i, v)| s.replace(&format!("${}", i + 1), v))
-        };
         let claim = substitute(
             claim_sql(),
             &[
@@ -474,6 +455,12 @@ mod tests {
             ],
         );
         let complete = substitute(&update_live_sql(COMPLETE_SET), &["'pgbench'", ":id", ":token", "NULL"]);
-        assert_eq!(sql, [squash(&claim) + " \\gset", squash(&complete)]);
+        assert_eq!(
+            statements(include_str!("../bench/task.sql")),
+            [
+                statements(&claim)[0].clone() + " \\gset",
+                statements(&complete)[0].clone()
+            ]
+        );
     }
 }
