@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Repeated fault trials for `leasehold run` (FAULTS.md cases 8 and 16).
+# Repeated fault trials for `leasehold run` (fault cases 8 and 16).
 #
 #   docs/run-faults.sh [LEASEHOLD_BINARY] [KILL_TRIALS] [PAUSE_TRIALS] [CONTROL_TRIALS]
 #

@@ -17,16 +17,16 @@ pub fn acquire_and_release(store: &dyn Backend) {
     assert_eq!(release, LeaseRelease::Released);
 }
 
-/// The reason and hint of a store refused as unavailable (exit 69),
-/// printed for the test's log.
+/// The reason and hint of a store refused because it cannot be used
+/// (down, or refusing the credentials: exit 69), printed for the test's log.
 ///
 /// # Panics
 /// On any other outcome.
 pub fn unavailable<T>(outcome: Result<T, BackendError>) -> (String, String) {
     match outcome {
-        Err(BackendError::Unavailable { reason, hint, .. }) => {
-            eprintln!("refused: {reason}; {hint}");
-            (reason, hint)
+        Err(e) if e.kind().is_store_unusable() => {
+            eprintln!("refused ({}): {}; {}", e.kind(), e.reason(), e.hint_text());
+            (e.reason().to_owned(), e.hint_text().to_owned())
         }
         Err(other) => panic!("expected unavailable (exit 69), got {other}"),
         Ok(_) => panic!("expected unavailable (exit 69), got a store"),
@@ -39,7 +39,7 @@ pub fn unavailable<T>(outcome: Result<T, BackendError>) -> (String, String) {
 /// On any other outcome.
 pub fn invalid_url<T>(outcome: Result<T, BackendError>) -> String {
     match outcome {
-        Err(BackendError::InvalidUrl { reason, .. }) => reason,
+        Err(e) if e.kind() == leasehold_backend::ErrorKind::InvalidInput => e.reason().to_owned(),
         Err(other) => panic!("expected an invalid URL (exit 2), got {other}"),
         Ok(_) => panic!("expected an invalid URL (exit 2), got a store"),
     }

@@ -133,7 +133,7 @@ pub fn enqueue(lease: &str, mode: Mode) -> WaiterEnqueueParams {
 /// The default claim TTL of a task.
 pub const CLAIM_TTL: Duration = Duration::from_secs(60);
 
-/// The default `max_attempts` of a task (DESIGN §7).
+/// The default `max_attempts` of a task (README, "Task queue").
 pub const MAX_ATTEMPTS: u32 = 5;
 
 /// The default worker (claim owner).

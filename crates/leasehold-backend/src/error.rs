@@ -1,44 +1,356 @@
-/// A store failed (as opposed to contention, which is a value).
-///
-/// Each variant names the store and says what to do next; the CLI maps the
-/// variant to an exit code (`Unavailable` → 69, `Corrupt`/`SchemaTooNew` →
-/// 65, `Unsupported`/`InvalidUrl`/`InvalidInput` → 2).
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    /// The store cannot be reached or used right now (down, locked for too
-    /// long, disk full, read-only, refused filesystem). Nothing was changed.
-    #[error("store {store} is unavailable: {reason}. {hint}")]
-    Unavailable {
-        store: String,
-        reason: String,
-        hint: String,
-    },
+//! What can go wrong in a store, typed once.
+//!
+//! Every failure carries an [`ErrorKind`] — the one thing callers decide
+//! on: the CLI derives its exit code from it (in one place,
+//! `leasehold-cli/src/exit_codes.rs`), a Python binding its exception
+//! class, a worker whether to retry — together with the store it concerns,
+//! what happened, what to do next in the library's terms, and the
+//! underlying error as its [`std::error::Error::source`]. Where the next
+//! step is an option of the caller's (another store, allowing a network
+//! filesystem), it is a [`Remedy`], which each front end words its own way
+//! (the CLI as a flag).
 
-    /// The store's data is damaged or not a leasehold store. It is left
-    /// exactly as found.
-    #[error("store {store} is corrupt or not a leasehold store: {reason}. It was left untouched; {hint}")]
-    Corrupt {
-        store: String,
-        reason: String,
-        hint: String,
-    },
+use std::fmt;
 
-    /// The store was written by a newer leasehold.
-    #[error(
-        "store {store} has schema version {found}, newer than this leasehold understands (up to {supported}); upgrade leasehold, or use another --store"
-    )]
-    SchemaTooNew { store: String, found: i64, supported: i64 },
+/// The kind of a failure (or of a refusal, where a front end turns one into
+/// an error: held, lost, stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Another holder has the lease or lock.
+    Held,
+    /// The grant or claim is gone: released, expired, taken over, or not
+    /// the caller's.
+    Lost,
+    /// A fencing token was refused: a newer one has written.
+    Stale,
+    /// The store is locked by another writer for longer than the caller
+    /// waits; nothing was changed — retry.
+    Busy,
+    /// The store cannot be used right now: down, unreachable, a connection
+    /// lost (the outcome of a write then unknown, never reported as done).
+    Unavailable,
+    /// The store's data is damaged, not a leasehold store, or written by a
+    /// newer leasehold: left exactly as found.
+    Corrupt,
+    /// The disk is full; nothing was changed.
+    DiskFull,
+    /// The store (or its filesystem) is read-only; nothing was changed.
+    ReadOnly,
+    /// Permission denied by the operating system.
+    Permission,
+    /// The server refused the credentials or certificates, or the
+    /// certificates could not be verified.
+    Auth,
+    /// This store (or this build) cannot do it at all.
+    Unsupported,
+    /// A malformed URL, a parameter out of its limit, a file named in a URL
+    /// that cannot be read: refused before anything was written.
+    InvalidInput,
+    /// Something outside the store failed: an I/O error on a local file, a
+    /// helper process.
+    Failed,
+}
 
-    /// The backend cannot do this at all.
-    #[error("{what} is not supported by the {store} store: {hint}")]
-    Unsupported { store: String, what: String, hint: String },
+impl ErrorKind {
+    /// A word for messages and logs (`unavailable`, `disk full`, …).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Held => "held",
+            ErrorKind::Lost => "lost",
+            ErrorKind::Stale => "stale",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Corrupt => "corrupt",
+            ErrorKind::DiskFull => "disk full",
+            ErrorKind::ReadOnly => "read-only",
+            ErrorKind::Permission => "permission denied",
+            ErrorKind::Auth => "authentication failed",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::InvalidInput => "invalid input",
+            ErrorKind::Failed => "failed",
+        }
+    }
 
-    /// The store URL or its options are malformed.
-    #[error("invalid store URL {url:?}: {reason}")]
-    InvalidUrl { url: String, reason: String },
+    /// Whether the same call may succeed later unchanged (the store may come
+    /// back, the lock be let go): busy and unavailable.
+    #[must_use]
+    pub fn is_transient(self) -> bool {
+        matches!(self, ErrorKind::Busy | ErrorKind::Unavailable)
+    }
 
-    /// A parameter lies outside its limit (`crate::limits`); refused before
-    /// anything was written.
-    #[error("{0}; nothing was changed")]
-    InvalidInput(#[from] crate::limits::OutOfRange),
+    /// Whether the store cannot be used right now — for a reason that
+    /// passes or that an operator fixes (a full disk, a read-only mount,
+    /// permissions, credentials) — with nothing changed: a long-running
+    /// worker waits and tries again, a one-shot command reports it (the
+    /// CLI's exit 69).
+    #[must_use]
+    pub fn is_store_unusable(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Busy
+                | ErrorKind::Unavailable
+                | ErrorKind::DiskFull
+                | ErrorKind::ReadOnly
+                | ErrorKind::Permission
+                | ErrorKind::Auth
+        )
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A next step that is an option of the caller's: each front end says it
+/// in its own terms (the library names the option, the CLI the flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Remedy {
+    /// Use another store (another path, URL or cluster).
+    AnotherStore,
+    /// Allow a store or lock on a network filesystem, accepting the risk.
+    AllowNetworkFs,
+    /// Use fewer connections at once.
+    FewerConnections,
+}
+
+impl Remedy {
+    /// The remedy in the library's terms.
+    #[must_use]
+    pub fn library_words(self) -> &'static str {
+        match self {
+            Remedy::AnotherStore => "open another store",
+            Remedy::AllowNetworkFs => {
+                "allow network filesystems (StoreOptions::allow_network_fs, LockOptions::allow_network_fs) if you accept the risk"
+            }
+            Remedy::FewerConnections => "use fewer connections at once",
+        }
+    }
+}
+
+/// How a message reads; the kind decides the exit code, the form only the
+/// words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// `store S is unavailable: REASON. HINT`
+    Unavailable,
+    /// `store S is corrupt or not a leasehold store: REASON. It was left untouched; HINT`
+    Corrupt,
+    /// `store S has schema version N, newer than … (up to M); HINT`
+    TooNew,
+    /// `WHAT is not supported by the S store: HINT`
+    Unsupported,
+    /// `invalid store URL "U": REASON`
+    Url,
+    /// `REASON; nothing was changed` (a limit, or a plain statement)
+    Plain,
+}
+
+/// A store failed (as opposed to contention, which is a value). See the
+/// module docs.
+#[derive(Debug)]
+pub struct BackendError {
+    kind: ErrorKind,
+    form: Form,
+    store: String,
+    reason: String,
+    hint: String,
+    remedy: Option<Remedy>,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl BackendError {
+    /// A failure of `kind` concerning `store`: `reason` says what happened,
+    /// [`BackendError::hint`] what to do.
+    #[must_use]
+    pub fn new(kind: ErrorKind, store: impl Into<String>, reason: impl Into<String>) -> Self {
+        let form = match kind {
+            ErrorKind::Corrupt => Form::Corrupt,
+            ErrorKind::Unsupported => Form::Unsupported,
+            ErrorKind::InvalidInput | ErrorKind::Held | ErrorKind::Lost | ErrorKind::Stale | ErrorKind::Failed => {
+                Form::Plain
+            }
+            ErrorKind::Busy
+            | ErrorKind::Unavailable
+            | ErrorKind::DiskFull
+            | ErrorKind::ReadOnly
+            | ErrorKind::Permission
+            | ErrorKind::Auth => Form::Unavailable,
+        };
+        Self {
+            kind,
+            form,
+            store: store.into(),
+            reason: reason.into(),
+            hint: String::new(),
+            remedy: None,
+            source: None,
+        }
+    }
+
+    /// The store was written by a newer leasehold (kind [`ErrorKind::Corrupt`]:
+    /// its data is not this version's to read).
+    #[must_use]
+    pub fn schema_too_new(store: impl Into<String>, found: i64, supported: i64) -> Self {
+        let mut e = Self::new(
+            ErrorKind::Corrupt,
+            store,
+            format!("has schema version {found}, newer than this leasehold understands (up to {supported})"),
+        )
+        .hint("upgrade leasehold")
+        .remedy(Remedy::AnotherStore);
+        e.form = Form::TooNew;
+        e
+    }
+
+    /// The URL of a store (or one of its options) is malformed.
+    #[must_use]
+    pub fn invalid_url(url: impl Into<String>, reason: impl Into<String>) -> Self {
+        let mut e = Self::new(ErrorKind::InvalidInput, url, reason);
+        e.form = Form::Url;
+        e
+    }
+
+    /// `what` is not supported by `store`.
+    #[must_use]
+    pub fn unsupported(store: impl Into<String>, what: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unsupported, store, what).hint(hint)
+    }
+
+    /// What to do next, in the library's terms.
+    #[must_use]
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = hint.into();
+        self
+    }
+
+    /// A next step that is the caller's option (see [`Remedy`]).
+    #[must_use]
+    pub fn remedy(mut self, remedy: Remedy) -> Self {
+        self.remedy = Some(remedy);
+        self
+    }
+
+    /// The error underneath (a SQLite or PostgreSQL error, an I/O error).
+    #[must_use]
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The store (or, for a malformed URL, the URL) it concerns.
+    #[must_use]
+    pub fn store(&self) -> &str {
+        &self.store
+    }
+
+    /// What happened.
+    #[must_use]
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// What to do next, in the library's terms (without the [`Remedy`]).
+    #[must_use]
+    pub fn hint_text(&self) -> &str {
+        &self.hint
+    }
+
+    /// The limit a parameter broke, for [`ErrorKind::InvalidInput`] from
+    /// [`crate::limits`].
+    #[must_use]
+    pub fn out_of_range(&self) -> Option<&crate::limits::OutOfRange> {
+        self.source.as_deref().and_then(|e| e.downcast_ref())
+    }
+
+    #[must_use]
+    pub fn remedy_of(&self) -> Option<Remedy> {
+        self.remedy
+    }
+
+    /// The message with the remedy (if any) in the caller's own words —
+    /// what a front end prints instead of [`fmt::Display`]'s library terms.
+    #[must_use]
+    pub fn message_with(&self, remedy_words: impl Fn(Remedy) -> String) -> String {
+        let mut hint = self.hint.clone();
+        if let Some(remedy) = self.remedy {
+            if !hint.is_empty() {
+                hint.push_str(", or ");
+            }
+            hint.push_str(&remedy_words(remedy));
+        }
+        let (store, reason) = (&self.store, &self.reason);
+        let hint_after = |sep: &str| {
+            if hint.is_empty() {
+                String::new()
+            } else {
+                format!("{sep}{hint}")
+            }
+        };
+        match self.form {
+            Form::Unavailable => format!("store {store} is unavailable: {reason}.{}", hint_after(" ")),
+            Form::Corrupt => format!(
+                "store {store} is corrupt or not a leasehold store: {reason}. It was left untouched{}",
+                hint_after("; ")
+            ),
+            Form::TooNew => format!("store {store} {reason}{}", hint_after("; ")),
+            Form::Unsupported => format!("{reason} is not supported by the {store} store{}", hint_after(": ")),
+            Form::Url => format!("invalid store URL {store:?}: {reason}{}", hint_after("; ")),
+            Form::Plain => format!("{reason}; nothing was changed{}", hint_after(". ")),
+        }
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message_with(|r| r.library_words().to_owned()))
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<crate::limits::OutOfRange> for BackendError {
+    fn from(e: crate::limits::OutOfRange) -> Self {
+        Self::new(ErrorKind::InvalidInput, String::new(), e.to_string()).with_source(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_read_as_before_and_remedies_are_the_callers_words() {
+        let e = BackendError::new(ErrorKind::DiskFull, "/s.db", "the disk is full").hint("free space");
+        assert_eq!(
+            e.to_string(),
+            "store /s.db is unavailable: the disk is full. free space"
+        );
+        assert_eq!(e.kind(), ErrorKind::DiskFull);
+        let e = BackendError::schema_too_new("/s.db", 9, 3);
+        assert_eq!(
+            e.to_string(),
+            "store /s.db has schema version 9, newer than this leasehold understands (up to 3); upgrade leasehold, or open another store"
+        );
+        assert_eq!(
+            e.message_with(|_| "use another --store".into()),
+            "store /s.db has schema version 9, newer than this leasehold understands (up to 3); upgrade leasehold, or use another --store"
+        );
+        let io = std::io::Error::other("EIO");
+        let e = BackendError::new(ErrorKind::Unavailable, "s", "I/O error").with_source(io);
+        assert_eq!(std::error::Error::source(&e).unwrap().to_string(), "EIO");
+    }
 }

@@ -1,5 +1,5 @@
 //! Failpoints: named places where a test can make the process die, to
-//! check that what a crash leaves behind is recovered (FAULTS.md case 4).
+//! check that what a crash leaves behind is recovered (fault case 4).
 //!
 //! Compiled in only with the cargo feature `failpoints` (off by default;
 //! `cargo test --workspace` turns it on through `leasehold-faults`'s

@@ -130,7 +130,7 @@ mod tests {
     fn formats_for_people() {
         assert_eq!(format_duration(Duration::from_secs(90)), "1m 30s");
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
-        // Found by fuzzing (FAULTS 21): 2250ms was shown as "2s".
+        // Found by fuzzing (fault case 21): 2250ms was shown as "2s".
         assert_eq!(format_duration(Duration::from_millis(2250)), "2s 250ms");
         assert_eq!(parse_duration("2s 250ms").unwrap(), Duration::from_millis(2250));
     }

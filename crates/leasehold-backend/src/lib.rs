@@ -49,7 +49,7 @@ pub mod task;
 mod types;
 mod wait;
 
-pub use error::BackendError;
+pub use error::{BackendError, ErrorKind, Remedy};
 pub use human::{format_duration, format_time, parse_duration, parse_duration_within, parse_time_within};
 pub use name::{LeaseName, NameError};
 pub use task::{

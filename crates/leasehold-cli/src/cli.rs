@@ -111,7 +111,7 @@ pub fn parse_name(s: &str) -> Result<LeaseName, String> {
 
 /// The parser of a duration flag: humane text (90s, 5m, 1h30m; a bare
 /// number is seconds) within `limit` — the library's parser, which the
-/// fuzz suite (FAULTS case 21) runs over every limit.
+/// fuzz suite (fault case 21) runs over every limit.
 fn within(limit: Limit) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
     move |s| leasehold::parse_duration_within(s, limit)
 }

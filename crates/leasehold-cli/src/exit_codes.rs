@@ -1,6 +1,23 @@
-//! Exit codes: the contract scripts rely on (DESIGN.md §8, README).
+//! Exit codes: the contract scripts rely on (README, "Exit codes") — and
+//! the one place that derives them from the kind of an error.
 
 use std::fmt;
+
+use leasehold::ErrorKind;
+
+/// What an error concerns: the same kind means another exit code for a
+/// store than for a local file (a full disk under the store is "store
+/// unavailable", 69; under a state file a plain failure, 1 — the store is
+/// not involved, so 69 would mislead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    /// The store (`--store`).
+    Store,
+    /// A state file, its lock or fence record (`write`, `update`).
+    File,
+    /// A lock file (`lock`).
+    Lock,
+}
 
 /// Why `leasehold` stopped. `run`, `lock`, `fence` and `work` pass their
 /// command's own code through instead.
@@ -36,6 +53,23 @@ impl ExitCode {
     #[must_use]
     pub fn code(self) -> u8 {
         self as u8
+    }
+
+    /// The exit code of an error of `kind` about `subject`.
+    #[must_use]
+    pub fn of(kind: ErrorKind, subject: Subject) -> Self {
+        match (kind, subject) {
+            (ErrorKind::Held, _) => ExitCode::Held,
+            (ErrorKind::Lost, _) => ExitCode::Lost,
+            (ErrorKind::Stale, _) => ExitCode::StaleToken,
+            (ErrorKind::Corrupt, _) | (ErrorKind::InvalidInput, Subject::File) => ExitCode::DataError,
+            (ErrorKind::Busy | ErrorKind::Unavailable | ErrorKind::Auth, _)
+            | (ErrorKind::DiskFull | ErrorKind::ReadOnly | ErrorKind::Permission, Subject::Store) => {
+                ExitCode::Unavailable
+            }
+            (ErrorKind::InvalidInput | ErrorKind::Unsupported, _) => ExitCode::Usage,
+            _ => ExitCode::Failure,
+        }
     }
 }
 

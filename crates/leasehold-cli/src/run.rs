@@ -6,11 +6,11 @@ use std::io::{IsTerminal as _, Write};
 
 use clap::Parser;
 use leasehold::files::FileError;
-use leasehold::symlinks::DirError;
-use leasehold::{BackendError, Error as LibError};
+use leasehold::lock::LockError;
+use leasehold::{BackendError, Error as LibError, ErrorKind, Remedy};
 
 use crate::cli::{Cli, Global};
-use crate::exit_codes::ExitCode;
+use crate::exit_codes::{ExitCode, Subject};
 
 /// An error that already knows its exit code and its whole message (what
 /// happened, to what, what to do next).
@@ -37,60 +37,65 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
-/// The exit code for an error, found by walking its chain.
+/// The exit code for an error: the first cause in its chain that knows
+/// its kind decides (with what it concerns; see [`ExitCode::of`]).
 fn exit_code_of(err: &anyhow::Error) -> ExitCode {
     for cause in err.chain() {
         if let Some(e) = cause.downcast_ref::<CliError>() {
             return e.code;
         }
-        if let Some(e) = cause.downcast_ref::<LibError>() {
-            return match e {
-                LibError::Store(b) => backend_code(b),
-                LibError::Process(_) | LibError::InvalidInput(_) => ExitCode::Usage,
-                LibError::Supervise(_) => ExitCode::Failure,
-            };
-        }
-        if let Some(e) = cause.downcast_ref::<BackendError>() {
-            return backend_code(e);
-        }
-        if let Some(e) = cause.downcast_ref::<FileError>() {
-            return file_code(e);
+        if let Some((kind, subject)) = kind_of(cause) {
+            return ExitCode::of(kind, subject);
         }
     }
     ExitCode::Failure
 }
 
-fn backend_code(e: &BackendError) -> ExitCode {
-    match e {
-        BackendError::Unavailable { .. } => ExitCode::Unavailable,
-        BackendError::Corrupt { .. } | BackendError::SchemaTooNew { .. } => ExitCode::DataError,
-        BackendError::Unsupported { .. } | BackendError::InvalidUrl { .. } | BackendError::InvalidInput(_) => {
-            ExitCode::Usage
-        }
+/// The kind of a library error, and what it concerns.
+fn kind_of(cause: &(dyn std::error::Error + 'static)) -> Option<(ErrorKind, Subject)> {
+    if let Some(e) = cause.downcast_ref::<LibError>() {
+        return Some((e.kind(), Subject::Store));
     }
+    if let Some(e) = cause.downcast_ref::<BackendError>() {
+        return Some((e.kind(), Subject::Store));
+    }
+    if let Some(e) = cause.downcast_ref::<FileError>() {
+        return Some((e.kind(), Subject::File));
+    }
+    if let Some(e) = cause.downcast_ref::<LockError>() {
+        return Some((e.kind(), Subject::Lock));
+    }
+    None
 }
 
-/// State files: a stale token is 13; what is at a path and is not a valid
-/// state file, fence record or input is bad data (65); a missing directory
-/// or a full, read-only or forbidden disk is a plain failure (1): the store
-/// is not involved, so 69 would mislead.
-fn file_code(e: &FileError) -> ExitCode {
-    match e {
-        FileError::StaleToken { .. } => ExitCode::StaleToken,
-        FileError::UnsafeDirectory {
-            why: DirError::Missing { .. },
-            ..
-        } => ExitCode::Failure,
-        FileError::InvalidInput { .. }
-        | FileError::Corrupt { .. }
-        | FileError::CorruptFence { .. }
-        | FileError::IsDirectory { .. }
-        | FileError::TrailingSlash { .. }
-        | FileError::Symlink { .. }
-        | FileError::UnsafeDirectory { .. }
-        | FileError::NotRegular { .. } => ExitCode::DataError,
-        _ => ExitCode::Failure,
+/// A next step that is an option of the caller's, as the CLI's flag.
+pub fn remedy_words(remedy: Remedy) -> String {
+    match remedy {
+        Remedy::AnotherStore => "use another --store",
+        Remedy::AllowNetworkFs => "pass --allow-network-fs if you accept the risk (every user on this host)",
+        Remedy::FewerConnections => "lower --concurrency",
+        _ => "see the documentation",
     }
+    .to_owned()
+}
+
+/// A cause's message in the CLI's words: a remedy as a flag.
+fn cli_text(cause: &(dyn std::error::Error + 'static)) -> String {
+    let store = cause
+        .downcast_ref::<BackendError>()
+        .or_else(|| match cause.downcast_ref::<LibError>() {
+            Some(LibError::Store(e)) => Some(e),
+            _ => None,
+        });
+    if let Some(e) = store {
+        return e.message_with(remedy_words);
+    }
+    if let Some(e) = cause.downcast_ref::<LockError>()
+        && let Some(remedy) = e.remedy()
+    {
+        return format!("{e}, or {}", remedy_words(remedy));
+    }
+    cause.to_string()
 }
 
 /// Colour only for a person at a terminal: never into a log file or a
@@ -169,7 +174,7 @@ pub fn run() -> std::process::ExitCode {
 fn message(err: &anyhow::Error) -> String {
     let mut message = String::new();
     for cause in err.chain() {
-        let text = cause.to_string();
+        let text = cli_text(cause);
         if message.contains(&text) {
             continue;
         }

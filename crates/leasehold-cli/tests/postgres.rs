@@ -1,6 +1,6 @@
 //! The real `leasehold` binary against a throwaway PostgreSQL (the harness
 //! of leasehold-postgres): a supervised command is stopped in time while
-//! the server is down (FAULTS.md case 10 for PostgreSQL), TLS asked of a
+//! the server is down (fault case 10 for PostgreSQL), TLS asked of a
 //! server without it is exit 69, and a task's availability is on the
 //! server's clock, whatever the adding client's wall clock says.
 

@@ -22,7 +22,7 @@
 //!   orphan grant, which runs out by its TTL) or a release as lost — never
 //!   a grant it does not have. The password stays in memory (in the
 //!   client's options) for the life of the store.
-//! - **Refusals** are [`BackendError::Unavailable`] (exit 69) naming what
+//! - **Refusals** are [`leasehold_backend::ErrorKind::Auth`] failures (exit 69) naming what
 //!   to change: which certificate was not accepted, a wrong user or
 //!   password, a user without a role on the prefix.
 

@@ -56,9 +56,9 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
-    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
+    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
+    LeaseRenewParams, LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 use tokio::runtime::Runtime;
 
@@ -151,10 +151,7 @@ impl EtcdBackend {
     /// # Ok::<(), leasehold_backend::BackendError>(())
     /// ```
     pub fn open(endpoints: &[String], options: &EtcdOptions) -> Result<Self, BackendError> {
-        let invalid = |reason: &str| BackendError::InvalidUrl {
-            url: format!("etcd://{}", endpoints.join(",")),
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| BackendError::invalid_url(format!("etcd://{}", endpoints.join(",")), reason);
         if endpoints.is_empty() || endpoints.iter().any(String::is_empty) {
             return Err(invalid("expected etcd://HOST:PORT[,HOST:PORT...]"));
         }
@@ -164,10 +161,14 @@ impl EtcdBackend {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| BackendError::Unavailable {
-                store: format!("etcd://{}", endpoints.join(",")),
-                reason: format!("cannot start the I/O runtime: {e}"),
-                hint: "check the process's limits (threads, file descriptors)".into(),
+            .map_err(|e| {
+                BackendError::new(
+                    ErrorKind::Unavailable,
+                    format!("etcd://{}", endpoints.join(",")),
+                    format!("cannot start the I/O runtime: {e}"),
+                )
+                .hint("check the process's limits (threads, file descriptors)")
+                .with_source(e)
             })?;
         let connect = ConnectOptions::new()
             .with_connect_timeout(options.connect_timeout)
@@ -246,6 +247,11 @@ impl EtcdBackend {
                 .then(|| access.probe(endpoints, options.connect_timeout))
                 .flatten()
         });
+        let kind = if explained.is_some() {
+            ErrorKind::Auth
+        } else {
+            ErrorKind::Unavailable
+        };
         let (reason, hint) = explained.unwrap_or_else(|| {
             let (reason, hint) = unreachable(e);
             if access.tls() {
@@ -259,11 +265,7 @@ impl EtcdBackend {
                 )
             }
         });
-        BackendError::Unavailable {
-            store: store.to_owned(),
-            reason,
-            hint,
-        }
+        BackendError::new(kind, store, reason).hint(hint)
     }
 
     fn label(endpoints: &[String], keys: &Keys) -> String {
@@ -295,31 +297,27 @@ impl EtcdBackend {
             }
         });
         result.map_err(|e| match e {
-            lease::Error::Etcd(e) => unavailable(&self.store(), &self.access, self.keys.prefix(), &e),
-            lease::Error::Corrupt(reason) => BackendError::Corrupt {
-                store: self.store(),
-                reason,
-                hint: format!(
-                    "inspect the keys with `etcdctl get --prefix {}`; leasehold left them as they are",
-                    self.keys.prefix()
-                ),
-            },
-            lease::Error::Contended(what) => BackendError::Unavailable {
-                store: self.store(),
-                reason: format!("{what} kept losing races with other clients"),
-                hint: "retry; nothing was changed by this call".into(),
-            },
+            lease::Error::Etcd(e) => unavailable(&self.store(), &self.access, self.keys.prefix(), e),
+            lease::Error::Corrupt(reason) => BackendError::new(ErrorKind::Corrupt, self.store(), reason).hint(format!(
+                "inspect the keys with `etcdctl get --prefix {}`; leasehold left them as they are",
+                self.keys.prefix()
+            )),
+            lease::Error::Contended(what) => BackendError::new(
+                ErrorKind::Busy,
+                self.store(),
+                format!("{what} kept losing races with other clients"),
+            )
+            .hint("retry; nothing was changed by this call"),
         })
     }
 }
 
-fn unavailable(store: &str, access: &Access, prefix: &str, e: &etcd_client::Error) -> BackendError {
-    let (reason, hint) = access.refusal(e, prefix).unwrap_or_else(|| unreachable(e));
-    BackendError::Unavailable {
-        store: store.to_owned(),
-        reason,
-        hint,
-    }
+fn unavailable(store: &str, access: &Access, prefix: &str, e: etcd_client::Error) -> BackendError {
+    let (kind, (reason, hint)) = match access.refusal(&e, prefix) {
+        Some(refusal) => (ErrorKind::Auth, refusal),
+        None => (ErrorKind::Unavailable, unreachable(&e)),
+    };
+    BackendError::new(kind, store, reason).hint(hint).with_source(e)
 }
 
 /// A failure that is not the cluster refusing this client.

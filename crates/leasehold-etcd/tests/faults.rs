@@ -5,7 +5,7 @@
 //! - racing acquirers (each with its own connection) never overlap and
 //!   never share a token;
 //! - etcd killed -9 and restarted during 1,000 operations never reissues a
-//!   token (FAULTS.md case 12);
+//!   token (fault case 12);
 //! - a holder process paused with SIGSTOP past its TTL loses its grant, and
 //!   its late fence is refused.
 

@@ -1,4 +1,4 @@
-//! The fault-injection harness of leasehold (FAULTS.md), and the suite
+//! The fault-injection harness of leasehold (docs/RELIABILITY.md), and the suite
 //! that uses it (`tests/faults/`, one module per group of cases).
 //!
 //! # The pieces
@@ -25,7 +25,7 @@
 //! - [`proc`] — where the `leasehold` binary is, a sandbox per trial (its
 //!   own store and HOME), and process helpers (alive, root, boot clock).
 //! - [`tier`] — counts: the CI tier runs reduced counts; `LEASEHOLD_SOAK=1`
-//!   (`scripts/soak`) runs the full counts of FAULTS.md.
+//!   (`scripts/soak`) runs the full counts of docs/RELIABILITY.md.
 //! - The `faults-client` binary of this crate: the process a case runs
 //!   under `leasehold run` (it logs its grant, writes to the sink, and logs
 //!   the end of its holding — also on SIGTERM).
@@ -35,7 +35,7 @@
 //! 1. Put it in the module of its group under `tests/faults/` (or a new
 //!    module listed in `tests/faults/main.rs`), named after the property.
 //! 2. Take counts from [`tier::count`]`(ci, soak)`: the soak count is the
-//!    FAULTS.md figure; keep the whole CI tier well under five minutes on
+//!    docs/RELIABILITY.md figure; keep the whole CI tier well under five minutes on
 //!    two cores.
 //! 3. Log what happened (grant log, sink) and assert on
 //!    [`check::Report::assert_clean`], which prints every violation. Print

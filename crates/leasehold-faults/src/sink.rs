@@ -9,7 +9,7 @@
 //! own token is accepted only from the writer that set it (the same holder
 //! writing again); anything else is refused. Binding the mark to its writer
 //! is what lets the sink refuse a token the store handed out a second time
-//! (a store rolled back to an older copy, FAULTS case 7): a sink that
+//! (a store rolled back to an older copy, fault case 7): a sink that
 //! compared tokens alone would accept the reissued copy of its mark.
 //!
 //! [`FencedSink::check`] replays the audit in commit order: every accepted

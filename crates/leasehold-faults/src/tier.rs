@@ -6,7 +6,7 @@ pub fn soak() -> bool {
     std::env::var_os("LEASEHOLD_SOAK").is_some_and(|v| v != "0")
 }
 
-/// `ci` in the default test run, `soak` (the FAULTS.md count) in the soak tier.
+/// `ci` in the default test run, `soak` (the docs/RELIABILITY.md count) in the soak tier.
 #[must_use]
 pub fn count(ci: usize, soak: usize) -> usize {
     if self::soak() { soak } else { ci }

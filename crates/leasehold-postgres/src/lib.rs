@@ -52,9 +52,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
+    Backend, BackendError, Capabilities, ClockSkew, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams,
+    LeaseFence, LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams,
+    LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteParams, TaskFail,
@@ -415,7 +415,7 @@ impl PostgresBackend {
         if slot.client.is_none() {
             slot.cache.clear();
             slot.skew_us = None;
-            let mut client = self.tls.connect(&self.config).map_err(|e| self.map_error(&e))?;
+            let mut client = self.tls.connect(&self.config).map_err(|e| self.map_error(e))?;
             // synchronous_commit on: a token is durable before it is
             // returned, whatever the database's or role's default.
             let setup = format!(
@@ -424,7 +424,7 @@ impl PostgresBackend {
                 self.options.lock_timeout.as_millis().max(1),
                 quote_ident(&self.schema)
             );
-            client.batch_execute(&setup).map_err(|e| self.map_error(&e))?;
+            client.batch_execute(&setup).map_err(|e| self.map_error(e))?;
             slot.client = Some(client);
         }
         let skew = micros(self.options.skew.get());
@@ -435,7 +435,7 @@ impl PostgresBackend {
                     "SELECT set_config('leasehold.skew_us', $1, false)",
                     &[&skew.to_string()],
                 )
-                .map_err(|e| self.map_error(&e))?;
+                .map_err(|e| self.map_error(e))?;
             slot.skew_us = Some(skew);
         }
         Ok(client)
@@ -475,7 +475,7 @@ impl PostgresBackend {
                 Ok(value) => return Ok(value),
                 Err(Failure::Commit(e)) => {
                     slot.client = None;
-                    return Err(self.ambiguous(&e));
+                    return Err(self.ambiguous(e));
                 }
                 Err(Failure::Op(Error::BadRow(reason))) => return Err(self.corrupt(reason)),
                 Err(Failure::Op(Error::Pg(e))) => e,
@@ -484,7 +484,7 @@ impl PostgresBackend {
                 slot.client = None;
             }
             if !(retryable(&e) && attempt < ATTEMPTS) {
-                return Err(self.map_error(&e));
+                return Err(self.map_error(e));
             }
         }
     }
@@ -561,146 +561,176 @@ impl PostgresBackend {
         self.transact(Kind::Single, |db| f(db).map(|v| (v, true)))
     }
 
-    fn unavailable(&self, reason: String, hint: &str) -> BackendError {
-        BackendError::Unavailable {
-            store: self.display.clone(),
-            reason,
-            hint: hint.to_owned(),
-        }
+    fn failure(&self, kind: ErrorKind, reason: String, hint: &str) -> BackendError {
+        BackendError::new(kind, &self.display, reason).hint(hint)
     }
 
-    fn ambiguous(&self, e: &postgres::Error) -> BackendError {
-        self.unavailable(
-            format!("the connection was lost while committing ({}), so the change may or may not have been made", detail(e)),
-            "nothing is reported as done; check the state (`leasehold status` / `leasehold task show`) once the server is back, and retry",
+    fn ambiguous(&self, e: postgres::Error) -> BackendError {
+        self.failure(
+            ErrorKind::Unavailable,
+            format!(
+                "the connection was lost while committing ({}), so the change may or may not have been made",
+                detail(&e)
+            ),
+            "nothing is reported as done; check the state once the server is back, and retry",
         )
+        .with_source(e)
     }
 
     fn corrupt(&self, reason: String) -> BackendError {
-        BackendError::Corrupt {
-            store: self.display.clone(),
+        self.failure(
+            ErrorKind::Corrupt,
             reason,
-            hint: format!(
+            &format!(
                 "inspect the tables of schema {} with psql; a row was written by something other than leasehold",
                 self.schema
             ),
-        }
+        )
     }
 
     /// A store whose schema does not match its version: bad data, never
     /// repaired in place.
     fn damaged(&self, reason: String) -> BackendError {
-        BackendError::Corrupt {
-            store: self.display.clone(),
+        self.failure(
+            ErrorKind::Corrupt,
             reason,
-            hint: leasehold_backend::migration::damage_hint(&format!("schema {}", self.schema)),
-        }
+            &leasehold_backend::migration::damage_hint(&format!("schema {}", self.schema)),
+        )
     }
 
-    /// Map a PostgreSQL failure to what the user must do about it.
-    fn map_error(&self, e: &postgres::Error) -> BackendError {
+    /// Map a PostgreSQL failure to its kind and what the user must do.
+    fn map_error(&self, e: postgres::Error) -> BackendError {
+        let (kind, reason, hint) = self.classify(&e);
+        let error = if kind == ErrorKind::Corrupt {
+            self.damaged(reason)
+        } else {
+            self.failure(kind, reason, &hint)
+        };
+        match hint.as_str() {
+            FEWER_CONNECTIONS => error.remedy(Remedy::FewerConnections),
+            _ => error,
+        }
+        .with_source(e)
+    }
+
+    fn classify(&self, e: &postgres::Error) -> (ErrorKind, String, String) {
+        use ErrorKind::{Auth, Busy, Corrupt, Permission, ReadOnly, Unavailable};
         let user = self.config.get_user().unwrap_or("(default)");
         let db = self.config.get_dbname().unwrap_or("(the user's name)");
         let Some(c) = e.code().cloned() else {
             return if let Some((reason, hint)) = tls::failure(e, self.tls.client_cert()) {
-                self.unavailable(reason, hint)
+                (Auth, reason, hint.to_owned())
             } else if detail(e).contains("password missing") {
-                self.unavailable(
+                (
+                    Auth,
                     format!("the server asks for a password for role {user:?}, and none was given"),
-                    "set PGPASSWORD in the environment (or put it in the URL: postgres://USER:PASSWORD@HOST/DB, percent-encoded); see docs/POSTGRES.md",
+                    "set PGPASSWORD in the environment (or put it in the URL: postgres://USER:PASSWORD@HOST/DB, percent-encoded); see docs/POSTGRES.md".into(),
                 )
             } else if connection_lost(e) {
-                self.unavailable(
+                (
+                    Unavailable,
                     format!("cannot reach or talk to the server: {}", detail(e)),
-                    "check that PostgreSQL is running and reachable at the URL's host and port (pg_isready -h HOST -p PORT); nothing was changed",
+                    "check that PostgreSQL is running and reachable at the URL's host and port (pg_isready -h HOST -p PORT); nothing was changed".into(),
                 )
             } else {
-                self.unavailable(
+                (
+                    Unavailable,
                     format!("PostgreSQL client error: {}", detail(e)),
-                    "this is a bug in leasehold; please report it",
+                    "this is a bug in leasehold; please report it".into(),
                 )
             };
         };
         if c == SqlState::UNDEFINED_TABLE || c == SqlState::UNDEFINED_COLUMN {
             // Checked at open, so dropped or altered under a running store.
-            self.damaged(format!("its schema is damaged: {}", detail(e)))
+            (Corrupt, format!("its schema is damaged: {}", detail(e)), String::new())
         } else if c == SqlState::INVALID_PASSWORD {
-            self.unavailable(
+            (
+                Auth,
                 format!("authentication failed for role {user:?}: {}", detail(e)),
-                "check the password (PGPASSWORD, or the URL's) and the user, and pg_hba.conf on the server",
+                "check the password (PGPASSWORD, or the URL's) and the user, and pg_hba.conf on the server".into(),
             )
         } else if c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
             // pg_hba.conf refused this login, or its method (a client
             // certificate, a password) failed.
-            self.unavailable(
+            (
+                Auth,
                 format!("the server refused role {user:?}: {}", detail(e)),
                 if self.tls.client_cert() {
                     "with `cert` authentication the certificate's common name (CN) must be the role (or be mapped to it in pg_ident.conf): check the user in the URL and sslcert, and pg_hba.conf on the server"
                 } else {
                     "check the user, and pg_hba.conf on the server; if it wants a client certificate, pass sslcert=PATH&sslkey=PATH (with sslmode=verify-full)"
-                },
+                }
+                .into(),
             )
         } else if c == SqlState::INVALID_CATALOG_NAME {
-            self.unavailable(
+            (
+                Unavailable,
                 format!("database {db:?} does not exist"),
-                &format!("create it (createdb -O {user} {db}) or fix the database name in the URL"),
+                format!("create it (createdb -O {user} {db}) or fix the database name in the URL"),
             )
         } else if c == SqlState::INSUFFICIENT_PRIVILEGE {
-            self.unavailable(
+            (
+                Permission,
                 format!("permission denied: {}", detail(e)),
-                &format!(
-                    "grant the role what docs/POSTGRES.md lists (e.g. GRANT USAGE, CREATE ON SCHEMA {} TO {user}), or run `leasehold migrate` once as the schema's owner",
+                format!(
+                    "grant the role what docs/POSTGRES.md lists (e.g. GRANT USAGE, CREATE ON SCHEMA {} TO {user}), or migrate the schema once as its owner",
                     self.schema
                 ),
             )
         } else if c == SqlState::LOCK_NOT_AVAILABLE {
-            self.unavailable(
+            (
+                Busy,
                 format!(
                     "a lock was held by another session for longer than {:?}",
                     self.options.lock_timeout
                 ),
-                "retry; if it persists, look for a stuck session in pg_stat_activity (state 'idle in transaction')",
+                "retry; if it persists, look for a stuck session in pg_stat_activity (state 'idle in transaction')"
+                    .into(),
             )
         } else if c == SqlState::TOO_MANY_CONNECTIONS {
-            self.unavailable(
+            (
+                Unavailable,
                 "the server has no free connection slots".into(),
-                "raise max_connections, use a connection pooler, or lower --concurrency",
+                FEWER_CONNECTIONS.into(),
             )
         } else if c == SqlState::READ_ONLY_SQL_TRANSACTION {
-            self.unavailable(
+            (
+                ReadOnly,
                 "the server is read-only (a standby, or default_transaction_read_only)".into(),
-                "point the URL at the primary (target_session_attrs=read-write with several hosts)",
+                "point the URL at the primary (target_session_attrs=read-write with several hosts)".into(),
             )
         } else if connection_lost(e) {
-            self.unavailable(
+            (
+                Unavailable,
                 format!("the connection was lost: {}", detail(e)),
-                "the server is restarting or was stopped; retry when it is back (nothing was changed)",
+                "the server is restarting or was stopped; retry when it is back (nothing was changed)".into(),
             )
         } else {
-            self.unavailable(
+            (
+                Unavailable,
                 format!("PostgreSQL error: {}", detail(e)),
-                "retry; if it persists, run `leasehold doctor`",
+                "retry; if it persists, check the server's log".into(),
             )
         }
     }
 
     fn map_schema_error(&self, e: schema::Error) -> BackendError {
         match e {
-            schema::Error::Pg(e) => self.map_error(&e),
-            schema::Error::TooNew(found) => BackendError::SchemaTooNew {
-                store: self.display.clone(),
-                found,
-                supported: schema::VERSION,
-            },
-            schema::Error::Foreign(reason) => BackendError::Corrupt {
-                store: self.display.clone(),
+            schema::Error::Pg(e) => self.map_error(e),
+            schema::Error::TooNew(found) => BackendError::schema_too_new(&self.display, found, schema::VERSION),
+            schema::Error::Foreign(reason) => self.failure(
+                ErrorKind::Corrupt,
                 reason,
-                hint: "choose a schema of its own for leasehold with ?schema=NAME in the URL".into(),
-            },
+                "choose a schema of its own for leasehold with ?schema=NAME in the URL",
+            ),
             schema::Error::Damaged(reason) => self.damaged(reason),
         }
     }
 }
+
+/// The hint for a server without free connection slots, whose remedy is
+/// the caller's (fewer connections at once).
+const FEWER_CONNECTIONS: &str = "raise max_connections, or use a connection pooler";
 
 /// The error with what PostgreSQL or the OS said (the client's own
 /// `Display` stops at "db error" or "error connecting to server").
@@ -763,10 +793,7 @@ struct ParsedUrl {
 /// Split `schema=NAME` off the URL's query (leasehold's own parameter) and
 /// parse the rest as a libpq URL.
 fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendError> {
-    let invalid = |reason: String| BackendError::InvalidUrl {
-        url: redact(url),
-        reason,
-    };
+    let invalid = |reason: String| BackendError::invalid_url(redact(url), reason);
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let (mut schema, mut sslmode, mut root_cert, mut cert, mut key) = (None, None, None, None, None);
     let mut rest = Vec::new();
@@ -1044,7 +1071,7 @@ impl TaskBackend for PostgresBackend {
     fn task_complete(&self, p: &TaskCompleteParams) -> std::result::Result<TaskUpdate, BackendError> {
         let t = &p.task;
         match self.single(|db| task::complete(db, t, p.result.as_ref())) {
-            Err(ambiguous @ BackendError::Unavailable { .. }) => {
+            Err(ambiguous) if ambiguous.kind() == ErrorKind::Unavailable => {
                 // The commit may have happened: re-check by token. Only a
                 // `done` task carrying this very token proves it did.
                 match self.read(|db| task::completed_by(db, t)) {
@@ -1144,7 +1171,7 @@ mod tests {
         ));
         // A client certificate needs its key, and TLS.
         let reason = |url: &str| match parse_url(url) {
-            Err(BackendError::InvalidUrl { reason, .. }) => reason,
+            Err(e) if e.kind() == ErrorKind::InvalidInput => e.reason().to_owned(),
             Err(e) => panic!("{url}: {e}"),
             Ok(_) => panic!("{url} was accepted"),
         };

@@ -1,6 +1,6 @@
 //! The server crashes (`pg_ctl stop -m immediate`) and restarts, several
 //! times, in the middle of about 2,000 lease and task operations from 8
-//! threads, each with its own store handle (FAULTS.md case 11, one run).
+//! threads, each with its own store handle (fault case 11, one run).
 //!
 //! Proved: no token is ever issued twice (leases and task claims), every
 //! completion the store accepted is the one that stuck (none lost), no task
@@ -307,7 +307,7 @@ fn read_client(path: &std::path::Path, seen: &mut Seen) {
     }
 }
 
-/// FAULTS.md case 11 at full size: 8 client processes, 20 rounds of 2,000
+/// fault case 11 at full size: 8 client processes, 20 rounds of 2,000
 /// operations, the server crashed (`pg_ctl stop -m immediate`) once at a
 /// random point of each round and restarted after a random pause.
 #[test]

@@ -8,7 +8,7 @@ mod support;
 
 use std::path::Path;
 
-use leasehold_backend::{Backend, BackendError, LeaseAcquire};
+use leasehold_backend::{Backend, BackendError, ErrorKind, LeaseAcquire};
 use leasehold_backend_tests::opening::{acquire_and_release, invalid_url, unavailable};
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
@@ -66,12 +66,12 @@ fn a_certificate_from_another_ca_is_refused() {
     // (Where the system has no roots at all, the URL itself is refused.)
     let url = format!("{}&sslmode=require", server.url(&Server::fresh_schema()));
     match open(&url) {
-        Err(BackendError::Unavailable { reason, hint, .. }) => {
-            eprintln!("untrusted certificate: {reason}; {hint}");
-            assert!(reason.contains("TLS"), "{reason}");
-            assert!(hint.contains("sslrootcert"), "{hint}");
+        Err(e) if e.kind() == ErrorKind::Auth => {
+            eprintln!("untrusted certificate: {e}");
+            assert!(e.reason().contains("TLS"), "{e}");
+            assert!(e.hint_text().contains("sslrootcert"), "{e}");
         }
-        Err(BackendError::InvalidUrl { reason, .. }) => assert!(reason.contains("root"), "{reason}"),
+        Err(e) if e.kind() == ErrorKind::InvalidInput => assert!(e.reason().contains("root"), "{e}"),
         other => panic!("an untrusted certificate was accepted: {other:?}"),
     }
 }
@@ -86,10 +86,10 @@ fn sslmode_require_against_a_server_without_tls_fails_clearly() {
         other.pki().ca().display()
     );
     match open(&url) {
-        Err(BackendError::Unavailable { reason, hint, .. }) => {
-            eprintln!("server without TLS: {reason}; {hint}");
-            assert!(reason.contains("TLS"), "{reason}");
-            assert!(hint.contains("does not offer it"), "{hint}");
+        Err(e) if e.kind() == ErrorKind::Auth => {
+            eprintln!("server without TLS: {e}");
+            assert!(e.reason().contains("TLS"), "{e}");
+            assert!(e.hint_text().contains("does not offer it"), "{e}");
         }
         other => panic!("expected unavailable (exit 69), got {other:?}"),
     }

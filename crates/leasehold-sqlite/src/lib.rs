@@ -34,10 +34,10 @@ use std::time::Duration;
 
 use leasehold_backend::failpoint;
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, ClockSkew, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, later, migration,
-    signed, symlinks,
+    Backend, BackendError, Capabilities, ClockSkew, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams,
+    LeaseFence, LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams,
+    LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos,
+    host, later, migration, signed, symlinks,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteParams, TaskFail,
@@ -103,11 +103,8 @@ impl SqliteBackend {
     /// - [`BackendError::SchemaTooNew`]: written by a newer leasehold.
     pub fn open(path: &Path, options: SqliteOptions) -> Result<Self, BackendError> {
         let store = path.display().to_string();
-        let unavailable = |reason: String, hint: &str| BackendError::Unavailable {
-            store: store.clone(),
-            reason,
-            hint: hint.to_owned(),
-        };
+        let unavailable =
+            |reason: String, hint: &str| BackendError::new(ErrorKind::Unavailable, &store, reason).hint(hint);
         let given = path;
         let (dir, path) = place(given).map_err(|(reason, hint)| unavailable(reason, hint))?;
         let path = path.as_path();
@@ -118,8 +115,9 @@ impl SqliteBackend {
                         format!(
                             "it is on a network filesystem ({fs}), where SQLite's locking and durability cannot be trusted"
                         ),
-                        "put the store on a local disk, use a postgres:// or etcd:// store for many machines, or pass --allow-network-fs if you accept the risk",
-                    ));
+                        "put the store on a local disk, or use a postgres:// or etcd:// store for many machines",
+                    )
+                    .remedy(Remedy::AllowNetworkFs));
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -134,8 +132,9 @@ impl SqliteBackend {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(unavailable(
                     "the path is a symbolic link, which leasehold never follows at a store path".into(),
-                    "point --store at the real file",
-                ));
+                    "name the real file",
+                )
+                .remedy(Remedy::AnotherStore));
             }
             Ok(meta) if !meta.is_file() => {
                 let what = if meta.is_dir() {
@@ -145,39 +144,40 @@ impl SqliteBackend {
                 } else {
                     "not a regular file"
                 };
-                return Err(BackendError::Corrupt {
-                    store,
-                    reason: format!("the path is {what}"),
-                    hint: "point --store at a database file".into(),
-                });
+                return Err(
+                    BackendError::new(ErrorKind::Corrupt, store, format!("the path is {what}"))
+                        .hint("name a database file")
+                        .remedy(Remedy::AnotherStore),
+                );
             }
             Ok(meta) if meta.len() < SQLITE_HEADER_LEN => {
                 // A new store is created whole (see `create`), so a file this
                 // short was cut off — SQLite would take it for an empty
                 // database and start the token counters again at 1.
-                return Err(BackendError::Corrupt {
+                return Err(BackendError::new(
+                    ErrorKind::Corrupt,
                     store,
-                    reason: format!(
+                    format!(
                         "it is {} bytes long, shorter than a SQLite header: truncated (or left by an interrupted first start of leasehold 0.1)",
                         meta.len()
                     ),
-                    hint: "restore it from a backup; only if no token of this store was ever used, remove it to start a new store (tokens restart at 1)".into(),
-                });
+                )
+                .hint("restore it from a backup; only if no token of this store was ever used, remove it to start a new store (tokens restart at 1)"));
             }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 create(path, &dir, &options).map_err(|e| {
-                    unavailable(
-                        format!("cannot create the database file: {e}"),
-                        "check the directory's permissions and free space",
-                    )
+                    BackendError::new(io_kind(&e), &store, format!("cannot create the database file: {e}"))
+                        .hint("check the directory's permissions and free space")
+                        .with_source(e)
                 })?;
             }
             Err(e) => {
-                return Err(unavailable(
-                    format!("cannot inspect the database file: {e}"),
-                    "check the path",
-                ));
+                return Err(
+                    BackendError::new(io_kind(&e), store, format!("cannot inspect the database file: {e}"))
+                        .hint("check the path")
+                        .with_source(e),
+                );
             }
         }
 
@@ -193,8 +193,9 @@ impl SqliteBackend {
                         "{} is a symbolic link, which leasehold never follows beside a store (SQLite would write through it)",
                         Path::new(&sibling).display()
                     ),
-                    "remove the link (SQLite's own files are never links), or choose another --store",
-                ));
+                    "remove the link (SQLite's own files are never links)",
+                )
+                .remedy(Remedy::AnotherStore));
             }
         }
         let flags =
@@ -203,17 +204,17 @@ impl SqliteBackend {
         // filesystem (it cannot make the WAL's shared-memory file): name it.
         let read_only =
             || rustix::fs::statvfs(&dir).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
-        let open_error = |e: &rusqlite::Error| {
+        let open_error = |e: rusqlite::Error| {
             if read_only() {
-                unavailable(
-                    "it is on a read-only filesystem".into(),
-                    "remount it read-write or choose another --store; nothing was changed",
-                )
+                BackendError::new(ErrorKind::ReadOnly, &store, "it is on a read-only filesystem")
+                    .hint("remount it read-write; nothing was changed")
+                    .remedy(Remedy::AnotherStore)
+                    .with_source(e)
             } else {
                 map_error(&store, e)
             }
         };
-        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(&e))?;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
         let setup = |conn: &mut Connection| -> rusqlite::Result<Result<(), schema::Problem>> {
             conn.busy_timeout(options.busy_timeout)?;
             // Reading the schema first makes a non-database fail with
@@ -243,28 +244,23 @@ impl SqliteBackend {
         match setup(&mut conn) {
             Ok(Ok(())) => {}
             Ok(Err(schema::Problem::TooNew(found))) => {
-                return Err(BackendError::SchemaTooNew {
-                    store,
-                    found,
-                    supported: schema::VERSION,
-                });
+                return Err(BackendError::schema_too_new(store, found, schema::VERSION));
             }
             Ok(Err(schema::Problem::Foreign(reason))) => {
-                return Err(BackendError::Corrupt {
-                    store,
-                    reason,
-                    hint: "point --store at a leasehold database (or a new path)".into(),
-                });
+                return Err(BackendError::new(ErrorKind::Corrupt, store, reason)
+                    .hint("name a leasehold database (or a new path)")
+                    .remedy(Remedy::AnotherStore));
             }
             Ok(Err(schema::Problem::Damaged(reason))) => return Err(damaged_schema(&store, reason)),
             Ok(Err(schema::Problem::NoWal(mode))) => {
-                return Err(BackendError::Unavailable {
+                return Err(BackendError::new(
+                    ErrorKind::Unavailable,
                     store,
-                    reason: format!("SQLite cannot use write-ahead logging there (journal mode stays {mode:?})"),
-                    hint: "put the store on a local filesystem that supports shared memory".into(),
-                });
+                    format!("SQLite cannot use write-ahead logging there (journal mode stays {mode:?})"),
+                )
+                .hint("put the store on a local filesystem that supports shared memory"));
             }
-            Err(e) => return Err(open_error(&e)),
+            Err(e) => return Err(open_error(e)),
         }
         Ok(Self {
             path: given.to_path_buf(),
@@ -284,10 +280,13 @@ impl SqliteBackend {
     }
 
     fn now(&self) -> Result<Now, BackendError> {
-        let boot_id = host::boot_id().ok_or_else(|| BackendError::Unavailable {
-            store: self.store(),
-            reason: "cannot read /proc/sys/kernel/random/boot_id, which expiry on the boot clock needs".into(),
-            hint: "mount /proc, or use a postgres:// or etcd:// store".into(),
+        let boot_id = host::boot_id().ok_or_else(|| {
+            BackendError::new(
+                ErrorKind::Unavailable,
+                self.store(),
+                "cannot read /proc/sys/kernel/random/boot_id, which expiry on the boot clock needs",
+            )
+            .hint("mount /proc, or use a postgres:// or etcd:// store")
         })?;
         let ns = duration_nanos(host::boot_clock()).saturating_add(duration_nanos(self.options.skew.get()));
         Ok(Now {
@@ -321,11 +320,11 @@ impl SqliteBackend {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| map_error(&self.store(), &e))?;
+            .map_err(|e| map_error(&self.store(), e))?;
         let (value, commit) = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
         if commit {
             failpoint!(op, "before-commit");
-            tx.commit().map_err(|e| map_error(&self.store(), &e))?;
+            tx.commit().map_err(|e| map_error(&self.store(), e))?;
             failpoint!(op, "after-commit");
         }
         Ok(value)
@@ -337,18 +336,15 @@ impl SqliteBackend {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(|e| map_error(&self.store(), &e))?;
+            .map_err(|e| map_error(&self.store(), e))?;
         f(&tx, &now).map_err(|e| self.map_lease_error(e))
     }
 
     fn map_lease_error(&self, e: lease::Error) -> BackendError {
         match e {
-            lease::Error::Sqlite(e) => map_error(&self.store(), &e),
-            lease::Error::BadRow(reason) => BackendError::Corrupt {
-                store: self.store(),
-                reason,
-                hint: "inspect it with `sqlite3`, or move it aside and start a new store (tokens would restart; sinks that check tokens must then be reset too)".into(),
-            },
+            lease::Error::Sqlite(e) => map_error(&self.store(), e),
+            lease::Error::BadRow(reason) => BackendError::new(ErrorKind::Corrupt, self.store(), reason)
+                .hint("inspect it with `sqlite3`, or move it aside and start a new store (tokens would restart; sinks that check tokens must then be reset too)"),
         }
     }
 }
@@ -436,10 +432,16 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
 /// A store whose schema does not match its version: bad data, never
 /// repaired in place.
 fn damaged_schema(store: &str, reason: String) -> BackendError {
-    BackendError::Corrupt {
-        store: store.to_owned(),
-        reason,
-        hint: migration::damage_hint("it"),
+    BackendError::new(ErrorKind::Corrupt, store, reason).hint(migration::damage_hint("it"))
+}
+
+/// The kind of an I/O failure on the store's file or directory.
+fn io_kind(e: &std::io::Error) -> ErrorKind {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => ErrorKind::Permission,
+        std::io::ErrorKind::StorageFull => ErrorKind::DiskFull,
+        std::io::ErrorKind::ReadOnlyFilesystem => ErrorKind::ReadOnly,
+        _ => ErrorKind::Unavailable,
     }
 }
 
@@ -452,52 +454,59 @@ fn missing_from_schema(e: &rusqlite::Error) -> Option<&str> {
     (msg.starts_with("no such table") || msg.starts_with("no such column")).then_some(msg.as_str())
 }
 
-/// Map a SQLite failure to what the user must do about it.
-fn map_error(store: &str, e: &rusqlite::Error) -> BackendError {
-    if let Some(msg) = missing_from_schema(e) {
-        return damaged_schema(store, format!("its schema is damaged ({msg})"));
+/// Map a SQLite failure to its kind and what the user must do about it.
+fn map_error(store: &str, e: rusqlite::Error) -> BackendError {
+    if let Some(msg) = missing_from_schema(&e) {
+        let reason = format!("its schema is damaged ({msg})");
+        return damaged_schema(store, reason).with_source(e);
     }
-    let unavailable = |reason: String, hint: &str| BackendError::Unavailable {
-        store: store.to_owned(),
-        reason,
-        hint: hint.to_owned(),
-    };
-    let corrupt = |reason: String| {
-        BackendError::Corrupt {
-        store: store.to_owned(),
-        reason,
-        hint: "inspect it with `sqlite3 PATH 'PRAGMA integrity_check'`, restore it from a backup, or move it aside (tokens would restart)".into(),
-    }
-    };
-    match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => corrupt("the file is not a SQLite database".into()),
-        Some(ErrorCode::DatabaseCorrupt) => corrupt(format!("damaged database ({e})")),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => unavailable(
-            "another process kept it locked for longer than the busy timeout".into(),
+    let (kind, reason, hint) = match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => (
+            ErrorKind::Corrupt,
+            "the file is not a SQLite database".to_owned(),
+            CORRUPT_HINT,
+        ),
+        Some(ErrorCode::DatabaseCorrupt) => (ErrorKind::Corrupt, format!("damaged database ({e})"), CORRUPT_HINT),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => (
+            ErrorKind::Busy,
+            "another process kept it locked for longer than the busy timeout".to_owned(),
             "retry; if it persists, find the process holding it (fuser PATH)",
         ),
-        Some(ErrorCode::DiskFull) => unavailable(
-            "the disk is full".into(),
+        Some(ErrorCode::DiskFull) => (
+            ErrorKind::DiskFull,
+            "the disk is full".to_owned(),
             "free space on its filesystem; nothing was changed",
         ),
-        Some(ErrorCode::ReadOnly) => unavailable(
-            "it is read-only (read-only filesystem or file)".into(),
+        Some(ErrorCode::ReadOnly) => (
+            ErrorKind::ReadOnly,
+            "it is read-only (read-only filesystem or file)".to_owned(),
             "make it writable; nothing was changed",
         ),
-        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => unavailable(
+        Some(ErrorCode::PermissionDenied) => (
+            ErrorKind::Permission,
             format!("cannot open it ({e})"),
             "check the file's and directory's permissions",
         ),
-        Some(ErrorCode::SystemIoFailure) => unavailable(
+        Some(ErrorCode::CannotOpen) => (
+            ErrorKind::Unavailable,
+            format!("cannot open it ({e})"),
+            "check the file's and directory's permissions",
+        ),
+        Some(ErrorCode::SystemIoFailure) => (
+            ErrorKind::Unavailable,
             format!("I/O error ({e})"),
             "check the disk (dmesg); nothing was reported as done",
         ),
-        _ => unavailable(
+        _ => (
+            ErrorKind::Unavailable,
             format!("SQLite error: {e}"),
-            "retry; if it persists, run `leasehold doctor`",
+            "retry; if it persists, check it with `sqlite3 PATH 'PRAGMA integrity_check'`",
         ),
-    }
+    };
+    BackendError::new(kind, store, reason).hint(hint).with_source(e)
 }
+
+const CORRUPT_HINT: &str = "inspect it with `sqlite3 PATH 'PRAGMA integrity_check'`, restore it from a backup, or move it aside (tokens would restart)";
 
 impl Backend for SqliteBackend {
     fn capabilities(&self) -> Capabilities {
@@ -517,7 +526,7 @@ impl Backend for SqliteBackend {
                     rusqlite::types::Value::Text(t) => t,
                     other => format!("{other:?}"),
                 })
-                .map_err(|e| map_error(&self.store(), &e))
+                .map_err(|e| map_error(&self.store(), e))
         };
         let version: i64 = q("PRAGMA user_version")?.parse().unwrap_or(-1);
         let mut facts = vec![
@@ -533,7 +542,7 @@ impl Backend for SqliteBackend {
                 format!("{damage}; restore the store from a backup"),
             )),
         }
-        let differences = schema::differences(&conn).map_err(|e| map_error(&self.store(), &e))?;
+        let differences = schema::differences(&conn).map_err(|e| map_error(&self.store(), e))?;
         if differences.is_empty() {
             facts.push((
                 "schema".to_owned(),

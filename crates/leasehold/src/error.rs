@@ -1,4 +1,4 @@
-use leasehold_backend::BackendError;
+use leasehold_backend::{BackendError, ErrorKind};
 
 /// What can go wrong in the library (contention is a value, not an error).
 #[derive(Debug, thiserror::Error)]
@@ -14,13 +14,25 @@ pub enum Error {
     /// A duration the library itself uses (a wait, the poll interval) is
     /// outside its limit (`leasehold::limits`); refused before anything
     /// was done. Durations passed on to the store are checked there
-    /// ([`BackendError::InvalidInput`]).
+    /// (a [`BackendError`] of kind [`ErrorKind::InvalidInput`]).
     #[error("{0}; nothing was changed")]
     InvalidInput(#[from] leasehold_backend::limits::OutOfRange),
 
     /// A supervised command's guard could not be found, started or told.
     #[error(transparent)]
     Supervise(#[from] crate::supervise::SuperviseError),
+}
+
+impl Error {
+    /// What kind of failure this is (see [`ErrorKind`]).
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Store(e) => e.kind(),
+            Error::Process(_) | Error::InvalidInput(_) => ErrorKind::InvalidInput,
+            Error::Supervise(e) => e.kind(),
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -866,7 +866,7 @@ mod tests {
 
     #[test]
     fn suspend_past_the_window_is_a_loss_before_any_renewal() {
-        // FAULTS case 14: the boot clock jumps an hour (suspend), the
+        // fault case 14: the boot clock jumps an hour (suspend), the
         // monotonic clock — real time here — barely moves.
         let renewer = Scripted::new(vec![]);
         let clock = Arc::new(ManualClock::new(1000 * SEC));
@@ -941,11 +941,11 @@ mod tests {
     #[test]
     fn failing_renewals_end_at_the_deadline_with_the_last_error() {
         let down = || -> Result<Renewal> {
-            Err(crate::Error::Store(leasehold_backend::BackendError::Unavailable {
-                store: "test".into(),
-                reason: "locked".into(),
-                hint: String::new(),
-            }))
+            Err(crate::Error::Store(leasehold_backend::BackendError::new(
+                leasehold_backend::ErrorKind::Busy,
+                "test",
+                "locked",
+            )))
         };
         let renewer = Scripted::new((0..1000).map(|_| down()).collect());
         let clock = Arc::new(ManualClock::new(SEC));

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{Mode, OFlags};
 
 use crate::symlinks::{self, DirError};
-use crate::{host, limits};
+use crate::{ErrorKind, Remedy, host, limits};
 
 /// The lock file created inside a directory given as the lock path.
 pub const LOCK_FILE_NAME: &str = ".leasehold.lock";
@@ -75,7 +75,7 @@ pub enum LockError {
     UnsafeDirectory { path: PathBuf, why: DirError },
 
     #[error(
-        "refusing to lock {path}: it is on a network filesystem ({fs}), where flock is unreliable; use a local path, or pass --allow-network-fs if you know every user is on this host"
+        "refusing to lock {path}: it is on a network filesystem ({fs}), where flock is unreliable; use a local path"
     )]
     NetworkFs { path: PathBuf, fs: String },
 
@@ -90,6 +90,35 @@ pub enum LockError {
     /// The timeout is out of [`limits::WAIT`]; nothing was locked.
     #[error("{0}; nothing was locked")]
     InvalidInput(#[from] limits::OutOfRange),
+}
+
+impl LockError {
+    /// What kind of failure this is (see [`ErrorKind`]).
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LockError::NetworkFs { .. } => ErrorKind::Unavailable,
+            // Not the path's fault: the directory is not there (yet).
+            LockError::UnsafeDirectory {
+                why: DirError::Missing { .. },
+                ..
+            }
+            | LockError::Io { .. } => ErrorKind::Failed,
+            LockError::Symlink { .. }
+            | LockError::NotAFile { .. }
+            | LockError::NotADirectory { .. }
+            | LockError::UnsafeDirectory { .. }
+            | LockError::InvalidInput(_) => ErrorKind::InvalidInput,
+        }
+    }
+
+    /// A next step that is the caller's option: allowing a network
+    /// filesystem ([`LockOptions::allow_network_fs`]) if every user of the
+    /// lock is on this host.
+    #[must_use]
+    pub fn remedy(&self) -> Option<Remedy> {
+        matches!(self, LockError::NetworkFs { .. }).then_some(Remedy::AllowNetworkFs)
+    }
 }
 
 /// How to lock.

@@ -121,15 +121,15 @@ impl Store {
     /// The store's task queue.
     ///
     /// # Errors
-    /// [`crate::Error::Store`] ([`BackendError::Unsupported`]) for a store
+    /// [`crate::Error::Store`] (kind [`crate::ErrorKind::Unsupported`]) for a store
     /// without one (etcd).
     pub fn tasks(&self) -> Result<&dyn TaskBackend> {
         self.backend().tasks().ok_or_else(|| {
-            BackendError::Unsupported {
-                store: self.url().to_string(),
-                what: "the task queue".into(),
-                hint: "use a sqlite:// or postgres:// store for tasks".into(),
-            }
+            BackendError::unsupported(
+                self.url().redacted(),
+                "the task queue",
+                "use a sqlite:// or postgres:// store for tasks",
+            )
             .into()
         })
     }

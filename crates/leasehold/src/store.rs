@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use leasehold_backend::{
     Backend, BackendError, ClockSkew, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host, limits,
+    LeaseRenewParams, LeaseState, Mode, Owner, Remedy, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host,
+    limits,
 };
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
@@ -119,7 +120,8 @@ impl StoreUrl {
     /// Parse a store URL.
     ///
     /// # Errors
-    /// [`BackendError::InvalidUrl`] for an unknown scheme or an empty path.
+    /// [`BackendError`] of kind [`crate::ErrorKind::InvalidInput`] for an unknown
+    /// scheme or an empty path.
     ///
     /// # Examples
     /// ```
@@ -150,10 +152,7 @@ impl StoreUrl {
     /// assert!(StoreUrl::parse("etcd://h:2379?user=agent:hunter2").is_err());
     /// ```
     pub fn parse(url: &str) -> std::result::Result<Self, BackendError> {
-        let invalid = |reason: &str| BackendError::InvalidUrl {
-            url: redact_password(url),
-            reason: reason.to_owned(),
-        };
+        let invalid = |reason: &str| BackendError::invalid_url(redact_password(url), reason);
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(invalid(
                 "expected SCHEME://…, e.g. sqlite:///path/to/leasehold.db, postgres://host/db or etcd://host:2379",
@@ -244,9 +243,12 @@ impl StoreUrl {
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .or_else(|| home_dir().map(|h| h.join(".local/state")))
-            .ok_or_else(|| BackendError::InvalidUrl {
-                url: String::new(),
-                reason: "neither $XDG_STATE_HOME nor $HOME is set, so there is no default store; pass --store sqlite:///path/to/leasehold.db".into(),
+            .ok_or_else(|| {
+                BackendError::invalid_url(
+                    String::new(),
+                    "neither $XDG_STATE_HOME nor $HOME is set, so there is no default store",
+                )
+                .remedy(Remedy::AnotherStore)
             })?;
         Ok(StoreUrl::Sqlite(state.join("leasehold").join("leasehold.db")))
     }
@@ -255,11 +257,11 @@ impl StoreUrl {
 /// The error for a store this build does not include.
 #[cfg(not(all(feature = "postgres", feature = "etcd")))]
 fn not_built(url: &StoreUrl, what: &str) -> Error {
-    BackendError::Unsupported {
-        store: url.redacted(),
-        what: "this store".into(),
-        hint: format!("this build of leasehold does not include {what}; use sqlite://PATH or another build"),
-    }
+    BackendError::unsupported(
+        url.redacted(),
+        "this store",
+        format!("this build of leasehold does not include {what}; use sqlite://PATH or another build"),
+    )
     .into()
 }
 
@@ -320,10 +322,7 @@ fn etcd_credentials(
     let Some(user) = &security.user else {
         return Ok(None);
     };
-    let invalid = |reason: String| BackendError::InvalidUrl {
-        url: url.to_string(),
-        reason,
-    };
+    let invalid = |reason: String| BackendError::invalid_url(url.to_string(), reason);
     let password = match &security.password_file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
@@ -517,11 +516,11 @@ impl Store {
             #[cfg(not(feature = "etcd"))]
             StoreUrl::Etcd { .. } => return Err(not_built(url, "the etcd store (cargo feature `etcd`)")),
             StoreUrl::Custom(_) => {
-                return Err(BackendError::Unsupported {
-                    store: url.to_string(),
-                    what: "opening a store by a name of the caller's".into(),
-                    hint: "build it with Store::from_backend".into(),
-                }
+                return Err(BackendError::unsupported(
+                    url.to_string(),
+                    "opening a store by a name of the caller's",
+                    "build it with Store::from_backend",
+                )
                 .into());
             }
         };
@@ -635,7 +634,7 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails or refuses a TTL out of
-    /// [`limits::TTL`] ([`BackendError::InvalidInput`]); [`Error::Process`]
+    /// [`limits::TTL`] (a [`BackendError`] of kind [`crate::ErrorKind::InvalidInput`]); [`Error::Process`]
     /// when the binding names a process that cannot be read.
     ///
     /// # Examples
@@ -899,6 +898,7 @@ const _: () = {
 
 #[cfg(test)]
 mod tests {
+    use leasehold_backend::ErrorKind;
     use std::time::SystemTime;
 
     use super::*;
@@ -907,7 +907,10 @@ mod tests {
 
     fn refused<T: fmt::Debug>(outcome: Result<T>, limit: limits::Limit) {
         match outcome {
-            Err(Error::InvalidInput(e) | Error::Store(BackendError::InvalidInput(e))) => assert_eq!(e.limit, limit),
+            Err(Error::InvalidInput(e)) => assert_eq!(e.limit, limit),
+            Err(Error::Store(e)) if e.out_of_range().is_some() => {
+                assert_eq!(e.out_of_range().map(|e| e.limit), Some(limit));
+            }
             other => panic!("must be refused for {}: {other:?}", limit.what),
         }
     }
@@ -966,7 +969,7 @@ mod tests {
 
     fn invalid_reason(url: &str) -> (String, String) {
         match StoreUrl::parse(url) {
-            Err(BackendError::InvalidUrl { url, reason }) => (url, reason),
+            Err(e) if e.kind() == ErrorKind::InvalidInput => (e.store().to_owned(), e.reason().to_owned()),
             other => panic!("{url} must be refused: {other:?}"),
         }
     }
@@ -1069,12 +1072,13 @@ mod tests {
         );
         std::fs::write(&file, "\n").unwrap();
         match password(&with_file) {
-            Err(BackendError::InvalidUrl { reason, .. }) => assert!(reason.contains("is empty"), "{reason}"),
+            Err(e) if e.kind() == ErrorKind::InvalidInput => assert!(e.reason().contains("is empty"), "{e}"),
             other => panic!("{other:?}"),
         }
         std::fs::remove_file(&file).unwrap();
         match password(&with_file) {
-            Err(BackendError::InvalidUrl { reason, .. }) => {
+            Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                let reason = e.reason();
                 assert!(
                     reason.starts_with("password-file=") && reason.contains("no such file"),
                     "{reason}"

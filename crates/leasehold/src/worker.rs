@@ -46,8 +46,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::supervise::{self, Finished, GuardProgram, Output, Spec, Stop, StopHandle, Supervised, Timing};
 use crate::{
-    BackendError, Claim, ClaimKeeper, ClaimLost, Error, Loss, LossHandle, QueueName, Retry, Store, TaskFail, TaskId,
-    TaskLost, TaskRef, TaskUpdate, Token, format_duration, host,
+    Claim, ClaimKeeper, ClaimLost, Error, Loss, LossHandle, QueueName, Retry, Store, TaskFail, TaskId, TaskLost,
+    TaskRef, TaskUpdate, Token, format_duration, host,
 };
 
 /// The tail of a failed command's stderr kept as the task's error.
@@ -519,7 +519,7 @@ impl Worker {
             let claimed = match claimed {
                 Ok(claimed) => claimed,
                 Err(e) => {
-                    if !matches!(e, Error::Store(BackendError::Unavailable { .. })) {
+                    if !e.kind().is_store_unusable() {
                         return Err(WorkerError::new(format!("cannot claim from queue {queue}"), e));
                     }
                     // The store may come back: say so, and try again later.

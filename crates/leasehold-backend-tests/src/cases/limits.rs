@@ -25,7 +25,10 @@ const BAD_TTLS: [Duration; 3] = [Duration::ZERO, limits::TTL.max.saturating_add(
 /// `outcome` must be the refusal of a value out of `limit`.
 fn refused<T: Debug>(what: &str, outcome: Result<T, BackendError>, limit: Limit) {
     match outcome {
-        Err(BackendError::InvalidInput(e)) => assert_eq!(e.limit, limit, "{what}: refused for another limit: {e}"),
+        Err(e) if e.out_of_range().is_some() => {
+            let e = e.out_of_range().expect("checked");
+            assert_eq!(e.limit, limit, "{what}: refused for another limit: {e}");
+        }
         other => panic!(
             "{what} must be refused with InvalidInput ({} out of range), got {other:?}",
             limit.what

@@ -1,7 +1,7 @@
 //! `task_add`: "Add tasks in one transaction. If any id exists with another
 //! payload, nothing is added and that outcome is `Conflict`. Each task's
 //! `Available` is resolved on the store's clock, in that transaction." A
-//! task is idempotent by id (DESIGN §7: "the same id again is a no-op").
+//! task is idempotent by id (README, "Task queue": the same id and payload again is a no-op).
 
 use std::time::{Duration, SystemTime};
 

@@ -88,8 +88,8 @@ pub fn task_claim_nothing_claimable_is_none<H: Harness>(t: &mut Case<H>) {
     t.task_claim_none(&params::claim("q"), "one task is done, the other running");
 }
 
-/// A claim makes the task running for its owner: attempt 1, token 1 (DESIGN
-/// §7: the first claim's token), a lease of the asked TTL.
+/// A claim makes the task running for its owner: attempt 1, token 1 (the
+/// first claim's token), a lease of the asked TTL.
 pub fn task_claim_makes_running_with_attempt_and_token<H: Harness>(t: &mut Case<H>) {
     t.task_added(TaskAddParams {
         max_attempts: 4,

@@ -1,5 +1,5 @@
 //! "No task is lost; each task's completion is accepted at most once"
-//! (DESIGN §9), however claims, expiries and late workers interleave.
+//! (docs/ARCHITECTURE.md, "Invariants"), however claims, expiries and late workers interleave.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -16,32 +16,13 @@ use std::thread;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-use leasehold::lock::{self, LockError, LockOptions, TryLock};
+use leasehold::lock::{self, LockOptions, TryLock};
 use leasehold::supervise::child;
-use leasehold::symlinks::DirError;
 
 use crate::cli::LockArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
 use crate::run::CliError;
-
-fn lock_error(e: &LockError) -> anyhow::Error {
-    let code = match e {
-        LockError::NetworkFs { .. } => ExitCode::Unavailable,
-        // Not the path's fault: the directory is not there (yet).
-        LockError::UnsafeDirectory {
-            why: DirError::Missing { .. },
-            ..
-        }
-        | LockError::Io { .. } => ExitCode::Failure,
-        LockError::Symlink { .. }
-        | LockError::NotAFile { .. }
-        | LockError::NotADirectory { .. }
-        | LockError::UnsafeDirectory { .. }
-        | LockError::InvalidInput(_) => ExitCode::Usage,
-    };
-    CliError::new(code, e.to_string()).into()
-}
 
 /// The command could not be started (127 not found, 126 not runnable).
 /// With `--json` this follows the document that said the lock was taken.
@@ -57,11 +38,12 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
         allow_network_fs: ctx.global.allow_network_fs,
         dir: args.dir,
     };
+    // A failure's exit code and a remedy's words come from its kind
+    // (`run::exit_code_of`).
     let outcome = match args.wait.wait {
-        None => lock::try_lock(&args.path, options),
-        Some(wait) => lock::lock(&args.path, options, wait.timeout()),
-    }
-    .map_err(|e| lock_error(&e))?;
+        None => lock::try_lock(&args.path, options)?,
+        Some(wait) => lock::lock(&args.path, options, wait.timeout())?,
+    };
     let held = match outcome {
         TryLock::Locked(held) => held,
         TryLock::Held { path, pid } => {

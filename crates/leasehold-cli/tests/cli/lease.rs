@@ -644,3 +644,21 @@ fn waiting_and_limits_are_spelled_one_way() {
     let out = waiter.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Typed errors: the exit code comes from the error's kind, and a remedy
+/// that is the caller's option is worded as the CLI's flag (the library
+/// says it in its own terms).
+#[test]
+fn a_remedy_is_worded_as_a_flag_and_the_code_comes_from_the_kind() {
+    let env = Env::new();
+    let dir = env.path().join("a-directory");
+    std::fs::create_dir(&dir).unwrap();
+    let store = format!("sqlite://{}", dir.display());
+    let (code, _, err) = env.run(&["--store", &store, "acquire", "job"]);
+    assert_eq!(code, 65, "a directory where the store belongs is bad data: {err}");
+    assert!(err.contains("use another --store"), "{err}");
+    assert!(
+        !err.contains("open another store"),
+        "library words stay in the library: {err}"
+    );
+}

@@ -1,4 +1,4 @@
-//! Bad input (FAULTS cases 21 and 22): corrupt store files and hostile
+//! Bad input (fault cases 21 and 22): corrupt store files and hostile
 //! names. A bad file gets a clear error and a distinct exit code (65 bad
 //! data, 69 unavailable), never a panic (exit 101), is never overwritten or
 //! followed, and the token counter is never silently reset.
@@ -100,7 +100,7 @@ fn run_bounded(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
     proc::outcome(&child.wait_with_output().unwrap())
 }
 
-/// FAULTS 21: a store file truncated at every length (CI: a stride), with
+/// fault case 21: a store file truncated at every length (CI: a stride), with
 /// bit flips, with each page overwritten by garbage, and other things at
 /// the store path (FIFO, directory, symlink, huge sparse file, bad UTF-8
 /// path, a future schema).
@@ -249,7 +249,7 @@ const STORE_COMMANDS: &[&[&str]] = &[
     &["work", "q", "--", "true"],
 ];
 
-/// FAULTS 21, a damaged schema: each of the store's tables dropped in turn
+/// fault case 21, a damaged schema: each of the store's tables dropped in turn
 /// (as `sqlite3 store.db 'drop table …'`). Every command refuses with exit
 /// 65 (bad data, not 69 "retry"), names what is missing, and leaves the
 /// file byte for byte as it was — nothing is recreated, which for
@@ -346,7 +346,7 @@ fn hostile() -> Vec<String> {
     v
 }
 
-/// FAULTS 22: 100,000 generated names (plus the hostile classics) through
+/// fault case 22: 100,000 generated names (plus the hostile classics) through
 /// `LeaseName::new`; every accepted one is stored exactly (a sample of them
 /// through a real store, CI: 300, soak: 10,000); nothing is written
 /// outside the store's directory; no two names collide.

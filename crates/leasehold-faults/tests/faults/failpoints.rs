@@ -1,4 +1,4 @@
-//! FAULTS case 4: the process dies at every failpoint of acquire, renew,
+//! fault case 4: the process dies at every failpoint of acquire, renew,
 //! release, claim, complete and write; after a restart the invariants of
 //! cases 1 and 3 hold: no token reissued, the store's integrity check ok, a
 //! grant made before the crash expires (or was released) within TTL + 1 s,

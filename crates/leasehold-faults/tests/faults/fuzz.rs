@@ -1,4 +1,4 @@
-//! Fuzzing of every parser of untrusted input (FAULTS case 21): store
+//! Fuzzing of every parser of untrusted input (fault case 21): store
 //! URLs, durations (every duration flag of the CLI, through the parser and
 //! the limit it uses), start times (`task add --at`), names, `task add
 //! --batch` JSON lines, fence records.

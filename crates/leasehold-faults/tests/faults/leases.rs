@@ -1,5 +1,5 @@
 //! Leases under races, kills, rollbacks, clock jumps and pid reuse
-//! (FAULTS cases 1, 2, 3, 7, 13, 15).
+//! (fault cases 1, 2, 3, 7, 13, 15).
 
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
@@ -86,7 +86,7 @@ fn cpu_load() -> Arc<()> {
     alive
 }
 
-/// FAULTS 1: 16 processes × 625 attempts (CI: 4 × 10), short holds, CPU load.
+/// fault case 1: 16 processes × 625 attempts (CI: 4 × 10), short holds, CPU load.
 #[test]
 fn case01_racing_exclusive_acquirers_never_overlap_and_tokens_only_grow() {
     let (workers, attempts) = (count(4, 16), count(10, 625));
@@ -109,7 +109,7 @@ fn case01_racing_exclusive_acquirers_never_overlap_and_tokens_only_grow() {
     assert_eq!(proc::integrity(&sb.store_path()), "ok");
 }
 
-/// FAULTS 2: 12 shared + 4 exclusive processes (CI: 3 + 1).
+/// fault case 2: 12 shared + 4 exclusive processes (CI: 3 + 1).
 #[test]
 fn case02_shared_and_exclusive_never_overlap_and_writers_are_not_starved() {
     let (shared, exclusive, attempts) = (count(3, 12), count(1, 4), count(8, 100));
@@ -131,7 +131,7 @@ fn case02_shared_and_exclusive_never_overlap_and_writers_are_not_starved() {
     assert_eq!(excl.len(), exclusive * attempts, "an exclusive acquirer was starved");
 }
 
-/// FAULTS 3: `leasehold run` holding a lease (acquire, renewals, the command
+/// fault case 3: `leasehold run` holding a lease (acquire, renewals, the command
 /// writing to a fenced sink, release) is `SIGKILLed` at a random point; the
 /// next acquirer must get the lease at once (the supervisor and the
 /// command's group are provably gone) and at the latest within TTL + 1 s.
@@ -195,7 +195,7 @@ fn case03_kill_9_of_the_holder_at_random_points_is_taken_over_at_once() {
     assert_eq!(integrity, "ok");
 }
 
-/// FAULTS 26: a waiter already queued (`acquire --wait`) when the holder
+/// fault case 26: a waiter already queued (`acquire --wait`) when the holder
 /// (`leasehold run`) is `SIGKILLed` takes over as promptly as a fresh
 /// acquire does: it checks the holders' proof of death at each of its
 /// polls, not only when its place in the queue needs a refresh. Bounded
@@ -264,7 +264,7 @@ fn copy_store(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// FAULTS 7: the store is rolled back to an older copy (the stand-in for
+/// fault case 7: the store is rolled back to an older copy (the stand-in for
 /// lost durability) and so hands out tokens a second time. The fenced sink
 /// (mark bound to its writer) refuses every reissued token; the grant log's
 /// checker reports the rollback. Also measured: `leasehold write
@@ -365,7 +365,7 @@ fn faked(sb: &Sandbox, offset: &str, args: &[&str]) -> i32 {
         .unwrap_or(-1)
 }
 
-/// FAULTS 13: wall-clock jumps (+1 h, −10 min, +1 day) on the holder, the
+/// fault case 13: wall-clock jumps (+1 h, −10 min, +1 day) on the holder, the
 /// contender, or both: no early takeover, and no lease outliving its TTL in
 /// real time. 50 jumps per scenario (CI: 1); scenarios run in parallel.
 #[test]
@@ -418,7 +418,7 @@ fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
     assert!(violations.is_empty(), "{violations:#?}");
 }
 
-/// FAULTS 15: a grant bound to a process whose pid is then handed to another
+/// fault case 15: a grant bound to a process whose pid is then handed to another
 /// process (forced through `/proc/sys/kernel/ns_last_pid`): judged stale by
 /// start time, and the process with the reused pid is never signalled.
 #[test]

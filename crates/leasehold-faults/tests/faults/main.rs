@@ -1,5 +1,5 @@
-//! The fault suite of FAULTS.md, one module per group of cases. Each case
-//! names its FAULTS number; counts come from `tier::count` (reduced here,
+//! The fault suite of docs/RELIABILITY.md, one module per group of cases. Each case
+//! names its number in docs/RELIABILITY.md; counts come from `tier::count` (reduced here,
 //! full under `LEASEHOLD_SOAK=1`, see `scripts/soak`); each prints its
 //! figure as a `FIGURE case N: ...` line.
 //!

@@ -1,4 +1,4 @@
-//! The store on a full or read-only filesystem (FAULTS cases 18 and 19,
+//! The store on a full or read-only filesystem (fault cases 18 and 19,
 //! store side; state files are tested in leasehold-cli's `files` tests).
 //! Needs root for the tmpfs mounts; skipped with a message otherwise.
 
@@ -49,7 +49,7 @@ fn sandbox_on(tmpfs: &Tmpfs, sb: &Sandbox) -> Vec<(&'static str, String)> {
     )]
 }
 
-/// FAULTS 18: the store's disk fills up. Every acquisition is either
+/// fault case 18: the store's disk fills up. Every acquisition is either
 /// printed and durable (found in the store afterwards) or refused with a
 /// clear "disk full" (exit 69); never a panic; the store stays sound.
 /// Fill levels: a filler file shrinks 1 KiB at a time after the disk is full.
@@ -117,7 +117,7 @@ fn case18_a_full_disk_under_the_store_hands_out_only_durable_tokens() {
     assert_eq!(integrity, "ok");
 }
 
-/// FAULTS 19 (store side): the store's filesystem turns read-only. The
+/// fault case 19 (store side): the store's filesystem turns read-only. The
 /// kernel refuses to remount a filesystem read-only while a file on it is
 /// open for writing (EBUSY), and SQLite keeps the store open for writing, so
 /// it cannot be done mid-run; it is done between commands, and losing the

@@ -1,4 +1,4 @@
-//! The queue under kills and pauses (FAULTS 23), fenced-write interleavings
+//! The queue under kills and pauses (fault case 23), fenced-write interleavings
 //! in process (24), and the flock race with kill -9 (17).
 
 use std::collections::HashMap;
@@ -110,7 +110,7 @@ fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, 
     (tasks - done - dead, doubled, *late.lock().unwrap(), poison_dead)
 }
 
-/// FAULTS 23: 1,000 tasks, 8 workers, 10% of claims abandoned, 5% paused
+/// fault case 23: 1,000 tasks, 8 workers, 10% of claims abandoned, 5% paused
 /// past their lease, a poison task; 10 runs (CI: 1 run of 40 tasks, 3 workers).
 /// (SQLite has no server to restart: every CLI call opens the store anew.)
 #[test]
@@ -130,7 +130,7 @@ fn case23_the_queue_loses_nothing_and_completes_each_task_at_most_once() {
     assert_eq!((lost, doubled, late, poison), (0, 0, 0, runs));
 }
 
-/// FAULTS 24: tokens t and t+1 race through every step of a fenced write
+/// fault case 24: tokens t and t+1 race through every step of a fenced write
 /// (two threads released together, each through the library's fenced
 /// write with a random head start): the file ends with t+1's content
 /// whenever t+1 was accepted, and t is never accepted after t+1.
@@ -177,7 +177,7 @@ fn case24_racing_fenced_writes_never_accept_below_the_high_water_mark() {
     assert!(stale.is_empty(), "{stale:#?}");
 }
 
-/// FAULTS 17: processes race for one `leasehold lock` while some are
+/// fault case 17: processes race for one `leasehold lock` while some are
 /// `SIGKILLed` at random; each holder's command claims a marker directory
 /// (mkdir is atomic: a second live holder fails it). 8,000 lockings (CI: 60).
 #[test]

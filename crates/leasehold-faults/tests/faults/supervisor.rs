@@ -1,4 +1,4 @@
-//! `leasehold run` paused or cut off from its store (FAULTS cases 8, 9, 10),
+//! `leasehold run` paused or cut off from its store (fault cases 8, 9, 10),
 //! with the command writing to a fenced sink and logging its grant.
 
 use std::time::{Duration, Instant};
@@ -63,7 +63,7 @@ fn sink_report(sb: &Sandbox, trial: usize, mut seen: Vec<String>) -> Report {
     report
 }
 
-/// FAULTS 8: supervisor and command `SIGSTOPped` past 3×TTL while another
+/// fault case 8: supervisor and command `SIGSTOPped` past 3×TTL while another
 /// holder takes the lease and writes; SIGCONT (command first, so that it
 /// writes before its supervisor can react): its late writes are refused,
 /// and the supervisor sees the loss on its boot clock and stops it (75).
@@ -102,7 +102,7 @@ fn case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume() {
     conclude(8, "stale writes accepted", &reports);
 }
 
-/// FAULTS 9a: only the supervisor is `SIGSTOPped`. Its guard stops the
+/// fault case 9a: only the supervisor is `SIGSTOPped`. Its guard stops the
 /// command at the window's end (case 25a measures that it is in time);
 /// whatever it wrote, no old-token write is accepted after the new
 /// holder's first, and on SIGCONT the supervisor exits 75.
@@ -131,7 +131,7 @@ fn case09_a_paused_supervisor_leaves_its_command_fenced_off() {
     conclude(9, "(supervisor paused) stale writes accepted", &reports);
 }
 
-/// FAULTS 9b: only the command is `SIGSTOPped` past 3×TTL; the supervisor
+/// fault case 9b: only the command is `SIGSTOPped` past 3×TTL; the supervisor
 /// keeps renewing, so the lease stays and no one else gets it; the command
 /// resumes writing with its (still current) token.
 #[test]
@@ -163,7 +163,7 @@ fn case09_a_paused_command_keeps_its_lease_while_the_supervisor_renews() {
     conclude(9, "(command paused) stale writes accepted or leases lost", &reports);
 }
 
-/// FAULTS 10: the store is locked (an exclusive SQLite transaction held by
+/// fault case 10: the store is locked (an exclusive SQLite transaction held by
 /// another process) for 2×TTL: the command must be gone before the
 /// store could expire the grant — before `L − heartbeat + TTL`, where L is
 /// when the lock was taken (the last renewal was sent after `L −
@@ -306,7 +306,7 @@ fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
     }
 }
 
-/// FAULTS 25a: only the `run` supervisor is `SIGSTOPped` (stopped, not dead:
+/// fault case 25a: only the `run` supervisor is `SIGSTOPped` (stopped, not dead:
 /// its guard sees no EOF). The guard knows the trust window and stops the
 /// command itself, at the moments `run` would: the command must be gone
 /// before a newcomer waiting for the lease is granted it.
@@ -343,43 +343,56 @@ fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_pa
     conclude_stopped("(a) supervisor stopped alone", "the newcomer's grant", &results);
 }
 
-/// FAULTS 25b: the supervisor and its guard are `SIGSTOPped`: nothing is
-/// left to stop the command, which runs on — only the fenced sink protects
-/// what it writes: after the newcomer's first write every old-token write
-/// is refused. On SIGCONT the guard finds the window closed and stops it at
-/// once; `run` exits 75.
+/// Cases 25b and 25c: the supervisor and its guard — and, with
+/// `command_too`, the command — `SIGSTOPped` past the TTL while a newcomer
+/// holds and writes. Nothing unpaused can stop the command: only the sink
+/// protects what it writes (after the newcomer's first write every
+/// old-token write is refused). Resumed — the command first, so that it
+/// writes with its stale token — the guard finds the window closed and
+/// stops it at once; `run` exits 75.
+fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
+    let sb = Sandbox::new();
+    let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
+    let cmd = command_pid(&sb);
+    let old = grants::read(&sb.file("grants")).unwrap()[0].token;
+    let guard = guard_of(sup.id());
+    proc::signal(sup.id(), Signal::STOP);
+    proc::signal(guard, Signal::STOP);
+    if command_too {
+        pause_outside_sink(&sb, cmd);
+    }
+    let mut seen = Vec::new();
+    let (code, err) = second_holder(&sb);
+    if code != 0 {
+        seen.push(format!("the second holder exited {code}: {err}"));
+    }
+    // The newcomer has released by now: its logged start stands in for
+    // its grant (a little later than it).
+    let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
+    if command_too {
+        proc::signal(cmd, Signal::CONT);
+        std::thread::sleep(Duration::from_millis(20)); // it writes with its stale token
+    }
+    proc::signal(guard, Signal::CONT);
+    proc::signal(sup.id(), Signal::CONT);
+    let (code, err) = finish(sup, Duration::from_secs(10));
+    if code != 75 {
+        seen.push(format!("supervisor exit {code}, not 75: {err}"));
+    }
+    if proc::alive(cmd) {
+        seen.push("the command outlived its resumed supervisor".into());
+    }
+    (
+        sink_report(&sb, trial, seen),
+        ms_after(last_seen_ns(&sb, old, cmd), granted),
+    )
+}
+
+/// fault case 25b: the supervisor and its guard stopped, the command runs
+/// on (see [`stopped_with_its_guard`]).
 #[test]
 fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
-    let results = parallel(count(2, 100), 6, |trial| {
-        let sb = Sandbox::new();
-        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let cmd = command_pid(&sb);
-        let old = grants::read(&sb.file("grants")).unwrap()[0].token;
-        let guard = guard_of(sup.id());
-        proc::signal(sup.id(), Signal::STOP);
-        proc::signal(guard, Signal::STOP);
-        let mut seen = Vec::new();
-        let (code, err) = second_holder(&sb);
-        if code != 0 {
-            seen.push(format!("the second holder exited {code}: {err}"));
-        }
-        // The newcomer has released by now: its logged start stands in for
-        // its grant (a little later than it).
-        let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
-        proc::signal(guard, Signal::CONT);
-        proc::signal(sup.id(), Signal::CONT);
-        let (code, err) = finish(sup, Duration::from_secs(10));
-        if code != 75 {
-            seen.push(format!("supervisor exit {code}, not 75: {err}"));
-        }
-        if proc::alive(cmd) {
-            seen.push("the command outlived its resumed supervisor".into());
-        }
-        (
-            sink_report(&sb, trial, seen),
-            ms_after(last_seen_ns(&sb, old, cmd), granted),
-        )
-    });
+    let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, false));
     conclude_stopped(
         "(b) supervisor and guard stopped (fence only)",
         "the newcomer's command started",
@@ -387,45 +400,11 @@ fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
     );
 }
 
-/// FAULTS 25c: supervisor, guard and command all `SIGSTOPped` past the TTL
-/// while a newcomer holds and writes; resumed command first (it writes
-/// with its stale token: refused), then the guard and the supervisor,
-/// which stop it; `run` exits 75.
+/// fault case 25c: everything stopped, the command resumed first (see
+/// [`stopped_with_its_guard`]).
 #[test]
 fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
-    let results = parallel(count(2, 100), 6, |trial| {
-        let sb = Sandbox::new();
-        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let cmd = command_pid(&sb);
-        let old = grants::read(&sb.file("grants")).unwrap()[0].token;
-        let guard = guard_of(sup.id());
-        proc::signal(sup.id(), Signal::STOP);
-        proc::signal(guard, Signal::STOP);
-        pause_outside_sink(&sb, cmd);
-        let mut seen = Vec::new();
-        let (code, err) = second_holder(&sb);
-        if code != 0 {
-            seen.push(format!("the second holder exited {code}: {err}"));
-        }
-        // The newcomer has released by now: its logged start stands in for
-        // its grant (a little later than it).
-        let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
-        proc::signal(cmd, Signal::CONT);
-        std::thread::sleep(Duration::from_millis(20)); // it writes with its stale token
-        proc::signal(guard, Signal::CONT);
-        proc::signal(sup.id(), Signal::CONT);
-        let (code, err) = finish(sup, Duration::from_secs(10));
-        if code != 75 {
-            seen.push(format!("supervisor exit {code}, not 75: {err}"));
-        }
-        if proc::alive(cmd) {
-            seen.push("the command outlived its resumed supervisor".into());
-        }
-        (
-            sink_report(&sb, trial, seen),
-            ms_after(last_seen_ns(&sb, old, cmd), granted),
-        )
-    });
+    let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, true));
     conclude_stopped(
         "(c) everything stopped (fence only)",
         "the newcomer's command started",
@@ -433,7 +412,7 @@ fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
     );
 }
 
-/// FAULTS 25d: `leasehold work` alone `SIGSTOPped` while its task runs: the
+/// fault case 25d: `leasehold work` alone `SIGSTOPped` while its task runs: the
 /// task's guard stops the command before the claim can pass on, so a
 /// newcomer's claim of the task finds it gone.
 #[test]

@@ -139,6 +139,35 @@ pub enum FileError {
 }
 
 impl FileError {
+    /// What kind of failure this is (see [`crate::ErrorKind`]): a stale
+    /// token, bad data at the path (a corrupt file or record, invalid new
+    /// content, something that is not a regular file) or a disk that
+    /// refused.
+    #[must_use]
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind;
+        match self {
+            Self::NoSpace { .. } => ErrorKind::DiskFull,
+            Self::ReadOnly { .. } => ErrorKind::ReadOnly,
+            Self::PermissionDenied { .. } => ErrorKind::Permission,
+            Self::StaleToken { .. } => ErrorKind::Stale,
+            Self::Corrupt { .. } | Self::CorruptFence { .. } => ErrorKind::Corrupt,
+            // Not the path's fault: the directory is not there (yet).
+            Self::UnsafeDirectory {
+                why: crate::symlinks::DirError::Missing { .. },
+                ..
+            }
+            | Self::Unconfirmed { .. }
+            | Self::Io { .. } => ErrorKind::Failed,
+            Self::InvalidInput { .. }
+            | Self::IsDirectory { .. }
+            | Self::TrailingSlash { .. }
+            | Self::Symlink { .. }
+            | Self::UnsafeDirectory { .. }
+            | Self::NotRegular { .. } => ErrorKind::InvalidInput,
+        }
+    }
+
     /// An I/O failure at a sidecar (the lock file) told about the data file
     /// it serves: "disk full: state.json unchanged (could not open the lock
     /// file state.json.lock)". Other kinds name the sidecar and are kept.

@@ -115,6 +115,14 @@ pub enum SuperviseError {
     Io { what: &'static str, error: std::io::Error },
 }
 
+impl SuperviseError {
+    /// What kind of failure this is: a helper process failed.
+    #[must_use]
+    pub fn kind(&self) -> leasehold_backend::ErrorKind {
+        leasehold_backend::ErrorKind::Failed
+    }
+}
+
 /// How [`run`] runs a command under a lease.
 #[derive(Debug, Clone)]
 pub struct LeaseRun {
