@@ -467,6 +467,11 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut 
         case!(task_claim_nothing_claimable_is_none, Tasks),
         case!(task_claim_makes_running_with_attempt_and_token, Tasks),
         case!(task_claim_expired_claim_is_claimable_again, Tasks, ClockSkew),
+        case!(
+            task_claim_expired_claim_keeps_its_place_in_claim_order,
+            Tasks,
+            ClockSkew
+        ),
         case!(task_claim_expirations_use_up_attempts, Tasks, ClockSkew),
         case!(task_complete_late_worker_is_refused, Tasks, ClockSkew),
         case!(task_stale_token_changes_nothing, Tasks, ClockSkew),

@@ -44,9 +44,18 @@ use crate::{
     LeaseRenewParams, LostReason, Mode, Owner, Token, WaiterTicket,
 };
 
-/// History entries kept per name; a store prunes older ones when it adds
-/// one.
+/// History entries kept per name: a store always keeps the newest
+/// `HISTORY_PER_NAME` of a name, and may let older ones linger until it
+/// prunes them — at the latest when it adds the
+/// [`HISTORY_PRUNE_EVERY`]th entry after its last pruning, so a name never
+/// holds more than `HISTORY_PER_NAME + HISTORY_PRUNE_EVERY - 1`.
 pub const HISTORY_PER_NAME: u32 = 1000;
+
+/// How often (in entries added to a name) a store may prune its history:
+/// pruning touches the page holding a name's oldest entries, so doing it
+/// at every entry wrote that page at every durable operation (SQLite: one
+/// page in four). etcd prunes at every entry.
+pub const HISTORY_PRUNE_EVERY: u32 = 64;
 
 /// A grant row as a store read it, with whether it is live by the
 /// store's own clock.
@@ -177,7 +186,8 @@ pub trait Apply {
     fn refresh_waiter(&mut self, ticket: WaiterTicket, ttl: Duration) -> Result<(), Self::Error>;
     fn enqueue_waiter(&mut self, waiter: &NewWaiter) -> Result<(), Self::Error>;
     fn remove_waiter(&mut self, ticket: WaiterTicket) -> Result<(), Self::Error>;
-    /// Append `entry` and keep the newest [`HISTORY_PER_NAME`] of the name.
+    /// Append `entry`, keeping the name's history within the bounds of
+    /// [`HISTORY_PER_NAME`].
     fn record(&mut self, entry: &Entry) -> Result<(), Self::Error>;
 }
 

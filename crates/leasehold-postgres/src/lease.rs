@@ -27,7 +27,7 @@ use leasehold_backend::{
 };
 use postgres::Row as PgRow;
 
-use crate::{Db, Error, NOW, Result, micros, plus, until};
+use crate::{Db, Error, NOW, Result, micros, notify, plus, until};
 
 fn mode_columns(mode: Mode) -> (bool, Option<i64>) {
     match mode {
@@ -79,34 +79,49 @@ fn read_row(r: &PgRow, now: SystemTime) -> Result<Seen> {
 /// store's now as of after the wait.
 fn lock(db: &mut Db<'_>, name: &LeaseName) -> Result<SystemTime> {
     let key = format!("leasehold/{}/lease/{}", db.schema, name.as_str());
-    Ok(db
-        .query_one(
-            &format!("SELECT {NOW} FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS l"),
-            &[&key],
-        )?
-        .get(0))
+    Ok(db.query_one(&lock_sql(), &[&key])?.get(0))
+}
+
+/// Take the lock `$1`; the store's now after the wait.
+fn lock_sql() -> String {
+    format!("SELECT {NOW} AS now FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS l")
 }
 
 /// The grants of `name`, oldest first; `lock_rows` reads them FOR UPDATE.
 fn rows(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, lock_rows: bool) -> Result<Vec<Seen>> {
-    let sql = format!(
-        "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 ORDER BY token{}",
-        if lock_rows { " FOR UPDATE" } else { "" }
-    );
-    db.query(&sql, &[&name.as_str()])?
+    db.query(&rows_sql(lock_rows), &[&name.as_str()])?
         .iter()
         .map(|r| read_row(r, now))
         .collect()
 }
 
-fn row(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, token: Token) -> Result<Option<Seen>> {
-    db.query_opt(
-        &format!("SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 AND token = $2 FOR UPDATE"),
-        &[&name.as_str(), &(token.0 as i64)],
-    )?
-    .map(|r| read_row(&r, now))
-    .transpose()
+fn rows_sql(lock_rows: bool) -> String {
+    format!(
+        "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 ORDER BY token{}",
+        if lock_rows { " FOR UPDATE" } else { "" }
+    )
 }
+
+fn row_sql() -> String {
+    format!("SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = $1 AND token = $2 FOR UPDATE")
+}
+
+fn row(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, token: Token) -> Result<Option<Seen>> {
+    db.query_opt(&row_sql(), &[&name.as_str(), &(token.0 as i64)])?
+        .map(|r| read_row(&r, now))
+        .transpose()
+}
+
+/// Append a history entry and keep the newest [`HISTORY_PER_NAME`] of the
+/// name, in one statement: `$1` name, `$2` event, `$3` token, `$4` owner,
+/// `$5` detail, `$6` how many older entries to keep
+/// (`HISTORY_PER_NAME - 1`). The delete sees the name's entries as before
+/// the insert (one snapshot), and the new entry has the highest id (ids
+/// come from a sequence, and the name's lock orders its writers).
+pub(crate) const RECORD_SQL: &str = "WITH added AS (INSERT INTO lease_history (name, at, event, token, owner, detail) \
+     VALUES ($1, clock_timestamp(), $2, $3, $4, $5) RETURNING id) \
+     DELETE FROM lease_history WHERE name = $1 AND id <= \
+     (SELECT id FROM lease_history WHERE name = $1 ORDER BY id DESC LIMIT 1 OFFSET $6)";
 
 fn record(
     db: &mut Db<'_>,
@@ -117,46 +132,38 @@ fn record(
     detail: &str,
 ) -> Result<()> {
     db.execute(
-        "INSERT INTO lease_history (name, at, event, token, owner, detail) \
-         VALUES ($1, clock_timestamp(), $2, $3, $4, $5)",
+        RECORD_SQL,
         &[
             &name.as_str(),
             &event.as_str(),
             &token.map(|t| t.0 as i64),
             &owner,
             &detail,
+            &(i64::from(HISTORY_PER_NAME) - 1),
         ],
-    )?;
-    // Bounded growth: keep the newest HISTORY_PER_NAME entries of the name.
-    db.execute(
-        "DELETE FROM lease_history WHERE name = $1 AND id <= \
-         (SELECT id FROM lease_history WHERE name = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)",
-        &[&name.as_str(), &i64::from(HISTORY_PER_NAME)],
     )?;
     Ok(())
 }
 
+/// Remove the expired waiter registrations of `$1` (expired as of `$2`),
+/// notify `$3`/`$4` if there were any (those behind a dead waiter may fit
+/// now), and read the others in FIFO order — one statement; with no
+/// waiters left, one row of NULLs.
+pub(crate) const WAITERS_SQL: &str = "WITH gone AS (DELETE FROM lease_waiter WHERE name = $1 AND expires_at <= $2 RETURNING id), \
+     woken AS (SELECT pg_notify($3, $4) FROM (SELECT 1 FROM gone LIMIT 1) x) \
+     SELECT w.id, w.exclusive, w.shared_limit, (SELECT count(*) FROM woken) \
+     FROM (SELECT 1) AS one LEFT JOIN lease_waiter w ON w.name = $1 AND w.expires_at > $2 ORDER BY w.id";
+
 /// Live waiters of `name` in FIFO order; expired registrations are removed.
 fn waiters(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<(WaiterTicket, Mode)>> {
-    let gone = db.execute(
-        "DELETE FROM lease_waiter WHERE name = $1 AND expires_at <= $2",
-        &[&name.as_str(), &now],
-    )?;
-    if gone > 0 {
-        // Those behind a dead waiter may fit now.
-        db.notify(&Watched::Lease(name.clone()))?;
-    }
+    let channel = db.channel().to_owned();
+    let payload = notify::payload(&Watched::Lease(name.clone()));
     Ok(db
-        .query(
-            "SELECT id, exclusive, shared_limit FROM lease_waiter WHERE name = $1 ORDER BY id",
-            &[&name.as_str()],
-        )?
+        .query(WAITERS_SQL, &[&name.as_str(), &now, &channel, &payload])?
         .iter()
-        .map(|r| {
-            (
-                WaiterTicket(r.get::<_, i64>(0) as u64),
-                mode_from_columns(r.get(1), r.get(2)),
-            )
+        .filter_map(|r| {
+            let id: Option<i64> = r.get(0);
+            Some((WaiterTicket(id? as u64), mode_from_columns(r.get(1), r.get(2))))
         })
         .collect())
 }
@@ -212,11 +219,13 @@ impl Apply for Writer<'_, '_> {
     type Error = Error;
 
     fn remove_grant(&mut self, token: Token, _live: bool) -> Result<()> {
+        let channel = self.db.channel().to_owned();
+        let payload = notify::payload(&Watched::Lease(self.name.clone()));
         self.db.execute(
-            "DELETE FROM lease_grant WHERE name = $1 AND token = $2",
-            &[&self.name.as_str(), &(token.0 as i64)],
+            REMOVE_GRANT_SQL,
+            &[&self.name.as_str(), &(token.0 as i64), &channel, &payload],
         )?;
-        self.db.notify(&Watched::Lease(self.name.clone()))
+        Ok(())
     }
 
     fn extend_grant(&mut self, token: Token, ttl: Duration, holder: Option<&Holder>) -> Result<()> {
@@ -238,23 +247,11 @@ impl Apply for Writer<'_, '_> {
     }
 
     fn insert_grant(&mut self, g: &NewGrant) -> Result<()> {
-        let token: i64 = self
-            .db
-            .query_one(
-                "INSERT INTO lease_name (name, last_token) VALUES ($1, 1) \
-                 ON CONFLICT (name) DO UPDATE SET last_token = lease_name.last_token + 1 RETURNING last_token",
-                &[&self.name.as_str()],
-            )?
-            .get(0);
         let (exclusive, limit) = mode_columns(g.mode);
         let inserted = self.db.query_one(
-            &format!(
-                "INSERT INTO lease_grant ({GRANT_COLUMNS_INSERT}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, clock_timestamp(), $8, $9) RETURNING {GRANT_COLUMNS}"
-            ),
+            &insert_grant_sql(),
             &[
                 &self.name.as_str(),
-                &token,
                 &g.owner.label,
                 &g.owner.explicit,
                 &exclusive,
@@ -306,6 +303,24 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
 
 const GRANT_COLUMNS_INSERT: &str =
     "name, token, owner, owner_explicit, exclusive, shared_limit, holder, acquired_at, ttl_ms, expires_at";
+
+/// Take the next token of `$1` from its counter and create the grant, in
+/// one statement: `$2` owner, `$3` explicit, `$4` exclusive, `$5` shared
+/// limit, `$6` holder (JSON), `$7` TTL (ms), `$8` expiry.
+pub(crate) fn insert_grant_sql() -> String {
+    format!(
+        "WITH t AS (INSERT INTO lease_name (name, last_token) VALUES ($1, 1) \
+         ON CONFLICT (name) DO UPDATE SET last_token = lease_name.last_token + 1 RETURNING last_token) \
+         INSERT INTO lease_grant ({GRANT_COLUMNS_INSERT}) \
+         SELECT $1, t.last_token, $2, $3, $4, $5, $6::text::jsonb, clock_timestamp(), $7, $8 FROM t \
+         RETURNING {GRANT_COLUMNS}"
+    )
+}
+
+/// Delete grant `$2` of `$1` and notify `$3`/`$4` on commit, in one
+/// statement.
+pub(crate) const REMOVE_GRANT_SQL: &str =
+    "WITH gone AS (DELETE FROM lease_grant WHERE name = $1 AND token = $2) SELECT pg_notify($3, $4)";
 
 /// Take the name's lock, read the grant of `token` (with whether it is
 /// live), plan with it (`planner` may read more, under the lock), apply
@@ -481,4 +496,55 @@ pub(crate) fn history(db: &mut Db<'_>, p: &LeaseHistoryParams) -> Result<Vec<His
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench_sql::{statements, substitute};
+
+    /// `bench/lease.sql`, which pgbench runs as the reference, holds the
+    /// very statements an acquisition and a release of a free name send
+    /// (parameters spelled as its literals, variables and expressions).
+    #[test]
+    fn the_pgbench_reference_runs_the_same_statements() {
+        let name = "'pgb-' || :client_id";
+        let lock = substitute(&lock_sql(), &["'leasehold/bench/lease/pgb-' || :client_id"]) + " \\gset";
+        let (channel, payload) = ("'leasehold.bench'", r"E'lease\x3apgb-' || :client_id");
+        let keep = (HISTORY_PER_NAME - 1).to_string();
+        let record =
+            |event: &str, detail: &str| substitute(RECORD_SQL, &[name, event, ":token", "'bench'", detail, &keep]);
+        let holder = r#"'{"host":"bench","pid":1}'"#;
+        let expected = [
+            "BEGIN".to_owned(),
+            lock.clone(),
+            substitute(&rows_sql(true), &[name]),
+            substitute(WAITERS_SQL, &[name, ":now", channel, payload]),
+            substitute(
+                &insert_grant_sql(),
+                &[
+                    name,
+                    "'bench'",
+                    "false",
+                    "true",
+                    "NULL",
+                    holder,
+                    "60000",
+                    ":now::timestamptz + interval '60 s'",
+                ],
+            ) + " \\gset",
+            record("'granted'", "'exclusive for 60.0s to bench:1'"),
+            "COMMIT".to_owned(),
+            "BEGIN".to_owned(),
+            lock,
+            substitute(&row_sql(), &[name, ":token"]),
+            substitute(REMOVE_GRANT_SQL, &[name, ":token", channel, payload]),
+            record("'released'", "'released by its holder'"),
+            "COMMIT".to_owned(),
+        ];
+        assert_eq!(
+            statements(include_str!("../bench/lease.sql")),
+            expected.map(|s| statements(&s).join(" "))
+        );
+    }
 }

@@ -22,6 +22,15 @@
 //!   leaves the outcome unknown: that is reported as
 //!   [`BackendError::Unavailable`], never as success (the task queue's
 //!   completion re-checks by token first, see `task::complete`).
+//! - **One round trip** for the task queue's hot operations (claim,
+//!   heartbeat, complete): each is one statement that commits on its own,
+//!   without `BEGIN` and `COMMIT` (`PostgresBackend::single`). Such a
+//!   statement, once sent, is like a `COMMIT`: a connection lost before
+//!   its answer leaves the outcome unknown (unavailable, as above), while
+//!   an error the server answers with means nothing was changed (retried
+//!   as a transaction is). So that a connection the server dropped while
+//!   it sat idle in the pool (a restart) is not taken for that, one idle
+//!   for more than a second is checked first (a round trip).
 //! - **Waiting**: transactions that may unblock a waiter send
 //!   `pg_notify` (delivered on commit); `wait_for_change` wakes on them
 //!   through one LISTEN connection per process (see `notify`). Waiters
@@ -36,10 +45,11 @@ mod task;
 mod tls;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams,
@@ -91,14 +101,52 @@ impl Default for PostgresOptions {
     }
 }
 
+/// Prepared statements by SQL text. The texts are long (a claim's is 2 KiB)
+/// and looked up at every statement: hashing them with the standard
+/// library's hasher was a sixth of a claim's client-side instructions, so
+/// they are hashed a word at a time (the mixing of rustc's own hasher); a
+/// collision only costs a comparison.
+type Statements = HashMap<String, Statement, BuildHasherDefault<WordHasher>>;
+
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let mut last = [0u8; 8];
+        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.add(u64::from_le_bytes(last));
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl WordHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 /// One pooled connection and what belongs to it.
 #[derive(Default)]
 struct Slot {
     client: Option<Client>,
     /// Prepared statements of this connection, by SQL text.
-    cache: HashMap<String, Statement>,
+    cache: Statements,
     /// The skew last sent as `leasehold.skew_us`.
     skew_us: Option<i64>,
+    /// When the connection last ran an operation.
+    used: Option<Instant>,
 }
 
 impl std::fmt::Debug for Slot {
@@ -149,12 +197,24 @@ impl From<postgres::Error> for Error {
 
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
-/// One transaction on a pooled connection, with its statement cache.
+/// Where an operation's statements run: inside a transaction, or — for an
+/// operation that is one write statement — on the session itself, where
+/// the statement commits on its own: one round trip instead of three
+/// (`BEGIN`, the statement, `COMMIT`).
+enum Conn<'a> {
+    Tx(postgres::Transaction<'a>),
+    Auto(&'a mut Client),
+}
+
+/// One operation on a pooled connection, with its statement cache.
 pub(crate) struct Db<'a> {
-    tx: postgres::Transaction<'a>,
-    cache: &'a mut HashMap<String, Statement>,
+    conn: Conn<'a>,
+    cache: &'a mut Statements,
     pub(crate) schema: &'a str,
     channel: &'a str,
+    /// On the session itself: whether a statement was sent, after which a
+    /// lost connection leaves the outcome unknown.
+    sent: bool,
 }
 
 impl Db<'_> {
@@ -162,29 +222,51 @@ impl Db<'_> {
         if let Some(s) = self.cache.get(sql) {
             return Ok(s.clone());
         }
-        let s = self.tx.prepare(sql)?;
+        let s = match &mut self.conn {
+            Conn::Tx(tx) => tx.prepare(sql)?,
+            Conn::Auto(client) => client.prepare(sql)?,
+        };
         self.cache.insert(sql.to_owned(), s.clone());
         Ok(s)
     }
 
-    pub(crate) fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+    /// Run `sql` (prepared once per connection) with `f`, on the
+    /// transaction or the session.
+    fn run<T>(
+        &mut self,
+        sql: &str,
+        f: impl FnOnce(&mut dyn GenericClientDyn, &Statement) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
         let s = self.statement(sql)?;
-        Ok(self.tx.query(&s, params)?)
+        let client: &mut dyn GenericClientDyn = match &mut self.conn {
+            Conn::Tx(tx) => tx,
+            Conn::Auto(client) => {
+                self.sent = true;
+                *client
+            }
+        };
+        Ok(f(client, &s)?)
+    }
+
+    pub(crate) fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        self.run(sql, |c, s| c.query(s, params))
     }
 
     pub(crate) fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
-        let s = self.statement(sql)?;
-        Ok(self.tx.query_one(&s, params)?)
+        self.run(sql, |c, s| c.query_one(s, params))
     }
 
     pub(crate) fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
-        let s = self.statement(sql)?;
-        Ok(self.tx.query_opt(&s, params)?)
+        self.run(sql, |c, s| c.query_opt(s, params))
     }
 
     pub(crate) fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        let s = self.statement(sql)?;
-        Ok(self.tx.execute(&s, params)?)
+        self.run(sql, |c, s| c.execute(s, params))
+    }
+
+    /// The channel this store's notifications go to.
+    pub(crate) fn channel(&self) -> &str {
+        self.channel
     }
 
     /// Wake the waiters on `what` once this transaction commits (nothing
@@ -202,6 +284,39 @@ impl Db<'_> {
     }
 }
 
+/// The calls `Db` makes, on a transaction or a client alike
+/// (`postgres::GenericClient` has generic methods, so it is not
+/// dyn-compatible).
+trait GenericClientDyn {
+    fn query(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<Vec<Row>, postgres::Error>;
+    fn query_one(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<Row, postgres::Error>;
+    fn query_opt(
+        &mut self,
+        s: &Statement,
+        p: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Option<Row>, postgres::Error>;
+    fn execute(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error>;
+}
+
+impl<C: postgres::GenericClient> GenericClientDyn for C {
+    fn query(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<Vec<Row>, postgres::Error> {
+        postgres::GenericClient::query(self, s, p)
+    }
+    fn query_one(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<Row, postgres::Error> {
+        postgres::GenericClient::query_one(self, s, p)
+    }
+    fn query_opt(
+        &mut self,
+        s: &Statement,
+        p: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Option<Row>, postgres::Error> {
+        postgres::GenericClient::query_opt(self, s, p)
+    }
+    fn execute(&mut self, s: &Statement, p: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, postgres::Error> {
+        postgres::GenericClient::execute(self, s, p)
+    }
+}
+
 /// How one attempt at a transaction failed.
 enum Failure {
     /// Before `COMMIT`: nothing was changed.
@@ -215,7 +330,17 @@ enum Failure {
 enum Kind {
     Read,
     Write,
+    /// One write statement on the session, committing on its own (and
+    /// reads after it): see [`PostgresBackend::single`].
+    Single,
 }
+
+/// A connection idle for longer than this is checked (one round trip)
+/// before a [`Kind::Single`] statement is sent on it: a statement that
+/// commits on its own cannot be retried after a lost connection, so a
+/// connection the server dropped while it sat in the pool (a restart) is
+/// found out first, as `BEGIN` finds it out for a transaction.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// How many times a transaction is retried after a broken connection, a
 /// deadlock or a serialization failure before the error is reported.
@@ -336,8 +461,17 @@ impl PostgresBackend {
         loop {
             attempt += 1;
             let slot = &mut *guard;
+            if kind == Kind::Single
+                && slot.used.is_some_and(|t| t.elapsed() > IDLE_CHECK)
+                && let Some(client) = &mut slot.client
+                && client.is_valid(self.options.connect_timeout).is_err()
+            {
+                slot.client = None;
+            }
             self.connect(slot)?;
-            let e = match Self::attempt(slot, &self.schema, &self.channel, kind, &mut f) {
+            let outcome = Self::attempt(slot, &self.schema, &self.channel, kind, &mut f);
+            slot.used = Some(Instant::now());
+            let e = match outcome {
                 Ok(value) => return Ok(value),
                 Err(Failure::Commit(e)) => {
                     slot.client = None;
@@ -363,6 +497,26 @@ impl PostgresBackend {
         f: &mut impl FnMut(&mut Db<'_>) -> Result<(T, bool)>,
     ) -> std::result::Result<T, Failure> {
         let client = slot.client.as_mut().expect("connected by the caller");
+        if kind == Kind::Single {
+            let mut db = Db {
+                conn: Conn::Auto(client),
+                cache: &mut slot.cache,
+                schema,
+                channel,
+                sent: false,
+            };
+            return match f(&mut db) {
+                Ok((value, commit)) => {
+                    debug_assert!(commit, "a single statement commits on its own");
+                    Ok(value)
+                }
+                // No answer from the server once a statement was sent: it
+                // may have committed. An error the server sent means it
+                // did not.
+                Err(Error::Pg(e)) if db.sent && e.as_db_error().is_none() => Err(Failure::Commit(e)),
+                Err(e) => Err(Failure::Op(e)),
+            };
+        }
         let mut builder = client.build_transaction();
         if kind == Kind::Read {
             builder = builder
@@ -371,15 +525,18 @@ impl PostgresBackend {
         }
         let tx = builder.start().map_err(|e| Failure::Op(Error::Pg(e)))?;
         let mut db = Db {
-            tx,
+            conn: Conn::Tx(tx),
             cache: &mut slot.cache,
             schema,
             channel,
+            sent: false,
         };
         let (value, commit) = f(&mut db).map_err(Failure::Op)?;
-        let Db { tx, .. } = db;
+        let Db { conn: Conn::Tx(tx), .. } = db else {
+            unreachable!("a transaction was started above")
+        };
         match (commit, kind) {
-            (true, Kind::Write) => tx.commit().map_err(Failure::Commit)?,
+            (true, Kind::Write | Kind::Single) => tx.commit().map_err(Failure::Commit)?,
             (true, Kind::Read) => tx.commit().map_err(|e| Failure::Op(Error::Pg(e)))?,
             (false, _) => tx.rollback().map_err(|e| Failure::Op(Error::Pg(e)))?,
         }
@@ -392,6 +549,16 @@ impl PostgresBackend {
 
     fn read<T>(&self, mut f: impl FnMut(&mut Db<'_>) -> Result<T>) -> std::result::Result<T, BackendError> {
         self.transact(Kind::Read, |db| f(db).map(|v| (v, true)))
+    }
+
+    /// Run `f` — one write statement, and only reads after it — on the
+    /// session, where the statement commits on its own: one round trip.
+    /// A connection lost once the statement was sent leaves the outcome
+    /// unknown, reported as unavailable as for a failed `COMMIT`; an error
+    /// the server answered with (it rolled the statement back) is retried
+    /// as a transaction's would be.
+    fn single<T>(&self, mut f: impl FnMut(&mut Db<'_>) -> Result<T>) -> std::result::Result<T, BackendError> {
+        self.transact(Kind::Single, |db| f(db).map(|v| (v, true)))
     }
 
     fn failure(&self, kind: ErrorKind, reason: String, hint: &str) -> BackendError {
@@ -893,17 +1060,17 @@ impl TaskBackend for PostgresBackend {
 
     fn task_claim(&self, params: &TaskClaimParams) -> std::result::Result<Option<Claim>, BackendError> {
         params.check()?;
-        self.write(|db| task::claim(db, params))
+        self.single(|db| task::claim(db, params))
     }
 
     fn task_heartbeat(&self, p: &TaskHeartbeatParams) -> std::result::Result<TaskUpdate, BackendError> {
         p.check()?;
-        self.write(|db| task::heartbeat(db, &p.task, p.ttl))
+        self.single(|db| task::heartbeat(db, &p.task, p.ttl))
     }
 
     fn task_complete(&self, p: &TaskCompleteParams) -> std::result::Result<TaskUpdate, BackendError> {
         let t = &p.task;
-        match self.write(|db| task::complete(db, t, p.result.as_ref())) {
+        match self.single(|db| task::complete(db, t, p.result.as_ref())) {
             Err(ambiguous) if ambiguous.kind() == ErrorKind::Unavailable => {
                 // The commit may have happened: re-check by token. Only a
                 // `done` task carrying this very token proves it did.
@@ -944,6 +1111,36 @@ impl TaskBackend for PostgresBackend {
     fn task_purge(&self, p: &TaskPurgeParams) -> std::result::Result<u64, BackendError> {
         p.check()?;
         self.write(|db| task::purge(db, &p.queue, p.state, p.older_than))
+    }
+}
+
+/// Reading the pgbench scripts of `bench/`, for the tests that check they
+/// run the store's own statements.
+#[cfg(test)]
+mod bench_sql {
+    /// The statements of a pgbench script (or of one statement), each with
+    /// its whitespace squashed; a `\gset` ends a statement and is kept.
+    pub(crate) fn statements(script: &str) -> Vec<String> {
+        script
+            .lines()
+            .filter(|l| !l.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("\\gset", "\\gset;")
+            .split(';')
+            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// `sql` with `$1`, `$2`, ... replaced by `values`.
+    pub(crate) fn substitute(sql: &str, values: &[&str]) -> String {
+        // From the last down, so that $1 does not match the start of $10.
+        values
+            .iter()
+            .enumerate()
+            .rev()
+            .fold(sql.to_owned(), |s, (i, v)| s.replace(&format!("${}", i + 1), v))
     }
 }
 

@@ -1,16 +1,18 @@
-//! Task queue operations, each inside one transaction opened by the caller.
+//! Task queue operations, each inside one transaction opened by the caller
+//! — or, for a claim, a heartbeat and a completion, as one statement that
+//! commits on its own (`PostgresBackend::single`: one round trip).
 //!
 //! The same rules as the SQLite store (`leasehold-sqlite/src/task.rs`),
 //! with PostgreSQL's concurrency:
 //!
-//! - A claim is one `UPDATE` of the first pending task in claim order,
-//!   chosen through the partial index `task_claim` with `FOR UPDATE SKIP
-//!   LOCKED`: concurrent claimers take different tasks and never wait for
-//!   each other.
-//! - Expired claims are returned to the queue by the claimer, in one
-//!   `UPDATE` whose condition (still running, lease ended) is re-checked on
-//!   the row it changes — no read-then-write gap, and rows another session
-//!   holds are skipped, not waited for.
+//! - A claim is one statement ([`CLAIM_SQL`]): it returns the queue's
+//!   expired claims to pending (or dead), each re-checked on the row it
+//!   changes (still running, lease ended: no read-then-write gap; rows
+//!   another session holds are skipped, not waited for), and claims the
+//!   first task in claim order among the pending ones — chosen through the
+//!   partial index `task_claim` with `FOR UPDATE SKIP LOCKED`, so
+//!   concurrent claimers take different tasks and never wait for each
+//!   other — and those it just returned.
 //! - Heartbeat, complete and release are one token-scoped `UPDATE` each
 //!   (the current token, still running, lease not ended on the server's
 //!   clock); only when it matches nothing is the task read, to say why.
@@ -30,7 +32,7 @@ use leasehold_backend::{
 };
 use postgres::Row;
 
-use crate::{Db, Error, NOW, Result, micros, plus, until};
+use crate::{Db, Error, NOW, Result, micros, notify, plus, until};
 
 fn json_text(v: &serde_json::Value) -> String {
     serde_json::to_string(v).expect("a JSON value always serializes")
@@ -137,53 +139,90 @@ pub(crate) fn add(db: &mut Db<'_>, tasks: &[TaskAddParams]) -> Result<(Vec<TaskA
     Ok((outcomes, clean))
 }
 
-/// Return expired claims of `queue` to pending, or to dead when their
-/// attempts are used up.
-fn reap(db: &mut Db<'_>, queue: &QueueName) -> Result<()> {
-    let reaped = db.execute(
-        &format!(
-            "UPDATE task SET state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END, \
-             expirations = expirations + 1, lease_until = NULL, updated_at = {NOW}, \
-             last_error = 'claim expired: the worker ' || coalesce(owner, '?') || ' stopped heartbeating (attempt ' \
-                 || attempts || ' of ' || max_attempts || ')' \
-             WHERE seq IN (SELECT seq FROM task WHERE queue = $1 AND state = 'running' AND lease_until <= {NOW} \
-                           FOR UPDATE SKIP LOCKED) \
-               AND state = 'running' AND lease_until <= {NOW}"
-        ),
-        &[&queue.as_str()],
-    )?;
-    if reaped > 0 {
-        db.notify(&Watched::Queue(queue.clone()))?;
-    }
-    Ok(())
+/// A claim, in one statement: return the expired claims of `$1` to
+/// pending (or to dead when their attempts are used up) and claim the
+/// first claimable task in claim order — among the pending ones and those
+/// just returned — for owner `$2`, lease `$3` µs, TTL `$4` ms; notify the
+/// queue's waiters (channel `$5`, payload `$6`) when any claim expired.
+///
+/// The same as returning the expired claims first and then claiming in the
+/// same transaction (which is what it was, in two statements and a
+/// transaction: four round trips where this is one): an expired claim
+/// that goes back to pending competes in claim order with the pending
+/// tasks, and is claimed directly when it comes first. Expired claims are
+/// locked `SKIP LOCKED` and re-checked on their newest version, so a
+/// heartbeat that just extended one keeps it; the pending candidate is the
+/// first one no other session holds.
+const CLAIM_SQL: &str = "\
+WITH n AS MATERIALIZED (SELECT {NOW} AS now), \
+expired AS ( \
+    SELECT t.seq, t.priority, t.available_at, t.attempts < t.max_attempts AS back \
+    FROM task t, n WHERE t.queue = $1 AND t.state = 'running' AND t.lease_until <= n.now \
+    FOR UPDATE OF t SKIP LOCKED), \
+pending AS ( \
+    SELECT t.seq, t.priority, t.available_at FROM task t, n \
+    WHERE t.queue = $1 AND t.state = 'pending' AND t.available_at <= n.now \
+    ORDER BY t.priority DESC, t.available_at, t.seq LIMIT 1 \
+    FOR UPDATE OF t SKIP LOCKED), \
+pick AS ( \
+    SELECT c.seq FROM ( \
+        SELECT seq, priority, available_at FROM pending \
+        UNION ALL SELECT e.seq, e.priority, e.available_at FROM expired e, n WHERE e.back AND e.available_at <= n.now \
+    ) c ORDER BY c.priority DESC, c.available_at, c.seq LIMIT 1), \
+changed AS ( \
+    UPDATE task SET \
+        state = CASE WHEN c.claimed THEN 'running' WHEN task.attempts >= task.max_attempts THEN 'dead' ELSE 'pending' END, \
+        attempts = task.attempts + CASE WHEN c.claimed THEN 1 ELSE 0 END, \
+        token = task.token + CASE WHEN c.claimed THEN 1 ELSE 0 END, \
+        owner = CASE WHEN c.claimed THEN $2 ELSE task.owner END, \
+        lease_until = CASE WHEN c.claimed THEN n.now + $3::bigint * interval '1 microsecond' END, \
+        ttl_ms = CASE WHEN c.claimed THEN $4 ELSE task.ttl_ms END, \
+        updated_at = n.now, \
+        expirations = task.expirations + CASE WHEN c.expired THEN 1 ELSE 0 END, \
+        last_error = CASE WHEN c.expired THEN 'claim expired: the worker ' || coalesce(task.owner, '?') \
+            || ' stopped heartbeating (attempt ' || task.attempts || ' of ' || task.max_attempts || ')' \
+            ELSE task.last_error END \
+    FROM n, ( \
+        SELECT u.seq, bool_or(u.claimed) AS claimed, bool_or(u.expired) AS expired FROM ( \
+            SELECT seq, false AS claimed, true AS expired FROM expired \
+            UNION ALL SELECT seq, true, false FROM pick) u \
+        GROUP BY u.seq) c \
+    WHERE task.seq = c.seq \
+    RETURNING c.claimed, c.expired, task.id, task.payload::text, task.attempts, task.max_attempts, task.token), \
+woken AS ( \
+    SELECT pg_notify($5, $6) FROM (SELECT 1 FROM changed WHERE expired LIMIT 1) x) \
+SELECT id, payload, attempts, max_attempts, token, (SELECT count(*) FROM woken) \
+FROM (SELECT 1) AS one LEFT JOIN changed ON changed.claimed";
+
+/// [`CLAIM_SQL`] with the store's now spelled out.
+fn claim_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| CLAIM_SQL.replace("{NOW}", NOW))
 }
 
 pub(crate) fn claim(db: &mut Db<'_>, p: &TaskClaimParams) -> Result<Option<Claim>> {
-    reap(db, &p.queue)?;
-    let row = db.query_opt(
-        &format!(
-            "UPDATE task SET state = 'running', attempts = attempts + 1, token = token + 1, owner = $2, \
-             lease_until = n.now + $3::bigint * interval '1 microsecond', updated_at = n.now, ttl_ms = $4 \
-             FROM (SELECT {NOW} AS now) AS n \
-             WHERE seq = (SELECT seq FROM task WHERE queue = $1 AND state = 'pending' AND available_at <= {NOW} \
-                          ORDER BY priority DESC, available_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED) \
-             RETURNING id, payload::text, attempts, max_attempts, token"
-        ),
+    let channel = db.channel().to_owned();
+    let row = db.query_one(
+        claim_sql(),
         &[
             &p.queue.as_str(),
             &p.owner,
             &micros(p.ttl),
             &signed(duration_millis(p.ttl)),
+            &channel,
+            &notify::payload(&Watched::Queue(p.queue.clone())),
         ],
     )?;
-    let Some(r) = row else { return Ok(None) };
+    let Some(id) = row.get::<_, Option<&str>>(0) else {
+        return Ok(None);
+    };
     Ok(Some(Claim {
         queue: p.queue.clone(),
-        id: name("task id", r.get::<_, &str>(0))?,
-        payload: parse_json("payload", r.get(1))?,
-        attempt: r.get::<_, i32>(2) as u32,
-        max_attempts: r.get::<_, i32>(3) as u32,
-        token: Token(r.get::<_, i64>(4) as u64),
+        id: name("task id", id)?,
+        payload: parse_json("payload", row.get(1))?,
+        attempt: row.get::<_, i32>(2) as u32,
+        max_attempts: row.get::<_, i32>(3) as u32,
+        token: Token(row.get::<_, i64>(4) as u64),
         ttl: p.ttl,
     }))
 }
@@ -206,6 +245,13 @@ fn key(task: &TaskRef) -> (&str, &str, i64) {
     (task.queue.as_str(), task.id.as_str(), task.token.0 as i64)
 }
 
+fn update_live_sql(set: &str) -> String {
+    format!("UPDATE task SET {set} FROM (SELECT {NOW} AS now) AS n WHERE {LIVE_CLAIM}")
+}
+
+/// What `complete` sets.
+const COMPLETE_SET: &str = "state = 'done', result = $4::text::jsonb, lease_until = NULL, updated_at = n.now";
+
 /// Run a token-scoped `UPDATE task SET {set} ... WHERE {LIVE_CLAIM}` whose
 /// extra parameters start at `$4`.
 fn update_live(
@@ -217,10 +263,7 @@ fn update_live(
     let (queue, id, token) = key(task);
     let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![&queue, &id, &token];
     params.extend_from_slice(extra);
-    let n = db.execute(
-        &format!("UPDATE task SET {set} FROM (SELECT {NOW} AS now) AS n WHERE {LIVE_CLAIM}"),
-        &params,
-    )?;
+    let n = db.execute(&update_live_sql(set), &params)?;
     if n == 1 {
         Ok(TaskUpdate::Applied)
     } else {
@@ -238,12 +281,7 @@ pub(crate) fn heartbeat(db: &mut Db<'_>, task: &TaskRef, ttl: Duration) -> Resul
 }
 
 pub(crate) fn complete(db: &mut Db<'_>, task: &TaskRef, result: Option<&serde_json::Value>) -> Result<TaskUpdate> {
-    update_live(
-        db,
-        task,
-        "state = 'done', result = $4::text::jsonb, lease_until = NULL, updated_at = n.now",
-        &[&result.map(json_text)],
-    )
+    update_live(db, task, COMPLETE_SET, &[&result.map(json_text)])
 }
 
 /// Whether `task` is done by the claim of exactly this token: the re-check
@@ -393,4 +431,36 @@ pub(crate) fn purge(db: &mut Db<'_>, queue: &QueueName, state: TaskState, older_
         ),
         &[&queue.as_str(), &state.as_str(), &micros(older_than)],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench_sql::{statements, substitute};
+
+    /// `bench/task.sql`, which pgbench runs as the reference, holds the
+    /// very statements a claim and a completion send (parameters spelled
+    /// as its literals and variables).
+    #[test]
+    fn the_pgbench_reference_runs_the_same_statements() {
+        let claim = substitute(
+            claim_sql(),
+            &[
+                "'pgbench'",
+                "'bench'",
+                "60000000",
+                "60000",
+                "'leasehold.bench'",
+                r"E'queue\x3apgbench'",
+            ],
+        );
+        let complete = substitute(&update_live_sql(COMPLETE_SET), &["'pgbench'", ":id", ":token", "NULL"]);
+        assert_eq!(
+            statements(include_str!("../bench/task.sql")),
+            [
+                statements(&claim)[0].clone() + " \\gset",
+                statements(&complete)[0].clone()
+            ]
+        );
+    }
 }

@@ -5,6 +5,8 @@
 mod support;
 
 use std::collections::HashSet;
+
+use postgres::fallible_iterator::FallibleIterator as _;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, SystemTime};
@@ -390,4 +392,107 @@ fn claim_order_is_priority_then_available_at_then_insertion() {
             .map(|c| c.id.as_str().to_owned())
             .collect();
     assert_eq!(order, ["high", "old", "old-2", "low"]);
+}
+
+/// A LISTEN connection on the store's channel, and what it received so far.
+fn listen(schema: &str) -> (postgres::Client, impl Fn(&mut postgres::Client) -> Vec<String>) {
+    let mut listener = Server::shared().client();
+    listener
+        .batch_execute(&format!("LISTEN \"leasehold.{schema}\""))
+        .unwrap();
+    let received = |listener: &mut postgres::Client| -> Vec<String> {
+        // A round trip reads what arrived before it.
+        listener.batch_execute("SELECT 1").unwrap();
+        let mut n = listener.notifications();
+        let mut it = n.iter();
+        std::iter::from_fn(|| it.next().unwrap().map(|m| m.payload().to_owned())).collect()
+    };
+    (listener, received)
+}
+
+fn open_skewed(url: &str, skew: &leasehold_backend::ClockSkew) -> PostgresBackend {
+    PostgresBackend::open(
+        url,
+        PostgresOptions {
+            skew: skew.clone(),
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A release notifies the name's waiters, and so does an acquisition that
+/// removes an expired waiter registration (those behind it may fit now);
+/// one that finds none sends nothing.
+#[test]
+fn a_release_and_an_expired_waiter_notify_the_name() {
+    let schema = Server::fresh_schema();
+    let skew = leasehold_backend::ClockSkew::default();
+    let store = open_skewed(&Server::shared().url(&schema), &skew);
+    let (mut listener, received) = listen(&schema);
+    let LeaseAcquire::Acquired(g) = store.lease_acquire(&params::acquire("job")).unwrap() else {
+        panic!("held")
+    };
+    assert_eq!(received(&mut listener), Vec::<String>::new(), "a plain grant");
+    store
+        .waiter_enqueue(&params::enqueue("job", leasehold_backend::Mode::Exclusive))
+        .unwrap();
+    store.lease_release(&params::release("job", g.token)).unwrap();
+    assert_eq!(received(&mut listener), ["lease:job"], "the release");
+    skew.advance(params::WAITER_TTL + Duration::from_secs(1));
+    let LeaseAcquire::Acquired(_) = store.lease_acquire(&params::acquire("job")).unwrap() else {
+        panic!("held by an expired waiter")
+    };
+    assert_eq!(received(&mut listener), ["lease:job"], "the expired waiter's removal");
+}
+
+/// The history of a name keeps its newest `HISTORY_PER_NAME` entries.
+#[test]
+fn history_keeps_the_newest_entries_of_a_name() {
+    let (_, store) = fresh();
+    for _ in 0..501 {
+        let LeaseAcquire::Acquired(g) = store.lease_acquire(&params::acquire("busy")).unwrap() else {
+            panic!("held")
+        };
+        store.lease_release(&params::release("busy", g.token)).unwrap();
+    }
+    let history = store
+        .lease_history(&leasehold_backend::LeaseHistoryParams {
+            name: params::name("busy"),
+            limit: 5000,
+        })
+        .unwrap();
+    let keep = leasehold_backend::plan::HISTORY_PER_NAME as usize;
+    assert_eq!(history.len(), keep, "1002 events");
+    assert_eq!(history[0].token, Some(Token(501)), "newest first");
+    assert_eq!(history[keep - 1].token, Some(Token(2)), "the oldest kept: granted 2");
+}
+
+/// A claim that returns expired claims to the queue notifies the queue's
+/// waiters, on its commit, and only then: one that finds nothing expired
+/// sends nothing.
+#[test]
+fn a_claim_that_returns_expired_claims_notifies_the_queue() {
+    let schema = Server::fresh_schema();
+    let skew = leasehold_backend::ClockSkew::default();
+    let store = open_skewed(&Server::shared().url(&schema), &skew);
+    add(&store, "q", ["a".to_owned(), "b".to_owned()]);
+    let (mut listener, received) = listen(&schema);
+
+    let first = store
+        .task_claim(&claim_params("q", Duration::from_secs(10)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(received(&mut listener), Vec::<String>::new(), "nothing expired yet");
+    skew.advance(Duration::from_secs(11));
+    let second = store
+        .task_claim(&claim_params("q", Duration::from_secs(10)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (first.id.as_str(), second.id.as_str()),
+        ("a", "a"),
+        "the expired claim comes first in claim order"
+    );
+    assert_eq!(received(&mut listener), ["queue:q"]);
 }

@@ -10,7 +10,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, Issued, NewGrant, NewWaiter, Plan, Seen};
+use leasehold_backend::plan::{
+    self, Acquire, Apply, Entry, HISTORY_PER_NAME, HISTORY_PRUNE_EVERY, Issued, NewGrant, NewWaiter, Plan, Seen,
+};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
@@ -92,10 +94,13 @@ fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::R
     Ok(Ok((grant, remaining > 0)))
 }
 
+/// The statement reading the grant rows of a name.
+pub(crate) fn rows_sql() -> String {
+    format!("SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = ?1 ORDER BY token")
+}
+
 fn rows(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<Seen>> {
-    let mut stmt = tx.prepare_cached(&format!(
-        "SELECT {GRANT_COLUMNS} FROM lease_grant WHERE name = ?1 ORDER BY token"
-    ))?;
+    let mut stmt = tx.prepare_cached(&rows_sql())?;
     let rows = stmt.query_map([name.as_str()], |r| read_row(r, now))?;
     let mut out = Vec::new();
     for row in rows {
@@ -131,24 +136,33 @@ fn record(
     owner: Option<&str>,
     detail: &str,
 ) -> Result<()> {
+    // A name's ids run without gaps (each the name's highest + 1; only the
+    // oldest are ever deleted), so the newest HISTORY_PER_NAME are those
+    // above `id - HISTORY_PER_NAME`: pruning is one range delete, not a
+    // walk over the name's entries to find where they start; and it is
+    // done at every HISTORY_PRUNE_EVERY-th id only, as the bound allows.
+    // The id is read first, not computed inside the INSERT: an INSERT that
+    // selects from its own table, or returns what it wrote, goes through a
+    // temporary table.
+    let id: i64 = tx
+        .prepare_cached("SELECT coalesce(max(id), 0) + 1 FROM lease_history WHERE name = ?1")?
+        .query_row([name.as_str()], |r| r.get(0))?;
     tx.prepare_cached(
-        "INSERT INTO lease_history (name, id, at_ms, event, token, owner, detail) \
-         SELECT ?1, coalesce(max(id), 0) + 1, ?2, ?3, ?4, ?5, ?6 FROM lease_history WHERE name = ?1",
+        "INSERT INTO lease_history (name, id, at_ms, event, token, owner, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         name.as_str(),
+        id,
         to_ms(SystemTime::now()),
         event.as_str(),
         token.map(|t| t.0 as i64),
         owner,
         detail
     ])?;
-    // Bounded growth: keep the newest HISTORY_PER_NAME entries of the name.
-    tx.prepare_cached(
-        "DELETE FROM lease_history WHERE name = ?1 AND id <= \
-         (SELECT id FROM lease_history WHERE name = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-    )?
-    .execute(params![name.as_str(), i64::from(HISTORY_PER_NAME)])?;
+    if id % i64::from(HISTORY_PRUNE_EVERY) == 0 && id > i64::from(HISTORY_PER_NAME) {
+        tx.prepare_cached("DELETE FROM lease_history WHERE name = ?1 AND id <= ?2")?
+            .execute(params![name.as_str(), id - i64::from(HISTORY_PER_NAME)])?;
+    }
     Ok(())
 }
 
@@ -180,37 +194,50 @@ fn insert_waiter(tx: &Transaction<'_>, now: &Now, name: &LeaseName, w: &NewWaite
 }
 
 /// Applies a plan to one name inside the caller's transaction; keeps the
-/// token and ticket it issued.
+/// token and ticket it issued, and the grant it wrote as it would now read
+/// it back (rows the transaction just wrote are not read again).
 struct Writer<'a> {
     tx: &'a Transaction<'a>,
     now: &'a Now,
     name: &'a LeaseName,
+    /// The grant rows the plan was made from.
+    seen: &'a [Seen],
     issued: Option<Token>,
     ticket: Option<WaiterTicket>,
+    written: Option<Grant>,
 }
 
 impl<'a> Writer<'a> {
-    fn new(tx: &'a Transaction<'a>, now: &'a Now, name: &'a LeaseName) -> Self {
+    fn new(tx: &'a Transaction<'a>, now: &'a Now, name: &'a LeaseName, seen: &'a [Seen]) -> Self {
         Self {
             tx,
             now,
             name,
+            seen,
             issued: None,
             ticket: None,
+            written: None,
         }
     }
 
-    /// The grant `token` as stored now.
-    fn grant(&self, token: Issued<Token>) -> Result<Grant> {
+    /// The grant `token`, as the plan wrote it.
+    fn grant(self, token: Issued<Token>) -> Result<Grant> {
         let token = token.resolve(self.issued);
-        let row = row(self.tx, self.now, self.name, token)?;
-        let (grant, _) = row.ok_or_else(|| {
+        self.written.filter(|g| g.token == token).ok_or_else(|| {
             Error::BadRow(format!(
                 "grant {token} of {} vanished inside its transaction",
                 self.name
             ))
-        })?;
-        Ok(grant)
+        })
+    }
+
+    /// What reading a grant back would give for the TTL written for it
+    /// now: the TTL in whole milliseconds, the time left on the boot clock.
+    fn timing(&self, ttl: Duration) -> (i64, Duration, i64) {
+        let expires = expires_at(self.now, ttl);
+        let ttl_ms = signed(duration_millis(ttl));
+        let left = Duration::from_nanos(expires.saturating_sub(self.now.ns).max(0).unsigned_abs());
+        (ttl_ms, left, expires)
     }
 }
 
@@ -222,7 +249,8 @@ impl Apply for Writer<'_> {
     }
 
     fn extend_grant(&mut self, token: Token, ttl: Duration, holder: Option<&Holder>) -> Result<()> {
-        let holder = holder.map(|h| serde_json::to_string(h).expect("a holder always serializes"));
+        let (ttl_ms, left, expires) = self.timing(ttl);
+        let holder_json = holder.map(|h| serde_json::to_string(h).expect("a holder always serializes"));
         self.tx
             .prepare_cached(
                 "UPDATE lease_grant SET expires_ns = ?3, ttl_ms = ?4, holder = coalesce(?5, holder) \
@@ -231,22 +259,34 @@ impl Apply for Writer<'_> {
             .execute(params![
                 self.name.as_str(),
                 token.0 as i64,
-                expires_at(self.now, ttl),
-                signed(duration_millis(ttl)),
-                holder
+                expires,
+                ttl_ms,
+                holder_json
             ])?;
+        // Only live grants are extended, and a live grant is of this boot.
+        self.written = self.seen.iter().find(|(g, _)| g.token == token).map(|(g, _)| Grant {
+            holder: holder.unwrap_or(&g.holder).clone(),
+            ttl: stored_millis(ttl_ms),
+            expires_in: left,
+            ..g.clone()
+        });
         Ok(())
     }
 
     fn insert_grant(&mut self, g: &NewGrant) -> Result<()> {
-        let token: i64 = self
-            .tx
+        // Read, then write the counter (the transaction holds the write
+        // lock): an upsert RETURNING the new value would go through a
+        // temporary table.
+        let token = last_token(self.tx, self.name)?.map_or(1, |t| t.0 as i64 + 1);
+        self.tx
             .prepare_cached(
-                "INSERT INTO lease_name (name, last_token) VALUES (?1, 1) \
-                 ON CONFLICT (name) DO UPDATE SET last_token = last_token + 1 RETURNING last_token",
+                "INSERT INTO lease_name (name, last_token) VALUES (?1, ?2) \
+                 ON CONFLICT (name) DO UPDATE SET last_token = excluded.last_token",
             )?
-            .query_row([self.name.as_str()], |r| r.get(0))?;
+            .execute(params![self.name.as_str(), token])?;
         let (exclusive, limit) = mode_columns(g.mode);
+        let (ttl_ms, left, expires) = self.timing(g.ttl);
+        let acquired_ms = to_ms(SystemTime::now());
         self.tx
             .prepare_cached(&format!(
                 "INSERT INTO lease_grant ({GRANT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
@@ -259,12 +299,24 @@ impl Apply for Writer<'_> {
                 exclusive,
                 limit,
                 serde_json::to_string(&g.holder).expect("a holder always serializes"),
-                to_ms(SystemTime::now()),
-                signed(duration_millis(g.ttl)),
+                acquired_ms,
+                ttl_ms,
                 self.now.boot_id,
-                expires_at(self.now, g.ttl),
+                expires,
             ])?;
-        self.issued = Some(Token(token as u64));
+        let token = Token(token as u64);
+        self.issued = Some(token);
+        self.written = Some(Grant {
+            name: self.name.clone(),
+            token,
+            owner: g.owner.label.clone(),
+            owner_explicit: g.owner.explicit,
+            mode: mode_from_columns(exclusive, limit),
+            holder: g.holder.clone(),
+            acquired_at: from_ms(acquired_ms),
+            ttl: stored_millis(ttl_ms),
+            expires_in: left,
+        });
         Ok(())
     }
 
@@ -294,34 +346,43 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
     let rows = rows(tx, now, &p.name)?;
     let queue = waiters(tx, now, &p.name)?;
     let plan = plan::acquire(p, &rows, &queue);
-    let mut w = Writer::new(tx, now, &p.name);
+    let mut w = Writer::new(tx, now, &p.name, &rows);
     plan.apply(&mut w)?;
     Ok(match plan.outcome {
         Acquire::Acquired(token) => LeaseAcquire::Acquired(w.grant(token)?),
-        Acquire::Held(waiting) => LeaseAcquire::Held(waiting.held(rows.into_iter().map(|(g, _)| g), w.ticket)),
+        Acquire::Held(waiting) => {
+            let ticket = w.ticket;
+            LeaseAcquire::Held(waiting.held(rows.into_iter().map(|(g, _)| g), ticket))
+        }
     })
 }
 
 /// Read the grant of `token` (with whether it is live), plan with it,
-/// apply the plan; the plan's writer and outcome.
-fn by_token<'a, T>(
-    tx: &'a Transaction<'a>,
-    now: &'a Now,
-    name: &'a LeaseName,
+/// apply the plan; the grant the plan wrote (if it did) and its outcome.
+fn by_token<T>(
+    tx: &Transaction<'_>,
+    now: &Now,
+    name: &LeaseName,
     token: Token,
     planner: impl FnOnce(Option<&Seen>) -> Plan<T>,
-) -> Result<(Writer<'a>, T)> {
+) -> Result<(Option<Grant>, T)> {
     let found = row(tx, now, name, token)?;
     let plan = planner(found.as_ref());
-    let mut w = Writer::new(tx, now, name);
+    let mut w = Writer::new(tx, now, name, found.as_slice());
     plan.apply(&mut w)?;
-    Ok((w, plan.outcome))
+    Ok((w.written, plan.outcome))
 }
 
 pub(crate) fn renew(tx: &Transaction<'_>, now: &Now, p: &LeaseRenewParams) -> Result<LeaseRenew> {
     Ok(
         match by_token(tx, now, &p.name, p.token, |found| plan::renew(p, found))? {
-            (w, Ok(())) => LeaseRenew::Renewed(w.grant(Issued::Existing(p.token))?),
+            (Some(grant), Ok(())) => LeaseRenew::Renewed(grant),
+            (None, Ok(())) => {
+                return Err(Error::BadRow(format!(
+                    "grant {} of {} vanished inside its transaction",
+                    p.token, p.name
+                )));
+            }
             (_, Err(reason)) => LeaseRenew::Lost(reason),
         },
     )
@@ -428,4 +489,62 @@ pub(crate) fn history(tx: &Transaction<'_>, p: &LeaseHistoryParams) -> Result<Ve
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use leasehold_backend::Mode;
+    use leasehold_backend_tests::params;
+    use rusqlite::{Connection, TransactionBehavior};
+
+    use super::*;
+
+    /// The grant an operation returns is the one it wrote, not read back:
+    /// it must be exactly what reading it back at the same moment gives.
+    #[test]
+    fn a_written_grant_is_returned_as_it_reads_back() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::schema::prepare(&mut conn).unwrap().unwrap();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+        let now = Now {
+            boot_id: "boot".into(),
+            ns: 5_000_000_123,
+            wall: SystemTime::now(),
+        };
+        let read_back = |g: &Grant| row(&tx, &now, &g.name, g.token).unwrap().unwrap().0;
+        let shared = LeaseAcquireParams {
+            owner: params::explicit("alice"),
+            mode: Mode::Shared { limit: Some(3) },
+            // Sub-millisecond parts are not stored.
+            ttl: Duration::from_micros(2_500_700),
+            ..params::acquire("job")
+        };
+        for p in [params::acquire("solo"), shared.clone()] {
+            let LeaseAcquire::Acquired(granted) = acquire(&tx, &now, &p).unwrap() else {
+                panic!("held")
+            };
+            assert_eq!(granted, read_back(&granted), "granted");
+        }
+        let again = LeaseAcquireParams {
+            holder: Holder {
+                cmdline: "another command line".into(),
+                ..params::holder()
+            },
+            ..shared
+        };
+        let LeaseAcquire::Acquired(reacquired) = acquire(&tx, &now, &again).unwrap() else {
+            panic!("held")
+        };
+        assert_eq!(reacquired.holder.cmdline, "another command line");
+        assert_eq!(reacquired, read_back(&reacquired), "re-acquired");
+        let renew = LeaseRenewParams {
+            owner: Some("alice".into()),
+            ttl: Duration::from_nanos(7_000_999_999),
+            ..params::renew("job", reacquired.token)
+        };
+        let LeaseRenew::Renewed(renewed) = super::renew(&tx, &now, &renew).unwrap() else {
+            panic!("lost")
+        };
+        assert_eq!(renewed, read_back(&renewed), "renewed");
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use leasehold_backend::plan::{HISTORY_PER_NAME, HISTORY_PRUNE_EVERY};
 use leasehold_backend::{Backend, ErrorKind, LeaseAcquire, LeaseHistoryParams, LeaseRelease, TaskBackend as _};
 use leasehold_backend_tests::params;
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
@@ -39,11 +40,15 @@ fn grants_of_a_previous_boot_are_expired_and_tokens_keep_growing() {
     assert!(second > first, "token reissued after a reboot: {second} <= {first}");
 }
 
+/// The newest `HISTORY_PER_NAME` entries of a name are always kept, and
+/// older ones are pruned at the latest at the `HISTORY_PRUNE_EVERY`th entry
+/// after the last pruning.
 #[test]
 fn history_is_bounded_per_name() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir, SqliteOptions::default());
-    for _ in 0..600 {
+    let (keep, every) = (HISTORY_PER_NAME as usize, HISTORY_PRUNE_EVERY as usize);
+    for cycle in 1..=600 {
         let t = acquired(&store, "busy");
         assert_eq!(
             store
@@ -51,15 +56,23 @@ fn history_is_bounded_per_name() {
                 .unwrap(),
             LeaseRelease::Released
         );
+        if cycle < 450 {
+            continue;
+        }
+        let history = store
+            .lease_history(&LeaseHistoryParams {
+                name: params::name("busy"),
+                limit: 5000,
+            })
+            .unwrap();
+        let events = 2 * cycle;
+        assert!(
+            history.len() >= keep.min(events) && history.len() < keep + every,
+            "{events} events, {} kept",
+            history.len()
+        );
+        assert_eq!(history[0].token.map(|t| t.0), Some(t), "newest first");
     }
-    let history = store
-        .lease_history(&LeaseHistoryParams {
-            name: params::name("busy"),
-            limit: 5000,
-        })
-        .unwrap();
-    assert_eq!(history.len(), 1000, "1200 events, the newest 1000 kept");
-    assert_eq!(history[0].token.map(|t| t.0), Some(600), "newest first");
 }
 
 #[test]

@@ -12,7 +12,7 @@
 
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use leasehold_backend::{Holder, host};
 use rustix::process::Pid;
@@ -39,7 +39,50 @@ pub fn hostname() -> String {
 /// The default owner label: `host:pid` of the caller.
 #[must_use]
 pub fn default_owner() -> String {
-    format!("{}:{}", hostname(), std::process::id())
+    own().owner.clone()
+}
+
+/// What a grant records about this process, read once per process: its
+/// pid's start time, boot, pid namespace and command line cannot change
+/// while it lives (a program that rewrites its argv keeps the first
+/// reading, which is informational only), and the host name is taken as
+/// of the first acquisition. Every acquisition used to read `/proc` three
+/// times and call `uname`. Keyed by pid, so a forked child reads its own.
+#[derive(Debug, PartialEq, Eq)]
+struct Own {
+    pid: u32,
+    host: String,
+    boot_id: String,
+    pid_ns: Option<u64>,
+    start_time: Option<u64>,
+    cmdline: String,
+    /// `host:pid`.
+    owner: String,
+}
+
+impl Own {
+    fn read(pid: u32) -> Self {
+        let host = hostname();
+        Self {
+            pid,
+            owner: format!("{host}:{pid}"),
+            host,
+            boot_id: host::boot_id().unwrap_or_default(),
+            pid_ns: my_pid_ns(),
+            start_time: start_time(pid).ok(),
+            cmdline: cmdline(pid),
+        }
+    }
+}
+
+fn own() -> Arc<Own> {
+    static OWN: Mutex<Option<Arc<Own>>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut own = OWN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match &*own {
+        Some(o) if o.pid == pid => o.clone(),
+        _ => own.insert(Arc::new(Own::read(pid))).clone(),
+    }
 }
 
 fn pid_ns_of(pid: &str) -> Option<u64> {
@@ -105,30 +148,32 @@ fn cmdline(pid: u32) -> String {
 /// When `binding` names a process that does not exist or whose identity
 /// cannot be read (binding a grant to it would prove nothing).
 pub fn holder(binding: Binding) -> io::Result<Holder> {
-    let (pid, group, bound) = match binding {
-        Binding::Ttl => (std::process::id(), None, false),
-        Binding::ThisProcess => (std::process::id(), None, true),
-        Binding::Process { pid, pgid } => (pid, pgid, true),
+    let (pid, group) = match binding {
+        Binding::Ttl | Binding::ThisProcess => {
+            let own = own();
+            return Ok(Holder {
+                host: own.host.clone(),
+                boot_id: own.boot_id.clone(),
+                pid_ns: own.pid_ns,
+                pid: own.pid,
+                start_time: own.start_time,
+                cmdline: own.cmdline.clone(),
+                pgid: None,
+                bound: binding == Binding::ThisProcess,
+            });
+        }
+        Binding::Process { pid, pgid } => (pid, pgid),
     };
-    let start = start_time(pid);
-    if bound && binding != Binding::ThisProcess {
-        start
-            .as_ref()
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot read process {pid}: {e}")))?;
-    }
+    let start = start_time(pid).map_err(|e| io::Error::new(e.kind(), format!("cannot read process {pid}: {e}")))?;
     Ok(Holder {
         host: hostname(),
         boot_id: host::boot_id().unwrap_or_default(),
-        pid_ns: if bound && binding != Binding::ThisProcess {
-            pid_ns_of(&pid.to_string())
-        } else {
-            my_pid_ns()
-        },
+        pid_ns: pid_ns_of(&pid.to_string()),
         pid,
-        start_time: start.ok(),
+        start_time: Some(start),
         cmdline: cmdline(pid),
         pgid: group,
-        bound,
+        bound: true,
     })
 }
 
@@ -176,6 +221,24 @@ mod tests {
         let b = start_time(std::process::id()).unwrap();
         assert_eq!(a, b);
         assert_eq!(start_time(u32::MAX / 2).unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn this_process_is_read_once_and_as_a_fresh_reading_would() {
+        let pid = std::process::id();
+        assert!(Arc::ptr_eq(&own(), &own()), "read again");
+        assert_eq!(*own(), Own::read(pid));
+        let me = holder(Binding::ThisProcess).unwrap();
+        assert_eq!((me.pid, me.bound, me.pgid), (pid, true, None));
+        assert_eq!(me.start_time, Some(start_time(pid).unwrap()));
+        assert_eq!(
+            (me.host.as_str(), me.cmdline.as_str()),
+            (hostname().as_str(), cmdline(pid).as_str())
+        );
+        assert_eq!(me.pid_ns, pid_ns_of("self"));
+        let ttl = holder(Binding::Ttl).unwrap();
+        assert_eq!(ttl, Holder { bound: false, ..me });
+        assert_eq!(default_owner(), format!("{}:{pid}", hostname()));
     }
 
     #[test]

@@ -155,6 +155,39 @@ pub fn task_claim_expired_claim_is_claimable_again<H: Harness>(t: &mut Case<H>) 
     }
 }
 
+/// A task whose claim expired goes back to pending at once — also when the
+/// claim that finds it takes another task — and keeps its place in claim
+/// order: behind a pending task of higher priority, ahead of pending tasks
+/// that became available after it.
+pub fn task_claim_expired_claim_keeps_its_place_in_claim_order<H: Harness>(t: &mut Case<H>) {
+    let base = SystemTime::now() - Duration::from_secs(600);
+    let add = |id: &str, priority: i64, at: SystemTime| {
+        t.task_added(TaskAddParams {
+            priority,
+            available: Available::At(at),
+            ..params::task("q", id, json!(id))
+        });
+    };
+    add("old", 0, base);
+    assert_eq!(t.task_claimed(&params::claim("q")).id.as_str(), "old");
+    t.advance(CLAIM_TTL + Duration::from_secs(1));
+    add("new", 0, base + Duration::from_secs(30));
+    add("urgent", 5, base + Duration::from_secs(60));
+
+    assert_eq!(t.task_claimed(&params::claim("q")).id.as_str(), "urgent");
+    let old = t.task("q", "old");
+    assert_eq!(
+        (old.state, old.expirations, old.lease_remaining),
+        (TaskState::Pending, 1, None),
+        "the expired claim was returned while another task was claimed"
+    );
+    let again = t.task_claimed(&params::claim("q"));
+    assert_eq!((again.id.as_str(), again.attempt), ("old", 2));
+    assert_eq!(t.task("q", "old").expirations, 1, "its expiry counted once");
+    assert_eq!(t.task_claimed(&params::claim("q")).id.as_str(), "new");
+    t.task_claim_none(&params::claim("q"), "all three are claimed");
+}
+
 /// Expired claims use up the attempts: after `max_attempts` of them the
 /// task is dead (with the expiry as last error) and never claimed again.
 pub fn task_claim_expirations_use_up_attempts<H: Harness>(t: &mut Case<H>) {
