@@ -35,11 +35,13 @@
 //! # Ok::<(), leasehold::Error>(())
 //! ```
 
+mod deferred;
 mod error;
 pub mod files;
 pub mod identity;
 mod keeper;
 pub mod lock;
+mod pool;
 mod queue;
 mod store;
 pub mod supervise;
