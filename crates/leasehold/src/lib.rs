@@ -55,8 +55,8 @@ pub use keeper::{
 };
 pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
-    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry,
-    TaskState, TaskUpdate, unix_ms,
+    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskCompleteAndClaim, TaskFail, TaskId, TaskLost,
+    TaskRef, TaskRetry, TaskState, TaskUpdate, unix_ms,
 };
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent, Holder,
