@@ -207,7 +207,26 @@ pub enum RunOutcome {
 /// # Ok::<(), leasehold::Error>(())
 /// ```
 pub fn run(store: &Arc<Store>, lease: &LeaseRun, spec: Spec, on_held: impl FnMut(&Held)) -> Result<RunOutcome> {
-    let mut supervised = Supervised::spawn(spec)?;
+    run_spawned(store, lease, Supervised::spawn(spec)?, on_held)
+}
+
+/// [`run`], with the guard already started ([`Supervised::launch`] or
+/// [`Supervised::spawn`]): a program that launches the guard before it
+/// opens its store has the two overlap (the guard's start-up is a
+/// process's start-up; `leasehold run` does this).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_spawned(
+    store: &Arc<Store>,
+    lease: &LeaseRun,
+    mut supervised: Supervised,
+    on_held: impl FnMut(&Held),
+) -> Result<RunOutcome> {
+    if let Err(e) = supervised.await_group() {
+        supervised.abort();
+        return Err(e.into());
+    }
     let options = AcquireOptions {
         ttl: lease.timing.ttl(),
         owner: lease.timing.keeper.owner.clone(),

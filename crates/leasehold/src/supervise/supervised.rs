@@ -228,7 +228,7 @@ fn spawn_guard<L: Refusal>(
     stdin: Stdio,
     output: Stdio,
     errput: Stdio,
-) -> Result<(Guard<L>, Event<L>), SuperviseError> {
+) -> Result<(Guard<L>, Channel<L>), SuperviseError> {
     let program = spec.guard.to_string();
     let io = |what: &'static str| move |e: rustix::io::Errno| SuperviseError::Io { what, error: e.into() };
     let (child, control, report) = {
@@ -261,7 +261,7 @@ fn spawn_guard<L: Refusal>(
     };
     let (tx, rx) = mpsc::channel();
     let sink = Arc::new(Mutex::new(Sink {
-        tx: Some(tx),
+        tx: Some(tx.clone()),
         gone: false,
     }));
     read_reports(report, sink.clone());
@@ -271,13 +271,12 @@ fn spawn_guard<L: Refusal>(
         control: Arc::new(Mutex::new(Some(control))),
         sink,
     };
-    match rx.recv() {
-        Ok(first @ (Event::Group(_) | Event::Ready)) => Ok((guard, first)),
-        _ => Err(SuperviseError::GuardSilent {
-            program: guard.program.clone(),
-        }),
-    }
+    Ok((guard, (tx, rx)))
 }
+
+/// A command's event channel: the guard's reports (and stops, signals)
+/// go in, the event loop takes them out.
+type Channel<L> = (mpsc::Sender<Event<L>>, mpsc::Receiver<Event<L>>);
 
 /// A guard that runs the same command once per [`GuardSlot::next`], each
 /// run in a new process group of its own, one run at a time — what a
@@ -301,7 +300,12 @@ impl<L: Refusal> GuardSlot<L> {
     /// [`SuperviseError`] when the guard cannot be started or does not
     /// report.
     pub fn spawn(spec: Spec) -> Result<Self, SuperviseError> {
-        let (guard, _ready) = spawn_guard(&spec, &["--slot"], Stdio::inherit(), Stdio::inherit(), Stdio::inherit())?;
+        let (guard, (_, rx)) = spawn_guard(&spec, &["--slot"], Stdio::inherit(), Stdio::inherit(), Stdio::inherit())?;
+        if !matches!(rx.recv(), Ok(Event::Ready)) {
+            return Err(SuperviseError::GuardSilent {
+                program: guard.program.clone(),
+            });
+        }
         lock(&guard.sink).tx = None;
         Ok(Self {
             guard: Arc::new(guard),
@@ -400,24 +404,30 @@ impl<L: Refusal> Supervised<L> {
     /// [`SuperviseError`] when the guard cannot be started or does not
     /// report.
     pub fn spawn(spec: Spec) -> Result<Self, SuperviseError> {
+        let mut this = Self::launch(spec)?;
+        this.await_group()?;
+        Ok(this)
+    }
+
+    /// Start a guard for this one command and return at once: the guard
+    /// starts (a process's start-up) while the caller does something else
+    /// — opens its store — and [`Supervised::await_group`] then waits for
+    /// the command's group ([`run_spawned`](super::run_spawned) does).
+    ///
+    /// # Errors
+    /// [`SuperviseError`] when the guard cannot be started.
+    pub fn launch(spec: Spec) -> Result<Self, SuperviseError> {
         let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
         let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
-        let (guard, first) = spawn_guard(
+        let (guard, (tx, rx)) = spawn_guard(
             &spec,
             &[],
             piped(spec.stdin.is_some()),
             piped(pipe_output),
             piped(pipe_output),
         )?;
-        let Event::Group(group) = first else {
-            return Err(SuperviseError::GuardSilent {
-                program: guard.program.clone(),
-            });
-        };
-        let (tx, rx) = mpsc::channel();
-        lock(&guard.sink).tx = Some(tx.clone());
         Ok(Self {
-            group: i32::try_from(group).ok().and_then(Pid::from_raw),
+            group: None,
             guard: Arc::new(guard),
             once: true,
             grace: spec.grace,
@@ -433,8 +443,30 @@ impl<L: Refusal> Supervised<L> {
         })
     }
 
+    /// Wait until the guard reports the command's process group (at once
+    /// when it has already), and return it.
+    ///
+    /// # Errors
+    /// [`SuperviseError::GuardSilent`] when the guard ends without
+    /// reporting it (it could not start; `LEASEHOLD_LOG=debug` says why).
+    pub fn await_group(&mut self) -> Result<u32, SuperviseError> {
+        while self.group.is_none() {
+            match self.rx.recv() {
+                Ok(Event::Group(group)) => self.group = i32::try_from(group).ok().and_then(Pid::from_raw),
+                Ok(Event::GuardGone) | Err(_) => {
+                    return Err(SuperviseError::GuardSilent {
+                        program: self.guard.program.clone(),
+                    });
+                }
+                Ok(other) => self.early.push(other),
+            }
+        }
+        Ok(self.group().expect("set above"))
+    }
+
     /// The command's process group (to record with the grant): known from
-    /// [`Supervised::spawn`]; for a slot's run, once started.
+    /// [`Supervised::spawn`] (or [`Supervised::await_group`]); for a slot's
+    /// run, once started.
     #[must_use]
     pub fn group(&self) -> Option<u32> {
         self.group.map(|g| g.as_raw_nonzero().get() as u32)
