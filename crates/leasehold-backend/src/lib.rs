@@ -53,9 +53,10 @@ pub use error::{BackendError, ErrorKind, Remedy};
 pub use human::{format_duration, format_time, parse_duration, parse_duration_within, parse_time_within};
 pub use name::{LeaseName, NameError};
 pub use task::{
-    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskCompleteParams,
-    TaskFail, TaskFailParams, TaskHeartbeatParams, TaskId, TaskIdParams, TaskListParams, TaskLost, TaskPurgeParams,
-    TaskRef, TaskRetry, TaskState, TaskStatsParams, TaskUpdate,
+    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams,
+    TaskCompleteAndClaim, TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams,
+    TaskHeartbeatParams, TaskId, TaskIdParams, TaskListParams, TaskLost, TaskPurgeParams, TaskRef, TaskRetry,
+    TaskState, TaskStatsParams, TaskUpdate,
 };
 pub use types::*;
 pub use wait::{WaitTopic, Watched};
@@ -163,6 +164,32 @@ pub trait TaskBackend: Send + Sync {
 
     /// Mark a live claim's task `done` with its result.
     fn task_complete(&self, params: &TaskCompleteParams) -> Result<TaskUpdate, BackendError>;
+
+    /// For each of `params`, in order: mark a live claim's task `done` and
+    /// claim the next task ([`TaskCompleteAndClaimParams`]) — all in one
+    /// transaction where the store allows it, so that a worker's report
+    /// and its next claim (or several workers' reports, committed
+    /// together) cost one durable write. A crash in between then loses
+    /// nothing: all of it happened, or none. One outcome per params.
+    ///
+    /// The default runs [`TaskBackend::task_complete`], then
+    /// [`TaskBackend::task_claim`], for each: two transactions each, so an
+    /// error can come after some completions were applied. The SQLite and
+    /// PostgreSQL stores override it with one transaction.
+    fn task_complete_and_claim(
+        &self,
+        params: &[TaskCompleteAndClaimParams],
+    ) -> Result<Vec<TaskCompleteAndClaim>, BackendError> {
+        params.iter().try_for_each(|p| p.claim.check())?;
+        params
+            .iter()
+            .map(|p| {
+                let completed = self.task_complete(&p.complete)?;
+                let claim = self.task_claim(&p.claim)?;
+                Ok(TaskCompleteAndClaim { completed, claim })
+            })
+            .collect()
+    }
 
     /// Record a failed attempt of a live claim: back to `pending` after a
     /// delay, or `dead` (no retry, or attempts used up).

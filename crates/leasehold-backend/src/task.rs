@@ -186,6 +186,26 @@ pub struct TaskCompleteParams {
     pub result: Option<serde_json::Value>,
 }
 
+/// Mark the claimed `complete.task` done (as [`TaskCompleteParams`]), then
+/// claim the next task (as [`TaskClaimParams`]) — a worker's report and its
+/// next claim, in the transaction of
+/// [`TaskBackend::task_complete_and_claim`](crate::TaskBackend::task_complete_and_claim).
+#[derive(Debug, Clone)]
+pub struct TaskCompleteAndClaimParams {
+    pub complete: TaskCompleteParams,
+    pub claim: TaskClaimParams,
+}
+
+/// What [`TaskCompleteAndClaimParams`] did: the completion's outcome, and
+/// the next claim (`None` when nothing was claimable). The claim is made
+/// whatever the completion's outcome: a refused report does not stop a
+/// worker from taking its next task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskCompleteAndClaim {
+    pub completed: TaskUpdate,
+    pub claim: Option<Claim>,
+}
+
 /// Record a failed attempt of the claimed `task`.
 #[derive(Debug, Clone)]
 pub struct TaskFailParams {

@@ -54,7 +54,12 @@ pub struct Global {
     pub json: bool,
 }
 
+// `defer`: a subcommand's arguments are built only when it is the one
+// used — every call used to build all of them (a third of `--version`'s
+// instructions). The structs flattened into several subcommands carry no
+// doc comment: a deferred subcommand would take it for its own about.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Take a lease; prints its fencing token (exit 11 if held).
     Acquire(AcquireArgs),
@@ -140,11 +145,11 @@ fn parse_limit(s: &str) -> Result<u32, String> {
     }
 }
 
-/// `--shared [N]`, shared by every command that takes a lease: a shared
-/// grant, for at most N holders when N is given (`--shared 3` or
-/// `--shared=3`). The optional value can never be mistaken for the lease
-/// name: every command that takes it also requires the name, so a value
-/// taken here leaves the name missing — an error, not a guess.
+// `--shared [N]`, shared by every command that takes a lease: a shared
+// grant, for at most N holders when N is given (`--shared 3` or
+// `--shared=3`). The optional value can never be mistaken for the lease
+// name: every command that takes it also requires the name, so a value
+// taken here leaves the name missing — an error, not a guess.
 #[derive(Debug, Clone, Args)]
 pub struct SharedArg {
     /// Take a shared grant: many holders, or at most N with `--shared N`.
@@ -192,7 +197,7 @@ fn parse_wait(s: &str) -> Result<Wait, String> {
         .map_err(|e| format!("{e}; or `forever`"))
 }
 
-/// `--wait [DUR|forever]`, shared by `acquire`, `run` and `lock`.
+// `--wait [DUR|forever]`, shared by `acquire`, `run` and `lock`.
 #[derive(Debug, Clone, Args)]
 pub struct WaitArg {
     /// When held, wait (first come, first served) up to DUR — `--wait 10m`,
@@ -310,7 +315,7 @@ pub struct HistoryArgs {
     pub limit: u32,
 }
 
-/// What `write` and `update` share.
+// What `write` and `update` share.
 #[derive(Debug, Args)]
 pub struct FileArgs {
     /// The state file. A symlink here is refused (write to the resolved path).
@@ -359,6 +364,7 @@ pub struct CompletionsArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum TaskCommand {
     /// Add a task (idempotent by --id), or many from JSON lines with --batch.
     Add(TaskAddArgs),

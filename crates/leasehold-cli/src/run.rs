@@ -132,11 +132,11 @@ fn json_asked() -> bool {
 /// Arguments that do not parse: clap's message on stderr, and with
 /// `--json` one JSON document on stdout too. Help and version are not
 /// errors and print as clap prints them.
-fn usage_error(e: &clap::Error) -> std::process::ExitCode {
+fn usage_error(e: &clap::Error) -> u8 {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json_asked() {
         let _ = e.print();
-        return std::process::ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        return u8::try_from(e.exit_code()).unwrap_or(2);
     }
     let text = e.render().to_string();
     let _ = write!(std::io::stderr(), "{text}");
@@ -144,15 +144,16 @@ fn usage_error(e: &clap::Error) -> std::process::ExitCode {
     let message = text.trim().trim_start_matches("error: ");
     let message = message.split("\n\n").next().unwrap_or(message).trim();
     crate::output::print_json(&serde_json::json!({ "error": message, "exit_code": ExitCode::Usage.code() }));
-    std::process::ExitCode::from(ExitCode::Usage.code())
+    ExitCode::Usage.code()
 }
 
-pub fn run() -> std::process::ExitCode {
+/// The process's exit code.
+pub fn run() -> u8 {
     // `leasehold __guard ...` and `leasehold __anchor`: this binary is the
     // guard of its own `run` and `work` (the library's guard program).
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     if let Some(code) = leasehold::supervise::guard::main(&args) {
-        return std::process::ExitCode::from(code);
+        return code;
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -160,11 +161,10 @@ pub fn run() -> std::process::ExitCode {
     };
     init_logging();
     let global = cli.global.clone();
-    let code = match crate::commands::dispatch(cli) {
+    match crate::commands::dispatch(cli) {
         Ok(code) => code,
         Err(err) => report(&global, &err).code(),
-    };
-    std::process::ExitCode::from(code)
+    }
 }
 
 /// The error and its causes, as `{err:#}` writes them but each once: a

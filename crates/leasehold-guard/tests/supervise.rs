@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::supervise::{self, GuardProgram, LeaseRun, Output, RunOutcome, Spec, Stop, Timing};
+use leasehold::supervise::{self, GuardProgram, GuardSlot, LeaseRun, Output, RunOutcome, Spec, Stop, Timing};
 use leasehold::worker::{CommandJob, Job, Outcome, Until, WorkEvent, Worker, WorkerOptions};
-use leasehold::{Acquire, AcquireOptions, Binding, LeaseName, NewTask, Store, TaskState};
+use leasehold::{Acquire, AcquireOptions, Binding, ClaimLost, LeaseName, NewTask, Store, TaskState};
 
 fn guard() -> GuardProgram {
     GuardProgram::new(env!("CARGO_BIN_EXE_leasehold-guard"))
@@ -172,4 +172,66 @@ fn a_worker_shut_down_hands_running_claims_back() {
     assert_eq!((counts.handed_back, counts.done), (1, 0));
     let task = &store.task_list(Some(&queue), None, 10).unwrap()[0];
     assert_eq!((task.state, task.attempts), (TaskState::Pending, 0), "not charged");
+}
+
+/// A command that cannot be started is reported as such every time: the
+/// once-guard's forked process writes its error to the report pipe the
+/// guard writes to, and a line never lands inside another.
+#[test]
+fn a_command_that_cannot_start_is_reported_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let t = timing(10_000);
+    let mut spec = spec("unused", &t);
+    spec.command = vec!["/no/such/command".into()];
+    for i in 0..30 {
+        let lease = LeaseRun::new(LeaseName::new(format!("job{i}")).unwrap(), t.clone());
+        let RunOutcome::Ran { finished, .. } = supervise::run(&store, &lease, spec.clone(), |_| {}).unwrap() else {
+            panic!("held")
+        };
+        let (code, message) = finished.spawn_error.expect("reported as a spawn error");
+        assert_eq!(code, 127, "{message}");
+        assert!(message.contains("/no/such/command"), "{message}");
+    }
+    let mut slot: GuardSlot<ClaimLost> = GuardSlot::spawn(spec).unwrap();
+    for _ in 0..10 {
+        let mut run = slot.next(None).unwrap();
+        run.start(&serde_json::json!({})).unwrap();
+        let finished = run.wait();
+        assert_eq!(finished.spawn_error.map(|(code, _)| code), Some(127));
+    }
+    assert!(slot.is_alive(), "a run that cannot start leaves the slot's guard up");
+}
+
+/// A slot runs its command once per run, each run the leader of a new
+/// process group, with its own stdin and stdout; what a run leaves behind
+/// is stopped before the run is reported finished.
+#[test]
+fn a_slot_runs_each_command_in_a_new_group_and_sweeps_what_it_left() {
+    let t = timing(10_000);
+    let script = r#"read n; echo "$n $$ $(cut -d' ' -f5 /proc/$$/stat) $PPID"; sleep 60 & echo "$!""#;
+    let mut slot: GuardSlot<ClaimLost> = GuardSlot::spawn(spec(script, &t)).unwrap();
+    let mut seen = Vec::new();
+    for n in 0..5 {
+        let mut run = slot.next(Some(format!("{n}\n").into_bytes())).unwrap();
+        run.start(&serde_json::json!({})).unwrap();
+        let group = run.group().expect("started: its group is known");
+        let finished = run.wait();
+        assert_eq!(finished.code, Some(0));
+        let out = String::from_utf8(finished.stdout).unwrap();
+        let mut lines = out.lines();
+        let fields: Vec<u32> = lines.next().unwrap().split(' ').map(|f| f.parse().unwrap()).collect();
+        let left: u32 = lines.next().unwrap().parse().unwrap();
+        assert_eq!(fields[0], n, "its own stdin");
+        assert_eq!((fields[1], fields[2]), (group, group), "the leader of its own group");
+        assert!(
+            std::fs::read_to_string(format!("/proc/{left}/stat")).map_or(true, |s| s.contains(") Z")),
+            "what run {n} left behind was stopped before it was reported finished"
+        );
+        seen.push((group, fields[3]));
+    }
+    let guards: std::collections::HashSet<u32> = seen.iter().map(|(_, guard)| *guard).collect();
+    assert_eq!(guards.len(), 1, "one guard for every run: {seen:?}");
+    let groups: std::collections::HashSet<u32> = seen.iter().map(|(group, _)| *group).collect();
+    assert_eq!(groups.len(), seen.len(), "a new group each run: {seen:?}");
 }

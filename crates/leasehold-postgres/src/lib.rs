@@ -57,9 +57,9 @@ use leasehold_backend::{
     LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use leasehold_backend::{
-    Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteParams, TaskFail,
-    TaskFailParams, TaskHeartbeatParams, TaskIdParams, TaskListParams, TaskPurgeParams, TaskRef, TaskRetry,
-    TaskStatsParams, TaskUpdate, WaiterRemoveParams,
+    Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
+    TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskIdParams,
+    TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -1076,6 +1076,53 @@ impl TaskBackend for PostgresBackend {
                 // `done` task carrying this very token proves it did.
                 match self.read(|db| task::completed_by(db, t)) {
                     Ok(true) => Ok(TaskUpdate::Applied),
+                    _ => Err(ambiguous),
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn task_complete_and_claim(
+        &self,
+        params: &[TaskCompleteAndClaimParams],
+    ) -> std::result::Result<Vec<TaskCompleteAndClaim>, BackendError> {
+        params.iter().try_for_each(|p| p.claim.check())?;
+        let all = self.write(|db| {
+            params
+                .iter()
+                .map(|p| {
+                    let completed = task::complete(db, &p.complete.task, p.complete.result.as_ref())?;
+                    let claim = task::claim(db, &p.claim)?;
+                    Ok(TaskCompleteAndClaim { completed, claim })
+                })
+                .collect::<Result<Vec<_>>>()
+        });
+        match all {
+            Err(ambiguous) if ambiguous.kind() == ErrorKind::Unavailable => {
+                // As for `task_complete`: the commit may have happened. A
+                // completion carrying its token proves it did (one
+                // transaction: all of it did). The claims made in it are
+                // unknown: they are left to expire, and come back with
+                // their attempts counted.
+                let done = self.read(|db| {
+                    params
+                        .iter()
+                        .map(|p| task::completed_by(db, &p.complete.task))
+                        .collect::<Result<Vec<_>>>()
+                });
+                match done {
+                    Ok(done) if done.contains(&true) => Ok(done
+                        .into_iter()
+                        .map(|applied| TaskCompleteAndClaim {
+                            completed: if applied {
+                                TaskUpdate::Applied
+                            } else {
+                                TaskUpdate::Lost(leasehold_backend::TaskLost::Stale)
+                            },
+                            claim: None,
+                        })
+                        .collect()),
                     _ => Err(ambiguous),
                 }
             }

@@ -40,9 +40,9 @@ use leasehold_backend::{
     host, later, migration, signed, symlinks,
 };
 use leasehold_backend::{
-    Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteParams, TaskFail,
-    TaskFailParams, TaskHeartbeatParams, TaskIdParams, TaskListParams, TaskPurgeParams, TaskRef, TaskRetry,
-    TaskStatsParams, TaskUpdate, WaiterRemoveParams,
+    Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
+    TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskIdParams,
+    TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
@@ -626,6 +626,23 @@ impl TaskBackend for SqliteBackend {
     fn task_complete(&self, p: &TaskCompleteParams) -> Result<TaskUpdate, BackendError> {
         self.write("complete", |tx, now| {
             task::complete(tx, now, &p.task, p.result.as_ref())
+        })
+    }
+
+    fn task_complete_and_claim(
+        &self,
+        params: &[TaskCompleteAndClaimParams],
+    ) -> Result<Vec<TaskCompleteAndClaim>, BackendError> {
+        params.iter().try_for_each(|p| p.claim.check())?;
+        self.write("complete-and-claim", |tx, now| {
+            params
+                .iter()
+                .map(|p| {
+                    let completed = task::complete(tx, now, &p.complete.task, p.complete.result.as_ref())?;
+                    let claim = task::claim(tx, now, &p.claim)?;
+                    Ok(TaskCompleteAndClaim { completed, claim })
+                })
+                .collect()
         })
     }
 

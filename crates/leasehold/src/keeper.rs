@@ -40,7 +40,9 @@
 //!            └─ stop()                            ─► Stopped
 //! ```
 //!
-//! Two threads: the *renewer* sleeps until the next heartbeat, checks the
+//! Two threads (from a pool, and started only shortly before the first
+//! heartbeat or the deadline is due: a worker starts a keeper per task,
+//! and most tasks end sooner): the *renewer* sleeps until the next heartbeat, checks the
 //! deadline (a holder resumed from SIGSTOP or suspend must not renew a
 //! window that has already closed), sends the renewal and moves the window.
 //! The *watchdog* fires the deadline while a renewal is stuck in a store
@@ -61,7 +63,6 @@
 
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
-use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use leasehold_backend::{Claim, LeaseName, LeaseRenew, LostReason, TaskLost, TaskRef, TaskUpdate, Token, host, limits};
@@ -546,7 +547,8 @@ impl<L: Refusal> Shared<L> {
 /// ```
 pub struct Keeper<L: Refusal = LostReason> {
     shared: Arc<Shared<L>>,
-    threads: Vec<JoinHandle<()>>,
+    /// Its threads' start, while it has not happened (`crate::deferred`).
+    deferred: Option<crate::deferred::Deferred>,
 }
 
 /// A keeper of a task claim: its loss says whether the claim was deleted,
@@ -570,7 +572,7 @@ impl Keeper {
     #[must_use]
     pub fn start(store: Arc<Store>, grant: &leasehold_backend::Grant, sent: Duration, options: KeeperOptions) -> Self {
         let renewer = LeaseRenewer::new(store, grant.name.clone(), grant.token, options.owner.clone());
-        Self::start_with_clock(Arc::new(renewer), sent, options, Arc::new(BootClock))
+        Self::start_on_boot_clock(Arc::new(renewer), sent, options)
     }
 }
 
@@ -581,7 +583,7 @@ impl ClaimKeeper {
     #[must_use]
     pub fn start_claim(store: Arc<Store>, claim: &Claim, sent: Duration, options: KeeperOptions) -> Self {
         let renewer = ClaimRenewer::new(store, claim.task_ref());
-        Self::start_with_clock(Arc::new(renewer), sent, options, Arc::new(BootClock))
+        Self::start_on_boot_clock(Arc::new(renewer), sent, options)
     }
 }
 
@@ -595,6 +597,25 @@ impl<L: Refusal> Keeper<L> {
         options: KeeperOptions,
         clock: Arc<dyn Clock>,
     ) -> Self {
+        let this = Self::new(renewer, sent, options, clock);
+        this.launch();
+        this
+    }
+
+    /// As [`Keeper::start_with_clock`] on the boot clock, with the threads
+    /// started only shortly before the first heartbeat or the deadline is
+    /// due (`crate::deferred`): a hold given up before then costs none.
+    fn start_on_boot_clock(renewer: Arc<dyn Renewer<Lost = L>>, sent: Duration, options: KeeperOptions) -> Self {
+        let due = sent
+            .saturating_add(options.heartbeat())
+            .min(trusted_until(sent, &options));
+        let mut this = Self::new(renewer, sent, options, Arc::new(BootClock));
+        let shared = this.shared.clone();
+        this.deferred = crate::deferred::start_by(due, move || Self::launch_threads(&shared));
+        this
+    }
+
+    fn new(renewer: Arc<dyn Renewer<Lost = L>>, sent: Duration, options: KeeperOptions, clock: Arc<dyn Clock>) -> Self {
         let trusted_until = trusted_until(sent, &options);
         let shared = Arc::new(Shared {
             kind: renewer.kind(),
@@ -617,18 +638,22 @@ impl<L: Refusal> Keeper<L> {
             }),
             changed: Condvar::new(),
         });
-        let spawn = |name: &str, f: fn(&Shared<L>)| {
+        Self { shared, deferred: None }
+    }
+
+    fn launch(&self) {
+        Self::launch_threads(&self.shared);
+    }
+
+    /// The renewer and the watchdog, on pooled threads (a worker starts a
+    /// keeper per task: `crate::pool`).
+    fn launch_threads(shared: &Arc<Shared<L>>) {
+        let spawn = |f: fn(&Shared<L>)| {
             let shared = shared.clone();
-            thread::Builder::new()
-                .name(name.into())
-                .spawn(move || f(&shared))
-                .expect("spawn a keeper thread")
+            crate::pool::spawn(move || f(&shared))
         };
-        let threads = vec![
-            spawn("lease-renewer", Shared::renew_loop),
-            spawn("lease-watchdog", Shared::watchdog),
-        ];
-        Self { shared, threads }
+        spawn(Shared::renew_loop);
+        spawn(Shared::watchdog);
     }
 
     #[must_use]
@@ -703,6 +728,12 @@ impl<L: Refusal> Keeper<L> {
     }
 
     /// Stop renewing (does not release). Returns the loss, if it happened.
+    ///
+    /// No renewal is sent after it returns, and no loss or window is
+    /// reported for the first time; one renewal already sent may still be
+    /// answered, and is ignored; a loss or window report already under way
+    /// may still arrive. It does not wait for the keeper's threads to wind
+    /// down (a worker stops a keeper per task).
     #[allow(clippy::must_use_candidate, reason = "stopping is the point; the loss is extra")]
     pub fn stop(mut self) -> Option<Loss<L>> {
         self.shutdown()
@@ -717,8 +748,8 @@ impl<L: Refusal> Keeper<L> {
             state.lost.clone()
         };
         self.shared.changed.notify_all();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if let Some(deferred) = self.deferred.take() {
+            deferred.cancel();
         }
         lost
     }
@@ -800,6 +831,7 @@ mod tests {
     }
     use super::*;
     use std::sync::Mutex as StdMutex;
+    use std::thread;
 
     /// Answers renewals from a script; counts calls.
     #[derive(Debug, Default)]

@@ -35,11 +35,13 @@
 //! # Ok::<(), leasehold::Error>(())
 //! ```
 
+mod deferred;
 mod error;
 pub mod files;
 pub mod identity;
 mod keeper;
 pub mod lock;
+mod pool;
 mod queue;
 mod store;
 pub mod supervise;
@@ -53,8 +55,8 @@ pub use keeper::{
 };
 pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
-    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskFail, TaskId, TaskLost, TaskRef, TaskRetry,
-    TaskState, TaskUpdate, unix_ms,
+    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskCompleteAndClaim, TaskFail, TaskId, TaskLost,
+    TaskRef, TaskRetry, TaskState, TaskUpdate, unix_ms,
 };
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, ErrorKind, FenceRefusal, Grant, Held, HistoryEntry, HistoryEvent,

@@ -457,6 +457,9 @@ pub struct Store {
     url: StoreUrl,
     backend: Box<dyn Backend>,
     poll: Duration,
+    /// Reports with a next claim from the threads sharing this store,
+    /// committed together (`Store::task_complete_and_claim`).
+    pub(crate) reports: crate::queue::GroupCommit,
 }
 
 impl Store {
@@ -551,7 +554,12 @@ impl Store {
     /// ```
     pub fn from_backend(url: StoreUrl, backend: Box<dyn Backend>, options: &StoreOptions) -> Result<Self> {
         let poll = limits::POLL_INTERVAL.check(options.poll_interval.unwrap_or(DEFAULT_POLL))?;
-        Ok(Self { url, backend, poll })
+        Ok(Self {
+            url,
+            backend,
+            poll,
+            reports: crate::queue::GroupCommit::default(),
+        })
     }
 
     /// Open a SQLite store at `path` with default options.

@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::supervise::{self, Finished, GuardProgram, Output, Spec, Stop, StopHandle, Supervised, Timing};
+use crate::supervise::{self, Finished, GuardProgram, GuardSlot, Output, Spec, Stop, StopHandle, Timing};
 use crate::{
     Claim, ClaimKeeper, ClaimLost, Error, Loss, LossHandle, QueueName, Retry, Store, TaskFail, TaskId, TaskLost,
     TaskRef, TaskUpdate, Token, format_duration, host,
@@ -503,38 +503,71 @@ impl Worker {
         Ok(self.shared.counts())
     }
 
-    /// One worker thread's loop.
+    /// One worker thread's loop. A command job keeps one guard for the
+    /// thread's whole run ([`GuardSlot`]); a task done with a claim to
+    /// follow is reported together with the next claim
+    /// ([`Store::complete_and_claim_and_keep`]).
     fn work(&self, on_event: &(impl Fn(&WorkEvent) + Send + Sync)) -> Result<(), WorkerError> {
         let (store, queue, shared) = (&self.store, &self.options.queue, &self.shared);
+        let mut slot: Option<GuardSlot<ClaimLost>> = None;
+        let mut next = Next::Claim;
         let mut idle = Duration::from_millis(100);
-        while !shared.stopping.load(Ordering::SeqCst) {
-            if !shared.take_slot() {
-                break;
-            }
-            let claimed = store.claim_and_keep(
-                queue,
-                self.options.timing.keeper.owner.as_deref(),
-                self.options.timing.keeper.clone(),
-            );
-            let claimed = match claimed {
-                Ok(claimed) => claimed,
-                Err(e) => {
-                    if !e.kind().is_store_unusable() {
-                        return Err(WorkerError::new(format!("cannot claim from queue {queue}"), e));
-                    }
-                    // The store may come back: say so, and try again later.
-                    on_event(&WorkEvent::StoreUnavailable {
-                        error: e.to_string(),
-                        retry_in: idle,
+        loop {
+            let stopping = shared.stopping.load(Ordering::SeqCst);
+            let claimed = match std::mem::replace(&mut next, Next::Claim) {
+                Next::Claimed(claim, keeper) if stopping => {
+                    // Claimed with the last report, as the shutdown began:
+                    // handed back unstarted.
+                    let task = TaskInfo::from(&claim);
+                    on_event(&WorkEvent::Claimed(task.clone()));
+                    let report = Report::new(store, &claim, &keeper, self.options.timing.ttl());
+                    keeper.stop();
+                    let outcome = report.hand_back()?;
+                    shared.count(&outcome);
+                    on_event(&WorkEvent::Finished {
+                        task,
+                        outcome,
+                        took: Duration::ZERO,
                     });
-                    shared.counters.claimed.fetch_sub(1, Ordering::SeqCst);
-                    thread::sleep(idle);
-                    idle = (idle * 2).min(Duration::from_secs(30));
-                    continue;
+                    break;
+                }
+                Next::Claim if stopping => break,
+                Next::Claimed(claim, keeper) => Some((claim, keeper)),
+                Next::Empty => None,
+                Next::Claim => {
+                    if !shared.take_slot() {
+                        break;
+                    }
+                    let claimed = store.claim_and_keep(
+                        queue,
+                        self.options.timing.keeper.owner.as_deref(),
+                        self.options.timing.keeper.clone(),
+                    );
+                    match claimed {
+                        Ok(claimed) => {
+                            if claimed.is_none() {
+                                shared.give_slot_back();
+                            }
+                            claimed
+                        }
+                        Err(e) => {
+                            if !e.kind().is_store_unusable() {
+                                return Err(WorkerError::new(format!("cannot claim from queue {queue}"), e));
+                            }
+                            // The store may come back: say so, and try again later.
+                            on_event(&WorkEvent::StoreUnavailable {
+                                error: e.to_string(),
+                                retry_in: idle,
+                            });
+                            shared.counters.claimed.fetch_sub(1, Ordering::SeqCst);
+                            thread::sleep(idle);
+                            idle = (idle * 2).min(Duration::from_secs(30));
+                            continue;
+                        }
+                    }
                 }
             };
             let Some((claim, keeper)) = claimed else {
-                shared.give_slot_back();
                 match self.options.until {
                     Until::Empty => break,
                     Until::Drained if drained(store, queue)? => break,
@@ -553,12 +586,17 @@ impl Worker {
             let task = TaskInfo::from(&claim);
             on_event(&WorkEvent::Claimed(task.clone()));
             let outcome = match &self.job {
-                Job::Command(job) => {
-                    self.run_command(job, &claim, keeper, || on_event(&WorkEvent::Started(task.clone())))?
-                }
+                Job::Command(job) => self.run_command(
+                    job,
+                    &mut slot,
+                    &claim,
+                    keeper,
+                    || on_event(&WorkEvent::Started(task.clone())),
+                    &mut next,
+                )?,
                 Job::Handler(handler) => {
                     on_event(&WorkEvent::Started(task.clone()));
-                    self.run_handler(handler, &claim, keeper)?
+                    self.run_handler(handler, &claim, keeper, &mut next)?
                 }
             };
             shared.count(&outcome);
@@ -571,28 +609,47 @@ impl Worker {
         Ok(())
     }
 
+    /// Whether to claim the next task with this report: not shutting down,
+    /// and under `max_tasks` (a slot taken here is given back when nothing
+    /// is claimed).
+    fn wants_next(&self) -> bool {
+        !self.shared.stopping.load(Ordering::SeqCst) && self.shared.take_slot()
+    }
+
     fn run_command(
         &self,
         job: &CommandJob,
+        slot: &mut Option<GuardSlot<ClaimLost>>,
         claim: &Claim,
         keeper: ClaimKeeper,
         on_started: impl FnOnce(),
+        next: &mut Next,
     ) -> Result<Outcome, WorkerError> {
         let store = &self.store;
         let mut payload = serde_json::to_vec(&claim.payload).expect("a JSON value always serializes");
         payload.push(b'\n');
-        let mut supervised = Supervised::spawn(Spec {
-            command: job.command.clone(),
-            guard: job.guard.clone(),
-            grace: self.options.timing.grace,
-            stdin: Some(payload),
-            output: Output::Collect {
-                stdout_limit: job.result_limit,
-                stderr_tail: STDERR_TAIL,
-            },
-            stall: None,
-        })
-        .map_err(Error::from)?;
+        if !slot.as_ref().is_some_and(GuardSlot::is_alive) {
+            // No guard yet, or it died (it was killed): a new one.
+            *slot = Some(
+                GuardSlot::spawn(Spec {
+                    command: job.command.clone(),
+                    guard: job.guard.clone(),
+                    grace: self.options.timing.grace,
+                    stdin: None,
+                    output: Output::Collect {
+                        stdout_limit: job.result_limit,
+                        stderr_tail: STDERR_TAIL,
+                    },
+                    stall: None,
+                })
+                .map_err(Error::from)?,
+            );
+        }
+        let mut supervised = slot
+            .as_mut()
+            .expect("a guard, from above")
+            .next(Some(payload))
+            .map_err(Error::from)?;
         supervised.follow(&keeper);
         let run_id = self.shared.register(Running::Command(supervised.stop_handle()));
         let started = supervised.start(&serde_json::json!({
@@ -631,7 +688,12 @@ impl Worker {
         }
         match (finished.code, &finished.spawn_error) {
             (_, Some((code, message))) => report.fail(&format!("exit {code}: {message}")),
-            (Some(0), None) => report.complete(&finished, job.result_limit),
+            (Some(0), None) => self.report_done(
+                &report,
+                result_of(&finished).as_ref(),
+                finished.stdout_overflow.then_some(job.result_limit),
+                next,
+            ),
             (Some(code), None) => {
                 let tail = String::from_utf8_lossy(&finished.stderr_tail);
                 let tail = tail.trim();
@@ -646,7 +708,13 @@ impl Worker {
         }
     }
 
-    fn run_handler(&self, handler: &Handler, claim: &Claim, keeper: ClaimKeeper) -> Result<Outcome, WorkerError> {
+    fn run_handler(
+        &self,
+        handler: &Handler,
+        claim: &Claim,
+        keeper: ClaimKeeper,
+        next: &mut Next,
+    ) -> Result<Outcome, WorkerError> {
         let store = &self.store;
         let stop = Arc::new(AtomicBool::new(false));
         let ctx = TaskContext {
@@ -661,7 +729,7 @@ impl Worker {
             return Ok(Outcome::Lost(LostWhen::Running(loss)));
         }
         match result {
-            Ok(Ok(value)) => report.done(value.as_ref(), None),
+            Ok(Ok(value)) => self.report_done(&report, value.as_ref(), None, next),
             Ok(Err(_)) if stop.load(Ordering::SeqCst) => report.hand_back(),
             Ok(Err(error)) => report.fail(&error),
             Err(panic) => {
@@ -673,6 +741,65 @@ impl Worker {
                 report.fail(&format!("the handler panicked: {what}"))
             }
         }
+    }
+}
+
+impl Worker {
+    /// Report a task done — with the next claim in the same call when
+    /// [`Worker::wants_next`]; that claim goes to `next` (or
+    /// [`Next::Empty`] when there was nothing to claim).
+    fn report_done(
+        &self,
+        report: &Report<'_>,
+        result: Option<&serde_json::Value>,
+        result_cut: Option<usize>,
+        next: &mut Next,
+    ) -> Result<Outcome, WorkerError> {
+        if !self.wants_next() {
+            return report.done(result, result_cut);
+        }
+        let both = self.store.complete_and_claim_and_keep(
+            &report.task,
+            result,
+            self.options.timing.keeper.owner.as_deref(),
+            self.options.timing.keeper.clone(),
+        );
+        let (completed, claimed) = match both {
+            Ok(both) => both,
+            Err(e) => {
+                self.shared.give_slot_back();
+                return Err(WorkerError::new("cannot report the task done", e));
+            }
+        };
+        *next = if let Some((claim, keeper)) = claimed {
+            Next::Claimed(claim, keeper)
+        } else {
+            self.shared.give_slot_back();
+            Next::Empty
+        };
+        Ok(report.done_outcome(completed, result_cut))
+    }
+}
+
+/// What a worker thread does next: claim, run what was claimed with the
+/// last report, or — that claim found nothing — act on an empty queue.
+enum Next {
+    Claim,
+    Claimed(Claim, ClaimKeeper),
+    Empty,
+}
+
+/// A command's stdout as the task's result: none when blank, JSON when it
+/// parses, else a string (cut at the limit: `stdout_overflow`).
+fn result_of(finished: &Finished<ClaimLost>) -> Option<serde_json::Value> {
+    let stdout = &finished.stdout;
+    let as_text = || serde_json::Value::String(String::from_utf8_lossy(stdout).into_owned());
+    if stdout.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else if finished.stdout_overflow {
+        Some(as_text())
+    } else {
+        Some(serde_json::from_slice(stdout).unwrap_or_else(|_| as_text()))
     }
 }
 
@@ -712,32 +839,19 @@ impl<'a> Report<'a> {
         })
     }
 
-    /// Done with a command's stdout as the result: none when blank, JSON
-    /// when it parses, else a string (cut at `limit`).
-    fn complete(&self, finished: &Finished<ClaimLost>, limit: usize) -> Result<Outcome, WorkerError> {
-        let stdout = &finished.stdout;
-        let as_text = || serde_json::Value::String(String::from_utf8_lossy(stdout).into_owned());
-        let result = if stdout.iter().all(u8::is_ascii_whitespace) {
-            None
-        } else if finished.stdout_overflow {
-            Some(as_text())
-        } else {
-            Some(serde_json::from_slice(stdout).unwrap_or_else(|_| as_text()))
-        };
-        self.done(result.as_ref(), finished.stdout_overflow.then_some(limit))
+    fn done(&self, result: Option<&serde_json::Value>, result_cut: Option<usize>) -> Result<Outcome, WorkerError> {
+        let completed = self
+            .store
+            .task_complete(&self.task, result)
+            .map_err(|e| WorkerError::new("cannot report the task done", e))?;
+        Ok(self.done_outcome(completed, result_cut))
     }
 
-    fn done(&self, result: Option<&serde_json::Value>, result_cut: Option<usize>) -> Result<Outcome, WorkerError> {
-        Ok(
-            match self
-                .store
-                .task_complete(&self.task, result)
-                .map_err(|e| WorkerError::new("cannot report the task done", e))?
-            {
-                TaskUpdate::Applied => Outcome::Done { result_cut },
-                TaskUpdate::Lost(lost) => Outcome::Lost(LostWhen::Reporting(self.refused(lost))),
-            },
-        )
+    fn done_outcome(&self, completed: TaskUpdate, result_cut: Option<usize>) -> Outcome {
+        match completed {
+            TaskUpdate::Applied => Outcome::Done { result_cut },
+            TaskUpdate::Lost(lost) => Outcome::Lost(LostWhen::Reporting(self.refused(lost))),
+        }
     }
 
     fn fail(&self, error: &str) -> Result<Outcome, WorkerError> {

@@ -196,3 +196,131 @@ pub fn task_heartbeat_extends_the_claim<H: Harness>(t: &mut Case<H>) {
     assert_eq!((again.id.as_str(), again.attempt), ("b", 2));
     assert_eq!(t.task("q", "a").state, TaskState::Done);
 }
+
+/// `task_complete_and_claim` is a completion and a claim in one: the
+/// claimed task is done with its result, and the next task in claim order
+/// is claimed with a new token, a counted attempt and a live lease. A
+/// refused completion (here: a second one) changes nothing, and the claim
+/// is made all the same; with nothing left to claim, the completion stands
+/// and the claim is `None`.
+pub fn task_complete_and_claim_completes_then_claims<H: Harness>(t: &mut Case<H>) {
+    for id in ["a", "b", "c"] {
+        t.task_added(params::task("q", id, json!(id)));
+    }
+    let a = t.task_claimed(&params::claim_by("q", "worker-a"));
+    assert_eq!(a.id.as_str(), "a");
+
+    let both = t.task_complete_and_claim(&claim_ref(&a), Some(&json!("ra")), &params::claim_by("q", "worker-a"));
+    assert_eq!(both.completed, TaskUpdate::Applied, "the completion of a live claim");
+    let done = t.task("q", "a");
+    assert_eq!(
+        (done.state, done.result.clone(), done.token),
+        (TaskState::Done, Some(json!("ra")), a.token),
+        "the completed task"
+    );
+    let b = both.claim.expect("the next task is claimed with the completion");
+    assert_eq!((b.id.as_str(), b.attempt, b.payload.clone()), ("b", 1, json!("b")));
+    assert!(b.token > Token(0), "a claim's token is issued");
+    let running = t.task("q", "b");
+    assert_eq!(
+        (running.state, running.owner.as_deref(), running.token),
+        (TaskState::Running, Some("worker-a"), b.token),
+        "the task claimed with the completion"
+    );
+    assert_eq!(
+        t.task_heartbeat(&claim_ref(&b), CLAIM_TTL),
+        TaskUpdate::Applied,
+        "its claim is live"
+    );
+
+    let done = stable(done);
+    let again = t.task_complete_and_claim(
+        &claim_ref(&a),
+        Some(&json!("again")),
+        &params::claim_by("q", "worker-a"),
+    );
+    assert_eq!(again.completed, STALE, "a second completion of a done task");
+    assert_eq!(
+        stable(t.task("q", "a")),
+        done,
+        "a refused completion changed the done task"
+    );
+    let c = again.claim.expect("a refused completion still claims the next task");
+    assert_eq!(c.id.as_str(), "c");
+
+    let last = t.task_complete_and_claim(&claim_ref(&b), None, &params::claim("q"));
+    assert_eq!(last.completed, TaskUpdate::Applied);
+    assert_eq!(last.claim, None, "nothing is claimable: c is running");
+    assert_eq!(
+        t.task("q", "b").state,
+        TaskState::Done,
+        "the completion stands without a claim"
+    );
+    assert_eq!(t.task("q", "c").state, TaskState::Running, "c is untouched");
+}
+
+/// Completion comes first: a late worker whose claim lapsed has its
+/// completion refused, and the claim half of the same call returns the
+/// lapsed task to the queue and takes it again, as a new attempt with a
+/// greater token — the late result never lands.
+pub fn task_complete_and_claim_late_completion_is_refused<H: Harness>(t: &mut Case<H>) {
+    t.task_added(params::task("q", "a", json!(1)));
+    let a = t.task_claimed(&params::claim_by("q", "worker-a"));
+    t.advance(CLAIM_TTL + Duration::from_secs(1));
+    let both = t.task_complete_and_claim(&claim_ref(&a), Some(&json!("late")), &params::claim_by("q", "worker-a"));
+    assert_eq!(both.completed, STALE, "the completion of a lapsed claim");
+    let again = both.claim.expect("the lapsed task is claimable again");
+    assert_eq!((again.id.as_str(), again.attempt), ("a", 2));
+    assert!(again.token > a.token);
+    let task = t.task("q", "a");
+    assert_eq!(
+        (task.state, task.result),
+        (TaskState::Running, None),
+        "the late result was refused"
+    );
+}
+
+/// Several completions with their next claims in one call (a worker's
+/// threads reporting together) apply in order: each claimed task is done,
+/// and the claims take the next tasks in claim order, one each, with
+/// distinct tokens; a refused completion among them changes nothing and
+/// still claims.
+pub fn task_complete_and_claim_several_in_one_call<H: Harness>(t: &mut Case<H>) {
+    for id in ["a", "b", "c", "d", "e"] {
+        t.task_added(params::task("q", id, json!(id)));
+    }
+    let a = t.task_claimed(&params::claim_by("q", "w1"));
+    let b = t.task_claimed(&params::claim_by("q", "w2"));
+    let stale = params::task_ref("q", "a", Token(a.token.0 + 1));
+    let all = t.task_complete_and_claim_all(&[
+        (claim_ref(&a), Some(json!("ra")), params::claim_by("q", "w1")),
+        (stale, Some(json!("never")), params::claim_by("q", "w3")),
+        (claim_ref(&b), Some(json!("rb")), params::claim_by("q", "w2")),
+    ]);
+    let completed: Vec<TaskUpdate> = all.iter().map(|x| x.completed).collect();
+    assert_eq!(completed, [TaskUpdate::Applied, STALE, TaskUpdate::Applied]);
+    let next: Vec<&str> = all
+        .iter()
+        .map(|x| x.claim.as_ref().expect("each claims a task").id.as_str())
+        .collect();
+    assert_eq!(next, ["c", "d", "e"], "the claims take the next tasks in claim order");
+    for (id, result) in [("a", "ra"), ("b", "rb")] {
+        let task = t.task("q", id);
+        assert_eq!(
+            (task.state, task.result),
+            (TaskState::Done, Some(json!(result))),
+            "{id}"
+        );
+    }
+    for (x, owner) in all.iter().zip(["w1", "w3", "w2"]) {
+        let claim = x.claim.as_ref().unwrap();
+        let task = t.task("q", claim.id.as_str());
+        assert_eq!(
+            (task.state, task.owner.as_deref(), task.token),
+            (TaskState::Running, Some(owner), claim.token),
+            "{}",
+            claim.id
+        );
+    }
+    t.task_claim_none(&params::claim("q"), "every task is done or claimed");
+}

@@ -4,9 +4,9 @@
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Claim, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskCompleteParams, TaskFail,
-    TaskFailParams, TaskHeartbeatParams, TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskState,
-    TaskStatsParams, TaskUpdate,
+    Claim, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskCompleteAndClaim,
+    TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskListParams,
+    TaskPurgeParams, TaskRef, TaskRetry, TaskState, TaskStatsParams, TaskUpdate,
 };
 
 use crate::params;
@@ -74,6 +74,19 @@ pub(crate) trait TaskCalls {
     fn task_claim_none(&self, params: &TaskClaimParams, why: &str);
     fn task_heartbeat(&self, task: &TaskRef, ttl: Duration) -> TaskUpdate;
     fn task_complete(&self, task: &TaskRef, result: Option<&serde_json::Value>) -> TaskUpdate;
+    /// `task_complete_and_claim` of one: complete `task`, then claim by
+    /// `claim`.
+    fn task_complete_and_claim(
+        &self,
+        task: &TaskRef,
+        result: Option<&serde_json::Value>,
+        claim: &TaskClaimParams,
+    ) -> TaskCompleteAndClaim;
+    /// `task_complete_and_claim` of several, in one call.
+    fn task_complete_and_claim_all(
+        &self,
+        each: &[(TaskRef, Option<serde_json::Value>, TaskClaimParams)],
+    ) -> Vec<TaskCompleteAndClaim>;
     fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> TaskFail;
     fn task_release(&self, task: &TaskRef) -> TaskUpdate;
     fn task_retry(&self, queue: &str, id: &str) -> TaskRetry;
@@ -149,6 +162,58 @@ impl<H: Harness> TaskCalls for Case<H> {
                 result: result.cloned(),
             })
             .unwrap_or_else(|e| panic!("task_complete({}/{}, {}) failed: {e}", task.queue, task.id, task.token))
+    }
+
+    fn task_complete_and_claim(
+        &self,
+        task: &TaskRef,
+        result: Option<&serde_json::Value>,
+        claim: &TaskClaimParams,
+    ) -> TaskCompleteAndClaim {
+        self.task_complete_and_claim_all(&[(task.clone(), result.cloned(), claim.clone())])
+            .remove(0)
+    }
+
+    fn task_complete_and_claim_all(
+        &self,
+        each: &[(TaskRef, Option<serde_json::Value>, TaskClaimParams)],
+    ) -> Vec<TaskCompleteAndClaim> {
+        let params: Vec<TaskCompleteAndClaimParams> = each
+            .iter()
+            .map(|(task, result, claim)| TaskCompleteAndClaimParams {
+                complete: TaskCompleteParams {
+                    task: task.clone(),
+                    result: result.clone(),
+                },
+                claim: claim.clone(),
+            })
+            .collect();
+        let names: Vec<String> = each
+            .iter()
+            .map(|(t, _, _)| format!("{}/{} {}", t.queue, t.id, t.token))
+            .collect();
+        let all = self
+            .tasks()
+            .task_complete_and_claim(&params)
+            .unwrap_or_else(|e| panic!("task_complete_and_claim({names:?}) failed: {e}"));
+        assert_eq!(
+            all.len(),
+            each.len(),
+            "task_complete_and_claim({names:?}) must return one outcome per params: {all:#?}"
+        );
+        for (both, (_, _, claim)) in all.iter().zip(each) {
+            if let Some(next) = &both.claim {
+                assert_eq!(
+                    next.queue, claim.queue,
+                    "task_complete_and_claim claimed from another queue"
+                );
+                assert_eq!(
+                    next.ttl, claim.ttl,
+                    "task_complete_and_claim reports another ttl than asked"
+                );
+            }
+        }
+        all
     }
 
     fn task_fail(&self, task: &TaskRef, error: &str, retry: Retry) -> TaskFail {

@@ -19,7 +19,7 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop};
+use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop, Supervised};
 use leasehold::{Held, format_duration};
 
 use crate::cli::{IfHeld, RunArgs};
@@ -61,7 +61,6 @@ fn held(ctx: &Ctx, args: &RunArgs, held: &Held) -> u8 {
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     let timing = timing(args.ttl, args.heartbeat, args.grace, args.owner.clone())?;
-    let store = Arc::new(ctx.open_store()?);
     let spec = Spec::watched(
         args.command.clone(),
         guard_program()?,
@@ -77,17 +76,27 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         forward_signals: true,
         hand_terminal: true,
     };
+    // The guard first: its start-up (a process's) overlaps opening the
+    // store. Dropped on an error, it ends with nothing started.
+    let supervised = Supervised::launch(spec)?;
+    let store = Arc::new(ctx.open_store()?);
     let tty = std::io::stderr().is_terminal();
     let spinner = ['|', '/', '-', '\\'];
     let mut turns = 0usize;
-    let outcome = supervise::run(&store, &lease, spec, |held| {
-        if tty {
-            turns += 1;
-            let line = crate::commands::lease::held_by(held);
-            let line: String = line.chars().take(150).collect();
-            eprint!("\r\x1b[2K{} waiting for {}: {line}", spinner[turns % 4], args.name);
-        }
-    });
+    let outcome = supervise::run_spawned(
+        &store,
+        &lease,
+        supervised,
+        |held| {
+            if tty {
+                turns += 1;
+                let line = crate::commands::lease::held_by(held);
+                let line: String = line.chars().take(150).collect();
+                eprint!("\r\x1b[2K{} waiting for {}: {line}", spinner[turns % 4], args.name);
+            }
+        },
+        |_| {},
+    );
     if tty && turns > 0 {
         eprint!("\r\x1b[2K");
     }

@@ -6,7 +6,7 @@
 //! down: running tasks may finish within `--shutdown-timeout`, then are
 //! stopped and their claims handed back.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,7 +121,10 @@ pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
                     bar.inc(1);
                     bar.set_message(bar_message(&handle.counts()));
                 }
-                None => eprintln!("leasehold: {line}"),
+                // One write per line (eprintln! makes one per piece).
+                None => {
+                    let _ = std::io::stderr().write_all(format!("leasehold: {line}\n").as_bytes());
+                }
             }
         }
         WorkEvent::StoreUnavailable { error, retry_in } => {

@@ -229,3 +229,49 @@ fn task_commands_and_work() {
     assert_eq!(one(&env, &["task", "retry", "q", "b"], 0)["revived"], true);
     assert_eq!(one(&env, &["work", "q", "--until-empty", "--", "true"], 0)["done"], 1);
 }
+
+/// Each subcommand's own help opens with the line the top-level help lists
+/// for it (subcommands are built only when used: a struct flattened into
+/// one must not lend it its description).
+#[test]
+fn every_subcommand_describes_itself_as_the_top_level_help_does() {
+    let env = Env::new();
+    let abouts = |args: &[&str]| -> Vec<(String, String)> {
+        let (code, out, err) = env.run(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out.split("Commands:")
+            .nth(1)
+            .unwrap_or_default()
+            .split("\n\n")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().split_once("  "))
+            .map(|(name, about)| (name.trim().to_owned(), about.trim().to_owned()))
+            .filter(|(name, _)| name != "help")
+            .collect()
+    };
+    let mut checked = 0;
+    for (prefix, listed) in [
+        (vec![], abouts(&["--help"])),
+        (vec!["task"], abouts(&["task", "--help"])),
+    ] {
+        assert!(listed.len() >= 8, "{listed:?}");
+        for (name, about) in listed {
+            let mut args: Vec<&str> = prefix.clone();
+            args.extend([name.as_str(), "--help"]);
+            let (code, out, err) = env.run(&args);
+            assert_eq!(code, 0, "{args:?}: {err}");
+            // The listing cuts a long description short; its start must match.
+            let stem = about.trim_end_matches('.').split(" (").next().unwrap();
+            assert!(
+                out.replace('\n', " ").starts_with(stem),
+                "`leasehold {}` opens with {:?}, not {about:?}",
+                args.join(" "),
+                out.lines().next()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked}");
+}

@@ -662,3 +662,26 @@ fn a_remedy_is_worded_as_a_flag_and_the_code_comes_from_the_kind() {
         "library words stay in the library: {err}"
     );
 }
+
+/// Started with stdin, stdout and stderr closed (as some daemons start
+/// their children), leasehold opens them on /dev/null first: a file it
+/// opens never takes descriptor 0, 1 or 2 — here the lock file, which a
+/// locked command inherits, would otherwise be the command's stdout.
+#[test]
+fn closed_standard_streams_never_become_a_file_leasehold_opens() {
+    let env = Env::new();
+    let (lock, out) = (env.path().join("l"), env.path().join("out"));
+    let status = Command::new("sh")
+        .args([
+            "-c",
+            "exec 0<&- 1>&- 2>&-; exec \"$0\" lock \"$1\" -- sh -c 'echo $LEASEHOLD_LOCK_FD > \"$0\"' \"$2\"",
+        ])
+        .arg(crate::util::bin())
+        .arg(&lock)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let fd: u32 = std::fs::read_to_string(&out).unwrap().trim().parse().unwrap();
+    assert!(fd > 2, "the lock file took descriptor {fd}");
+}

@@ -267,3 +267,120 @@ fn killed_workers_lose_no_task() {
     );
     assert!(runs >= TASKS);
 }
+
+/// One guard serves every task of a worker thread (each command's parent
+/// is the same guard, and each command leads its own process group), and
+/// it still stops a task whose claim is lost — between tasks that complete.
+#[test]
+fn a_slot_guard_runs_many_tasks_and_stops_the_one_whose_claim_is_lost() {
+    let env = Env::new();
+    add(
+        &env,
+        "q",
+        "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n{\"id\":\"d\"}\n",
+    );
+    let log = env.path().join("runs.log");
+    // Each run logs its id, parent and process group; b gives its claim up
+    // (as a competing worker's takeover would) and runs on.
+    let script = format!(
+        "read p; echo \"$LEASEHOLD_TASK_ID $PPID $$ $(cut -d' ' -f5 /proc/$$/stat)\" >> {log}; \
+         if [ \"$LEASEHOLD_TASK_ID\" = b ]; then \
+           {bin} task fail q b --token $LEASEHOLD_TASK_TOKEN --no-retry --error gave-up; sleep 30; \
+         fi",
+        log = log.display(),
+        bin = crate::util::bin().display()
+    );
+    let mut work = env
+        .std_cmd(&[
+            "work",
+            "q",
+            "--until-empty",
+            "--ttl",
+            "3s",
+            "--heartbeat",
+            "500ms",
+            "--grace",
+            "1s",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_bounded(&mut work, Duration::from_secs(30));
+    let out = work.wait_with_output().unwrap();
+    let summary = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        (summary["done"].as_u64(), summary["lost"].as_u64()),
+        (Some(3), Some(1)),
+        "{summary}"
+    );
+    let b = show(&env, "q", "b");
+    assert_eq!(
+        (b["state"].as_str(), b["last_error"].as_str()),
+        (Some("dead"), Some("gave-up"))
+    );
+    let runs = std::fs::read_to_string(&log).unwrap();
+    let runs: Vec<Vec<&str>> = runs.lines().map(|l| l.split(' ').collect()).collect();
+    let ids: Vec<&str> = runs.iter().map(|r| r[0]).collect();
+    assert_eq!(ids, ["a", "b", "c", "d"], "{runs:?}");
+    assert!(
+        runs.iter().all(|r| r[1] == runs[0][1]),
+        "one guard for every task: {runs:?}"
+    );
+    assert!(
+        runs.iter().all(|r| r[2] == r[3]),
+        "each command leads its own group: {runs:?}"
+    );
+}
+
+/// `leasehold work` killed with SIGKILL while its tasks run: every process
+/// of every task's tree goes with it — a child that ignores SIGTERM, one
+/// that left the group with `setsid` — and the guards too.
+#[test]
+fn sigkill_of_the_worker_mid_task_leaves_no_process_behind() {
+    let env = Env::new();
+    add(&env, "q", "{\"id\":\"a\"}\n{\"id\":\"b\"}\n");
+    let pids = env.path().join("pids");
+    let script = format!(
+        "read p; sh -c 'trap \"\" TERM; sleep 60' & echo $! >> {pids}; \
+         setsid sleep 60 & echo $! >> {pids}; echo $$ >> {pids}; echo $PPID >> {pids}; \
+         touch {dir}/started-$LEASEHOLD_TASK_ID; wait",
+        pids = pids.display(),
+        dir = env.path().display()
+    );
+    let mut work = env
+        .std_cmd(&[
+            "work",
+            "q",
+            "--grace",
+            "1s",
+            "--concurrency",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    env.wait_for("started-a");
+    env.wait_for("started-b");
+    std::thread::sleep(Duration::from_millis(100));
+    let pids = env.pids("pids");
+    assert_eq!(pids.len(), 8, "two tasks: two children, the command, its guard");
+    assert!(pids.iter().all(|&p| crate::util::alive(p)));
+    work.kill().unwrap();
+    work.wait().unwrap();
+    crate::util::wait_until(Duration::from_secs(20), || pids.iter().all(|&p| !crate::util::alive(p))).unwrap_or_else(
+        || {
+            let left: Vec<_> = pids.iter().filter(|&&p| crate::util::alive(p)).collect();
+            panic!("still alive after the worker's SIGKILL: {left:?}")
+        },
+    );
+}

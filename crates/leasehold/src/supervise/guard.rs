@@ -7,14 +7,13 @@
 //!
 //! # Which program is the guard
 //!
-//! Any program whose `main` hands its arguments to [`main`]: the
-//! `leasehold-guard` binary (crate `leasehold-guard`) does nothing else,
-//! and the `leasehold` binary does it for `leasehold __guard`. The
-//! supervisor starts [`GuardProgram`] — a path and optional leading
-//! arguments, then `__guard` and the guard's own arguments; the guard
-//! starts its anchor as its own executable with the same leading
-//! arguments, then `__anchor`. [`GuardProgram::find`] is the default
-//! lookup, for a program that does not configure one:
+//! Any program whose `main` hands its arguments to [`main`] first thing,
+//! before it starts a thread: the `leasehold-guard` binary (crate
+//! `leasehold-guard`) does nothing else, and the `leasehold` binary does it
+//! for `leasehold __guard`. The supervisor starts [`GuardProgram`] — a path
+//! and optional leading arguments, then `__guard` and the guard's own
+//! arguments. [`GuardProgram::find`] is the default lookup, for a program
+//! that does not configure one:
 //!
 //! 1. `$LEASEHOLD_GUARD`, the path of the guard program, when set;
 //! 2. `leasehold-guard` in the directory of the current executable — or
@@ -28,19 +27,37 @@
 //!
 //! `PR_SET_PDEATHSIG` fires when the parent *thread* exits, not the parent
 //! process, and a kill -9 of the supervisor gives it no chance to act. So
-//! the guard watches a pipe instead: the supervisor holds the only write end
-//! of the *control* pipe (close-on-exec, so the command never inherits it);
-//! the guard reads it, and end-of-file means the supervisor is gone, however
-//! it died.
+//! the guard watches a socket instead: the supervisor holds the only other
+//! end of the *control* socket (close-on-exec, so the command never
+//! inherits it); end-of-file means the supervisor is gone, however it died.
+//! (A socket rather than a pipe, so that a command's stdin, stdout and
+//! stderr can be handed over with it: see *slot* below.)
 //!
-//! # Shape
+//! # Two ways to run: once, or one command after another
 //!
 //! ```text
-//! supervisor (leasehold run)          holds the lease, heartbeats, signals
-//!   └─ guard (PROGRAM [ARGS] __guard) child subreaper; ignores INT/TERM/HUP
-//!        ├─ anchor (PROGRAM [ARGS] __anchor)  leader of a new process group G
-//!        └─ CMD ... (joins G)             and everything CMD starts
+//! supervisor (leasehold run)            holds the lease, heartbeats, signals
+//!   └─ guard (PROGRAM [ARGS] __guard)   child subreaper; ignores INT/TERM/HUP
+//!        └─ CMD (leader of its group G) and everything CMD starts
 //! ```
+//!
+//! - **Once** (`leasehold run`, [`Supervised::spawn`](super::Supervised::spawn)):
+//!   the group G must exist *before* the lease is acquired, because the
+//!   grant records it (fast takeover checks that G is empty), and the
+//!   command can only start *after* (it gets the token in its
+//!   environment). So the guard forks right away, while it is still one
+//!   thread: the child makes itself the leader of a new group G, waits for
+//!   its environment, and then executes the command in its own place. G is
+//!   the command's pid from the start, and no extra process is spent on
+//!   holding the group (the anchor of earlier versions).
+//! - **Slot** (`--slot`; a worker's [`GuardSlot`](super::GuardSlot)): a
+//!   task's claim records no process group, so nothing has to exist before
+//!   the claim. The guard stays up and runs the same command once per
+//!   `env` message, each run as the leader of a new group, with the stdin,
+//!   stdout and stderr that came with the message (passed over the control
+//!   socket). It reports `exited` only when the run's whole tree is gone,
+//!   then waits for the next. A worker thus pays for the guard once, not
+//!   once per task.
 //!
 //! # The trust window, kept here too
 //!
@@ -57,54 +74,65 @@
 //! the keeper does, because timeouts run on a clock that stops during
 //! suspend. What this cannot cover: the guard stopped too (then only a
 //! fenced sink refuses the command's late writes; docs/RELIABILITY.md,
-//! case 25).
-//!
-//! The group must exist *before* the lease is acquired, because the grant
-//! records it (fast takeover checks that G is empty), and the command can
-//! only start *after* (it gets the token in its environment). The anchor
-//! bridges that: it founds G and waits; the command joins G; then the anchor
-//! exits. The kernel does not reuse G's number while any member lives.
+//! case 25). In a slot, the window is forgotten when a run's tree is gone:
+//! each run is kept to the windows of its own claim (a window still in
+//! flight from the previous claim is earlier, so it could only stop a run
+//! early, never late).
 //!
 //! The guard is a child subreaper: every orphaned descendant of the command
 //! is re-parented to it, not to PID 1 (which reaps late on some machines and
-//! would leave zombies that keep G "non-empty"). It reaps them all.
+//! would leave zombies that keep G "non-empty"). It reaps them all; so the
+//! tree is gone exactly when the guard has no child left.
 //!
-//! # States
+//! # Protocol
 //!
-//! - *waiting*: anchor up, `anchor PID` reported; waiting for the command's
-//!   environment (`env JSON`) on the control pipe; `window NS` lines may
-//!   come before and after it. EOF here: end the anchor, exit.
-//! - *running*: command spawned (`started PID`). Reaps children as they die.
-//! - *stopping*: entered when the command exits, on EOF of the control
-//!   pipe, or when the trust window closes (`deadline` reported first):
-//!   SIGTERM to G and to every other descendant (a descendant that
-//!   called `setsid()` has left G but is still ours to reap and kill), SIGKILL
-//!   after the grace period, again every second while any remain.
-//! - *done*: no children left: report `exited code N` / `exited signal N`
-//!   and exit.
+//! Control socket (a `SOCK_SEQPACKET` pair; one message each):
+//! `window NS` (the trust window ends at boot-clock NS), `env STREAMS
+//! JSON` (start the command with these variables added; STREAMS is `-`, or
+//! which of `0`, `1`, `2` are replaced by the descriptors that come with
+//! the message, in that order). Report pipe (one line each): `group PID`
+//! (once: G), `ready` (slot), `started PID`, `spawn-error CODE MESSAGE`,
+//! `deadline`, `exited code N` / `exited signal N`.
+//!
+//! # States (of one run)
+//!
+//! - *waiting*: for `env` on the control socket; `window` messages may
+//!   come before and after it. EOF here: exit (a once-guard's forked child,
+//!   never started, exits with it).
+//! - *running*: command started (`started PID`). Reaps children as they die.
+//! - *stopping*: entered when the command exits and left something behind,
+//!   on EOF of the control socket, or when the trust window closes
+//!   (`deadline` reported first): SIGTERM to G and to every other
+//!   descendant (a descendant that called `setsid()` has left G but is
+//!   still ours to reap and kill), SIGKILL after the grace period, again
+//!   every second while any remain.
+//! - *done*: no children left: report `exited code N` / `exited signal N`;
+//!   a once-guard exits, a slot waits for the next `env` (or EOF).
 //!
 //! What escapes: a process that leaves the tree entirely — handed to
 //! another supervisor (systemd-run, at, a daemon started over IPC), or in
-//! another pid namespace. If the guard itself is killed with SIGKILL, the supervisor
-//! sees the report pipe close and kills G itself; if both die at once
-//! (a kill -9 of the supervisor's whole process group), nothing is left to
-//! act and the lease lives out its TTL.
+//! another pid namespace. If the guard itself is killed with SIGKILL, the
+//! supervisor sees the report pipe close and kills G itself; if both die at
+//! once (a kill -9 of the supervisor's whole process group), nothing is left
+//! to act and the lease lives out its TTL.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, mpsc};
-use std::thread;
 use std::time::Duration;
 
+use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
 use super::SuperviseError;
@@ -113,8 +141,6 @@ use crate::{host, limits};
 
 /// The word that makes a guard program act as the guard.
 pub const GUARD_ARG: &str = "__guard";
-/// The word that makes a guard program act as the anchor.
-pub const ANCHOR_ARG: &str = "__anchor";
 /// The environment variable [`GuardProgram::find`] reads first.
 pub const GUARD_ENV: &str = "LEASEHOLD_GUARD";
 /// The guard program's file name ([`GuardProgram::find`]).
@@ -149,8 +175,7 @@ impl GuardProgram {
         }
     }
 
-    /// Arguments that go before `__guard` (and before `__anchor` when the
-    /// guard starts its anchor).
+    /// Arguments that go before `__guard`.
     #[must_use]
     pub fn with_args<A: Into<OsString>>(mut self, args: impl IntoIterator<Item = A>) -> Self {
         self.args = args.into_iter().map(Into::into).collect();
@@ -232,9 +257,12 @@ fn is_program(path: &Path) -> bool {
 
 /// The guard program's entry point: `args` are this process's arguments
 /// after its program name and leading arguments — `__guard
-/// --control-fd=N --report-fd=N --grace=DUR -- CMD...` or `__anchor`.
-/// Returns the exit code, or `None` when `args` do not start with either
-/// word (the program is not being asked to guard).
+/// --control-fd=N --report-fd=N --grace=DUR [--slot] -- CMD...`. Returns
+/// the exit code, or `None` when `args` do not start with `__guard` (the
+/// program is not being asked to guard). Call it first thing in `main`,
+/// before starting any thread: a guard that runs its command once forks
+/// its command's process before anything else (see the module docs), and
+/// refuses to when the process has more than one thread.
 ///
 /// # Examples
 /// The whole `main` of a guard program:
@@ -248,8 +276,7 @@ fn is_program(path: &Path) -> bool {
 #[must_use]
 pub fn main(args: &[OsString]) -> Option<u8> {
     match args.first().and_then(|a| a.to_str()) {
-        Some(ANCHOR_ARG) => Some(anchor()),
-        Some(GUARD_ARG) => Some(match parse(&args[1..]).and_then(|parsed| run(&parsed, args.len())) {
+        Some(GUARD_ARG) => Some(match parse(&args[1..]).and_then(|parsed| run(&parsed)) {
             Ok(code) => code,
             Err(e) => {
                 let _ = writeln!(std::io::stderr(), "leasehold: {e}");
@@ -265,16 +292,22 @@ struct GuardArgs {
     control_fd: i32,
     report_fd: i32,
     grace: Duration,
+    /// Run the command once per `env` message (see the module docs).
+    slot: bool,
     command: Vec<OsString>,
 }
 
 fn parse(args: &[OsString]) -> Result<GuardArgs, String> {
-    let (mut control_fd, mut report_fd, mut grace) = (None, None, None);
+    let (mut control_fd, mut report_fd, mut grace, mut slot) = (None, None, None, false);
     let mut rest = args.iter();
     for arg in rest.by_ref() {
         let arg = arg.to_str().ok_or("a guard argument is not UTF-8")?;
         if arg == "--" {
             break;
+        }
+        if arg == "--slot" {
+            slot = true;
+            continue;
         }
         let (key, value) = arg
             .split_once('=')
@@ -293,16 +326,16 @@ fn parse(args: &[OsString]) -> Result<GuardArgs, String> {
             control_fd,
             report_fd,
             grace,
+            slot,
             command,
         }),
-        _ => Err("usage: __guard --control-fd=N --report-fd=N --grace=DUR -- CMD...".into()),
+        _ => Err("usage: __guard --control-fd=N --report-fd=N --grace=DUR [--slot] -- CMD...".into()),
     }
 }
 
 /// Signals aimed at the command (a ^C to the supervisor's group, a kill of
-/// the supervisor's group) that must not kill the guard or the anchor. A
-/// handler, unlike `SIG_IGN`, is reset by exec, so the command does not
-/// inherit it.
+/// the supervisor's group) that must not kill the guard. A handler, unlike
+/// `SIG_IGN`, is reset by exec, so the command does not inherit it.
 fn survive_group_signals() {
     for sig in [
         signal_hook::consts::SIGINT,
@@ -313,20 +346,13 @@ fn survive_group_signals() {
     }
 }
 
-/// The anchor: found a process group, hold it until stdin closes.
-fn anchor() -> u8 {
-    survive_group_signals();
-    let _ = std::io::stdin().read_to_end(&mut Vec::new());
-    0
-}
-
 /// Take ownership of a descriptor the supervisor passed by number, and
-/// mark it close-on-exec so the anchor and the command do not inherit it.
+/// mark it close-on-exec so the command does not inherit it.
 #[allow(
     unsafe_code,
     reason = "adopting an inherited descriptor by number has no safe std API"
 )]
-fn adopt(fd: i32) -> Result<File, String> {
+fn adopt(fd: i32) -> Result<OwnedFd, String> {
     let flags = rustix::io::fcntl_getfd(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
         .map_err(|e| format!("descriptor {fd} passed by the supervisor is not open: {e}"))?;
     // SAFETY: the supervisor passed `fd` open (checked just above) and this
@@ -335,15 +361,20 @@ fn adopt(fd: i32) -> Result<File, String> {
     // OwnedFd is its only owner.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     rustix::io::fcntl_setfd(&owned, flags | rustix::io::FdFlags::CLOEXEC).map_err(|e| e.to_string())?;
-    Ok(File::from(owned))
+    Ok(owned)
 }
 
+/// The descriptors an `env` message may carry: stdin, stdout, stderr.
+type Streams = [Option<OwnedFd>; 3];
+
 enum Event {
-    Env(HashMap<String, String>),
+    Env(HashMap<String, String>, Streams),
     /// The trust window now ends at this boot-clock time.
     Window(Duration),
     ControlClosed,
     Reaped(Pid, WaitStatus),
+    /// No child left: a subreaper's descendants all hang from its
+    /// children, so the whole tree is gone.
     NoChildren,
 }
 
@@ -405,170 +436,386 @@ fn signal_tree(group: Pid, sig: Signal) {
 /// (timeouts run on a clock that stops during suspend).
 const POLL: Duration = Duration::from_millis(100);
 
+/// Write one report line in one `write` (a line is far shorter than
+/// `PIPE_BUF`, so it lands whole): a once-guard's command process writes
+/// its spawn error to the same pipe, and must not land inside a line.
 fn report(out: &mut File, line: &str) {
     // The supervisor may be gone; then nobody is listening.
-    let _ = writeln!(out, "{line}");
+    let _ = out.write_all(format!("{line}\n").as_bytes());
 }
 
-/// The guard; `ours` is how many of this process's arguments were handed
-/// to [`main`] (the ones before them are the program's leading arguments,
-/// which the anchor gets too).
-fn run(args: &GuardArgs, ours: usize) -> Result<u8, String> {
-    let control = adopt(args.control_fd)?;
-    let mut out = adopt(args.report_fd)?;
-    survive_group_signals();
-    rustix::process::set_child_subreaper(Pid::from_raw(1))
-        .map_err(|e| format!("cannot become a child subreaper: {e}"))?;
+/// The number of threads of this process (`None` when /proc cannot say).
+fn threads() -> Option<usize> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Field 20, num_threads; the fields after the command name start at 3.
+    stat.rsplit_once(')')?.1.split_ascii_whitespace().nth(17)?.parse().ok()
+}
 
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the guard program to start the anchor: {e}"))?;
-    let whole: Vec<OsString> = std::env::args_os().collect();
-    let leading = whole.get(1..whole.len().saturating_sub(ours)).unwrap_or_default();
-    let mut anchor = Command::new(exe)
-        .args(leading)
-        .arg(ANCHOR_ARG)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("cannot start the process-group anchor: {e}"))?;
-    let group = pid_of(anchor.id()).ok_or("the anchor has no pid")?;
-    let mut anchor_stdin = anchor.stdin.take();
-    report(&mut out, &format!("anchor {}", anchor.id()));
+/// A once-guard's command, forked but not yet executed: the leader of its
+/// group, waiting for its environment on `env`.
+struct Forked {
+    pid: Pid,
+    env: File,
+}
 
-    let (tx, rx) = mpsc::channel();
-    let control_tx = tx.clone();
-    thread::spawn(move || {
-        // Until the supervisor closes its end (or dies).
-        for line in BufReader::new(control).lines() {
-            let Ok(line) = line else { break };
-            let event = match line.split_once(' ') {
-                Some(("env", json)) => serde_json::from_str(json).ok().map(Event::Env),
-                Some(("window", ns)) => ns.parse().ok().map(Duration::from_nanos).map(Event::Window),
-                _ => None,
-            };
-            if let Some(event) = event
-                && control_tx.send(event).is_err()
-            {
+/// Fork the command's process: the child leads a new group and waits for
+/// its environment (a JSON object on a pipe), then executes the command in
+/// its own place; EOF without one means it was never to start.
+#[allow(
+    unsafe_code,
+    reason = "fork has no safe API; it is only called while this process has one thread"
+)]
+fn fork_command(command: &[OsString], report: &OwnedFd) -> Result<Forked, String> {
+    if threads().is_some_and(|n| n != 1) {
+        return Err(
+            "the guard must start before any other thread of its program (call leasehold::supervise::guard::main first thing in main)"
+                .into(),
+        );
+    }
+    let (env_rx, env_tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| format!("cannot create a pipe to the command's process: {e}"))?;
+    // SAFETY: this process has one thread (checked above), so the child is a
+    // whole copy of it: it may allocate and run any code, as `child_main`
+    // does, and it never returns here (it executes the command or exits).
+    match unsafe { libc::fork() } {
+        -1 => Err(format!(
+            "cannot fork the command's process: {}",
+            std::io::Error::last_os_error()
+        )),
+        0 => {
+            drop(env_tx);
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| child_main(command, env_rx, report)))
+                .unwrap_or(1);
+            // SAFETY: _exit ends this forked copy without running the
+            // parent's exit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        raw => {
+            let pid = Pid::from_raw(raw).ok_or("fork returned a bad pid")?;
+            // Both sides set the group, so that it exists once either has
+            // run: the group is reported (and recorded with the lease)
+            // before the child may have been scheduled.
+            let _ = rustix::process::setpgid(Some(pid), Some(pid));
+            drop(env_rx);
+            Ok(Forked {
+                pid,
+                env: File::from(env_tx),
+            })
+        }
+    }
+}
+
+/// The forked command process, before exec: see [`fork_command`].
+fn child_main(command: &[OsString], env_rx: OwnedFd, report: &OwnedFd) -> i32 {
+    let _ = rustix::process::setpgid(None, None);
+    let mut json = Vec::new();
+    if File::from(env_rx).read_to_end(&mut json).is_err() || json.is_empty() {
+        return 0;
+    }
+    let Ok(env) = serde_json::from_slice::<HashMap<String, String>>(&json) else {
+        return 1;
+    };
+    let error = Command::new(&command[0]).args(&command[1..]).envs(&env).exec();
+    let code = child::spawn_error_code(&error);
+    // One write of one short line: whole, as the guard's own lines are.
+    let line = format!("spawn-error {code} cannot run {}: {error}\n", child::display(command));
+    let _ = rustix::io::write(report, line.as_bytes());
+    i32::from(code)
+}
+
+/// Where a slot's command is: a bare name is looked up on `$PATH` once,
+/// as a shell remembers where it found a command, instead of on every run.
+/// Not found now: looked up again on every run (and reported then).
+fn resolve(program: &OsStr) -> Option<PathBuf> {
+    if program.as_encoded_bytes().contains(&b'/') {
+        return None;
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| is_program(path))
+}
+
+/// Start one run of a slot's command (`program`: where it was found, see
+/// [`resolve`]): the leader of a new group, with the streams that came with
+/// its `env` message (the guard's own otherwise).
+fn spawn_run(
+    argv: &[OsString],
+    program: Option<&Path>,
+    env: &HashMap<String, String>,
+    streams: Streams,
+) -> std::io::Result<Pid> {
+    let mut command = match program {
+        Some(path) => {
+            let mut command = Command::new(path);
+            command.arg0(&argv[0]);
+            command
+        }
+        None => Command::new(&argv[0]),
+    };
+    command.args(&argv[1..]).envs(env).process_group(0);
+    let [stdin, stdout, stderr] = streams;
+    if let Some(fd) = stdin {
+        command.stdin(Stdio::from(fd));
+    }
+    if let Some(fd) = stdout {
+        command.stdout(Stdio::from(fd));
+    }
+    if let Some(fd) = stderr {
+        command.stderr(Stdio::from(fd));
+    }
+    let child = command.spawn()?;
+    // `command` goes here, and with it this process's copies of the streams.
+    pid_of(child.id()).ok_or_else(|| std::io::Error::other("the command has no pid"))
+}
+
+/// One `env` message: `env STREAMS JSON` with its descriptors.
+fn parse_env(rest: &str, mut fds: Vec<OwnedFd>) -> Option<Event> {
+    let (streams, json) = rest.split_once(' ')?;
+    let env = serde_json::from_str(json).ok()?;
+    let mut slots: Streams = [None, None, None];
+    if streams != "-" {
+        fds.reverse();
+        for c in streams.chars() {
+            let i = c.to_digit(10).filter(|i| *i < 3)? as usize;
+            slots[i] = Some(fds.pop()?);
+        }
+    }
+    Some(Event::Env(env, slots))
+}
+
+/// Read one control message (the socket is readable): an event, `None`
+/// for a message that means nothing, or `ControlClosed` at EOF.
+fn read_control(control: &OwnedFd, buf: &mut [u8]) -> Option<Event> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let received = match recvmsg(
+        control,
+        &mut [IoSliceMut::new(buf)],
+        &mut ancillary,
+        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+    ) {
+        Ok(r) => r,
+        Err(Errno::INTR | Errno::AGAIN) => return None,
+        Err(_) => return Some(Event::ControlClosed),
+    };
+    let fds: Vec<OwnedFd> = ancillary
+        .drain()
+        .filter_map(|m| match m {
+            RecvAncillaryMessage::ScmRights(fds) => Some(fds.collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    if received.bytes == 0 {
+        return Some(Event::ControlClosed);
+    }
+    let line = std::str::from_utf8(&buf[..received.bytes]).ok()?;
+    match line.split_once(' ') {
+        Some(("env", rest)) => parse_env(rest, fds),
+        Some(("window", ns)) => ns.parse().ok().map(Duration::from_nanos).map(Event::Window),
+        _ => None,
+    }
+}
+
+/// Reap every child that has ended: `Reaped` events, then `NoChildren`
+/// when none is left at all.
+fn reap(events: &mut Vec<Event>) {
+    loop {
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(Some((pid, status))) => events.push(Event::Reaped(pid, status)),
+            Err(Errno::INTR) => {}
+            Ok(None) => return,
+            Err(_) => {
+                events.push(Event::NoChildren);
                 return;
             }
         }
-        let _ = control_tx.send(Event::ControlClosed);
-    });
-    thread::spawn(move || {
-        loop {
-            match rustix::process::wait(WaitOptions::empty()) {
-                Ok(Some((pid, status))) => {
-                    if tx.send(Event::Reaped(pid, status)).is_err() {
-                        return;
-                    }
-                }
-                Ok(None) | Err(Errno::INTR) => {}
-                Err(_) => {
-                    let _ = tx.send(Event::NoChildren);
-                    return;
-                }
-            }
-        }
-    });
-
-    let mut command: Option<Pid> = None;
-    let mut status: Option<WaitStatus> = None;
-    let mut spawn_failed = false;
-    // The end of the trust window, as last heard (boot clock).
-    let mut trusted_until: Option<Duration> = None;
-    // While stopping: when SIGKILL goes out (boot clock).
-    let mut kill_at: Option<Duration> = None;
-    let begin_stop = |kill_at: &mut Option<Duration>, at: Duration| {
-        if kill_at.is_none() {
-            *kill_at = Some(at);
-            signal_tree(group, Signal::TERM);
-        }
-    };
-    loop {
-        let now = host::boot_clock();
-        let running = command.is_some() && status.is_none();
-        if let Some(until) = trusted_until.filter(|until| running && kill_at.is_none() && now >= *until) {
-            report(&mut out, "deadline");
-            begin_stop(&mut kill_at, until + args.grace);
-        }
-        if let Some(at) = kill_at.filter(|at| now >= *at) {
-            signal_tree(group, Signal::KILL);
-            kill_at = Some(at.max(now) + Duration::from_secs(1));
-        }
-        let next = match kill_at {
-            Some(at) => Some(at),
-            None => trusted_until.filter(|_| running),
-        };
-        let event = match next {
-            Some(next) => match rx.recv_timeout(next.saturating_sub(now).min(POLL)) {
-                Ok(e) => e,
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            },
-            None => match rx.recv() {
-                Ok(e) => e,
-                Err(_) => break,
-            },
-        };
-        match event {
-            Event::Env(env) => match spawn(&args.command, &env, group) {
-                Ok(pid) => {
-                    command = Some(pid);
-                    report(&mut out, &format!("started {}", pid.as_raw_nonzero()));
-                    // The command holds the group now; let the anchor go.
-                    anchor_stdin = None;
-                }
-                Err(e) => {
-                    spawn_failed = true;
-                    report(
-                        &mut out,
-                        &format!(
-                            "spawn-error {} cannot run {}: {e}",
-                            child::spawn_error_code(&e),
-                            child::display(&args.command)
-                        ),
-                    );
-                    anchor_stdin = None;
-                }
-            },
-            Event::Window(until) => trusted_until = trusted_until.max(Some(until)),
-            Event::ControlClosed => {
-                if command.is_some() && status.is_none() {
-                    // The supervisor is gone while the command runs.
-                    begin_stop(&mut kill_at, host::boot_clock() + args.grace);
-                }
-                anchor_stdin = None;
-            }
-            Event::Reaped(pid, st) => {
-                if Some(pid) == command && (st.exited() || st.signaled()) {
-                    status = Some(st);
-                    // Whatever the command left behind goes with it.
-                    if !descendants().is_empty() {
-                        begin_stop(&mut kill_at, host::boot_clock() + args.grace);
-                    }
-                }
-            }
-            Event::NoChildren => break,
-        }
     }
-    drop(anchor_stdin);
-    if let Some(st) = status {
-        let line = match (st.exit_status(), st.terminating_signal()) {
-            (Some(code), _) => format!("exited code {code}"),
-            (None, Some(sig)) => format!("exited signal {sig}"),
-            _ => "exited code 1".into(),
-        };
-        report(&mut out, &line);
-    }
-    Ok(u8::from(spawn_failed))
 }
 
-fn spawn(argv: &[OsString], env: &HashMap<String, String>, group: Pid) -> std::io::Result<Pid> {
-    let child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .envs(env)
-        .process_group(group.as_raw_nonzero().get())
-        .spawn()?;
-    pid_of(child.id()).ok_or_else(|| std::io::Error::other("the command has no pid"))
+/// The run in progress: its command (the leader of its group), how it
+/// ended, and when SIGKILL goes out while it is being stopped.
+#[derive(Default)]
+struct Run {
+    command: Option<Pid>,
+    status: Option<WaitStatus>,
+    /// The end of the trust window, as last heard (boot clock).
+    trusted_until: Option<Duration>,
+    /// While stopping: when SIGKILL goes out (boot clock).
+    kill_at: Option<Duration>,
+}
+
+impl Run {
+    fn running(&self) -> bool {
+        self.command.is_some() && self.status.is_none()
+    }
+
+    /// SIGTERM to the tree now (once), SIGKILL at `at`.
+    fn stop(&mut self, at: Duration) {
+        if let (Some(group), None) = (self.command, self.kill_at) {
+            self.kill_at = Some(at);
+            signal_tree(group, Signal::TERM);
+        }
+    }
+}
+
+/// The guard: one thread, waiting in `poll` on the control socket and on
+/// SIGCHLD (a self-pipe) with the trust window's timeout — no hand-over
+/// between threads on a run's way in or out.
+fn run(args: &GuardArgs) -> Result<u8, String> {
+    let control = adopt(args.control_fd)?;
+    let report_fd = adopt(args.report_fd)?;
+    rustix::process::set_child_subreaper(Pid::from_raw(1))
+        .map_err(|e| format!("cannot become a child subreaper: {e}"))?;
+    // A once-guard forks its command's process while it is one thread.
+    let mut forked = if args.slot {
+        None
+    } else {
+        Some(fork_command(&args.command, &report_fd)?)
+    };
+    survive_group_signals();
+    let (chld, chld_tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK)
+        .map_err(|e| format!("cannot create the guard's signal pipe: {e}"))?;
+    signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, chld_tx)
+        .map_err(|e| format!("cannot watch for SIGCHLD: {e}"))?;
+    let mut out = File::from(report_fd);
+    match &forked {
+        Some(f) => report(&mut out, &format!("group {}", f.pid.as_raw_nonzero())),
+        None => report(&mut out, "ready"),
+    }
+
+    let program = if args.slot { resolve(&args.command[0]) } else { None };
+    let mut run = Run::default();
+    let mut closed = false;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut events: Vec<Event> = Vec::new();
+    // A once-guard's child may have ended before the handler was there.
+    reap(&mut events);
+    loop {
+        let now = host::boot_clock();
+        if let Some(until) = run
+            .trusted_until
+            .filter(|until| run.running() && run.kill_at.is_none() && now >= *until)
+        {
+            report(&mut out, "deadline");
+            run.stop(until + args.grace);
+        }
+        if let (Some(at), Some(group)) = (run.kill_at.filter(|at| now >= *at), run.command) {
+            signal_tree(group, Signal::KILL);
+            run.kill_at = Some(at.max(now) + Duration::from_secs(1));
+        }
+        if events.is_empty() {
+            let next = match run.kill_at {
+                Some(at) => Some(at),
+                None => run.trusted_until.filter(|_| run.running()),
+            };
+            let timeout = next.map(|next| {
+                let wait = next.saturating_sub(now).min(POLL);
+                rustix::time::Timespec {
+                    tv_sec: wait.as_secs() as i64,
+                    tv_nsec: i64::from(wait.subsec_nanos()),
+                }
+            });
+            // After EOF the control socket stays readable: left out.
+            let mut fds = vec![PollFd::new(&chld, PollFlags::IN)];
+            if !closed {
+                fds.push(PollFd::new(&control, PollFlags::IN));
+            }
+            match poll(&mut fds, timeout.as_ref()) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(e) => return Err(format!("cannot wait for events: {e}")),
+            }
+            let chld_ready = !fds[0].revents().is_empty();
+            let control_ready = fds.get(1).is_some_and(|fd| !fd.revents().is_empty());
+            if chld_ready {
+                let mut drain = [0u8; 64];
+                while matches!(rustix::io::read(&chld, &mut drain), Ok(n) if n > 0) {}
+                reap(&mut events);
+            }
+            if control_ready && !closed {
+                events.extend(read_control(&control, &mut buf));
+            }
+            if events.is_empty() {
+                continue;
+            }
+        }
+        for event in std::mem::take(&mut events) {
+            match event {
+                Event::Env(env, streams) => {
+                    if run.command.is_some() || closed {
+                        continue;
+                    }
+                    if let Some(f) = forked.take() {
+                        // Hand the environment over; the child executes the
+                        // command (or reports why it could not).
+                        let json = serde_json::to_vec(&env).unwrap_or_default();
+                        let mut env_tx = f.env;
+                        let _ = env_tx.write_all(&json);
+                        drop(env_tx);
+                        run.command = Some(f.pid);
+                        report(&mut out, &format!("started {}", f.pid.as_raw_nonzero()));
+                    } else if args.slot {
+                        match spawn_run(&args.command, program.as_deref(), &env, streams) {
+                            Ok(pid) => {
+                                run.command = Some(pid);
+                                report(&mut out, &format!("started {}", pid.as_raw_nonzero()));
+                            }
+                            Err(e) => {
+                                let code = child::spawn_error_code(&e);
+                                report(
+                                    &mut out,
+                                    &format!("spawn-error {code} cannot run {}: {e}", child::display(&args.command)),
+                                );
+                                report(&mut out, &format!("exited code {code}"));
+                                run = Run::default();
+                            }
+                        }
+                    }
+                }
+                Event::Window(until) => run.trusted_until = run.trusted_until.max(Some(until)),
+                Event::ControlClosed => {
+                    closed = true;
+                    if run.running() {
+                        // The supervisor is gone while the command runs.
+                        run.stop(host::boot_clock() + args.grace);
+                    }
+                    // Never started: the forked child reads EOF and exits.
+                    forked = None;
+                    if run.command.is_none() && args.slot {
+                        return Ok(0);
+                    }
+                }
+                Event::Reaped(pid, st) => {
+                    if Some(pid) == run.command && (st.exited() || st.signaled()) {
+                        run.status = Some(st);
+                    }
+                    if forked.as_ref().is_some_and(|f| f.pid == pid) {
+                        // Killed before it was started (a stop sent to its
+                        // group): nothing is left to start.
+                        forked = None;
+                    }
+                }
+                Event::NoChildren => {
+                    // The run's whole tree is gone (or nothing ran yet).
+                    if let (Some(_), Some(st)) = (run.command, run.status) {
+                        let line = match (st.exit_status(), st.terminating_signal()) {
+                            (Some(code), _) => format!("exited code {code}"),
+                            (None, Some(sig)) => format!("exited signal {sig}"),
+                            _ => "exited code 1".into(),
+                        };
+                        report(&mut out, &line);
+                        run = Run::default();
+                    }
+                    if forked.is_none() && run.command.is_none() && (closed || !args.slot) {
+                        return Ok(0);
+                    }
+                }
+            }
+        }
+        if run.status.is_some() && run.kill_at.is_none() {
+            // The command ended and left something behind (no `NoChildren`
+            // came with its reaping): it goes with it.
+            run.stop(host::boot_clock() + args.grace);
+        }
+    }
 }

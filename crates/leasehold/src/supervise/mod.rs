@@ -7,20 +7,26 @@
 //! ```text
 //! this process (the supervisor)       holds the lease, keeper, event loop
 //!   └─ guard (leasehold-guard __guard)   child subreaper; keeps the window too
-//!        ├─ anchor (… __anchor)          leader of a new process group G
-//!        └─ CMD ... (joins G)            and everything CMD starts
+//!        └─ CMD (leader of its group G)  and everything CMD starts
 //! ```
 //!
 //! The guard is a separate program ([`GuardProgram`]; see [`guard`] for
 //! why, and for how the default is found: `$LEASEHOLD_GUARD`, else
-//! `leasehold-guard` beside the current executable, else on `$PATH`).
+//! `leasehold-guard` beside the current executable, else on `$PATH`). It
+//! runs one command ([`Supervised::spawn`]: a lease's, whose grant records
+//! G) or, as a [`GuardSlot`], the same command once per task, one run
+//! after another (a worker's: a claim records no group, so one guard
+//! serves every task of a worker thread).
 //!
 //! # Life of a supervised command (states)
 //!
-//! 1. *spawned* — [`Supervised::spawn`] starts the guard, which founds the
-//!    command's process group G and reports it. The caller now takes its
-//!    lease (or task claim) bound to G. Not taken: [`Supervised::abort`]
-//!    (closing the control pipe ends the guard and its anchor).
+//! 1. *spawned* — [`Supervised::spawn`] starts the guard, which forks the
+//!    command's process as the leader of a new process group G (it waits
+//!    there for its environment) and reports G. The caller now takes its
+//!    lease bound to G. Not taken: [`Supervised::abort`] (closing the
+//!    control socket ends the guard, and the waiting process with it). A
+//!    slot's run ([`GuardSlot::next`]) has no G yet: the guard starts it in
+//!    a new group when it gets its environment.
 //! 2. *followed* — [`Supervised::follow`] ties the command to the keeper
 //!    of its lease (or claim): a loss becomes a [`Stop`], and every move of
 //!    the trust window is passed on to the guard, which stops the command
@@ -29,14 +35,15 @@
 //!    starved. Call it before starting, so the guard knows the window
 //!    before the command runs.
 //! 3. *running* — [`Supervised::start`] hands the guard the command's
-//!    environment; the guard starts the command in G (stdin, stdout and
-//!    stderr as chosen in [`Spec`]). Whoever else may stop the command — a
+//!    environment (and, for a slot's run, its stdin, stdout and stderr);
+//!    the command starts in G (its streams as chosen in [`Spec`]). Whoever else may stop the command — a
 //!    stall watcher, a shutdown — stops it through a [`StopHandle`], which
 //!    also passes signals on.
 //! 4. *stopping* — [`Supervised::wait`] runs the event loop: on the first
 //!    [`Stop`] it sends SIGTERM to G and SIGKILL after the grace period.
 //! 5. *finished* — the guard reports the command's exit (after sweeping
-//!    whatever the command left in its tree): [`Finished`].
+//!    whatever the command left in its tree): [`Finished`]. A once-guard
+//!    exits; a slot's waits for the next run.
 //!
 //! [`run`] does all of this for a lease, from acquiring to releasing.
 //!
@@ -63,12 +70,13 @@
 //! - The grant is lost (renewal refused, or the store down until the
 //!   holder-side deadline): the command is stopped, [`Finished::stopped`]
 //!   says why ([`Stop::Lost`]).
-//! - This process dies, however: the guard reads EOF on its control pipe
+//! - This process dies, however: the guard reads EOF on its control socket
 //!   and stops the tree.
 //! - This process is stopped or starved: the guard stops the command at
 //!   the last window it heard of.
 //! - The guard dies: the supervisor sees its report pipe close and kills G
-//!   itself ([`Finished::code`] is `None`).
+//!   itself ([`Finished::code`] is `None`); a slot whose guard died is
+//!   replaced ([`GuardSlot::is_alive`]).
 //! - The command cannot start: [`Finished::spawn_error`] (127 not found,
 //!   126 otherwise, as shells say).
 //!
@@ -91,7 +99,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
-pub use supervised::{Finished, Output, Spec, Stop, StopHandle, Supervised};
+pub use supervised::{Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
 pub use timing::{Timing, TimingError, TimingProblem, default_grace, slack};
 
 use crate::{AcquireOptions, Binding, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
@@ -225,14 +233,34 @@ pub fn run_with(
     on_held: impl FnMut(&Held),
     on_start: impl FnOnce(StopHandle),
 ) -> Result<RunOutcome> {
-    let mut supervised = Supervised::spawn(spec)?;
+    run_spawned(store, lease, Supervised::spawn(spec)?, on_held, on_start)
+}
+
+/// [`run_with`], with the guard already started ([`Supervised::launch`]
+/// or [`Supervised::spawn`]): a program that launches the guard before it
+/// opens its store has the two overlap (the guard's start-up is a
+/// process's start-up; `leasehold run` does this).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_spawned(
+    store: &Arc<Store>,
+    lease: &LeaseRun,
+    mut supervised: Supervised,
+    on_held: impl FnMut(&Held),
+    on_start: impl FnOnce(StopHandle),
+) -> Result<RunOutcome> {
+    if let Err(e) = supervised.await_group() {
+        supervised.abort();
+        return Err(e.into());
+    }
     let options = AcquireOptions {
         ttl: lease.timing.ttl(),
         owner: lease.timing.keeper.owner.clone(),
         mode: lease.mode,
         binding: Binding::Process {
             pid: std::process::id(),
-            pgid: Some(supervised.group()),
+            pgid: supervised.group(),
         },
     };
     let keep = lease.timing.keeper.clone();
@@ -253,7 +281,7 @@ pub fn run_with(
     };
     let terminal = lease
         .hand_terminal
-        .then(|| child::Terminal::hand_to(supervised.group_pid()))
+        .then(|| supervised.group_pid().and_then(child::Terminal::hand_to))
         .flatten();
     supervised.follow(&keeper);
     let started = (|| {

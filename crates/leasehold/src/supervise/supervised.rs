@@ -3,8 +3,9 @@
 //! life of a supervised command is told in [`crate::supervise`].
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io::{BufRead, BufReader, IoSlice, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,11 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::io::Errno;
+use rustix::net::{
+    AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketFlags, SocketType, sendmsg, socketpair,
+};
 use rustix::process::{Pid, Signal};
 
 use super::{GuardProgram, SuperviseError};
@@ -32,8 +38,11 @@ pub enum Stop<L = LostReason> {
 /// What the supervisor reacts to.
 #[derive(Debug)]
 enum Event<L> {
-    Anchor(u32),
-    Started,
+    /// A once-guard's command process leads this group.
+    Group(u32),
+    /// A slot's guard is up.
+    Ready,
+    Started(u32),
     SpawnError(u8, String),
     Exited(u8),
     /// The guard found the trust window closed and stopped the command.
@@ -179,20 +188,231 @@ impl<L> Default for Finished<L> {
     }
 }
 
+/// The guard process, and where its reports go: shared by a
+/// [`GuardSlot`] and the commands it runs one after another, or owned by
+/// one [`Supervised`] command.
+#[derive(Debug)]
+struct Guard<L> {
+    program: String,
+    child: Mutex<Child>,
+    /// Our end of the control socket: the command's environment, then
+    /// trust windows (from keeper threads, hence shared); closing it (or
+    /// our death) tells the guard we are gone.
+    control: Arc<Mutex<Option<OwnedFd>>>,
+    /// The event loop of the command that runs now, fed by the thread
+    /// reading the guard's reports.
+    sink: Arc<Mutex<Sink<L>>>,
+}
+
+#[derive(Debug)]
+struct Sink<L> {
+    tx: Option<mpsc::Sender<Event<L>>>,
+    /// The report pipe closed: the guard is gone.
+    gone: bool,
+}
+
+impl<L> Guard<L> {
+    fn close_control(&self) {
+        drop(lock(&self.control).take());
+    }
+}
+
+impl<L> Drop for Guard<L> {
+    fn drop(&mut self) {
+        // The guard ends on EOF, after stopping whatever still runs.
+        self.close_control();
+        let _ = lock(&self.child).wait();
+    }
+}
+
+/// Spawning a guard hands it the child ends of a socket and a pipe;
+/// serializing the spawns (and so the moments those ends are inheritable)
+/// keeps one guard from inheriting another's ends, which would keep them
+/// open after its guard died.
+static SPAWN: Mutex<()> = Mutex::new(());
+
+/// Make `fd` survive exec (inherited by the guard).
+fn inheritable(fd: &OwnedFd) -> Result<(), SuperviseError> {
+    rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).map_err(|e| SuperviseError::Io {
+        what: "cannot pass a descriptor to the guard",
+        error: e.into(),
+    })
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+fn pipe() -> Result<(OwnedFd, OwnedFd), SuperviseError> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| SuperviseError::Io {
+        what: "cannot create a pipe for the command",
+        error: e.into(),
+    })
+}
+
+/// Start the guard program with `extra` arguments and wait for its first
+/// report (`group PID` or `ready`).
+fn spawn_guard<L: Refusal>(
+    spec: &Spec,
+    extra: &[&str],
+    stdin: Stdio,
+    output: Stdio,
+    errput: Stdio,
+) -> Result<(Guard<L>, Channel<L>), SuperviseError> {
+    let program = spec.guard.to_string();
+    let io = |what: &'static str| move |e: rustix::io::Errno| SuperviseError::Io { what, error: e.into() };
+    let (child, control, report) = {
+        let _one_at_a_time = lock(&SPAWN);
+        let (control, control_child) =
+            socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)
+                .map_err(io("cannot create the guard's control socket"))?;
+        let (report, report_child) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(io("cannot create a pipe to the guard"))?;
+        inheritable(&control_child)?;
+        inheritable(&report_child)?;
+        let child = spec
+            .guard
+            .command()
+            .arg(format!("--control-fd={}", control_child.as_raw_fd()))
+            .arg(format!("--report-fd={}", report_child.as_raw_fd()))
+            .arg(format!("--grace={}ms", spec.grace.as_millis()))
+            .args(extra)
+            .arg("--")
+            .args(&spec.command)
+            .stdin(stdin)
+            .stdout(output)
+            .stderr(errput)
+            .spawn()
+            .map_err(|error| SuperviseError::GuardSpawn {
+                program: program.clone(),
+                error,
+            })?;
+        (child, control, report)
+    };
+    let (tx, rx) = mpsc::channel();
+    let sink = Arc::new(Mutex::new(Sink {
+        tx: Some(tx.clone()),
+        gone: false,
+    }));
+    read_reports(report, sink.clone());
+    let guard = Guard {
+        program,
+        child: Mutex::new(child),
+        control: Arc::new(Mutex::new(Some(control))),
+        sink,
+    };
+    Ok((guard, (tx, rx)))
+}
+
+/// A command's event channel: the guard's reports (and stops, signals)
+/// go in, the event loop takes them out.
+type Channel<L> = (mpsc::Sender<Event<L>>, mpsc::Receiver<Event<L>>);
+
+/// A guard that runs the same command once per [`GuardSlot::next`], each
+/// run in a new process group of its own, one run at a time — what a
+/// worker keeps per slot, so that a task pays for no process but its
+/// command. Each run is supervised as a [`Supervised`] command is: tied to
+/// its own claim's keeper ([`Supervised::follow`]), stopped by the guard
+/// when its trust window closes, its whole tree gone before it is
+/// reported finished. Dropping the slot ends the guard.
+#[derive(Debug)]
+pub struct GuardSlot<L: Refusal = LostReason> {
+    guard: Arc<Guard<L>>,
+    spec: Spec,
+}
+
+impl<L: Refusal> GuardSlot<L> {
+    /// Start a guard for `spec`'s command, grace, output and stall watch
+    /// (its `stdin` is ignored: each run gets its own, from
+    /// [`GuardSlot::next`]).
+    ///
+    /// # Errors
+    /// [`SuperviseError`] when the guard cannot be started or does not
+    /// report.
+    pub fn spawn(spec: Spec) -> Result<Self, SuperviseError> {
+        let (guard, (_, rx)) = spawn_guard(&spec, &["--slot"], Stdio::inherit(), Stdio::inherit(), Stdio::inherit())?;
+        if !matches!(rx.recv(), Ok(Event::Ready)) {
+            return Err(SuperviseError::GuardSilent {
+                program: guard.program.clone(),
+            });
+        }
+        lock(&guard.sink).tx = None;
+        Ok(Self {
+            guard: Arc::new(guard),
+            spec,
+        })
+    }
+
+    /// Whether the guard is still there (a slot whose guard died must be
+    /// replaced).
+    #[must_use]
+    pub fn is_alive(&self) -> bool {
+        !lock(&self.guard.sink).gone
+    }
+
+    /// The next run, with `stdin` as its input (`None`: this process's
+    /// stdin). Follow, start and wait for it as for [`Supervised::spawn`];
+    /// one run at a time.
+    ///
+    /// # Errors
+    /// [`SuperviseError::GuardSilent`] when the guard is gone (replace the
+    /// slot), [`SuperviseError::Io`] when a run is still in progress.
+    pub fn next(&mut self, stdin: Option<Vec<u8>>) -> Result<Supervised<L>, SuperviseError> {
+        let (tx, rx) = mpsc::channel();
+        {
+            let mut sink = lock(&self.guard.sink);
+            if sink.gone {
+                return Err(SuperviseError::GuardSilent {
+                    program: self.guard.program.clone(),
+                });
+            }
+            if sink.tx.is_some() {
+                return Err(SuperviseError::Io {
+                    what: "the guard is still running the previous command",
+                    error: std::io::ErrorKind::ResourceBusy.into(),
+                });
+            }
+            sink.tx = Some(tx.clone());
+        }
+        Ok(Supervised {
+            guard: self.guard.clone(),
+            once: false,
+            grace: self.spec.grace,
+            stdin,
+            output: self.spec.output,
+            stall: self.spec.stall.clone(),
+            group: None,
+            tx,
+            rx,
+            early: Vec::new(),
+            pump: None,
+            collected: Arc::default(),
+            done: false,
+        })
+    }
+}
+
 /// A command under supervision; see the module docs for its life.
 #[derive(Debug)]
-pub struct Supervised<L = LostReason> {
-    spec: Spec,
-    guard: Child,
-    /// Our end of the control pipe: the command's environment, then trust
-    /// windows (from keeper threads, hence shared); closing it (or our
-    /// death) tells the guard we are gone.
-    control: Arc<Mutex<Option<std::fs::File>>>,
-    group: Pid,
+pub struct Supervised<L: Refusal = LostReason> {
+    guard: Arc<Guard<L>>,
+    /// The guard runs this command only ([`Supervised::spawn`]), and ends
+    /// with it; otherwise it is a [`GuardSlot`]'s.
+    once: bool,
+    grace: Duration,
+    stdin: Option<Vec<u8>>,
+    output: Output,
+    stall: Option<(Duration, Option<PathBuf>)>,
+    /// The command's process group: known at spawn for a once-guard, at
+    /// start for a slot's run.
+    group: Option<Pid>,
     tx: mpsc::Sender<Event<L>>,
     rx: mpsc::Receiver<Event<L>>,
-    pumps: Vec<thread::JoinHandle<()>>,
+    /// Events that came while [`Supervised::start`] waited for a slot's
+    /// run to start, for [`Supervised::wait`].
+    early: Vec<Event<L>>,
+    /// Copies the command's output ([`Supervised::pump_output`]).
+    pump: Option<crate::pool::Handle>,
     collected: Arc<Mutex<Collected>>,
+    /// Waited for or aborted: nothing left to clean up on drop.
+    done: bool,
 }
 
 #[derive(Debug, Default)]
@@ -202,101 +422,85 @@ struct Collected {
     stderr_tail: Vec<u8>,
 }
 
-/// Spawning a guard hands it the child ends of two pipes; serializing the
-/// spawns (and so the moments those ends are inheritable) keeps one
-/// guard from inheriting another's ends, which would keep a pipe open
-/// after its guard died.
-static SPAWN: Mutex<()> = Mutex::new(());
-
-/// A pipe whose `child_end` survives exec (inherited by the guard) while
-/// `ours` stays close-on-exec.
-fn pipe_for_child(child_reads: bool) -> Result<(OwnedFd, OwnedFd), SuperviseError> {
-    let io = |e: rustix::io::Errno| SuperviseError::Io {
-        what: "cannot create a pipe to the guard",
-        error: e.into(),
-    };
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(io)?;
-    let (ours, theirs) = if child_reads { (w, r) } else { (r, w) };
-    rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty()).map_err(io)?;
-    Ok((ours, theirs))
-}
-
 impl<L: Refusal> Supervised<L> {
-    /// Start the guard and wait until it reports the process group.
+    /// Start a guard for this one command and wait until it reports the
+    /// command's process group (the command's process is forked, leading
+    /// the group, and waits for [`Supervised::start`]).
     ///
     /// # Errors
     /// [`SuperviseError`] when the guard cannot be started or does not
     /// report.
     pub fn spawn(spec: Spec) -> Result<Self, SuperviseError> {
-        let (tx, rx) = mpsc::channel();
+        let mut this = Self::launch(spec)?;
+        this.await_group()?;
+        Ok(this)
+    }
+
+    /// Start a guard for this one command and return at once: the guard
+    /// starts (a process's start-up) while the caller does something else
+    /// — opens its store — and [`Supervised::await_group`] then waits for
+    /// the command's group ([`run_spawned`](super::run_spawned) does).
+    ///
+    /// # Errors
+    /// [`SuperviseError`] when the guard cannot be started.
+    pub fn launch(spec: Spec) -> Result<Self, SuperviseError> {
         let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
         let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
-        let (guard, control, report, nonblocking) = {
-            let _one_at_a_time = lock(&SPAWN);
-            let (control, control_child) = pipe_for_child(true)?;
-            let (report, report_child) = pipe_for_child(false)?;
-            let guard = spec
-                .guard
-                .command()
-                .arg(format!("--control-fd={}", control_child.as_raw_fd()))
-                .arg(format!("--report-fd={}", report_child.as_raw_fd()))
-                .arg(format!("--grace={}ms", spec.grace.as_millis()))
-                .arg("--")
-                .args(&spec.command)
-                .stdin(piped(spec.stdin.is_some()))
-                .stdout(piped(pipe_output))
-                .stderr(piped(pipe_output))
-                .spawn()
-                .map_err(|error| SuperviseError::GuardSpawn {
-                    program: spec.guard.to_string(),
-                    error,
-                })?;
-            drop((control_child, report_child));
-            // Never block on a guard that does not read (it is stopped):
-            // a window line that does not fit is dropped, and the guard,
-            // when it runs again, stops the command at the last window it
-            // heard of — early, never late. Lines are shorter than
-            // PIPE_BUF, so each is written whole or not at all.
-            let nonblocking = rustix::fs::fcntl_setfl(&control, rustix::fs::OFlags::NONBLOCK);
-            (guard, control, report, nonblocking)
-        };
-        read_reports(report, tx.clone());
-        let mut this = Self {
-            spec,
-            guard,
-            control: Arc::new(Mutex::new(Some(std::fs::File::from(control)))),
-            group: Pid::from_raw(1).expect("1 is a valid pid"),
+        let (guard, (tx, rx)) = spawn_guard(
+            &spec,
+            &[],
+            piped(spec.stdin.is_some()),
+            piped(pipe_output),
+            piped(pipe_output),
+        )?;
+        Ok(Self {
+            group: None,
+            guard: Arc::new(guard),
+            once: true,
+            grace: spec.grace,
+            stdin: spec.stdin,
+            output: spec.output,
+            stall: spec.stall,
             tx,
             rx,
-            pumps: Vec::new(),
+            early: Vec::new(),
+            pump: None,
             collected: Arc::default(),
-        };
-        if let Err(e) = nonblocking {
-            this.abort();
-            return Err(SuperviseError::Io {
-                what: "cannot set up the guard's control pipe",
-                error: e.into(),
-            });
-        }
-        if let Ok(Event::Anchor(group)) = this.rx.recv()
-            && let Some(group) = i32::try_from(group).ok().and_then(Pid::from_raw)
-        {
-            this.group = group;
-            return Ok(this);
-        }
-        let program = this.spec.guard.to_string();
-        this.abort();
-        Err(SuperviseError::GuardSilent { program })
+            done: false,
+        })
     }
 
-    /// The command's process group (to record with the grant).
+    /// Wait until the guard reports the command's process group (at once
+    /// when it has already), and return it.
+    ///
+    /// # Errors
+    /// [`SuperviseError::GuardSilent`] when the guard ends without
+    /// reporting it (it could not start; `LEASEHOLD_LOG=debug` says why).
+    pub fn await_group(&mut self) -> Result<u32, SuperviseError> {
+        while self.group.is_none() {
+            match self.rx.recv() {
+                Ok(Event::Group(group)) => self.group = i32::try_from(group).ok().and_then(Pid::from_raw),
+                Ok(Event::GuardGone) | Err(_) => {
+                    return Err(SuperviseError::GuardSilent {
+                        program: self.guard.program.clone(),
+                    });
+                }
+                Ok(other) => self.early.push(other),
+            }
+        }
+        Ok(self.group().expect("set above"))
+    }
+
+    /// The command's process group (to record with the grant): known from
+    /// [`Supervised::spawn`] (or [`Supervised::await_group`]); for a slot's
+    /// run, once started.
     #[must_use]
-    pub fn group(&self) -> u32 {
-        self.group.as_raw_nonzero().get() as u32
+    pub fn group(&self) -> Option<u32> {
+        self.group.map(|g| g.as_raw_nonzero().get() as u32)
     }
 
     #[must_use]
-    pub fn group_pid(&self) -> Pid {
+    pub fn group_pid(&self) -> Option<Pid> {
         self.group
     }
 
@@ -306,14 +510,22 @@ impl<L: Refusal> Supervised<L> {
         StopHandle(self.tx.clone())
     }
 
-    /// The lease was not taken: end the guard without starting anything.
+    /// The lease was not taken (or the command cannot be handed over):
+    /// start nothing. A once-guard ends; a slot's guard waits for the next
+    /// run.
     pub fn abort(mut self) {
-        self.close_control();
-        let _ = self.guard.wait();
+        self.finish();
     }
 
-    fn close_control(&self) {
-        drop(lock(&self.control).take());
+    /// Let go of the guard: a once-guard is told we are gone (EOF) and
+    /// waited for; a slot's guard is left for its next run.
+    fn finish(&mut self) {
+        self.done = true;
+        lock(&self.guard.sink).tx = None;
+        if self.once {
+            self.guard.close_control();
+            let _ = lock(&self.guard.child).wait();
+        }
     }
 
     /// Tie the command to `keeper` (which must keep time on the boot
@@ -326,9 +538,9 @@ impl<L: Refusal> Supervised<L> {
         keeper.on_loss(move |loss| {
             let _ = tx.send(Event::Stop(Stop::Lost(loss)));
         });
-        let control = self.control.clone();
+        let control = self.guard.control.clone();
         keeper.on_window(move |until| {
-            let _ = send_line(&control, &format!("window {}", until.as_nanos()));
+            let _ = send(&control, &format!("window {}", until.as_nanos()), &[]);
         });
     }
 
@@ -339,70 +551,128 @@ impl<L: Refusal> Supervised<L> {
     /// When the guard cannot be told (it is gone).
     pub fn start(&mut self, env: &serde_json::Value) -> Result<(), SuperviseError> {
         let activity = Arc::new(AtomicU64::new(0));
-        self.pump_output(&activity);
-        if let Some((limit, progress)) = self.spec.stall.clone() {
+        let pipe_output = self.output != Output::Inherit || self.stall.is_some();
+        let (mut streams, mut passed) = (String::new(), Vec::new());
+        let (input, out, err) = if self.once {
+            let mut child = lock(&self.guard.child);
+            (
+                child.stdin.take().map(OwnedFd::from),
+                child.stdout.take().map(OwnedFd::from),
+                child.stderr.take().map(OwnedFd::from),
+            )
+        } else {
+            // A slot's run gets its own streams, passed with the message.
+            let input = match self.stdin {
+                Some(_) => {
+                    let (r, w) = pipe()?;
+                    streams.push('0');
+                    passed.push(r);
+                    Some(w)
+                }
+                None => None,
+            };
+            let (mut out, mut err) = (None, None);
+            if pipe_output {
+                for (n, ours) in [('1', &mut out), ('2', &mut err)] {
+                    let (r, w) = pipe()?;
+                    streams.push(n);
+                    passed.push(w);
+                    *ours = Some(r);
+                }
+            }
+            (input, out, err)
+        };
+        self.pump_output(&activity, out, err);
+        if let Some((limit, progress)) = self.stall.clone() {
             watch_stall(limit, progress, activity, self.tx.clone());
         }
-        if let (Some(bytes), Some(mut stdin)) = (self.spec.stdin.take(), self.guard.stdin.take()) {
-            // A command that does not read its input must not block us.
-            thread::spawn(move || {
-                let _ = stdin.write_all(&bytes);
-            });
+        if let (Some(bytes), Some(input)) = (self.stdin.take(), input) {
+            feed(input, bytes);
         }
-        send_line(&self.control, &format!("env {env}")).map_err(|error| SuperviseError::Io {
+        if streams.is_empty() {
+            streams.push('-');
+        }
+        send(&self.guard.control, &format!("env {streams} {env}"), &passed).map_err(|error| SuperviseError::Io {
             what: "cannot hand the command to the guard process",
             error,
-        })
+        })?;
+        drop(passed);
+        if !self.once {
+            // Its group is known once the guard started it.
+            loop {
+                match self.rx.recv() {
+                    Ok(Event::Started(pid)) => {
+                        self.group = i32::try_from(pid).ok().and_then(Pid::from_raw);
+                        break;
+                    }
+                    Ok(ended @ (Event::Exited(_) | Event::GuardGone)) => {
+                        self.early.push(ended);
+                        break;
+                    }
+                    Ok(other) => self.early.push(other),
+                    Err(_) => break,
+                }
+            }
+        }
+        Ok(())
     }
 
-    fn pump_output(&mut self, activity: &Arc<AtomicU64>) {
+    /// Copy the command's stdout and stderr as `output` says, on one
+    /// pooled thread (a blocked write to our own stdout or stderr must not
+    /// hold up the event loop, which may have to stop the command).
+    fn pump_output(&mut self, activity: &Arc<AtomicU64>, out: Option<OwnedFd>, err: Option<OwnedFd>) {
         stamp(activity);
-        let collect = match self.spec.output {
+        if out.is_none() && err.is_none() {
+            return;
+        }
+        let collect = match self.output {
             Output::Collect {
                 stdout_limit,
                 stderr_tail,
             } => Some((stdout_limit, stderr_tail)),
             _ => None,
         };
-        if let Some(out) = self.guard.stdout.take() {
-            let (activity, collected) = (activity.clone(), self.collected.clone());
-            self.pumps.push(thread::spawn(move || {
-                let mut stdout = std::io::stdout();
-                pump(out, &activity, |chunk| match collect {
-                    Some((limit, _)) => {
-                        let mut c = lock(&collected);
-                        let room = limit.saturating_sub(c.stdout.len());
-                        c.stdout.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                        c.stdout_overflow |= chunk.len() > room;
-                        true
-                    }
-                    None => stdout.write_all(chunk).and_then(|()| stdout.flush()).is_ok(),
-                });
-            }));
-        }
-        if let Some(err) = self.guard.stderr.take() {
-            let (activity, collected) = (activity.clone(), self.collected.clone());
-            self.pumps.push(thread::spawn(move || {
-                let mut stderr = std::io::stderr();
-                pump(err, &activity, |chunk| {
-                    if let Some((_, tail)) = collect {
-                        let mut c = lock(&collected);
-                        c.stderr_tail.extend_from_slice(chunk);
-                        let excess = c.stderr_tail.len().saturating_sub(tail);
-                        c.stderr_tail.drain(..excess);
-                    }
-                    stderr.write_all(chunk).and_then(|()| stderr.flush()).is_ok()
-                });
-            }));
-        }
+        let (activity, collected) = (activity.clone(), self.collected.clone());
+        self.pump = Some(crate::pool::spawn(move || {
+            let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+            pump([out, err], &activity, |stream, chunk| {
+                if stream == 0 {
+                    return match collect {
+                        Some((limit, _)) => {
+                            let mut c = lock(&collected);
+                            let room = limit.saturating_sub(c.stdout.len());
+                            c.stdout.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                            c.stdout_overflow |= chunk.len() > room;
+                            true
+                        }
+                        None => stdout.write_all(chunk).and_then(|()| stdout.flush()).is_ok(),
+                    };
+                }
+                if let Some((_, tail)) = collect {
+                    let mut c = lock(&collected);
+                    c.stderr_tail.extend_from_slice(chunk);
+                    let excess = c.stderr_tail.len().saturating_sub(tail);
+                    c.stderr_tail.drain(..excess);
+                }
+                stderr.write_all(chunk).and_then(|()| stderr.flush()).is_ok()
+            });
+        }));
     }
 
     /// Run the event loop until the command has exited; see the module docs.
     #[must_use]
     pub fn wait(mut self) -> Finished<L> {
         let group = self.group;
-        let grace = self.spec.grace;
-        drop(self.tx);
+        let kill = |sig: Signal| {
+            if let Some(group) = group {
+                let _ = rustix::process::kill_process_group(group, sig);
+            }
+        };
+        let grace = self.grace;
+        // Only stop handles and keeper callbacks keep the channel open now.
+        let (dead_tx, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.tx, dead_tx));
+        let mut early = std::mem::take(&mut self.early).into_iter();
         let mut stop: Option<(Stop<L>, Instant)> = None;
         // The guard stopped the command at the window's end; the keeper's
         // own word on the loss, when it comes, says more.
@@ -410,26 +680,30 @@ impl<L: Refusal> Supervised<L> {
         let mut killed = false;
         let mut finished = Finished::<L>::default();
         finished.code = loop {
-            let event = match &stop {
-                Some((_, kill_at)) if !killed => {
-                    match self.rx.recv_timeout(kill_at.saturating_duration_since(Instant::now())) {
-                        Ok(e) => e,
-                        Err(mpsc::RecvTimeoutError::Timeout) => {
-                            let _ = rustix::process::kill_process_group(group, Signal::KILL);
-                            killed = true;
-                            continue;
+            let event = if let Some(e) = early.next() {
+                e
+            } else {
+                match &stop {
+                    Some((_, kill_at)) if !killed => {
+                        match self.rx.recv_timeout(kill_at.saturating_duration_since(Instant::now())) {
+                            Ok(e) => e,
+                            Err(mpsc::RecvTimeoutError::Timeout) => {
+                                kill(Signal::KILL);
+                                killed = true;
+                                continue;
+                            }
+                            Err(mpsc::RecvTimeoutError::Disconnected) => Event::GuardGone,
                         }
-                        Err(mpsc::RecvTimeoutError::Disconnected) => Event::GuardGone,
                     }
+                    _ => self.rx.recv().unwrap_or(Event::GuardGone),
                 }
-                _ => self.rx.recv().unwrap_or(Event::GuardGone),
             };
             match event {
-                Event::Anchor(_) | Event::Started => {}
+                Event::Group(_) | Event::Ready | Event::Started(_) => {}
                 Event::SpawnError(code, message) => finished.spawn_error = Some((code, message)),
                 Event::Stop(reason) => match &mut stop {
                     None => {
-                        let _ = rustix::process::kill_process_group(group, Signal::TERM);
+                        kill(Signal::TERM);
                         stop = Some((reason, Instant::now() + grace));
                     }
                     Some((first, _)) if stopped_by_guard && matches!(reason, Stop::Lost(_)) => {
@@ -448,7 +722,7 @@ impl<L: Refusal> Supervised<L> {
                 }
                 Event::Signal(sig) => {
                     if let Some(sig) = Signal::from_named_raw(sig) {
-                        let _ = rustix::process::kill_process_group(group, sig);
+                        kill(sig);
                     }
                 }
                 Event::Exited(code) => break Some(code),
@@ -456,16 +730,19 @@ impl<L: Refusal> Supervised<L> {
                     // The guard died without reporting: do its job (unless
                     // the command never started, and the group is gone).
                     if finished.spawn_error.is_none() {
-                        let _ = rustix::process::kill_process_group(group, Signal::KILL);
+                        kill(Signal::KILL);
                     }
                     break None;
                 }
             }
         };
         finished.stopped = stop.map(|(reason, _)| reason);
-        drop(lock(&self.control).take());
-        let _ = self.guard.wait();
-        join_bounded(std::mem::take(&mut self.pumps), Duration::from_secs(1));
+        self.finish();
+        // The tree is gone, so EOF is near — unless a process that escaped
+        // it holds a stream: then what came so far is what we keep.
+        if let Some(pump) = self.pump.take() {
+            pump.join_until(Instant::now() + Duration::from_secs(1));
+        }
         let collected = std::mem::take(&mut *lock(&self.collected));
         finished.stdout = collected.stdout;
         finished.stdout_overflow = collected.stdout_overflow;
@@ -474,33 +751,78 @@ impl<L: Refusal> Supervised<L> {
     }
 }
 
+impl<L: Refusal> Drop for Supervised<L> {
+    fn drop(&mut self) {
+        if !self.done {
+            // Neither waited for nor aborted: whatever runs must not
+            // outlive us. The guard stops it on EOF (a slot's guard then
+            // ends too; its slot reports it gone).
+            self.done = true;
+            lock(&self.guard.sink).tx = None;
+            self.guard.close_control();
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Write one line to the guard in a single `write` (see `spawn` on why it
-/// never blocks).
-fn send_line(control: &Mutex<Option<std::fs::File>>, line: &str) -> std::io::Result<()> {
-    let mut control = lock(control);
-    let file = control
-        .as_mut()
+/// Send one message to the guard, with `fds`, never blocking: a message
+/// that does not fit (the guard is stopped and does not read) is an error
+/// — for a trust window, dropped, and the guard, when it runs again, stops
+/// the command at the last window it heard of: early, never late.
+fn send(control: &Mutex<Option<OwnedFd>>, message: &str, fds: &[OwnedFd]) -> std::io::Result<()> {
+    let control = lock(control);
+    let socket = control
+        .as_ref()
         .ok_or_else(|| std::io::Error::other("the guard was already released"))?;
-    let line = format!("{line}\n");
-    match file.write(line.as_bytes())? {
-        n if n == line.len() => Ok(()),
-        _ => Err(std::io::Error::other("the guard's control pipe took part of a line")),
+    let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    if !borrowed.is_empty() && !ancillary.push(SendAncillaryMessage::ScmRights(&borrowed)) {
+        return Err(std::io::Error::other("too many descriptors for one message"));
+    }
+    let sent = sendmsg(
+        socket,
+        &[IoSlice::new(message.as_bytes())],
+        &mut ancillary,
+        SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+    )?;
+    if sent == message.len() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(
+            "the guard's control socket took part of a message",
+        ))
     }
 }
 
-/// Turn the guard's report lines into events.
-fn read_reports<L: Refusal>(report: OwnedFd, tx: mpsc::Sender<Event<L>>) {
+/// Write `bytes` to the command's stdin and close it. Up to a page fits
+/// in a new pipe at once; more is written by a pooled thread, so that a command
+/// that does not read its input cannot block us.
+fn feed(input: OwnedFd, bytes: Vec<u8>) {
+    const PAGE: usize = 4096;
+    if bytes.len() <= PAGE {
+        let _ = rustix::io::write(&input, &bytes);
+        return;
+    }
+    crate::pool::spawn(move || {
+        let _ = std::fs::File::from(input).write_all(&bytes);
+    });
+}
+
+/// Turn the guard's report lines into events for the command that runs
+/// now; when the pipe closes, the guard is gone.
+fn read_reports<L: Refusal>(report: OwnedFd, sink: Arc<Mutex<Sink<L>>>) {
     thread::spawn(move || {
         for line in BufReader::new(std::fs::File::from(report)).lines() {
             let Ok(line) = line else { break };
             let (kind, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
             let event = match kind {
-                "anchor" => rest.parse().map(Event::Anchor).ok(),
-                "started" => Some(Event::Started),
+                "group" => rest.parse().map(Event::Group).ok(),
+                "ready" => Some(Event::Ready),
+                "started" => rest.parse().map(Event::Started).ok(),
                 "deadline" => Some(Event::GuardDeadline),
                 "spawn-error" => {
                     let (code, msg) = rest.split_once(' ').unwrap_or(("126", rest));
@@ -513,13 +835,15 @@ fn read_reports<L: Refusal>(report: OwnedFd, tx: mpsc::Sender<Event<L>>) {
                 },
                 _ => None,
             };
-            if let Some(event) = event
-                && tx.send(event).is_err()
-            {
-                return;
+            if let (Some(event), Some(tx)) = (event, &lock(&sink).tx) {
+                let _ = tx.send(event);
             }
         }
-        let _ = tx.send(Event::GuardGone);
+        let mut sink = lock(&sink);
+        sink.gone = true;
+        if let Some(tx) = &sink.tx {
+            let _ = tx.send(Event::GuardGone);
+        }
     });
 }
 
@@ -527,21 +851,44 @@ fn stamp(activity: &AtomicU64) {
     activity.store(crate::duration_nanos(host::boot_clock()), Ordering::SeqCst);
 }
 
-/// Copy `from` chunk by chunk to `to`, stamping activity; stop when `to`
-/// says so.
-fn pump(mut from: impl Read, activity: &AtomicU64, mut to: impl FnMut(&[u8]) -> bool) {
+/// Copy the open `streams` chunk by chunk to `to` (with the stream's
+/// index), stamping activity, until each has reached EOF or `to` said
+/// stop for it.
+fn pump(streams: [Option<OwnedFd>; 2], activity: &AtomicU64, mut to: impl FnMut(usize, &[u8]) -> bool) {
+    let mut streams = streams;
     let mut buf = [0u8; 8192];
     loop {
-        match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                stamp(activity);
-                if !to(&buf[..n]) {
-                    break;
+        let open: Vec<usize> = (0..streams.len()).filter(|i| streams[*i].is_some()).collect();
+        if open.is_empty() {
+            return;
+        }
+        let mut fds: Vec<PollFd<'_>> = open
+            .iter()
+            .filter_map(|i| streams[*i].as_ref())
+            .map(|fd| PollFd::new(fd, PollFlags::IN))
+            .collect();
+        match poll(&mut fds, None) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => return,
+        }
+        let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
+        drop(fds);
+        for (i, ready) in open.into_iter().zip(ready) {
+            let Some(fd) = streams[i].as_ref().filter(|_| ready) else {
+                continue;
+            };
+            let keep = match rustix::io::read(fd, &mut buf) {
+                Ok(0) => false,
+                Ok(n) => {
+                    stamp(activity);
+                    to(i, &buf[..n])
                 }
+                Err(Errno::INTR | Errno::AGAIN) => true,
+                Err(_) => false,
+            };
+            if !keep {
+                streams[i] = None;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
         }
     }
 }
@@ -572,16 +919,4 @@ fn watch_stall<L: Refusal>(
             }
         }
     });
-}
-
-fn join_bounded(threads: Vec<thread::JoinHandle<()>>, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    for t in threads {
-        while !t.is_finished() && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(5));
-        }
-        if t.is_finished() {
-            let _ = t.join();
-        }
-    }
 }
