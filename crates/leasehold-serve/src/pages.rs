@@ -386,7 +386,7 @@ fn svg(tl: &Timeline) -> Markup {
         p.legend {
             span.key.released { "released" } span.key.expired { "expired" } span.key.takenover { "taken over" }
             span.key.live { "live" } span.key.lapsed { "lapsed, not yet recorded" }
-            " ⚡ takeover by proof of death · ⌛ takeover after expiry · ↻ reacquired · ✓ fence passed · ✗ fence refused · ! stale token refused"
+            " ⚡ takeover by proof of death · ◇ takeover after expiry · ↻ reacquired · ✓ fence passed · ✗ fence refused · ! stale token refused"
         }
         (PreEscaped(""))
     }

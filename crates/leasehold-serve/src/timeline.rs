@@ -93,7 +93,7 @@ impl MarkKind {
             MarkKind::FencePassed => '✓',
             MarkKind::FenceRefused => '✗',
             MarkKind::TakeoverByProof => '⚡',
-            MarkKind::TakeoverByExpiry => '⌛',
+            MarkKind::TakeoverByExpiry => '◇',
         }
     }
 
@@ -537,7 +537,7 @@ pub mod terminal {
             paint(
                 DIM,
                 "█ held  ▶ live  ▏ released  ✕ expired  ⚡ taken over (holder proved dead)  ? lapsed, not yet recorded  \
-                 ⌛ takeover after expiry  ↻ reacquired  ✓ fence passed  ✗ fence refused  ! stale token refused"
+                 ◇ takeover after expiry  ↻ reacquired  ✓ fence passed  ✗ fence refused  ! stale token refused"
             )
         );
         out

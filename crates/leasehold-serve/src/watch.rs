@@ -270,6 +270,8 @@ struct Follower {
     /// Per queue: (when, claims, completions) over the last minute.
     rates: HashMap<LeaseName, VecDeque<(Instant, u64, u64)>>,
     generation: u64,
+    /// The first reading: every name is visited, and only to set its cursor.
+    baseline: bool,
 }
 
 /// What of a state decides whether its history may have changed.
@@ -286,6 +288,7 @@ impl Follower {
             queue_seen: HashMap::new(),
             rates: HashMap::new(),
             generation: 0,
+            baseline: true,
         }
     }
 
@@ -395,7 +398,7 @@ impl Follower {
         }
         let n = leases.len();
         let mut done = 0;
-        while done < n && (started.elapsed() < budget || done < 50) {
+        while done < n && (self.baseline || started.elapsed() < budget || done < 50) {
             let name = &leases[(self.sweep + done) % n].name;
             done += 1;
             if visited.insert(name) {
@@ -405,10 +408,14 @@ impl Follower {
         if n > 0 {
             self.sweep = (self.sweep + done) % n;
         }
+        self.baseline = false;
     }
 
     fn visit(&mut self, name: &LeaseName) {
-        let first = !self.shared.follows.lock().expect("follows lock").contains_key(name);
+        // Names of the first reading are read from their newest entry on;
+        // a name that appears later was born since, so all of its history
+        // is new.
+        let first = self.baseline && !self.shared.follows.lock().expect("follows lock").contains_key(name);
         let Ok(mut newest) = self.store.history(name, FOLLOW_WINDOW) else {
             return;
         };
@@ -419,8 +426,13 @@ impl Follower {
             follow.cursor = tail(&newest, CURSOR_LEN);
             return;
         }
-        let mut fresh = new_entries(&follow.cursor, &newest);
-        if fresh.is_none() && newest.len() == FOLLOW_WINDOW as usize {
+        let full = newest.len() == FOLLOW_WINDOW as usize;
+        let mut fresh = if follow.cursor.is_empty() && full {
+            None
+        } else {
+            new_entries(&follow.cursor, &newest)
+        };
+        if fresh.is_none() && full {
             drop(follows);
             let Ok(mut all) = self.store.history(name, HISTORY_MAX) else {
                 return;
@@ -488,7 +500,10 @@ impl Follower {
             let claims: HashSet<(LeaseName, Token)> = running.iter().map(|t| (t.id.clone(), t.token)).collect();
             let mut counters = self.shared.counters.lock().expect("counters lock");
             let qc = counters.queues.entry(s.queue.clone()).or_default();
-            if let Some((seen, done, dead)) = self.queue_seen.get(&s.queue) {
+            // A queue that appears after the first reading was empty before.
+            let fresh: Seen = (HashSet::new(), 0, 0);
+            let before = self.queue_seen.get(&s.queue).or((!self.baseline).then_some(&fresh));
+            if let Some((seen, done, dead)) = before {
                 // A claim is seen running, or inferred from a task that
                 // finished without being seen running: a lower bound.
                 let started = claims.difference(seen).count() as u64;
