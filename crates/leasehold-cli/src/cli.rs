@@ -108,6 +108,12 @@ pub enum Command {
     Task(TaskCommand),
     /// Work a queue: claim tasks and run CMD for each (payload on stdin), done on exit 0, fail otherwise.
     Work(WorkArgs),
+    /// Serve a live status page: leases, timelines, queues; /metrics for Prometheus; /api JSON.
+    ///
+    /// Listens on 127.0.0.1:7878 by default, read-only. Another address needs
+    /// --token-file (exit 2 without it); retry and purge need --allow-actions
+    /// and the token. Every asset is served by the binary. See docs/SERVE.md.
+    Serve(ServeArgs),
 }
 
 pub fn parse_name(s: &str) -> Result<LeaseName, String> {
@@ -310,9 +316,18 @@ pub struct HistoryArgs {
     #[arg(value_parser = parse_name)]
     pub name: LeaseName,
 
-    /// How many entries, newest first.
+    /// How many entries, newest first (with --timeline: all the store keeps).
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
+
+    /// Draw the grants as a timeline: bars labelled with their tokens, with
+    /// releases, expiries, takeovers, refusals and fence verdicts marked.
+    #[arg(long)]
+    pub timeline: bool,
+
+    /// With --timeline: how far back to draw (1m to 7d and more).
+    #[arg(long, default_value = "1h", value_parser = within(limits::AGE), requires = "timeline", value_name = "DUR")]
+    pub since: Duration,
 }
 
 // What `write` and `update` share.
@@ -696,4 +711,30 @@ pub struct WorkArgs {
     /// The command to run for each task.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen. Anything but a loopback address needs --token-file.
+    #[arg(long, default_value = "127.0.0.1:7878", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+
+    /// A file whose first line is the token (at least 16 characters):
+    /// needed to read on a non-loopback address, and for every action.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Offer retrying dead tasks and purging done ones (always with the token).
+    #[arg(long)]
+    pub allow_actions: bool,
+
+    /// How often the store is read (one reading serves every viewer).
+    #[arg(long, default_value = "1s", value_parser = within(limits::HEARTBEAT), value_name = "DUR")]
+    pub refresh: Duration,
+
+    /// How long history entries followed by serve are kept in memory, so
+    /// timelines reach back further than the store keeps (it prunes each
+    /// name to its newest 1000 entries).
+    #[arg(long, default_value = "7d", value_parser = within(limits::AGE), value_name = "DUR")]
+    pub retention: Duration,
 }

@@ -3,11 +3,11 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use leasehold::{Grant, LeaseState, duration_millis, format_duration, identity};
-use serde_json::{Value, json};
+use leasehold::{Grant, LeaseState, format_duration};
+use serde_json::Value;
 
 /// Print one JSON document on stdout. A closed stdout (a pipe to `head`) is
 /// not an error worth reporting.
@@ -20,54 +20,12 @@ pub fn print_json(value: &Value) {
     let _ = out.flush();
 }
 
-/// A time for people and JSON: RFC 3339, or what it is when RFC 3339
-/// cannot write it (a record an old leasehold wrote); never a panic.
-pub fn rfc3339(t: SystemTime) -> String {
-    leasehold::format_time(t)
-}
-
-/// The time `d` from now, as [`rfc3339`].
-pub fn from_now(d: Duration) -> String {
-    rfc3339(leasehold::later(SystemTime::now(), d))
-}
-
-/// Whether a grant's holder is alive, as far as this host can tell.
-pub fn alive(grant: &Grant) -> &'static str {
-    let h = &grant.holder;
-    if !h.bound {
-        "ttl"
-    } else if identity::provably_gone(h) {
-        "no"
-    } else if h.host == identity::hostname() && identity::start_time(h.pid).ok() == h.start_time {
-        "yes"
-    } else {
-        "?"
-    }
-}
+/// A time for people and JSON (see [`leasehold::json`], the one place
+/// the JSON shapes are written).
+pub use leasehold::json::{alive, from_now, rfc3339};
 
 pub fn grant_json(grant: &Grant) -> Value {
-    json!({
-        "name": grant.name,
-        "token": grant.token,
-        "owner": grant.owner,
-        "mode": grant.mode.label(),
-        "shared_limit": match grant.mode { leasehold::Mode::Shared { limit } => json!(limit), leasehold::Mode::Exclusive => Value::Null },
-        "expires": from_now(grant.expires_in),
-        "expires_in_ms": duration_millis(grant.expires_in),
-        "ttl_ms": duration_millis(grant.ttl),
-        "acquired": rfc3339(grant.acquired_at),
-        "alive": alive(grant),
-        "holder": grant.holder,
-    })
-}
-
-pub fn state_json(state: &LeaseState) -> Value {
-    json!({
-        "name": state.name,
-        "last_token": state.last_token,
-        "waiters": state.waiters,
-        "grants": state.grants.iter().map(grant_json).collect::<Vec<_>>(),
-    })
+    leasehold::json::grant(grant)
 }
 
 pub fn holder_summary(grant: &Grant) -> String {
@@ -170,23 +128,5 @@ pub fn lease_table(states: &[LeaseState]) -> Table {
 }
 
 pub fn task_json(t: &leasehold::Task) -> Value {
-    json!({
-        "queue": t.queue,
-        "id": t.id,
-        "state": t.state.as_str(),
-        "payload": t.payload,
-        "priority": t.priority,
-        "attempts": t.attempts,
-        "max_attempts": t.max_attempts,
-        "token": t.token,
-        "owner": t.owner,
-        "available_at": rfc3339(t.available_at),
-        "lease_remaining_ms": t.lease_remaining.map(duration_millis),
-        "expirations": t.expirations,
-        "failures": t.failures,
-        "last_error": t.last_error,
-        "result": t.result,
-        "created_at": rfc3339(t.created_at),
-        "updated_at": rfc3339(t.updated_at),
-    })
+    leasehold::json::task(t)
 }

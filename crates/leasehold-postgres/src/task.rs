@@ -375,12 +375,27 @@ pub(crate) fn retry(db: &mut Db<'_>, queue: &QueueName, id: &TaskId) -> Result<T
 
 pub(crate) fn list(db: &mut Db<'_>, p: &TaskListParams) -> Result<Vec<Task>> {
     let now = db.now()?;
-    db.query(
-        &format!(
+    // One queue and one state (the status page's lists): the same order
+    // without the OR-of-parameters, so a page of pending tasks comes off
+    // the claim index (its predicate must be written out to match) and
+    // other states through the state index, however long the queue.
+    let sql = match (&p.queue, p.state) {
+        (Some(_), Some(TaskState::Pending)) => format!(
+            "SELECT {TASK_COLUMNS} FROM task WHERE queue = $1 AND state = 'pending' AND $2::text IS NOT NULL \
+             ORDER BY priority DESC, available_at, seq LIMIT $3"
+        ),
+        (Some(_), Some(_)) => format!(
+            "SELECT {TASK_COLUMNS} FROM task WHERE queue = $1 AND state = $2 \
+             ORDER BY priority DESC, available_at, seq LIMIT $3"
+        ),
+        _ => format!(
             "SELECT {TASK_COLUMNS} FROM task WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR state = $2) \
              ORDER BY queue, CASE state WHEN 'pending' THEN 0 WHEN 'running' THEN 1 WHEN 'dead' THEN 2 ELSE 3 END, \
              priority DESC, available_at, seq LIMIT $3"
         ),
+    };
+    db.query(
+        &sql,
         &[
             &p.queue.as_ref().map(QueueName::as_str),
             &p.state.map(TaskState::as_str),

@@ -39,6 +39,7 @@ mod deferred;
 mod error;
 pub mod files;
 pub mod identity;
+pub mod json;
 mod keeper;
 pub mod lock;
 mod pool;
@@ -53,6 +54,7 @@ pub use keeper::{
     Attempt, BootClock, ClaimKeeper, ClaimLost, ClaimRenewer, Clock, Keeper, KeeperOptions, LeaseRenewer, Loss,
     LossHandle, POLL, Refusal, Renewal, Renewer,
 };
+pub use leasehold_backend::plan::HISTORY_PER_NAME;
 pub use leasehold_backend::task::backoff;
 pub use leasehold_backend::{
     Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskCompleteAndClaim, TaskFail, TaskId, TaskLost,

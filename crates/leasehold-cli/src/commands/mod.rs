@@ -7,6 +7,7 @@ mod lease;
 mod lock;
 mod migrate;
 mod run;
+mod serve;
 mod task;
 mod work;
 
@@ -63,6 +64,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Migrate => migrate::run(&ctx),
         Command::Completions(args) => Ok(completions::run(&ctx, &args)),
         Command::Task(command) => task::dispatch(&ctx, command),
+        Command::Serve(args) => serve::run(&ctx, &args),
         Command::Work(args) => work::run(&ctx, &args),
     }
 }

@@ -11,6 +11,7 @@ mod limits;
 mod lock;
 mod race;
 mod run;
+mod serve;
 mod task;
 mod util;
 mod work;

@@ -5,21 +5,12 @@ use crate::output;
 
 pub fn run(ctx: &Ctx, args: &HistoryArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
+    if args.timeline && !ctx.global.json {
+        return timeline(&store, args);
+    }
     let entries = store.history(&args.name, args.limit)?;
     if ctx.global.json {
-        let entries: Vec<_> = entries
-            .iter()
-            .map(|e| {
-                serde_json::json!({
-                    "at": output::rfc3339(e.at),
-                    "event": e.event,
-                    "token": e.token,
-                    "owner": e.owner,
-                    "detail": e.detail,
-                })
-            })
-            .collect();
-        output::print_json(&serde_json::json!({ "name": args.name, "history": entries }));
+        output::print_json(&leasehold::json::history(&args.name, &entries));
         return Ok(ExitCode::Success.code());
     }
     if entries.is_empty() {
@@ -37,5 +28,35 @@ pub fn run(ctx: &Ctx, args: &HistoryArgs) -> anyhow::Result<u8> {
         ]);
     }
     println!("{table}");
+    Ok(ExitCode::Success.code())
+}
+
+/// `history NAME --timeline`: the status page's timeline in Unicode
+/// blocks, coloured only for a person at a terminal (as messages are).
+fn timeline(store: &leasehold::Store, args: &HistoryArgs) -> anyhow::Result<u8> {
+    use std::io::IsTerminal as _;
+    let mut entries = store.history(&args.name, leasehold_serve::watch::HISTORY_MAX)?;
+    entries.reverse();
+    let live = store.status(&args.name)?.map(|s| s.grants).unwrap_or_default();
+    let tl = leasehold_serve::timeline::build(
+        &args.name,
+        &entries,
+        &live,
+        &std::collections::HashMap::new(),
+        std::time::SystemTime::now(),
+        args.since,
+    );
+    let stdout = std::io::stdout();
+    let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let width = rustix::termios::tcgetwinsize(&stdout)
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|w| *w > 0)
+        .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+        .unwrap_or(100);
+    print!(
+        "{}",
+        leasehold_serve::timeline::terminal::render(&tl, width.saturating_sub(40), colour, &output::for_terminal)
+    );
     Ok(ExitCode::Success.code())
 }

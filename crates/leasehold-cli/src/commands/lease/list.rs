@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<u8> {
 
 pub fn show(ctx: &Ctx, states: &[LeaseState]) {
     if ctx.global.json {
-        output::print_json(&serde_json::json!({ "leases": states.iter().map(output::state_json).collect::<Vec<_>>() }));
+        output::print_json(&leasehold::json::leases(states));
     } else if states.is_empty() {
         eprintln!("no leases");
     } else {

@@ -12,8 +12,8 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<u8> {
     let state = store.status(name)?;
     if ctx.global.json {
         output::print_json(&match &state {
-            Some(s) => output::state_json(s),
-            None => serde_json::json!({ "name": name, "last_token": null, "waiters": 0, "grants": [] }),
+            Some(s) => leasehold::json::lease_state(s),
+            None => leasehold::json::never_granted(name),
         });
         return Ok(ExitCode::Success.code());
     }

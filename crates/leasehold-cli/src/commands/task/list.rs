@@ -7,9 +7,7 @@ pub fn run(ctx: &Ctx, args: &TaskListArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     let tasks = store.task_list(Some(&args.queue), args.state, args.limit)?;
     if ctx.global.json {
-        output::print_json(
-            &serde_json::json!({ "queue": args.queue, "tasks": tasks.iter().map(output::task_json).collect::<Vec<_>>() }),
-        );
+        output::print_json(&leasehold::json::tasks(&args.queue, &tasks));
         return Ok(ExitCode::Success.code());
     }
     if tasks.is_empty() {

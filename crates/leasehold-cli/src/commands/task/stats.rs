@@ -7,7 +7,7 @@ pub fn run(ctx: &Ctx, args: &TaskStatsArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     let stats = store.task_stats(args.queue.as_ref())?;
     if ctx.global.json {
-        output::print_json(&serde_json::json!({ "queues": stats }));
+        output::print_json(&leasehold::json::queues(&stats));
         return Ok(ExitCode::Success.code());
     }
     let mut table = output::Table::new(&["queue", "pending", "running", "done", "dead"]);

@@ -1,0 +1,322 @@
+//! `leasehold serve` over HTTP: safe defaults, the token, cross-site
+//! refusals, and `/api` documents equal to the CLI's `--json`. (The page
+//! in a real browser and `/metrics` through a Prometheus parser:
+//! crates/leasehold-serve/tests/ui, run by scripts/test.)
+
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader, Read as _, Write};
+use std::net::TcpStream;
+use std::process::Child;
+
+use serde_json::Value;
+
+use crate::util::Env;
+
+/// A running `serve`, stopped (by its pid) when dropped.
+struct Serve {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(env: &Env, args: &[&str]) -> Serve {
+    let mut all = vec!["serve", "--refresh", "100ms"];
+    if !args.contains(&"--listen") {
+        all.extend(["--listen", "127.0.0.1:0"]);
+    }
+    all.extend_from_slice(args);
+    let mut child = env.spawn(&all);
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().expect("stderr"))
+        .read_line(&mut line)
+        .expect("read stderr");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .unwrap_or_else(|| panic!("serve said {line:?}"))
+        .to_owned();
+    Serve { child, addr }
+}
+
+/// One request; (status, headers lower-cased, body).
+fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+    let addr = addr.replace("0.0.0.0", "127.0.0.1");
+    let mut s = TcpStream::connect(&addr).expect("connect");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        let _ = write!(req, "{k}: {v}\r\n");
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    Write::write_all(&mut s, req.as_bytes()).expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+fn get_json(addr: &str, path: &str) -> Value {
+    let (status, _, body) = request(addr, "GET", path, &[], "");
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+/// The fields that move with the clock between two readings.
+fn steady(mut v: Value) -> Value {
+    match &mut v {
+        Value::Object(m) => {
+            for k in ["expires", "expires_in_ms", "lease_remaining_ms"] {
+                if m.contains_key(k) {
+                    m.insert(k.to_owned(), Value::Null);
+                }
+            }
+            for (_, x) in m.iter_mut() {
+                *x = steady(x.take());
+            }
+        }
+        Value::Array(a) => {
+            for x in a.iter_mut() {
+                *x = steady(x.take());
+            }
+        }
+        _ => {}
+    }
+    v
+}
+
+#[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+fn fixture(path: &std::path::Path, data: &str) {
+    std::fs::write(path, data).unwrap();
+}
+
+#[test]
+fn a_public_address_without_a_token_is_refused_with_exit_2() {
+    let env = Env::new();
+    let (code, _, err) = env.run(&["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("without a token") && err.contains("--token-file"), "{err}");
+    let (code, _, err) = env.run(&["serve", "--allow-actions"]);
+    assert_eq!(code, 2, "actions need a token: {err}");
+    let short = env.file("short");
+    fixture(&short, "abc\n");
+    let (code, _, err) = env.run(&[
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--token-file",
+        short.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "a short token is refused: {err}");
+}
+
+#[test]
+fn reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests() {
+    let env = Env::new();
+    env.run(&["task", "add", "q", "--id", "t1"]);
+    let (_, claim, _) = env.run(&["task", "claim", "q"]);
+    let claim: Value = serde_json::from_str(&claim).unwrap();
+    let token = claim["token"].to_string();
+    env.run(&[
+        "task",
+        "fail",
+        "q",
+        "t1",
+        "--token",
+        &token,
+        "--no-retry",
+        "--error",
+        "boom",
+    ]);
+    let token_file = env.file("ui-token");
+    let secret = "0123456789abcdef0123456789abcdef";
+    fixture(&token_file, &format!("{secret}\n"));
+    let s = serve(
+        &env,
+        &[
+            "--listen",
+            "0.0.0.0:0",
+            "--allow-actions",
+            "--token-file",
+            token_file.to_str().unwrap(),
+        ],
+    );
+    let bearer = format!("Bearer {secret}");
+
+    // Reading: 401 without the token (JSON for the API and metrics, a
+    // login form for pages), 200 with it.
+    for path in ["/api/leases", "/metrics", "/events"] {
+        assert_eq!(request(&s.addr, "GET", path, &[], "").0, 401, "{path}");
+    }
+    let (status, _, body) = request(&s.addr, "GET", "/queues/q", &[], "");
+    assert_eq!(status, 401);
+    assert!(body.contains("name=\"token\""), "a login form: {body}");
+    assert_eq!(
+        request(
+            &s.addr,
+            "GET",
+            "/api/leases",
+            &[("Authorization", "Bearer wrong-wrong-wrong-wrong")],
+            ""
+        )
+        .0,
+        401
+    );
+    assert_eq!(
+        request(&s.addr, "GET", "/api/leases", &[("Authorization", &bearer)], "").0,
+        200
+    );
+    assert_eq!(
+        request(&s.addr, "GET", "/assets/app.js", &[], "").0,
+        200,
+        "assets are public"
+    );
+
+    // The page, logged in by cookie, offers Retry with its form secret.
+    let cookie = format!("leasehold_token={secret}");
+    let (status, head, page) = request(&s.addr, "GET", "/queues/q?state=dead", &[("Cookie", &cookie)], "");
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("content-security-policy: default-src 'none'; script-src 'self'"),
+        "{head}"
+    );
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("a retry form with its secret");
+    let form = format!("csrf={csrf}");
+    let retry = "/queues/q/tasks/t1/retry";
+    let host = s.addr.replace("0.0.0.0", "127.0.0.1");
+    let same = format!("http://{host}");
+
+    // Cross-site: another Origin, or the browser saying so; a form without
+    // the page's secret; no token at all.
+    let cross = request(
+        &s.addr,
+        "POST",
+        retry,
+        &[("Cookie", &cookie), ("Origin", "http://evil.example")],
+        &form,
+    );
+    assert_eq!(cross.0, 403, "{}", cross.2);
+    let cross = request(
+        &s.addr,
+        "POST",
+        retry,
+        &[("Cookie", &cookie), ("Sec-Fetch-Site", "cross-site")],
+        &form,
+    );
+    assert_eq!(cross.0, 403);
+    assert_eq!(
+        request(
+            &s.addr,
+            "POST",
+            retry,
+            &[("Cookie", &cookie), ("Origin", &same)],
+            "csrf=nope"
+        )
+        .0,
+        403
+    );
+    assert_eq!(request(&s.addr, "POST", retry, &[("Origin", &same)], &form).0, 401);
+    let (_, out, _) = env.run(&["task", "show", "q", "t1"]);
+    assert!(out.contains("\"dead\""), "nothing was changed: {out}");
+
+    // Same origin, with the token and the secret: revived.
+    let ok = request(&s.addr, "POST", retry, &[("Cookie", &cookie), ("Origin", &same)], &form);
+    assert_eq!(ok.0, 303, "{}", ok.2);
+    let (_, out, _) = env.run(&["task", "show", "q", "t1"]);
+    assert!(out.contains("\"pending\""), "revived: {out}");
+}
+
+#[test]
+fn without_allow_actions_there_are_no_actions() {
+    let env = Env::new();
+    env.run(&["task", "add", "q", "--id", "t1"]);
+    let s = serve(&env, &[]);
+    let (status, _, page) = request(&s.addr, "GET", "/queues/q?state=pending", &[], "");
+    assert_eq!(status, 200);
+    assert!(
+        !page.contains("method=\"post\""),
+        "no forms that change anything: {page}"
+    );
+    assert_eq!(request(&s.addr, "POST", "/queues/q/tasks/t1/retry", &[], "").0, 404);
+    assert_eq!(request(&s.addr, "POST", "/queues/q/purge", &[], "older_than=1s").0, 404);
+}
+
+#[test]
+fn the_api_prints_what_json_prints() {
+    let env = Env::new();
+    let t = env.acquire(&["nightly", "--ttl", "5m"]).to_string();
+    env.run(&["fence", "nightly", "--token", &t]);
+    env.acquire(&["a/b c\u{202e}", "--ttl", "5m", "--shared"]);
+    env.run(&["task", "add", "q", "--id", "x", "--payload", "{\"n\":1}"]);
+    env.run(&["task", "add", "q", "--id", "y"]);
+    let s = serve(&env, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let cli = |args: &[&str]| -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let (code, out, err) = env.run(&all);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    assert_eq!(steady(get_json(&s.addr, "/api/leases")), steady(cli(&["list"])));
+    assert_eq!(
+        steady(get_json(&s.addr, "/api/leases?live=1")),
+        steady(cli(&["list", "--live"]))
+    );
+    assert_eq!(
+        steady(get_json(&s.addr, "/api/leases/nightly")),
+        steady(cli(&["status", "nightly"]))
+    );
+    assert_eq!(
+        get_json(&s.addr, "/api/leases/a%2Fb%20c%E2%80%AE/history"),
+        cli(&["history", "a/b c\u{202e}"]),
+        "a name with a slash and a bidi override, percent-encoded"
+    );
+    assert_eq!(
+        get_json(&s.addr, "/api/leases/nightly/history?limit=20"),
+        cli(&["history", "nightly"])
+    );
+    assert_eq!(get_json(&s.addr, "/api/queues"), cli(&["task", "stats"]));
+    assert_eq!(
+        steady(get_json(&s.addr, "/api/queues/q/tasks")),
+        steady(cli(&["task", "list", "q"]))
+    );
+    assert_eq!(
+        steady(get_json(&s.addr, "/api/queues/q/tasks?state=pending&limit=1")),
+        steady(cli(&["task", "list", "q", "--state", "pending", "--limit", "1"]))
+    );
+    assert_eq!(
+        steady(get_json(&s.addr, "/api/queues/q/tasks/x")),
+        steady(cli(&["task", "show", "q", "x"]))
+    );
+}
+
+#[test]
+fn history_timeline_draws_grants_without_colour_off_a_terminal() {
+    let env = Env::new();
+    let t = env.acquire(&["nightly", "--ttl", "5m"]).to_string();
+    env.run(&["release", "nightly", "--token", &t]);
+    env.acquire(&["nightly", "--ttl", "5m"]);
+    env.run(&["renew", "nightly", "--token", &t]);
+    let (code, out, err) = env.run(&["history", "nightly", "--timeline", "--since", "10m"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains('\x1b'), "no colour into a pipe: {out}");
+    assert!(out.contains("token 1") && out.contains("released"), "{out}");
+    assert!(out.contains("token 2") && out.contains("live, expires in"), "{out}");
+    assert!(out.contains("stale token refused"), "{out}");
+    assert!(out.contains('█'), "{out}");
+}

@@ -1,0 +1,545 @@
+//! A name's grants over time, from its history: bars from grant to end
+//! (released, expired, taken over by proof of death, or lapsed without a
+//! record yet), labelled with their tokens, and marks for what happened
+//! between (re-acquisitions, refusals, fence verdicts, takeovers).
+//!
+//! One model, two drawings: SVG for the page ([`crate::pages`]) and
+//! Unicode blocks for the terminal ([`terminal`]). It shows only what the
+//! history holds: the store keeps the newest entries of each name (1000),
+//! and `serve` adds what it followed since it started ([`crate::watch`]).
+
+#![allow(clippy::cast_precision_loss, reason = "columns and seconds, far below 2^52")]
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use leasehold::{Grant, HistoryEntry, HistoryEvent, LeaseName, Token};
+
+/// How a bar ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// Still live; the store expires it after this long unless renewed.
+    Live(Duration),
+    Released,
+    /// Its TTL ran out (recorded by the next operation on the name).
+    Expired,
+    /// Its holder was proved dead and the grant taken over.
+    TakenOver,
+    /// No longer live, and not yet recorded: its TTL ran out at about
+    /// this end (seen by `serve`, or at least its TTL after the grant).
+    Lapsed,
+}
+
+impl End {
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            End::Live(_) => "live",
+            End::Released => "released",
+            End::Expired => "expired",
+            End::TakenOver => "taken over (holder proved dead)",
+            End::Lapsed => "lapsed (expiry not yet recorded)",
+        }
+    }
+
+    #[must_use]
+    pub fn class(self) -> &'static str {
+        match self {
+            End::Live(_) => "live",
+            End::Released => "released",
+            End::Expired => "expired",
+            End::TakenOver => "takenover",
+            End::Lapsed => "lapsed",
+        }
+    }
+}
+
+/// One grant.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    pub token: Token,
+    pub owner: String,
+    /// The `granted` entry's words (mode, TTL, holder).
+    pub detail: String,
+    pub start: SystemTime,
+    /// False when the grant began before the oldest entry kept.
+    pub start_known: bool,
+    pub end_at: SystemTime,
+    pub end: End,
+    /// It began by taking over after the previous grant expired.
+    pub after_expiry: bool,
+    pub lane: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkKind {
+    Reacquired,
+    StaleRefused,
+    FencePassed,
+    FenceRefused,
+    /// A grant taken over by proof of its holder's death.
+    TakeoverByProof,
+    /// A grant given right after the previous one's expiry was recorded.
+    TakeoverByExpiry,
+}
+
+impl MarkKind {
+    #[must_use]
+    pub fn glyph(self) -> char {
+        match self {
+            MarkKind::Reacquired => '↻',
+            MarkKind::StaleRefused => '!',
+            MarkKind::FencePassed => '✓',
+            MarkKind::FenceRefused => '✗',
+            MarkKind::TakeoverByProof => '⚡',
+            MarkKind::TakeoverByExpiry => '◇',
+        }
+    }
+
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            MarkKind::Reacquired => "reacquired",
+            MarkKind::StaleRefused => "stale token refused",
+            MarkKind::FencePassed => "fence passed",
+            MarkKind::FenceRefused => "fence refused",
+            MarkKind::TakeoverByProof => "takeover by proof of death",
+            MarkKind::TakeoverByExpiry => "takeover after expiry",
+        }
+    }
+
+    #[must_use]
+    pub fn class(self) -> &'static str {
+        match self {
+            MarkKind::Reacquired => "reacquired",
+            MarkKind::StaleRefused => "stale",
+            MarkKind::FencePassed => "passed",
+            MarkKind::FenceRefused => "refused",
+            MarkKind::TakeoverByProof => "proof",
+            MarkKind::TakeoverByExpiry => "byexpiry",
+        }
+    }
+
+    /// Bad news is drawn in red.
+    #[must_use]
+    pub fn alarming(self) -> bool {
+        matches!(
+            self,
+            MarkKind::StaleRefused | MarkKind::FenceRefused | MarkKind::TakeoverByProof | MarkKind::TakeoverByExpiry
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Mark {
+    pub at: SystemTime,
+    pub kind: MarkKind,
+    pub token: Option<Token>,
+    pub owner: Option<String>,
+    pub detail: String,
+}
+
+/// The timeline of one name over `[from, to]`.
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    pub name: LeaseName,
+    pub from: SystemTime,
+    pub to: SystemTime,
+    pub bars: Vec<Bar>,
+    pub marks: Vec<Mark>,
+    pub lanes: usize,
+    /// The oldest entry kept, and how many there are.
+    pub reach: Option<SystemTime>,
+    pub entries: usize,
+}
+
+/// Whether `e` is a grant given right after the expiry of another grant
+/// was recorded (`previous`): a takeover by expiry. The acquisition that
+/// finds a grant expired records both in one transaction.
+#[must_use]
+pub fn after_expiry(previous: &HistoryEntry, e: &HistoryEntry) -> bool {
+    e.event == HistoryEvent::Granted
+        && previous.event == HistoryEvent::Expired
+        && previous.token != e.token
+        && e.at.duration_since(previous.at).unwrap_or_default() < Duration::from_secs(1)
+}
+
+/// The TTL a `granted` entry's words name ("exclusive for 120.0s to …").
+fn granted_ttl(detail: &str) -> Option<Duration> {
+    let rest = detail.split_once(" for ")?.1;
+    let secs = rest.split_once("s to ")?.0;
+    secs.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// Build the timeline of `name` over the `range` before `now`.
+///
+/// `entries`: its history, oldest first; `live`: its live grants now;
+/// `ends`: when grants that lapsed unrecorded were seen to end.
+#[must_use]
+#[allow(clippy::implicit_hasher, reason = "the follower's map")]
+pub fn build(
+    name: &LeaseName,
+    entries: &[HistoryEntry],
+    live: &[Grant],
+    ends: &HashMap<Token, SystemTime>,
+    now: SystemTime,
+    range: Duration,
+) -> Timeline {
+    let from = now.checked_sub(range).unwrap_or(SystemTime::UNIX_EPOCH);
+    let reach = entries.first().map(|e| e.at);
+    let mut bars: Vec<Bar> = Vec::new();
+    let mut open: HashMap<Token, usize> = HashMap::new();
+    let mut marks = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let mark = |kind| Mark {
+            at: e.at,
+            kind,
+            token: e.token,
+            owner: e.owner.clone(),
+            detail: e.detail.clone(),
+        };
+        let Some(token) = e.token else { continue };
+        match e.event {
+            HistoryEvent::Granted => {
+                let after_expiry = i > 0 && after_expiry(&entries[i - 1], e);
+                if after_expiry {
+                    marks.push(mark(MarkKind::TakeoverByExpiry));
+                }
+                open.insert(token, bars.len());
+                bars.push(Bar {
+                    token,
+                    owner: e.owner.clone().unwrap_or_default(),
+                    detail: e.detail.clone(),
+                    start: e.at,
+                    start_known: true,
+                    end_at: now,
+                    end: End::Lapsed,
+                    after_expiry,
+                    lane: 0,
+                });
+            }
+            HistoryEvent::Released | HistoryEvent::Expired | HistoryEvent::FastTakeover => {
+                let end = match e.event {
+                    HistoryEvent::Released => End::Released,
+                    HistoryEvent::Expired => End::Expired,
+                    _ => End::TakenOver,
+                };
+                if e.event == HistoryEvent::FastTakeover {
+                    marks.push(mark(MarkKind::TakeoverByProof));
+                }
+                let i = open.remove(&token).unwrap_or_else(|| {
+                    // Granted before the oldest entry kept.
+                    bars.push(Bar {
+                        token,
+                        owner: e.owner.clone().unwrap_or_default(),
+                        detail: String::new(),
+                        start: reach.unwrap_or(e.at),
+                        start_known: false,
+                        end_at: e.at,
+                        end,
+                        after_expiry: false,
+                        lane: 0,
+                    });
+                    bars.len() - 1
+                });
+                bars[i].end_at = e.at;
+                bars[i].end = end;
+            }
+            HistoryEvent::Reacquired => marks.push(mark(MarkKind::Reacquired)),
+            HistoryEvent::StaleRefused => marks.push(mark(MarkKind::StaleRefused)),
+            HistoryEvent::FencePassed => marks.push(mark(MarkKind::FencePassed)),
+            HistoryEvent::FenceRefused => marks.push(mark(MarkKind::FenceRefused)),
+        }
+    }
+    // Grants still open: live ones run to now; the others lapsed.
+    for (token, i) in open {
+        let bar = &mut bars[i];
+        if let Some(g) = live.iter().find(|g| g.token == token) {
+            bar.end = End::Live(g.expires_in);
+            bar.end_at = now;
+        } else {
+            let by_ttl = granted_ttl(&bar.detail).map(|ttl| leasehold::later(bar.start, ttl));
+            bar.end_at = ends.get(&token).copied().or(by_ttl).unwrap_or(now).min(now);
+        }
+    }
+    // Live grants the history does not show (granted before its reach).
+    for g in live {
+        if !bars.iter().any(|b| b.token == g.token) {
+            bars.push(Bar {
+                token: g.token,
+                owner: g.owner.clone(),
+                detail: String::new(),
+                start: g.acquired_at,
+                start_known: true,
+                end_at: now,
+                end: End::Live(g.expires_in),
+                after_expiry: false,
+                lane: 0,
+            });
+        }
+    }
+    bars.retain(|b| b.end_at >= from && b.start <= now);
+    bars.sort_by_key(|b| (b.start, b.token));
+    let mut lane_ends: Vec<SystemTime> = Vec::new();
+    for b in &mut bars {
+        let lane = lane_ends
+            .iter()
+            .position(|end| *end <= b.start)
+            .unwrap_or(lane_ends.len());
+        if lane == lane_ends.len() {
+            lane_ends.push(b.end_at);
+        } else {
+            lane_ends[lane] = b.end_at;
+        }
+        b.lane = lane;
+    }
+    marks.retain(|m| m.at >= from && m.at <= now);
+    Timeline {
+        name: name.clone(),
+        from,
+        to: now,
+        bars,
+        marks,
+        lanes: lane_ends.len().max(1),
+        reach,
+        entries: entries.len(),
+    }
+}
+
+/// The zoom levels offered, from the last minute to the last week.
+pub const RANGES: [(&str, Duration); 8] = [
+    ("1m", Duration::from_secs(60)),
+    ("5m", Duration::from_secs(300)),
+    ("15m", Duration::from_secs(900)),
+    ("1h", Duration::from_secs(3600)),
+    ("6h", Duration::from_secs(6 * 3600)),
+    ("1d", Duration::from_secs(86_400)),
+    ("3d", Duration::from_secs(3 * 86_400)),
+    ("7d", Duration::from_secs(7 * 86_400)),
+];
+
+/// A clock time for an axis: seconds for short ranges, dates for long.
+#[must_use]
+pub fn axis_label(t: SystemTime, range: Duration) -> String {
+    let full = leasehold::format_time(t); // 2025-01-02T03:04:05.678Z
+    if full.len() < 19 {
+        return full;
+    }
+    if range <= Duration::from_secs(600) {
+        full[11..19].to_owned()
+    } else if range <= Duration::from_secs(86_400) {
+        full[11..16].to_owned()
+    } else {
+        format!("{} {}", &full[5..10], &full[11..16])
+    }
+}
+
+/// What a bar says when hovered (and in the terminal's right column).
+#[must_use]
+pub fn describe(bar: &Bar) -> String {
+    let mut s = format!("token {} · {}", bar.token, bar.owner);
+    if !bar.detail.is_empty() {
+        let _ = write!(s, " · {}", bar.detail);
+    }
+    let _ = write!(
+        s,
+        " · granted {}{}",
+        if bar.start_known { "" } else { "before " },
+        leasehold::format_time(bar.start)
+    );
+    match bar.end {
+        End::Live(left) => {
+            let _ = write!(s, " · live, expires in {}", leasehold::format_duration(left));
+        }
+        end => {
+            let _ = write!(s, " · {} {}", end.label(), leasehold::format_time(bar.end_at));
+        }
+    }
+    if bar.after_expiry {
+        s.push_str(" · took over after the previous grant expired");
+    }
+    s
+}
+
+/// Unicode-block drawing for the terminal.
+pub mod terminal {
+    use super::{End, Timeline, axis_label};
+    use std::fmt::Write as _;
+    use std::time::SystemTime;
+
+    const GREEN: &str = "\x1b[32m";
+    const RED: &str = "\x1b[31m";
+    const YELLOW: &str = "\x1b[33m";
+    const BLUE: &str = "\x1b[34m";
+    const DIM: &str = "\x1b[2m";
+    const BOLD: &str = "\x1b[1m";
+    const RESET: &str = "\x1b[0m";
+
+    /// Bars drawn at most; older ones are summed up in one line.
+    pub const MAX_ROWS: usize = 40;
+
+    fn column(t: SystemTime, tl: &Timeline, width: usize) -> usize {
+        let span = tl
+            .to
+            .duration_since(tl.from)
+            .unwrap_or_default()
+            .as_secs_f64()
+            .max(1e-9);
+        let x = t.duration_since(tl.from).unwrap_or_default().as_secs_f64() / span;
+        ((x * width as f64) as usize).min(width.saturating_sub(1))
+    }
+
+    /// The timeline in `width` columns (the bar area is what is left after
+    /// the labels), coloured when `colour`. Every text from the store goes
+    /// through `clean` (the CLI escapes characters that hide or reorder
+    /// text).
+    #[must_use]
+    pub fn render(tl: &Timeline, width: usize, colour: bool, clean: &dyn Fn(&str) -> String) -> String {
+        let paint = |code: &str, s: &str| {
+            if colour {
+                format!("{code}{s}{RESET}")
+            } else {
+                s.to_owned()
+            }
+        };
+        let range = tl.to.duration_since(tl.from).unwrap_or_default();
+        let label_w = 10;
+        let area = width.saturating_sub(label_w + 1).clamp(20, 400);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{} — {} to {} (UTC)",
+            paint(BOLD, &clean(tl.name.as_str())),
+            leasehold::format_time(tl.from),
+            leasehold::format_time(tl.to)
+        );
+        match tl.reach {
+            Some(r) => {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    paint(
+                        DIM,
+                        &format!(
+                            "history reaches back to {} ({} entries kept)",
+                            leasehold::format_time(r),
+                            tl.entries
+                        )
+                    )
+                );
+            }
+            None => {
+                let _ = writeln!(out, "{}", paint(DIM, "no history kept for this name"));
+            }
+        }
+        // Axis: five ticks.
+        let mut ticks = vec![' '; area];
+        let mut labels = String::new();
+        for i in 0..=4u32 {
+            let t = tl.from + range.mul_f64(f64::from(i) / 4.0);
+            let c = column(t, tl, area);
+            ticks[c] = '┼';
+            let text = axis_label(t, range);
+            let len = text.chars().count();
+            let at = if i == 4 { (c + 1).saturating_sub(len) } else { c };
+            let used = labels.chars().count();
+            // A label that would run into the one before is left out.
+            if at >= used + usize::from(used > 0) {
+                labels.push_str(&" ".repeat(at - used));
+                labels.push_str(&text);
+            }
+        }
+        let axis: String = ticks.iter().map(|c| if *c == ' ' { '─' } else { *c }).collect();
+        let _ = writeln!(out, "{:label_w$} {labels}", "");
+        let _ = writeln!(out, "{:label_w$} {axis}", "");
+        let shown = tl.bars.len().min(MAX_ROWS);
+        if tl.bars.len() > shown {
+            let _ = writeln!(
+                out,
+                "{}",
+                paint(DIM, &format!("… {} earlier grants not drawn", tl.bars.len() - shown))
+            );
+        }
+        for bar in &tl.bars[tl.bars.len() - shown..] {
+            let a = column(bar.start.max(tl.from), tl, area);
+            let b = column(bar.end_at.min(tl.to), tl, area).max(a);
+            let mut row: Vec<String> = vec![" ".to_owned(); area];
+            let (code, last) = match bar.end {
+                End::Live(_) => (GREEN, '▶'),
+                End::Released => (BLUE, '▏'),
+                End::Expired => (YELLOW, '✕'),
+                End::TakenOver => (RED, '⚡'),
+                End::Lapsed => (DIM, '?'),
+            };
+            for cell in row.iter_mut().take(b + 1).skip(a) {
+                *cell = paint(code, "█");
+            }
+            row[b] = paint(code, &last.to_string());
+            if !bar.start_known {
+                row[a] = paint(code, "…");
+            }
+            let end = match bar.end {
+                End::Live(left) => format!("live, expires in {}", leasehold::format_duration(left)),
+                End::Expired if bar.after_expiry => "expired (after a takeover by expiry)".to_owned(),
+                e => e.label().to_owned(),
+            };
+            let took = if bar.after_expiry {
+                ", took over after expiry"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "{:>label_w$} {}  {} {}{}",
+                format!("token {}", bar.token),
+                row.concat(),
+                clean(&bar.owner),
+                end,
+                took
+            );
+        }
+        if !tl.marks.is_empty() {
+            let mut row: Vec<String> = vec![" ".to_owned(); area];
+            for m in &tl.marks {
+                let c = column(m.at, tl, area);
+                let glyph = m.kind.glyph().to_string();
+                row[c] = if m.kind.alarming() {
+                    paint(RED, &glyph)
+                } else {
+                    paint(GREEN, &glyph)
+                };
+            }
+            let _ = writeln!(out, "{:>label_w$} {}", "events", row.concat());
+            for m in tl.marks.iter().rev().take(10).rev() {
+                let token = m.token.map(|t| format!(" token {t}")).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "{:>label_w$} {} {} {}{}: {}",
+                    "",
+                    m.kind.glyph(),
+                    leasehold::format_time(m.at),
+                    m.kind.label(),
+                    token,
+                    clean(&m.detail)
+                );
+            }
+        }
+        if tl.bars.is_empty() && tl.marks.is_empty() {
+            let _ = writeln!(out, "{}", paint(DIM, "nothing happened in this range"));
+        }
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                DIM,
+                "█ held  ▶ live  ▏ released  ✕ expired  ⚡ taken over (holder proved dead)  ? lapsed, not yet recorded  \
+                 ◇ takeover after expiry  ↻ reacquired  ✓ fence passed  ✗ fence refused  ! stale token refused"
+            )
+        );
+        out
+    }
+}

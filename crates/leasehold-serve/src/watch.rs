@@ -1,0 +1,599 @@
+//! The follower: one thread reads the store once per refresh and keeps
+//! what every page, event stream and scrape needs — so ten open tabs and
+//! a scraper cost the store one read per refresh, not one each.
+//!
+//! Each refresh it reads every name's state (`Store::list`), the queues'
+//! counts, and follows lease history from a cursor per name: the names
+//! whose state changed, then as many others as fit in a time budget, in
+//! turn, so a quiet name's fence verdicts are seen too. The cursor is the
+//! newest entries seen of the name; what lies after them in the store's
+//! history is new, and counted. Counters so start at zero when `serve`
+//! starts and only grow (a Prometheus counter may reset when the process
+//! restarts) — they are never re-counted from what history still holds,
+//! which the store prunes per name. Entries followed are also kept in
+//! memory for `--retention`, so the timeline can reach back further than
+//! the store keeps while `serve` runs.
+
+#![allow(clippy::cast_precision_loss, reason = "rates from counts far below 2^52")]
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use leasehold::{HistoryEntry, HistoryEvent, LeaseName, LeaseState, QueueStats, Store, Task, TaskState, Token};
+
+/// Entries read to find a name's cursor; a name with more new entries
+/// since the last visit is read again in full.
+const FOLLOW_WINDOW: u32 = 32;
+/// The most a store keeps of one name (`HISTORY_PER_NAME`, with the slack a
+/// store may prune late).
+pub const HISTORY_MAX: u32 = 1100;
+/// Entries of the cursor compared to find where new ones start.
+const CURSOR_LEN: usize = 16;
+/// Running tasks read per queue (one per worker; more are not shown).
+pub const RUNNING_MAX: u32 = 500;
+/// Entries kept in memory per name, whatever the retention.
+const MEMORY_PER_NAME: usize = 10_000;
+
+/// The events counted per name, in the order of the metrics.
+pub const COUNTED: [HistoryEvent; 8] = [
+    HistoryEvent::Granted,
+    HistoryEvent::Reacquired,
+    HistoryEvent::Released,
+    HistoryEvent::Expired,
+    HistoryEvent::FastTakeover,
+    HistoryEvent::StaleRefused,
+    HistoryEvent::FencePassed,
+    HistoryEvent::FenceRefused,
+];
+
+/// What one queue looks like now.
+#[derive(Debug, Clone)]
+pub struct QueueView {
+    pub stats: QueueStats,
+    /// The next task in claim order, if any is pending.
+    pub next: Option<Task>,
+    /// Running tasks (at most [`RUNNING_MAX`]).
+    pub running: Vec<Task>,
+    /// Running tasks whose claim is overdue for a heartbeat (less than
+    /// half its TTL left) but not yet expired.
+    pub late: u64,
+    /// Running tasks whose claim has expired (the task comes back at its
+    /// queue's next claim).
+    pub expired: u64,
+    pub claims_per_minute: f64,
+    pub completions_per_minute: f64,
+}
+
+impl QueueView {
+    /// How long the next task to be claimed has been claimable.
+    #[must_use]
+    pub fn oldest_pending_age(&self, now: SystemTime) -> Option<Duration> {
+        let next = self.next.as_ref()?;
+        now.duration_since(next.available_at).ok()
+    }
+}
+
+/// One reading of the store.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// When it was read (the countdowns subtract what passed since).
+    pub read_at: Instant,
+    pub wall: SystemTime,
+    /// Every name, ordered by name.
+    pub leases: Vec<LeaseState>,
+    /// `None`: the store has no queue (etcd).
+    pub queues: Option<Vec<QueueView>>,
+    /// How long the reading took.
+    pub took: Duration,
+    /// The store could not be read (the previous reading is kept).
+    pub error: Option<String>,
+    /// Counts up at every reading that changed something.
+    pub generation: u64,
+}
+
+impl Snapshot {
+    fn empty(has_queue: bool) -> Self {
+        Self {
+            read_at: Instant::now(),
+            wall: SystemTime::now(),
+            leases: Vec::new(),
+            queues: has_queue.then(Vec::new),
+            took: Duration::ZERO,
+            error: None,
+            generation: 0,
+        }
+    }
+
+    /// A reading of nothing (pages drawn without the store).
+    #[must_use]
+    pub fn placeholder() -> Self {
+        Self::empty(false)
+    }
+
+    /// Time left on a grant as of now (not as of the reading).
+    #[must_use]
+    pub fn remaining(&self, expires_in: Duration) -> Duration {
+        expires_in.saturating_sub(self.read_at.elapsed())
+    }
+
+    #[must_use]
+    pub fn lease(&self, name: &LeaseName) -> Option<&LeaseState> {
+        self.leases
+            .binary_search_by(|s| s.name.as_str().cmp(name.as_str()))
+            .ok()
+            .map(|i| &self.leases[i])
+    }
+}
+
+/// Counters since `serve` started.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    /// Per name, per event of [`COUNTED`], then takeovers after expiry (a
+    /// grant given right after the previous one's expiry was recorded).
+    pub events: BTreeMap<LeaseName, [u64; COUNTED.len() + 1]>,
+    /// Per queue: claims seen (a lower bound, see docs/SERVE.md),
+    /// completions, deaths.
+    pub queues: BTreeMap<LeaseName, QueueCounters>,
+    /// Entries that may have been missed: more new entries of a name
+    /// arrived between two visits than the store keeps.
+    pub history_gaps: u64,
+    pub refreshes: u64,
+    pub refresh_errors: u64,
+    pub last_refresh: Duration,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct QueueCounters {
+    pub claims: u64,
+    pub completions: u64,
+    pub deaths: u64,
+}
+
+/// A name's cursor and the entries followed since `serve` started.
+#[derive(Debug, Default)]
+struct Follow {
+    /// The newest entries seen, oldest first.
+    cursor: Vec<HistoryEntry>,
+    /// Entries followed (not those already there at the first visit),
+    /// oldest first, within the retention.
+    kept: VecDeque<HistoryEntry>,
+}
+
+/// The state every request reads.
+#[derive(Debug)]
+pub struct Shared {
+    snapshot: RwLock<Arc<Snapshot>>,
+    changed: (Mutex<u64>, Condvar),
+    counters: Mutex<Counters>,
+    follows: Mutex<HashMap<LeaseName, Follow>>,
+    /// When a grant was last seen live and how long it had left: the end
+    /// of a grant that lapsed unrecorded.
+    ends: Mutex<HashMap<(LeaseName, Token), SystemTime>>,
+    pub has_queue: bool,
+    pub retention: Duration,
+    pub refresh: Duration,
+}
+
+impl Shared {
+    #[must_use]
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.snapshot.read().expect("snapshot lock"))
+    }
+
+    #[must_use]
+    pub fn counters(&self) -> Counters {
+        self.counters.lock().expect("counters lock").clone()
+    }
+
+    /// Wait until the generation passes `seen`, or `timeout`; the
+    /// generation now.
+    pub fn wait_change(&self, seen: u64, timeout: Duration) -> u64 {
+        let (lock, cv) = &self.changed;
+        let guard = lock.lock().expect("generation lock");
+        let (guard, _) = cv
+            .wait_timeout_while(guard, timeout, |g| *g <= seen)
+            .expect("generation lock");
+        *guard
+    }
+
+    /// Entries of `name` followed in memory that are older than `before`
+    /// (the oldest the store still has), oldest first.
+    #[must_use]
+    pub fn kept_before(&self, name: &LeaseName, before: Option<SystemTime>) -> Vec<HistoryEntry> {
+        let follows = self.follows.lock().expect("follows lock");
+        follows.get(name).map_or_else(Vec::new, |f| {
+            f.kept
+                .iter()
+                .filter(|e| before.is_none_or(|b| e.at < b))
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Ends of grants seen to lapse.
+    #[must_use]
+    pub fn observed_ends(&self, name: &LeaseName) -> HashMap<Token, SystemTime> {
+        self.ends
+            .lock()
+            .expect("ends lock")
+            .iter()
+            .filter(|((n, _), _)| n == name)
+            .map(|((_, t), at)| (*t, *at))
+            .collect()
+    }
+}
+
+/// Start the follower thread; it reads once before this returns, so the
+/// first page is never empty for want of a reading.
+#[must_use]
+pub fn start(store: Arc<Store>, refresh: Duration, retention: Duration) -> Arc<Shared> {
+    let has_queue = store.backend().tasks().is_some();
+    let shared = Arc::new(Shared {
+        snapshot: RwLock::new(Arc::new(Snapshot::empty(has_queue))),
+        changed: (Mutex::new(0), Condvar::new()),
+        counters: Mutex::new(Counters::default()),
+        follows: Mutex::new(HashMap::new()),
+        ends: Mutex::new(HashMap::new()),
+        has_queue,
+        retention,
+        refresh,
+    });
+    let mut follower = Follower::new(store, Arc::clone(&shared));
+    follower.tick();
+    std::thread::Builder::new()
+        .name("leasehold-serve-follow".into())
+        .spawn(move || {
+            loop {
+                let started = Instant::now();
+                follower.tick();
+                // A slow store (10,000 names over a network) is read less
+                // often rather than all the time.
+                let took = started.elapsed();
+                std::thread::sleep(refresh.max(took * 2).saturating_sub(took));
+            }
+        })
+        .expect("cannot start the follower thread");
+    shared
+}
+
+/// Claims running at the last reading, and the done and dead counts.
+type Seen = (HashSet<(LeaseName, Token)>, u64, u64);
+
+struct Follower {
+    store: Arc<Store>,
+    shared: Arc<Shared>,
+    /// Where the next sweep over quiet names starts.
+    sweep: usize,
+    /// Per queue: running claims seen last time, and the done/dead counts.
+    queue_seen: HashMap<LeaseName, Seen>,
+    /// Per queue: (when, claims, completions) over the last minute.
+    rates: HashMap<LeaseName, VecDeque<(Instant, u64, u64)>>,
+    generation: u64,
+    /// The first reading: every name is visited, and only to set its cursor.
+    baseline: bool,
+}
+
+/// What of a state decides whether its history may have changed.
+fn fingerprint(s: &LeaseState) -> (Token, u32, Vec<Token>) {
+    (s.last_token, s.waiters, s.grants.iter().map(|g| g.token).collect())
+}
+
+impl Follower {
+    fn new(store: Arc<Store>, shared: Arc<Shared>) -> Self {
+        Self {
+            store,
+            shared,
+            sweep: 0,
+            queue_seen: HashMap::new(),
+            rates: HashMap::new(),
+            generation: 0,
+            baseline: true,
+        }
+    }
+
+    fn tick(&mut self) {
+        let started = Instant::now();
+        let wall = SystemTime::now();
+        let leases = match self.store.list(false) {
+            Ok(l) => l,
+            Err(e) => return self.failed(&e.to_string()),
+        };
+        let queues = if self.shared.has_queue {
+            match self.queues() {
+                Ok(q) => Some(q),
+                Err(e) => return self.failed(&e.to_string()),
+            }
+        } else {
+            None
+        };
+        let previous = self.shared.snapshot();
+        self.note_ends(&previous, &leases);
+        let changed: Vec<LeaseName> = {
+            let before: HashMap<&LeaseName, _> = previous.leases.iter().map(|s| (&s.name, fingerprint(s))).collect();
+            leases
+                .iter()
+                .filter(|s| before.get(&s.name) != Some(&fingerprint(s)))
+                .map(|s| s.name.clone())
+                .collect()
+        };
+        let moved = !changed.is_empty()
+            || queues
+                .as_ref()
+                .map(|q| q.iter().map(|v| v.stats.clone()).collect::<Vec<_>>())
+                != previous
+                    .queues
+                    .as_ref()
+                    .map(|q| q.iter().map(|v| v.stats.clone()).collect::<Vec<_>>());
+        self.follow(&leases, &changed, started);
+        if moved || previous.error.is_some() {
+            self.generation += 1;
+        }
+        let snapshot = Snapshot {
+            read_at: started,
+            wall,
+            leases,
+            queues,
+            took: started.elapsed(),
+            error: None,
+            generation: self.generation,
+        };
+        self.publish(snapshot);
+        let mut c = self.shared.counters.lock().expect("counters lock");
+        c.refreshes += 1;
+        c.last_refresh = started.elapsed();
+    }
+
+    fn failed(&mut self, error: &str) {
+        let mut s = (*self.shared.snapshot()).clone();
+        if s.error.as_deref() != Some(error) {
+            self.generation += 1;
+        }
+        s.error = Some(error.to_owned());
+        s.generation = self.generation;
+        self.publish(s);
+        self.shared.counters.lock().expect("counters lock").refresh_errors += 1;
+    }
+
+    fn publish(&self, snapshot: Snapshot) {
+        let generation = snapshot.generation;
+        *self.shared.snapshot.write().expect("snapshot lock") = Arc::new(snapshot);
+        let (lock, cv) = &self.shared.changed;
+        *lock.lock().expect("generation lock") = generation;
+        cv.notify_all();
+    }
+
+    /// Grants live last time and gone now: when they ended, if by their
+    /// TTL (a release or takeover is in the history with its time).
+    fn note_ends(&self, previous: &Snapshot, leases: &[LeaseState]) {
+        let now: HashSet<(&LeaseName, Token)> = leases
+            .iter()
+            .flat_map(|s| s.grants.iter().map(move |g| (&s.name, g.token)))
+            .collect();
+        let mut ends = self.shared.ends.lock().expect("ends lock");
+        for s in &previous.leases {
+            for g in &s.grants {
+                if !now.contains(&(&s.name, g.token)) {
+                    let by_ttl = leasehold::later(previous.wall, g.expires_in);
+                    ends.insert((s.name.clone(), g.token), by_ttl.min(SystemTime::now()));
+                }
+            }
+        }
+        let horizon = SystemTime::now().checked_sub(self.shared.retention);
+        ends.retain(|_, at| horizon.is_none_or(|h| *at >= h));
+        if ends.len() > 100_000 {
+            ends.clear();
+        }
+    }
+
+    /// Follow the changed names, then quiet ones in turn within a budget.
+    fn follow(&mut self, leases: &[LeaseState], changed: &[LeaseName], started: Instant) {
+        let budget = Duration::from_millis(100)
+            .min(self.shared.refresh / 4)
+            .max(Duration::from_millis(20));
+        let mut visited: HashSet<&LeaseName> = HashSet::new();
+        for name in changed {
+            self.visit(name);
+            visited.insert(name);
+        }
+        let n = leases.len();
+        let mut done = 0;
+        while done < n && (self.baseline || started.elapsed() < budget || done < 50) {
+            let name = &leases[(self.sweep + done) % n].name;
+            done += 1;
+            if visited.insert(name) {
+                self.visit(name);
+            }
+        }
+        if n > 0 {
+            self.sweep = (self.sweep + done) % n;
+        }
+        self.baseline = false;
+    }
+
+    fn visit(&mut self, name: &LeaseName) {
+        // Names of the first reading are read from their newest entry on;
+        // a name that appears later was born since, so all of its history
+        // is new.
+        let first = self.baseline && !self.shared.follows.lock().expect("follows lock").contains_key(name);
+        let Ok(mut newest) = self.store.history(name, FOLLOW_WINDOW) else {
+            return;
+        };
+        newest.reverse();
+        let mut follows = self.shared.follows.lock().expect("follows lock");
+        let follow = follows.entry(name.clone()).or_default();
+        if first {
+            follow.cursor = tail(&newest, CURSOR_LEN);
+            return;
+        }
+        let full = newest.len() == FOLLOW_WINDOW as usize;
+        let mut fresh = if follow.cursor.is_empty() && full {
+            None
+        } else {
+            new_entries(&follow.cursor, &newest)
+        };
+        if fresh.is_none() && full {
+            drop(follows);
+            let Ok(mut all) = self.store.history(name, HISTORY_MAX) else {
+                return;
+            };
+            all.reverse();
+            follows = self.shared.follows.lock().expect("follows lock");
+            let follow = follows.entry(name.clone()).or_default();
+            let found = new_entries(&follow.cursor, &all);
+            if found.is_none() {
+                self.shared.counters.lock().expect("counters lock").history_gaps += 1;
+            }
+            newest = all;
+            fresh = found;
+        }
+        let follow = follows.get_mut(name).expect("entry made above");
+        let count = fresh.unwrap_or(newest.len());
+        let new = &newest[newest.len() - count..];
+        if new.is_empty() {
+            return;
+        }
+        {
+            let mut c = self.shared.counters.lock().expect("counters lock");
+            let slot = c.events.entry(name.clone()).or_insert([0; COUNTED.len() + 1]);
+            let first = newest.len() - count;
+            for (i, e) in newest.iter().enumerate().skip(first) {
+                if let Some(k) = COUNTED.iter().position(|k| *k == e.event) {
+                    slot[k] += 1;
+                }
+                if i > 0 && crate::timeline::after_expiry(&newest[i - 1], e) {
+                    slot[COUNTED.len()] += 1;
+                }
+            }
+        }
+        follow.kept.extend(new.iter().cloned());
+        let horizon = SystemTime::now().checked_sub(self.shared.retention);
+        while follow.kept.len() > MEMORY_PER_NAME
+            || follow.kept.front().is_some_and(|e| horizon.is_some_and(|h| e.at < h))
+        {
+            follow.kept.pop_front();
+        }
+        follow.cursor = tail(&newest, CURSOR_LEN);
+    }
+
+    fn queues(&mut self) -> leasehold::Result<Vec<QueueView>> {
+        let stats = self.store.task_stats(None)?;
+        let now = Instant::now();
+        let mut out = Vec::with_capacity(stats.len());
+        for s in stats {
+            let next = self.store.task_list(Some(&s.queue), Some(TaskState::Pending), 1)?.pop();
+            let running = if s.running > 0 {
+                self.store
+                    .task_list(Some(&s.queue), Some(TaskState::Running), RUNNING_MAX)?
+            } else {
+                Vec::new()
+            };
+            let (mut late, mut expired) = (0, 0);
+            for t in &running {
+                match (t.lease_remaining, t.claim_ttl) {
+                    (None, _) => expired += 1,
+                    (Some(left), _) if left.is_zero() => expired += 1,
+                    (Some(left), Some(ttl)) if left < ttl / 2 => late += 1,
+                    _ => {}
+                }
+            }
+            let claims: HashSet<(LeaseName, Token)> = running.iter().map(|t| (t.id.clone(), t.token)).collect();
+            let mut counters = self.shared.counters.lock().expect("counters lock");
+            let qc = counters.queues.entry(s.queue.clone()).or_default();
+            // A queue that appears after the first reading was empty before.
+            let fresh: Seen = (HashSet::new(), 0, 0);
+            let before = self.queue_seen.get(&s.queue).or((!self.baseline).then_some(&fresh));
+            if let Some((seen, done, dead)) = before {
+                // A claim is seen running, or inferred from a task that
+                // finished without being seen running: a lower bound.
+                let started = claims.difference(seen).count() as u64;
+                let ended = seen.difference(&claims).count() as u64;
+                let finished_done = s.done.saturating_sub(*done);
+                let finished_dead = s.dead.saturating_sub(*dead);
+                qc.claims += started + (finished_done + finished_dead).saturating_sub(ended);
+                qc.completions += finished_done;
+                qc.deaths += finished_dead;
+            }
+            let (claims_total, completions_total) = (qc.claims, qc.completions);
+            drop(counters);
+            self.queue_seen.insert(s.queue.clone(), (claims, s.done, s.dead));
+            let window = self.rates.entry(s.queue.clone()).or_default();
+            window.push_back((now, claims_total, completions_total));
+            while window
+                .front()
+                .is_some_and(|(t, _, _)| now.duration_since(*t) > Duration::from_secs(60))
+            {
+                window.pop_front();
+            }
+            let (claims_per_minute, completions_per_minute) = match (window.front(), window.back()) {
+                (Some(a), Some(b)) if b.0 > a.0 => {
+                    let minutes = (b.0 - a.0).as_secs_f64() / 60.0;
+                    ((b.1 - a.1) as f64 / minutes, (b.2 - a.2) as f64 / minutes)
+                }
+                _ => (0.0, 0.0),
+            };
+            out.push(QueueView {
+                stats: s,
+                next,
+                running,
+                late,
+                expired,
+                claims_per_minute,
+                completions_per_minute,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn tail(entries: &[HistoryEntry], n: usize) -> Vec<HistoryEntry> {
+    entries[entries.len().saturating_sub(n)..].to_vec()
+}
+
+/// How many of `newest` (oldest first) came after `cursor` (the newest
+/// entries seen before, oldest first): the fewest for which what is left
+/// ends with the cursor. `None` when the cursor is not among them (more
+/// new entries than were read). A name with no history before has every
+/// entry new.
+fn new_entries(cursor: &[HistoryEntry], newest: &[HistoryEntry]) -> Option<usize> {
+    if cursor.is_empty() {
+        return Some(newest.len());
+    }
+    (0..newest.len()).find(|&fresh| {
+        let old = &newest[..newest.len() - fresh];
+        let m = cursor.len().min(old.len());
+        m > 0 && old[old.len() - m..] == cursor[cursor.len() - m..]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(at: u64, event: HistoryEvent, token: u64) -> HistoryEntry {
+        HistoryEntry {
+            at: SystemTime::UNIX_EPOCH + Duration::from_millis(at),
+            event,
+            token: Some(Token(token)),
+            owner: None,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_cursor_finds_what_is_new() {
+        let g = |t| e(t, HistoryEvent::Granted, t);
+        let old = vec![g(1), g(2), g(3)];
+        assert_eq!(new_entries(&old, &[g(1), g(2), g(3)]), Some(0));
+        assert_eq!(
+            new_entries(&old, &[g(2), g(3), g(4), g(5)]),
+            Some(2),
+            "pruned at the front"
+        );
+        assert_eq!(new_entries(&old, &[g(4), g(5)]), None, "the cursor is gone");
+        assert_eq!(new_entries(&[], &[g(4)]), Some(1));
+        // Identical entries (same millisecond) after the cursor still count.
+        let f = || e(9, HistoryEvent::FencePassed, 3);
+        assert_eq!(new_entries(&[g(3), f()], &[g(3), f(), f(), f()]), Some(2));
+    }
+}
