@@ -81,6 +81,10 @@ fn readme() -> Vec<Block> {
 /// names as "exit N".
 fn allowed(line: &str) -> Vec<i32> {
     let mut codes = vec![0];
+    if line.contains("leasehold serve") {
+        // Serves until stopped: the test's SIGTERM ends it (128 + 15).
+        codes.push(143);
+    }
     if let Some((_, comment)) = line.split_once(" # ") {
         let words: Vec<&str> = comment.split(|c: char| !c.is_ascii_alphanumeric()).collect();
         for pair in words.windows(2) {
@@ -92,6 +96,21 @@ fn allowed(line: &str) -> Vec<i32> {
         }
     }
     codes
+}
+
+/// A `leasehold serve` line as the test runs it: stopped (SIGTERM) after
+/// two seconds, on a free loopback port instead of the README's fixed one
+/// (other tests may run beside this one), with the sandbox's token file.
+/// The README's `0.0.0.0` is not bound: tests listen on loopback only; the
+/// line still runs with a token file, as a non-loopback address needs.
+fn serving(line: &str) -> String {
+    let line = line.replacen("leasehold serve", "LH_TIMEOUT=2 leasehold serve", 1);
+    if line.contains("--listen") {
+        line.replace("0.0.0.0:7878", "127.0.0.1:0")
+            .replace("/etc/leasehold/ui-token", "ui-token")
+    } else {
+        line.replacen("leasehold serve", "leasehold serve --listen 127.0.0.1:0", 1)
+    }
 }
 
 /// A sandbox with the programs and files the examples use.
@@ -116,6 +135,7 @@ fn sandbox() -> tempfile::TempDir {
         std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
     };
     file("report.json", "{\"report\":1}\n");
+    file("ui-token", "a-token-of-at-least-sixteen-bytes\n");
     file(
         "urls.json",
         "{\"url\":\"https://example.org/b\"}\n{\"url\":\"https://example.org/c\"}\n",
@@ -138,6 +158,8 @@ fn run_lines(dir: &Path, store: &str, lines: &[(usize, String)]) {
         // and exits 0) after a few seconds.
         let line = if line.contains("leasehold work") && !line.contains("--drain") && !line.contains("--until-empty") {
             line.replacen("leasehold work", "LH_TIMEOUT=3 leasehold work", 1)
+        } else if line.contains("leasehold serve") {
+            serving(line)
         } else {
             line.clone()
         };
