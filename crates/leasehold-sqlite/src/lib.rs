@@ -30,7 +30,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use leasehold_backend::failpoint;
 use leasehold_backend::{
@@ -241,7 +241,23 @@ impl SqliteBackend {
             conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
             schema::prepare(conn)
         };
-        match setup(&mut conn) {
+        // Two connections that both read a new file and then both want it
+        // exclusively (the first switch to write-ahead logging) get
+        // SQLITE_BUSY at once, without waiting out the busy timeout:
+        // SQLite's deadlock avoidance. Eight processes starting together
+        // on a new store hit it. Setting up is idempotent (every step
+        // re-checks what it finds), so try again within the busy timeout.
+        let begun = Instant::now();
+        let outcome = loop {
+            match setup(&mut conn) {
+                Err(e) if is_busy(&e) && begun.elapsed() < options.busy_timeout => {
+                    // Staggered by pid, so the racers do not meet again.
+                    std::thread::sleep(Duration::from_millis(2 + u64::from(std::process::id() % 13)));
+                }
+                outcome => break outcome,
+            }
+        };
+        match outcome {
             Ok(Ok(())) => {}
             Ok(Err(schema::Problem::TooNew(found))) => {
                 return Err(BackendError::schema_too_new(store, found, schema::VERSION));
@@ -454,6 +470,14 @@ fn missing_from_schema(e: &rusqlite::Error) -> Option<&str> {
     (msg.starts_with("no such table") || msg.starts_with("no such column")).then_some(msg.as_str())
 }
 
+/// Another connection holds a lock this one needs.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
 /// Map a SQLite failure to its kind and what the user must do about it.
 fn map_error(store: &str, e: rusqlite::Error) -> BackendError {
     if let Some(msg) = missing_from_schema(&e) {
@@ -467,7 +491,7 @@ fn map_error(store: &str, e: rusqlite::Error) -> BackendError {
             CORRUPT_HINT,
         ),
         Some(ErrorCode::DatabaseCorrupt) => (ErrorKind::Corrupt, format!("damaged database ({e})"), CORRUPT_HINT),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => (
+        _ if is_busy(&e) => (
             ErrorKind::Busy,
             "another process kept it locked for longer than the busy timeout".to_owned(),
             "retry; if it persists, find the process holding it (fuser PATH)",
