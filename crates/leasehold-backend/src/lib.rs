@@ -27,7 +27,8 @@
 //!   `Lost`, never ignored. A lapsed grant is never revived.
 //! - Expiry is measured on the store's clock (the boot clock for SQLite, the
 //!   server's for PostgreSQL and etcd) — never on the caller's wall clock.
-//!   Tests shift that clock with a [`ClockSkew`] instead of sleeping.
+//!   Tests shift that clock with a `ClockSkew` (feature `test-clock`)
+//!   instead of sleeping.
 //!
 //! The lease algorithm that keeps these rules — sweep expired grants, fast
 //! takeover, re-acquisition, FIFO admission, waiter bookkeeping, history —

@@ -2,7 +2,9 @@
 
 use std::fmt;
 use std::str::FromStr;
+#[cfg(feature = "test-clock")]
 use std::sync::Arc;
+#[cfg(feature = "test-clock")]
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -384,10 +386,14 @@ pub struct StoreInfo {
 }
 
 /// A shift added to a store's clock, for tests: expiry is tested by moving
-/// this forward instead of sleeping. Zero (and untouched) in production.
+/// this forward instead of sleeping. Only with the `test-clock` feature,
+/// which the stores' own tests turn on: a production build has no way to
+/// shift a store's clock, and no statement that adds a shift.
+#[cfg(feature = "test-clock")]
 #[derive(Debug, Clone, Default)]
 pub struct ClockSkew(Arc<AtomicU64>);
 
+#[cfg(feature = "test-clock")]
 impl ClockSkew {
     /// Move the store's clock forward by `by` (saturating).
     pub fn advance(&self, by: Duration) {

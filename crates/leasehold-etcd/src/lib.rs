@@ -29,7 +29,7 @@
 //!   no writer involved (PostgreSQL's NOTIFY needs one). The topic's cursor
 //!   is a revision, and each wait watches from the one after it, so no
 //!   change is missed between a waiter's read and its wait.
-//! - The clock is the server's, so [`ClockSkew`](leasehold_backend::ClockSkew)
+//! - The clock is the server's, so a test `ClockSkew`
 //!   cannot move it: `Capabilities::clock_skew` is false.
 //! - The task queue is not implemented: the seam's defaults refuse with
 //!   `Unsupported` ("use a sqlite:// or postgres:// store for tasks"). Claim

@@ -1,9 +1,10 @@
 //! The PostgreSQL store: leases and a task queue shared by many machines.
 //!
 //! - **Clock**: every expiry is computed and judged on the server's clock
-//!   (`clock_timestamp()`), never the client's. Tests shift it with a
-//!   [`ClockSkew`], sent to the server as the session setting
-//!   `leasehold.skew_us` and added there.
+//!   (`clock_timestamp()`), never the client's. This crate's tests shift
+//!   it with a `ClockSkew` (feature `test-clock`), sent to the server as
+//!   the session setting `leasehold.skew_us` and added there; a build for
+//!   use has neither the option nor the addition.
 //! - **Tokens** come from `lease_name.last_token` (and `task.token`),
 //!   incremented in the same transaction as the grant — not from a
 //!   sequence, which is not transactional and can go backwards after a
@@ -51,10 +52,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+#[cfg(feature = "test-clock")]
+use leasehold_backend::ClockSkew;
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, ClockSkew, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams,
-    LeaseFence, LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams,
-    LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
+    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
+    LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -69,7 +72,11 @@ pub use schema::VERSION as SCHEMA_VERSION;
 #[doc(hidden)]
 pub use schema::objects as schema_objects;
 
+/// The store's "now" in SQL: the server's clock.
+#[cfg(not(feature = "test-clock"))]
+pub(crate) const NOW: &str = "clock_timestamp()";
 /// The store's "now" in SQL: the server's clock plus the test skew.
+#[cfg(feature = "test-clock")]
 pub(crate) const NOW: &str = "(clock_timestamp() + coalesce(nullif(current_setting('leasehold.skew_us', true), ''), '0')::bigint * interval '1 microsecond')";
 
 /// The schema used when the URL names none.
@@ -87,6 +94,7 @@ pub struct PostgresOptions {
     /// Connect timeout, unless the URL sets `connect_timeout`.
     pub connect_timeout: Duration,
     /// Shift of the server's clock as seen by this store, for tests.
+    #[cfg(feature = "test-clock")]
     pub skew: ClockSkew,
 }
 
@@ -96,6 +104,7 @@ impl Default for PostgresOptions {
             pool_size: 9,
             lock_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
+            #[cfg(feature = "test-clock")]
             skew: ClockSkew::default(),
         }
     }
@@ -144,6 +153,7 @@ struct Slot {
     /// Prepared statements of this connection, by SQL text.
     cache: Statements,
     /// The skew last sent as `leasehold.skew_us`.
+    #[cfg(feature = "test-clock")]
     skew_us: Option<i64>,
     /// When the connection last ran an operation.
     used: Option<Instant>,
@@ -278,7 +288,7 @@ impl Db<'_> {
         Ok(())
     }
 
-    /// The store's now (server clock plus skew).
+    /// The store's now (the server's clock).
     pub(crate) fn now(&mut self) -> Result<SystemTime> {
         Ok(self.query_one(&format!("SELECT {NOW}"), &[])?.get(0))
     }
@@ -407,14 +417,17 @@ impl PostgresBackend {
     }
 
     /// The slot's connection, connecting (and setting the session up) if
-    /// needed, with the current skew sent.
+    /// needed (with the current test skew sent, under `test-clock`).
     fn connect<'s>(&self, slot: &'s mut Slot) -> std::result::Result<&'s mut Client, BackendError> {
         if slot.client.as_ref().is_some_and(Client::is_closed) {
             slot.client = None;
         }
         if slot.client.is_none() {
             slot.cache.clear();
-            slot.skew_us = None;
+            #[cfg(feature = "test-clock")]
+            {
+                slot.skew_us = None;
+            }
             let mut client = self.tls.connect(&self.config).map_err(|e| self.map_error(e))?;
             // synchronous_commit on: a token is durable before it is
             // returned, whatever the database's or role's default.
@@ -427,18 +440,21 @@ impl PostgresBackend {
             client.batch_execute(&setup).map_err(|e| self.map_error(e))?;
             slot.client = Some(client);
         }
-        let skew = micros(self.options.skew.get());
-        let client = slot.client.as_mut().expect("connected above");
-        if slot.skew_us != Some(skew) {
-            client
-                .execute(
-                    "SELECT set_config('leasehold.skew_us', $1, false)",
-                    &[&skew.to_string()],
-                )
-                .map_err(|e| self.map_error(e))?;
-            slot.skew_us = Some(skew);
+        #[cfg(feature = "test-clock")]
+        {
+            let skew = micros(self.options.skew.get());
+            let client = slot.client.as_mut().expect("connected above");
+            if slot.skew_us != Some(skew) {
+                client
+                    .execute(
+                        "SELECT set_config('leasehold.skew_us', $1, false)",
+                        &[&skew.to_string()],
+                    )
+                    .map_err(|e| self.map_error(e))?;
+                slot.skew_us = Some(skew);
+            }
         }
-        Ok(client)
+        Ok(slot.client.as_mut().expect("connected above"))
     }
 
     /// Run `f` in one transaction; commit it only if `f` says so.
@@ -1167,8 +1183,11 @@ impl TaskBackend for PostgresBackend {
 mod bench_sql {
     /// The statements of a pgbench script (or of one statement), each with
     /// its whitespace squashed; a `\gset` ends a statement and is kept.
+    /// The store's "now" is read as a build for use sends it: these tests
+    /// run with the `test-clock` feature, whose `NOW` adds the test skew.
     pub(crate) fn statements(script: &str) -> Vec<String> {
         script
+            .replace(crate::NOW, "clock_timestamp()")
             .lines()
             .filter(|l| !l.starts_with("--"))
             .collect::<Vec<_>>()

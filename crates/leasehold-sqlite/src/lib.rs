@@ -32,12 +32,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "test-clock")]
+use leasehold_backend::ClockSkew;
 use leasehold_backend::failpoint;
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, ClockSkew, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams,
-    LeaseFence, LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams,
-    LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos,
-    host, later, migration, signed, symlinks,
+    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
+    LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, later,
+    migration, signed, symlinks,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -55,7 +57,23 @@ pub struct SqliteOptions {
     /// How long to wait for another process's write transaction.
     pub busy_timeout: Duration,
     /// Shift of the boot clock, for tests.
+    #[cfg(feature = "test-clock")]
     pub skew: ClockSkew,
+}
+
+impl SqliteOptions {
+    /// The test shift of the boot clock.
+    #[cfg(feature = "test-clock")]
+    fn skew(&self) -> Duration {
+        self.skew.get()
+    }
+
+    /// The test shift of the boot clock: none in a build for use.
+    #[cfg(not(feature = "test-clock"))]
+    #[allow(clippy::unused_self, reason = "the same call as with the test-clock feature")]
+    fn skew(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 impl Default for SqliteOptions {
@@ -63,6 +81,7 @@ impl Default for SqliteOptions {
         Self {
             allow_network_fs: false,
             busy_timeout: Duration::from_secs(5),
+            #[cfg(feature = "test-clock")]
             skew: ClockSkew::default(),
         }
     }
@@ -304,11 +323,11 @@ impl SqliteBackend {
             )
             .hint("mount /proc, or use a postgres:// or etcd:// store")
         })?;
-        let ns = duration_nanos(host::boot_clock()).saturating_add(duration_nanos(self.options.skew.get()));
+        let ns = duration_nanos(host::boot_clock()).saturating_add(duration_nanos(self.options.skew()));
         Ok(Now {
             boot_id,
             ns: signed(ns),
-            wall: later(std::time::SystemTime::now(), self.options.skew.get()),
+            wall: later(std::time::SystemTime::now(), self.options.skew()),
         })
     }
 

@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{
-    Backend, BackendError, ClockSkew, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Mode, Owner, Remedy, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host,
-    limits,
+    Backend, BackendError, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
+    LeaseState, Mode, Owner, Remedy, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host, limits,
 };
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
@@ -393,8 +392,6 @@ impl fmt::Display for StoreUrl {
 pub struct StoreOptions {
     /// Open a SQLite store on a network filesystem anyway.
     pub allow_network_fs: bool,
-    /// Shift of the store's clock, for tests.
-    pub skew: ClockSkew,
     /// The longest pause of a waiter between two reads of the store
     /// (`None`: [`DEFAULT_POLL`]; within [`limits::POLL_INTERVAL`]). A store
     /// that notifies (PostgreSQL) wakes waiters sooner; this bounds how late
@@ -485,17 +482,13 @@ impl Store {
                 path,
                 SqliteOptions {
                     allow_network_fs: options.allow_network_fs,
-                    skew: options.skew.clone(),
                     ..SqliteOptions::default()
                 },
             )?),
             #[cfg(feature = "postgres")]
             StoreUrl::Postgres(url) => Box::new(leasehold_postgres::PostgresBackend::open(
                 url,
-                leasehold_postgres::PostgresOptions {
-                    skew: options.skew.clone(),
-                    ..leasehold_postgres::PostgresOptions::default()
-                },
+                leasehold_postgres::PostgresOptions::default(),
             )?),
             #[cfg(not(feature = "postgres"))]
             StoreUrl::Postgres(_) => return Err(not_built(url, "the PostgreSQL store (cargo feature `postgres`)")),
