@@ -915,6 +915,34 @@ mod tests {
     }
 
     #[test]
+    fn the_window_closes_over_a_sleep_on_either_platforms_boot_clock() {
+        // Boot-clock readings as each platform gives them: Linux
+        // CLOCK_BOOTTIME three days after boot; macOS CLOCK_MONOTONIC
+        // (mach_continuous_time) 41 days after boot. Both count the eight
+        // hours a laptop lid stays closed; a clock that stopped in sleep
+        // (CLOCK_MONOTONIC on Linux, CLOCK_UPTIME_RAW on macOS) would not.
+        for (platform, booted_for) in [
+            ("linux", 3 * 86_400 * SEC + Duration::from_millis(123)),
+            ("macos", 41 * 86_400 * SEC + Duration::from_nanos(987_654_321)),
+        ] {
+            let renewer = Scripted::new(vec![]);
+            let clock = Arc::new(ManualClock::new(booted_for));
+            let k = keeper(renewer.clone(), &clock, 20 * SEC);
+            let pushed = k.subscribe();
+            assert_eq!(
+                k.trusted_until(),
+                booted_for + 55 * SEC,
+                "{platform}: sent + ttl - margin"
+            );
+            clock.advance(8 * 3600 * SEC);
+            let loss = pushed.recv_timeout(WAIT).expect("loss pushed");
+            assert_eq!(loss, Loss::Deadline { last_error: None }, "{platform}");
+            assert_eq!(renewer.calls(), 0, "{platform}: nothing renewed after the sleep");
+            assert_eq!(k.stop(), Some(loss));
+        }
+    }
+
+    #[test]
     fn renewals_move_the_window_from_their_send_time() {
         let renewer = Scripted::new(vec![]);
         let clock = Arc::new(ManualClock::new(100 * SEC));
