@@ -157,14 +157,19 @@ pub(super) fn pipe(nonblocking: bool) -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 pub(super) fn control_socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    use rustix::net::sockopt;
     use rustix::net::{AddressFamily, SocketFlags, SocketType};
     // No SOCK_SEQPACKET on macOS's Unix sockets; datagrams keep the
     // boundaries and carry descriptors. No SOCK_CLOEXEC either: set after,
-    // under the supervisor's spawn lock.
+    // under the supervisor's spawn lock. A datagram may be as long as the
+    // send buffer (net.local.dgram.maxdgram, 2 KiB, by default): an `env`
+    // message can be longer.
     let (a, b) = rustix::net::socketpair(AddressFamily::UNIX, SocketType::DGRAM, SocketFlags::empty(), None)?;
     for fd in [&a, &b] {
         super::set_cloexec(fd)?;
-        rustix::net::sockopt::set_socket_nosigpipe(fd, true)?;
+        sockopt::set_socket_nosigpipe(fd, true)?;
+        sockopt::set_socket_send_buffer_size(fd, super::CONTROL_MESSAGE_MAX)?;
+        sockopt::set_socket_recv_buffer_size(fd, 2 * super::CONTROL_MESSAGE_MAX)?;
     }
     Ok((a, b))
 }
@@ -295,6 +300,9 @@ impl ProcessTree {
     /// Learn the children of this process and of every member, and the
     /// command's group, until nothing new turns up.
     fn scan(&mut self) {
+        // Only the children of members still alive: a stranger that has
+        // since taken a member's pid is no parent of ours.
+        self.prune();
         let mut todo: Vec<u32> = self.known.keys().copied().collect();
         todo.push(std::process::id());
         if let Some(group) = self.group {
@@ -317,7 +325,6 @@ impl ProcessTree {
 
     pub(super) fn members(&mut self) -> Vec<Pid> {
         self.scan();
-        self.prune();
         self.known
             .keys()
             .filter_map(|pid| i32::try_from(*pid).ok().and_then(Pid::from_raw))
@@ -326,7 +333,6 @@ impl ProcessTree {
 
     pub(super) fn gone_without_children(&mut self, group: Pid) -> bool {
         self.scan();
-        self.prune();
         self.known.is_empty()
             && matches!(
                 rustix::process::test_kill_process_group(group),

@@ -250,6 +250,11 @@ pub fn control_socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     imp::control_socket_pair()
 }
 
+/// The longest message the control socket carries (the guard reads into
+/// a buffer of this size; macOS's datagram sockets are sized for it, their
+/// default limit being 2 KiB).
+pub const CONTROL_MESSAGE_MAX: usize = 1 << 16;
+
 /// `sendmsg` flags that keep a write to a closed socket from raising
 /// `SIGPIPE` (Linux: `MSG_NOSIGNAL`; macOS: none, the socket is marked
 /// `SO_NOSIGPIPE` by [`control_socket_pair`]).

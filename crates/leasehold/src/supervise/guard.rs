@@ -652,7 +652,7 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
     // No child left, but the tree is not gone yet: orphans the guard cannot
     // reap (macOS; see `host::ProcessTree`). Looked at again on each wake.
     let mut orphans_left = false;
-    let mut buf = vec![0u8; 1 << 16];
+    let mut buf = vec![0u8; host::CONTROL_MESSAGE_MAX];
     let mut events: Vec<Event> = Vec::new();
     // A once-guard's child may have ended before the handler was there.
     reap(&mut events);

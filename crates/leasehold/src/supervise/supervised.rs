@@ -777,6 +777,14 @@ fn send(control: &Mutex<Option<OwnedFd>>, message: &str, fds: &[OwnedFd]) -> std
     let socket = control
         .as_ref()
         .ok_or_else(|| std::io::Error::other("the guard was already released"))?;
+    if message.len() > host::CONTROL_MESSAGE_MAX {
+        // The guard would read it cut short (and start nothing).
+        return Err(std::io::Error::other(format!(
+            "a message to the guard of {} bytes is longer than the {} its control socket carries (a command's environment that large is refused)",
+            message.len(),
+            host::CONTROL_MESSAGE_MAX
+        )));
+    }
     let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
