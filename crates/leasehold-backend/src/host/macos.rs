@@ -180,7 +180,7 @@ pub(super) const RECV_CLOEXEC: rustix::net::RecvFlags = rustix::net::RecvFlags::
 
 /// The pids a libproc listing call wrote into a zeroed buffer. Whether the
 /// calls answer a count or a byte length has differed between releases, so
-/// the answer only bounds the scan, and zeros (never a member) end it.
+/// the answer only bounds the scan, and zeros (never a pid) are skipped.
 fn listed(call: impl Fn(*mut c_void, c_int) -> c_int) -> Vec<u32> {
     let mut buf = vec![0 as libc::pid_t; 4096];
     let bytes = c_int::try_from(buf.len() * size_of::<libc::pid_t>()).unwrap_or(c_int::MAX);

@@ -462,6 +462,28 @@ mod tests {
     }
 
     #[test]
+    fn the_control_socket_keeps_message_boundaries_up_to_its_limit() {
+        use rustix::net::{RecvFlags, recv, send};
+        let (a, b) = control_socket_pair().unwrap();
+        for fd in [&a, &b] {
+            assert!(
+                rustix::io::fcntl_getfd(fd)
+                    .unwrap()
+                    .contains(rustix::io::FdFlags::CLOEXEC)
+            );
+        }
+        let longest = vec![b'x'; CONTROL_MESSAGE_MAX];
+        for message in [&b"window 1"[..], b"env - {}", &longest] {
+            assert_eq!(send(&a, message, SEND_NO_SIGNAL).unwrap(), message.len());
+        }
+        let mut buf = vec![0u8; CONTROL_MESSAGE_MAX];
+        for expected in [&b"window 1"[..], b"env - {}", &longest] {
+            let (n, _) = recv(&b, &mut buf, RecvFlags::DONTWAIT).unwrap();
+            assert_eq!(&buf[..n], expected, "one message per receive");
+        }
+    }
+
+    #[test]
     fn pipes_are_close_on_exec() {
         for nonblocking in [false, true] {
             let (r, w) = pipe(nonblocking).unwrap();
