@@ -18,12 +18,13 @@
 //! trusted_until = sent + ttl - margin
 //! ```
 //!
-//! where `sent` is read on the holder's boot clock (`CLOCK_BOOTTIME`) just
+//! where `sent` is read on the holder's boot clock ([`host::boot_clock`]) just
 //! before the request goes out, and `margin` is what the holder needs to
 //! stop using the grant (for `leasehold run`: the grace period plus slack).
 //! This is river's "trust window" (`internal/leadership`): a reply that
 //! arrives late shortens the window, it never lengthens it. The boot clock
-//! keeps counting through a laptop's suspend, where `CLOCK_MONOTONIC` stops,
+//! keeps counting through a laptop's suspend (Linux `CLOCK_BOOTTIME`, where
+//! Linux's `CLOCK_MONOTONIC` stops; macOS `CLOCK_MONOTONIC`),
 //! so a holder that wakes from suspend sees its window has passed *before*
 //! it sends anything.
 //!
@@ -79,7 +80,8 @@ pub trait Clock: Send + Sync + fmt::Debug {
     fn now(&self) -> Duration;
 }
 
-/// `CLOCK_BOOTTIME` ([`host::boot_clock`]).
+/// The host's boot clock ([`host::boot_clock`]: `CLOCK_BOOTTIME` on Linux,
+/// `CLOCK_MONOTONIC` on macOS).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BootClock;
 

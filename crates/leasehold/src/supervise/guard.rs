@@ -80,7 +80,7 @@
 //! early, never late).
 //!
 //! The guard keeps the command's tree together with
-//! [`host::ProcessTree`](crate::host::ProcessTree). On Linux it is a child
+//! [`host::ProcessTree`]. On Linux it is a child
 //! subreaper: every orphaned descendant of the command is re-parented to
 //! it, not to PID 1 (which reaps late on some machines and would leave
 //! zombies that keep G "non-empty"). It reaps them all; so the tree is gone
@@ -91,7 +91,7 @@
 //!
 //! # Protocol
 //!
-//! Control socket ([`host::control_socket_pair`](crate::host::control_socket_pair):
+//! Control socket ([`host::control_socket_pair`]:
 //! `SOCK_SEQPACKET` on Linux, `SOCK_DGRAM` on macOS; one message each):
 //! `window NS` (the trust window ends at boot-clock NS), `env STREAMS
 //! JSON` (start the command with these variables added; STREAMS is `-`, or
