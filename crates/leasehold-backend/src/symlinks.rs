@@ -290,7 +290,7 @@ fn walk(dir: &Path) -> Result<(PathBuf, bool), DirError> {
                     return Err(DirError::TooManyLinks { path: dir.to_owned() });
                 }
                 let parent = rustix::fs::stat(&resolved).map_err(|e| io_error(&resolved, e.into()))?;
-                if !may_follow(parent.st_mode, parent.st_uid, st.st_uid, me) {
+                if !may_follow(crate::host::mode_bits(parent.st_mode), parent.st_uid, st.st_uid, me) {
                     return Err(DirError::PlantedLink {
                         link: next,
                         dir: resolved,

@@ -319,9 +319,12 @@ impl SqliteBackend {
             BackendError::new(
                 ErrorKind::Unavailable,
                 self.store(),
-                "cannot read /proc/sys/kernel/random/boot_id, which expiry on the boot clock needs",
+                format!(
+                    "cannot read this boot's id from {}, which expiry on the boot clock needs",
+                    host::BOOT_ID_SOURCE
+                ),
             )
-            .hint("mount /proc, or use a postgres:// or etcd:// store")
+            .hint("make it readable (Linux: mount /proc), or use a postgres:// or etcd:// store")
         })?;
         let ns = duration_nanos(host::boot_clock()).saturating_add(duration_nanos(self.options.skew()));
         Ok(Now {

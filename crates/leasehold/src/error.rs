@@ -8,7 +8,9 @@ pub enum Error {
     Store(#[from] BackendError),
 
     /// A process a grant was to be bound to cannot be read.
-    #[error("{0}; a grant can only be bound to a live process whose identity is readable in /proc")]
+    #[error(
+        "{0}; a grant can only be bound to a live process whose identity is readable (Linux: in /proc; macOS: through proc_pidinfo)"
+    )]
     Process(String),
 
     /// A duration the library itself uses (a wait, the poll interval) is

@@ -8,11 +8,13 @@
 //!
 //! Missing or unreadable evidence never counts as proof: a holder on
 //! another host, from another namespace, with an unreadable start time or a
-//! `/proc` that is not ours is treated as alive until its TTL runs out.
+//! pid space that is not ours (a container showing the host's `/proc`) is
+//! treated as alive until its TTL runs out. The evidence is read through
+//! `leasehold_backend::host` (docs/PLATFORMS.md: what it rests on per
+//! platform); the judgement here is the same everywhere.
 
 use std::io;
-use std::os::unix::fs::MetadataExt;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use leasehold_backend::{Holder, host};
 use rustix::process::Pid;
@@ -46,7 +48,7 @@ pub fn default_owner() -> String {
 /// pid's start time, boot, pid namespace and command line cannot change
 /// while it lives (a program that rewrites its argv keeps the first
 /// reading, which is informational only), and the host name is taken as
-/// of the first acquisition. Every acquisition used to read `/proc` three
+/// of the first acquisition. Every acquisition used to read the process three
 /// times and call `uname`. Keyed by pid, so a forked child reads its own.
 #[derive(Debug, PartialEq, Eq)]
 struct Own {
@@ -68,7 +70,7 @@ impl Own {
             owner: format!("{host}:{pid}"),
             host,
             boot_id: host::boot_id().unwrap_or_default(),
-            pid_ns: my_pid_ns(),
+            pid_ns: host::own_pid_namespace(),
             start_time: start_time(pid).ok(),
             cmdline: cmdline(pid),
         }
@@ -85,48 +87,18 @@ fn own() -> Arc<Own> {
     }
 }
 
-fn pid_ns_of(pid: &str) -> Option<u64> {
-    std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok().map(|m| m.ino())
-}
-
-fn my_pid_ns() -> Option<u64> {
-    static NS: OnceLock<Option<u64>> = OnceLock::new();
-    *NS.get_or_init(|| pid_ns_of("self"))
-}
-
-/// Whether `/proc` shows our own pid namespace (it may not, in a container
-/// that mounts the host's `/proc`): only then is it evidence about pids.
-fn proc_is_ours() -> bool {
-    static OURS: OnceLock<bool> = OnceLock::new();
-    *OURS.get_or_init(|| {
-        std::fs::read_link("/proc/self")
-            .ok()
-            .and_then(|p| p.to_str().and_then(|s| s.parse::<u32>().ok()))
-            == Some(std::process::id())
-    })
-}
-
-/// Start time of `pid` in clock ticks since boot (`/proc/PID/stat` field
-/// 22). `NotFound` when there is no such process.
+/// When `pid` started, as [`host::process_start`] reads it (Linux: clock
+/// ticks since boot from `/proc/PID/stat`; macOS: microseconds since the
+/// epoch from `proc_pidinfo`). `NotFound` when there is no such process.
 ///
 /// # Errors
-/// The read error, or `InvalidData` for an unparsable stat line.
+/// The read error, or `InvalidData` for an unparsable answer.
 pub fn start_time(pid: u32) -> io::Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name (field 2) may contain spaces and parentheses; the
-    // fields after it start past the last ')'.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no ')' in /proc/PID/stat"))?;
-    rest.split_ascii_whitespace()
-        .nth(19)
-        .and_then(|f| f.parse().ok())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no start time in /proc/PID/stat"))
+    host::process_start(pid)
 }
 
 fn cmdline(pid: u32) -> String {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let raw = host::command_line(pid);
     let mut s: String = String::from_utf8_lossy(&raw)
         .trim_end_matches('\0')
         .chars()
@@ -168,7 +140,7 @@ pub fn holder(binding: Binding) -> io::Result<Holder> {
     Ok(Holder {
         host: hostname(),
         boot_id: host::boot_id().unwrap_or_default(),
-        pid_ns: pid_ns_of(&pid.to_string()),
+        pid_ns: host::pid_namespace(pid),
         pid,
         start_time: Some(start),
         cmdline: cmdline(pid),
@@ -181,17 +153,47 @@ pub fn holder(binding: Binding) -> io::Result<Holder> {
 /// module docs: anything short of proof is `false`.
 #[must_use]
 pub fn provably_gone(holder: &Holder) -> bool {
-    if !holder.bound || holder.host != hostname() || !proc_is_ours() {
+    let here = Here {
+        host: hostname(),
+        boot_id: host::boot_id(),
+        pid_ns: host::own_pid_namespace(),
+        pids_are_ours: host::pids_are_ours(),
+    };
+    gone_by_evidence(holder, &here, start_time, group_is_empty)
+}
+
+/// What this process knows of where it runs, against which a holder's
+/// record is judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Here {
+    host: String,
+    boot_id: Option<String>,
+    pid_ns: Option<u64>,
+    /// Whether pids read here describe our own pid space.
+    pids_are_ours: bool,
+}
+
+/// The proof of death, apart from reading the evidence (so that it is
+/// tested with records from every platform): `start_of` reads a pid's start
+/// time now, `group_is_empty` whether a process group has no member left.
+/// Neither is asked unless the record could be judged from here.
+fn gone_by_evidence(
+    holder: &Holder,
+    here: &Here,
+    start_of: impl FnOnce(u32) -> io::Result<u64>,
+    group_is_empty: impl FnOnce(u32) -> bool,
+) -> bool {
+    if !holder.bound || holder.host != here.host || !here.pids_are_ours {
         return false;
     }
-    match (host::boot_id(), my_pid_ns(), holder.pid_ns) {
-        (Some(boot), Some(mine), Some(theirs)) if boot == holder.boot_id && mine == theirs => {}
+    match (&here.boot_id, here.pid_ns, holder.pid_ns) {
+        (Some(boot), Some(mine), Some(theirs)) if *boot == holder.boot_id && mine == theirs => {}
         _ => return false,
     }
     let Some(recorded_start) = holder.start_time else {
         return false;
     };
-    let pid_gone = match start_time(holder.pid) {
+    let pid_gone = match start_of(holder.pid) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => true,
         Ok(start) => start != recorded_start,
         Err(_) => false,
@@ -235,7 +237,7 @@ mod tests {
             (me.host.as_str(), me.cmdline.as_str()),
             (hostname().as_str(), cmdline(pid).as_str())
         );
-        assert_eq!(me.pid_ns, pid_ns_of("self"));
+        assert_eq!(me.pid_ns, host::own_pid_namespace());
         let ttl = holder(Binding::Ttl).unwrap();
         assert_eq!(ttl, Holder { bound: false, ..me });
         assert_eq!(default_owner(), format!("{}:{pid}", hostname()));
@@ -293,5 +295,90 @@ mod tests {
             pgid: Some(pgid),
             ..holder(Binding::ThisProcess).unwrap()
         }));
+    }
+
+    /// A holder as each platform records it: boot ids, pid namespaces and
+    /// start times in the form Linux and macOS give them.
+    fn recorded(platform: &str) -> (Holder, Here) {
+        let (boot_id, pid_ns, start) = match platform {
+            // /proc/sys/kernel/random/boot_id, the inode of /proc/PID/ns/pid,
+            // clock ticks since boot.
+            "linux" => ("0f4c7b4e-3a1d-4a55-9b0e-6c2f1d7e8a90", 4_026_531_836, 1_234_567),
+            // kern.bootsessionuuid, the one pid space, microseconds since
+            // the epoch.
+            _ => ("5E1B2C3D-4F60-4A7B-8C9D-0E1F2A3B4C5D", 0, 1_764_590_000_123_456),
+        };
+        let holder = Holder {
+            host: "box".into(),
+            boot_id: boot_id.into(),
+            pid_ns: Some(pid_ns),
+            pid: 4242,
+            start_time: Some(start),
+            cmdline: "agent".into(),
+            pgid: Some(4242),
+            bound: true,
+        };
+        let here = Here {
+            host: "box".into(),
+            boot_id: Some(boot_id.into()),
+            pid_ns: Some(pid_ns),
+            pids_are_ours: true,
+        };
+        (holder, here)
+    }
+
+    #[test]
+    fn proof_of_death_reads_the_same_from_both_platforms_records() {
+        let gone = || Err(io::Error::new(io::ErrorKind::NotFound, "no such process"));
+        for platform in ["linux", "macos"] {
+            let (holder, here) = recorded(platform);
+            let start = holder.start_time.unwrap();
+            let judge = |h: &Holder, here: &Here, now: io::Result<u64>, empty: bool| {
+                gone_by_evidence(h, here, |_| now, |_| empty)
+            };
+            assert!(judge(&holder, &here, gone(), true), "{platform}: pid gone, group empty");
+            assert!(judge(&holder, &here, Ok(start + 1), true), "{platform}: pid reused");
+            assert!(!judge(&holder, &here, Ok(start), true), "{platform}: still running");
+            assert!(!judge(&holder, &here, gone(), false), "{platform}: its group lives on");
+            let unreadable = Err(io::Error::from(io::ErrorKind::PermissionDenied));
+            assert!(
+                !judge(&holder, &here, unreadable, true),
+                "{platform}: unreadable is no proof"
+            );
+
+            let no_group = Holder {
+                pgid: None,
+                ..holder.clone()
+            };
+            assert!(judge(&no_group, &here, gone(), false), "{platform}: no group recorded");
+            // Where the record cannot be judged from here: never proof.
+            let here_but = |change: fn(&mut Here)| {
+                let mut h = here.clone();
+                change(&mut h);
+                (holder.clone(), h)
+            };
+            let holder_but = |change: fn(&mut Holder)| {
+                let mut h = holder.clone();
+                change(&mut h);
+                (h, here.clone())
+            };
+            let unjudgeable = [
+                ("another boot", here_but(|h| h.boot_id = Some("another".into()))),
+                ("boot unknown here", here_but(|h| h.boot_id = None)),
+                ("another pid namespace", here_but(|h| h.pid_ns = Some(4_026_532_000))),
+                ("a pid space not ours", here_but(|h| h.pids_are_ours = false)),
+                ("another host", here_but(|h| h.host = "laptop".into())),
+                ("no start time recorded", holder_but(|h| h.start_time = None)),
+                ("TTL only", holder_but(|h| h.bound = false)),
+            ];
+            for (what, (holder, here)) in unjudgeable {
+                assert!(!judge(&holder, &here, gone(), true), "{platform}: {what}");
+            }
+        }
+        // A record from one platform read on the other never matches: a
+        // laptop's grant is not judged by a Linux box's pids.
+        let (linux, _) = recorded("linux");
+        let (_, mac) = recorded("macos");
+        assert!(!gone_by_evidence(&linux, &mac, |_| gone(), |_| true));
     }
 }

@@ -18,12 +18,13 @@
 //! trusted_until = sent + ttl - margin
 //! ```
 //!
-//! where `sent` is read on the holder's boot clock (`CLOCK_BOOTTIME`) just
+//! where `sent` is read on the holder's boot clock ([`host::boot_clock`]) just
 //! before the request goes out, and `margin` is what the holder needs to
 //! stop using the grant (for `leasehold run`: the grace period plus slack).
 //! This is river's "trust window" (`internal/leadership`): a reply that
 //! arrives late shortens the window, it never lengthens it. The boot clock
-//! keeps counting through a laptop's suspend, where `CLOCK_MONOTONIC` stops,
+//! keeps counting through a laptop's suspend (Linux `CLOCK_BOOTTIME`, where
+//! Linux's `CLOCK_MONOTONIC` stops; macOS `CLOCK_MONOTONIC`),
 //! so a holder that wakes from suspend sees its window has passed *before*
 //! it sends anything.
 //!
@@ -79,7 +80,8 @@ pub trait Clock: Send + Sync + fmt::Debug {
     fn now(&self) -> Duration;
 }
 
-/// `CLOCK_BOOTTIME` ([`host::boot_clock`]).
+/// The host's boot clock ([`host::boot_clock`]: `CLOCK_BOOTTIME` on Linux,
+/// `CLOCK_MONOTONIC` on macOS).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BootClock;
 
@@ -912,6 +914,34 @@ mod tests {
         assert_eq!(renewer.calls(), 0, "no renewal is sent once the window has closed");
         assert!(k.handle().is_lost());
         assert_eq!(k.stop(), Some(loss));
+    }
+
+    #[test]
+    fn the_window_closes_over_a_sleep_on_either_platforms_boot_clock() {
+        // Boot-clock readings as each platform gives them: Linux
+        // CLOCK_BOOTTIME three days after boot; macOS CLOCK_MONOTONIC
+        // (mach_continuous_time) 41 days after boot. Both count the eight
+        // hours a laptop lid stays closed; a clock that stopped in sleep
+        // (CLOCK_MONOTONIC on Linux, CLOCK_UPTIME_RAW on macOS) would not.
+        for (platform, booted_for) in [
+            ("linux", 3 * 86_400 * SEC + Duration::from_millis(123)),
+            ("macos", 41 * 86_400 * SEC + Duration::from_nanos(987_654_321)),
+        ] {
+            let renewer = Scripted::new(vec![]);
+            let clock = Arc::new(ManualClock::new(booted_for));
+            let k = keeper(renewer.clone(), &clock, 20 * SEC);
+            let pushed = k.subscribe();
+            assert_eq!(
+                k.trusted_until(),
+                booted_for + 55 * SEC,
+                "{platform}: sent + ttl - margin"
+            );
+            clock.advance(8 * 3600 * SEC);
+            let loss = pushed.recv_timeout(WAIT).expect("loss pushed");
+            assert_eq!(loss, Loss::Deadline { last_error: None }, "{platform}");
+            assert_eq!(renewer.calls(), 0, "{platform}: nothing renewed after the sleep");
+            assert_eq!(k.stop(), Some(loss));
+        }
     }
 
     #[test]

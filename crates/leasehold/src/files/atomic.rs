@@ -169,7 +169,7 @@ fn set_perm(fd: &OwnedFd, perm: Perm) -> io::Result<()> {
     }
     // After chown, which clears set-id bits.
     if let Some(mode) = perm.mode {
-        rustix::fs::fchmod(fd, Mode::from_raw_mode(mode))?;
+        rustix::fs::fchmod(fd, Mode::from_raw_mode(crate::host::raw_mode(mode)))?;
     }
     Ok(())
 }

@@ -108,7 +108,7 @@ impl Target {
             Err(e) => Err(FileError::io(&self.path, "look at it", e.into())),
             Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                 FileType::RegularFile => Ok(Some(Existing {
-                    mode: st.st_mode & 0o7777,
+                    mode: crate::host::mode_bits(st.st_mode) & 0o7777,
                     uid: st.st_uid,
                     gid: st.st_gid,
                 })),
@@ -124,7 +124,7 @@ impl Target {
         if create.is_some() {
             flags |= OFlags::CREATE;
         }
-        let mode = Mode::from_raw_mode(create.unwrap_or(0));
+        let mode = Mode::from_raw_mode(crate::host::raw_mode(create.unwrap_or(0)));
         let fd = match rustix::fs::openat(&self.dir, &self.name, flags, mode) {
             Ok(fd) => fd,
             Err(Errno::NOENT) if create.is_none() => return Ok(None),

@@ -37,7 +37,7 @@
 //!
 //! ```text
 //! supervisor (leasehold run)            holds the lease, heartbeats, signals
-//!   └─ guard (PROGRAM [ARGS] __guard)   child subreaper; ignores INT/TERM/HUP
+//!   └─ guard (PROGRAM [ARGS] __guard)   keeps the tree; ignores INT/TERM/HUP
 //!        └─ CMD (leader of its group G) and everything CMD starts
 //! ```
 //!
@@ -79,14 +79,20 @@
 //! flight from the previous claim is earlier, so it could only stop a run
 //! early, never late).
 //!
-//! The guard is a child subreaper: every orphaned descendant of the command
-//! is re-parented to it, not to PID 1 (which reaps late on some machines and
-//! would leave zombies that keep G "non-empty"). It reaps them all; so the
-//! tree is gone exactly when the guard has no child left.
+//! The guard keeps the command's tree together with
+//! [`host::ProcessTree`]. On Linux it is a child
+//! subreaper: every orphaned descendant of the command is re-parented to
+//! it, not to PID 1 (which reaps late on some machines and would leave
+//! zombies that keep G "non-empty"). It reaps them all; so the tree is gone
+//! exactly when the guard has no child left. macOS has no subreaper: there
+//! the guard watches every member it has seen with `kqueue` and the tree is
+//! gone when it has no child left *and* no remembered member and nothing in
+//! G remains (docs/PLATFORMS.md: what escapes there).
 //!
 //! # Protocol
 //!
-//! Control socket (a `SOCK_SEQPACKET` pair; one message each):
+//! Control socket ([`host::control_socket_pair`]:
+//! `SOCK_SEQPACKET` on Linux, `SOCK_DGRAM` on macOS; one message each):
 //! `window NS` (the trust window ends at boot-clock NS), `env STREAMS
 //! JSON` (start the command with these variables added; STREAMS is `-`, or
 //! which of `0`, `1`, `2` are replaced by the descriptors that come with
@@ -103,20 +109,21 @@
 //! - *stopping*: entered when the command exits and left something behind,
 //!   on EOF of the control socket, or when the trust window closes
 //!   (`deadline` reported first): SIGTERM to G and to every other
-//!   descendant (a descendant that called `setsid()` has left G but is
-//!   still ours to reap and kill), SIGKILL after the grace period, again
-//!   every second while any remain.
+//!   member of the tree (a descendant that called `setsid()` has left G but
+//!   is still ours to kill), SIGKILL after the grace period, again every
+//!   second while any remain.
 //! - *done*: no children left: report `exited code N` / `exited signal N`;
 //!   a once-guard exits, a slot waits for the next `env` (or EOF).
 //!
 //! What escapes: a process that leaves the tree entirely — handed to
-//! another supervisor (systemd-run, at, a daemon started over IPC), or in
-//! another pid namespace. If the guard itself is killed with SIGKILL, the
+//! another supervisor (systemd-run, launchd, at, a daemon started over
+//! IPC), or in another pid namespace; on macOS also a process that calls
+//! `setsid()` and whose parent exits before the guard has seen it. If the guard itself is killed with SIGKILL, the
 //! supervisor sees the report pipe close and kills G itself; if both die at
 //! once (a kill -9 of the supervisor's whole process group), nothing is left
 //! to act and the lease lives out its TTL.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs::File;
@@ -382,52 +389,10 @@ fn pid_of(raw: u32) -> Option<Pid> {
     i32::try_from(raw).ok().and_then(Pid::from_raw)
 }
 
-/// Every process whose parent chain leads to this one (read from /proc).
-fn descendants() -> Vec<Pid> {
-    let me = std::process::id();
-    let mut parent: HashMap<u32, u32> = HashMap::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let parent_pid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1))
-                .and_then(|p| p.parse().ok());
-            if let Some(parent_pid) = parent_pid {
-                parent.insert(pid, parent_pid);
-            }
-        }
-    }
-    let mut ours = HashSet::new();
-    for &pid in parent.keys() {
-        let mut chain = Vec::new();
-        let mut p = pid;
-        let mine = loop {
-            if p == me || ours.contains(&p) {
-                break true;
-            }
-            chain.push(p);
-            match parent.get(&p) {
-                Some(&pp) if pp != 0 && chain.len() < 4096 => p = pp,
-                _ => break false,
-            }
-        };
-        if mine {
-            ours.extend(chain);
-        }
-    }
-    ours.into_iter().filter_map(pid_of).collect()
-}
-
-/// Signal the command's group and every other descendant.
-fn signal_tree(group: Pid, sig: Signal) {
+/// Signal the command's group and every other member of its tree.
+fn signal_tree(tree: &mut host::ProcessTree, group: Pid, sig: Signal) {
     let _ = rustix::process::kill_process_group(group, sig);
-    for pid in descendants() {
+    for pid in tree.members() {
         let _ = rustix::process::kill_process(pid, sig);
     }
 }
@@ -442,13 +407,6 @@ const POLL: Duration = Duration::from_millis(100);
 fn report(out: &mut File, line: &str) {
     // The supervisor may be gone; then nobody is listening.
     let _ = out.write_all(format!("{line}\n").as_bytes());
-}
-
-/// The number of threads of this process (`None` when /proc cannot say).
-fn threads() -> Option<usize> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Field 20, num_threads; the fields after the command name start at 3.
-    stat.rsplit_once(')')?.1.split_ascii_whitespace().nth(17)?.parse().ok()
 }
 
 /// A once-guard's command, forked but not yet executed: the leader of its
@@ -466,14 +424,14 @@ struct Forked {
     reason = "fork has no safe API; it is only called while this process has one thread"
 )]
 fn fork_command(command: &[OsString], report: &OwnedFd) -> Result<Forked, String> {
-    if threads().is_some_and(|n| n != 1) {
+    if host::thread_count().is_some_and(|n| n != 1) {
         return Err(
             "the guard must start before any other thread of its program (call leasehold::supervise::guard::main first thing in main)"
                 .into(),
         );
     }
-    let (env_rx, env_tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| format!("cannot create a pipe to the command's process: {e}"))?;
+    let (env_rx, env_tx) =
+        host::pipe(false).map_err(|e| format!("cannot create a pipe to the command's process: {e}"))?;
     // SAFETY: this process has one thread (checked above), so the child is a
     // whole copy of it: it may allocate and run any code, as `child_main`
     // does, and it never returns here (it executes the command or exits).
@@ -592,7 +550,7 @@ fn read_control(control: &OwnedFd, buf: &mut [u8]) -> Option<Event> {
         control,
         &mut [IoSliceMut::new(buf)],
         &mut ancillary,
-        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+        host::RECV_CLOEXEC | RecvFlags::DONTWAIT,
     ) {
         Ok(r) => r,
         Err(Errno::INTR | Errno::AGAIN) => return None,
@@ -606,6 +564,11 @@ fn read_control(control: &OwnedFd, buf: &mut [u8]) -> Option<Event> {
         })
         .flatten()
         .collect();
+    // Where the platform cannot receive them close-on-exec (macOS), they
+    // become so now: the guard is one thread, so nothing forks meanwhile.
+    for fd in &fds {
+        let _ = host::set_cloexec(fd);
+    }
     if received.bytes == 0 {
         return Some(Event::ControlClosed);
     }
@@ -651,10 +614,10 @@ impl Run {
     }
 
     /// SIGTERM to the tree now (once), SIGKILL at `at`.
-    fn stop(&mut self, at: Duration) {
+    fn stop(&mut self, tree: &mut host::ProcessTree, at: Duration) {
         if let (Some(group), None) = (self.command, self.kill_at) {
             self.kill_at = Some(at);
-            signal_tree(group, Signal::TERM);
+            signal_tree(tree, group, Signal::TERM);
         }
     }
 }
@@ -665,8 +628,8 @@ impl Run {
 fn run(args: &GuardArgs) -> Result<u8, String> {
     let control = adopt(args.control_fd)?;
     let report_fd = adopt(args.report_fd)?;
-    rustix::process::set_child_subreaper(Pid::from_raw(1))
-        .map_err(|e| format!("cannot become a child subreaper: {e}"))?;
+    // Before the command's process exists: Linux makes this a subreaper.
+    let mut tree = host::ProcessTree::keep().map_err(|e| format!("cannot keep the command's tree: {e}"))?;
     // A once-guard forks its command's process while it is one thread.
     let mut forked = if args.slot {
         None
@@ -674,8 +637,7 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
         Some(fork_command(&args.command, &report_fd)?)
     };
     survive_group_signals();
-    let (chld, chld_tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK)
-        .map_err(|e| format!("cannot create the guard's signal pipe: {e}"))?;
+    let (chld, chld_tx) = host::pipe(true).map_err(|e| format!("cannot create the guard's signal pipe: {e}"))?;
     signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, chld_tx)
         .map_err(|e| format!("cannot watch for SIGCHLD: {e}"))?;
     let mut out = File::from(report_fd);
@@ -687,7 +649,10 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
     let program = if args.slot { resolve(&args.command[0]) } else { None };
     let mut run = Run::default();
     let mut closed = false;
-    let mut buf = vec![0u8; 1 << 16];
+    // No child left, but the tree is not gone yet: orphans the guard cannot
+    // reap (macOS; see `host::ProcessTree`). Looked at again on each wake.
+    let mut orphans_left = false;
+    let mut buf = vec![0u8; host::CONTROL_MESSAGE_MAX];
     let mut events: Vec<Event> = Vec::new();
     // A once-guard's child may have ended before the handler was there.
     reap(&mut events);
@@ -698,10 +663,10 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
             .filter(|until| run.running() && run.kill_at.is_none() && now >= *until)
         {
             report(&mut out, "deadline");
-            run.stop(until + args.grace);
+            run.stop(&mut tree, until + args.grace);
         }
         if let (Some(at), Some(group)) = (run.kill_at.filter(|at| now >= *at), run.command) {
-            signal_tree(group, Signal::KILL);
+            signal_tree(&mut tree, group, Signal::KILL);
             run.kill_at = Some(at.max(now) + Duration::from_secs(1));
         }
         if events.is_empty() {
@@ -717,7 +682,12 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
                 }
             });
             // After EOF the control socket stays readable: left out.
+            let wakeup = tree.wakeup();
             let mut fds = vec![PollFd::new(&chld, PollFlags::IN)];
+            if let Some(fd) = &wakeup {
+                fds.push(PollFd::new(fd, PollFlags::IN));
+            }
+            let control_at = fds.len();
             if !closed {
                 fds.push(PollFd::new(&control, PollFlags::IN));
             }
@@ -726,7 +696,17 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
                 Err(e) => return Err(format!("cannot wait for events: {e}")),
             }
             let chld_ready = !fds[0].revents().is_empty();
-            let control_ready = fds.get(1).is_some_and(|fd| !fd.revents().is_empty());
+            let tree_ready = wakeup.is_some() && !fds[1].revents().is_empty();
+            let control_ready = fds.get(control_at).is_some_and(|fd| !fd.revents().is_empty());
+            drop(fds);
+            if tree_ready {
+                tree.refresh();
+                if tree.supervisor_gone() && !closed {
+                    // macOS: the control socket is a datagram pair, which
+                    // has no EOF; the supervisor's exit note stands for it.
+                    events.push(Event::ControlClosed);
+                }
+            }
             if chld_ready {
                 let mut drain = [0u8; 64];
                 while matches!(rustix::io::read(&chld, &mut drain), Ok(n) if n > 0) {}
@@ -734,6 +714,9 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
             }
             if control_ready && !closed {
                 events.extend(read_control(&control, &mut buf));
+            }
+            if orphans_left {
+                events.push(Event::NoChildren);
             }
             if events.is_empty() {
                 continue;
@@ -753,11 +736,13 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
                         let _ = env_tx.write_all(&json);
                         drop(env_tx);
                         run.command = Some(f.pid);
+                        tree.watch(f.pid);
                         report(&mut out, &format!("started {}", f.pid.as_raw_nonzero()));
                     } else if args.slot {
                         match spawn_run(&args.command, program.as_deref(), &env, streams) {
                             Ok(pid) => {
                                 run.command = Some(pid);
+                                tree.watch(pid);
                                 report(&mut out, &format!("started {}", pid.as_raw_nonzero()));
                             }
                             Err(e) => {
@@ -777,7 +762,7 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
                     closed = true;
                     if run.running() {
                         // The supervisor is gone while the command runs.
-                        run.stop(host::boot_clock() + args.grace);
+                        run.stop(&mut tree, host::boot_clock() + args.grace);
                     }
                     // Never started: the forked child reads EOF and exits.
                     forked = None;
@@ -796,6 +781,13 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
                     }
                 }
                 Event::NoChildren => {
+                    if let Some(group) = run.command
+                        && !tree.gone_without_children(group)
+                    {
+                        orphans_left = true;
+                        continue;
+                    }
+                    orphans_left = false;
                     // The run's whole tree is gone (or nothing ran yet).
                     if let (Some(_), Some(st)) = (run.command, run.status) {
                         let line = match (st.exit_status(), st.terminating_signal()) {
@@ -805,6 +797,7 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
                         };
                         report(&mut out, &line);
                         run = Run::default();
+                        tree.forget();
                     }
                     if forked.is_none() && run.command.is_none() && (closed || !args.slot) {
                         return Ok(0);
@@ -815,7 +808,7 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
         if run.status.is_some() && run.kill_at.is_none() {
             // The command ended and left something behind (no `NoChildren`
             // came with its reaping): it goes with it.
-            run.stop(host::boot_clock() + args.grace);
+            run.stop(&mut tree, host::boot_clock() + args.grace);
         }
     }
 }

@@ -15,9 +15,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::io::Errno;
-use rustix::net::{
-    AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketFlags, SocketType, sendmsg, socketpair,
-};
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
 use rustix::process::{Pid, Signal};
 
 use super::{GuardProgram, SuperviseError};
@@ -241,9 +239,9 @@ fn inheritable(fd: &OwnedFd) -> Result<(), SuperviseError> {
 
 /// A pipe, both ends close-on-exec: (read, write).
 fn pipe() -> Result<(OwnedFd, OwnedFd), SuperviseError> {
-    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| SuperviseError::Io {
+    host::pipe(false).map_err(|error| SuperviseError::Io {
         what: "cannot create a pipe for the command",
-        error: e.into(),
+        error,
     })
 }
 
@@ -257,14 +255,16 @@ fn spawn_guard<L: Refusal>(
     errput: Stdio,
 ) -> Result<(Guard<L>, Channel<L>), SuperviseError> {
     let program = spec.guard.to_string();
-    let io = |what: &'static str| move |e: rustix::io::Errno| SuperviseError::Io { what, error: e.into() };
     let (child, control, report) = {
         let _one_at_a_time = lock(&SPAWN);
-        let (control, control_child) =
-            socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)
-                .map_err(io("cannot create the guard's control socket"))?;
-        let (report, report_child) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(io("cannot create a pipe to the guard"))?;
+        let (control, control_child) = host::control_socket_pair().map_err(|error| SuperviseError::Io {
+            what: "cannot create the guard's control socket",
+            error,
+        })?;
+        let (report, report_child) = host::pipe(false).map_err(|error| SuperviseError::Io {
+            what: "cannot create a pipe to the guard",
+            error,
+        })?;
         inheritable(&control_child)?;
         inheritable(&report_child)?;
         let child = spec
@@ -777,6 +777,14 @@ fn send(control: &Mutex<Option<OwnedFd>>, message: &str, fds: &[OwnedFd]) -> std
     let socket = control
         .as_ref()
         .ok_or_else(|| std::io::Error::other("the guard was already released"))?;
+    if message.len() > host::CONTROL_MESSAGE_MAX {
+        // The guard would read it cut short (and start nothing).
+        return Err(std::io::Error::other(format!(
+            "a message to the guard of {} bytes is longer than the {} its control socket carries (a command's environment that large is refused)",
+            message.len(),
+            host::CONTROL_MESSAGE_MAX
+        )));
+    }
     let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
@@ -787,7 +795,7 @@ fn send(control: &Mutex<Option<OwnedFd>>, message: &str, fds: &[OwnedFd]) -> std
         socket,
         &[IoSlice::new(message.as_bytes())],
         &mut ancillary,
-        SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+        SendFlags::DONTWAIT | host::SEND_NO_SIGNAL,
     )?;
     if sent == message.len() {
         Ok(())

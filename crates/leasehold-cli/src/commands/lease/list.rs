@@ -39,11 +39,11 @@ pub fn show(ctx: &Ctx, states: &[LeaseState]) {
     }
 }
 
-/// `pid` and its ancestors, read from `/proc/PID/stat` (field 4 is the parent).
+/// `pid` and its ancestors.
 fn ancestry(pid: u32) -> Vec<u32> {
     let mut chain = vec![pid];
     let mut current = pid;
-    while let Some(parent) = parent_of(current) {
+    while let Some(parent) = leasehold::host::parent_pid(current) {
         if parent == 0 || chain.contains(&parent) {
             break;
         }
@@ -51,9 +51,4 @@ fn ancestry(pid: u32) -> Vec<u32> {
         current = parent;
     }
     chain
-}
-
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_ascii_whitespace().nth(1)?.parse().ok()
 }

@@ -1,0 +1,253 @@
+//! Linux answers for [`super`]: `CLOCK_BOOTTIME`, `/proc`, `statfs` magic
+//! with `/proc/self/mountinfo`, and a child subreaper.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+use rustix::pipe::PipeFlags;
+use rustix::process::Pid;
+
+use super::{Magic, network_fs_by_magic, network_fuse_subtype};
+
+pub(super) fn boot_clock() -> Duration {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+pub(super) const BOOT_ID_SOURCE: &str = "/proc/sys/kernel/random/boot_id (is /proc mounted?)";
+
+pub(super) fn read_boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()
+}
+
+pub(super) fn network_filesystem(path: &Path) -> io::Result<Option<String>> {
+    let st = rustix::fs::statfs(path)?;
+    #[allow(clippy::unnecessary_cast, reason = "f_type's width differs between targets")]
+    let magic = st.f_type as u64;
+    Ok(match network_fs_by_magic(magic) {
+        Magic::Local => None,
+        Magic::Network(name) => Some(name.to_owned()),
+        Magic::Fuse => fuse_network_subtype(path),
+    })
+}
+
+fn fuse_network_subtype(path: &Path) -> Option<String> {
+    let path = std::fs::canonicalize(path).ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    network_fuse_in(&path, &mountinfo)
+}
+
+/// The network FUSE subtype of the mount `path` (canonical) is on,
+/// according to `mountinfo` (the format of `/proc/self/mountinfo`).
+fn network_fuse_in(path: &Path, mountinfo: &str) -> Option<String> {
+    // The longest mount point that is a prefix of `path` is its mount.
+    let mut best: Option<(usize, String)> = None;
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(mount_point), Some(fstype)) = (fields.get(4), fields.get(sep + 1)) else {
+            continue;
+        };
+        let mount_point = mount_point.replace("\\040", " ");
+        if path.starts_with(&mount_point) && best.as_ref().is_none_or(|(len, _)| mount_point.len() >= *len) {
+            best = Some((mount_point.len(), (*fstype).to_owned()));
+        }
+    }
+    network_fuse_subtype(&best?.1)
+}
+
+/// Field `field` (numbered as proc(5) does) of `/proc/PID/stat`. The
+/// command name (field 2) may contain spaces and parentheses: the fields
+/// after it start past the last `)`.
+fn stat_field<T: std::str::FromStr>(pid: &str, field: usize) -> io::Result<T> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let invalid = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("no field {field} in /proc/{pid}/stat"),
+        )
+    };
+    let (_, rest) = stat.rsplit_once(')').ok_or_else(invalid)?;
+    rest.split_ascii_whitespace()
+        .nth(field - 3)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(invalid)
+}
+
+pub(super) fn process_start(pid: u32) -> io::Result<u64> {
+    // Field 22: start time, in clock ticks since boot.
+    stat_field(&pid.to_string(), 22)
+}
+
+pub(super) fn parent_pid(pid: u32) -> Option<u32> {
+    stat_field(&pid.to_string(), 4).ok()
+}
+
+pub(super) fn pid_namespace(pid: u32) -> Option<u64> {
+    pid_namespace_of(&pid.to_string())
+}
+
+pub(super) fn own_pid_namespace() -> Option<u64> {
+    pid_namespace_of("self")
+}
+
+fn pid_namespace_of(pid: &str) -> Option<u64> {
+    std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok().map(|m| m.ino())
+}
+
+/// `/proc` shows our own pid namespace only when `/proc/self` is our pid
+/// (it is not in a container that mounts the host's `/proc`).
+pub(super) fn pids_are_ours() -> bool {
+    std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str().and_then(|s| s.parse::<u32>().ok()))
+        == Some(std::process::id())
+}
+
+pub(super) fn command_line(pid: u32) -> Vec<u8> {
+    std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()
+}
+
+pub(super) fn thread_count() -> Option<usize> {
+    // Field 20: num_threads.
+    stat_field("self", 20).ok()
+}
+
+pub(super) fn pipe(nonblocking: bool) -> io::Result<(OwnedFd, OwnedFd)> {
+    let flags = if nonblocking {
+        PipeFlags::CLOEXEC | PipeFlags::NONBLOCK
+    } else {
+        PipeFlags::CLOEXEC
+    };
+    Ok(rustix::pipe::pipe_with(flags)?)
+}
+
+pub(super) fn control_socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    Ok(rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
+}
+
+pub(super) const SEND_NO_SIGNAL: rustix::net::SendFlags = rustix::net::SendFlags::NOSIGNAL;
+
+pub(super) const RECV_CLOEXEC: rustix::net::RecvFlags = rustix::net::RecvFlags::CMSG_CLOEXEC;
+
+/// A child subreaper's tree: see [`super::ProcessTree`].
+#[derive(Debug)]
+pub(super) struct ProcessTree;
+
+impl ProcessTree {
+    pub(super) fn keep() -> io::Result<Self> {
+        rustix::process::set_child_subreaper(Pid::from_raw(1))
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot become a child subreaper: {e}")))?;
+        Ok(Self)
+    }
+
+    #[allow(clippy::unused_self, reason = "the macOS tree remembers what it watches")]
+    pub(super) fn watch(&mut self, _pid: Pid) {}
+
+    #[allow(clippy::unused_self, reason = "the macOS tree has a kqueue to wake on")]
+    pub(super) fn wakeup(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    #[allow(clippy::unused_self, reason = "the macOS tree learns members as they fork")]
+    pub(super) fn refresh(&mut self) {}
+
+    /// Every process whose parent chain leads to this one: orphans are
+    /// re-parented here, so the chain never breaks.
+    #[allow(clippy::unused_self, reason = "the macOS tree remembers members")]
+    pub(super) fn members(&mut self) -> Vec<Pid> {
+        descendants(std::process::id())
+    }
+
+    /// Every descendant hangs from a child of a subreaper: none left, the
+    /// tree is gone.
+    #[allow(clippy::unused_self, reason = "the macOS tree has more to look at")]
+    pub(super) fn gone_without_children(&mut self, _group: Pid) -> bool {
+        true
+    }
+
+    #[allow(clippy::unused_self, reason = "the macOS tree remembers members")]
+    pub(super) fn forget(&mut self) {}
+
+    #[allow(clippy::unused_self, reason = "the control socket's EOF says it on Linux")]
+    pub(super) fn supervisor_gone(&self) -> bool {
+        false
+    }
+}
+
+/// Every process whose parent chain leads to `me` (read from /proc).
+fn descendants(me: u32) -> Vec<Pid> {
+    let mut parent: HashMap<u32, u32> = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some(parent_pid) = parent_pid(pid) {
+                parent.insert(pid, parent_pid);
+            }
+        }
+    }
+    let mut ours = HashSet::new();
+    for &pid in parent.keys() {
+        let mut chain = Vec::new();
+        let mut p = pid;
+        let mine = loop {
+            if p == me || ours.contains(&p) {
+                break true;
+            }
+            chain.push(p);
+            match parent.get(&p) {
+                Some(&pp) if pp != 0 && chain.len() < 4096 => p = pp,
+                _ => break false,
+            }
+        };
+        if mine {
+            ours.extend(chain);
+        }
+    }
+    ours.into_iter()
+        .filter_map(|pid| i32::try_from(pid).ok().and_then(Pid::from_raw))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_fuse_mounts_are_told_from_local_ones() {
+        let mountinfo = "\
+22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/vda rw
+40 22 0:40 / /home/me/remote rw,nosuid - fuse.sshfs me@host:/ rw,user_id=0
+41 22 0:41 / /var/lib/containers rw - fuse.fuse-overlayfs fuse-overlayfs rw
+42 40 0:42 / /home/me/remote/local\\040dir rw - ext4 /dev/vdb rw";
+        let on = |p: &str| network_fuse_in(Path::new(p), mountinfo);
+        assert_eq!(on("/home/me/remote/state"), Some("fuse.sshfs".into()));
+        assert_eq!(on("/var/lib/containers/x"), None, "a local FUSE filesystem is fine");
+        assert_eq!(on("/home/me/remote/local dir/x"), None, "the longest mount point wins");
+        assert_eq!(on("/etc"), None);
+    }
+
+    #[test]
+    fn a_child_is_a_descendant() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = Pid::from_raw(child.id() as i32).unwrap();
+        let found = descendants(std::process::id()).contains(&pid);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(found);
+    }
+}
