@@ -350,6 +350,17 @@ pub struct FileArgs {
     /// fenced together.
     #[arg(long, requires = "fence_token", value_name = "PATH")]
     pub fence_file: Option<PathBuf>,
+
+    /// The grant holding TOKEN (16 hex digits), recorded with it: another
+    /// grant with the same token (a store restored from a backup) is then
+    /// refused. Under `leasehold run`, `LEASEHOLD_GRANT` is used when TOKEN
+    /// is `LEASEHOLD_TOKEN`.
+    #[arg(long, requires = "fence_token", value_parser = parse_grant, value_name = "GRANT")]
+    pub fence_grant: Option<leasehold::GrantId>,
+}
+
+fn parse_grant(s: &str) -> Result<leasehold::GrantId, String> {
+    s.parse()
 }
 
 #[derive(Debug, Args)]

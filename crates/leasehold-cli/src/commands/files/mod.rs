@@ -3,7 +3,7 @@
 pub mod update;
 pub mod write;
 
-use leasehold::files::{FencedFile, WriteOptions};
+use leasehold::files::{Fence, FencedFile, WriteOptions};
 
 use crate::cli::FileArgs;
 use crate::commands::Ctx;
@@ -24,14 +24,41 @@ fn fenced(args: &FileArgs) -> FencedFile {
     }
 }
 
+/// The fence of `--fence-token`: with `--fence-grant`, or else the grant
+/// of the `leasehold run` this runs under when the token is its
+/// (`LEASEHOLD_TOKEN`/`LEASEHOLD_GRANT`), so a command under `run` names
+/// its grant without passing it.
+fn fence(args: &FileArgs) -> anyhow::Result<Option<Fence>> {
+    let Some(token) = args.fence_token else {
+        return Ok(None);
+    };
+    if let Some(grant) = args.fence_grant {
+        return Ok(Some(Fence {
+            token,
+            grant: Some(grant),
+        }));
+    }
+    Fence::with_grant_from_env(token).map(Some).map_err(|e| {
+        crate::run::CliError::new(
+            crate::exit_codes::ExitCode::Usage,
+            format!(
+                "{e}; {} is unchanged (pass --fence-grant, or unset it)",
+                args.file.display()
+            ),
+        )
+        .into()
+    })
+}
+
 /// Success is quiet, as `cp`; with `--json`, one document saying what was written.
-fn written(ctx: &Ctx, args: &FileArgs, bytes: usize) {
+fn written(ctx: &Ctx, args: &FileArgs, fence: Option<Fence>, bytes: usize) {
     if ctx.global.json {
         crate::output::print_json(&serde_json::json!({
             "file": args.file,
             "written": true,
             "bytes": bytes,
             "fence_token": args.fence_token,
+            "fence_grant": fence.and_then(|f| f.grant).map(|g| g.to_string()),
             "fence_file": args.fence_token.map(|_| fenced(args).fence_path()),
         }));
     }
