@@ -412,6 +412,8 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut 
         case!(tokens_increase_across_fast_takeover),
         case!(tokens_survive_reopen, Reopenable),
         case!(tokens_are_per_name),
+        case!(tokens_bump_raises_every_next_token),
+        case!(tokens_bump_survives_reopen, Reopenable),
         case!(modes_exclusive_excludes_everything),
         case!(modes_shared_coexist),
         case!(modes_shared_limit),

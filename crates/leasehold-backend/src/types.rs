@@ -187,6 +187,62 @@ impl<'de> Deserialize<'de> for GrantId {
     }
 }
 
+/// `leasehold migrate --bump-tokens N`: raise every name's next token
+/// above everything the store may have issued, plus `by`.
+///
+/// A store restored from a copy taken at token T of some name may have
+/// issued that name tokens up to T + k before it was lost, where k is how
+/// many grants it made since the copy; `by` must be at least the largest
+/// such k (any one name's; on etcd, every write to the cluster counts,
+/// since tokens are revisions). Too large costs nothing but digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokensBumpParams {
+    pub by: u64,
+}
+
+impl TokensBumpParams {
+    /// The largest bump: tokens are stored as signed 64-bit integers
+    /// (SQLite, PostgreSQL, etcd revisions), and a bump of up to 10^15
+    /// leaves room for thousands of bumps more.
+    pub const MAX: u64 = 1_000_000_000_000_000;
+
+    /// `highest + by`, the new floor, when `by` is within `1..=MAX` and the
+    /// sum fits a stored token; the reason otherwise (said for the user).
+    pub fn floor_above(&self, highest: Token) -> Result<Token, String> {
+        if self.by == 0 || self.by > Self::MAX {
+            return Err(format!(
+                "--bump-tokens {} is out of range (1 to {})",
+                self.by,
+                Self::MAX
+            ));
+        }
+        highest
+            .0
+            .checked_add(self.by)
+            .filter(|floor| i64::try_from(*floor).is_ok())
+            .map(Token)
+            .ok_or_else(|| {
+                format!(
+                    "tokens would pass the largest storable token ({}) after a bump of {}",
+                    i64::MAX,
+                    self.by
+                )
+            })
+    }
+}
+
+/// What [`Backend::tokens_bump`](crate::Backend::tokens_bump) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokensBumped {
+    /// The highest token the store may have issued before the bump (its
+    /// newest counter or floor; on etcd, the cluster's revision plus the
+    /// offset).
+    pub highest: Token,
+    /// Every token issued from now on is above this one
+    /// (`highest + by`).
+    pub floor: Token,
+}
+
 /// The state of one name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseState {

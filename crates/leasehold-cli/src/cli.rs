@@ -100,7 +100,9 @@ pub enum Command {
     /// Useful once per deployment, run by a role allowed to create tables,
     /// before workers that may only use them start. Concurrent runs are
     /// safe; a store written by a newer leasehold is refused (exit 65).
-    Migrate,
+    /// After restoring a store from a backup, --bump-tokens N makes every
+    /// token from now on exceed every token issued before by more than N.
+    Migrate(MigrateArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// A task queue whose claims are leases: add, claim, heartbeat, done, fail, retry, list, show, stats, purge.
@@ -328,6 +330,17 @@ pub struct HistoryArgs {
     /// With --timeline: how far back to draw (1m to 7d and more).
     #[arg(long, default_value = "1h", value_parser = within(limits::AGE), requires = "timeline", value_name = "DUR")]
     pub since: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// After restoring the store from an older copy: make every name's
+    /// next token exceed every token the store may have issued by more
+    /// than N — at least the most grants any one name could have had since
+    /// the copy (on etcd: every write to the cluster since). Too large
+    /// costs nothing. See README.md, "Restoring a store".
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=leasehold::TokensBumpParams::MAX))]
+    pub bump_tokens: Option<u64>,
 }
 
 // What `write` and `update` share.

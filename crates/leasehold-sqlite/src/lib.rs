@@ -36,8 +36,8 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ClockSkew, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams,
     LeaseFence, LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams,
-    LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos,
-    host, later, migration, signed, symlinks,
+    LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, TokensBumpParams, TokensBumped, WaiterEnqueueParams,
+    WaiterTicket, duration_nanos, host, later, migration, signed, symlinks,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -600,6 +600,11 @@ impl Backend for SqliteBackend {
 
     fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError> {
         self.read(|tx, _| lease::history(tx, params))
+    }
+
+    fn tokens_bump(&self, params: &TokensBumpParams) -> Result<TokensBumped, BackendError> {
+        self.write("bump-tokens", |tx, _| lease::tokens_bump(tx, params))?
+            .map_err(|reason| BackendError::new(ErrorKind::InvalidInput, self.store(), reason))
     }
 
     fn tasks(&self) -> Option<&dyn TaskBackend> {

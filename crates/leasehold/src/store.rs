@@ -858,6 +858,20 @@ impl Store {
         })?)
     }
 
+    /// After restoring the store from an older copy: make every token issued
+    /// from now on, for every name, exceed every token it may have issued
+    /// before by more than `by` (`leasehold migrate --bump-tokens`; see
+    /// [`TokensBumpParams`](crate::TokensBumpParams) for how large `by`
+    /// must be, and README.md, "Restoring a store").
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails, or `by` is 0, above
+    /// [`TokensBumpParams::MAX`](crate::TokensBumpParams::MAX) or would
+    /// carry tokens past what a store can hold (kind `InvalidInput`).
+    pub fn bump_tokens(&self, by: u64) -> Result<crate::TokensBumped> {
+        Ok(self.backend.tokens_bump(&crate::TokensBumpParams { by })?)
+    }
+
     /// The state of one name (`None` if never granted).
     ///
     /// # Errors

@@ -61,7 +61,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(&ctx, &args),
         Command::Lock(args) => lock::run(&ctx, &args),
         Command::Doctor => Ok(doctor::run(&ctx)),
-        Command::Migrate => migrate::run(&ctx),
+        Command::Migrate(args) => migrate::run(&ctx, &args),
         Command::Completions(args) => Ok(completions::run(&ctx, &args)),
         Command::Task(command) => task::dispatch(&ctx, command),
         Command::Serve(args) => serve::run(&ctx, &args),
