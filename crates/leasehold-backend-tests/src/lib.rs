@@ -447,6 +447,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut 
         case!(fence_expired_token_is_not_live),
         case!(fence_shared_any_live_grant),
         case!(fence_verdicts_are_recorded),
+        case!(fence_with_another_grant_of_the_token_is_refused),
         case!(history_newest_first_and_limited),
         case!(history_records_expiry),
         case!(inspect_get_unknown_is_none),

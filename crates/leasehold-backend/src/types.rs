@@ -373,6 +373,10 @@ pub enum LeaseRelease {
 pub struct LeaseFenceParams {
     pub name: LeaseName,
     pub token: Token,
+    /// The caller's grant, when it knows it ([`GrantId`]): the token's
+    /// grant in the store must be this one (after a restore the store may
+    /// hold the token for another grant). `None`: judged by token alone.
+    pub grant: Option<GrantId>,
     /// Who is passing through the gate (recorded in the history).
     pub caller: String,
 }

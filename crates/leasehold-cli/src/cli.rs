@@ -282,6 +282,12 @@ pub struct FenceArgs {
     #[arg(long, value_parser = parse_token)]
     pub token: Token,
 
+    /// The writer's grant (16 hex digits): the token's grant in the store
+    /// must be this one. Under `leasehold run`, `LEASEHOLD_GRANT` is used
+    /// when TOKEN is `LEASEHOLD_TOKEN`.
+    #[arg(long, value_parser = parse_grant, value_name = "GRANT")]
+    pub grant: Option<leasehold::GrantId>,
+
     /// The command to run when the token passes.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,

@@ -846,14 +846,20 @@ impl Store {
         })?)
     }
 
-    /// Check that `token` may still write to what `name` protects.
+    /// Check that `fence` (a [`Token`], or a
+    /// [`Fence`](crate::files::Fence) naming its grant too) may still write
+    /// to what `name` protects. With a grant, the token's grant in the
+    /// store must be that one: after a restore the store may hold the same
+    /// token for another grant.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails. A refusal is `Ok(Refused)`.
-    pub fn fence(&self, name: &LeaseName, token: Token) -> Result<LeaseFence> {
+    pub fn fence(&self, name: &LeaseName, fence: impl Into<crate::files::Fence>) -> Result<LeaseFence> {
+        let fence = fence.into();
         Ok(self.backend.lease_fence(&LeaseFenceParams {
             name: name.clone(),
-            token,
+            token: fence.token,
+            grant: fence.grant,
             caller: identity::default_owner(),
         })?)
     }

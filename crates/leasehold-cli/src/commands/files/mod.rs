@@ -24,30 +24,16 @@ fn fenced(args: &FileArgs) -> FencedFile {
     }
 }
 
-/// The fence of `--fence-token`: with `--fence-grant`, or else the grant
-/// of the `leasehold run` this runs under when the token is its
-/// (`LEASEHOLD_TOKEN`/`LEASEHOLD_GRANT`), so a command under `run` names
-/// its grant without passing it.
+/// The fence of `--fence-token` and `--fence-grant` (see
+/// [`crate::commands::fence_of`]).
 fn fence(args: &FileArgs) -> anyhow::Result<Option<Fence>> {
-    let Some(token) = args.fence_token else {
-        return Ok(None);
-    };
-    if let Some(grant) = args.fence_grant {
-        return Ok(Some(Fence {
-            token,
-            grant: Some(grant),
-        }));
-    }
-    Fence::with_grant_from_env(token).map(Some).map_err(|e| {
-        crate::run::CliError::new(
-            crate::exit_codes::ExitCode::Usage,
-            format!(
-                "{e}; {} is unchanged (pass --fence-grant, or unset it)",
-                args.file.display()
-            ),
-        )
-        .into()
-    })
+    args.fence_token
+        .map(|token| {
+            crate::commands::fence_of(token, args.fence_grant, || {
+                format!("{} is unchanged (pass --fence-grant, or unset it)", args.file.display())
+            })
+        })
+        .transpose()
 }
 
 /// Success is quiet, as `cp`; with `--json`, one document saying what was written.
