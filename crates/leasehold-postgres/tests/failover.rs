@@ -6,8 +6,9 @@
 //! multi-host URL (`host a,b` with `target_session_attrs=read-write`).
 //!
 //! Proved: every token a client was told about is unique, tokens grow in
-//! the order clients were told about them — across the failover — and the
-//! clients follow the new primary with no change of URL. An operation cut
+//! the order clients were told about them — across the failover — every
+//! acknowledged grant is in the new primary's history, and the clients
+//! follow the new primary with no change of URL. An operation cut
 //! off by the failover may fail (unavailable); it is never reported done.
 
 mod support;
@@ -17,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use leasehold_backend::{Backend, LeaseAcquire, LeaseAcquireParams, Token};
+use leasehold_backend::{Backend, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseHistoryParams, Token};
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
 use support::Server;
@@ -130,6 +131,34 @@ fn a_promoted_synchronous_standby_reissues_no_acknowledged_token() {
             .expect("ask the standby")
             .get::<_, bool>(0),
         "the standby was not promoted"
+    );
+    // Every grant acknowledged by the old primary is on the new one: its
+    // history has each of them, and its counter is past them all.
+    let store = PostgresBackend::open(&url, PostgresOptions::default()).expect("open the new primary");
+    let granted: Vec<Token> = store
+        .lease_history(&LeaseHistoryParams {
+            name: params::name("job"),
+            limit: 1000,
+        })
+        .expect("history")
+        .into_iter()
+        .filter(|e| e.event == HistoryEvent::Granted)
+        .filter_map(|e| e.token)
+        .collect();
+    for token in &seen.acked {
+        assert!(
+            granted.contains(token),
+            "acknowledged token {token} is not on the new primary"
+        );
+    }
+    let last = store
+        .lease_get(&params::name("job"))
+        .expect("get")
+        .expect("known")
+        .last_token;
+    assert!(
+        seen.acked.iter().all(|t| *t <= last),
+        "last_token {last} on the new primary"
     );
     eprintln!(
         "failover: {} grants acknowledged ({before} before the primary was killed), tokens {}..{}, {} operations failed during the failover; clients granted again {:.1} s after the promotion",
