@@ -115,6 +115,7 @@ pub fn fence(lease: &str, token: Token) -> LeaseFenceParams {
     LeaseFenceParams {
         name: name(lease),
         token,
+        grant: None,
         caller: FENCE_CALLER.into(),
     }
 }

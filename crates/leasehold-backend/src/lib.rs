@@ -118,6 +118,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The newest history entries of a name, newest first.
     fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError>;
 
+    /// After a restore from an older copy: make every token issued from now
+    /// on, for every name — those in the store and those it has never seen
+    /// — exceed every token it may have issued before by more than
+    /// `params.by` (see [`TokensBumpParams`]). Grants and counters already
+    /// stored keep their tokens; only the next ones move. Durable before it
+    /// returns; concurrent grants are either before it or above the floor.
+    fn tokens_bump(&self, params: &TokensBumpParams) -> Result<TokensBumped, BackendError>;
+
     /// Block until something that may unblock a waiter on `topic` happens
     /// in the store, or `timeout` passes — never longer than `timeout`.
     ///

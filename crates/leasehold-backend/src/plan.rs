@@ -434,9 +434,13 @@ pub fn release(p: &LeaseReleaseParams, found: Option<&Seen>) -> Plan<Result<(), 
 pub fn fence(p: &LeaseFenceParams, newest: Option<Token>, found: Option<&Seen>) -> Plan<LeaseFence> {
     let mut ops = Vec::new();
     let token = Issued::Existing(p.token);
-    match rules::fence_verdict(p.token, newest, found.map(|(g, live)| (*live, g.mode))) {
+    // A caller naming its grant whose token the store holds for another
+    // grant (issued again after a restore) has no grant here: judged as
+    // if its token's grant were gone.
+    let theirs = found.filter(|(g, _)| p.grant.is_none_or(|asked| asked == g.id()));
+    match rules::fence_verdict(p.token, newest, theirs.map(|(g, live)| (*live, g.mode))) {
         Ok(()) => {
-            let (g, _) = found.expect("a fence passes only with a live grant");
+            let (g, _) = theirs.expect("a fence passes only with a live grant");
             let detail = detail::fence_passed(&p.caller);
             record(&mut ops, HistoryEvent::FencePassed, token, Some(&g.owner), detail);
             Plan {
@@ -445,7 +449,7 @@ pub fn fence(p: &LeaseFenceParams, newest: Option<Token>, found: Option<&Seen>) 
             }
         }
         Err(reason) => {
-            if let Some((g, false)) = found {
+            if let Some((g, false)) = theirs {
                 expire(&mut ops, g);
             }
             let detail = detail::fence_refused(&p.caller, reason, newest);

@@ -103,6 +103,148 @@ pub struct Grant {
     pub expires_in: Duration,
 }
 
+impl Grant {
+    /// This grant's identity ([`GrantId`]).
+    #[must_use]
+    pub fn id(&self) -> GrantId {
+        GrantId::of(self)
+    }
+}
+
+/// Which grant, not only which token: a short hash of what a grant is
+/// issued with and never changes — its name, token, acquisition time (in
+/// ms) and holder (owner, host, boot, pid namespace, pid, start time).
+///
+/// A store restored from an older copy issues tokens again that sinks have
+/// already seen; the grant that gets such a token again differs from the
+/// first in its acquisition time and, almost always, its holder, so its
+/// identity differs. A fence record that keeps the identity next to the
+/// token (`leasehold::files`) then refuses the second grant. Computed, not
+/// stored: every store (and every version) derives the same identity from
+/// the same grant, with FNV-1a (64 bits) over the fields in a fixed order,
+/// each ended by a 0 byte — a stable function, unlike std's hasher. Not a
+/// secret: anyone who can read the grant can compute it.
+///
+/// Written as 16 lowercase hexadecimal digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GrantId(pub u64);
+
+impl GrantId {
+    /// The identity of `grant` (see the type's docs).
+    #[must_use]
+    pub fn of(grant: &Grant) -> Self {
+        const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        let h = &grant.holder;
+        let fields = [
+            grant.name.as_str().to_owned(),
+            grant.token.0.to_string(),
+            unix_ms::to_ms(grant.acquired_at).to_string(),
+            grant.owner.clone(),
+            h.host.clone(),
+            h.boot_id.clone(),
+            h.pid_ns.map(|n| n.to_string()).unwrap_or_default(),
+            h.pid.to_string(),
+            h.start_time.map(|t| t.to_string()).unwrap_or_default(),
+        ];
+        let mut hash = OFFSET_BASIS;
+        for byte in fields.iter().flat_map(|f| f.bytes().chain([0])) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(PRIME);
+        }
+        Self(hash)
+    }
+}
+
+impl fmt::Display for GrantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl FromStr for GrantId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.len() == 16 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            u64::from_str_radix(s, 16).map(GrantId).map_err(|e| e.to_string())
+        } else {
+            Err(format!(
+                "{s:?} is not a grant identity (16 lowercase hexadecimal digits, as `leasehold run` \
+                 exports in LEASEHOLD_GRANT)"
+            ))
+        }
+    }
+}
+
+impl Serialize for GrantId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for GrantId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// `leasehold migrate --bump-tokens N`: raise every name's next token
+/// above everything the store may have issued, plus `by`.
+///
+/// A store restored from a copy taken at token T of some name may have
+/// issued that name tokens up to T + k before it was lost, where k is how
+/// many grants it made since the copy; `by` must be at least the largest
+/// such k (any one name's; on etcd, every write to the cluster counts,
+/// since tokens are revisions). Too large costs nothing but digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokensBumpParams {
+    pub by: u64,
+}
+
+impl TokensBumpParams {
+    /// The largest bump: tokens are stored as signed 64-bit integers
+    /// (SQLite, PostgreSQL, etcd revisions), and a bump of up to 10^15
+    /// leaves room for thousands of bumps more.
+    pub const MAX: u64 = 1_000_000_000_000_000;
+
+    /// `highest + by`, the new floor, when `by` is within `1..=MAX` and the
+    /// sum fits a stored token; the reason otherwise (said for the user).
+    pub fn floor_above(&self, highest: Token) -> Result<Token, String> {
+        if self.by == 0 || self.by > Self::MAX {
+            return Err(format!(
+                "--bump-tokens {} is out of range (1 to {})",
+                self.by,
+                Self::MAX
+            ));
+        }
+        highest
+            .0
+            .checked_add(self.by)
+            .filter(|floor| i64::try_from(*floor).is_ok())
+            .map(Token)
+            .ok_or_else(|| {
+                format!(
+                    "tokens would pass the largest storable token ({}) after a bump of {}",
+                    i64::MAX,
+                    self.by
+                )
+            })
+    }
+}
+
+/// What [`Backend::tokens_bump`](crate::Backend::tokens_bump) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokensBumped {
+    /// The highest token the store may have issued before the bump (its
+    /// newest counter or floor; on etcd, the cluster's revision plus the
+    /// offset).
+    pub highest: Token,
+    /// Every token issued from now on is above this one
+    /// (`highest + by`).
+    pub floor: Token,
+}
+
 /// The state of one name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseState {
@@ -233,6 +375,10 @@ pub enum LeaseRelease {
 pub struct LeaseFenceParams {
     pub name: LeaseName,
     pub token: Token,
+    /// The caller's grant, when it knows it ([`GrantId`]): the token's
+    /// grant in the store must be this one (after a restore the store may
+    /// hold the token for another grant). `None`: judged by token alone.
+    pub grant: Option<GrantId>,
     /// Who is passing through the gate (recorded in the history).
     pub caller: String,
 }
@@ -494,5 +640,71 @@ pub mod millis {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(token: u64, acquired_ms: i64, pid: u32) -> Grant {
+        Grant {
+            name: LeaseName::new("job").unwrap(),
+            token: Token(token),
+            owner: "host:1".into(),
+            owner_explicit: false,
+            mode: Mode::Exclusive,
+            holder: Holder {
+                host: "host".into(),
+                boot_id: "boot".into(),
+                pid_ns: Some(4),
+                pid,
+                start_time: Some(99),
+                cmdline: "cmd".into(),
+                pgid: None,
+                bound: true,
+            },
+            acquired_at: unix_ms::from_ms(acquired_ms),
+            ttl: Duration::from_secs(60),
+            expires_in: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn a_grant_id_is_a_stable_hash_of_what_the_grant_was_issued_with() {
+        let g = grant(42, 1_700_000_000_000, 7);
+        // Pinned: every version and every store must compute the same id.
+        assert_eq!(g.id().to_string(), "f1c4c99655537780");
+        // What changes as a grant is kept does not change its id.
+        let mut kept = g.clone();
+        kept.expires_in = Duration::from_secs(1);
+        kept.owner_explicit = true;
+        kept.holder.cmdline = "other".into();
+        assert_eq!(kept.id(), g.id());
+        // The same token issued again, later or to another process, differs.
+        assert_ne!(grant(42, 1_700_000_000_001, 7).id(), g.id());
+        assert_ne!(grant(42, 1_700_000_000_000, 8).id(), g.id());
+        assert_ne!(grant(43, 1_700_000_000_000, 7).id(), g.id());
+    }
+
+    #[test]
+    fn a_grant_id_reads_back_as_written_and_nothing_else_parses() {
+        for id in [GrantId(0), GrantId(0xab), GrantId(u64::MAX)] {
+            assert_eq!(id.to_string().parse::<GrantId>(), Ok(id));
+            assert_eq!(
+                serde_json::from_value::<GrantId>(serde_json::to_value(id).unwrap()).unwrap(),
+                id
+            );
+        }
+        for bad in [
+            "",
+            "ab",
+            "00000000000000AB",
+            "000000000000000g",
+            "00000000000000abc",
+            "-0000000000000ab",
+        ] {
+            assert!(bad.parse::<GrantId>().is_err(), "{bad:?}");
+        }
     }
 }

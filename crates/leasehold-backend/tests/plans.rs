@@ -400,7 +400,7 @@ proptest! {
         let g = grant(5, &row);
         let seen = (g.clone(), row.live);
         let found = exists.then_some(&seen);
-        let p = LeaseFenceParams { name: g.name.clone(), token: g.token, caller: "sink".into() };
+        let p = LeaseFenceParams { name: g.name.clone(), token: g.token, grant: None, caller: "sink".into() };
         let newest = newest.map(Token);
         let plan = plan::fence(&p, newest, found);
         let rows = if exists { vec![(g.clone(), row.live)] } else { Vec::new() };

@@ -100,7 +100,9 @@ pub enum Command {
     /// Useful once per deployment, run by a role allowed to create tables,
     /// before workers that may only use them start. Concurrent runs are
     /// safe; a store written by a newer leasehold is refused (exit 65).
-    Migrate,
+    /// After restoring a store from a backup, --bump-tokens N makes every
+    /// token from now on exceed every token issued before by more than N.
+    Migrate(MigrateArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// A task queue whose claims are leases: add, claim, heartbeat, done, fail, retry, list, show, stats, purge.
@@ -280,6 +282,12 @@ pub struct FenceArgs {
     #[arg(long, value_parser = parse_token)]
     pub token: Token,
 
+    /// The writer's grant (16 hex digits): the token's grant in the store
+    /// must be this one. Under `leasehold run`, `LEASEHOLD_GRANT` is used
+    /// when TOKEN is `LEASEHOLD_TOKEN`.
+    #[arg(long, value_parser = parse_grant, value_name = "GRANT")]
+    pub grant: Option<leasehold::GrantId>,
+
     /// The command to run when the token passes.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,
@@ -330,6 +338,17 @@ pub struct HistoryArgs {
     pub since: Duration,
 }
 
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// After restoring the store from an older copy: make every name's
+    /// next token exceed every token the store may have issued by more
+    /// than N — at least the most grants any one name could have had since
+    /// the copy (on etcd: every write to the cluster since). Too large
+    /// costs nothing. See README.md, "Restoring a store".
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=leasehold::TokensBumpParams::MAX))]
+    pub bump_tokens: Option<u64>,
+}
+
 // What `write` and `update` share.
 #[derive(Debug, Args)]
 pub struct FileArgs {
@@ -350,6 +369,17 @@ pub struct FileArgs {
     /// fenced together.
     #[arg(long, requires = "fence_token", value_name = "PATH")]
     pub fence_file: Option<PathBuf>,
+
+    /// The grant holding TOKEN (16 hex digits), recorded with it: another
+    /// grant with the same token (a store restored from a backup) is then
+    /// refused. Under `leasehold run`, `LEASEHOLD_GRANT` is used when TOKEN
+    /// is `LEASEHOLD_TOKEN`.
+    #[arg(long, requires = "fence_token", value_parser = parse_grant, value_name = "GRANT")]
+    pub fence_grant: Option<leasehold::GrantId>,
+}
+
+fn parse_grant(s: &str) -> Result<leasehold::GrantId, String> {
+    s.parse()
 }
 
 #[derive(Debug, Args)]

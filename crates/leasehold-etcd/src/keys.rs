@@ -20,7 +20,16 @@
 //! PREFIX/lease/NAME/w/SLOT     waiter, attached to its own etcd lease;
 //!                              `create_revision` = ticket (FIFO order)
 //! PREFIX/history/NAME/SEQ      history entry (SEQ zero-padded, from the guard)
+//! PREFIX/token-offset          the token offset of `--bump-tokens` (decimal;
+//!                              absent: 0), added to the revision of every
+//!                              grant made from then on
 //! ```
+//!
+//! A token is a revision plus the token offset in force when the grant was
+//! made, which the grant's record, the token key and a `granted` history
+//! entry carry (`token_offset`, absent: 0): `leasehold migrate
+//! --bump-tokens N` raises the offset, since etcd 3.4 cannot raise its own
+//! revision (3.5's `etcdutl snapshot restore --bump-revision` can).
 //!
 //! `SLOT` is the etcd lease id the key was first attached to, in hex: a
 //! name the creating transaction can choose before it knows its revision.
@@ -93,6 +102,11 @@ impl Keys {
         format!("{}{}/", self.leases(), encode(name.as_str()))
     }
 
+    /// The token offset of `--bump-tokens` (outside `lease/`: not a name's key).
+    pub fn token_offset(&self) -> String {
+        format!("{}/token-offset", self.prefix)
+    }
+
     pub fn token(&self, name: &LeaseName) -> String {
         format!("{}t", self.name_dir(name))
     }
@@ -145,6 +159,28 @@ pub struct Record {
     pub holder: Holder,
     pub acquired_ms: i64,
     pub ttl_ms: u64,
+    /// Added to the record's `create_revision` to make its token.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub token_offset: u64,
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The value of the token key and of [`Keys::token_offset`]: a decimal
+/// offset, empty for 0.
+pub fn parse_offset(kv: &KeyValue) -> Result<u64, String> {
+    let text = std::str::from_utf8(kv.value()).unwrap_or("?");
+    if text.is_empty() {
+        return Ok(0);
+    }
+    text.parse()
+        .map_err(|_| format!("key {:?} holds {text:?}, not a token offset", key_str(kv)))
 }
 
 /// What a waiter key (`w/SLOT`) holds.
@@ -173,6 +209,9 @@ pub struct HistoryValue {
     pub token: Option<u64>,
     #[serde(default)]
     pub token_is_revision: bool,
+    /// Added to the revision when `token_is_revision`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub token_offset: u64,
     pub owner: Option<String>,
     pub detail: String,
 }
@@ -183,6 +222,9 @@ pub struct HistoryValue {
 pub struct Slot {
     /// The suffix of its `r/` and `g/` keys.
     pub id: String,
+    /// The record's `create_revision`: what compares name.
+    pub revision: i64,
+    /// The revision plus the record's token offset.
     pub token: Token,
     pub record: Record,
     /// `Some(etcd lease id)` while the grant is live.
@@ -222,7 +264,8 @@ pub struct Waiter {
 /// One name's keys at one revision.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// The newest token ever issued (the token key's `mod_revision`).
+    /// The newest token ever issued (the token key's `mod_revision` plus
+    /// the offset it holds).
     pub last_token: Option<Token>,
     /// The guard's `mod_revision` (0: no guard yet) and value.
     pub guard_rev: i64,
@@ -256,7 +299,7 @@ pub fn key_str(kv: &KeyValue) -> String {
 /// by name.
 pub fn snapshots(keys: &Keys, resp: &GetResponse) -> Result<Vec<(LeaseName, Snapshot)>, String> {
     let mut out: Vec<(LeaseName, Snapshot)> = Vec::new();
-    let mut records: Vec<(LeaseName, String, Token, Record)> = Vec::new();
+    let mut records: Vec<(LeaseName, String, i64, Record)> = Vec::new();
     let mut live: Vec<(LeaseName, String, i64)> = Vec::new();
     for kv in resp.kvs() {
         let key = key_str(kv);
@@ -271,12 +314,12 @@ pub fn snapshots(keys: &Keys, resp: &GetResponse) -> Result<Vec<(LeaseName, Snap
         };
         let snap = &mut out[idx].1;
         match tail.split_once('/') {
-            None if tail == "t" => snap.last_token = Some(Token(kv.mod_revision() as u64)),
+            None if tail == "t" => snap.last_token = Some(Token(kv.mod_revision() as u64 + parse_offset(kv)?)),
             None if tail == "v" => {
                 snap.guard_rev = kv.mod_revision();
                 snap.guard = json(kv)?;
             }
-            Some(("r", slot)) => records.push((name, slot.to_owned(), Token(kv.create_revision() as u64), json(kv)?)),
+            Some(("r", slot)) => records.push((name, slot.to_owned(), kv.create_revision(), json(kv)?)),
             Some(("g", slot)) => live.push((name, slot.to_owned(), kv.lease())),
             Some(("w", slot)) => snap.waiters.push(Waiter {
                 id: slot.to_owned(),
@@ -287,7 +330,7 @@ pub fn snapshots(keys: &Keys, resp: &GetResponse) -> Result<Vec<(LeaseName, Snap
             _ => return Err(format!("key {key:?} is not one leasehold writes")),
         }
     }
-    for (name, slot, token, record) in records {
+    for (name, slot, revision, record) in records {
         let lease = live
             .iter()
             .find(|(n, s, _)| *n == name && *s == slot)
@@ -295,7 +338,8 @@ pub fn snapshots(keys: &Keys, resp: &GetResponse) -> Result<Vec<(LeaseName, Snap
         let snap = &mut out.iter_mut().find(|(n, _)| *n == name).expect("grouped above").1;
         snap.slots.push(Slot {
             id: slot,
-            token,
+            revision,
+            token: Token(revision as u64 + record.token_offset),
             record,
             lease,
         });

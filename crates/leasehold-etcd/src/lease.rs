@@ -38,10 +38,10 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Token, WaiterEnqueueParams, WaiterTicket, duration_millis, signed,
+    LeaseState, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, duration_millis, signed,
 };
 
-use crate::keys::{GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, WaiterValue, slot, snapshots};
+use crate::keys::{GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, WaiterValue, parse_offset, slot, snapshots};
 
 /// How often one call re-reads and re-decides after losing a race before
 /// it gives up with an error.
@@ -68,7 +68,15 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub struct Conn<'a> {
     pub client: Client,
     pub keys: &'a Keys,
+    pub offset: &'a OffsetCache,
 }
+
+/// The token offset (`PREFIX/token-offset`) as this process last read it:
+/// (offset, the key's `mod_revision`, 0 when absent). Every transaction
+/// that grants compares that `mod_revision`, so a grant made with an offset
+/// a bump has since raised fails its compare; the cache is then dropped and
+/// read again.
+pub type OffsetCache = std::sync::Mutex<Option<(u64, i64)>>;
 
 /// Whole seconds of an etcd lease (an `i64`) for `ttl`: rounded up, at
 /// least 1, saturating. The seam admits at most a year (`limits::TTL`),
@@ -109,8 +117,10 @@ struct Batch<'a> {
     /// etcd leases to revoke once the transaction committed.
     revoke: Vec<i64>,
     /// The grant created or extended, as it is once committed (a new
-    /// grant's token is the commit's revision).
+    /// grant's token is the commit's revision plus the token offset).
     written: Option<Slot>,
+    /// The token offset and its key's `mod_revision`, for a new grant.
+    offset: (u64, i64),
 }
 
 impl<'a> Batch<'a> {
@@ -126,6 +136,7 @@ impl<'a> Batch<'a> {
             guard: snap.guard,
             revoke: Vec::new(),
             written: None,
+            offset: (0, 0),
         }
     }
 
@@ -143,7 +154,7 @@ impl<'a> Batch<'a> {
         self.compares.push(Compare::create_revision(
             self.keys.live(self.name, &s.id),
             CompareOp::Equal,
-            s.token.0 as i64,
+            s.revision,
         ));
     }
 
@@ -218,8 +229,10 @@ impl Apply for Batch<'_> {
         Ok(())
     }
 
-    /// The token is this transaction's revision: the create revision of
-    /// the new record and marker, and the token key's new `mod_revision`.
+    /// The token is this transaction's revision (the create revision of
+    /// the new record and marker, and the token key's new `mod_revision`)
+    /// plus the token offset, which the record and the token key keep; the
+    /// offset must not have changed since it was read.
     fn insert_grant(&mut self, g: &NewGrant) -> Result<()> {
         let lease = self.leases.grant.expect("a grant has its lease");
         let id = slot(lease);
@@ -230,15 +243,27 @@ impl Apply for Batch<'_> {
             holder: g.holder.clone(),
             acquired_ms: to_ms(SystemTime::now()),
             ttl_ms: duration_millis(g.ttl),
+            token_offset: self.offset.0,
         };
         let record_key = self.keys.record(self.name, &id);
         self.compares
             .push(Compare::create_revision(record_key.clone(), CompareOp::Equal, 0));
-        self.put(self.keys.token(self.name), Vec::new(), None);
+        self.compares.push(Compare::mod_revision(
+            self.keys.token_offset(),
+            CompareOp::Equal,
+            self.offset.1,
+        ));
+        let offset = if self.offset.0 == 0 {
+            String::new()
+        } else {
+            self.offset.0.to_string()
+        };
+        self.put(self.keys.token(self.name), offset.into_bytes(), None);
         self.put(record_key, to_json(&record), None);
         self.put(self.keys.live(self.name, &id), Vec::new(), Some(lease));
         self.written = Some(Slot {
             id,
+            revision: 0,
             token: Token(0),
             record,
             lease: Some(lease),
@@ -282,15 +307,16 @@ impl Apply for Batch<'_> {
 
     fn record(&mut self, e: &Entry) -> Result<()> {
         self.guard.seq += 1;
-        let (token, token_is_revision) = match e.token {
-            Issued::Existing(t) => (Some(t.0), false),
-            Issued::New => (None, true),
+        let (token, token_is_revision, token_offset) = match e.token {
+            Issued::Existing(t) => (Some(t.0), false, 0),
+            Issued::New => (None, true, self.offset.0),
         };
         let value = HistoryValue {
             at_ms: to_ms(SystemTime::now()),
             event: e.event.as_str().to_owned(),
             token,
             token_is_revision,
+            token_offset,
             owner: e.owner.clone(),
             detail: e.detail.clone(),
         };
@@ -328,6 +354,55 @@ fn seen(snap: &Snapshot, name: &LeaseName) -> Vec<Seen> {
 }
 
 impl Conn<'_> {
+    /// The token offset and its key's `mod_revision` (see [`OffsetCache`]).
+    async fn token_offset(&mut self) -> Result<(u64, i64)> {
+        if let Some(cached) = *self.offset.lock().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            return Ok(cached);
+        }
+        let resp = self.client.get(self.keys.token_offset(), None).await?;
+        let read = match resp.kvs().first() {
+            Some(kv) => (parse_offset(kv).map_err(Error::Corrupt)?, kv.mod_revision()),
+            None => (0, 0),
+        };
+        *self.offset.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(read);
+        Ok(read)
+    }
+
+    fn forget_token_offset(&self) {
+        *self.offset.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// Raise the token offset by `p.by`: every token from now on is a
+    /// revision after this one plus the new offset, above the cluster's
+    /// revision now plus the old offset (which bounds every token issued)
+    /// plus `p.by`. A grant made meanwhile with the old offset fails its
+    /// compare of the offset key and is made again.
+    pub async fn tokens_bump(&mut self, p: &TokensBumpParams) -> Result<std::result::Result<TokensBumped, String>> {
+        let key = self.keys.token_offset();
+        for _ in 0..MAX_ROUNDS {
+            let resp = self.client.get(key.clone(), None).await?;
+            let revision = resp.header().map_or(0, etcd_client::ResponseHeader::revision);
+            let (offset, mod_revision) = match resp.kvs().first() {
+                Some(kv) => (parse_offset(kv).map_err(Error::Corrupt)?, kv.mod_revision()),
+                None => (0, 0),
+            };
+            let highest = Token(revision as u64 + offset);
+            let floor = match p.floor_above(highest) {
+                Ok(floor) => floor,
+                Err(reason) => return Ok(Err(reason)),
+            };
+            let txn = Txn::new()
+                .when([Compare::mod_revision(key.clone(), CompareOp::Equal, mod_revision)])
+                .and_then([TxnOp::put(key.clone(), (offset + p.by).to_string(), None)]);
+            let committed = self.client.txn(txn).await?.succeeded();
+            self.forget_token_offset();
+            if committed {
+                return Ok(Ok(TokensBumped { highest, floor }));
+            }
+        }
+        Err(Error::Contended("raising the token offset".into()))
+    }
+
     async fn snapshot(&mut self, name: &LeaseName) -> Result<Snapshot> {
         let resp = self
             .client
@@ -480,16 +555,26 @@ impl Conn<'_> {
         let plan = plan::acquire(p, &grants, &queue);
         let leases = self.leases(&plan, &snap, spares).await?;
         let mut batch = Batch::new(self.keys, name, &snap, leases);
+        batch.offset = self.token_offset().await?;
+        let offset = batch.offset.0;
         plan.apply(&mut batch)?;
         let written = batch.written.take();
         match plan.outcome {
             Acquire::Acquired(token) => {
                 let Some(rev) = self.commit(batch, spares).await? else {
+                    // Perhaps the offset moved (a bump): read it again.
+                    self.forget_token_offset();
                     return Ok(None);
                 };
-                let slot = Slot {
-                    token: token.resolve(Some(Token(rev as u64))),
-                    ..written.expect("an acquisition writes its grant")
+                let written = written.expect("an acquisition writes its grant");
+                let slot = match token {
+                    Issued::New => Slot {
+                        revision: rev,
+                        token: Token(rev as u64 + offset),
+                        ..written
+                    },
+                    // A re-acquisition keeps its grant and token.
+                    Issued::Existing(kept) => Slot { token: kept, ..written },
                 };
                 Ok(self.granted(name, &slot).await?.map(LeaseAcquire::Acquired))
             }
@@ -665,7 +750,7 @@ impl Conn<'_> {
             let event = HistoryEvent::parse(&v.event)
                 .ok_or_else(|| Error::Corrupt(format!("unknown history event {:?}", v.event)))?;
             let token = if v.token_is_revision {
-                Some(Token(kv.create_revision() as u64))
+                Some(Token(kv.create_revision() as u64 + v.token_offset))
             } else {
                 v.token.map(Token)
             };

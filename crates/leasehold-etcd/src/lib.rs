@@ -58,7 +58,8 @@ use etcd_client::{Client, ConnectOptions, GetOptions};
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
+    LeaseRenewParams, LeaseState, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
+    WaiterRemoveParams, WaiterTicket, Watched,
 };
 use tokio::runtime::Runtime;
 
@@ -115,6 +116,8 @@ pub struct EtcdBackend {
     /// How clients are made (timeouts, TLS, the user).
     connect: ConnectOptions,
     access: Access,
+    /// The token offset as last read (see `lease::OffsetCache`).
+    offset: lease::OffsetCache,
 }
 
 impl fmt::Debug for EtcdBackend {
@@ -199,6 +202,7 @@ impl EtcdBackend {
             client: RwLock::new((0, client)),
             connect,
             access,
+            offset: lease::OffsetCache::default(),
         })
     }
 
@@ -286,6 +290,7 @@ impl EtcdBackend {
         let conn = |client| Conn {
             client,
             keys: &self.keys,
+            offset: &self.offset,
         };
         let (generation, client) = self.client();
         let result = self.rt.block_on(async {
@@ -402,6 +407,11 @@ impl Backend for EtcdBackend {
 
     fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError> {
         self.call(|mut c| async move { c.history(params).await })
+    }
+
+    fn tokens_bump(&self, params: &TokensBumpParams) -> Result<TokensBumped, BackendError> {
+        self.call(|mut c| async move { c.tokens_bump(params).await })?
+            .map_err(|reason| BackendError::new(ErrorKind::InvalidInput, self.store(), reason))
     }
 
     /// An etcd watch on the name's keys (see `watch`): returns when a

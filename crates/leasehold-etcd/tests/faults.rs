@@ -50,6 +50,7 @@ fn fence(b: &dyn Backend, lease: &str, token: Token) -> LeaseFence {
     b.lease_fence(&LeaseFenceParams {
         name: name(lease),
         token,
+        grant: None,
         caller: "faults".into(),
     })
     .expect("fence")

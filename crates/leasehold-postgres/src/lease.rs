@@ -23,7 +23,8 @@ use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, New
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Mode, Token, WaiterEnqueueParams, WaiterTicket, Watched, duration_millis, signed, stored_millis,
+    LeaseState, Mode, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, Watched,
+    duration_millis, signed, stored_millis,
 };
 use postgres::Row as PgRow;
 
@@ -304,13 +305,16 @@ pub(crate) fn acquire(db: &mut Db<'_>, p: &LeaseAcquireParams) -> Result<LeaseAc
 const GRANT_COLUMNS_INSERT: &str =
     "name, token, owner, owner_explicit, exclusive, shared_limit, holder, acquired_at, ttl_ms, expires_at";
 
-/// Take the next token of `$1` from its counter and create the grant, in
-/// one statement: `$2` owner, `$3` explicit, `$4` exclusive, `$5` shared
+/// Take the next token of `$1` from its counter — above the token floor of
+/// `--bump-tokens`, the value a new name starts from — and create the
+/// grant, in one statement: `$2` owner, `$3` explicit, `$4` exclusive, `$5` shared
 /// limit, `$6` holder (JSON), `$7` TTL (ms), `$8` expiry.
 pub(crate) fn insert_grant_sql() -> String {
     format!(
-        "WITH t AS (INSERT INTO lease_name (name, last_token) VALUES ($1, 1) \
-         ON CONFLICT (name) DO UPDATE SET last_token = lease_name.last_token + 1 RETURNING last_token) \
+        "WITH t AS (INSERT INTO lease_name (name, last_token) \
+         SELECT $1, coalesce((SELECT floor FROM lease_token_floor WHERE id = 1), 0) + 1 \
+         ON CONFLICT (name) DO UPDATE SET last_token = greatest(lease_name.last_token + 1, excluded.last_token) \
+         RETURNING last_token) \
          INSERT INTO lease_grant ({GRANT_COLUMNS_INSERT}) \
          SELECT $1, t.last_token, $2, $3, $4, $5, $6::text::jsonb, clock_timestamp(), $7, $8 FROM t \
          RETURNING {GRANT_COLUMNS}"
@@ -401,6 +405,31 @@ pub(crate) fn fence(db: &mut Db<'_>, p: &LeaseFenceParams) -> Result<LeaseFence>
         Ok(plan::fence(p, last_token(db, &p.name)?, found))
     })?;
     Ok(outcome)
+}
+
+/// Raise the token floor above every counter and the floor itself, by
+/// `p.by`. The table lock waits for grants in flight and holds new ones
+/// back until the commit, so none is issued between the read and the
+/// floor; the reason when the bump is out of range.
+pub(crate) fn tokens_bump(db: &mut Db<'_>, p: &TokensBumpParams) -> Result<std::result::Result<TokensBumped, String>> {
+    db.execute("LOCK TABLE lease_name IN SHARE MODE", &[])?;
+    let highest: i64 = db
+        .query_one(
+            "SELECT greatest((SELECT coalesce(max(last_token), 0) FROM lease_name), \
+             (SELECT coalesce(max(floor), 0) FROM lease_token_floor))",
+            &[],
+        )?
+        .get(0);
+    let highest = Token(highest as u64);
+    let floor = match p.floor_above(highest) {
+        Ok(floor) => floor,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    db.execute(
+        "INSERT INTO lease_token_floor (id, floor) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET floor = excluded.floor",
+        &[&(floor.0 as i64)],
+    )?;
+    Ok(Ok(TokensBumped { highest, floor }))
 }
 
 pub(crate) fn waiter_enqueue(db: &mut Db<'_>, p: &WaiterEnqueueParams) -> Result<WaiterTicket> {

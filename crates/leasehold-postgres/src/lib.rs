@@ -55,9 +55,10 @@ use std::time::{Duration, Instant, SystemTime};
 #[cfg(feature = "test-clock")]
 use leasehold_backend::ClockSkew;
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaitTopic, WaiterEnqueueParams, WaiterTicket, Watched,
+    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams,
+    LeaseFence, LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams,
+    LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic,
+    WaiterEnqueueParams, WaiterTicket, Watched,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -1061,6 +1062,11 @@ impl Backend for PostgresBackend {
             Box::new(move || tls.connect(&config).map_err(|e| detail(&e)))
         });
         Ok(())
+    }
+
+    fn tokens_bump(&self, params: &TokensBumpParams) -> std::result::Result<TokensBumped, BackendError> {
+        self.write(|db| lease::tokens_bump(db, params))?
+            .map_err(|reason| BackendError::new(ErrorKind::InvalidInput, &self.display, reason))
     }
 
     fn tasks(&self) -> Option<&dyn TaskBackend> {

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use leasehold::{LeaseName, Mode, TaskId, Token};
+use leasehold::files::Fence;
+use leasehold::{GrantId, LeaseName, Mode, TaskId, Token};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
@@ -140,6 +141,27 @@ pub fn token(value: &Bound<'_, PyAny>) -> PyResult<Token> {
         .extract()
         .map_err(|_| errors::invalid("a fencing token is a positive integer"))?;
     Ok(Token(token))
+}
+
+/// The fence of a `fence=` argument: a lease's token and grant; a task's
+/// token; an int with the grant of the `leasehold run` this process runs
+/// under when the int is its token (`LEASEHOLD_TOKEN`/`LEASEHOLD_GRANT`).
+pub fn fence(value: &Bound<'_, PyAny>) -> PyResult<Fence> {
+    let token = token(value)?;
+    if value.is_instance_of::<PyInt>() {
+        return Fence::with_grant_from_env(token).map_err(errors::invalid);
+    }
+    let grant = match value.getattr("grant") {
+        Ok(grant) => Some(
+            grant
+                .extract::<String>()
+                .map_err(|_| errors::invalid("a lease's grant is text"))?
+                .parse::<GrantId>()
+                .map_err(errors::invalid)?,
+        ),
+        Err(_) => None,
+    };
+    Ok(Fence { token, grant })
 }
 
 fn json_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {

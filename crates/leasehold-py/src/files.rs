@@ -6,8 +6,7 @@
 
 use std::path::PathBuf;
 
-use leasehold::Token;
-use leasehold::files::{self, FencedFile, UpdateError, WriteOptions};
+use leasehold::files::{self, Fence, FencedFile, UpdateError, WriteOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
@@ -18,14 +17,14 @@ fn options(mode: Option<u32>, json: bool) -> WriteOptions {
     WriteOptions { mode, json }
 }
 
-fn fence(fence: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Token>> {
-    fence.filter(|f| !f.is_none()).map(convert::token).transpose()
+fn fence(fence: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Fence>> {
+    fence.filter(|f| !f.is_none()).map(convert::fence).transpose()
 }
 
-fn write(py: Python<'_>, path: PathBuf, data: Vec<u8>, token: Option<Token>, options: &WriteOptions) -> PyResult<()> {
+fn write(py: Python<'_>, path: PathBuf, data: Vec<u8>, fence: Option<Fence>, options: &WriteOptions) -> PyResult<()> {
     let options = options.clone();
-    py.detach(move || match token {
-        Some(token) => FencedFile::new(path).write(token, &data, &options),
+    py.detach(move || match fence {
+        Some(fence) => FencedFile::new(path).write(fence, &data, &options),
         None => files::write_locked(&path, &data, &options),
     })
     .or_raise()
@@ -33,7 +32,8 @@ fn write(py: Python<'_>, path: PathBuf, data: Vec<u8>, token: Option<Token>, opt
 
 /// Replace the file at `path` with `data` (bytes, or str as UTF-8),
 /// atomically and durably; with `fence=` (a lease, a task or a token)
-/// refused with `StaleToken` if a newer token has written.
+/// refused with `StaleToken` if a newer token has written (or, for a
+/// lease, another grant wrote the same token).
 #[pyfunction]
 #[pyo3(signature = (path, data, *, fence=None, mode=None))]
 pub fn write_atomic(

@@ -389,6 +389,15 @@ impl Lease {
         self.grant_field(|g| g.token.0)
     }
 
+    /// The identity of the grant held (or last held): 16 hex digits that
+    /// fenced writes (`write_atomic(..., fence=lease)`) record next to the
+    /// token, so that a token issued again by a store restored from a
+    /// backup is refused.
+    #[getter]
+    fn grant(&self) -> PyResult<String> {
+        self.grant_field(|g| g.id().to_string())
+    }
+
     /// The owner label of the grant (given, or host:pid).
     #[getter]
     fn owner(&self) -> PyResult<String> {

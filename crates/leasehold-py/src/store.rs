@@ -195,14 +195,16 @@ impl Store {
 
     /// Raise `StaleToken` unless `token` (an int, a lease or a task) may still
     /// write to what `name` protects: the newest live grant (or, shared, a
-    /// live one). Records the pass in the history.
+    /// live one). Records the pass in the history. A lease's grant must be
+    /// the token's grant in the store (after a restore it may be another).
     fn fence(&self, py: Python<'_>, name: &str, token: &Bound<'_, PyAny>) -> PyResult<()> {
         let name = convert::lease_name(name)?;
-        let token = convert::token(token)?;
+        let fence = convert::fence(token)?;
+        let token = fence.token;
         let store = self.handle(py)?;
         let fenced = {
             let name = name.clone();
-            py.detach(move || store.fence(&name, token)).or_raise()?
+            py.detach(move || store.fence(&name, fence)).or_raise()?
         };
         match fenced {
             LeaseFence::Passed(_) => Ok(()),

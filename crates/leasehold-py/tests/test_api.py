@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any, List
 
@@ -102,6 +103,27 @@ def test_fenced_writes_refuse_a_stale_token(store_url: str, tmp_path: Path) -> N
             store.fence("r", old_token)
         store.fence("r", new)
     assert json.loads(out.read_text()) == {"by": "new"}
+
+
+def test_fenced_writes_record_the_grant_and_refuse_a_reissued_token(store_url: str, tmp_path: Path) -> None:
+    # A store restored from a backup issues a token again, to another
+    # grant: a fence naming the grant refuses it (docs/STATE-FILES.md).
+    store = lh.Store(store_url)
+    out = tmp_path / "report.json"
+    with store.lease("g", ttl="30s") as lease:
+        assert len(lease.grant) == 16
+        lh.write_atomic(out, "first", fence=lease)
+        assert (tmp_path / "report.json.fence").read_text() == f"{lease.token} {lease.grant}\n"
+        other = "0" * 15 + ("2" if lease.grant.endswith("1") else "1")
+        reissued = types.SimpleNamespace(token=lease.token, grant=other)
+        with pytest.raises(lh.StaleToken, match="issued twice"):
+            lh.write_atomic(out, "reissued", fence=reissued)
+        with pytest.raises(lh.StaleToken):
+            store.fence("g", reissued)
+        store.fence("g", lease)
+        # A bare token is judged by the token alone, as before.
+        lh.write_atomic(out, "token only", fence=lease.token)
+    assert out.read_text() == "token only"
 
 
 def test_update_json_reads_modifies_and_writes_under_a_lock(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Mode, Token, WaiterEnqueueParams, WaiterTicket, duration_millis, duration_nanos, signed, stored_millis,
+    LeaseState, Mode, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, duration_millis,
+    duration_nanos, signed, stored_millis,
 };
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -277,7 +278,8 @@ impl Apply for Writer<'_> {
         // Read, then write the counter (the transaction holds the write
         // lock): an upsert RETURNING the new value would go through a
         // temporary table.
-        let token = last_token(self.tx, self.name)?.map_or(1, |t| t.0 as i64 + 1);
+        let newest = last_token(self.tx, self.name)?.map_or(0, |t| t.0 as i64);
+        let token = newest.max(token_floor(self.tx)?) + 1;
         self.tx
             .prepare_cached(
                 "INSERT INTO lease_name (name, last_token) VALUES (?1, ?2) \
@@ -391,6 +393,33 @@ pub(crate) fn renew(tx: &Transaction<'_>, now: &Now, p: &LeaseRenewParams) -> Re
 pub(crate) fn release(tx: &Transaction<'_>, now: &Now, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
     let (_, outcome) = by_token(tx, now, &p.name, p.token, |found| plan::release(p, found))?;
     Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
+}
+
+/// The floor of `--bump-tokens` (0 before any bump).
+fn token_floor(tx: &Transaction<'_>) -> Result<i64> {
+    Ok(tx
+        .prepare_cached("SELECT floor FROM lease_token_floor WHERE id = 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// Raise the floor above every counter and the floor itself, by `p.by`.
+pub(crate) fn tokens_bump(
+    tx: &Transaction<'_>,
+    p: &TokensBumpParams,
+) -> Result<std::result::Result<TokensBumped, String>> {
+    let newest: i64 = tx.query_row("SELECT coalesce(max(last_token), 0) FROM lease_name", [], |r| r.get(0))?;
+    let highest = Token(newest.max(token_floor(tx)?) as u64);
+    let floor = match p.floor_above(highest) {
+        Ok(floor) => floor,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    tx.execute(
+        "INSERT INTO lease_token_floor (id, floor) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET floor = excluded.floor",
+        params![floor.0 as i64],
+    )?;
+    Ok(Ok(TokensBumped { highest, floor }))
 }
 
 fn last_token(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<Token>> {

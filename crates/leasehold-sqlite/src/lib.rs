@@ -36,10 +36,10 @@ use std::time::{Duration, Instant};
 use leasehold_backend::ClockSkew;
 use leasehold_backend::failpoint;
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
-    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Remedy, StoreInfo, WaiterEnqueueParams, WaiterTicket, duration_nanos, host, later,
-    migration, signed, symlinks,
+    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams,
+    LeaseFence, LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams,
+    LeaseRenew, LeaseRenewParams, LeaseState, Remedy, StoreInfo, TokensBumpParams, TokensBumped, WaiterEnqueueParams,
+    WaiterTicket, duration_nanos, host, later, migration, signed, symlinks,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -646,6 +646,11 @@ impl Backend for SqliteBackend {
 
     fn lease_history(&self, params: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>, BackendError> {
         self.read(|tx, _| lease::history(tx, params))
+    }
+
+    fn tokens_bump(&self, params: &TokensBumpParams) -> Result<TokensBumped, BackendError> {
+        self.write("bump-tokens", |tx, _| lease::tokens_bump(tx, params))?
+            .map_err(|reason| BackendError::new(ErrorKind::InvalidInput, self.store(), reason))
     }
 
     fn tasks(&self) -> Option<&dyn TaskBackend> {

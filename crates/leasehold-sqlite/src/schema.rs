@@ -114,6 +114,18 @@ const MIGRATIONS: &[Migration] = &[
     CREATE INDEX task_state ON task (queue, state, updated_ms);
     ",
     },
+    // 3: the token floor.
+    Migration {
+        objects: &["lease_token_floor"],
+        sql: "
+    -- `leasehold migrate --bump-tokens`: no token is issued at or below
+    -- the floor, for any name (one row, or none before the first bump).
+    CREATE TABLE lease_token_floor (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        floor INTEGER NOT NULL
+    ) STRICT;
+    ",
+    },
 ];
 
 /// The schema version this build writes.

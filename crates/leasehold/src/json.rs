@@ -43,6 +43,7 @@ pub fn grant(grant: &Grant) -> Value {
     json!({
         "name": grant.name,
         "token": grant.token,
+        "grant_id": grant.id(),
         "owner": grant.owner,
         "mode": grant.mode.label(),
         "shared_limit": match grant.mode { Mode::Shared { limit } => json!(limit), Mode::Exclusive => Value::Null },

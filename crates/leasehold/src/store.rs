@@ -839,16 +839,36 @@ impl Store {
         })?)
     }
 
-    /// Check that `token` may still write to what `name` protects.
+    /// Check that `fence` (a [`Token`], or a
+    /// [`Fence`](crate::files::Fence) naming its grant too) may still write
+    /// to what `name` protects. With a grant, the token's grant in the
+    /// store must be that one: after a restore the store may hold the same
+    /// token for another grant.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails. A refusal is `Ok(Refused)`.
-    pub fn fence(&self, name: &LeaseName, token: Token) -> Result<LeaseFence> {
+    pub fn fence(&self, name: &LeaseName, fence: impl Into<crate::files::Fence>) -> Result<LeaseFence> {
+        let fence = fence.into();
         Ok(self.backend.lease_fence(&LeaseFenceParams {
             name: name.clone(),
-            token,
+            token: fence.token,
+            grant: fence.grant,
             caller: identity::default_owner(),
         })?)
+    }
+
+    /// After restoring the store from an older copy: make every token issued
+    /// from now on, for every name, exceed every token it may have issued
+    /// before by more than `by` (`leasehold migrate --bump-tokens`; see
+    /// [`TokensBumpParams`](crate::TokensBumpParams) for how large `by`
+    /// must be, and README.md, "Restoring a store").
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails, or `by` is 0, above
+    /// [`TokensBumpParams::MAX`](crate::TokensBumpParams::MAX) or would
+    /// carry tokens past what a store can hold (kind `InvalidInput`).
+    pub fn bump_tokens(&self, by: u64) -> Result<crate::TokensBumped> {
+        Ok(self.backend.tokens_bump(&crate::TokensBumpParams { by })?)
     }
 
     /// The state of one name (`None` if never granted).

@@ -135,3 +135,31 @@ pub fn fence_verdicts_are_recorded<H: Harness>(t: &mut Case<H>) {
         }
     }
 }
+
+/// A caller that names its grant passes only when the token's grant in
+/// the store is that one: after a restore the store may hold the token for
+/// another grant. Without a grant, the token alone is judged, as before.
+pub fn fence_with_another_grant_of_the_token_is_refused<H: Harness>(t: &mut Case<H>) {
+    let g = t.granted(&params::acquire("job"));
+    let with = |grant| leasehold_backend::LeaseFenceParams {
+        grant,
+        ..params::fence("job", g.token)
+    };
+    assert!(matches!(t.fence(&with(Some(g.id()))), LeaseFence::Passed(_)));
+    assert!(matches!(t.fence(&with(None)), LeaseFence::Passed(_)));
+    let other = leasehold_backend::GrantId(g.id().0 ^ 1);
+    assert_eq!(
+        t.fence(&with(Some(other))),
+        LeaseFence::Refused {
+            newest: Some(g.token),
+            reason: FenceRefusal::NotLive
+        }
+    );
+    assert!(
+        t.events("job").contains(&(HistoryEvent::FenceRefused, Some(g.token))),
+        "the refusal is recorded: {:?}",
+        t.events("job")
+    );
+    // The grant itself was not touched.
+    assert_eq!(t.live("job"), vec![g.token]);
+}

@@ -1,7 +1,10 @@
 //! "Tokens are per name and strictly increasing over all time […] the counter
 //! survives release, expiry, takeover and restart."
 
-use leasehold_backend::{HistoryEvent, LeaseAcquireParams, Token};
+use leasehold_backend::{
+    ErrorKind, FenceRefusal, HistoryEvent, LeaseAcquireParams, LeaseFence, LeaseRenew, Token, TokensBumpParams,
+    TokensBumped,
+};
 
 use crate::params;
 use crate::{Case, Harness};
@@ -118,4 +121,112 @@ pub fn tokens_are_per_name<H: Harness>(t: &mut Case<H>) {
     );
     assert_eq!(t.live("job"), vec![job.token]);
     assert_eq!(t.state("job2").last_token, last);
+}
+
+fn bump<H: Harness>(t: &Case<H>, by: u64) -> TokensBumped {
+    t.backend()
+        .tokens_bump(&TokensBumpParams { by })
+        .unwrap_or_else(|e| panic!("tokens_bump({by}) failed: {e}"))
+}
+
+/// `tokens_bump` (`migrate --bump-tokens N`, after a restore): every token
+/// issued after it — for a name the store has and for one it has never
+/// seen — exceeds every token issued before by more than N, and a grant
+/// live at the bump keeps its token and its rights; the next bump moves on
+/// from there; 0 and more than the largest bump are refused.
+pub fn tokens_bump_raises_every_next_token<H: Harness>(t: &mut Case<H>) {
+    let kept = t.granted(&params::acquire("kept"));
+    let done = t.granted(&params::acquire("done"));
+    t.released(&params::release("done", done.token));
+    let before = kept.token.max(done.token);
+
+    let bumped = bump(t, 1000);
+    assert!(
+        bumped.highest >= before,
+        "{bumped:?}: tokens up to {before} were issued"
+    );
+    assert_eq!(bumped.floor, Token(bumped.highest.0 + 1000), "{bumped:?}");
+    // What is stored keeps its token: the live grant renews and passes the
+    // store's fence; the counters read as before.
+    assert_eq!(t.live("kept"), vec![kept.token]);
+    assert!(matches!(
+        t.renew(&params::renew("kept", kept.token)),
+        LeaseRenew::Renewed(_)
+    ));
+    assert!(matches!(
+        t.fence(&params::fence("kept", kept.token)),
+        LeaseFence::Passed(_)
+    ));
+    assert_eq!(t.state("done").last_token, done.token);
+
+    // Every next token is above the floor: a name with a grant, a name
+    // with a counter only, and a new name.
+    t.released(&params::release("kept", kept.token));
+    let next: Vec<_> = ["kept", "done", "new"]
+        .iter()
+        .map(|n| t.granted(&params::acquire(n)))
+        .collect();
+    for g in &next {
+        assert!(
+            g.token > bumped.floor,
+            "{} got token {} after a bump to {}",
+            g.name,
+            g.token,
+            bumped.floor
+        );
+        assert_eq!(t.state(g.name.as_str()).last_token, g.token);
+        assert!(
+            t.events(g.name.as_str())
+                .contains(&(HistoryEvent::Granted, Some(g.token))),
+            "history of {} lacks its grant of {}: {:?}",
+            g.name,
+            g.token,
+            t.events(g.name.as_str())
+        );
+    }
+    // The old token is refused by the store's fence: a newer grant exists.
+    assert_eq!(
+        t.fence(&params::fence("kept", kept.token)),
+        LeaseFence::Refused {
+            newest: Some(next[0].token),
+            reason: FenceRefusal::Superseded
+        }
+    );
+
+    // A second bump starts from everything issued since the first.
+    let newest = next.iter().map(|g| g.token).max().expect("three grants");
+    let again = bump(t, 5);
+    assert!(
+        again.highest >= newest && again.floor > bumped.floor,
+        "{again:?} after {newest}"
+    );
+    let after = t.granted(&params::acquire("new2"));
+    assert!(
+        after.token > again.floor,
+        "token {} after a bump to {}",
+        after.token,
+        again.floor
+    );
+
+    for by in [0, TokensBumpParams::MAX + 1] {
+        let err = t
+            .backend()
+            .tokens_bump(&TokensBumpParams { by })
+            .expect_err("out of range");
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    }
+}
+
+/// The floor of a bump is durable: after reopening, new names still start
+/// above it.
+pub fn tokens_bump_survives_reopen<H: Harness>(t: &mut Case<H>) {
+    let bumped = bump(t, 1_000_000);
+    t.reopen();
+    let g = t.granted(&params::acquire("fresh"));
+    assert!(
+        g.token > bumped.floor,
+        "token {} after a bump to {} and a reopen",
+        g.token,
+        bumped.floor
+    );
 }

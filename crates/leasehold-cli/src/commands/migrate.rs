@@ -1,30 +1,44 @@
 //! `leasehold migrate`: create or upgrade the store's schema now, rather
 //! than on the first command that opens it — e.g. once, as a role allowed to
-//! create tables, before agents that may only use them start.
+//! create tables, before agents that may only use them start. With
+//! `--bump-tokens N`, after a restore from a backup: raise the token floor
+//! (README.md, "Restoring a store").
 
 use serde_json::json;
 
+use crate::cli::MigrateArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
 use crate::output;
 
-pub fn run(ctx: &Ctx) -> anyhow::Result<u8> {
+pub fn run(ctx: &Ctx, args: &MigrateArgs) -> anyhow::Result<u8> {
     // Opening a store migrates it (under the store's own lock, so that
     // concurrent first starts do not race); a newer schema is refused there.
     let store = ctx.open_store()?;
     let info = store.backend().describe()?;
+    let bumped = args.bump_tokens.map(|by| store.bump_tokens(by)).transpose()?;
     let version = info.schema_version.map_or_else(|| "?".to_owned(), |v| v.to_string());
     if ctx.global.json {
-        output::print_json(&json!({
+        let mut doc = json!({
             "store": info.kind,
             "location": info.location,
             "schema_version": info.schema_version,
-        }));
+        });
+        if let Some(b) = bumped {
+            doc["tokens_bumped"] = json!({ "highest": b.highest, "floor": b.floor });
+        }
+        output::print_json(&doc);
     } else {
         println!(
             "{} store at {} is at schema version {version}",
             info.kind, info.location
         );
+        if let Some(b) = bumped {
+            println!(
+                "tokens bumped: the highest token issued so far was at most {}; every token from now on is above {}",
+                b.highest, b.floor
+            );
+        }
     }
     Ok(ExitCode::Success.code())
 }

@@ -61,7 +61,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(&ctx, &args),
         Command::Lock(args) => lock::run(&ctx, &args),
         Command::Doctor => Ok(doctor::run(&ctx)),
-        Command::Migrate => migrate::run(&ctx),
+        Command::Migrate(args) => migrate::run(&ctx, &args),
         Command::Completions(args) => Ok(completions::run(&ctx, &args)),
         Command::Task(command) => task::dispatch(&ctx, command),
         Command::Serve(args) => serve::run(&ctx, &args),
@@ -71,6 +71,26 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
 
 /// End a command with an expected refusal (held, stale, nothing to
 /// claim): see [`fail`].
+/// A fence for `token`: with the grant given, or else the grant of the
+/// `leasehold run` this runs under when the token is its
+/// (`LEASEHOLD_TOKEN`/`LEASEHOLD_GRANT`), so a command under `run` names
+/// its grant without passing it. A malformed `LEASEHOLD_GRANT` is a usage
+/// error; `unchanged` says what was left alone.
+pub fn fence_of(
+    token: leasehold::Token,
+    grant: Option<leasehold::GrantId>,
+    unchanged: impl FnOnce() -> String,
+) -> anyhow::Result<leasehold::files::Fence> {
+    if let Some(grant) = grant {
+        return Ok(leasehold::files::Fence {
+            token,
+            grant: Some(grant),
+        });
+    }
+    leasehold::files::Fence::with_grant_from_env(token)
+        .map_err(|e| CliError::new(ExitCode::Usage, format!("{e}; {}", unchanged())).into())
+}
+
 pub fn refuse(ctx: &Ctx, details: &serde_json::Value, err: &crate::run::CliError) -> u8 {
     fail(ctx, details, &err.message, err.code.code())
 }

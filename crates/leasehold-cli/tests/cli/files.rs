@@ -616,3 +616,62 @@ fn strace_shows_fsync_before_rename_and_the_directory_fsync_before_exit() {
     assert!(dir < open && open < sync && sync < rename && rename < dir_sync && dir_sync < exit);
     assert_eq!(fs::read(&f).unwrap(), b"new");
 }
+
+/// Under `run`, a fenced write records the grant from the environment
+/// without being told; the same token from another grant (a store restored
+/// from a backup) is then refused as stale.
+#[test]
+fn fenced_writes_under_run_record_the_grant_and_refuse_a_reissued_token() {
+    let env = Env::new();
+    let bin = crate::util::bin();
+    let script = format!(
+        "echo first | '{}' write out --fence-token \"$LEASEHOLD_TOKEN\" && printf '%s %s' \"$LEASEHOLD_TOKEN\" \"$LEASEHOLD_GRANT\" > grant",
+        bin.display()
+    );
+    let (code, _, err) = env.run(&crate::util::sh_args("run", "job", &[], &script));
+    assert_eq!(code, 0, "{err}");
+    let seen = fs::read_to_string(env.file("grant")).unwrap();
+    let (token, grant) = seen.split_once(' ').unwrap();
+    assert_eq!(grant.len(), 16, "{seen:?}");
+    assert_eq!(fs::read_to_string(env.file("out.fence")).unwrap(), format!("{seen}\n"));
+    // The same token, named by another grant: refused, nothing changed.
+    let other = if grant == "0000000000000001" {
+        "0000000000000002"
+    } else {
+        "0000000000000001"
+    };
+    let (code, _, err) = run_in(
+        &env,
+        &["write", "out", "--fence-token", token, "--fence-grant", other],
+        b"reissued",
+    );
+    assert_eq!(code, 13, "{err}");
+    assert!(
+        err.contains(&format!("stale fencing token {token}")) && err.contains("issued twice"),
+        "{err}"
+    );
+    assert_eq!(fs::read(env.file("out")).unwrap(), b"first\n");
+    // Its own grant again passes; a writer naming no grant is judged by the
+    // token alone (as before grants were recorded) and keeps the record.
+    assert_eq!(
+        run_in(
+            &env,
+            &["write", "out", "--fence-token", token, "--fence-grant", grant],
+            b"again"
+        )
+        .0,
+        0
+    );
+    assert_eq!(
+        run_in(&env, &["write", "out", "--fence-token", token], b"token only").0,
+        0
+    );
+    assert_eq!(fs::read_to_string(env.file("out.fence")).unwrap(), format!("{seen}\n"));
+    // A malformed grant is a usage error.
+    let (code, _, err) = run_in(
+        &env,
+        &["write", "out", "--fence-token", token, "--fence-grant", "xyz"],
+        b"x",
+    );
+    assert_eq!(code, 2, "{err}");
+}

@@ -10,6 +10,7 @@ mod lease;
 mod limits;
 mod lock;
 mod race;
+mod restore;
 mod run;
 mod serve;
 mod task;

@@ -307,6 +307,46 @@ impl EtcdServer {
         );
     }
 
+    /// Save a snapshot of the cluster to `path` (`etcdctl snapshot save`).
+    pub fn snapshot(&self, path: &Path) {
+        let out = self
+            .etcdctl()
+            .args(["snapshot", "save"])
+            .arg(path)
+            .output()
+            .expect("run etcdctl");
+        assert!(
+            out.status.success(),
+            "etcdctl snapshot save: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Stop the server, replace its data with the snapshot at `path`
+    /// (`etcdctl snapshot restore`, as an operator restoring a backup), and
+    /// start it again on the same ports.
+    pub fn restore(&mut self, path: &Path) {
+        self.kill9();
+        std::fs::remove_dir_all(&self.data).expect("remove the lost data");
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["snapshot", "restore"])
+            .arg(path)
+            .arg("--data-dir")
+            .arg(&self.data)
+            .args(["--name", "t", "--initial-cluster", &format!("t={peer}")])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .output()
+            .expect("run etcdctl");
+        assert!(
+            out.status.success(),
+            "etcdctl snapshot restore: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.spawn();
+    }
+
     /// Start again on the same data directory and ports.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "restart of a running etcd");

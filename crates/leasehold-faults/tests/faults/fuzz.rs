@@ -175,9 +175,10 @@ fn fuzz_every_parser_of_untrusted_input() {
         },
     );
     lines.push(format!("batch lines {n} inputs in {t:.1?}"));
-    let (n, t) = fuzz("fence records", false, &[b"42\n", b"18446744073709551615", b"0"], |i| {
-        if let Ok(token) = parse_fence_record(i) {
-            assert_eq!(parse_fence_record(format!("{token}\n").as_bytes()), Ok(token));
+    let seeds: &[&[u8]] = &[b"42\n", b"18446744073709551615", b"0", b"42 00000000000000ab\n"];
+    let (n, t) = fuzz("fence records", false, seeds, |i| {
+        if let Ok(fence) = parse_fence_record(i) {
+            assert_eq!(parse_fence_record(format!("{fence}\n").as_bytes()), Ok(fence));
         }
     });
     lines.push(format!("fence records {n} inputs in {t:.1?}"));

@@ -264,11 +264,28 @@ fn copy_store(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// `acquire --json NAME`: the token and the grant's identity, or `None`
+/// when held.
+fn try_acquire_grant(sb: &Sandbox, name: &str, ttl: &str) -> Option<(u64, String)> {
+    let (code, out, err) = sb.run(&["--json", "acquire", name, "--ttl", ttl]);
+    match code {
+        0 => {
+            let grant: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
+            Some((
+                grant["token"].as_u64().expect("a token"),
+                grant["grant_id"].as_str().expect("a grant id").to_owned(),
+            ))
+        }
+        11 => None,
+        _ => panic!("acquire {name}: exit {code}: {err}"),
+    }
+}
+
 /// fault case 7: the store is rolled back to an older copy (the stand-in for
 /// lost durability) and so hands out tokens a second time. The fenced sink
 /// (mark bound to its writer) refuses every reissued token; the grant log's
-/// checker reports the rollback. Also measured: `leasehold write
-/// --fence-token`, whose record holds a token alone.
+/// checker reports the rollback. So does `leasehold write --fence-token
+/// --fence-grant`, whose record names the grant next to the token.
 #[test]
 fn case07_a_rolled_back_store_reissues_tokens_and_the_sink_refuses_them() {
     const CYCLES: usize = 3;
@@ -288,8 +305,8 @@ fn case07_a_rolled_back_store_reissues_tokens_and_the_sink_refuses_them() {
                 copy_store(&snapshot, &sb.store_path()); // the rollback
             }
             for _ in 0..CYCLES {
-                let token = loop {
-                    if let Some(t) = sb.try_acquire("job", "60s") {
+                let (token, grant) = loop {
+                    if let Some(t) = try_acquire_grant(&sb, "job", "60s") {
                         break t;
                     }
                     // A grant restored by the rollback is still live: free it.
@@ -300,7 +317,14 @@ fn case07_a_rolled_back_store_reissues_tokens_and_the_sink_refuses_them() {
                 // Each grant is a distinct holder (pid field: the grant's number).
                 log.start(token, grant_no, true).unwrap();
                 let verdict = sink.write(token, &format!("grant {grant_no}"), "data").unwrap();
-                let (code, _, _) = sb.run(&["write", state.to_str().unwrap(), "--fence-token", &token.to_string()]);
+                let (code, _, _) = sb.run(&[
+                    "write",
+                    state.to_str().unwrap(),
+                    "--fence-token",
+                    &token.to_string(),
+                    "--fence-grant",
+                    &grant,
+                ]);
                 log.end(token, grant_no, true).unwrap();
                 if phase == 0 {
                     used.insert(token);
@@ -325,7 +349,7 @@ fn case07_a_rolled_back_store_reissues_tokens_and_the_sink_refuses_them() {
         &format!(
             "{sink_accepted} reissued tokens accepted by the fenced sink of {reissued} reissued in {rollbacks} rollbacks; \
              rollback reported by the grant-log checker {reported} times; \
-             `leasehold write --fence-token` (token-only record) accepted {file_accepted}"
+             `leasehold write --fence-token --fence-grant` accepted {file_accepted}"
         ),
     );
     eprintln!("{grants}");
@@ -334,6 +358,7 @@ fn case07_a_rolled_back_store_reissues_tokens_and_the_sink_refuses_them() {
         "the rollback did not make the store reissue tokens"
     );
     assert_eq!(sink_accepted, 0, "{sink_report}");
+    assert_eq!(file_accepted, 0, "the fence record accepted a reissued token");
     sink_report.assert_clean();
     assert_eq!(reported, reissued, "every reissued token is reported");
 }

@@ -41,7 +41,12 @@ pub struct Server {
     as_postgres: bool,
     durable: bool,
     tls: bool,
+    /// More `-c` settings for the server (replication).
+    settings: String,
 }
+
+/// The standby's name in `synchronous_standby_names` of its primary.
+pub const STANDBY_NAME: &str = "standby1";
 
 /// The newest `/usr/lib/postgresql/VERSION/bin` with an `initdb`.
 fn find_bin() -> Option<PathBuf> {
@@ -130,6 +135,7 @@ impl Server {
             as_postgres,
             durable,
             tls,
+            settings: String::new(),
         };
         if tls {
             server.make_certificates();
@@ -153,6 +159,124 @@ impl Server {
             }
         }
         panic!("PostgreSQL did not start; see {}", server.dir.join("log").display());
+    }
+
+    /// A durable primary whose commits wait for a synchronous streaming
+    /// standby ([`STANDBY_NAME`]), and that standby: a base backup of the
+    /// primary (`pg_basebackup -R`), streaming from it on its own port.
+    /// Returns once the primary reports the standby as `sync`.
+    pub fn start_replicated() -> (Server, Server) {
+        let primary = Self::start(true);
+        let mut client = primary.client();
+        // One statement each: ALTER SYSTEM refuses a transaction block.
+        for sql in [
+            format!("ALTER SYSTEM SET synchronous_standby_names = '{STANDBY_NAME}'"),
+            "SELECT pg_reload_conf()".to_owned(),
+        ] {
+            client
+                .batch_execute(&sql)
+                .expect("make the primary's commits synchronous");
+        }
+        let mut standby = Server {
+            bin: primary.bin.clone(),
+            dir: std::env::temp_dir().join(format!(
+                "{}-standby",
+                primary.dir.file_name().unwrap().to_string_lossy()
+            )),
+            port: 0,
+            as_postgres: primary.as_postgres,
+            durable: true,
+            tls: false,
+            settings: " -c hot_standby=on".into(),
+        };
+        let _ = std::fs::remove_dir_all(&standby.dir);
+        std::fs::create_dir_all(&standby.dir).expect("create the standby's directory");
+        if standby.as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(&standby.dir));
+        }
+        run(standby
+            .pg("pg_basebackup")
+            .args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres"])
+            .args(["-X", "stream", "-R", "--no-sync", "-D"])
+            .arg(standby.data()));
+        // -R wrote primary_conninfo; name the standby for
+        // synchronous_standby_names (the later line wins). Once promoted it
+        // has no standby of its own, so it must not wait for one (the copied
+        // setting would block every commit: safe, but not available).
+        let conninfo = format!(
+            "\nprimary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name={STANDBY_NAME}'\n\
+             synchronous_standby_names = ''\n",
+            primary.port
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(standby.data().join("postgresql.auto.conf"))
+            .and_then(|mut f| f.write_all(conninfo.as_bytes()))
+            .expect("name the standby in postgresql.auto.conf");
+        for _ in 0..5 {
+            standby.port = free_port();
+            if standby.try_start() {
+                standby.watch();
+                break;
+            }
+        }
+        assert!(
+            standby.port != 0 && standby.is_up(),
+            "the standby did not start; see {}",
+            standby.dir.join("log").display()
+        );
+        let mut primary_client = primary.client();
+        let synced = (0..200).any(|_| {
+            let sync = primary_client
+                .query_opt(
+                    "SELECT 1 FROM pg_stat_replication WHERE application_name = $1 AND sync_state = 'sync'",
+                    &[&STANDBY_NAME],
+                )
+                .expect("read pg_stat_replication")
+                .is_some();
+            if !sync {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            sync
+        });
+        assert!(
+            synced,
+            "the standby never became synchronous; see {}",
+            standby.dir.join("log").display()
+        );
+        (primary, standby)
+    }
+
+    fn is_up(&self) -> bool {
+        self.pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .arg("status")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Kill the server's postmaster with SIGKILL, as a machine that dies
+    /// would (its backends notice and exit).
+    pub fn kill(&self) {
+        let pid = std::fs::read_to_string(self.data().join("postmaster.pid")).expect("read postmaster.pid");
+        let pid = pid
+            .lines()
+            .next()
+            .expect("postmaster.pid names the pid")
+            .trim()
+            .to_owned();
+        run(Command::new("kill").args(["-KILL", &pid]));
+    }
+
+    /// Promote a standby to a primary, and wait until it is one.
+    pub fn promote(&self) {
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-t", "60", "promote"]));
     }
 
     /// The certificates of a TLS server (made by `openssl` at start).
@@ -229,10 +353,11 @@ impl Server {
             .arg(self.dir.join("log"))
             .args(["-w", "-t", "60", "-o"])
             .arg(format!(
-                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync={} -c max_connections=200{}",
+                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync={} -c max_connections=200{}{}",
                 self.port,
                 self.dir.display(),
                 if self.durable { "on" } else { "off" },
+                self.settings,
                 if self.tls {
                     format!(
                         " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key -c ssl_ca_file={0}/ca.crt",

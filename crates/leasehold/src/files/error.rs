@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::Token;
+use crate::{GrantId, Token};
 
 /// Which of the paths leasehold touches for a state file is meant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +102,8 @@ pub enum FileError {
     /// The fence record does not hold a token; it is never reset.
     #[error(
         "fence record {} is corrupt ({reason}); it is never reset: restore the highest token \
-         ever written to it, as a decimal number on one line",
+         ever written to it, as a decimal number on one line (optionally followed by a space \
+         and the grant that wrote it)",
         path.display()
     )]
     CorruptFence { path: PathBuf, reason: String },
@@ -117,6 +118,23 @@ pub enum FileError {
         path: PathBuf,
         token: Token,
         highest: Token,
+    },
+
+    /// A fenced write whose token equals the record's but whose grant is
+    /// another: the store issued that token again (restored from an older
+    /// copy). Refused like a stale token.
+    #[error(
+        "stale fencing token {token} for {}: token {token} was already written by another grant \
+         ({recorded}; this grant is {grant}), so it was issued twice — a store restored from a \
+         backup does that; the file is unchanged. The holder of grant {grant} must stop writing; \
+         after a restore, run `leasehold migrate --bump-tokens N` before granting again",
+        path.display()
+    )]
+    ReissuedToken {
+        path: PathBuf,
+        token: Token,
+        recorded: GrantId,
+        grant: GrantId,
     },
 
     /// The new content was renamed into place but the directory fsync
@@ -150,7 +168,7 @@ impl FileError {
             Self::NoSpace { .. } => ErrorKind::DiskFull,
             Self::ReadOnly { .. } => ErrorKind::ReadOnly,
             Self::PermissionDenied { .. } => ErrorKind::Permission,
-            Self::StaleToken { .. } => ErrorKind::Stale,
+            Self::StaleToken { .. } | Self::ReissuedToken { .. } => ErrorKind::Stale,
             Self::Corrupt { .. } | Self::CorruptFence { .. } => ErrorKind::Corrupt,
             // Not the path's fault: the directory is not there (yet).
             Self::UnsafeDirectory {

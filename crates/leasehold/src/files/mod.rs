@@ -30,7 +30,10 @@
 //! Under the lock, a fenced write reads the fence record; a token lower than
 //! the record is refused, an equal one passes (the same holder writing
 //! again), a higher one is first written to the record, durably, and only
-//! then is the file replaced. A crash anywhere leaves the old or the new
+//! then is the file replaced. A write that names its grant ([`Fence`]) has
+//! the grant recorded too, and an equal token of another grant is refused
+//! ([`FileError::ReissuedToken`]): a store restored from a backup issues
+//! tokens again. A crash anywhere leaves the old or the new
 //! file and never a record lower than a token whose content was written.
 //! A plain read followed by a fenced write is NOT safe against lost updates
 //! (a newer holder can write in between): use [`FencedFile::update`], which
@@ -49,7 +52,7 @@ use std::path::{Path, PathBuf};
 
 pub use atomic::STALE_TEMP_AGE;
 pub use error::{FileError, Role, UpdateError};
-pub use fence::parse as parse_fence_record;
+pub use fence::{Fence, GRANT_VAR, TOKEN_VAR, parse as parse_fence_record};
 
 use crate::Token;
 use target::Target;
@@ -226,16 +229,28 @@ impl FencedFile {
     /// [`FileError::CorruptFence`] when the record does not parse, and the
     /// errors of reading it.
     pub fn highest_token(&self) -> Result<Option<Token>, FileError> {
+        Ok(self.fence_record()?.map(|f| f.token))
+    }
+
+    /// The fence record: the highest token written so far and the grant
+    /// that wrote it, when it said (`None` before the first fenced write).
+    ///
+    /// # Errors
+    ///
+    /// As [`FencedFile::highest_token`].
+    pub fn fence_record(&self) -> Result<Option<Fence>, FileError> {
         fence::read(&Target::open(&self.fence_path(), Role::Fence)?)
     }
 
-    /// Replace the file with `data` if `token` is not stale; the fence
-    /// record is raised to `token` first.
+    /// Replace the file with `data` if `fence` (a [`Token`], or a
+    /// [`Fence`] naming the grant too, e.g. `Fence::of(&grant)`) is not
+    /// stale; the fence record is raised to it first.
     ///
     /// # Errors
     ///
     /// [`FileError::StaleToken`] when a higher token was written (nothing
-    /// changed); [`FileError::CorruptFence`] when the record does not parse
+    /// changed); [`FileError::ReissuedToken`] when another grant wrote the
+    /// same token; [`FileError::CorruptFence`] when the record does not parse
     /// (it is never reset); otherwise as [`write_locked`].
     ///
     /// # Examples
@@ -252,11 +267,13 @@ impl FencedFile {
     /// assert_eq!(file.highest_token()?, Some(Token(7)));
     /// # Ok::<(), FileError>(())
     /// ```
-    pub fn write(&self, token: Token, data: &[u8], options: &WriteOptions) -> Result<(), FileError> {
+    pub fn write(&self, fence: impl Into<Fence>, data: &[u8], options: &WriteOptions) -> Result<(), FileError> {
         options.check_new(&self.path, data)?;
-        let fence = self.fence_path();
-        guarded::<std::convert::Infallible>(&self.path, options, Some((&fence, token)), |_| Ok(Cow::Borrowed(data)))
-            .map_err(UpdateError::into_file)
+        let record = self.fence_path();
+        guarded::<std::convert::Infallible>(&self.path, options, Some((&record, fence.into())), |_| {
+            Ok(Cow::Borrowed(data))
+        })
+        .map_err(UpdateError::into_file)
     }
 
     /// [`update`] with a token: the fence is checked and raised BEFORE the
@@ -285,12 +302,12 @@ impl FencedFile {
     /// ```
     pub fn update<E>(
         &self,
-        token: Token,
+        fence: impl Into<Fence>,
         options: &WriteOptions,
         filter: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, E>,
     ) -> Result<(), UpdateError<E>> {
-        let fence = self.fence_path();
-        guarded(&self.path, options, Some((&fence, token)), |target| {
+        let record = self.fence_path();
+        guarded(&self.path, options, Some((&record, fence.into())), |target| {
             read_and_filter(target, options, filter)
         })
     }
@@ -335,7 +352,7 @@ fn read_and_filter<'a, E>(
 fn guarded<'a, E>(
     path: &Path,
     options: &WriteOptions,
-    fence: Option<(&Path, Token)>,
+    fence: Option<(&Path, Fence)>,
     produce: impl FnOnce(&Target) -> Result<Cow<'a, [u8]>, UpdateError<E>>,
 ) -> Result<(), UpdateError<E>> {
     let target = Target::open(path, Role::Data)?;

@@ -684,3 +684,52 @@ fn a_corrupt_fence_record_is_an_error_and_never_reset() {
     assert_eq!(fs::read(file.fence_path()).unwrap(), b"12\x00garbage");
     assert!(!file.path().exists());
 }
+
+#[test]
+fn fenced_writes_refuse_a_token_issued_again_to_another_grant() {
+    use crate::GrantId;
+    use crate::files::Fence;
+    let dir = tempfile::tempdir().unwrap();
+    let file = FencedFile::new(dir.path().join("out"));
+    let o = WriteOptions::default();
+    let first = Fence {
+        token: Token(5),
+        grant: Some(GrantId(0xa)),
+    };
+    let again = Fence {
+        token: Token(5),
+        grant: Some(GrantId(0xb)),
+    };
+    file.write(first, b"first", &o).unwrap();
+    assert_eq!(fs::read(file.fence_path()).unwrap(), b"5 000000000000000a\n");
+    file.write(first, b"first again", &o).unwrap();
+    let err = file.write(again, b"reissued", &o).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            FileError::ReissuedToken {
+                token: Token(5),
+                recorded: GrantId(0xa),
+                grant: GrantId(0xb),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.kind(), crate::ErrorKind::Stale);
+    let refused = file.update(again, &o, |_| -> Result<Vec<u8>, ()> {
+        panic!("a reissued token's update read the file")
+    });
+    assert!(matches!(
+        refused,
+        Err(UpdateError::File(FileError::ReissuedToken { .. }))
+    ));
+    // A writer without a grant is judged by its token alone, and leaves the
+    // record's grant in place.
+    file.write(Token(5), b"token only", &o).unwrap();
+    assert_eq!(file.fence_record().unwrap(), Some(first));
+    assert_eq!(fs::read(file.path()).unwrap(), b"token only");
+    // A higher token moves on, with its grant or without.
+    file.write(Token(6), b"six", &o).unwrap();
+    assert_eq!(fs::read(file.fence_path()).unwrap(), b"6\n");
+}

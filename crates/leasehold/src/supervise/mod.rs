@@ -183,7 +183,9 @@ pub enum RunOutcome {
 /// start the guard, acquire bound to this process and the command's group
 /// (`on_held` is called after each refused attempt while waiting), keep
 /// the grant, start the command with `LEASEHOLD_NAME`, `LEASEHOLD_TOKEN`,
-/// `LEASEHOLD_OWNER` and `LEASEHOLD_STORE` in its environment, wait for it
+/// `LEASEHOLD_GRANT` (the grant's identity, which fenced writes record:
+/// [`crate::files::Fence::with_grant_from_env`]), `LEASEHOLD_OWNER` and
+/// `LEASEHOLD_STORE` in its environment, wait for it
 /// and release (unless the store refused a renewal: then it is gone).
 ///
 /// # Errors
@@ -292,6 +294,7 @@ pub fn run_spawned(
         supervised.start(&serde_json::json!({
             "LEASEHOLD_NAME": lease.name.to_string(),
             "LEASEHOLD_TOKEN": grant.token.to_string(),
+            "LEASEHOLD_GRANT": grant.id().to_string(),
             "LEASEHOLD_OWNER": grant.owner,
             "LEASEHOLD_STORE": store.url().to_string(),
         }))

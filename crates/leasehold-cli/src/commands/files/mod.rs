@@ -3,7 +3,7 @@
 pub mod update;
 pub mod write;
 
-use leasehold::files::{FencedFile, WriteOptions};
+use leasehold::files::{Fence, FencedFile, WriteOptions};
 
 use crate::cli::FileArgs;
 use crate::commands::Ctx;
@@ -24,14 +24,27 @@ fn fenced(args: &FileArgs) -> FencedFile {
     }
 }
 
+/// The fence of `--fence-token` and `--fence-grant` (see
+/// [`crate::commands::fence_of`]).
+fn fence(args: &FileArgs) -> anyhow::Result<Option<Fence>> {
+    args.fence_token
+        .map(|token| {
+            crate::commands::fence_of(token, args.fence_grant, || {
+                format!("{} is unchanged (pass --fence-grant, or unset it)", args.file.display())
+            })
+        })
+        .transpose()
+}
+
 /// Success is quiet, as `cp`; with `--json`, one document saying what was written.
-fn written(ctx: &Ctx, args: &FileArgs, bytes: usize) {
+fn written(ctx: &Ctx, args: &FileArgs, fence: Option<Fence>, bytes: usize) {
     if ctx.global.json {
         crate::output::print_json(&serde_json::json!({
             "file": args.file,
             "written": true,
             "bytes": bytes,
             "fence_token": args.fence_token,
+            "fence_grant": fence.and_then(|f| f.grant).map(|g| g.to_string()),
             "fence_file": args.fence_token.map(|_| fenced(args).fence_path()),
         }));
     }

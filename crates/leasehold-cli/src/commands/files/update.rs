@@ -100,13 +100,14 @@ pub fn run(ctx: &Ctx, args: &UpdateArgs) -> anyhow::Result<u8> {
         bytes = new.len();
         Ok(new)
     };
-    let result = match file.fence_token {
-        Some(token) => super::fenced(file).update(token, &options, filter),
+    let fence = super::fence(file)?;
+    let result = match fence {
+        Some(fence) => super::fenced(file).update(fence, &options, filter),
         None => leasehold::files::update(&file.file, &options, filter),
     };
     match result {
         Ok(()) => {
-            super::written(ctx, file, bytes);
+            super::written(ctx, file, fence, bytes);
             Ok(ExitCode::Success.code())
         }
         Err(UpdateError::File(e)) => Err(e.into()),

@@ -16,10 +16,11 @@ pub fn run(ctx: &Ctx, args: &WriteArgs) -> anyhow::Result<u8> {
         )
     })?;
     let options = super::options(ctx, args);
-    match args.fence_token {
-        Some(token) => super::fenced(args).write(token, &data, &options)?,
+    let fence = super::fence(args)?;
+    match fence {
+        Some(fence) => super::fenced(args).write(fence, &data, &options)?,
         None => leasehold::files::write_locked(&args.file, &data, &options)?,
     }
-    super::written(ctx, args, data.len());
+    super::written(ctx, args, fence, data.len());
     Ok(ExitCode::Success.code())
 }

@@ -11,7 +11,10 @@ use crate::run::CliError;
 
 pub fn run(ctx: &Ctx, args: &FenceArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
-    match store.fence(&args.name, args.token)? {
+    let fence = crate::commands::fence_of(args.token, args.grant, || {
+        "the command was not run (pass --grant, or unset it)".to_owned()
+    })?;
+    match store.fence(&args.name, fence)? {
         LeaseFence::Passed(grant) => {
             // With a command, printed before it runs (it becomes us).
             if ctx.global.json {
