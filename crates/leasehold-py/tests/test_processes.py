@@ -117,7 +117,9 @@ def test_kill_9_of_a_worker_mid_task_gives_the_task_back_once(queue_store_url: s
     assert read_line(child).split()[0] == "t1"
     child.send_signal(signal.SIGKILL)
     child.wait()
-    task = q.claim(ttl="1m", wait="10s")
+    # The claim lapses a second after the last heartbeat; the wait is a
+    # generous bound (a loaded disk's fsyncs stretched it past 10 s once).
+    task = q.claim(ttl="1m", wait="30s")
     assert (task.id, task.attempt) == ("t1", 2)
     with task:
         pass
@@ -132,7 +134,7 @@ def test_a_late_worker_cannot_report_a_task_claimed_again(queue_store_url: str) 
     child = python(WORKER, queue_store_url, "1s", stdin=-1)
     read_line(child)
     child.send_signal(signal.SIGSTOP)  # paused past its claim's TTL
-    task = q.claim(ttl="1m", wait="10s")
+    task = q.claim(ttl="1m", wait="30s")
     task.done({"by": "second"})
     child.send_signal(signal.SIGCONT)
     assert child.stdin is not None

@@ -61,9 +61,9 @@ pub use leasehold_backend::{
     TaskRef, TaskRetry, TaskState, TaskUpdate, unix_ms,
 };
 pub use leasehold_backend::{
-    Backend, BackendError, Capabilities, ErrorKind, FenceRefusal, Grant, GrantId, Held, HistoryEntry,
-    HistoryEvent, Holder, LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError,
-    Remedy, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, host, symlinks,
+    Backend, BackendError, Capabilities, ErrorKind, FenceRefusal, Grant, GrantId, Held, HistoryEntry, HistoryEvent,
+    Holder, LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, Remedy,
+    StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, host, symlinks,
 };
 pub use leasehold_backend::{
     duration_millis, duration_nanos, format_duration, format_time, later, limits, parse_duration,
