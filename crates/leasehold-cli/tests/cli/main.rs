@@ -2,6 +2,8 @@
 //! target (as ripgrep's and just's), one module per area.
 
 mod clock;
+#[path = "../../../leasehold-etcd/tests/support/mod.rs"]
+mod etcd;
 #[path = "../faketime/mod.rs"]
 mod faketime;
 mod files;
@@ -9,6 +11,8 @@ mod json;
 mod lease;
 mod limits;
 mod lock;
+#[path = "../../../leasehold-postgres/tests/support/mod.rs"]
+mod postgres;
 mod race;
 mod restore;
 mod run;

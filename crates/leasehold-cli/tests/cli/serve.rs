@@ -320,3 +320,59 @@ fn history_timeline_draws_grants_without_colour_off_a_terminal() {
     assert!(out.contains("stale token refused"), "{out}");
     assert!(out.contains('█'), "{out}");
 }
+
+/// What the page shows of one store, read over HTTP: the leases document
+/// equals `list --json`, the page and `/metrics` name the lease, and the
+/// queue section is what the store has (`queues`: its stats document, or
+/// `None` for a store without a queue).
+fn serves_the_store(env: &Env, queues: Option<&str>) {
+    let t = env.acquire(&["nightly", "--ttl", "5m"]).to_string();
+    env.run(&["fence", "nightly", "--token", &t]);
+    let s = serve(env, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (code, out, err) = env.run(&["--json", "list"]);
+    assert_eq!(code, 0, "{err}");
+    let cli: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(steady(get_json(&s.addr, "/api/leases")), steady(cli));
+    let (status, _, page) = request(&s.addr, "GET", "/", &[], "");
+    assert_eq!(status, 200);
+    assert!(page.contains("nightly"), "{page}");
+    let (status, _, metrics) = request(&s.addr, "GET", "/metrics", &[], "");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("leasehold_lease_holders{name=\"nightly\",mode=\"exclusive\"} 1"),
+        "{metrics}"
+    );
+    let (status, _, page) = request(&s.addr, "GET", "/queues", &[], "");
+    match queues {
+        Some(queue) => {
+            assert_eq!(status, 200);
+            assert!(page.contains(queue), "{page}");
+            let (code, out, err) = env.run(&["--json", "task", "stats"]);
+            assert_eq!(code, 0, "{err}");
+            assert_eq!(
+                get_json(&s.addr, "/api/queues"),
+                serde_json::from_str::<Value>(&out).unwrap()
+            );
+        }
+        None => assert!(page.contains("no task queue"), "{status}: {page}"),
+    }
+}
+
+/// The page works on every store: PostgreSQL with its queue, etcd with
+/// leases only (its queue section says the store has none).
+#[test]
+fn the_page_works_on_postgres_and_etcd() {
+    let server = crate::postgres::Server::shared();
+    let env = Env::on(server.url("serve"));
+    env.run(&["task", "add", "emails", "--id", "welcome-42"]);
+    serves_the_store(&env, Some("emails"));
+
+    if crate::etcd::skip_without_etcd("the_page_works_on_postgres_and_etcd (etcd)") {
+        return;
+    }
+    let etcd = crate::etcd::shared();
+    let prefix = crate::etcd::unique_prefix("cli", "serve");
+    let env = Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint()));
+    serves_the_store(&env, None);
+}

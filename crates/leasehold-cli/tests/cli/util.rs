@@ -9,12 +9,24 @@ use tempfile::TempDir;
 
 pub struct Env {
     pub dir: TempDir,
+    /// The store's URL, when not the sandbox's SQLite file.
+    store: Option<String>,
 }
 
 impl Env {
     pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().expect("temp dir"),
+            store: None,
+        }
+    }
+
+    /// A sandbox whose commands use the store at `url` (a throwaway
+    /// PostgreSQL or etcd server's).
+    pub fn on(url: String) -> Self {
+        Self {
+            store: Some(url),
+            ..Self::new()
         }
     }
 
@@ -27,6 +39,9 @@ impl Env {
     }
 
     pub fn store_url(&self) -> String {
+        if let Some(url) = &self.store {
+            return url.clone();
+        }
         format!("sqlite://{}", self.store_path().display())
     }
 
