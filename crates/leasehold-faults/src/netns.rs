@@ -6,7 +6,7 @@
 //! a switch or a cable fails — and [`TestNet::heal`] brings it back.
 //!
 //! Made with `ip netns` and `ip link` (Debian: iproute2), which need root
-//! or `CAP_NET_ADMIN`; [`TestNet::create`] says why it cannot, and the case
+//! or `CAP_NET_ADMIN`; [`TestNet::for_case`] says why it cannot, and the case
 //! reports SKIP then — except under `CI=true` as root, where it is a
 //! failure. The namespace and its veth pair are removed on drop; ones left
 //! by a test process that was killed are removed by the next test.
@@ -24,6 +24,8 @@ pub struct TestNet {
     /// The host's address on the link, and the namespace's.
     pub host_addr: String,
     pub ns_addr: String,
+    /// Both, as one network (`10.231.X.Y/30`).
+    pub cidr: String,
 }
 
 /// `ip ARGS...`; its error output when it fails.
@@ -85,6 +87,7 @@ impl TestNet {
             host_if: format!("lhh{}", pid % 1_000_000 * 10 + n % 10),
             host_addr: format!("10.231.{third}.{}", fourth + 1),
             ns_addr: format!("10.231.{third}.{}", fourth + 2),
+            cidr: format!("10.231.{third}.{fourth}/30"),
         };
         let ns_if = format!("lhn{}", pid % 1_000_000 * 10 + n % 10);
         ip(&["netns", "add", &net.ns])?;
@@ -104,18 +107,22 @@ impl TestNet {
         Ok(net)
     }
 
-    /// A case's verdict when [`TestNet::create`] failed: `true` (skip,
-    /// having printed `SKIP case: why`), or a panic under `CI=true` as
-    /// root, where namespaces must work.
+    /// A new test network for `case`, or `None` after printing `SKIP
+    /// case: why` — a failure instead under `CI=true` as root, where
+    /// namespaces must work.
     #[must_use]
-    pub fn skip(case: &str, why: &str) -> bool {
+    pub fn for_case(case: &str) -> Option<Self> {
         use std::io::Write as _;
+        let why = match Self::create() {
+            Ok(net) => return Some(net),
+            Err(why) => why,
+        };
         assert!(
             !(std::env::var("CI").as_deref() == Ok("true") && crate::proc::is_root()),
-            "CI=true, as root, and still no test network: {why}"
+            "CI=true, as root, and still no test network for {case}: {why}"
         );
         let _ = writeln!(std::io::stderr().lock(), "SKIP {case}: {why}");
-        true
+        None
     }
 
     /// `ip netns exec NS`: the prefix that runs a command inside (`ip`

@@ -1,6 +1,6 @@
 //! Many machines for real: a three-member etcd cluster that loses its
-//! leader under load (case 27), and a holder cut off from the etcd
-//! majority by a network partition (case 28). Clients are real processes:
+//! leader under load (case 27), and a holder cut off by a network
+//! partition from the etcd majority (case 28) or from PostgreSQL (case 29). Clients are real processes:
 //! `leasehold run` on an `etcd://` URL naming every member, running the
 //! `faults-client` that logs its grant and writes to the fenced sink.
 //! Each lease name has its own grant log and sink; the history check is
@@ -23,6 +23,7 @@ use leasehold_faults::{grants, tier};
 
 use crate::common::{client, finish};
 use crate::etcd_support::{self, EtcdCluster};
+use crate::pg_support;
 
 /// The TTL of every grant: etcd's shortest lease is 2 s.
 const TTL: Duration = Duration::from_secs(3);
@@ -279,12 +280,8 @@ fn case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is
     if etcd_support::skip_without_etcd("case28") {
         return;
     }
-    let net = match TestNet::create() {
-        Ok(net) => net,
-        Err(why) => {
-            let _ = TestNet::skip("case28", &why);
-            return;
-        }
+    let Some(net) = TestNet::for_case("case28") else {
+        return;
     };
     // Two members on the host's side of the link, one inside the
     // namespace: cut, the namespace keeps a minority member only.
@@ -294,15 +291,43 @@ fn case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is
         (net.host_addr.as_str(), &[]),
         (net.ns_addr.as_str(), &inside),
     ]);
+    partition_trials(28, "etcd", &net, || {
+        store_url(
+            &cluster.endpoints(),
+            &etcd_support::unique_prefix("faults", "partition"),
+        )
+    });
+}
+
+#[test]
+fn case29_a_holder_cut_off_from_postgres_stops_before_the_other_side_is_granted() {
+    if let Some(why) = pg_support::unavailable() {
+        etcd_support::skip("case29", &why);
+        return;
+    }
+    let Some(net) = TestNet::for_case("case29") else {
+        return;
+    };
+    // Listening on the host's end of the link only, letting in both ends.
+    let server = pg_support::Server::start_on(&net.host_addr, &net.cidr);
+    partition_trials(29, "PostgreSQL", &net, || {
+        server.url(&pg_support::Server::fresh_schema())
+    });
+}
+
+/// Trials of a partition: a `run` holder inside the namespace is cut off
+/// from the store (`store()`: a fresh store URL per trial) while the host's
+/// side tries to take the lease. Its command must be stopped before the
+/// host's side is granted, which must wait for the store's expiry; healed,
+/// the late side's fence and sink write must be refused.
+fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl FnMut() -> String) {
+    let inside = net.exec_prefix();
     let trials = tier::count(1, 20);
-    let mut report = Report::new("case 28");
+    let mut report = Report::new(format!("case {case}"));
     let (mut stopped_before, mut margins, mut after_cut) = (0, Vec::new(), Vec::new());
     for trial in 0..trials {
         let sb = Sandbox::new();
-        let store = store_url(
-            &cluster.endpoints(),
-            &etcd_support::unique_prefix("faults", "partition"),
-        );
+        let store = store();
         // The late side: a holder inside the namespace, for a minute.
         let mut late = holder(&sb, &inside, &store, "job", 60_000)
             .spawn()
@@ -313,34 +338,43 @@ fn case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is
         let cut_ns = boot_ns();
         // The other side tries until granted (held: 11; unavailable: 69).
         let mut granted = false;
-        let mut other_code = 0;
+        let (mut other_code, mut other_err) = (0, String::new());
         wait_until(Duration::from_secs(60), || {
             let child = holder(&sb, &[], &store, "job", 1000)
                 .spawn()
                 .expect("spawn the other holder");
-            (other_code, _) = finish(child, Duration::from_secs(60));
+            (other_code, other_err) = finish(child, Duration::from_secs(60));
             granted = other_code == 0;
             if !granted {
                 std::thread::sleep(Duration::from_millis(200));
             }
             granted || ![11, 69].contains(&other_code)
         });
-        let (late_code, late_err) = finish(late, Duration::from_secs(30));
+        // The late command's end is logged (it was stopped) before the
+        // heal: a `run` blocked on a lost connection may need the heal to
+        // notice, but its command must not.
+        let ended = |sb: &Sandbox| {
+            grants::read(grant_log(sb, "job").as_ref())
+                .ok()
+                .and_then(|h| h.iter().find(|h| h.token == late_token).and_then(|h| h.end_ns))
+        };
+        wait_until(Duration::from_secs(30), || ended(&sb).is_some());
         net.heal();
+        let (late_code, late_err) = finish(late, Duration::from_secs(120));
         assert!(
             granted,
-            "trial {trial}: the other side was never granted (last exit {other_code})"
+            "trial {trial}: the other side was never granted (last exit {other_code}: {other_err})"
         );
         // The late side, healed: its store fence and its sink write are refused.
         let (fence_code, fence_err) = inside_until_answered(
-            &net,
+            net,
             &sb,
             &store,
             &["leasehold", "fence", "job", "--token", &late_token.to_string()],
         );
         let sink = sink_path(&sb, "job");
         let (sink_code, sink_err) = inside_until_answered(
-            &net,
+            net,
             &sb,
             &store,
             &[client(), "sink-write", &sink, &late_token.to_string(), "the late side"],
@@ -355,19 +389,20 @@ fn case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is
             );
         }
         let holdings = check_history(&sb, "job", &mut report);
-        let late_end = holdings.iter().find(|h| h.token == late_token).and_then(|h| h.end_ns);
+        let late_end = ended(&sb);
         let other_start = holdings.iter().find(|h| h.token > late_token).map(|h| h.start_ns);
         match (late_code, late_end, other_start) {
             (75, Some(end), Some(start)) if end < start => {
                 stopped_before += 1;
                 margins.push(Duration::from_nanos(start - end));
-                after_cut.push(Duration::from_nanos(start.saturating_sub(cut_ns)));
+                let waited = Duration::from_nanos(start.saturating_sub(cut_ns));
+                after_cut.push(waited);
                 // Granted only after the store's expiry: the late grant
                 // was renewed at most a third of the TTL before the cut.
-                if Duration::from_nanos(start.saturating_sub(cut_ns)) < TTL * 2 / 3 {
+                if waited < TTL * 2 / 3 {
                     report.push(
                         "granted-before-expiry",
-                        format!("trial {trial}: granted {:?} after the cut, TTL {TTL:?}", Duration::from_nanos(start - cut_ns)),
+                        format!("trial {trial}: granted {waited:?} after the cut, TTL {TTL:?}"),
                     );
                 }
             }
@@ -384,9 +419,9 @@ fn case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is
     let min = ms(margins.iter().min());
     let (first, last) = (ms(after_cut.iter().min()), ms(after_cut.iter().max()));
     tier::figure(
-        28,
+        case,
         &format!(
-            "etcd: {stopped_before} of {trials} cut-off holders stopped (exit 75) before the other side's grant, \
+            "{store_kind}: {stopped_before} of {trials} cut-off holders stopped (exit 75) before the other side's grant, \
              by {min} ms at least; the other side granted {first}..{last} ms after the cut (TTL {TTL:?}); \
              {} violations",
             report.violations.len()
