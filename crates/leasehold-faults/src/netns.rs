@@ -76,11 +76,23 @@ impl TestNet {
         remove_leftovers();
         let n = N.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
-        // A /30 per namespace from the pid and counter: concurrent test
-        // processes rarely pick the same one, and `ip addr add` of a taken
-        // address on another link does not fail, so the pid is in the
-        // interface names too (IFNAMSIZ: 15 characters).
-        let subnet = (pid.wrapping_mul(31).wrapping_add(n * 7)) % 16_384;
+        // A /30 per namespace of the 16,384 in 10.231.0.0/16: the first
+        // one no link of the host has, from a start spread by pid and
+        // counter (`ip addr add` would not refuse an address another link
+        // has, and routing would then be ambiguous). Names carry the pid
+        // (interface names: IFNAMSIZ, 15 characters).
+        ip(&["-V"])?;
+        let start = pid.wrapping_mul(31).wrapping_add(n * 7);
+        let subnet = (0..16_384)
+            .map(|k| start.wrapping_add(k) % 16_384)
+            .find(|&subnet| {
+                let cidr = format!("10.231.{}.{}/30", subnet / 64, (subnet % 64) * 4);
+                Command::new("ip")
+                    .args(["-o", "addr", "show", "to", &cidr])
+                    .output()
+                    .is_ok_and(|out| out.status.success() && out.stdout.is_empty())
+            })
+            .ok_or("no free /30 in 10.231.0.0/16 on this host")?;
         let (third, fourth) = (subnet / 64, (subnet % 64) * 4);
         let net = Self {
             ns: format!("lh-{pid}-{n}"),
