@@ -13,13 +13,14 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use leasehold_faults::check::Report;
 use leasehold_faults::netns::TestNet;
-use leasehold_faults::proc::{Sandbox, boot_ns, outcome, wait_until};
+use leasehold_faults::proc::{Sandbox, boot_ns, outcome, signal, wait_until};
 use leasehold_faults::sink::FencedSink;
 use leasehold_faults::{grants, tier};
+use rustix::process::Signal;
 
 use crate::common::{client, finish};
 use crate::etcd_support::{self, EtcdCluster};
@@ -55,10 +56,42 @@ fn sink_path(sb: &Sandbox, name: &str) -> String {
     sb.file(&format!("sink-{name}.db")).display().to_string()
 }
 
-/// The history check of `name`: its grant log and its sink.
-fn check_history(sb: &Sandbox, name: &str, report: &mut Report) -> Vec<grants::Holding> {
+/// A client's `leasehold run` while it runs.
+type Running = Mutex<Option<RunningHolder>>;
+
+#[derive(Clone, Copy)]
+struct RunningHolder {
+    pid: u32,
+    name: &'static str,
+    hold: Duration,
+    started: Instant,
+}
+
+/// Processes the test paused (SIGSTOP) together, and when.
+struct Paused {
+    pids: Vec<u32>,
+    at_ns: u64,
+}
+
+/// The history check of `name`: its grant log and its sink. A holding
+/// whose command was paused (`paused`) counts as ended when it was paused
+/// (and as begun then at the latest: the command runs only once granted,
+/// but may log the grant only after it resumes): it could do nothing
+/// until resumed, and what it does then — writing on until `run` stops
+/// it — is the sink's to refuse, not an overlap.
+fn check_history(sb: &Sandbox, name: &str, paused: &[Paused], report: &mut Report) -> Vec<grants::Holding> {
     let log = grant_log(sb, name);
-    let holdings = grants::read(log.as_ref()).unwrap_or_default();
+    let mut holdings = grants::read(log.as_ref()).unwrap_or_default();
+    for h in &mut holdings {
+        let pause = paused
+            .iter()
+            .find(|p| p.pids.contains(&h.pid) && h.end_ns.is_none_or(|e| e > p.at_ns));
+        if let Some(pause) = pause {
+            h.start_ns = h.start_ns.min(pause.at_ns);
+            h.end_ns = Some(pause.at_ns);
+        }
+    }
+    holdings.sort_by_key(|h| h.start_ns);
     report.merge(grants::check_holdings(log.as_ref(), &holdings));
     let sink = sink_path(sb, name);
     if std::path::Path::new(&sink).exists() {
@@ -107,8 +140,9 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
         return;
     }
     let runs_per_client = tier::count(12, 250);
-    // Rounds of the three faults: kill -9 of the leader, SIGSTOP of the
-    // leader past the TTL, restart of a follower.
+    // Rounds of the four faults: kill -9 of the leader, SIGSTOP of the
+    // leader past the TTL, restart of a follower, SIGSTOP of a holder
+    // (`run`, its guard and its command) past the TTL.
     let fault_rounds = tier::count(1, 12);
     let sb = Sandbox::new();
     let mut cluster = EtcdCluster::start(&[("127.0.0.1", &[]), ("127.0.0.1", &[]), ("127.0.0.1", &[])]);
@@ -118,16 +152,18 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     let finished = Arc::new(AtomicUsize::new(0));
     let outcomes: Arc<Mutex<BTreeMap<i32, usize>>> = Arc::default();
     let unexpected: Arc<Mutex<Vec<String>>> = Arc::default();
+    let running: Arc<Vec<Running>> = Arc::new((0..CLIENTS).map(|_| Mutex::new(None)).collect());
     let sb = Arc::new(sb);
     let clients: Vec<_> = (0..CLIENTS)
         .map(|i| {
-            let (sb, store, faults_over, finished, outcomes, unexpected) = (
+            let (sb, store, faults_over, finished, outcomes, unexpected, running) = (
                 sb.clone(),
                 store.clone(),
                 faults_over.clone(),
                 finished.clone(),
                 outcomes.clone(),
                 unexpected.clone(),
+                running.clone(),
             );
             std::thread::spawn(move || {
                 let mut run = 0;
@@ -135,12 +171,20 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
                 while run < runs_per_client || !faults_over.load(Ordering::SeqCst) {
                     let name = NAMES[(i + run) % NAMES.len()];
                     // Every fourth holding outlasts renewals (a third of
-                    // the TTL apart), so faults also meet a renewing holder.
-                    let hold_ms = if run % 4 == 0 { 2000 } else { 100 };
+                    // the TTL apart), so faults also meet a renewing
+                    // holder, and a paused one still has writes to make.
+                    let hold_ms = if run % 4 == 0 { 6000 } else { 100 };
                     let child = holder(&sb, &[], &store, name, hold_ms)
                         .spawn()
                         .expect("spawn leasehold run");
+                    *running[i].lock().unwrap() = Some(RunningHolder {
+                        pid: child.id(),
+                        name,
+                        hold: Duration::from_millis(hold_ms),
+                        started: Instant::now(),
+                    });
                     let (code, err) = finish(child, Duration::from_secs(120));
+                    *running[i].lock().unwrap() = None;
                     *outcomes.lock().unwrap().entry(code).or_default() += 1;
                     // Done (0), held by another (11), unavailable (69), or
                     // stopped because the lease was lost (75): each a
@@ -159,10 +203,11 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
         .collect();
 
     let mut injected: BTreeMap<&str, usize> = BTreeMap::new();
-    for round in 0..fault_rounds * 3 {
+    let mut paused = Vec::new();
+    for round in 0..fault_rounds * 4 {
         std::thread::sleep(Duration::from_millis(1500));
         let leader = cluster.wait_leader();
-        let kind = match round % 3 {
+        let kind = match round % 4 {
             0 => {
                 cluster.members[leader].kill9();
                 std::thread::sleep(Duration::from_secs(1));
@@ -175,13 +220,30 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
                 cluster.members[leader].cont();
                 "SIGSTOP of the leader for TTL + 1 s"
             }
-            _ => {
+            2 => {
                 let follower = (leader + 1) % cluster.members.len();
                 cluster.members[follower].terminate();
                 std::thread::sleep(Duration::from_millis(500));
                 cluster.members[follower].restart();
                 "restart of a follower"
             }
+            _ => match pause_a_holder(&sb, &running) {
+                Some(pause) => {
+                    std::thread::sleep(TTL + Duration::from_millis(1500));
+                    // The command first, alone for 100 ms: it writes on
+                    // with its old token, for the sink to refuse, before
+                    // `run` and its guard wake up and stop it.
+                    for (n, &pid) in pause.pids.iter().rev().enumerate() {
+                        signal(pid, Signal::CONT);
+                        if n == 0 {
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                    paused.push(pause);
+                    "SIGSTOP of a holder (run, guard, command) for TTL + 1.5 s"
+                }
+                None => "no holder to pause",
+            },
         };
         *injected.entry(kind).or_default() += 1;
     }
@@ -193,12 +255,18 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     cluster.wait_leader();
 
     let mut report = Report::new("case 27");
+    if injected.contains_key("no holder to pause") {
+        report.push(
+            "fault-not-injected",
+            format!("no holder was found to pause: {injected:?}"),
+        );
+    }
     for v in unexpected.lock().unwrap().iter() {
         report.push("unclear-outcome", v.clone());
     }
     let (mut holdings, mut accepted, mut refused) = (0, 0, 0);
     for name in NAMES {
-        let logged = check_history(&sb, name, &mut report);
+        let logged = check_history(&sb, name, &paused, &mut report);
         holdings += logged.len();
         let (a, r) = sink_counts(&sb, name);
         (accepted, refused) = (accepted + a, refused + r);
@@ -241,6 +309,70 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
         outcomes.get(&0).copied().unwrap_or(0) >= CLIENTS,
         "too few runs completed under the faults: {outcomes:?}"
     );
+}
+
+/// `pid` and its descendants, parents first.
+fn tree(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", all[i]))
+            .into_iter()
+            .flatten()
+            .flatten();
+        for task in tasks {
+            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            all.extend(children.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+        i += 1;
+    }
+    all
+}
+
+/// SIGSTOP the whole tree of a client's `run` (`run`, its guard, the
+/// command) whose command is running (`faults-client`, exec'd) and will
+/// still have writes to make when resumed (a long holding, begun less
+/// than a second ago) — never while it holds its sink's write lock, which
+/// would stall every writer; `None` when no holder was found within 10 s.
+fn pause_a_holder(sb: &Sandbox, running: &[Running]) -> Option<Paused> {
+    let mut found = None;
+    wait_until(Duration::from_secs(10), || {
+        for holder in running {
+            let Some(RunningHolder {
+                pid,
+                name,
+                hold,
+                started,
+            }) = *holder.lock().unwrap()
+            else {
+                continue;
+            };
+            if hold < TTL * 2 || started.elapsed() > Duration::from_secs(1) {
+                continue;
+            }
+            let pids = tree(pid);
+            let is_command = |p: &u32| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).next() == Some(client().as_bytes()))
+            };
+            if !pids.iter().any(is_command) {
+                continue;
+            }
+            for &p in &pids {
+                signal(p, Signal::STOP);
+            }
+            if FencedSink::busy(sink_path(sb, name).as_ref()) {
+                for &p in &pids {
+                    signal(p, Signal::CONT);
+                }
+                continue;
+            }
+            found = Some(Paused { pids, at_ns: boot_ns() });
+            return true;
+        }
+        false
+    });
+    found
 }
 
 /// Start the late side's holder inside the namespace, for a minute, and
@@ -405,7 +537,7 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
                 ),
             );
         }
-        let holdings = check_history(&sb, "job", &mut report);
+        let holdings = check_history(&sb, "job", &[], &mut report);
         let late_end = ended(&sb);
         let other_start = holdings.iter().find(|h| h.token > late_token).map(|h| h.start_ns);
         match (late_code, late_end, other_start) {
