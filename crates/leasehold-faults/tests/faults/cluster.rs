@@ -56,6 +56,9 @@ fn sink_path(sb: &Sandbox, name: &str) -> String {
     sb.file(&format!("sink-{name}.db")).display().to_string()
 }
 
+/// Every run: its name, when it was spawned and when it exited (boot clock).
+type RunSpans = Mutex<Vec<(&'static str, u64, u64)>>;
+
 /// A client's `leasehold run` while it runs.
 type Running = Mutex<Option<RunningHolder>>;
 
@@ -78,11 +81,28 @@ struct Paused {
 /// (and as begun then at the latest: the command runs only once granted,
 /// but may log the grant only after it resumes): it could do nothing
 /// until resumed, and what it does then — writing on until `run` stops
-/// it — is the sink's to refuse, not an overlap.
-fn check_history(sb: &Sandbox, name: &str, paused: &[Paused], report: &mut Report) -> Vec<grants::Holding> {
+/// it — is the sink's to refuse, not an overlap. A holding whose command
+/// was killed (the guard's SIGKILL after the grace period: it logged no
+/// end) counts as ended when the `run` that ran it exited (`runs`: each
+/// run on `name`, spawned and exited, boot clock) — the command cannot
+/// outlive it; the latest such run, when several were running.
+fn check_history(
+    sb: &Sandbox,
+    name: &str,
+    paused: &[Paused],
+    runs: &[(u64, u64)],
+    report: &mut Report,
+) -> Vec<grants::Holding> {
     let log = grant_log(sb, name);
     let mut holdings = grants::read(log.as_ref()).unwrap_or_default();
     for h in &mut holdings {
+        if h.end_ns.is_none() {
+            h.end_ns = runs
+                .iter()
+                .filter(|&&(spawned, exited)| spawned < h.start_ns && h.start_ns < exited)
+                .map(|&(_, exited)| exited)
+                .max();
+        }
         let pause = paused
             .iter()
             .find(|p| p.pids.contains(&h.pid) && h.end_ns.is_none_or(|e| e > p.at_ns));
@@ -152,11 +172,12 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     let finished = Arc::new(AtomicUsize::new(0));
     let outcomes: Arc<Mutex<BTreeMap<i32, usize>>> = Arc::default();
     let unexpected: Arc<Mutex<Vec<String>>> = Arc::default();
+    let runs: Arc<RunSpans> = Arc::default();
     let running: Arc<Vec<Running>> = Arc::new((0..CLIENTS).map(|_| Mutex::new(None)).collect());
     let sb = Arc::new(sb);
     let clients: Vec<_> = (0..CLIENTS)
         .map(|i| {
-            let (sb, store, faults_over, finished, outcomes, unexpected, running) = (
+            let (sb, store, faults_over, finished, outcomes, unexpected, running, runs) = (
                 sb.clone(),
                 store.clone(),
                 faults_over.clone(),
@@ -164,6 +185,7 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
                 outcomes.clone(),
                 unexpected.clone(),
                 running.clone(),
+                runs.clone(),
             );
             std::thread::spawn(move || {
                 let mut run = 0;
@@ -174,6 +196,7 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
                     // the TTL apart), so faults also meet a renewing
                     // holder, and a paused one still has writes to make.
                     let hold_ms = if run % 4 == 0 { 6000 } else { 100 };
+                    let spawned = boot_ns();
                     let child = holder(&sb, &[], &store, name, hold_ms)
                         .spawn()
                         .expect("spawn leasehold run");
@@ -185,6 +208,7 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
                     });
                     let (code, err) = finish(child, Duration::from_secs(120));
                     *running[i].lock().unwrap() = None;
+                    runs.lock().unwrap().push((name, spawned, boot_ns()));
                     *outcomes.lock().unwrap().entry(code).or_default() += 1;
                     // Done (0), held by another (11), unavailable (69), or
                     // stopped because the lease was lost (75): each a
@@ -255,7 +279,9 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     cluster.wait_leader();
 
     let mut report = Report::new("case 27");
-    if injected.contains_key("no holder to pause") {
+    // A round may find no holder fit to pause (a long holding, just
+    // begun, not writing); the fault must still have been injected.
+    if paused.is_empty() {
         report.push(
             "fault-not-injected",
             format!("no holder was found to pause: {injected:?}"),
@@ -264,9 +290,20 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     for v in unexpected.lock().unwrap().iter() {
         report.push("unclear-outcome", v.clone());
     }
-    let (mut holdings, mut accepted, mut refused) = (0, 0, 0);
+    let (mut holdings, mut accepted, mut refused, mut killed) = (0, 0, 0, 0);
     for name in NAMES {
-        let logged = check_history(&sb, name, &paused, &mut report);
+        let runs: Vec<(u64, u64)> = runs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.0 == name)
+            .map(|r| (r.1, r.2))
+            .collect();
+        let logged = check_history(&sb, name, &paused, &runs, &mut report);
+        killed += logged
+            .iter()
+            .filter(|h| h.end_ns.is_some_and(|e| runs.iter().any(|r| r.1 == e)))
+            .count();
         holdings += logged.len();
         let (a, r) = sink_counts(&sb, name);
         (accepted, refused) = (accepted + a, refused + r);
@@ -299,8 +336,8 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     tier::figure(
         27,
         &format!(
-            "{runs} runs by {CLIENTS} processes on 4 names (exit codes {outcomes:?}), {holdings} grants, \
-             {accepted} sink writes accepted, {refused} refused; faults {injected:?}; {} violations",
+            "{runs} runs by {CLIENTS} processes on 4 names (exit codes {outcomes:?}), {holdings} grants \
+             ({killed} of them killed, ended when their run exited), {accepted} sink writes accepted, {refused} refused; faults {injected:?}; {} violations",
             report.violations.len()
         ),
     );
@@ -333,10 +370,10 @@ fn tree(pid: u32) -> Vec<u32> {
 /// command) whose command is running (`faults-client`, exec'd) and will
 /// still have writes to make when resumed (a long holding, begun less
 /// than a second ago) — never while it holds its sink's write lock, which
-/// would stall every writer; `None` when no holder was found within 10 s.
+/// would stall every writer; `None` when no holder was found within 20 s.
 fn pause_a_holder(sb: &Sandbox, running: &[Running]) -> Option<Paused> {
     let mut found = None;
-    wait_until(Duration::from_secs(10), || {
+    wait_until(Duration::from_secs(20), || {
         for holder in running {
             let Some(RunningHolder {
                 pid,
@@ -361,7 +398,19 @@ fn pause_a_holder(sb: &Sandbox, running: &[Running]) -> Option<Paused> {
             for &p in &pids {
                 signal(p, Signal::STOP);
             }
-            if FencedSink::busy(sink_path(sb, name).as_ref()) {
+            // SIGSTOP takes effect a moment after kill() returns: judge
+            // the sink's lock only once every process is stopped.
+            let stopped = |p: &u32| {
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .ok()
+                    .and_then(|s| {
+                        s.rsplit_once(')')
+                            .map(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+                    })
+                    .unwrap_or(true)
+            };
+            let all_stopped = wait_until(Duration::from_secs(2), || pids.iter().all(stopped)).is_some();
+            if !all_stopped || FencedSink::busy(sink_path(sb, name).as_ref()) {
                 for &p in &pids {
                     signal(p, Signal::CONT);
                 }
@@ -537,7 +586,7 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
                 ),
             );
         }
-        let holdings = check_history(&sb, "job", &[], &mut report);
+        let holdings = check_history(&sb, "job", &[], &[], &mut report);
         let late_end = ended(&sb);
         let other_start = holdings.iter().find(|h| h.token > late_token).map(|h| h.start_ns);
         match (late_code, late_end, other_start) {
