@@ -24,6 +24,8 @@
 //!   feature (the `cargo test --workspace` build has it).
 //! - [`proc`] — where the `leasehold` binary is, a sandbox per trial (its
 //!   own store and HOME), and process helpers (alive, root, boot clock).
+//! - [`netns`] — a second test host: a network namespace linked by a
+//!   veth pair on private addresses, to cut and heal (partition cases).
 //! - [`tier`] — counts: the CI tier runs reduced counts; `LEASEHOLD_SOAK=1`
 //!   (`scripts/soak`) runs the full counts of docs/RELIABILITY.md.
 //! - The `faults-client` binary of this crate: the process a case runs
@@ -46,6 +48,7 @@
 
 pub mod check;
 pub mod grants;
+pub mod netns;
 pub mod proc;
 pub mod rng;
 pub mod sink;

@@ -13,8 +13,12 @@
 //! compared tokens alone would accept the reissued copy of its mark.
 //!
 //! [`FencedSink::check`] replays the audit in commit order: every accepted
-//! token must be at least every token accepted before it, and a token must
-//! never be accepted from two writers.
+//! token must be at least every token accepted before it, a token must
+//! never be accepted from two writers, and the writers' accepted-write
+//! intervals (each writer's first to last accepted write) must not
+//! overlap: one holder at a time, as the resource saw it — the history
+//! check of the cluster and partition cases, beside the grant log's
+//! (reissued tokens, overlapping holdings, tokens out of real-time order).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -205,7 +209,52 @@ pub fn check_audit(path: &Path, audit: &[Audit]) -> Report {
             high = Some(a);
         }
     }
+    check_write_intervals(audit, &mut report);
     report
+}
+
+/// Each writer's accepted writes span an interval of the audit (its first
+/// to its last accepted write, in commit order); another writer's accepted
+/// write inside it means two holders were writing at once.
+fn check_write_intervals(audit: &[Audit], report: &mut Report) {
+    // Writer -> (its first, its last accepted write), in order of the first.
+    let mut intervals: Vec<(&Audit, &Audit)> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for a in audit.iter().filter(|a| a.accepted) {
+        if let Some(&i) = index.get(a.writer.as_str()) {
+            intervals[i].1 = a;
+        } else {
+            index.insert(&a.writer, intervals.len());
+            intervals.push((a, a));
+        }
+    }
+    // The interval reaching furthest among those begun so far.
+    let mut furthest: Option<(&Audit, &Audit)> = None;
+    for &(first, last) in &intervals {
+        if let Some((f_first, f_last)) = furthest
+            && first.seq < f_last.seq
+        {
+            report.push(
+                "write-intervals-overlap",
+                format!(
+                    "{} wrote (accepted) from seq {} ({}) to seq {} ({}), and {} from seq {} ({}) to seq {} ({})",
+                    f_first.writer,
+                    f_first.seq,
+                    secs(f_first.at_ns),
+                    f_last.seq,
+                    secs(f_last.at_ns),
+                    first.writer,
+                    first.seq,
+                    secs(first.at_ns),
+                    last.seq,
+                    secs(last.at_ns)
+                ),
+            );
+        }
+        if furthest.is_none_or(|(_, f_last)| last.seq > f_last.seq) {
+            furthest = Some((first, last));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -224,22 +273,48 @@ mod tests {
         sink.check().unwrap().assert_clean();
     }
 
-    #[test]
-    fn the_checker_names_a_stale_acceptance_and_a_shared_token() {
-        let audit = |seq, token, writer: &str| Audit {
+    /// An accepted write at seq `seq`, `seq` seconds into the boot clock.
+    fn audit(seq: i64, token: u64, writer: &str) -> Audit {
+        Audit {
             seq,
             token,
             writer: writer.into(),
             accepted: true,
             at_ns: 1_000_000_000 * seq as u64,
-        };
+        }
+    }
+
+    #[test]
+    fn the_checker_names_a_stale_acceptance_and_a_shared_token() {
         let report = check_audit(
             Path::new("s"),
             &[audit(1, 5, "pid 10"), audit(2, 4, "pid 11"), audit(3, 5, "pid 12")],
         );
         let text = report.to_string();
+        // Single writes one after the other: no write intervals overlap.
         assert_eq!(report.violations.len(), 2, "{text}");
         assert!(text.contains("token 4 from pid 11 accepted at seq 2"), "{text}");
         assert!(text.contains("token 5 accepted from pid 10 (seq 1"), "{text}");
+    }
+
+    #[test]
+    fn the_checker_names_two_writers_whose_accepted_writes_interleave() {
+        let clean = check_audit(
+            Path::new("s"),
+            &[audit(1, 5, "a"), audit(2, 5, "a"), audit(3, 6, "b"), audit(4, 7, "c")],
+        );
+        clean.assert_clean();
+        // b's accepted writes run from seq 2 to 4, and c wrote at seq 3.
+        let report = check_audit(
+            Path::new("s"),
+            &[audit(1, 5, "a"), audit(2, 6, "b"), audit(3, 7, "c"), audit(4, 6, "b")],
+        );
+        let text = report.to_string();
+        assert!(
+            text.contains(
+                "write-intervals-overlap: b wrote (accepted) from seq 2 (2.000 s) to seq 4 (4.000 s), and c from seq 3"
+            ),
+            "{text}"
+        );
     }
 }

@@ -2,7 +2,11 @@
 //! data directory in a temp dir, stopped by its pid (TERM, then KILL).
 //! Plain by default; [`Security`] asks for TLS with certificates made at
 //! test time (`openssl`, see `leasehold_backend_tests::pki`), client
-//! certificates, and etcd's users and roles.
+//! certificates, and etcd's users and roles. [`EtcdCluster`]: several
+//! members, each as above, on the addresses the test gives (127.0.0.1, or
+//! the private addresses of a test network, a member started inside a
+//! network namespace through a command prefix such as `ip netns exec NS`).
+//! The fault suite (`crates/leasehold-faults`) uses this module too.
 //!
 //! Without an `etcd` binary the tests skip loudly — unless `CI=true`, where
 //! a missing etcd is a failure (`.ci/run` installs it).
@@ -105,6 +109,8 @@ pub fn holder(cmdline: &str) -> Holder {
     }
 }
 
+/// A port free on 127.0.0.1 (and so, almost surely, on the test's other
+/// private addresses, and in a fresh network namespace).
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -115,8 +121,17 @@ fn free_port() -> u16 {
 /// One etcd process and its data directory.
 #[derive(Debug)]
 pub struct EtcdServer {
+    /// The member's name in its cluster.
+    name: String,
+    /// The address it listens on (clients and peers).
+    host: String,
     pub client_port: u16,
     peer_port: u16,
+    /// `--initial-cluster` (`NAME=PEER-URL,...`) and its token.
+    initial_cluster: String,
+    cluster_token: String,
+    /// What the `etcd` command runs under (e.g. `ip netns exec NS`).
+    wrapper: Vec<String>,
     data: PathBuf,
     child: Option<Child>,
     security: Security,
@@ -139,16 +154,11 @@ impl EtcdServer {
     pub fn start_with(security: Security, flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir for etcd");
         let pki = (security != Security::Plain).then(|| Pki::make(dir.path(), USER));
-        let mut server = Self {
-            client_port: free_port(),
-            peer_port: free_port(),
-            data: dir.path().join("data"),
-            child: None,
-            security,
-            pki,
-            flags: flags.iter().map(|&f| f.to_owned()).collect(),
-            dir,
-        };
+        let mut server = Self::member("t", "127.0.0.1", &[], dir);
+        server.initial_cluster = format!("t={}", server.peer_url());
+        server.security = security;
+        server.pki = pki;
+        server.flags = flags.iter().map(|&f| f.to_owned()).collect();
         server.spawn();
         if security == Security::TlsAndPassword {
             server.add_users();
@@ -156,8 +166,31 @@ impl EtcdServer {
         server
     }
 
+    /// A plain member not started yet (its cluster is set by the caller).
+    fn member(name: &str, host: &str, wrapper: &[&str], dir: tempfile::TempDir) -> Self {
+        Self {
+            name: name.to_owned(),
+            host: host.to_owned(),
+            client_port: free_port(),
+            peer_port: free_port(),
+            initial_cluster: String::new(),
+            cluster_token: format!("leasehold-test-{}", std::process::id()),
+            wrapper: wrapper.iter().map(|&w| w.to_owned()).collect(),
+            data: dir.path().join("data"),
+            child: None,
+            security: Security::Plain,
+            pki: None,
+            flags: Vec::new(),
+            dir,
+        }
+    }
+
+    fn peer_url(&self) -> String {
+        format!("http://{}:{}", self.host, self.peer_port)
+    }
+
     pub fn endpoint(&self) -> String {
-        format!("127.0.0.1:{}", self.client_port)
+        format!("{}:{}", self.host, self.client_port)
     }
 
     /// The certificates of a TLS server.
@@ -224,11 +257,30 @@ impl EtcdServer {
     }
 
     fn spawn(&mut self) {
+        self.launch();
+        self.wait_healthy();
+    }
+
+    /// Start the process, without waiting: a cluster's member is healthy
+    /// only once a majority of its members runs.
+    fn launch(&mut self) {
         let scheme = if self.pki.is_some() { "https" } else { "http" };
-        let client = format!("{scheme}://127.0.0.1:{}", self.client_port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let log = std::fs::File::create(self.data.with_extension("log")).expect("etcd log file");
-        let mut etcd = Command::new("etcd");
+        let client = format!("{scheme}://{}:{}", self.host, self.client_port);
+        let peer = self.peer_url();
+        // Appended: a restarted member's log follows its first life's.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data.with_extension("log"))
+            .expect("etcd log file");
+        let mut etcd = match self.wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg("etcd");
+                c
+            }
+            None => Command::new("etcd"),
+        };
         if let Some(pki) = &self.pki {
             etcd.arg("--cert-file").arg(pki.server_cert());
             etcd.arg("--key-file").arg(pki.server_key());
@@ -238,13 +290,16 @@ impl EtcdServer {
         }
         let child = etcd
             .args(&self.flags)
-            .args(["--name", "t", "--data-dir"])
+            .args(["--name", &self.name, "--data-dir"])
             .arg(&self.data)
             .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            // Read on the first start only (a restart finds its data).
             .args([
                 "--initial-cluster",
-                &format!("t={peer}"),
+                &self.initial_cluster,
+                "--initial-cluster-token",
+                &self.cluster_token,
                 "--initial-cluster-state",
                 "new",
             ])
@@ -255,7 +310,6 @@ impl EtcdServer {
             .spawn()
             .expect("start etcd");
         self.child = Some(child);
-        self.wait_healthy();
     }
 
     fn wait_healthy(&self) {
@@ -353,6 +407,18 @@ impl EtcdServer {
         self.spawn();
     }
 
+    /// Stop it cleanly (SIGTERM), to be restarted.
+    pub fn terminate(&mut self) {
+        assert!(
+            self.signal(rustix::process::Signal::TERM, Duration::from_secs(10)),
+            "etcd did not stop within 10 s of SIGTERM"
+        );
+    }
+
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Pause / resume the whole server (a frozen cluster).
     pub fn stop(&mut self) {
         self.signal(rustix::process::Signal::STOP, Duration::ZERO);
@@ -416,4 +482,89 @@ pub fn shared_with(security: Security) -> &'static EtcdServer {
             .expect("start the etcd watchdog");
         server
     })
+}
+
+/// Several etcd members forming one cluster (see the module docs); each is
+/// stopped by its pid and its directory removed when the cluster is dropped.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    pub members: Vec<EtcdServer>,
+}
+
+impl EtcdCluster {
+    /// A new plain cluster of one member per `(address, command prefix)`,
+    /// once every member answers healthy.
+    pub fn start(placement: &[(&str, &[&str])]) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let token = format!(
+            "leasehold-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut members: Vec<EtcdServer> = placement
+            .iter()
+            .enumerate()
+            .map(|(i, (host, wrapper))| {
+                EtcdServer::member(
+                    &format!("m{i}"),
+                    host,
+                    wrapper,
+                    tempfile::tempdir().expect("temp dir for etcd"),
+                )
+            })
+            .collect();
+        let initial: Vec<String> = members.iter().map(|m| format!("{}={}", m.name, m.peer_url())).collect();
+        for m in &mut members {
+            m.initial_cluster = initial.join(",");
+            m.cluster_token.clone_from(&token);
+            m.launch();
+        }
+        for m in &members {
+            m.wait_healthy();
+        }
+        Self { members }
+    }
+
+    /// Every member's `HOST:PORT`, comma-separated, as an `etcd://` URL lists them.
+    pub fn endpoints(&self) -> String {
+        self.members
+            .iter()
+            .map(EtcdServer::endpoint)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The index of the member that is the Raft leader, as the running
+    /// members see it (`None` during an election).
+    pub fn leader(&self) -> Option<usize> {
+        self.members.iter().position(|m| {
+            if !m.running() {
+                return false;
+            }
+            let Ok(out) = m
+                .etcdctl()
+                .args(["--command-timeout=2s", "endpoint", "status", "-w", "json"])
+                .output()
+            else {
+                return false;
+            };
+            let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let status = &status[0]["Status"];
+            status["header"]["member_id"]
+                .as_u64()
+                .is_some_and(|id| Some(id) == status["leader"].as_u64())
+        })
+    }
+
+    /// Wait (up to 30 s) until some member is the leader; its index.
+    pub fn wait_leader(&self) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(i) = self.leader() {
+                return i;
+            }
+            assert!(Instant::now() < deadline, "no etcd leader elected within 30 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }

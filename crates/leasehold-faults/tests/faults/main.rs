@@ -10,6 +10,7 @@
 //! `crates/leasehold-cli/tests/cli/run.rs` and `docs/run-faults.sh`; 23 in
 //! `crates/leasehold-cli/tests/cli/{task,work}.rs` (and here at soak size).
 
+mod cluster;
 mod common;
 mod corrupt;
 mod failpoints;
@@ -18,3 +19,10 @@ mod leases;
 mod mounts;
 mod queue;
 mod supervisor;
+
+// The etcd store's test support (one server, or a cluster of members).
+#[path = "../../../leasehold-etcd/tests/support/mod.rs"]
+mod etcd_support;
+// The PostgreSQL store's (throwaway servers).
+#[path = "../../../leasehold-postgres/tests/support/mod.rs"]
+mod pg_support;

@@ -11,6 +11,10 @@
 //!
 //! Without PostgreSQL installed the tests are skipped with a loud message,
 //! unless `CI=true`, where that is a failure.
+//!
+//! [`Server::start_on`] listens on another private address of the test
+//! instead (a test network's, for clients in a network namespace); the
+//! fault suite (`crates/leasehold-faults`) uses this module too.
 
 #![allow(dead_code, reason = "each test binary uses a part of the harness")]
 
@@ -37,6 +41,8 @@ pub const PASSWORD: &str = "correct horse";
 pub struct Server {
     bin: PathBuf,
     dir: PathBuf,
+    /// The one address it listens on.
+    host: String,
     port: u16,
     as_postgres: bool,
     durable: bool,
@@ -77,15 +83,28 @@ fn free_port() -> u16 {
         .port()
 }
 
+const MISSING: &str = "no PostgreSQL server binaries found (/usr/lib/postgresql/*/bin/initdb); \
+                       install them with `apt-get install postgresql`";
+
+/// `Some(reason)` when a test must skip: no PostgreSQL outside CI. Panics
+/// under `CI=true`, where a missing server must fail the run. (For a test
+/// binary that must go on with its other tests; [`Server::start`] ends
+/// the whole binary instead.)
+pub fn unavailable() -> Option<String> {
+    if find_bin().is_some() {
+        return None;
+    }
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: {MISSING}");
+    Some(MISSING.to_owned())
+}
+
 /// Without PostgreSQL: fail under CI, otherwise skip every test of this
 /// binary, loudly.
 fn missing() -> ! {
-    let message = "no PostgreSQL server binaries found (/usr/lib/postgresql/*/bin/initdb); \
-                   install them with `apt-get install postgresql`";
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: {message}");
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: {MISSING}");
     let _ = writeln!(
         std::io::stderr().lock(),
-        "\n\nSKIP: every PostgreSQL test of {}: {message}\n",
+        "\n\nSKIP: every PostgreSQL test of {}: {MISSING}\n",
         std::env::args().next().unwrap_or_default()
     );
     std::process::exit(0);
@@ -101,7 +120,13 @@ impl Server {
 
     /// Start a new server; `durable` keeps fsync on (restart tests).
     pub fn start(durable: bool) -> Server {
-        Self::start_with(durable, false)
+        Self::start_with(durable, false, "127.0.0.1", None)
+    }
+
+    /// Start a new server (`fsync=off`) listening on `host` only, letting
+    /// in (`trust`, as postgres) the clients of `clients` (CIDR) as well.
+    pub fn start_on(host: &str, clients: &str) -> Server {
+        Self::start_with(false, false, host, Some(clients))
     }
 
     /// Start a new server with `ssl=on` and a certificate for 127.0.0.1
@@ -111,10 +136,10 @@ impl Server {
     /// [`PASSWORD_USER`] over TLS with [`PASSWORD`]; `postgres` needs
     /// nothing. Needs the `openssl` command.
     pub fn start_tls() -> Server {
-        Self::start_with(false, true)
+        Self::start_with(false, true, "127.0.0.1", None)
     }
 
-    fn start_with(durable: bool, tls: bool) -> Server {
+    fn start_with(durable: bool, tls: bool, host: &str, clients: Option<&str>) -> Server {
         static N: AtomicU32 = AtomicU32::new(0);
         let Some(bin) = find_bin() else { missing() };
         let dir = std::env::temp_dir().join(format!(
@@ -131,6 +156,7 @@ impl Server {
         let mut server = Server {
             bin,
             dir,
+            host: host.to_owned(),
             port: 0,
             as_postgres,
             durable,
@@ -146,6 +172,9 @@ impl Server {
             .arg(server.data()));
         if tls {
             server.authenticate_over_tls();
+        }
+        if let Some(clients) = clients {
+            server.let_in(clients);
         }
         // A port found free may be taken before the server binds it: retry.
         for _ in 0..5 {
@@ -183,6 +212,7 @@ impl Server {
                 "{}-standby",
                 primary.dir.file_name().unwrap().to_string_lossy()
             )),
+            host: primary.host.clone(),
             port: 0,
             as_postgres: primary.as_postgres,
             durable: true,
@@ -317,6 +347,17 @@ impl Server {
         std::fs::write(&hba, ours + &rest).expect("write pg_hba.conf");
     }
 
+    /// `trust` for the clients of `clients` (CIDR), after initdb's lines.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a throwaway test fixture needs no atomic write"
+    )]
+    fn let_in(&self, clients: &str) {
+        let hba = self.data().join("pg_hba.conf");
+        let lines = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        std::fs::write(&hba, format!("{lines}host all all {clients} trust\n")).expect("write pg_hba.conf");
+    }
+
     /// The roles of [`Server::authenticate_over_tls`], allowed to create
     /// their schemas in database `postgres`.
     fn add_roles(&self) {
@@ -353,7 +394,8 @@ impl Server {
             .arg(self.dir.join("log"))
             .args(["-w", "-t", "60", "-o"])
             .arg(format!(
-                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync={} -c max_connections=200{}{}",
+                "-c listen_addresses={} -p {} -k {} -c fsync={} -c max_connections=200{}{}",
+                self.host,
                 self.port,
                 self.dir.display(),
                 if self.durable { "on" } else { "off" },
@@ -428,15 +470,15 @@ impl Server {
     /// A URL for the schema `schema` of database `postgres`.
     pub fn url(&self, schema: &str) -> String {
         format!(
-            "postgres://postgres@127.0.0.1:{}/postgres?schema={schema}&connect_timeout=5",
-            self.port
+            "postgres://postgres@{}:{}/postgres?schema={schema}&connect_timeout=5",
+            self.host, self.port
         )
     }
 
     /// A plain connection to database `postgres` as the superuser.
     pub fn client(&self) -> postgres::Client {
         postgres::Client::connect(
-            &format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port),
+            &format!("host={} port={} user=postgres dbname=postgres", self.host, self.port),
             postgres::NoTls,
         )
         .expect("connect to the test server")
