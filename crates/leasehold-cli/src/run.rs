@@ -149,8 +149,8 @@ fn usage_error(e: &clap::Error) -> u8 {
 
 /// The process's exit code.
 pub fn run() -> u8 {
-    // `leasehold __guard ...` and `leasehold __anchor`: this binary is the
-    // guard of its own `run` and `work` (the library's guard program).
+    // `leasehold __guard ...`: this binary is the guard of its own `run`
+    // and `work` (the library's guard program).
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     if let Some(code) = leasehold::supervise::guard::main(&args) {
         return code;

@@ -1,6 +1,6 @@
 //! `leasehold-guard`: the guard program of `leasehold::supervise`. A
-//! supervisor starts it as `leasehold-guard __guard ...` (and it starts its
-//! anchor as `leasehold-guard __anchor`); everything it does is in
+//! supervisor starts it as `leasehold-guard __guard ...`; everything it
+//! does is in
 //! `crates/leasehold/src/supervise/guard.rs`. Programs that embed the
 //! library find it through `leasehold::supervise::GuardProgram::find`:
 //! `$LEASEHOLD_GUARD`, else beside their executable, else on `$PATH`.

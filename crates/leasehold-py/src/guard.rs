@@ -1,9 +1,9 @@
 //! The guard of `store.run` ships inside the package: the guard code is
 //! the library's (`leasehold::supervise::guard`), compiled into this
 //! extension module, and the guard program is this Python interpreter
-//! running it — `python -I -S -c "<load leasehold._guard>" __guard ...`,
-//! whose anchor is started the same way (the guard starts its anchor as
-//! its own executable with the same leading arguments). So a wheel needs
+//! running it — `python -I -S -c "<load leasehold._guard>" __guard ...`
+//! (the guard forks the command's process itself, before the interpreter
+//! could start a thread: nothing else is started). So a wheel needs
 //! no second binary, works in any virtualenv or `--user` install, and the
 //! guard always speaks the supervisor's protocol version. `$LEASEHOLD_GUARD`
 //! still wins when set, as for every program using the library.
@@ -37,8 +37,8 @@ pub fn program(py: Python<'_>) -> PyResult<GuardProgram> {
 }
 
 /// The guard's entry point, for `leasehold/_guard.py`: `args` are the
-/// process's arguments after the leading ones (`__guard ...` or
-/// `__anchor`). Returns the exit code.
+/// process's arguments after the leading ones (`__guard ...`). Returns
+/// the exit code.
 #[pyfunction]
 pub fn guard_main(py: Python<'_>, args: Vec<OsString>) -> u8 {
     // The guard is the whole process: nothing in Python waits for it.

@@ -1,9 +1,8 @@
 """The guard program of ``store.run``, shipped in the package.
 
 ``store.run`` starts this interpreter as its guard —
-``python -I -S -c "...; from leasehold._guard import main; main()" __guard ...`` —
-and the guard starts its process-group anchor the same way. The guard
-itself is the library's (``leasehold::supervise::guard``), compiled into
+``python -I -S -c "...; from leasehold._guard import main; main()" __guard ...``.
+The guard itself is the library's (``leasehold::supervise::guard``), compiled into
 the extension module: this only hands it the arguments. Why a separate
 process, and what it guarantees: ``crates/leasehold/src/supervise/guard.rs``.
 """
@@ -16,5 +15,5 @@ from ._native import guard_main
 
 
 def main() -> None:
-    """Run the guard (or the anchor) with this process's arguments."""
+    """Run the guard with this process's arguments."""
     sys.exit(guard_main(sys.argv[1:]))
