@@ -9,6 +9,7 @@ pictures go (under target/). Each test starts its own store and serve on
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -59,6 +60,7 @@ class Env:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture
