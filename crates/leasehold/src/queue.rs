@@ -480,18 +480,21 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use leasehold_backend::{
-        QueueStats, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskCompleteAndClaim, TaskCompleteParams, TaskFail,
-        TaskFailParams, TaskHeartbeatParams, TaskIdParams, TaskListParams, TaskLost, TaskPurgeParams, TaskRef,
-        TaskRetry, TaskStatsParams, TaskUpdate,
+        Backend as _, QueueStats, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskCompleteAndClaim,
+        TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskIdParams, TaskListParams, TaskLost,
+        TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate,
     };
+    use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
     use super::*;
     use crate::{LeaseName, Token};
 
-    /// A queue that only reports: each call records its batch size; the
-    /// first waits until the others have queued behind it; batches of more
-    /// than one fail when `fail_batches`.
+    /// A real SQLite store's queue, watched: each `task_complete_and_claim`
+    /// records its batch size; the first waits until the others have queued
+    /// behind it; batches of more than one fail (before reaching the store)
+    /// when `fail_batches`. Everything else is the store's.
     struct Reports<'a> {
+        store: &'a dyn TaskBackend,
         group: &'a GroupCommit,
         others: usize,
         batches: Mutex<Vec<usize>>,
@@ -517,108 +520,132 @@ mod tests {
             if self.fail_batches && params.len() > 1 {
                 return Err(BackendError::new(ErrorKind::Unavailable, "test", "a batch"));
             }
-            // Token 0 is refused: the outcome follows the report.
-            Ok(params
-                .iter()
-                .map(|p| TaskCompleteAndClaim {
-                    completed: if p.complete.task.token == Token(0) {
-                        TaskUpdate::Lost(TaskLost::Stale)
-                    } else {
-                        TaskUpdate::Applied
-                    },
-                    claim: None,
-                })
-                .collect())
+            self.store.task_complete_and_claim(params)
         }
 
-        fn task_add(&self, _: &[TaskAddParams]) -> std::result::Result<Vec<TaskAdd>, BackendError> {
-            unimplemented!()
+        fn task_add(&self, p: &[TaskAddParams]) -> std::result::Result<Vec<TaskAdd>, BackendError> {
+            self.store.task_add(p)
         }
-        fn task_claim(&self, _: &TaskClaimParams) -> std::result::Result<Option<Claim>, BackendError> {
-            unimplemented!()
+        fn task_claim(&self, p: &TaskClaimParams) -> std::result::Result<Option<Claim>, BackendError> {
+            self.store.task_claim(p)
         }
-        fn task_heartbeat(&self, _: &TaskHeartbeatParams) -> std::result::Result<TaskUpdate, BackendError> {
-            unimplemented!()
+        fn task_heartbeat(&self, p: &TaskHeartbeatParams) -> std::result::Result<TaskUpdate, BackendError> {
+            self.store.task_heartbeat(p)
         }
-        fn task_complete(&self, _: &TaskCompleteParams) -> std::result::Result<TaskUpdate, BackendError> {
-            unimplemented!()
+        fn task_complete(&self, p: &TaskCompleteParams) -> std::result::Result<TaskUpdate, BackendError> {
+            self.store.task_complete(p)
         }
-        fn task_fail(&self, _: &TaskFailParams) -> std::result::Result<TaskFail, BackendError> {
-            unimplemented!()
+        fn task_fail(&self, p: &TaskFailParams) -> std::result::Result<TaskFail, BackendError> {
+            self.store.task_fail(p)
         }
-        fn task_release(&self, _: &TaskRef) -> std::result::Result<TaskUpdate, BackendError> {
-            unimplemented!()
+        fn task_release(&self, t: &TaskRef) -> std::result::Result<TaskUpdate, BackendError> {
+            self.store.task_release(t)
         }
-        fn task_retry(&self, _: &TaskIdParams) -> std::result::Result<TaskRetry, BackendError> {
-            unimplemented!()
+        fn task_retry(&self, p: &TaskIdParams) -> std::result::Result<TaskRetry, BackendError> {
+            self.store.task_retry(p)
         }
-        fn task_get(&self, _: &TaskIdParams) -> std::result::Result<Option<Task>, BackendError> {
-            unimplemented!()
+        fn task_get(&self, p: &TaskIdParams) -> std::result::Result<Option<Task>, BackendError> {
+            self.store.task_get(p)
         }
-        fn task_list(&self, _: &TaskListParams) -> std::result::Result<Vec<Task>, BackendError> {
-            unimplemented!()
+        fn task_list(&self, p: &TaskListParams) -> std::result::Result<Vec<Task>, BackendError> {
+            self.store.task_list(p)
         }
-        fn task_stats(&self, _: &TaskStatsParams) -> std::result::Result<Vec<QueueStats>, BackendError> {
-            unimplemented!()
+        fn task_stats(&self, p: &TaskStatsParams) -> std::result::Result<Vec<QueueStats>, BackendError> {
+            self.store.task_stats(p)
         }
-        fn task_purge(&self, _: &TaskPurgeParams) -> std::result::Result<u64, BackendError> {
-            unimplemented!()
+        fn task_purge(&self, p: &TaskPurgeParams) -> std::result::Result<u64, BackendError> {
+            self.store.task_purge(p)
         }
     }
 
-    fn report(token: u64) -> TaskCompleteAndClaimParams {
-        let q = LeaseName::new("q").unwrap();
+    fn queue() -> QueueName {
+        LeaseName::new("q").unwrap()
+    }
+
+    fn claim_params() -> TaskClaimParams {
+        TaskClaimParams {
+            queue: queue(),
+            owner: "w".into(),
+            ttl: Duration::from_secs(60),
+        }
+    }
+
+    /// Tasks `a`, `b`, `c` and `d` added to `store` and claimed (token 1
+    /// each).
+    fn claimed(store: &dyn TaskBackend) {
+        let add: Vec<_> = ["a", "b", "c", "d"]
+            .into_iter()
+            .map(|id| TaskAddParams {
+                queue: queue(),
+                id: LeaseName::new(id).unwrap(),
+                payload: serde_json::Value::Null,
+                priority: 0,
+                available: Available::Now,
+                max_attempts: crate::DEFAULT_MAX_ATTEMPTS,
+            })
+            .collect();
+        store.task_add(&add).unwrap();
+        for _ in 0..4 {
+            let claim = store.task_claim(&claim_params()).unwrap().expect("a pending task");
+            assert_eq!(claim.token, Token(1));
+        }
+    }
+
+    /// Completing task `id` with `token`, and claiming the next.
+    fn report(id: &str, token: u64) -> TaskCompleteAndClaimParams {
         TaskCompleteAndClaimParams {
             complete: TaskCompleteParams {
                 task: TaskRef {
-                    queue: q.clone(),
-                    id: LeaseName::new(format!("t{token}")).unwrap(),
+                    queue: queue(),
+                    id: LeaseName::new(id).unwrap(),
                     token: Token(token),
                 },
                 result: None,
             },
-            claim: TaskClaimParams {
-                queue: q,
-                owner: "w".into(),
-                ttl: Duration::from_secs(60),
-            },
+            claim: claim_params(),
         }
     }
 
     /// Four threads reporting at once: the first commits alone, the three
     /// that queued meanwhile go together in the next transaction, and each
-    /// gets its own outcome.
+    /// gets its own outcome (`b`'s token is stale: refused, the others
+    /// done). When the batch fails, each is reported again alone.
     #[test]
     fn reports_that_arrive_during_a_commit_go_in_the_next_one_together() {
         for fail_batches in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let sqlite = SqliteBackend::open(&dir.path().join("q.db"), SqliteOptions::default()).unwrap();
+            let store = sqlite.tasks().expect("SQLite has a task queue");
+            claimed(store);
             let group = GroupCommit::default();
             let tasks = Reports {
+                store,
                 group: &group,
                 others: 3,
                 batches: Mutex::new(Vec::new()),
                 fail_batches,
             };
-            let outcomes: Vec<(u64, TaskUpdate)> = thread::scope(|s| {
-                let first = s.spawn(|| (1, group.commit(&tasks, report(1)).unwrap().completed));
+            let outcomes: Vec<(&str, TaskUpdate)> = thread::scope(|s| {
+                let first = s.spawn(|| ("a", group.commit(&tasks, report("a", 1)).unwrap().completed));
                 while lock(&tasks.batches).is_empty() {
                     thread::yield_now();
                 }
-                let rest: Vec<_> = [0, 2, 3]
+                let rest: Vec<_> = [("b", 0), ("c", 1), ("d", 1)]
                     .into_iter()
-                    .map(|token| {
+                    .map(|(id, token)| {
                         let (group, tasks) = (&group, &tasks);
-                        s.spawn(move || (token, group.commit(tasks, report(token)).unwrap().completed))
+                        s.spawn(move || (id, group.commit(tasks, report(id, token)).unwrap().completed))
                     })
                     .collect();
                 std::iter::once(first).chain(rest).map(|h| h.join().unwrap()).collect()
             });
-            for (token, completed) in outcomes {
-                let expected = if token == 0 {
+            for (id, completed) in outcomes {
+                let expected = if id == "b" {
                     TaskUpdate::Lost(TaskLost::Stale)
                 } else {
                     TaskUpdate::Applied
                 };
-                assert_eq!(completed, expected, "report {token}");
+                assert_eq!(completed, expected, "report of {id}");
             }
             let batches = tasks.batches.into_inner().unwrap();
             if fail_batches {
