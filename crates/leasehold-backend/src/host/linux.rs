@@ -110,6 +110,11 @@ pub(super) fn pids_are_ours() -> bool {
         == Some(std::process::id())
 }
 
+/// Every lock the kernel holds, one line each ([`super::locks`]).
+pub(super) fn lock_list() -> Option<String> {
+    std::fs::read_to_string("/proc/locks").ok()
+}
+
 pub(super) fn command_line(pid: u32) -> Vec<u8> {
     std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()
 }

@@ -128,6 +128,12 @@ pub(super) fn pids_are_ours() -> bool {
     true
 }
 
+/// macOS lists no locks with their holders ([`super::locks`]).
+#[allow(clippy::unnecessary_wraps, reason = "Linux can read the list")]
+pub(super) fn lock_list() -> Option<String> {
+    None
+}
+
 pub(super) fn command_line(pid: u32) -> Vec<u8> {
     let Ok(pid) = c_int::try_from(pid) else {
         return Vec::new();

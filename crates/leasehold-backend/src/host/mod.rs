@@ -20,6 +20,9 @@ use std::time::Duration;
 
 use rustix::process::Pid;
 
+mod locks;
+pub use locks::{HeldLock, LockCall, held_locks, parse_lock_list};
+
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
