@@ -75,17 +75,13 @@ pub fn lock_path(
                 pid: std::process::id(),
             })
         }
-        TryLock::Held { path, pid } => {
-            let by = pid.map_or_else(
-                || "another process".to_owned(),
-                |pid| format!("pid {pid} (as written in the lock file)"),
-            );
+        TryLock::Held { path, holders } => {
             let message = match wait {
                 Wait::No => format!(
-                    "{} is locked by {by}. Try again later, or wait with wait=DURATION",
+                    "{} is locked by {holders}. Try again later, or wait with wait=DURATION",
                     path.display()
                 ),
-                _ => format!("{} is still locked by {by}", path.display()),
+                _ => format!("{} is still locked by {holders}", path.display()),
             };
             Err(errors::of_kind(leasehold::ErrorKind::Held, message))
         }

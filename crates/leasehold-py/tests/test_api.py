@@ -314,6 +314,24 @@ def test_lock_is_the_same_flock_as_the_cli(tmp_path: Path) -> None:
         assert str(in_home.path) == os.path.join(home, ".leasehold.lock")
 
 
+def test_lock_leaves_a_file_it_did_not_create_byte_identical(tmp_path: Path) -> None:
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    an_hour_ago = time.time() - 3600
+    os.utime(data, (an_hour_ago, an_hour_ago))
+    before = (data.read_bytes(), os.stat(data).st_mode, os.stat(data).st_mtime_ns)
+    with lh.lock(data):
+        # Held by this process: another lock of it names us, from the kernel.
+        child = python(f"import leasehold as lh; lh.lock({str(data)!r})")
+        _, err = child.communicate(timeout=60)
+        assert child.returncode != 0 and f"locked by pid {os.getpid()}" in err, err
+    with lh.lock(data, shared=True):
+        pass
+    with lh.lock(data, wait="1s"):
+        pass
+    assert (data.read_bytes(), os.stat(data).st_mode, os.stat(data).st_mtime_ns) == before
+
+
 def test_the_default_store_is_the_clis(tmp_path: Path) -> None:
     env = {"XDG_STATE_HOME": str(tmp_path), "LEASEHOLD_STORE": ""}
     child = python("import leasehold as lh; print(lh.Store().url)", env=env)

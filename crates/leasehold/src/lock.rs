@@ -13,6 +13,7 @@
 //!   file in its way.
 //! - Anything else is the lock file itself, created (0644 less the umask)
 //!   if missing — as flock(1) does — in a directory that must exist.
+//!   Only a file created so (`O_EXCL`) gets the holder record below.
 //! - The lock file is opened without following a symlink (`O_NOFOLLOW`):
 //!   a link planted at the lock path in a shared directory is refused, never
 //!   followed. Anything but a regular file is refused too (a FIFO would
@@ -24,15 +25,26 @@
 //! - The kernel releases the lock when every descriptor of it is closed —
 //!   kill -9 included. The descriptor is close-on-exec, so children do not
 //!   keep the lock unless the caller hands it over on purpose.
-//! - An exclusive holder writes its pid into the file (a fixed-width
-//!   record overwritten in place) as a diagnostic for "held by pid N"; the
-//!   lock itself is the `flock`, never the content.
+//! - **A file leasehold did not create is never changed** — not its
+//!   content, size, mode or times — as flock(1) never changes it: a data
+//!   file, a config, or the running script itself (`leasehold lock
+//!   "$0" -- …`) may be the lock. It is opened read-only (`flock` needs no
+//!   more, and a script open for writing could not be executed: `ETXTBSY`).
+//! - Who holds a lock is read from the kernel where it lists flock
+//!   holders (Linux: `/proc/locks`, [`host::held_locks`]). Where it does
+//!   not (macOS), a lock file leasehold created itself carries a record
+//!   ([`RECORD_PREFIX`] and the pid, at a fixed width) in which each
+//!   exclusive holder writes its pid, overwritten in place; a file is
+//!   taken for such a record only when its whole content is one. Either
+//!   way it names a holder for people; the lock itself is the `flock`,
+//!   never the content.
 //! - Network filesystems are refused unless allowed: `flock` there is
 //!   emulated (NFS), per-client (CIFS) or a no-op.
 
+use std::fmt;
 use std::fs::File;
-use std::io::{self, Read, Seek};
-use std::os::unix::fs::FileExt;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -44,6 +56,16 @@ use crate::{ErrorKind, Remedy, host, limits};
 
 /// The lock file created inside a directory given as the lock path.
 pub const LOCK_FILE_NAME: &str = ".leasehold.lock";
+
+/// How the holder record of a lock file leasehold created begins; the
+/// pid follows, left-aligned in [`PID_WIDTH`] columns, then a newline.
+pub const RECORD_PREFIX: &str = "leasehold lock file; last exclusive holder: pid ";
+
+/// The width of the pid in the holder record (blank until a holder).
+const PID_WIDTH: usize = 10;
+
+/// The length of the holder record: a file of any other length is not one.
+const RECORD_LEN: usize = RECORD_PREFIX.len() + PID_WIDTH + 1;
 
 /// What can go wrong taking a lock (a lock held by another is a value,
 /// [`TryLock::Held`]).
@@ -137,12 +159,88 @@ pub struct LockOptions {
 #[derive(Debug)]
 pub enum TryLock {
     Locked(FileLock),
-    /// Someone holds it; `pid` is what the exclusive holder wrote, if
-    /// readable (a diagnostic, not proof).
+    /// Someone holds it.
     Held {
         path: PathBuf,
-        pid: Option<u32>,
+        holders: Holders,
     },
+}
+
+/// Who holds a lock, as far as this host can tell — for people to read,
+/// not proof (a holder may let go a moment later). Its `Display` is the
+/// one wording of it: "pid 4242", "2 shared holders (pids 17, 18)".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holders {
+    /// As the kernel lists them (Linux): one exclusive holder, or shared
+    /// ones; a holder in another pid namespace has no pid here.
+    Listed { exclusive: bool, pids: Vec<u32> },
+    /// The pid the last exclusive holder wrote into a lock file leasehold
+    /// created (where the kernel lists no holders: macOS), and that
+    /// process still runs.
+    Recorded(u32),
+    /// Not known: the kernel does not say and there is no record, or the
+    /// holder let go between the attempt and the look.
+    Unknown,
+}
+
+impl Holders {
+    /// The exclusive holder's pid, when known.
+    #[must_use]
+    pub fn exclusive_pid(&self) -> Option<u32> {
+        match self {
+            Holders::Listed { exclusive: true, pids } if pids.len() == 1 => Some(pids[0]),
+            Holders::Recorded(pid) => Some(*pid),
+            _ => None,
+        }
+    }
+
+    /// Every holder's pid that is known.
+    #[must_use]
+    pub fn pids(&self) -> Vec<u32> {
+        match self {
+            Holders::Listed { pids, .. } => pids.clone(),
+            Holders::Recorded(pid) => vec![*pid],
+            Holders::Unknown => Vec::new(),
+        }
+    }
+
+    /// The holders from what the kernel lists (`None`: it lists nothing on
+    /// this platform) and, failing that, the pid in the file's record of a
+    /// process that still runs. Apart from the reading, so that both
+    /// platforms' answers are tested on either.
+    fn judge(listed: Option<Vec<host::HeldLock>>, recorded: Option<u32>) -> Self {
+        if let Some(locks) = listed {
+            let flocks: Vec<_> = locks.into_iter().filter(|l| l.call == host::LockCall::Flock).collect();
+            if flocks.is_empty() {
+                return Holders::Unknown;
+            }
+            return Holders::Listed {
+                exclusive: flocks.iter().any(|l| l.exclusive),
+                pids: flocks.iter().filter_map(|l| l.pid).collect(),
+            };
+        }
+        recorded.map_or(Holders::Unknown, Holders::Recorded)
+    }
+}
+
+impl fmt::Display for Holders {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |pids: &[u32]| pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        match self {
+            // Listed without pids: the holders live in another pid namespace.
+            Holders::Listed { pids, .. } if pids.is_empty() => f.write_str("a process outside this pid namespace"),
+            Holders::Listed { exclusive: true, pids } if pids.len() == 1 => write!(f, "pid {}", pids[0]),
+            Holders::Listed { exclusive: true, pids } => write!(f, "pids {}", list(pids)),
+            Holders::Listed { exclusive: false, pids } if pids.len() == 1 => {
+                write!(f, "a shared holder (pid {})", pids[0])
+            }
+            Holders::Listed { exclusive: false, pids } => {
+                write!(f, "{} shared holders (pids {})", pids.len(), list(pids))
+            }
+            Holders::Recorded(pid) => write!(f, "pid {pid} (as recorded in the lock file)"),
+            Holders::Unknown => f.write_str("another process"),
+        }
+    }
 }
 
 /// A held lock. Dropping it unlocks (and logs a failed unlock; closing the
@@ -245,7 +343,23 @@ fn place(path: &Path, options: LockOptions) -> Result<(PathBuf, PathBuf), LockEr
     Ok((lock_file, dir))
 }
 
-fn open(path: &Path, options: LockOptions) -> Result<(File, PathBuf), LockError> {
+/// An opened lock file.
+struct Opened {
+    file: File,
+    /// As the caller spelled it (for messages).
+    path: PathBuf,
+    /// Where it is, its directory resolved (to open it again).
+    at: PathBuf,
+}
+
+/// The flags of every open of a lock file: never through a symlink, not
+/// inherited, and never blocking on a planted FIFO (refused below) or
+/// becoming a terminal's controlling one.
+fn open_flags() -> OFlags {
+    OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY
+}
+
+fn open(path: &Path, options: LockOptions) -> Result<Opened, LockError> {
     let (path, dir) = place(path, options)?;
     let io_err = |op, source| LockError::Io {
         op,
@@ -258,13 +372,34 @@ fn open(path: &Path, options: LockOptions) -> Result<(File, PathBuf), LockError>
         return Err(LockError::NetworkFs { path, fs });
     }
     let at = path.file_name().map_or_else(|| path.clone(), |name| dir.join(name));
-    // NONBLOCK: opening a planted FIFO must not hang; it is refused below.
-    let flags = OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let mode = Mode::from_raw_mode(0o644);
-    let fd = match rustix::fs::open(&at, flags | OFlags::RDWR, mode) {
-        // Someone else's lock file we may not write: flock works read-only.
-        Err(rustix::io::Errno::ACCESS) => rustix::fs::open(&at, flags | OFlags::RDONLY, mode),
-        other => other,
+    // An existing file is opened read-only: it may be anyone's (see the
+    // module docs). A missing one is created with O_EXCL, so that only a
+    // file this call made gets the holder record; losing that race to
+    // another locker means the file now exists: open it as such.
+    let fd = loop {
+        match rustix::fs::open(&at, open_flags() | OFlags::RDONLY, Mode::empty()) {
+            Err(rustix::io::Errno::NOENT) => {}
+            other => break other,
+        }
+        let created = rustix::fs::open(
+            &at,
+            open_flags() | OFlags::RDWR | OFlags::CREATE | OFlags::EXCL,
+            Mode::from_raw_mode(0o644),
+        );
+        match created {
+            Ok(fd) => {
+                let file = File::from(fd);
+                // Before any holder: a blank record. Only a diagnostic is
+                // lost if it cannot be written (the lock is the flock).
+                let blank = format!("{RECORD_PREFIX}{:PID_WIDTH$}\n", "");
+                if let Err(e) = file.write_all_at(blank.as_bytes(), 0) {
+                    tracing::debug!(path = %path.display(), "cannot write the holder record: {e}");
+                }
+                return Ok(Opened { file, path, at });
+            }
+            Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => break Err(e),
+        }
     };
     let fd = match fd {
         Ok(fd) => fd,
@@ -276,35 +411,75 @@ fn open(path: &Path, options: LockOptions) -> Result<(File, PathBuf), LockError>
     if !meta.is_file() {
         return Err(LockError::NotAFile { path });
     }
-    Ok((file, path))
+    Ok(Opened { file, path, at })
 }
 
-fn holder_pid(file: &mut File) -> Option<u32> {
-    let mut buf = String::new();
-    file.rewind().ok()?;
-    file.take(32).read_to_string(&mut buf).ok()?;
-    buf.trim().parse().ok()
-}
-
-fn locked(mut file: File, path: PathBuf, shared: bool) -> FileLock {
-    if !shared {
-        // Diagnostic only; a read-only descriptor cannot write it.
-        // Overwritten in place at a fixed width: truncating to zero and
-        // rewriting makes ext4 flush the file on close (auto_da_alloc),
-        // which tripled the cost of `leasehold lock` on this machine.
-        let write = |f: &mut File| -> io::Result<()> {
-            let record = format!("{:<10}\n", std::process::id());
-            f.write_all_at(record.as_bytes(), 0)?;
-            if f.metadata()?.len() != record.len() as u64 {
-                f.set_len(record.len() as u64)?;
-            }
-            Ok(())
-        };
-        if let Err(e) = write(&mut file) {
-            tracing::debug!(path = %path.display(), "cannot write the holder pid: {e}");
-        }
+/// The pid in `file`'s holder record, if its whole content is one (blank
+/// or unreadable: `None`). Reads nothing of a file of another length.
+fn recorded_pid(file: &File) -> Option<u32> {
+    if file.metadata().ok()?.len() != RECORD_LEN as u64 {
+        return None;
     }
-    FileLock { file, path, shared }
+    let mut buf = [0u8; RECORD_LEN];
+    file.read_exact_at(&mut buf, 0).ok()?;
+    let text = std::str::from_utf8(&buf).ok()?;
+    let pid = text.strip_prefix(RECORD_PREFIX)?.strip_suffix('\n')?;
+    if pid.trim().is_empty() {
+        return Some(0);
+    }
+    pid.trim_end().parse().ok()
+}
+
+/// Who holds the lock `file` could not take (see [`Holders`]).
+fn holders(file: &File) -> Holders {
+    let recorded = || {
+        recorded_pid(file)
+            .filter(|&pid| pid != 0)
+            // A recorded pid outlives its holder: name only a live one.
+            .filter(|&pid| host::process_start(pid).is_ok())
+    };
+    let listed = host::held_locks(file);
+    let recorded = if listed.is_none() { recorded() } else { None };
+    Holders::judge(listed, recorded)
+}
+
+/// Write this process's pid into the holder record, if the lock file is a
+/// record (only one leasehold created is), now that this process holds it
+/// exclusively — so no other leasehold writes it meanwhile. The locked
+/// descriptor may be read-only: the record is written through a second
+/// one, checked to be the same file (closing it keeps the flock, which
+/// belongs to the first). A failure only loses the diagnostic.
+fn record_holder(opened: &Opened) {
+    if recorded_pid(&opened.file).is_none() {
+        return;
+    }
+    let write = || -> io::Result<()> {
+        let fd = rustix::fs::open(&opened.at, open_flags() | OFlags::WRONLY, Mode::empty())?;
+        let writer = File::from(fd);
+        let (ours, theirs) = (opened.file.metadata()?, writer.metadata()?);
+        if (ours.dev(), ours.ino()) != (theirs.dev(), theirs.ino()) {
+            return Err(io::Error::other("the lock file was replaced"));
+        }
+        // Overwritten in place at a fixed width: truncating and rewriting
+        // makes ext4 flush the file on close (auto_da_alloc), which
+        // tripled the cost of `leasehold lock` on this machine.
+        let pid = format!("{:<PID_WIDTH$}", std::process::id());
+        writer.write_all_at(pid.as_bytes(), RECORD_PREFIX.len() as u64)
+    };
+    if let Err(e) = write() {
+        tracing::debug!(path = %opened.path.display(), "cannot write the holder record: {e}");
+    }
+}
+
+fn locked(opened: Opened, shared: bool) -> FileLock {
+    if !shared {
+        record_holder(&opened);
+    }
+    FileLock {
+        file: opened.file,
+        path: opened.path,
+        shared,
+    }
 }
 
 /// Try once to lock `path`.
@@ -326,21 +501,21 @@ fn locked(mut file: File, path: PathBuf, shared: bool) -> FileLock {
 /// # Ok::<(), leasehold::lock::LockError>(())
 /// ```
 pub fn try_lock(path: &Path, options: LockOptions) -> Result<TryLock, LockError> {
-    let (mut file, path) = open(path, options)?;
+    let opened = open(path, options)?;
     let attempt = if options.shared {
-        file.try_lock_shared()
+        opened.file.try_lock_shared()
     } else {
-        file.try_lock()
+        opened.file.try_lock()
     };
     match attempt {
-        Ok(()) => Ok(TryLock::Locked(locked(file, path, options.shared))),
+        Ok(()) => Ok(TryLock::Locked(locked(opened, options.shared))),
         Err(std::fs::TryLockError::WouldBlock) => Ok(TryLock::Held {
-            pid: holder_pid(&mut file),
-            path,
+            holders: holders(&opened.file),
+            path: opened.path,
         }),
         Err(std::fs::TryLockError::Error(e)) => Err(LockError::Io {
             op: "lock",
-            path,
+            path: opened.path,
             source: e,
         }),
     }
@@ -354,18 +529,18 @@ pub fn try_lock(path: &Path, options: LockOptions) -> Result<TryLock, LockError>
 /// [`limits::WAIT`].
 pub fn lock(path: &Path, options: LockOptions, timeout: Option<Duration>) -> Result<TryLock, LockError> {
     let Some(timeout) = timeout else {
-        let (file, path) = open(path, options)?;
+        let opened = open(path, options)?;
         let res = if options.shared {
-            file.lock_shared()
+            opened.file.lock_shared()
         } else {
-            file.lock()
+            opened.file.lock()
         };
         res.map_err(|source| LockError::Io {
             op: "lock",
-            path: path.clone(),
+            path: opened.path.clone(),
             source,
         })?;
-        return Ok(TryLock::Locked(locked(file, path, options.shared)));
+        return Ok(TryLock::Locked(locked(opened, options.shared)));
     };
     // flock has no timeout: poll, backing off to 100 ms.
     let deadline = Instant::now() + limits::WAIT.check(timeout)?;
@@ -392,7 +567,7 @@ mod tests {
             panic!()
         };
         match try_lock(&f, LockOptions::default()).unwrap() {
-            TryLock::Held { pid, .. } => assert_eq!(pid, Some(std::process::id())),
+            TryLock::Held { holders, .. } => assert_eq!(holders.exclusive_pid(), Some(std::process::id())),
             TryLock::Locked(_) => panic!("two exclusive holders"),
         }
         drop(a);
@@ -418,6 +593,71 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(100));
         drop((s1, s2));
         assert!(f.exists(), "the lock file is never deleted");
+    }
+
+    #[test]
+    fn holders_come_from_the_kernel_first_then_from_a_live_record() {
+        let flock = |pid, exclusive| host::HeldLock {
+            call: host::LockCall::Flock,
+            exclusive,
+            pid,
+            start: 0,
+            end: None,
+        };
+        let posix = host::HeldLock {
+            call: host::LockCall::Posix,
+            ..flock(Some(9), true)
+        };
+        // Linux: the kernel's list, whatever a record says.
+        let one = Holders::judge(Some(vec![flock(Some(7), true)]), Some(8));
+        assert_eq!((one.to_string(), one.exclusive_pid()), ("pid 7".into(), Some(7)));
+        let two = Holders::judge(Some(vec![flock(Some(7), false), flock(Some(8), false)]), None);
+        assert_eq!(
+            (two.to_string(), two.exclusive_pid(), two.pids()),
+            ("2 shared holders (pids 7, 8)".into(), None, vec![7, 8])
+        );
+        assert_eq!(
+            Holders::judge(Some(vec![flock(Some(7), false)]), None).to_string(),
+            "a shared holder (pid 7)"
+        );
+        assert_eq!(
+            Holders::judge(Some(vec![flock(None, true)]), None).to_string(),
+            "a process outside this pid namespace"
+        );
+        // Gone by the time we looked, or only other kinds of lock.
+        assert_eq!(Holders::judge(Some(vec![posix]), Some(8)), Holders::Unknown);
+        assert_eq!(Holders::judge(Some(Vec::new()), None).to_string(), "another process");
+        // macOS: no list; the record, if it names a live process.
+        let recorded = Holders::judge(None, Some(8));
+        assert_eq!(
+            (recorded.to_string(), recorded.exclusive_pid()),
+            ("pid 8 (as recorded in the lock file)".into(), Some(8))
+        );
+        assert_eq!(Holders::judge(None, None), Holders::Unknown);
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+    fn only_a_whole_record_is_taken_for_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let read = |content: &str| {
+            let path = dir.path().join("f");
+            std::fs::write(&path, content).unwrap();
+            recorded_pid(&File::open(&path).unwrap())
+        };
+        assert_eq!(read(&format!("{RECORD_PREFIX}4242      \n")), Some(4242));
+        assert_eq!(read(&format!("{RECORD_PREFIX}          \n")), Some(0));
+        // An old leasehold's record, a pid file, the record with more
+        // after it, the record cut short: another program's file.
+        for content in [
+            "4242      \n".to_owned(),
+            "4242\n".to_owned(),
+            format!("{RECORD_PREFIX}4242      \nmore"),
+            format!("{RECORD_PREFIX}4242"),
+            format!("{RECORD_PREFIX}42x2      \n"),
+        ] {
+            assert_eq!(read(&content), None, "{content:?}");
+        }
     }
 
     #[test]

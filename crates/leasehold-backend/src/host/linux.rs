@@ -110,9 +110,18 @@ pub(super) fn pids_are_ours() -> bool {
         == Some(std::process::id())
 }
 
-/// Every lock the kernel holds, one line each ([`super::locks`]).
-pub(super) fn lock_list() -> Option<String> {
-    std::fs::read_to_string("/proc/locks").ok()
+/// The locks held on `file`, from the kernel's list of every lock
+/// (`/proc/locks`, [`super::locks`]).
+pub(super) fn held_locks(file: &std::fs::File) -> Option<Vec<super::HeldLock>> {
+    let meta = file.metadata().ok()?;
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = meta.dev();
+    Some(super::parse_lock_list(
+        &text,
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev),
+        meta.ino(),
+    ))
 }
 
 pub(super) fn command_line(pid: u32) -> Vec<u8> {

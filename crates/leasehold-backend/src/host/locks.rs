@@ -19,7 +19,6 @@
 //! what they know otherwise (see `leasehold::lock`).
 
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 
 /// Which call took a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,14 +58,7 @@ impl HeldLock {
 /// when this platform cannot tell (macOS) or the list cannot be read.
 #[must_use]
 pub fn held_locks(file: &File) -> Option<Vec<HeldLock>> {
-    let meta = file.metadata().ok()?;
-    let text = super::imp::lock_list()?;
-    Some(parse_lock_list(
-        &text,
-        rustix::fs::major(meta.dev()),
-        rustix::fs::minor(meta.dev()),
-        meta.ino(),
-    ))
+    super::imp::held_locks(file)
 }
 
 /// The holders in a `/proc/locks` text of the file with device

@@ -130,7 +130,7 @@ pub(super) fn pids_are_ours() -> bool {
 
 /// macOS lists no locks with their holders ([`super::locks`]).
 #[allow(clippy::unnecessary_wraps, reason = "Linux can read the list")]
-pub(super) fn lock_list() -> Option<String> {
+pub(super) fn held_locks(_file: &std::fs::File) -> Option<Vec<super::HeldLock>> {
     None
 }
 

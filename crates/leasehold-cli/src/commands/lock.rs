@@ -2,8 +2,9 @@
 //!
 //! By default the command inherits the locked descriptor, as with
 //! flock(1): leasehold execs the command in its own place, so the holder's
-//! pid written in the lock file is the command's, and the lock lasts until
-//! the command and every child that kept the descriptor have exited.
+//! pid the kernel lists is the command's, and the lock lasts until the
+//! command and every child that kept the descriptor have exited. The file
+//! is never changed unless leasehold created it (`leasehold::lock`).
 //! With `--no-inherit` the descriptor stays close-on-exec: leasehold runs
 //! the command as a child, forwards SIGTERM and SIGHUP (and SIGINT unless a
 //! terminal already sent it to the whole foreground group), and the lock
@@ -46,17 +47,15 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
     };
     let held = match outcome {
         TryLock::Locked(held) => held,
-        TryLock::Held { path, pid } => {
-            let by = pid.map_or_else(
-                || "another process".to_owned(),
-                |pid| format!("pid {pid} (as written in the lock file)"),
-            );
-            let json = serde_json::json!({ "path": path, "held": true, "pid": pid });
+        TryLock::Held { path, holders } => {
+            let json = serde_json::json!({
+                "path": path, "held": true, "pid": holders.exclusive_pid(), "pids": holders.pids(),
+            });
             let wait = if args.wait.wait.is_some() { "still " } else { "" };
             let err = CliError::new(
                 ExitCode::Held,
                 format!(
-                    "{} is {wait}locked by {by}. Try again later, or wait with --wait [DUR]",
+                    "{} is {wait}locked by {holders}. Try again later, or wait with --wait [DUR]",
                     path.display()
                 ),
             );

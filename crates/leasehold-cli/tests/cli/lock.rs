@@ -151,3 +151,143 @@ fn a_missing_directory_of_a_lock_file_is_named_once() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!env.file("no").exists() && !env.file("ran").exists());
 }
+
+/// Everything about a file that locking must leave alone: its bytes, size,
+/// permission bits, owner and modification time — read with plain `std`
+/// calls, sharing nothing with the lock code.
+#[derive(Debug, PartialEq, Eq)]
+struct Untouched {
+    bytes: Vec<u8>,
+    mode: u32,
+    owner: (u32, u32),
+    modified: std::time::SystemTime,
+}
+
+impl Untouched {
+    fn of(path: &std::path::Path) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(path).unwrap();
+        Self {
+            bytes: std::fs::read(path).unwrap(),
+            mode: meta.mode(),
+            owner: (meta.uid(), meta.gid()),
+            modified: meta.modified().unwrap(),
+        }
+    }
+}
+
+/// A file's modification time set in the past, so that a write in the
+/// same clock tick as its creation cannot hide behind an equal mtime.
+fn age(path: &std::path::Path) {
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .append(true)
+        .open(path)
+        .or_else(|_| std::fs::File::open(path))
+        .unwrap()
+        .set_modified(an_hour_ago)
+        .unwrap();
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+fn a_file_it_did_not_create_is_left_byte_identical_however_it_is_locked() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    // 1 MB of data that is not text, a read-only file, and a file owned by
+    // another user (as root: flock(1) lets root lock it, so must we).
+    let data: Vec<u8> = (0..1_048_576u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(env.file("data.bin"), &data).unwrap();
+    std::fs::write(env.file("readonly.conf"), "answer = 42\n").unwrap();
+    std::fs::set_permissions(env.file("readonly.conf"), std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::write(env.file("theirs.db"), "someone else's\n").unwrap();
+    std::fs::write(env.file("empty"), "").unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        std::os::unix::fs::chown(env.file("theirs.db"), Some(4242), Some(4242)).unwrap();
+    } else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true and not root: cannot give a file another owner"
+        );
+        eprintln!("SKIP part of a_file_it_did_not_create_is_left_byte_identical: a file of another owner needs root");
+    }
+    for name in ["data.bin", "readonly.conf", "theirs.db", "empty"] {
+        let path = env.file(name);
+        age(&path);
+        let before = Untouched::of(&path);
+        // Every way of locking: exclusive (inherited and not), shared,
+        // waiting, and refused while another holds it.
+        for options in [&[][..], &["--no-inherit"], &["--shared"], &["--wait=5s"]] {
+            let (code, _, err) = env.run(&lock_args(name, options, "true"));
+            assert_eq!(code, 0, "{name} {options:?}: {err}");
+        }
+        let holder = env.spawn(&lock_args(name, &[], "touch held; exec sleep 30"));
+        env.wait_for("held");
+        let (code, _, err) = env.run(&lock_args(name, &[], "true"));
+        assert_eq!(code, 11, "{name}: {err}");
+        assert!(
+            err.contains(&format!("locked by pid {}.", holder.id())),
+            "the holder is named from the kernel's list: {err}"
+        );
+        let (code, out, _) = env.run(&["--json", "lock", name, "--", "true"]);
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!((code, &doc["pid"]), (11, &serde_json::json!(holder.id())), "{doc}");
+        signal(holder.id(), "KILL");
+        finish(holder, LIMIT);
+        std::fs::remove_file(env.file("held")).unwrap();
+        assert_eq!(Untouched::of(&path), before, "{name} was changed by locking it");
+    }
+}
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+fn a_script_can_lock_itself_and_still_run() {
+    // The flock(1) idiom: a script takes its own file as its lock.
+    let env = Env::new();
+    let script = env.file("s.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    age(&script);
+    let before = Untouched::of(&script);
+    for options in [&[][..], &["--no-inherit"]] {
+        let mut args = vec!["lock", "s.sh"];
+        args.extend_from_slice(options);
+        args.extend(["--", "./s.sh"]);
+        let (code, out, err) = env.run(&args);
+        assert_eq!((code, out.as_str()), (0, "hi\n"), "{options:?}: {err}");
+    }
+    assert_eq!(Untouched::of(&script), before);
+}
+
+#[test]
+fn a_lock_file_it_created_records_its_exclusive_holder() {
+    // Where the kernel lists no holders (macOS), this record names one.
+    let env = Env::new();
+    let holder = env.spawn(&lock_args("app.lock", &[], "touch held; exec sleep 30"));
+    env.wait_for("held");
+    let record = std::fs::read_to_string(env.file("app.lock")).unwrap();
+    assert_eq!(
+        record,
+        format!("leasehold lock file; last exclusive holder: pid {:<10}\n", holder.id())
+    );
+    signal(holder.id(), "KILL");
+    finish(holder, LIMIT);
+    // A shared holder leaves it; the next exclusive one writes itself.
+    assert_eq!(env.run(&lock_args("app.lock", &["--shared"], "true")).0, 0);
+    let (code, _, err) = env.run(&lock_args("app.lock", &[], "echo $$ > me"));
+    assert_eq!(code, 0, "{err}");
+    let me = env.pids("me")[0];
+    assert_eq!(
+        std::fs::read_to_string(env.file("app.lock")).unwrap(),
+        format!("leasehold lock file; last exclusive holder: pid {me:<10}\n")
+    );
+    // Once its content is not the record (a command used the file), it is
+    // the user's: never written again.
+    let (code, _, _) = env.run(&lock_args("app.lock", &[], "echo mine > app.lock"));
+    assert_eq!(code, 0);
+    assert_eq!(env.run(&lock_args("app.lock", &[], "true")).0, 0);
+    assert_eq!(std::fs::read_to_string(env.file("app.lock")).unwrap(), "mine\n");
+}
