@@ -417,6 +417,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut 
         case!(modes_exclusive_excludes_everything),
         case!(modes_shared_coexist),
         case!(modes_shared_limit),
+        case!(modes_shared_limits_mixed_keep_the_smallest),
         case!(modes_exclusive_refused_while_shared_live),
         case!(renew_extends_on_the_store_clock, ClockSkew),
         case!(renew_after_expiry_is_lost_and_never_revived),

@@ -12,7 +12,9 @@
 //!   grant gets `last_token + 1`, and the counter survives release, expiry,
 //!   takeover and restart. A token is durable before it is returned.
 //! - **Exclusive** grants exclude every other live grant; **shared** grants
-//!   coexist up to the acquirer's limit.
+//!   coexist up to the smallest limit among the holders and the acquirer:
+//!   a holder that asked for at most `N` never has more than `N` beside it
+//!   (itself included), whatever later acquirers ask.
 //! - **Waiters** are served FIFO. To judge an acquirer, start from the live
 //!   grants and admit the waiters ahead of it one by one, in order, as if
 //!   granted; stop at the first waiter that would not fit (it blocks

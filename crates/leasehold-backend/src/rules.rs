@@ -9,14 +9,34 @@ use std::time::Duration;
 use crate::{FenceRefusal, Holder, LostReason, Mode, Token};
 
 /// Whether a grant of `mode` can join the (real or simulated) set `held`.
+///
+/// A shared grant joins only shared ones, and only while the set stays
+/// within **every** member's limit: each holder was promised at most its
+/// own `N`, so the smallest limit among the holders and the newcomer
+/// decides ([`shared_limit_reached`]).
 #[must_use]
 pub fn compatible(held: &[Mode], mode: Mode) -> bool {
     match mode {
         Mode::Exclusive => held.is_empty(),
-        Mode::Shared { limit } => {
-            !held.iter().any(|m| m.is_exclusive()) && limit.is_none_or(|limit| held.len() < limit as usize)
-        }
+        Mode::Shared { .. } => !held.iter().any(|m| m.is_exclusive()) && shared_limit_reached(held, mode).is_none(),
     }
+}
+
+/// The limit that keeps a shared `mode` out of the shared set `held`, if
+/// one does: the smallest of the holders' and the newcomer's limits, when
+/// `held` already has that many members. `None` when it fits (or nothing
+/// limits it).
+#[must_use]
+pub fn shared_limit_reached(held: &[Mode], mode: Mode) -> Option<u32> {
+    let smallest = held
+        .iter()
+        .chain(std::iter::once(&mode))
+        .filter_map(|m| match m {
+            Mode::Shared { limit } => *limit,
+            Mode::Exclusive => None,
+        })
+        .min()?;
+    (held.len() >= smallest as usize).then_some(smallest)
 }
 
 /// Whether an acquirer of `mode` is granted now (the FIFO rule of the

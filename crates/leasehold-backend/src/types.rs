@@ -310,6 +310,48 @@ pub struct Held {
     pub ticket: Option<WaiterTicket>,
 }
 
+impl Held {
+    /// The shared limit that keeps an acquirer of `mode` out, when that is
+    /// what does: every live grant is shared and there are as many as the
+    /// smallest limit among them and `mode` ([`crate::rules::compatible`]).
+    #[must_use]
+    pub fn shared_limit(&self, mode: Mode) -> Option<SharedLimit> {
+        if mode.is_exclusive() || self.grants.iter().any(|g| g.mode.is_exclusive()) {
+            return None;
+        }
+        let live: Vec<Mode> = self.grants.iter().map(|g| g.mode).collect();
+        crate::rules::shared_limit_reached(&live, mode).map(|limit| SharedLimit {
+            holders: live.len(),
+            limit,
+            own: mode == Mode::Shared { limit: Some(limit) },
+        })
+    }
+}
+
+/// A shared lease at its limit; its `Display` is the one wording of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedLimit {
+    pub holders: usize,
+    /// The smallest limit among the holders and the acquirer.
+    pub limit: u32,
+    /// Whether the acquirer asked for that limit itself.
+    pub own: bool,
+}
+
+impl fmt::Display for SharedLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (holders, limit) = (self.holders, self.limit);
+        if self.own {
+            write!(f, "{holders} shared holder(s), and this request allows at most {limit}")
+        } else {
+            write!(
+                f,
+                "{holders} shared holder(s), and a holder asked for at most {limit} (the smallest limit among the holders and this request counts)"
+            )
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct LeaseRenewParams {
     pub name: LeaseName,

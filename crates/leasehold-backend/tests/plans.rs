@@ -423,6 +423,96 @@ proptest! {
     }
 }
 
+/// One step of a run of acquirers against one name.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A newcomer asks once (and queues, if `waits`).
+    Acquire { mode: Mode, waits: bool },
+    /// The oldest waiter asks again with its ticket.
+    Retry,
+    /// The live grant at this index (modulo their number) is released.
+    Release(usize),
+}
+
+fn any_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (any_mode(), any::<bool>()).prop_map(|(mode, waits)| Step::Acquire { mode, waits }),
+        1 => Just(Step::Retry),
+        2 => (0..8usize).prop_map(Step::Release),
+    ]
+}
+
+/// Whether no live grant has more grants beside it than it asked for —
+/// counted here from the modes alone, sharing nothing with `rules`.
+fn every_limit_kept(live: &[Mode]) -> Result<(), String> {
+    for mode in live {
+        match mode {
+            Mode::Exclusive if live.len() > 1 => return Err(format!("exclusive among {live:?}")),
+            Mode::Shared { limit: Some(n) } if live.len() > *n as usize => {
+                return Err(format!(
+                    "{} live grants, one of which asked for at most {n}: {live:?}",
+                    live.len()
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Whatever the order of acquirers, waiters and releases, and whatever
+    /// limits they ask for, no grant ever has more live grants beside it
+    /// (itself included) than its own limit.
+    #[test]
+    fn no_admitted_set_exceeds_any_members_limit(steps in proptest::collection::vec(any_step(), 1..40)) {
+        let mut model = Model::new(&[], &[]);
+        for step in steps {
+            let rows: Vec<(Grant, bool)> = model
+                .grants
+                .iter()
+                .map(|(token, mode, live, _)| {
+                    let row = Row { mode: *mode, owner: 0, explicit: false, holder: 0, live: *live };
+                    (grant(token.0, &row), *live)
+                })
+                .collect();
+            let mut p = any_request_fixed();
+            match step {
+                Step::Acquire { mode, waits } => {
+                    p.mode = mode;
+                    // An unknown ticket: registered at the back if held.
+                    p.ticket = waits.then_some(WaiterTicket(1));
+                }
+                Step::Retry => {
+                    let Some(&(ticket, mode)) = model.waiters.first() else { continue };
+                    p.mode = mode;
+                    p.ticket = Some(ticket);
+                }
+                Step::Release(i) => {
+                    if !model.grants.is_empty() {
+                        let i = i % model.grants.len();
+                        model.grants.remove(i);
+                    }
+                    continue;
+                }
+            }
+            let plan = plan::acquire(&p, &rows, &model.waiters);
+            let last_token = model.last_token;
+            model = applied(&plan, &model)?;
+            // Applied once per transaction: start the next one afresh.
+            model.issued = None;
+            model.ticket = None;
+            model.touched.clear();
+            prop_assert!(model.last_token >= last_token);
+            if let Err(broken) = every_limit_kept(&model.live()) {
+                return Err(TestCaseError::fail(format!("{broken}; after {:?}", plan.outcome)));
+            }
+        }
+    }
+}
+
 /// The order a store applies: expiry, takeover, then the grant, each with
 /// its entry, and the granted waiter leaving the queue.
 #[test]

@@ -115,8 +115,9 @@ pub fn notify<L: leasehold::Refusal>(keeper: &Keeper<L>, what: String, on_lost: 
     });
 }
 
-/// `Held`, naming the holders (and how long it waited).
-pub fn held_error(name: &LeaseName, held: &Held, wait: Wait) -> PyErr {
+/// `Held`, naming the holders (and how long it waited), and the shared
+/// limit when that is what keeps an acquirer of `mode` out.
+pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyErr {
     let by: Vec<String> = held
         .grants
         .iter()
@@ -130,11 +131,14 @@ pub fn held_error(name: &LeaseName, held: &Held, wait: Wait) -> PyErr {
             )
         })
         .collect();
-    let by = if by.is_empty() {
+    let mut by = if by.is_empty() {
         format!("{} waiter(s) queued ahead", held.waiters_ahead)
     } else {
         by.join("; ")
     };
+    if let Some(limit) = held.shared_limit(mode) {
+        by = format!("{by} — {limit}");
+    }
     let message = match wait {
         Wait::No => format!("{name} is held: {by}. Try again later, or wait with wait=DURATION"),
         Wait::Upto(d) => format!(
@@ -235,7 +239,7 @@ impl Lease {
         .or_raise()?;
         let (grant, keeper) = match kept {
             Kept::Acquired(grant, keeper) => (grant, keeper),
-            Kept::Held(held) => return Err(held_error(&self.name, &held, self.wait)),
+            Kept::Held(held) => return Err(held_error(&self.name, &held, self.options.mode, self.wait)),
         };
         notify(&keeper, self.what(&grant), self.on_lost.as_ref());
         *self.state() = State::Held(Local::new(Hold {

@@ -106,7 +106,7 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
         }
     };
     let (grant, finished, release_error) = match outcome.or_raise()? {
-        RunOutcome::Held(held) => return Err(crate::lease::held_error(&args.name, &held, args.wait)),
+        RunOutcome::Held(held) => return Err(crate::lease::held_error(&args.name, &held, args.mode, args.wait)),
         RunOutcome::Ran {
             grant,
             finished,

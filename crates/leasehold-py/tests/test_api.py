@@ -37,6 +37,21 @@ def test_a_lease_excludes_others_and_its_token_only_grows(store_url: str) -> Non
     store.lease("nightly-report").acquire().release()
 
 
+def test_mixed_shared_limits_keep_the_smallest(store_url: str) -> None:
+    store = lh.Store(store_url)
+    a = store.lease("z", ttl="1h", shared=2).acquire()
+    b = store.lease("z", ttl="1h", shared=2).acquire()
+    for shared in (3, True, 1):
+        with pytest.raises(lh.Held, match=r"2 shared holder\(s\)"):
+            store.lease("z", ttl="1h", shared=shared).acquire()
+    a.release()
+    c = store.lease("z", ttl="1h", shared=3).acquire()
+    with pytest.raises(lh.Held, match="a holder asked for at most 2"):
+        store.lease("z", ttl="1h", shared=True).acquire()
+    b.release()
+    c.release()
+
+
 def test_wait_waits_for_the_holder(store_url: str) -> None:
     store = lh.Store(store_url)
     first = store.lease("w", ttl="30s").acquire()

@@ -87,3 +87,38 @@ pub fn modes_exclusive_refused_while_shared_live<H: Harness>(t: &mut Case<H>) {
     assert_eq!(grant.mode, Mode::Exclusive);
     assert_eq!(t.live("dir"), vec![grant.token]);
 }
+
+/// Mixed limits: the smallest limit among the holders and the newcomer
+/// decides, so no holder ever has more beside it than it asked for — a
+/// newcomer with a larger limit, or none, is held too.
+pub fn modes_shared_limits_mixed_keep_the_smallest<H: Harness>(t: &mut Case<H>) {
+    let limit = |n| Mode::Shared { limit: Some(n) };
+    let first = t.granted(&shared("a", limit(2)));
+    let second = t.granted(&shared("b", limit(2)));
+    for (owner, mode) in [("c", limit(3)), ("d", SHARED), ("e", limit(1))] {
+        let held = t.held(&shared(owner, mode));
+        assert_eq!(
+            tokens(&held.grants),
+            vec![first.token, second.token],
+            "{owner} {mode:?}"
+        );
+    }
+    assert_eq!(t.live("dir"), vec![first.token, second.token]);
+
+    // One leaves: a limit of 3 now fits beside a holder of limit 2 (two
+    // holders), and then nobody more.
+    t.released(&params::release("dir", first.token));
+    let third = t.granted(&shared("c", limit(3)));
+    t.held(&shared("d", SHARED));
+    t.released(&params::release("dir", second.token));
+    // c (limit 3) alone: an unlimited newcomer fits, and a third too.
+    let fourth = t.granted(&shared("d", SHARED));
+    let fifth = t.granted(&shared("e", SHARED));
+    t.held(&shared("f", SHARED));
+    assert_eq!(t.live("dir"), vec![third.token, fourth.token, fifth.token]);
+    // A newcomer whose own limit is below the count is held.
+    t.released(&params::release("dir", fifth.token));
+    t.held(&shared("g", limit(2)));
+    let sixth = t.granted(&shared("g", limit(3)));
+    assert_eq!(t.live("dir"), vec![third.token, fourth.token, sixth.token]);
+}

@@ -29,7 +29,7 @@ use crate::run::CliError;
 
 /// Who holds it, and what `--if-held`/`--wait` make of that.
 fn held(ctx: &Ctx, args: &RunArgs, held: &Held) -> u8 {
-    let by = crate::commands::lease::held_by(held);
+    let by = crate::commands::lease::held_by(held, args.shared.mode());
     let (code, message) = match (args.wait.wait, args.if_held) {
         (None, IfHeld::Skip) => (
             ExitCode::Success,
@@ -90,7 +90,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         |held| {
             if tty {
                 turns += 1;
-                let line = crate::commands::lease::held_by(held);
+                let line = crate::commands::lease::held_by(held, args.shared.mode());
                 let line: String = line.chars().take(150).collect();
                 eprint!("\r\x1b[2K{} waiting for {}: {line}", spinner[turns % 4], args.name);
             }

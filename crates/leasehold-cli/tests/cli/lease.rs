@@ -116,6 +116,53 @@ fn shared_grants_coexist_up_to_their_limit_and_exclude_exclusive() {
     assert_eq!(v["grants"][0]["mode"], "shared");
 }
 
+/// The sequence: two holders that asked for at most two, then
+/// newcomers with a larger limit or none. Each limit is a promise to its
+/// holder: the holder count, read back with `status`, never exceeds the
+/// smallest limit any live holder asked for.
+fn mixed_shared_limits_keep_the_smallest(env: &Env) {
+    let count = || {
+        let (_, out, _) = env.run(&["status", "z", "--json"]);
+        let grants = json(&out)["grants"].as_array().unwrap().clone();
+        let limits: Vec<u64> = grants.iter().filter_map(|g| g["shared_limit"].as_u64()).collect();
+        (grants.len(), limits.into_iter().min())
+    };
+    env.acquire(&["z", "--shared", "2", "--ttl", "1h"]);
+    env.acquire(&["z", "--shared", "2", "--ttl", "1h"]);
+    for shared in [&["--shared", "3"][..], &["--shared"], &["--shared=1"]] {
+        let mut args = vec!["acquire", "z", "--ttl", "1h"];
+        args.extend_from_slice(shared);
+        let (code, _, err) = env.run(&args);
+        assert_eq!(code, 11, "{shared:?}: {err}");
+        assert!(err.contains("2 shared holder(s)") && err.contains("at most"), "{err}");
+        let (holders, smallest) = count();
+        assert!(
+            holders as u64 <= smallest.unwrap(),
+            "{holders} holders, smallest limit {smallest:?}"
+        );
+    }
+    let (code, _, err) = env.run(&["acquire", "z", "--ttl", "1h", "--shared", "3"]);
+    assert!(
+        err.contains("a holder asked for at most 2 (the smallest limit among the holders and this request counts)"),
+        "the refusal says whose limit: {err} ({code})"
+    );
+    let (code, out, err) = env.run(&["run", "z", "--shared", "5", "--ttl", "1h", "--", "echo", "ran"]);
+    assert_eq!((code, out.as_str()), (11, ""), "run is held by the same rule: {err}");
+}
+
+#[test]
+fn mixed_shared_limits_keep_the_smallest_on_every_store() {
+    mixed_shared_limits_keep_the_smallest(&Env::new());
+    let server = crate::postgres::Server::shared();
+    mixed_shared_limits_keep_the_smallest(&Env::on(server.url("mixed_limits")));
+    if crate::etcd::skip_without_etcd("mixed_shared_limits_keep_the_smallest_on_every_store (etcd)") {
+        return;
+    }
+    let prefix = crate::etcd::unique_prefix("cli", "mixed-limits");
+    let etcd = crate::etcd::shared();
+    mixed_shared_limits_keep_the_smallest(&Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint())));
+}
+
 #[test]
 fn fence_runs_the_command_only_for_the_current_token() {
     let env = Env::new();

@@ -35,7 +35,7 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
                     eprintln!(
                         "leasehold: waiting for {}: {}",
                         args.name,
-                        super::held_error(&args.name, held).message
+                        super::held_error(&args.name, held, options.mode).message
                     );
                     shown = true;
                 }
@@ -61,7 +61,7 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
             Ok(crate::commands::refuse(
                 ctx,
                 &json,
-                &super::held_error(&args.name, &held),
+                &super::held_error(&args.name, &held, options.mode),
             ))
         }
     }

@@ -8,14 +8,16 @@ pub mod release;
 pub mod renew;
 pub mod status;
 
-use leasehold::{Held, LeaseName, LostReason, Token};
+use leasehold::{Held, LeaseName, LostReason, Mode, Token};
 
 use crate::exit_codes::ExitCode;
 use crate::output;
 use crate::run::CliError;
 
-/// Who holds a lease, for people: mode, owner, host/pid/command, token, expiry.
-pub fn held_by(held: &Held) -> String {
+/// Who holds a lease, for people: mode, owner, host/pid/command, token,
+/// expiry — and the shared limit, when that is what keeps an acquirer of
+/// `mode` out.
+pub fn held_by(held: &Held, mode: Mode) -> String {
     let holders: Vec<String> = held
         .grants
         .iter()
@@ -30,16 +32,20 @@ pub fn held_by(held: &Held) -> String {
             )
         })
         .collect();
-    if holders.is_empty() {
+    let by = if holders.is_empty() {
         format!("{} waiter(s) queued ahead", held.waiters_ahead)
     } else {
         holders.join("; ")
+    };
+    match held.shared_limit(mode) {
+        Some(limit) => format!("{by} — {limit}"),
+        None => by,
     }
 }
 
 /// The error for a lease that is held by others: names the holders.
-pub fn held_error(name: &LeaseName, held: &Held) -> CliError {
-    let by = held_by(held);
+pub fn held_error(name: &LeaseName, held: &Held, mode: Mode) -> CliError {
+    let by = held_by(held, mode);
     CliError::new(
         ExitCode::Held,
         format!("{name} is held: {by}. Try again later, or wait with --wait [DUR]"),
