@@ -138,12 +138,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// notification channel is down simply sleeps. A `timeout` beyond
     /// [`limits::WAIT`] is cut to it (a wait may always end early).
     ///
-    /// The default sleeps `timeout`: pure polling. The embedded SQLite
-    /// store keeps it — SQLite has no cross-process notification, and the
-    /// stand-ins (watching the database file with inotify, a FIFO per name)
-    /// cost more than a cheap read every 100 ms and miss writers on other
-    /// mounts. PostgreSQL overrides it with LISTEN/NOTIFY, etcd with a
-    /// watch on the name's keys.
+    /// The default sleeps `timeout`: pure polling. SQLite, which has no
+    /// notification across processes, watches its write-ahead log
+    /// (`host::FileWatch`: every commit writes it), PostgreSQL listens
+    /// (LISTEN/NOTIFY), etcd watches the name's keys.
     fn wait_for_change(&self, topic: &WaitTopic, timeout: std::time::Duration) -> Result<(), BackendError> {
         let _ = topic;
         std::thread::sleep(timeout.min(limits::WAIT.max));
