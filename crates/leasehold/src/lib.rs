@@ -35,6 +35,7 @@
 //! # Ok::<(), leasehold::Error>(())
 //! ```
 
+mod cancel;
 mod deferred;
 mod error;
 pub mod files;
@@ -48,6 +49,7 @@ mod store;
 pub mod supervise;
 pub mod worker;
 
+pub use cancel::{Cancel, SignalWatch};
 pub use error::{Error, Result};
 pub use identity::Binding;
 pub use keeper::{

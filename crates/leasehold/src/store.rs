@@ -18,7 +18,7 @@ use leasehold_backend::{
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
 use crate::identity::{self, Binding};
-use crate::{Error, Keeper, KeeperOptions, Result};
+use crate::{Cancel, Error, Keeper, KeeperOptions, Result};
 
 /// Where lease state lives, parsed from `sqlite://PATH`, `postgres://…`,
 /// `postgresql://…` or `etcd://HOST:PORT[,HOST:PORT…][?prefix=/KEY/PREFIX]`
@@ -671,7 +671,12 @@ impl Store {
 
     /// Acquire `name`, waiting in FIFO order up to `timeout` (forever when
     /// `None`). `on_held` is called after each refused attempt, e.g. to show
-    /// who holds it. Returns `Held` when the timeout passes.
+    /// who holds it. Returns `Held` when the timeout passes, or when
+    /// `cancel` is cancelled — seen before every poll, at most the poll
+    /// interval apart: the wait then leaves the queue and returns `Held`
+    /// as of its last attempt. (A grant that came before the wait saw the
+    /// cancel is returned as granted: the caller decides what to do with
+    /// it.)
     ///
     /// The place in the queue is the calling process's: it is taken over
     /// at once (by any acquirer on this host) when this process is
@@ -685,9 +690,10 @@ impl Store {
         name: &LeaseName,
         options: &AcquireOptions,
         timeout: Option<Duration>,
+        cancel: &Cancel,
         on_held: impl FnMut(&Held),
     ) -> Result<Acquire> {
-        Ok(self.acquire_wait_sent(name, options, timeout, on_held)?.0)
+        Ok(self.acquire_wait_sent(name, options, timeout, cancel, on_held)?.0)
     }
 
     /// As [`Store::acquire_wait`], with the send time of the deciding request.
@@ -696,6 +702,7 @@ impl Store {
         name: &LeaseName,
         options: &AcquireOptions,
         timeout: Option<Duration>,
+        cancel: &Cancel,
         mut on_held: impl FnMut(&Held),
     ) -> Result<(Acquire, Duration)> {
         if let Some(timeout) = timeout {
@@ -705,9 +712,10 @@ impl Store {
         let mut params = Self::params(name, options)?;
         // First a plain attempt: no queue entry when it is free.
         let first = self.attempt_sent(&mut params)?;
-        if matches!(first.0, Acquire::Acquired(_)) || timeout == Some(Duration::ZERO) {
-            return Ok(first);
-        }
+        let mut last = match first {
+            (Acquire::Held(held), sent) if timeout != Some(Duration::ZERO) => (held, sent),
+            first => return Ok(first),
+        };
         // The waiter is this process, whatever the grant will be bound to
         // (none for a bare `acquire --wait`): its death is what frees the
         // place in the queue.
@@ -731,6 +739,9 @@ impl Store {
         let mut pause = Duration::from_millis(10).min(self.poll);
         let mut last_attempt = Instant::now();
         let outcome = loop {
+            if cancel.is_cancelled() {
+                break Ok((Acquire::Held(last.0), last.1));
+            }
             let due = last_attempt.elapsed() >= WAITER_TTL / 4;
             // Whether the attempt would be granted, judged from a cheap
             // read as the plan judges (`rules::admits`): grants and waiters
@@ -765,6 +776,7 @@ impl Store {
                         if deadline.is_some_and(|d| Instant::now() >= d) {
                             break Ok((Acquire::Held(held), sent));
                         }
+                        last = (held, sent);
                     }
                     Err(e) => break Err(e),
                 }
@@ -834,10 +846,11 @@ impl Store {
         name: &LeaseName,
         options: &AcquireOptions,
         timeout: Option<Duration>,
+        cancel: &Cancel,
         on_held: impl FnMut(&Held),
         keep: KeeperOptions,
     ) -> Result<Kept> {
-        Ok(self.keep(self.acquire_wait_sent(name, options, timeout, on_held)?, keep))
+        Ok(self.keep(self.acquire_wait_sent(name, options, timeout, cancel, on_held)?, keep))
     }
 
     fn keep(self: &Arc<Self>, (outcome, sent): (Acquire, Duration), keep: KeeperOptions) -> Kept {
@@ -1004,7 +1017,7 @@ mod tests {
             ..AcquireOptions::default()
         };
         refused(
-            store.acquire_wait(&name, &options, Some(limits::YEAR * 2), |_| {}),
+            store.acquire_wait(&name, &options, Some(limits::YEAR * 2), &Cancel::new(), |_| {}),
             limits::WAIT,
         );
         let zero = AcquireOptions {

@@ -1,7 +1,7 @@
 //! A waiter that is gone never blocks a free lease (issue 22, item 3).
 //!
 //! What must never happen to a user: a waiting `acquire --wait` or
-//! `run --wait` is killed, the holder
+//! `run --wait` is killed (kill -9, or SIGTERM/SIGINT/SIGHUP), the holder
 //! releases, and the next plain `acquire` is refused with "1 waiter(s)
 //! queued ahead" although nothing holds the lease or waits for it any more.
 //!
@@ -13,7 +13,7 @@
 use std::process::Child;
 use std::time::Duration;
 
-use crate::util::{Env, finish, wait_until};
+use crate::util::{Env, finish, signal, wait_until};
 
 /// How long a waiter may take to register (a process start, a store open).
 const QUEUED_WITHIN: Duration = Duration::from_secs(20);
@@ -206,5 +206,46 @@ fn a_waiter_behind_a_killed_waiter_is_served_on_release() {
             took < Duration::from_secs(5),
             "{what}: the waiter behind a killed one got the lease {took:?} after the release"
         );
+    }
+}
+
+/// SIGTERM, SIGINT or SIGHUP to a waiting `acquire --wait` or `run --wait`:
+/// it leaves the queue — its entry is gone from the store as it exits —
+/// and dies with the conventional code, 128 + the signal's number. The
+/// holder's grant is untouched.
+#[test]
+fn a_signalled_waiter_leaves_the_queue_and_exits_128_plus_n() {
+    for store in Store::every() {
+        let what = store.what;
+        let token = store.hold("job");
+        for (sig, n) in [("TERM", 15), ("INT", 2), ("HUP", 1)] {
+            for args in [
+                vec!["--json", "acquire", "job", "--wait", "1h"],
+                vec!["--json", "run", "job", "--wait", "1h", "--", "touch", "ran"],
+            ] {
+                let child = store.queued("job", &args);
+                signal(child.id(), sig);
+                let (code, out, err) = finish(child, EXIT_WITHIN);
+                assert_eq!(code, 128 + n, "{what}: {args:?} on SIG{sig}: {err}");
+                let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+                assert_eq!(
+                    (&doc["name"], &doc["signal"], &doc["exit_code"]),
+                    (&"job".into(), &format!("SIG{sig}").into(), &(128 + n).into()),
+                    "{what}: {args:?}: {out}"
+                );
+                assert_eq!(
+                    (store.entries)("job"),
+                    0,
+                    "{what}: {args:?} left its waiter entry on SIG{sig}"
+                );
+            }
+        }
+        assert!(
+            !store.env.file("ran").exists(),
+            "{what}: a cancelled run ran its command"
+        );
+        let (code, _, err) = store.env.run(&["acquire", "job"]);
+        assert_eq!(code, 11, "{what}: the holder's grant must still hold: {err}");
+        store.release("job", &token);
     }
 }
