@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use leasehold::{
-    AcquireOptions, Binding, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LeaseRelease, Loss, Mode,
+    AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LeaseRelease, Loss, Mode,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
@@ -216,14 +216,19 @@ impl Lease {
         let kept = match self.wait.timeout() {
             None => py.detach(move || store.acquire_and_keep(&name, &options, keep)),
             Some(timeout) => {
+                let cancel = Cancel::new();
                 let call = {
-                    let store = store.clone();
-                    Background::spawn(move || store.acquire_wait_and_keep(&name, &options, timeout, |_| {}, keep))
+                    let (store, cancel) = (store.clone(), cancel.clone());
+                    Background::spawn(move || {
+                        store.acquire_wait_and_keep(&name, &options, timeout, &cancel, |_| {}, keep)
+                    })
                 };
                 match call.wait(py) {
                     Ok(kept) => kept,
                     Err(interrupted) => {
-                        // ^C while waiting: whatever the wait gets is let go.
+                        // ^C while waiting: the wait ends at its next poll,
+                        // out of the queue, and whatever it got is let go.
+                        cancel.cancel();
                         let (name, owner) = (self.name.clone(), self.options.owner.clone());
                         call.give_up(py, move |kept| {
                             if let Ok(Kept::Acquired(grant, keeper)) = kept {

@@ -189,7 +189,13 @@ impl Store {
         let store = self.handle(py)?;
         let state = py.detach(move || store.status(&name)).or_raise()?;
         state
-            .map(|s| convert::from_json(py, &serde_json::to_value(s).expect("a lease state serializes")))
+            .map(|s| {
+                let mut value = serde_json::to_value(&s).expect("a lease state serializes");
+                // How many wait, as the CLI's JSON says it: who waits is
+                // the library's to judge.
+                value["waiters"] = s.waiters.len().into();
+                convert::from_json(py, &value)
+            })
             .transpose()
     }
 
