@@ -307,7 +307,7 @@ pub fn task(app: &App, q: &LeaseName, id: &LeaseName, page: &mut Page) -> Markup
         dl.counts {
             dt { "attempts" } dd { (task.attempts) " of " (task.max_attempts) }
             dt { "of which failed" } dd { (task.failures) }
-            dt { "of which expired" } dd { (task.expirations) " (the worker stopped heartbeating)" }
+            dt { "of which the claim expired" } dd title="The worker stopped heartbeating (died or hung) and the claim ran out." { (task.expirations) }
             @if let Some(at) = task.claimed_at() { dt { "claimed" } dd { (since(at, now)) " (" (text::time(at)) ")" } }
             @if let Some(l) = task.lease_remaining { dt { "claim left" } dd { (countdown(l)) } }
             dt { "owner" } dd { (shown(task.owner.as_deref().unwrap_or("—"))) }

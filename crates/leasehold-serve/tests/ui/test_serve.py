@@ -495,7 +495,8 @@ def test_timeline_reads_as_one_story(env):
             i.input_value() for i in box.locator("input[type=search], input[type=text]").all())
         for n in ["tl-b", "tl-c", "tl"]:
             assert re.search(rf"(^|\s){n}(\s|$)", visible), (n, visible)
-        page.get_by_role("button", name="Show").click()
+        with page.expect_navigation():
+            page.get_by_role("button", name="Show").click()
         page.wait_for_selector("svg")
         shown = sorted(urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query)["name"])
         assert shown == ["tl", "tl-b", "tl-c"], page.url
@@ -573,9 +574,11 @@ def test_operators_find_what_they_expect(env):
         assert any("held since" in h for h in heads), heads
         # Sorted by when held: the oldest grant first, then the other way.
         page.get_by_role("link", name=re.compile("held since")).click()
+        page.wait_for_url(re.compile(r"sort=since&order=asc"))
         first = lambda: page.locator("tbody tr").first.locator("a").first.inner_text()
         assert first() == "nightly-report", first()
         page.get_by_role("link", name=re.compile("held since")).click()
+        page.wait_for_url(re.compile(r"sort=since&order=desc"))
         assert first() != "nightly-report"
         body = page.evaluate("document.body.innerText").lower()
         for jargon in ["generation", "\tttl\t", "\tttl\n", "alive?"]:
