@@ -200,6 +200,10 @@ const TOP: f64 = 22.0;
 /// next row instead of drawing over each other.
 const MARK_ROW_H: f64 = 18.0;
 const MARK_GAP: f64 = 16.0;
+/// Rows of marks at most; marks that find no room in them are counted
+/// (`+N`) in a row below, so a burst of a thousand fence checks does not
+/// make the chart a thousand rows tall (the list below names them all).
+const MARK_ROWS: usize = 5;
 
 /// The timeline drawn by the server: no chart library, nothing fetched.
 fn svg(tl: &Timeline) -> Markup {
@@ -219,28 +223,31 @@ fn svg(tl: &Timeline) -> Markup {
         (s / span * SVG_W * 100.0).round() / 100.0
     };
     // Each mark in the first row where it keeps its distance from the
-    // mark before it; marks come oldest first.
+    // mark before it (marks come oldest first); past the last row, counted.
     let mut row_ends: Vec<f64> = Vec::new();
-    let marks: Vec<(f64, usize, &timeline::Mark)> = tl
-        .marks
-        .iter()
-        .map(|m| {
-            let mx = x(m.at);
-            let row = row_ends
-                .iter()
-                .position(|end| mx - end >= MARK_GAP)
-                .unwrap_or(row_ends.len());
-            if row == row_ends.len() {
-                row_ends.push(mx);
-            } else {
+    let mut marks: Vec<(f64, usize, &timeline::Mark)> = Vec::new();
+    let mut crowded: Vec<(f64, usize)> = Vec::new();
+    for m in &tl.marks {
+        let mx = x(m.at);
+        match row_ends.iter().position(|end| mx - end >= MARK_GAP) {
+            Some(row) => {
                 row_ends[row] = mx;
+                marks.push((mx, row, m));
             }
-            (mx, row, m)
-        })
-        .collect();
+            None if row_ends.len() < MARK_ROWS => {
+                row_ends.push(mx);
+                marks.push((mx, row_ends.len() - 1, m));
+            }
+            None => match crowded.last_mut() {
+                Some((at, n)) if mx - *at < 2.0 * MARK_GAP => *n += 1,
+                _ => crowded.push((mx, 1)),
+            },
+        }
+    }
+    let rows = row_ends.len().max(1) + usize::from(!crowded.is_empty());
     let range = tl.to.duration_since(tl.from).unwrap_or_default();
     let marks_y = TOP + LANE_H * tl.lanes as f64 + 4.0;
-    let height = marks_y + MARK_ROW_H * row_ends.len().max(1) as f64 + 8.0;
+    let height = marks_y + MARK_ROW_H * rows as f64 + 8.0;
     let ticks: Vec<(f64, String)> = (0..=5)
         .map(|i| {
             let t = tl.from + range.mul_f64(f64::from(i) / 5.0);
@@ -277,6 +284,12 @@ fn svg(tl: &Timeline) -> Markup {
                         " · " (text::plain(&text::reword(&m.detail)))
                     }
                     text x=(mx) y=(marks_y + 14.0 + MARK_ROW_H * *row as f64) text-anchor="middle" { (m.kind.glyph().to_string()) }
+                }
+            }
+            @for (cx, n) in &crowded {
+                g.mark.more {
+                    title { (n) " more marks here: the list below has them all" }
+                    text x=(cx) y=(marks_y + 14.0 + MARK_ROW_H * MARK_ROWS as f64) text-anchor="middle" { "+" (n) }
                 }
             }
             line.now x1=(SVG_W - 0.5) x2=(SVG_W - 0.5) y1="16" y2=(height - 4.0) {}

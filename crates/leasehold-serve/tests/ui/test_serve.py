@@ -503,10 +503,15 @@ def test_timeline_reads_as_one_story(env):
 
         page.goto(base + "/timeline?name=tl&range=1m")
         page.wait_for_selector("svg")
+        # Six marks: four fence passes, a refusal, a takeover after expiry —
+        # each drawn, or counted in a "+N" where too many crowd one spot.
         glyphs = page.evaluate("""() => [...document.querySelectorAll("svg text")]
-            .filter(t => ["✓", "✗", "⚡", "◇", "↻", "!"].includes(t.textContent.trim()))
-            .map(t => { const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })""")
-        assert len(glyphs) >= 6, glyphs
+            .filter(t => ["✓", "✗", "⚡", "◇", "↻", "!"].includes(t.textContent.trim())
+                         || /^\\+\\d+$/.test(t.textContent.trim()))
+            .map(t => { const r = t.getBoundingClientRect();
+                        return [r.left, r.top, r.right, r.bottom, t.textContent.trim()]; })""")
+        drawn = sum(int(g[4][1:]) if g[4].startswith("+") else 1 for g in glyphs)
+        assert drawn == 6, glyphs
         for i, a in enumerate(glyphs):
             for b in glyphs[i + 1:]:
                 overlap = max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
