@@ -74,6 +74,71 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// Whether `c` hides or reorders the text around it when shown: control
+/// characters, bidirectional formatting (overrides such as U+202E,
+/// embeddings, isolates, marks), zero-width and other invisible format
+/// characters (U+200B–U+200D, U+2060–U+2064, the byte order mark, soft
+/// hyphen, Hangul fillers, tags), line and paragraph separators. Names
+/// hold no control characters, but any of the others: a name, owner or
+/// command line showing one could pass for another. Every front that
+/// shows stored text to people (the CLI's tables, the status page)
+/// escapes these with [`escape_hidden`].
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::hides_or_reorders;
+/// assert!(hides_or_reorders('\u{202e}') && hides_or_reorders('\u{200b}') && hides_or_reorders('\n'));
+/// assert!(!hides_or_reorders('a') && !hides_or_reorders('ש') && !hides_or_reorders('é'));
+/// ```
+#[must_use]
+pub fn hides_or_reorders(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
+}
+
+/// `s` with every character that [`hides_or_reorders`] written as a
+/// `\u{…}` escape, so it shows in its logical order with nothing hidden.
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::escape_hidden;
+/// assert_eq!(escape_hidden("bidi\u{202e}evil"), "bidi\\u{202e}evil");
+/// assert_eq!(escape_hidden("plain"), "plain");
+/// ```
+#[must_use]
+pub fn escape_hidden(s: &str) -> String {
+    if !s.chars().any(hides_or_reorders) {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| {
+            if hides_or_reorders(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The first instant RFC 3339 cannot write (year 10000).
 const YEAR_10000: Duration = Duration::from_secs(253_402_300_800);
 

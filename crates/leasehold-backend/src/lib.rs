@@ -55,13 +55,16 @@ mod types;
 mod wait;
 
 pub use error::{BackendError, ErrorKind, Remedy};
-pub use human::{format_duration, format_time, parse_duration, parse_duration_within, parse_time_within};
+pub use human::{
+    escape_hidden, format_duration, format_time, hides_or_reorders, parse_duration, parse_duration_within,
+    parse_time_within,
+};
 pub use name::{LeaseName, NameError};
 pub use task::{
     Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams,
     TaskCompleteAndClaim, TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams,
-    TaskHeartbeatParams, TaskId, TaskIdParams, TaskListParams, TaskLost, TaskPurgeParams, TaskRef, TaskRetry,
-    TaskState, TaskStatsParams, TaskUpdate,
+    TaskHeartbeatParams, TaskId, TaskIdParams, TaskKey, TaskListParams, TaskLost, TaskPage, TaskPurgeParams, TaskRef,
+    TaskRetry, TaskState, TaskStatsParams, TaskUpdate,
 };
 pub use types::*;
 pub use wait::{WaitTopic, Watched};

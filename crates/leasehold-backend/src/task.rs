@@ -97,11 +97,24 @@ pub struct Task {
     pub result: Option<serde_json::Value>,
     #[serde(with = "crate::unix_ms")]
     pub created_at: SystemTime,
+    /// When the task last changed: added, claimed, finished, handed back
+    /// or revived. A heartbeat only extends the claim and does not count,
+    /// so a running task's is the time of its claim ([`Task::claimed_at`]).
     #[serde(with = "crate::unix_ms")]
     pub updated_at: SystemTime,
     /// The TTL the newest claim asked for (the default for its heartbeats).
     #[serde(with = "opt_millis")]
     pub claim_ttl: Option<Duration>,
+}
+
+impl Task {
+    /// When the current claim was taken (a running task), on the store's
+    /// wall clock: however often it heartbeats since, the claim is this
+    /// old.
+    #[must_use]
+    pub fn claimed_at(&self) -> Option<SystemTime> {
+        (self.state == TaskState::Running).then_some(self.updated_at)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -340,6 +353,72 @@ pub struct TaskListParams {
     pub queue: Option<QueueName>,
     pub state: Option<TaskState>,
     pub limit: u32,
+    /// A page by key ([`TaskPage`]; `None`: from the first task). Only
+    /// with one `queue` and one `state` ([`TaskListParams::paged`]).
+    pub page: Option<TaskPage>,
+}
+
+impl TaskListParams {
+    /// The queue, state and page of a paged list (`None` when no page is
+    /// asked for).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) when a
+    /// page is asked for without one queue and one state: list order pages
+    /// by key only within them.
+    pub fn paged(&self) -> Result<Option<(&QueueName, TaskState, &TaskPage)>, crate::BackendError> {
+        match (&self.page, &self.queue, self.state) {
+            (None, _, _) => Ok(None),
+            (Some(page), Some(queue), Some(state)) => Ok(Some((queue, state, page))),
+            (Some(_), _, _) => Err(crate::BackendError::new(
+                crate::ErrorKind::InvalidInput,
+                String::new(),
+                "a page of tasks by key needs one queue and one state",
+            )
+            .hint("name the queue and the state, or list from the first task without a page")),
+        }
+    }
+}
+
+/// Where a page of one queue's tasks of one state starts, by key rather
+/// than by offset: the store seeks to the key in its index, so the
+/// millionth task is listed as fast as the first. The tasks come in list
+/// order (claim order) whichever way the page goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskPage {
+    /// The tasks that come after this one.
+    After(TaskKey),
+    /// The tasks that come just before this one.
+    Before(TaskKey),
+    /// The last tasks.
+    Last,
+}
+
+/// A task's place in list order: priority (higher first), then
+/// available-at, then insertion order — which the store finds from the
+/// id. The priority and time are the ones the page was drawn with, so a
+/// task that moved since (a retry delayed it) does not move the page. If
+/// the task is gone (purged), the tasks that tie with it on priority and
+/// time are all listed: a page may repeat one, never skip one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskKey {
+    pub priority: i64,
+    /// Exactly as the store keeps it (SQLite: milliseconds; PostgreSQL:
+    /// microseconds): a page link must carry it to the microsecond.
+    pub available_at: SystemTime,
+    pub id: TaskId,
+}
+
+impl TaskKey {
+    /// Where `task` stands in list order.
+    #[must_use]
+    pub fn of(task: &Task) -> Self {
+        Self {
+            priority: task.priority,
+            available_at: task.available_at,
+            id: task.id.clone(),
+        }
+    }
 }
 
 /// Counts per state of one queue.

@@ -18,6 +18,7 @@
 pub mod http;
 mod metrics;
 mod pages;
+mod text;
 pub mod timeline;
 pub mod watch;
 
@@ -269,10 +270,17 @@ impl App {
         }
         let response = match (r.method.as_str(), segs.as_slice()) {
             ("GET" | "HEAD", []) => self.page(r, |p| pages::leases(self, r, p)),
+            ("GET" | "HEAD", ["leases", n]) => match LeaseName::new(*n) {
+                Ok(n) => self.page(r, |p| pages::lease(self, r, &n, p)),
+                Err(_) => pages::not_found("not a lease name"),
+            },
             ("GET" | "HEAD", ["timeline"]) => self.page(r, |p| pages::timeline(self, r, p)),
             ("GET" | "HEAD", ["queues"]) => self.page(r, |p| pages::queues(self, p)),
             ("GET" | "HEAD", ["queues", q]) => match LeaseName::new(*q) {
-                Ok(q) => self.page(r, |p| pages::queue(self, r, &q, p)),
+                Ok(q) => match r.param("find").map(str::trim).filter(|id| !id.is_empty()) {
+                    Some(id) => self.find(&q, id),
+                    None => self.page(r, |p| pages::queue(self, r, &q, p)),
+                },
                 Err(_) => pages::not_found("no such queue"),
             },
             ("GET" | "HEAD", ["queues", q, "tasks", id]) => match (LeaseName::new(*q), LeaseName::new(*id)) {
@@ -315,9 +323,22 @@ impl App {
         let html = if r.param("partial").is_some() {
             main.into_string()
         } else {
-            pages::layout(&page, &main, &self.shared.snapshot()).into_string()
+            pages::layout(&page, &main).into_string()
         };
         Response::new(page.status, "text/html; charset=utf-8", html)
+    }
+
+    /// `/queues/Q?find=ID`: the task's page if there is one, else the
+    /// queue's page saying there is none.
+    fn find(&self, q: &LeaseName, id: &str) -> Response {
+        let qe = http::percent_encode(q.as_str());
+        let found = LeaseName::new(id)
+            .ok()
+            .and_then(|task| self.store.task_get(q, &task).ok().flatten());
+        match found {
+            Some(t) => Response::redirect(&format!("/queues/{qe}/tasks/{}", http::percent_encode(t.id.as_str()))),
+            None => Response::redirect(&format!("/queues/{qe}?missing={}", http::percent_encode(id))),
+        }
     }
 
     fn login(&self, r: &Request) -> Response {
@@ -442,7 +463,7 @@ impl App {
                         .iter()
                         .skip(offset)
                         .take(limit)
-                        .map(|s| pages::aged(&snapshot, s))
+                        .map(|s| pages::aged(&snapshot, s.as_ref()))
                         .collect::<Vec<_>>()
                         .iter(),
                 ))

@@ -723,6 +723,9 @@ impl TaskBackend for SqliteBackend {
     }
 
     fn task_list(&self, params: &TaskListParams) -> Result<Vec<Task>, BackendError> {
+        if let Some((queue, state, page)) = params.paged()? {
+            return self.read(|tx, now| task::list_page(tx, now, queue, state, page, params.limit));
+        }
         self.read(|tx, now| task::list(tx, now, params))
     }
 

@@ -25,16 +25,7 @@ pub fn from_now(d: Duration) -> String {
 /// here), `?` (another host, or no evidence).
 #[must_use]
 pub fn alive(grant: &Grant) -> &'static str {
-    let h = &grant.holder;
-    if !h.bound {
-        "ttl"
-    } else if identity::provably_gone(h) {
-        "no"
-    } else if h.host == identity::hostname() && identity::start_time(h.pid).ok() == h.start_time {
-        "yes"
-    } else {
-        "?"
-    }
+    identity::liveness(&grant.holder).as_str()
 }
 
 /// A grant (`acquire`, `renew`, and each of a state's `grants`).
