@@ -70,6 +70,23 @@ fn add_is_idempotent_by_id_and_refuses_another_payload() {
     );
     assert_eq!(stats(&env, "q")["pending"], 1);
     assert_eq!(env.run(&["task", "add", "q", "--payload", "not json"]).0, 2);
+    // The same id and payload with another priority is another task too:
+    // refused and named, never silently kept at the old priority.
+    let (code, _, err) = env.run(&[
+        "task",
+        "add",
+        "q",
+        "--id",
+        "a",
+        "--payload",
+        r#"{"n":1}"#,
+        "--priority",
+        "5",
+    ]);
+    assert_eq!(code, 65, "{err}");
+    assert!(err.contains("priority 0, not 5"), "names both priorities: {err}");
+    let (_, out, _) = env.run(&["task", "show", "q", "a", "--json"]);
+    assert_eq!(json(&out)["priority"], 0, "the task kept its priority");
 }
 
 #[test]
@@ -95,7 +112,7 @@ fn batch_is_all_or_nothing_and_names_the_bad_line() {
     );
     assert_eq!(code, 65, "{err}");
     assert!(
-        err.contains(r#"twice in the batch, with payload {"a":1} and with payload {"a":2}"#),
+        err.contains(r#"twice in the batch, the first time with payload {"a":1}, not {"a":2}"#),
         "{err}"
     );
     assert_eq!(stats(&env, "q")["pending"], 2);
