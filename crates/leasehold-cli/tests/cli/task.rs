@@ -89,6 +89,27 @@ fn add_is_idempotent_by_id_and_refuses_another_payload() {
     assert_eq!(json(&out)["priority"], 0, "the task kept its priority");
 }
 
+/// Issue 22: `task list` stopped at its limit (100) as if that were the
+/// whole queue. A list cut at its limit says more exist — `more` in JSON,
+/// a line on stderr — and a list that is whole says nothing.
+#[test]
+fn a_list_cut_at_its_limit_says_more_exist() {
+    let env = Env::new();
+    let (code, err) = add_batch(&env, "q", "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n");
+    assert_eq!(code, 0, "{err}");
+    for (limit, listed, more) in [("2", 2, true), ("3", 3, false), ("100", 3, false)] {
+        let (code, out, err) = env.run(&["task", "list", "q", "--limit", limit, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let doc = json(&out);
+        assert_eq!(doc["tasks"].as_array().unwrap().len(), listed, "--limit {limit}: {doc}");
+        assert_eq!(doc["more"], more, "--limit {limit}: {doc}");
+        let (code, out, err) = env.run(&["task", "list", "q", "--limit", limit]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.matches("pending").count(), listed, "--limit {limit}: {out}");
+        assert_eq!(err.contains("more exist"), more, "--limit {limit}: stderr {err:?}");
+    }
+}
+
 #[test]
 fn batch_is_all_or_nothing_and_names_the_bad_line() {
     let env = Env::new();
