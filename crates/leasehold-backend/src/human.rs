@@ -22,7 +22,12 @@ use crate::limits::Limit;
 /// ```
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let bad = || format!("{s:?} is not a duration; write e.g. 90s, 5m, 1h30m, 250ms, or a bare number of seconds");
+    let bad = || {
+        format!(
+            "{} is not a duration; write e.g. 90s, 5m, 1h30m, 250ms, or a bare number of seconds",
+            quoted(s)
+        )
+    };
     if t.is_empty() {
         return Err(bad());
     }
@@ -57,7 +62,7 @@ pub fn parse_duration_within(s: &str, limit: Limit) -> Result<Duration, String> 
 /// A message naming the input, or the [`crate::limits::OutOfRange`] message.
 pub fn parse_time_within(s: &str, limit: Limit, now: SystemTime) -> Result<SystemTime, String> {
     let at = humantime::parse_rfc3339_weak(s.trim())
-        .map_err(|_| format!("{s:?} is not a time; write e.g. 2026-12-01T08:00:00Z"))?;
+        .map_err(|_| format!("{} is not a time; write e.g. 2026-12-01T08:00:00Z", quoted(s)))?;
     limit.check_from(now, at).map_err(|e| e.to_string())
 }
 
@@ -137,6 +142,47 @@ pub fn escape_hidden(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// At most `max` characters of `s`; a cut is marked with `…` (which counts
+/// as one of them). Total: `max` 0 gives `…` for any non-empty text. The
+/// one cutting rule of every front end: commands in tables and on the
+/// status page, errors in task lists, values repeated by usage errors.
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::shorten;
+/// assert_eq!(shorten("sleep 3", 60), "sleep 3");
+/// assert_eq!(shorten(&"x".repeat(4096), 5), "xxxx…");
+/// assert_eq!(shorten("ünïcödé", 4), "ünï…");
+/// ```
+#[must_use]
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The most of a value an error repeats, in characters.
+pub const VALUE_SHOWN_MAX: usize = 60;
+
+/// A value as an error that refuses it shows it: quoted (escaped as Rust
+/// debug output, so a hidden character shows), cut by [`shorten`] to
+/// [`VALUE_SHOWN_MAX`] characters — a 4 KB value must not fill the
+/// terminal.
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::quoted;
+/// assert_eq!(quoted("soon"), r#""soon""#);
+/// assert_eq!(quoted(&"9".repeat(4096)).chars().count(), 62);
+/// ```
+#[must_use]
+pub fn quoted(s: &str) -> String {
+    format!("{:?}", shorten(s, VALUE_SHOWN_MAX))
 }
 
 /// The first instant RFC 3339 cannot write (year 10000).

@@ -169,13 +169,114 @@ impl Available {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskAdd {
     Added,
-    /// The same id with the same payload already exists: a no-op.
+    /// The same task already exists under the id (the same payload,
+    /// priority and max attempts: [`TaskAddParams::differences`]): a no-op.
     Exists,
-    /// The same id exists with another payload: refused (the batch, if
-    /// any, adds nothing).
+    /// Another task exists under the id: refused (the batch, if any, adds
+    /// nothing). `differences` says how it differs from the one added.
     Conflict {
         existing: Box<Task>,
+        differences: Vec<TaskDifference>,
     },
+}
+
+impl TaskAdd {
+    /// The outcome of adding `added` where `existing` already has its id:
+    /// [`TaskAdd::Exists`] for the same task, else a conflict.
+    #[must_use]
+    pub fn again(added: &TaskAddParams, existing: Task) -> Self {
+        let differences = added.differences(&existing);
+        if differences.is_empty() {
+            TaskAdd::Exists
+        } else {
+            TaskAdd::Conflict {
+                existing: Box::new(existing),
+                differences,
+            }
+        }
+    }
+}
+
+/// One way a task added under an existing id differs from the task stored
+/// under it: the field (`payload`, `priority`, `max attempts`), its value
+/// as stored and as given (JSON and numbers as text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskDifference {
+    pub field: &'static str,
+    pub stored: String,
+    pub given: String,
+}
+
+impl std::fmt::Display for TaskDifference {
+    /// `priority 0, not 5`: the stored value, then the one given.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}, not {}", self.field, self.stored, self.given)
+    }
+}
+
+/// The differences of a conflict in words, for every front end's message:
+/// `payload {"n":1}, not {"n":2}; priority 0, not 5`.
+#[must_use]
+pub fn differences_text(differences: &[TaskDifference]) -> String {
+    differences
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl TaskAddParams {
+    /// How this task differs from `existing`, stored under the same id, in
+    /// what adding it again must repeat to be a no-op: its payload,
+    /// priority and max attempts. Its availability is not compared: a
+    /// delay is measured anew by each call (a retried `task add --delay 1m`
+    /// is the same task), and a claimed or failed task has moved its own.
+    /// Empty: the same task.
+    ///
+    /// # Examples
+    /// ```
+    /// # use leasehold_backend::{Available, TaskAddParams, LeaseName};
+    /// let task = TaskAddParams {
+    ///     queue: LeaseName::new("q").unwrap(),
+    ///     id: LeaseName::new("a").unwrap(),
+    ///     payload: serde_json::json!(1),
+    ///     priority: 0,
+    ///     available: Available::Now,
+    ///     max_attempts: 5,
+    /// };
+    /// let urgent = TaskAddParams { priority: 9, ..task.clone() };
+    /// // As a store would hold `task`:
+    /// # let stored = leasehold_backend::Task { queue: task.queue.clone(), id: task.id.clone(), payload: task.payload.clone(),
+    /// #     priority: 0, state: leasehold_backend::TaskState::Pending, attempts: 0, max_attempts: 5, token: leasehold_backend::Token(0),
+    /// #     owner: None, available_at: std::time::SystemTime::UNIX_EPOCH, lease_remaining: None, expirations: 0, failures: 0,
+    /// #     last_error: None, result: None, created_at: std::time::SystemTime::UNIX_EPOCH,
+    /// #     updated_at: std::time::SystemTime::UNIX_EPOCH, claim_ttl: None };
+    /// assert!(task.differences(&stored).is_empty());
+    /// assert_eq!(urgent.differences(&stored)[0].field, "priority");
+    /// ```
+    #[must_use]
+    pub fn differences(&self, existing: &Task) -> Vec<TaskDifference> {
+        let differs = [
+            // Payloads compare as JSON values (maps by content, whatever
+            // the key order of their text), and show as text.
+            (existing.payload != self.payload)
+                .then(|| ("payload", existing.payload.to_string(), self.payload.to_string())),
+            (existing.priority != self.priority)
+                .then(|| ("priority", existing.priority.to_string(), self.priority.to_string())),
+            (existing.max_attempts != self.max_attempts).then(|| {
+                (
+                    "max attempts",
+                    existing.max_attempts.to_string(),
+                    self.max_attempts.to_string(),
+                )
+            }),
+        ];
+        differs
+            .into_iter()
+            .flatten()
+            .map(|(field, stored, given)| TaskDifference { field, stored, given })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -28,24 +28,20 @@ pub fn grant_json(grant: &Grant) -> Value {
     leasehold::json::grant(grant)
 }
 
+/// The most of a holder's command line a table shows.
+pub const HOLDER_COMMAND_MAX: usize = 60;
+
 pub fn holder_summary(grant: &Grant) -> String {
     let h = &grant.holder;
     let mut s = format!("{} pid {}", h.host, h.pid);
     if !h.cmdline.is_empty() {
-        let _ = write!(s, " ({})", shorten(&h.cmdline, 60));
+        let _ = write!(s, " ({})", shorten(&h.cmdline, HOLDER_COMMAND_MAX));
     }
     s
 }
 
 /// At most `max` characters of `s`; a cut is marked with `…`.
-pub fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
-    }
-    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
+pub use leasehold::shorten;
 
 /// `s` safe to show on a terminal: characters that reorder or hide text
 /// (bidirectional overrides such as U+202E, zero-width characters) are

@@ -44,7 +44,7 @@ fn parse_json(what: &str, text: &str) -> Result<serde_json::Value> {
 }
 
 fn name(what: &str, s: &str) -> Result<LeaseName> {
-    LeaseName::new(s).map_err(|_| Error::BadRow(format!("invalid {what} {s:?} in the task table")))
+    LeaseName::stored(s).map_err(|_| Error::BadRow(format!("invalid {what} {s:?} in the task table")))
 }
 
 const TASK_COLUMNS: &str = "queue, id, payload::text, priority, state, attempts, max_attempts, token, owner, \
@@ -128,14 +128,9 @@ pub(crate) fn add(db: &mut Db<'_>, tasks: &[TaskAddParams]) -> Result<(Vec<TaskA
         }
         let existing =
             get_at(db, now, &t.queue, &t.id)?.ok_or_else(|| Error::BadRow("conflicting task vanished".into()))?;
-        if existing.payload == t.payload {
-            outcomes.push(TaskAdd::Exists);
-        } else {
-            clean = false;
-            outcomes.push(TaskAdd::Conflict {
-                existing: Box::new(existing),
-            });
-        }
+        let outcome = TaskAdd::again(t, existing);
+        clean &= outcome == TaskAdd::Exists;
+        outcomes.push(outcome);
     }
     Ok((outcomes, clean))
 }

@@ -130,9 +130,10 @@ impl Queue {
         let (id, outcome) = added.pop().expect("one task in, one outcome out");
         match outcome {
             TaskAdd::Added | TaskAdd::Exists => Ok(id.to_string()),
-            TaskAdd::Conflict { existing } => Err(errors::invalid(format!(
-                "task {id} of queue {} exists with another payload ({}); nothing was added — use another id",
-                self.name, existing.payload
+            TaskAdd::Conflict { differences, .. } => Err(errors::invalid(format!(
+                "task {id} of queue {} exists as another task ({}); nothing was added — use another id, or add it as it was",
+                self.name,
+                leasehold::differences_text(&differences)
             ))),
         }
     }

@@ -234,8 +234,10 @@ def test_a_queue_claims_runs_and_reports(queue_store_url: str) -> None:
     q = store.queue("emails")
     assert q.add({"to": "a@b"}, id="welcome-42", priority=0, delay="10s") == "welcome-42"
     assert q.add({"to": "a@b"}, id="welcome-42") == "welcome-42", "the same task again is a no-op"
-    with pytest.raises(lh.InvalidInput, match="another payload"):
+    with pytest.raises(lh.InvalidInput, match="another task"):
         q.add({"to": "c@d"}, id="welcome-42")
+    with pytest.raises(lh.InvalidInput, match="priority 0, not 3"):
+        q.add({"to": "a@b"}, id="welcome-42", priority=3)
     with pytest.raises(lh.NothingToClaim):
         q.claim(ttl="5m")
     q.add({"n": 1}, id="ok", priority=5)

@@ -55,17 +55,9 @@ pub fn plain(s: &str) -> String {
     leasehold::escape_hidden(s)
 }
 
-/// At most `max` characters of `s`, a cut marked with `…`.
-#[must_use]
-pub fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-        out.push('…');
-        out
-    }
-}
+/// At most `max` characters of `s`, a cut marked with `…` (the one
+/// cutting rule, `leasehold::shorten`).
+pub use leasehold::shorten;
 
 /// A duration for people: `250ms`, `4.5s`, `2m 5s`, `1h 30m`, `7 days`,
 /// `1 day 2h` — the two largest units, so a glance reads it.

@@ -39,10 +39,12 @@ const TASK_COLUMNS: &str = "queue, id, payload, priority, state, attempts, max_a
      boot_id, lease_until_ns, expirations, failures, last_error, result, created_ms, updated_ms, ttl_ms";
 
 fn read_task(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::Result<Task, String>> {
-    let name = |i: usize| -> rusqlite::Result<std::result::Result<leasehold_backend::LeaseName, String>> {
-        let s: String = r.get(i)?;
-        Ok(leasehold_backend::LeaseName::new(s.clone()).map_err(|_| format!("invalid name {s:?} in the task table")))
-    };
+    let name =
+        |i: usize| -> rusqlite::Result<std::result::Result<leasehold_backend::LeaseName, String>> {
+            let s: String = r.get(i)?;
+            Ok(leasehold_backend::LeaseName::stored(s.clone())
+                .map_err(|_| format!("invalid name {s:?} in the task table")))
+        };
     let queue = match name(0)? {
         Ok(q) => q,
         Err(e) => return Ok(Err(e)),
@@ -131,14 +133,9 @@ pub(crate) fn add(tx: &Transaction<'_>, now: &Now, tasks: &[TaskAddParams]) -> R
         }
         let existing =
             get(tx, now, &t.queue, &t.id)?.ok_or_else(|| Error::BadRow("conflicting task vanished".into()))?;
-        if existing.payload == t.payload {
-            outcomes.push(TaskAdd::Exists);
-        } else {
-            clean = false;
-            outcomes.push(TaskAdd::Conflict {
-                existing: Box::new(existing),
-            });
-        }
+        let outcome = TaskAdd::again(t, existing);
+        clean &= outcome == TaskAdd::Exists;
+        outcomes.push(outcome);
     }
     Ok((outcomes, clean))
 }
@@ -191,7 +188,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, now: &Now, p: &TaskClaimParams) -> Res
     failpoint!("claim", "token");
     Ok(Some(Claim {
         queue: p.queue.clone(),
-        id: TaskId::new(id.clone()).map_err(|_| Error::BadRow(format!("invalid task id {id:?}")))?,
+        id: TaskId::stored(id.clone()).map_err(|_| Error::BadRow(format!("invalid task id {id:?}")))?,
         payload: parse_json("payload", &payload)?,
         attempt,
         max_attempts,
@@ -456,7 +453,7 @@ pub(crate) fn stats(tx: &Transaction<'_>, queue: Option<&QueueName>) -> Result<V
     let mut out: Vec<QueueStats> = Vec::new();
     for row in rows {
         let (q, state, n) = row?;
-        let q = QueueName::new(q.clone()).map_err(|_| Error::BadRow(format!("invalid queue name {q:?}")))?;
+        let q = QueueName::stored(q.clone()).map_err(|_| Error::BadRow(format!("invalid queue name {q:?}")))?;
         if out.last().is_none_or(|s| s.queue != q) {
             out.push(QueueStats {
                 queue: q,

@@ -112,10 +112,11 @@ pub fn task(t: &Task) -> Value {
     })
 }
 
-/// `task list QUEUE`: `{"queue": .., "tasks": [...]}`.
+/// `task list QUEUE`: `{"queue": .., "tasks": [...], "more": ..}`; `more`:
+/// tasks exist beyond the limit listed ([`crate::Store::task_list_page`]).
 #[must_use]
-pub fn tasks<'a>(queue: &LeaseName, tasks: impl IntoIterator<Item = &'a Task>) -> Value {
-    json!({ "queue": queue, "tasks": tasks.into_iter().map(task).collect::<Vec<_>>() })
+pub fn tasks<'a>(queue: &LeaseName, tasks: impl IntoIterator<Item = &'a Task>, more: bool) -> Value {
+    json!({ "queue": queue, "tasks": tasks.into_iter().map(task).collect::<Vec<_>>(), "more": more })
 }
 
 /// `task stats`: `{"queues": [...]}`.

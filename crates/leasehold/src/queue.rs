@@ -476,6 +476,25 @@ impl Store {
         })?)
     }
 
+    /// As [`Store::task_list`], and whether more tasks exist beyond the
+    /// `limit` listed (one more is asked for): a list cut at its limit
+    /// must say so, or it reads as the whole queue.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_list_page(
+        &self,
+        queue: Option<&QueueName>,
+        state: Option<TaskState>,
+        limit: u32,
+    ) -> Result<(Vec<Task>, bool)> {
+        let mut tasks = self.task_list(queue, state, limit.saturating_add(1))?;
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let more = tasks.len() > limit;
+        tasks.truncate(limit);
+        Ok((tasks, more))
+    }
+
     /// Counts per state, per queue.
     ///
     /// # Errors

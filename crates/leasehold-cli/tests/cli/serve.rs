@@ -121,6 +121,24 @@ fn a_public_address_without_a_token_is_refused_with_exit_2() {
     assert_eq!(code, 2, "a short token is refused: {err}");
 }
 
+/// Issue 22: `--listen localhost:7878` was refused ("invalid socket
+/// address syntax"). A host name that resolves to loopback is loopback:
+/// served without a token, and readable without one; a name that does not
+/// resolve is a usage error naming it.
+#[test]
+fn a_host_name_on_loopback_is_served_without_a_token() {
+    let env = Env::new();
+    let s = serve(&env, &["--listen", "localhost:0"]);
+    let ip: std::net::SocketAddr = s.addr.parse().unwrap_or_else(|e| panic!("{}: {e}", s.addr));
+    assert!(ip.ip().is_loopback(), "localhost listened on {ip}");
+    assert!(get_json(&s.addr, "/api/leases")["leases"].is_array());
+    let (code, _, err) = env.run(&["serve", "--listen", "no-such-host.invalid:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no-such-host.invalid:0"), "{err}");
+    let (code, _, err) = env.run(&["serve", "--listen", "localhost"]);
+    assert_eq!(code, 2, "no port: {err}");
+}
+
 #[test]
 fn reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests() {
     let env = Env::new();
