@@ -99,9 +99,37 @@ pub fn format_time(t: SystemTime) -> String {
     }
 }
 
+/// At most `max` characters of `s`; a cut is marked with `…` (which
+/// counts as one of them). How every front shows a command line or an
+/// error in a table cell or a message.
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::shorten;
+/// assert_eq!(shorten("leasehold run job -- ./backup.sh", 20), "leasehold run job -…");
+/// assert_eq!(shorten("short", 20), "short");
+/// ```
+#[must_use]
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_keeps_the_limit_and_says_so() {
+        assert_eq!(shorten("abcdef", 4), "abc…");
+        assert_eq!(shorten("abcd", 4), "abcd");
+        assert_eq!(shorten("äöüß€", 3).chars().count(), 3, "characters, not bytes");
+        assert_eq!(shorten("abc", 0), "…", "never panics");
+    }
 
     #[test]
     fn parses_the_forms_users_write() {

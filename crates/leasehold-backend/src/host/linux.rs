@@ -85,6 +85,12 @@ pub(super) fn process_start(pid: u32) -> io::Result<u64> {
     stat_field(&pid.to_string(), 22)
 }
 
+pub(super) fn process_state(pid: u32) -> Option<super::ProcessState> {
+    // Field 3: one letter (R, S, D, T, t, Z, ...).
+    let letter: char = stat_field(&pid.to_string(), 3).ok()?;
+    Some(super::ProcessState::from_stat_letter(letter))
+}
+
 pub(super) fn parent_pid(pid: u32) -> Option<u32> {
     stat_field(&pid.to_string(), 4).ok()
 }
