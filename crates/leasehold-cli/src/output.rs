@@ -38,14 +38,7 @@ pub fn holder_summary(grant: &Grant) -> String {
 }
 
 /// At most `max` characters of `s`; a cut is marked with `…`.
-pub fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
-    }
-    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
+pub use leasehold::shorten;
 
 /// `s` safe to show on a terminal: characters that reorder or hide text
 /// (bidirectional overrides such as U+202E, zero-width characters) are

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold::{Grant, LeaseName, LeaseState, TaskState};
+use leasehold::{Grant, LeaseName, LeaseState, TaskState, shorten};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::http::{Request, Response, percent_encode};
@@ -130,16 +130,6 @@ fn holder(g: &Grant) -> Markup {
     html! {
         span { (h.host) " pid " (h.pid) }
         @if !h.cmdline.is_empty() { " " code.cmd title=(h.cmdline) { (shorten(&h.cmdline, 60)) } }
-    }
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(max - 1).collect();
-        out.push('…');
-        out
     }
 }
 
