@@ -58,6 +58,11 @@ impl HeldLock {
 
 /// The locks held on `file` (requests still waiting left out), or `None`
 /// when this platform cannot tell (macOS) or the list cannot be read.
+///
+/// Linux writes `/proc/locks` a page per read, each page consistent on
+/// its own: a list longer than a page that changes between two reads may
+/// show a lock twice or not at all. A caller looking for a holder reads
+/// again before concluding there is none.
 #[must_use]
 pub fn held_locks(file: &File) -> Option<Vec<HeldLock>> {
     locks_of(&file.metadata().ok()?)
