@@ -373,16 +373,24 @@ impl SqliteBackend {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.error(e))?;
         let locked = Instant::now();
+        let mut committing = None;
         let outcome = (|| {
             let (value, commit) = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
             if commit {
                 failpoint!(op, "before-commit");
+                committing = Some(Instant::now());
                 tx.commit().map_err(|e| self.error(e))?;
             }
             Ok(value)
         })();
-        // Committed, or rolled back as the transaction was dropped.
-        tracing::debug!(op, held_us = locked.elapsed().as_micros(), "write lock held");
+        // Committed, or rolled back as the transaction was dropped. The
+        // commit's part is its fsync, mostly.
+        tracing::debug!(
+            op,
+            held_us = locked.elapsed().as_micros(),
+            commit_us = committing.map_or(0, |c| c.elapsed().as_micros()),
+            "write lock held"
+        );
         if outcome.is_ok() {
             failpoint!(op, "after-commit");
         }
