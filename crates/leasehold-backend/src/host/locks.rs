@@ -85,10 +85,12 @@ pub fn held_locks_at(path: &Path) -> Option<Vec<HeldLock>> {
 
 fn locks_of(meta: &Metadata) -> Option<Vec<HeldLock>> {
     let text = super::imp::lock_list()?;
+    #[allow(clippy::useless_conversion, reason = "dev_t is u64 on Linux but i32 on macOS")]
+    let dev = rustix::fs::Dev::try_from(meta.dev()).ok()?;
     Some(parse_lock_list(
         &text,
-        rustix::fs::major(meta.dev()),
-        rustix::fs::minor(meta.dev()),
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev),
         meta.ino(),
     ))
 }
