@@ -239,6 +239,7 @@ fn release(store: &Store, lease: &LeaseRun, grant: &Grant) -> Option<Error> {
 /// match supervise::run(&store, &lease, spec, |_| {})? {
 ///     RunOutcome::Held(_) => eprintln!("already running"),
 ///     RunOutcome::Ran { finished, .. } => println!("exit {:?}", finished.code),
+///     RunOutcome::LostBeforeStart { loss, .. } => eprintln!("not started: {loss}"),
 /// }
 /// # Ok::<(), leasehold::Error>(())
 /// ```
