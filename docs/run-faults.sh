@@ -66,7 +66,7 @@ for i in $(seq 1 "$PAUSES"); do
     "$BIN" acquire job --ttl 60s >/dev/null 2>&1 || pause_violations=$((pause_violations + 1))
     kill -CONT "$sup"; wait "$sup"; rc=$?
     sleep 0.1
-    if [ "$rc" != 75 ] || ! grep -q "before a renewal could be sent" err || alive "$(cat pid)"; then
+    if [ "$rc" != 75 ] || ! grep -q "this process did not run for" err || alive "$(cat pid)"; then
         pause_violations=$((pause_violations + 1))
     fi
     cd /; rm -rf "$d"

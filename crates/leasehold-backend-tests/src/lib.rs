@@ -459,6 +459,7 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut 
         case!(inspect_get_reports_grant),
         case!(inspect_list_ordered_and_live_only),
         case!(inspect_waiters_counted),
+        case!(inspect_write_lock_names_no_holder_when_nothing_writes),
         case!(names_stored_exactly),
         case!(names_are_independent),
         case!(expiry_on_the_store_clock),

@@ -1,5 +1,7 @@
 //! Failpoints: named places where a test can make the process die, to
-//! check that what a crash leaves behind is recovered (fault case 4).
+//! check that what a crash leaves behind is recovered (fault case 4), or
+//! stop, to check what a process stopped there does to the others (case
+//! 30).
 //!
 //! Compiled in only with the cargo feature `failpoints` (off by default;
 //! `cargo test --workspace` turns it on through `leasehold-faults`'s
@@ -13,6 +15,7 @@
 //! | `kill` (default) | SIGKILL to this process: no destructor, no rollback, no flush — a crash |
 //! | `abort` | `std::process::abort()` (SIGABRT) |
 //! | `sleep(MS)` | sleep MS milliseconds, then go on (for widening a race window) |
+//! | `stop` | SIGSTOP to this process, then go on once it is resumed (SIGCONT): a process stopped at this very step — inside a transaction, holding its locks (fault case 30) |
 //!
 //! Names are `OP/STEP`: `acquire/begin`, `acquire/before-commit`,
 //! `write/after-rename`, ... [`ALL`] lists every point that leasehold's
@@ -85,6 +88,11 @@ pub fn hit(op: &str, step: &str) {
             std::process::abort();
         }
         Action::Sleep(ms) => std::thread::sleep(std::time::Duration::from_millis(*ms)),
+        Action::Stop => {
+            eprintln!("leasehold: failpoint {name}: SIGSTOP (pid {})", std::process::id());
+            // Every thread stops; this one goes on from here on SIGCONT.
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP);
+        }
     }
 }
 
@@ -94,6 +102,7 @@ enum Action {
     Kill,
     Abort,
     Sleep(u64),
+    Stop,
 }
 
 #[cfg(feature = "failpoints")]
@@ -102,6 +111,7 @@ fn parse(spec: &str) -> Option<(String, Action)> {
         None => (spec, Action::Kill),
         Some((name, "kill")) => (name, Action::Kill),
         Some((name, "abort")) => (name, Action::Abort),
+        Some((name, "stop")) => (name, Action::Stop),
         Some((name, other)) => {
             let ms = other.strip_prefix("sleep(")?.strip_suffix(')')?.parse().ok()?;
             (name, Action::Sleep(ms))
@@ -119,6 +129,7 @@ mod tests {
         assert!(matches!(parse("acquire/begin"), Some((n, Action::Kill)) if n == "acquire/begin"));
         assert!(matches!(parse("a/b=abort"), Some((_, Action::Abort))));
         assert!(matches!(parse("a/b=sleep(25)"), Some((_, Action::Sleep(25)))));
+        assert!(matches!(parse("a/b=stop"), Some((_, Action::Stop))));
         assert!(parse("a/b=sleep(x)").is_none());
         assert!(parse("a/b=explode").is_none());
         assert!(parse("=kill").is_none());

@@ -215,6 +215,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_cut_keeps_the_limit_and_says_so() {
+        assert_eq!(shorten("abcdef", 4), "abc…");
+        assert_eq!(shorten("abcd", 4), "abcd");
+        assert_eq!(shorten("äöüß€", 3).chars().count(), 3, "characters, not bytes");
+        assert_eq!(shorten("abc", 0), "…", "never panics");
+    }
+
+    #[test]
     fn parses_the_forms_users_write() {
         for (s, ms) in [
             ("90s", 90_000),

@@ -84,6 +84,22 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Facts about the store for `leasehold doctor` and error messages.
     fn describe(&self) -> Result<StoreInfo, BackendError>;
 
+    /// Who holds the store's write lock now — for a store where every
+    /// write of every name takes one lock (SQLite's write lock), so that a
+    /// message about a store that stays locked can name the process that
+    /// keeps it ("held by pid 4242 (`leasehold run …`), which is
+    /// stopped"). Asked on error paths only (a write that waited out its
+    /// busy timeout, a renewal that went unanswered, `doctor`); it must not
+    /// wait for the lock, nor need the connection a stuck call holds.
+    ///
+    /// `None` (the default) when the store has no such lock — PostgreSQL
+    /// locks per name and row, etcd not at all, so one stuck client cannot
+    /// hold up other names there — or this platform cannot tell who holds
+    /// it (macOS lists no lock holders).
+    fn write_lock(&self) -> Option<WriteLock> {
+        None
+    }
+
     /// Try once to take a grant of `params.name`.
     ///
     /// In one transaction, as [`plan::acquire`] plans it: drop expired

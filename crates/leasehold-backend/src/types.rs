@@ -592,6 +592,40 @@ pub struct Capabilities {
     pub reopenable: bool,
 }
 
+/// The write lock of a store whose every write takes one lock for the whole
+/// store (SQLite's), as [`crate::Backend::write_lock`] reports it: who
+/// holds it now, as the kernel says. Displayed as what follows "the write
+/// lock is": `free`, `held by pid 4242 (…), which is stopped (…)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteLock {
+    /// Nobody holds it now.
+    Free,
+    /// Held by this process.
+    HeldBy(crate::host::ProcessReport),
+    /// Held by a process this one cannot name (in another pid namespace,
+    /// such as another container sharing the store's directory).
+    HeldUnnamed,
+}
+
+impl WriteLock {
+    /// The holder is stopped or held by a debugger: it will not let go
+    /// until someone acts on it.
+    #[must_use]
+    pub fn halted(&self) -> bool {
+        matches!(self, WriteLock::HeldBy(p) if p.state.is_some_and(crate::host::ProcessState::is_halted))
+    }
+}
+
+impl fmt::Display for WriteLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WriteLock::Free => f.write_str("free"),
+            WriteLock::HeldBy(holder) => write!(f, "held by {holder}"),
+            WriteLock::HeldUnnamed => f.write_str("held by a process outside this pid namespace (another container?)"),
+        }
+    }
+}
+
 /// Facts about a store for `doctor` and messages.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StoreInfo {

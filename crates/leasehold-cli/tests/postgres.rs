@@ -91,7 +91,14 @@ fn a_run_is_stopped_before_the_holder_side_deadline_while_the_server_is_down() {
         "stopped {gone:?} after the crash; the TTL is 3s"
     );
     assert_eq!(out.status.code(), Some(75), "{err}");
-    assert!(err.contains("renewals kept failing"), "{err}");
+    // Refused connections (an error), or a renewal still out at the
+    // deadline: either is said, and neither is a pause.
+    assert!(
+        err.contains("renewals kept failing")
+            || err.contains("still unanswered (the store is slow, unreachable or locked"),
+        "{err}"
+    );
+    assert!(!err.contains("did not run"), "{err}");
     server.restart();
 }
 

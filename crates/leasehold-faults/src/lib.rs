@@ -18,7 +18,7 @@
 //! - [`check::Report`] — what both checkers return: a list of
 //!   [`check::Violation`]s, each naming the tokens, processes and times
 //!   involved, so that a failing test is understood from its output alone.
-//! - Failpoints — `leasehold_backend::failpoint`: named crash points in
+//! - Failpoints — `leasehold_backend::failpoint`: named crash (or stop) points in
 //!   acquire/renew/release/claim/complete/write, armed with
 //!   `LEASEHOLD_FAILPOINT=OP/STEP` in a binary built with the `failpoints`
 //!   feature (the `cargo test --workspace` build has it).

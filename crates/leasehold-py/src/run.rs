@@ -118,21 +118,22 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
             finished,
             release_error,
         } => (grant, finished, release_error),
+        RunOutcome::LostBeforeStart {
+            grant,
+            loss,
+            release_error,
+        } => {
+            warn_release(py, &args.name, &grant, release_error)?;
+            return Err(errors::of_kind(
+                leasehold::ErrorKind::Lost,
+                format!(
+                    "lost the lease {} (token {}) before the command could start: {loss}. The command was not started; the next holder gets a new token",
+                    args.name, grant.token
+                ),
+            ));
+        }
     };
-    if let Some(e) = release_error {
-        let message = format!(
-            "could not release {} (token {}): {}; it expires by its TTL",
-            args.name,
-            grant.token,
-            errors::library(&e)
-        );
-        PyErr::warn(
-            py,
-            &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
-            &std::ffi::CString::new(message).unwrap_or_default(),
-            1,
-        )?;
-    }
+    warn_release(py, &args.name, &grant, release_error)?;
     let stopped = |what: String| {
         format!(
             "{what}. The command was stopped (SIGTERM, then SIGKILL after {}); its work may be incomplete — the next holder gets a new token",
@@ -179,4 +180,25 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
             ),
         )
     })
+}
+
+/// A release that failed is a warning: the grant expires by its TTL.
+fn warn_release(
+    py: Python<'_>,
+    name: &leasehold::LeaseName,
+    grant: &leasehold::Grant,
+    error: Option<leasehold::Error>,
+) -> PyResult<()> {
+    let Some(e) = error else { return Ok(()) };
+    let message = format!(
+        "could not release {name} (token {}): {}; it expires by its TTL",
+        grant.token,
+        errors::library(&e)
+    );
+    PyErr::warn(
+        py,
+        &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
+        &std::ffi::CString::new(message).unwrap_or_default(),
+        1,
+    )
 }

@@ -40,7 +40,7 @@ use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, Remedy, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
-    WaiterTicket, duration_nanos, host, later, migration, signed, symlinks,
+    WaiterTicket, WriteLock, duration_nanos, format_duration, host, later, migration, signed, symlinks,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -94,6 +94,9 @@ pub struct SqliteBackend {
     path: PathBuf,
     /// The store file, its directory resolved (for the waiters' watch).
     file: PathBuf,
+    /// SQLite's shared-memory file beside the store, where it takes its
+    /// write lock ([`WAL_WRITE_LOCK_BYTE`]).
+    shm: PathBuf,
     options: SqliteOptions,
     // rusqlite's Connection is Send but not Sync; one connection per store
     // handle, used by one call at a time.
@@ -300,9 +303,12 @@ impl SqliteBackend {
             }
             Err(e) => return Err(open_error(e)),
         }
+        let mut shm = path.as_os_str().to_owned();
+        shm.push("-shm");
         Ok(Self {
             path: given.to_path_buf(),
             file: path.to_path_buf(),
+            shm: PathBuf::from(shm),
             options,
             conn: Mutex::new(conn),
         })
@@ -352,6 +358,13 @@ impl SqliteBackend {
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction; commit only if it
     /// says so (otherwise roll back and still return its value).
+    ///
+    /// The transaction holds the store's one write lock, which every write
+    /// of every name waits for: nothing but reading and writing rows
+    /// happens inside it — the clock is read before it begins, and no
+    /// closure given here waits, sleeps, starts or asks a process, or
+    /// touches the network. How long the lock was held is logged at debug
+    /// level (`write lock held`), which `bench/write-lock` collects.
     fn write_if<T>(
         &self,
         op: &str,
@@ -362,14 +375,30 @@ impl SqliteBackend {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| map_error(&self.store(), e))?;
-        let (value, commit) = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
-        if commit {
-            failpoint!(op, "before-commit");
-            tx.commit().map_err(|e| map_error(&self.store(), e))?;
+            .map_err(|e| self.error(e))?;
+        let locked = Instant::now();
+        let mut committing = None;
+        let outcome = (|| {
+            let (value, commit) = f(&tx, &now).map_err(|e| self.map_lease_error(e))?;
+            if commit {
+                failpoint!(op, "before-commit");
+                committing = Some(Instant::now());
+                tx.commit().map_err(|e| self.error(e))?;
+            }
+            Ok(value)
+        })();
+        // Committed, or rolled back as the transaction was dropped. The
+        // commit's part is its fsync, mostly.
+        tracing::debug!(
+            op,
+            held_us = locked.elapsed().as_micros(),
+            commit_us = committing.map_or(0, |c| c.elapsed().as_micros()),
+            "write lock held"
+        );
+        if outcome.is_ok() {
             failpoint!(op, "after-commit");
         }
-        Ok(value)
+        outcome
     }
 
     /// Run `f` in a read transaction (a consistent snapshot).
@@ -378,13 +407,49 @@ impl SqliteBackend {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(|e| map_error(&self.store(), e))?;
+            .map_err(|e| self.error(e))?;
         f(&tx, &now).map_err(|e| self.map_lease_error(e))
+    }
+
+    /// Map a SQLite failure of this open store; a lock that stayed held is
+    /// said with who holds it.
+    fn error(&self, e: rusqlite::Error) -> BackendError {
+        if !is_busy(&e) {
+            return map_error(&self.store(), e);
+        }
+        let waited = format_duration(self.options.busy_timeout);
+        let lock = self.write_lock();
+        let (reason, hint) = match &lock {
+            Some(WriteLock::Free) => (
+                format!(
+                    "another process kept it locked for longer than the busy timeout ({waited}); it is free again now"
+                ),
+                "retry".to_owned(),
+            ),
+            Some(held) => (
+                format!("it stayed locked for the whole busy timeout ({waited}): its write lock is {held}"),
+                match held {
+                    WriteLock::HeldBy(holder) => format!(
+                        "{}; until then every write to this store, of any name, waits and fails (docs/RELIABILITY.md, \"One stopped process\")",
+                        holder.remedy()
+                    ),
+                    _ => "find the process holding it (fuser PATH-shm, in the pid namespace that has it) and resume or end it"
+                        .to_owned(),
+                },
+            ),
+            None => (
+                format!("another process kept it locked for longer than the busy timeout ({waited})"),
+                "retry; if it persists, find the process holding it (fuser PATH)".to_owned(),
+            ),
+        };
+        BackendError::new(ErrorKind::Busy, self.store(), reason)
+            .hint(hint)
+            .with_source(e)
     }
 
     fn map_lease_error(&self, e: lease::Error) -> BackendError {
         match e {
-            lease::Error::Sqlite(e) => map_error(&self.store(), e),
+            lease::Error::Sqlite(e) => self.error(e),
             lease::Error::BadRow(reason) => BackendError::new(ErrorKind::Corrupt, self.store(), reason)
                 .hint("inspect it with `sqlite3`, or move it aside and start a new store (tokens would restart; sinks that check tokens must then be reset too)"),
         }
@@ -410,6 +475,16 @@ fn place(given: &Path) -> Result<(PathBuf, PathBuf), (String, &'static str)> {
     };
     Ok((dir, path))
 }
+
+/// The byte of the `-shm` file on which SQLite in WAL mode takes its write
+/// lock, exclusively, for the length of every write transaction (`os_unix.c`:
+/// `UNIX_SHM_BASE` = (22 + `SQLITE_SHM_NLOCK`) × 4 = 120, plus
+/// `WAL_WRITE_LOCK` = 0 in `wal.c`).
+const WAL_WRITE_LOCK_BYTE: u64 = 120;
+
+/// How many times `write_lock` reads the kernel's lock list before it
+/// calls the write lock free (see there).
+const WRITE_LOCK_READS: usize = 3;
 
 /// The length of a SQLite database header; a store file is never shorter.
 const SQLITE_HEADER_LEN: u64 = 100;
@@ -653,6 +728,21 @@ impl Backend for SqliteBackend {
                 format!("{damage}; restore the store from a backup"),
             )),
         }
+        match self.write_lock() {
+            Some(WriteLock::HeldBy(holder)) if holder.state.is_some_and(host::ProcessState::is_halted) => {
+                problems.push((
+                    "write lock".to_owned(),
+                    format!(
+                        "{}: every write to this store, of any name, waits for it and fails after the busy timeout ({}); {}",
+                        WriteLock::HeldBy(holder.clone()),
+                        format_duration(self.options.busy_timeout),
+                        holder.remedy()
+                    ),
+                ));
+            }
+            Some(lock) => facts.push(("write lock".to_owned(), lock.to_string())),
+            None => {}
+        }
         let differences = schema::differences(&conn).map_err(|e| map_error(&self.store(), e))?;
         if differences.is_empty() {
             facts.push((
@@ -672,6 +762,32 @@ impl Backend for SqliteBackend {
             facts,
             problems,
         })
+    }
+
+    /// SQLite's write lock is a POSIX lock on one byte of the `-shm` file
+    /// ([`WAL_WRITE_LOCK_BYTE`]); Linux lists its holder in `/proc/locks`,
+    /// found here by the file's device and inode without opening it (which
+    /// would drop this process's own SQLite locks on it).
+    fn write_lock(&self) -> Option<WriteLock> {
+        // The kernel hands its lock list out a page per read, each page a
+        // snapshot of its own: a lock list longer than a page, changing
+        // meanwhile (every SQLite reader takes and drops locks), can skip
+        // a line between two pages. A holder seen in any of a few reads is
+        // the holder; only a lock missing from all of them is free (fault
+        // case 30's own checker, reading once, missed a holder in 1 of 20
+        // trials).
+        for _ in 0..WRITE_LOCK_READS {
+            let locks = host::held_locks_at(&self.shm)?;
+            let holder = locks
+                .iter()
+                .find(|l| l.call == host::LockCall::Posix && l.exclusive && l.covers(WAL_WRITE_LOCK_BYTE));
+            if let Some(l) = holder {
+                return Some(l.pid.map_or(WriteLock::HeldUnnamed, |pid| {
+                    WriteLock::HeldBy(host::ProcessReport::read(pid))
+                }));
+            }
+        }
+        Some(WriteLock::Free)
     }
 
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError> {

@@ -98,6 +98,102 @@ fn a_database_locked_longer_than_the_busy_timeout_is_unavailable_not_a_hang() {
     acquired(&store, "other");
 }
 
+/// A process stopped while it holds the store's write lock (a real one:
+/// this test binary again, told by `HOLD_WRITE_LOCK` to take the lock with
+/// its own connection, say so, and commit when a line arrives): the store
+/// names it — pid, command, stopped — in a write's error, in `write_lock`
+/// and in `describe` (doctor); reads go on; resumed, writes work again.
+#[test]
+fn a_stopped_process_holding_the_write_lock_is_named_with_its_state() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+
+    use leasehold_backend::WriteLock;
+    use leasehold_backend::host::ProcessState;
+
+    if let Some(path) = std::env::var_os("HOLD_WRITE_LOCK") {
+        let mut conn = rusqlite::Connection::open(path).unwrap();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .unwrap();
+        tx.execute("UPDATE lease_name SET last_token = last_token WHERE 0", [])
+            .unwrap();
+        println!("locked");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+        tx.commit().unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions {
+        busy_timeout: Duration::from_millis(300),
+        ..SqliteOptions::default()
+    };
+    let store = open(&dir, options);
+    acquired(&store, "job");
+    assert_eq!(store.write_lock(), Some(WriteLock::Free), "nobody writes");
+    let mut holder = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_stopped_process_holding_the_write_lock_is_named_with_its_state",
+            "--quiet",
+            "--nocapture",
+        ])
+        .env("HOLD_WRITE_LOCK", dir.path().join("leasehold.db"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = holder.id();
+    // The test harness prints its own lines first.
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.is_ok_and(|l| l.trim() == "locked")),
+        "the holder never took the lock"
+    );
+    let target = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(target, rustix::process::Signal::STOP).unwrap();
+    let stopped = (0..400).any(|_| {
+        std::thread::sleep(Duration::from_millis(5));
+        matches!(store.write_lock(), Some(WriteLock::HeldBy(ref p)) if p.state == Some(ProcessState::Stopped))
+    });
+    assert!(stopped, "{:?}", store.write_lock());
+    let Some(WriteLock::HeldBy(report)) = store.write_lock() else {
+        panic!("not held")
+    };
+    assert_eq!(report.pid, pid);
+    assert!(
+        report.command.contains("sqlite-"),
+        "the test binary's command line: {report:?}"
+    );
+
+    let err = store.lease_acquire(&params::acquire("other")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
+    let text = err.to_string();
+    for said in [format!("pid {pid}"), "stopped".into(), "busy timeout (300ms)".into()] {
+        assert!(err.reason().contains(&said), "{said:?} missing from: {text}");
+    }
+    assert!(text.contains(&format!("kill -CONT {pid}")), "what to do: {text}");
+    assert!(store.lease_get(&params::name("job")).unwrap().is_some(), "reads go on");
+    let info = store.describe().unwrap();
+    let problem = info.problems.iter().find(|(label, _)| label == "write lock");
+    assert!(
+        problem.is_some_and(|(_, p)| p.contains(&format!("pid {pid}")) && p.contains("stopped")),
+        "{:?}",
+        info.problems
+    );
+
+    rustix::process::kill_process(target, rustix::process::Signal::CONT).unwrap();
+    holder.stdin.as_mut().unwrap().write_all(b"commit\n").unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert_eq!(store.write_lock(), Some(WriteLock::Free));
+    acquired(&store, "other");
+    assert!(
+        store.describe().unwrap().problems.is_empty(),
+        "resumed and done: nothing wrong"
+    );
+}
+
 #[test]
 fn the_store_file_and_its_wal_are_private() {
     use std::os::unix::fs::PermissionsExt;

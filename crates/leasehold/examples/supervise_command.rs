@@ -49,6 +49,13 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
             return Ok(ExitCode::from(11));
         }
         RunOutcome::Ran { grant, finished, .. } => (grant, finished),
+        RunOutcome::LostBeforeStart { grant, loss, .. } => {
+            println!(
+                "{}",
+                serde_json::json!({ "token": grant.token, "lost_before_start": loss.to_string() })
+            );
+            return Ok(ExitCode::from(75));
+        }
     };
     let stopped = finished.stopped.as_ref().map(|stop| format!("{stop:?}"));
     println!(

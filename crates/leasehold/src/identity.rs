@@ -72,7 +72,7 @@ impl Own {
             boot_id: host::boot_id().unwrap_or_default(),
             pid_ns: host::own_pid_namespace(),
             start_time: start_time(pid).ok(),
-            cmdline: cmdline(pid),
+            cmdline: host::command_text(pid),
         }
     }
 }
@@ -95,23 +95,6 @@ fn own() -> Arc<Own> {
 /// The read error, or `InvalidData` for an unparsable answer.
 pub fn start_time(pid: u32) -> io::Result<u64> {
     host::process_start(pid)
-}
-
-fn cmdline(pid: u32) -> String {
-    let raw = host::command_line(pid);
-    let mut s: String = String::from_utf8_lossy(&raw)
-        .trim_end_matches('\0')
-        .chars()
-        .map(|c| if c == '\0' || c.is_control() { ' ' } else { c })
-        .collect();
-    if s.len() > 512 {
-        let mut end = 512;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
-    s
 }
 
 /// Describe the holder a grant of `binding` records.
@@ -143,7 +126,7 @@ pub fn holder(binding: Binding) -> io::Result<Holder> {
         pid_ns: host::pid_namespace(pid),
         pid,
         start_time: Some(start),
-        cmdline: cmdline(pid),
+        cmdline: host::command_text(pid),
         pgid: group,
         bound: true,
     })
@@ -304,7 +287,7 @@ mod tests {
         assert_eq!(me.start_time, Some(start_time(pid).unwrap()));
         assert_eq!(
             (me.host.as_str(), me.cmdline.as_str()),
-            (hostname().as_str(), cmdline(pid).as_str())
+            (hostname().as_str(), host::command_text(pid).as_str())
         );
         assert_eq!(me.pid_ns, host::own_pid_namespace());
         let ttl = holder(Binding::Ttl).unwrap();

@@ -43,6 +43,7 @@ pub mod identity;
 pub mod json;
 mod keeper;
 pub mod lock;
+mod overdue;
 mod pool;
 mod queue;
 mod store;
@@ -65,12 +66,13 @@ pub use leasehold_backend::{
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, FenceRefusal, Grant, GrantId, Held, HistoryEntry, HistoryEvent,
     Holder, LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, QueuedWaiter,
-    Remedy, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, host, symlinks,
+    Remedy, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, WriteLock, host, symlinks,
 };
 pub use leasehold_backend::{
     VALUE_SHOWN_MAX, duration_millis, duration_nanos, escape_hidden, format_duration, format_time, hides_or_reorders,
     later, limits, parse_duration, parse_duration_within, parse_time_within, quoted, shorten,
 };
+pub use overdue::{NOT_RUN, Overdue, Unanswered};
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::{
     Acquire, AcquireOptions, DEFAULT_POLL, ETCD_PASSWORD_VAR, EtcdSecurity, Kept, Store, StoreOptions, StoreUrl,

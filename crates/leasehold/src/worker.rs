@@ -180,6 +180,10 @@ impl From<&Claim> for TaskInfo {
 /// When a task's claim was found lost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LostWhen {
+    /// Before the job started: the claim's trust window had closed by the
+    /// time the store answered (it answered late, or this process did not
+    /// run meanwhile); nothing ran.
+    Starting(Loss<ClaimLost>),
     /// While the job ran (the keeper's word); a command was stopped.
     Running(Loss<ClaimLost>),
     /// Just as the job finished: its report would be refused, so none was
@@ -650,6 +654,12 @@ impl Worker {
             .expect("a guard, from above")
             .next(Some(payload))
             .map_err(Error::from)?;
+        // A claim answered after its window closed may be anyone's by now.
+        if let Some(loss) = keeper.check() {
+            supervised.abort();
+            keeper.stop();
+            return Ok(Outcome::Lost(LostWhen::Starting(loss)));
+        }
         supervised.follow(&keeper);
         let run_id = self.shared.register(Running::Command(supervised.stop_handle()));
         let started = supervised.start(&serde_json::json!({
@@ -716,6 +726,10 @@ impl Worker {
         next: &mut Next,
     ) -> Result<Outcome, WorkerError> {
         let store = &self.store;
+        if let Some(loss) = keeper.check() {
+            keeper.stop();
+            return Ok(Outcome::Lost(LostWhen::Starting(loss)));
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let ctx = TaskContext {
             loss: keeper.handle(),

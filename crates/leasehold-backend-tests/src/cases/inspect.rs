@@ -1,5 +1,6 @@
-//! `lease_get` ("`None` if the name was never granted") and `lease_list`
-//! ("with `live_only`, only names with a live grant), ordered by name").
+//! `lease_get` ("`None` if the name was never granted"), `lease_list`
+//! ("with `live_only`, only names with a live grant), ordered by name")
+//! and `write_lock` (who holds the store's one write lock, if it has one).
 
 use std::time::{Duration, SystemTime};
 
@@ -135,4 +136,23 @@ pub fn inspect_waiters_counted<H: Harness>(t: &mut Case<H>) {
     assert_eq!(t.list(true)[0].waiters.len(), 2);
     t.remove("job", a);
     assert_eq!(t.state("job").waiters.len(), 1);
+}
+
+/// `write_lock` names a holder only while one holds the lock: with every
+/// write finished it reports the lock free (a store with one write lock:
+/// SQLite) or nothing (a store without one, or that cannot tell) — never
+/// a process that is not in a write. (A held lock is named in the SQLite
+/// store's own tests and fault case 30, with real processes.)
+pub fn inspect_write_lock_names_no_holder_when_nothing_writes<H: Harness>(t: &mut Case<H>) {
+    use leasehold_backend::WriteLock;
+    let grant = t.granted(&params::acquire("job"));
+    assert!(matches!(
+        t.renew(&params::renew("job", grant.token)),
+        leasehold_backend::LeaseRenew::Renewed(_)
+    ));
+    t.released(&params::release("job", grant.token));
+    match t.backend().write_lock() {
+        None | Some(WriteLock::Free) => {}
+        held => panic!("write_lock with no write under way: {held:?}"),
+    }
 }

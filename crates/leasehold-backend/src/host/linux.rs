@@ -85,6 +85,12 @@ pub(super) fn process_start(pid: u32) -> io::Result<u64> {
     stat_field(&pid.to_string(), 22)
 }
 
+pub(super) fn process_state(pid: u32) -> Option<super::ProcessState> {
+    // Field 3: one letter (R, S, D, T, t, Z, ...).
+    let letter: char = stat_field(&pid.to_string(), 3).ok()?;
+    Some(super::ProcessState::from_stat_letter(letter))
+}
+
 pub(super) fn parent_pid(pid: u32) -> Option<u32> {
     stat_field(&pid.to_string(), 4).ok()
 }
@@ -110,18 +116,9 @@ pub(super) fn pids_are_ours() -> bool {
         == Some(std::process::id())
 }
 
-/// The locks held on `file`, from the kernel's list of every lock
-/// (`/proc/locks`, [`super::locks`]).
-pub(super) fn held_locks(file: &std::fs::File) -> Option<Vec<super::HeldLock>> {
-    let meta = file.metadata().ok()?;
-    let text = std::fs::read_to_string("/proc/locks").ok()?;
-    let dev = meta.dev();
-    Some(super::parse_lock_list(
-        &text,
-        rustix::fs::major(dev),
-        rustix::fs::minor(dev),
-        meta.ino(),
-    ))
+/// Every lock the kernel holds, one line each ([`super::locks`]).
+pub(super) fn lock_list() -> Option<String> {
+    std::fs::read_to_string("/proc/locks").ok()
 }
 
 pub(super) fn command_line(pid: u32) -> Vec<u8> {

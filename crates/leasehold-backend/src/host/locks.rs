@@ -18,7 +18,9 @@
 //! pids), so there the answer is "cannot tell" and callers fall back to
 //! what they know otherwise (see `leasehold::lock`).
 
-use std::fs::File;
+use std::fs::{File, Metadata};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 /// Which call took a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,9 +58,41 @@ impl HeldLock {
 
 /// The locks held on `file` (requests still waiting left out), or `None`
 /// when this platform cannot tell (macOS) or the list cannot be read.
+///
+/// Linux writes `/proc/locks` a page per read, each page consistent on
+/// its own: a list longer than a page that changes between two reads may
+/// show a lock twice or not at all. A caller looking for a holder reads
+/// again before concluding there is none.
 #[must_use]
 pub fn held_locks(file: &File) -> Option<Vec<HeldLock>> {
-    super::imp::held_locks(file)
+    locks_of(&file.metadata().ok()?)
+}
+
+/// The locks held on the file at `path`, as [`held_locks`], found by its
+/// device and inode without opening it. For a file whose POSIX locks this
+/// process may hold itself (a SQLite store's `-shm` file): closing *any*
+/// descriptor of a file drops every POSIX lock the process holds on it,
+/// so opening and closing one just to ask would release SQLite's locks
+/// under its feet. `Some(vec![])` when there is no such file.
+#[must_use]
+pub fn held_locks_at(path: &Path) -> Option<Vec<HeldLock>> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => locks_of(&meta),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Vec::new()),
+        Err(_) => None,
+    }
+}
+
+fn locks_of(meta: &Metadata) -> Option<Vec<HeldLock>> {
+    let text = super::imp::lock_list()?;
+    #[allow(clippy::useless_conversion, reason = "dev_t is u64 on Linux but i32 on macOS")]
+    let dev = rustix::fs::Dev::try_from(meta.dev()).ok()?;
+    Some(parse_lock_list(
+        &text,
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev),
+        meta.ino(),
+    ))
 }
 
 /// The holders in a `/proc/locks` text of the file with device
@@ -186,6 +220,12 @@ mod tests {
         file.lock().unwrap();
         let locks = held_locks(&file).unwrap();
         assert_eq!(locks.len(), 1, "{locks:?}");
+        assert_eq!(
+            held_locks_at(&dir.path().join("f")),
+            Some(locks.clone()),
+            "by path, unopened"
+        );
+        assert_eq!(held_locks_at(&dir.path().join("none")), Some(Vec::new()));
         assert_eq!(
             (locks[0].call, locks[0].exclusive, locks[0].pid),
             (LockCall::Flock, true, Some(std::process::id()))

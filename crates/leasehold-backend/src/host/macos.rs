@@ -110,6 +110,19 @@ pub(super) fn process_start(pid: u32) -> io::Result<u64> {
         .saturating_add(info.pbi_start_tvusec))
 }
 
+pub(super) fn process_state(pid: u32) -> Option<super::ProcessState> {
+    use super::ProcessState;
+    // <sys/proc.h>: SIDL 1, SRUN 2, SSLEEP 3, SSTOP 4, SZOMB 5. macOS
+    // reports a traced process as stopped too.
+    Some(match bsd_info(pid).ok()?.pbi_status {
+        2 => ProcessState::Running,
+        3 => ProcessState::Sleeping,
+        4 => ProcessState::Stopped,
+        5 => ProcessState::Zombie,
+        _ => ProcessState::Other,
+    })
+}
+
 pub(super) fn parent_pid(pid: u32) -> Option<u32> {
     bsd_info(pid).ok().map(|info| info.pbi_ppid)
 }
@@ -130,7 +143,7 @@ pub(super) fn pids_are_ours() -> bool {
 
 /// macOS lists no locks with their holders ([`super::locks`]).
 #[allow(clippy::unnecessary_wraps, reason = "Linux can read the list")]
-pub(super) fn held_locks(_file: &std::fs::File) -> Option<Vec<super::HeldLock>> {
+pub(super) fn lock_list() -> Option<String> {
     None
 }
 

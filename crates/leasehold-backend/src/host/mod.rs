@@ -21,7 +21,9 @@ use std::time::Duration;
 use rustix::process::Pid;
 
 mod locks;
-pub use locks::{HeldLock, LockCall, held_locks, parse_lock_list};
+pub use locks::{HeldLock, LockCall, held_locks, held_locks_at, parse_lock_list};
+mod process;
+pub use process::{COMMAND_SHOWN, ProcessReport, ProcessState};
 mod watch;
 pub use watch::FileWatch;
 
@@ -215,6 +217,36 @@ pub fn pids_are_ours() -> bool {
 #[must_use]
 pub fn command_line(pid: u32) -> Vec<u8> {
     imp::command_line(pid)
+}
+
+/// What `pid` runs as one line for people to read: [`command_line`] with
+/// its arguments joined by spaces and control characters blanked (so a
+/// hostile argument cannot break a message or a table), at most 512
+/// bytes. Empty when it cannot be read.
+#[must_use]
+pub fn command_text(pid: u32) -> String {
+    let raw = command_line(pid);
+    let mut s: String = String::from_utf8_lossy(&raw)
+        .trim_end_matches('\0')
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if s.len() > 512 {
+        let mut end = 512;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+/// What `pid` is doing now ([`ProcessState`]; Linux: field 3 of
+/// `/proc/PID/stat`; macOS: `pbi_status`), `None` when it is gone or this
+/// platform cannot tell.
+#[must_use]
+pub fn process_state(pid: u32) -> Option<ProcessState> {
+    imp::process_state(pid)
 }
 
 /// The number of threads of this process (`None` when it cannot be read).

@@ -62,6 +62,17 @@ fn held(ctx: &Ctx, args: &RunArgs, held: &Held) -> u8 {
     crate::commands::refuse(ctx, &json, &CliError::new(code, message))
 }
 
+fn report_release_error(args: &RunArgs, grant: &leasehold::Grant, error: Option<leasehold::Error>) {
+    if let Some(e) = error {
+        eprintln!(
+            "leasehold: could not release {} (token {}): {:#}; it expires by its TTL",
+            args.name,
+            grant.token,
+            anyhow::Error::from(e)
+        );
+    }
+}
+
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     let timing = timing(args.ttl, args.heartbeat, args.grace, args.owner.clone())?;
     let spec = Spec::watched(
@@ -116,15 +127,23 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
             finished,
             release_error,
         } => (grant, finished, release_error),
+        RunOutcome::LostBeforeStart {
+            grant,
+            loss,
+            release_error,
+        } => {
+            report_release_error(args, &grant, release_error);
+            let err = CliError::new(
+                ExitCode::LeaseLostWhileRunning,
+                format!(
+                    "lost the lease {} (token {}) before the command could start: {loss}. The command was not started; the next holder gets a new token",
+                    args.name, grant.token
+                ),
+            );
+            return Err(err.into());
+        }
     };
-    if let Some(e) = release_error {
-        eprintln!(
-            "leasehold: could not release {} (token {}): {:#}; it expires by its TTL",
-            args.name,
-            grant.token,
-            anyhow::Error::from(e)
-        );
-    }
+    report_release_error(args, &grant, release_error);
 
     if let Some(reason) = finished.stopped {
         let what = match reason {

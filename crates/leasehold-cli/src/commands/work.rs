@@ -39,6 +39,7 @@ fn describe(outcome: &Outcome) -> (&'static str, String) {
 
 fn lost_detail(when: &LostWhen) -> String {
     match when {
+        LostWhen::Starting(loss) => format!("the claim was lost before the command could start ({loss}); it was not started"),
         LostWhen::Running(loss) => format!("the claim was lost ({loss}); the command was stopped"),
         LostWhen::Finishing(_) => "the claim was lost as the command finished".into(),
         LostWhen::HandingBack(_) => "the claim was lost while shutting down".into(),

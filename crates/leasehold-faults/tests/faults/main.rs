@@ -19,6 +19,7 @@ mod leases;
 mod mounts;
 mod queue;
 mod supervisor;
+mod wedge;
 
 // The etcd store's test support (one server, or a cluster of members).
 #[path = "../../../leasehold-etcd/tests/support/mod.rs"]

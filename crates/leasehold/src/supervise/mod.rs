@@ -191,6 +191,30 @@ pub enum RunOutcome {
         /// Releasing the grant failed; it expires by its TTL.
         release_error: Option<Error>,
     },
+    /// The grant was no longer to be trusted by the time the store
+    /// answered (its trust window had closed: the store answered late, or
+    /// this process did not run meanwhile), so the command was not
+    /// started. The grant was released.
+    LostBeforeStart {
+        grant: Grant,
+        loss: Loss,
+        /// Releasing the grant failed; it expires by its TTL.
+        release_error: Option<Error>,
+    },
+}
+
+/// Release `grant` — unless the store refused a renewal: then it is gone.
+fn release_unless_refused(store: &Store, lease: &LeaseRun, grant: &Grant, loss: &Loss) -> Option<Error> {
+    if matches!(loss, Loss::Refused(_)) {
+        return None;
+    }
+    release(store, lease, grant)
+}
+
+fn release(store: &Store, lease: &LeaseRun, grant: &Grant) -> Option<Error> {
+    store
+        .release(&lease.name, grant.token, lease.timing.keeper.owner.as_deref())
+        .err()
 }
 
 /// Run `spec` under the lease `lease.name`, from acquiring to releasing:
@@ -200,7 +224,9 @@ pub enum RunOutcome {
 /// `LEASEHOLD_GRANT` (the grant's identity, which fenced writes record:
 /// [`crate::files::Fence::with_grant_from_env`]), `LEASEHOLD_OWNER` and
 /// `LEASEHOLD_STORE` in its environment, wait for it
-/// and release (unless the store refused a renewal: then it is gone).
+/// and release (unless the store refused a renewal: then it is gone). A
+/// grant whose trust window had closed by the time the store answered is
+/// released without starting anything ([`RunOutcome::LostBeforeStart`]).
 ///
 /// # Errors
 /// [`Error::Store`] when acquiring fails; [`Error::Supervise`] when the
@@ -227,6 +253,7 @@ pub enum RunOutcome {
 /// match supervise::run(&store, &lease, spec, |_| {})? {
 ///     RunOutcome::Held(_) => eprintln!("already running"),
 ///     RunOutcome::Ran { finished, .. } => println!("exit {:?}", finished.code),
+///     RunOutcome::LostBeforeStart { loss, .. } => eprintln!("not started: {loss}"),
 /// }
 /// # Ok::<(), leasehold::Error>(())
 /// ```
@@ -312,6 +339,19 @@ pub fn run_spawned(
             return Err(e);
         }
     };
+    // A grant answered after its window closed is already no grant to work
+    // under: the store may expire it any moment (or has), and someone else
+    // may hold it by the time the command would start.
+    if let Some(loss) = keeper.check() {
+        supervised.abort();
+        keeper.stop();
+        let release_error = release_unless_refused(store, lease, &grant, &loss);
+        return Ok(RunOutcome::LostBeforeStart {
+            grant,
+            loss,
+            release_error,
+        });
+    }
     let terminal = lease
         .hand_terminal
         .then(|| supervised.group_pid().and_then(child::Terminal::hand_to))
@@ -342,13 +382,9 @@ pub fn run_spawned(
             Err(e)
         }
     };
-    let loss = keeper.stop();
-    let release_error = if matches!(loss, Some(Loss::Refused(_))) {
-        None
-    } else {
-        store
-            .release(&lease.name, grant.token, lease.timing.keeper.owner.as_deref())
-            .err()
+    let release_error = match keeper.stop() {
+        Some(loss) => release_unless_refused(store, lease, &grant, &loss),
+        None => release(store, lease, &grant),
     };
     drop(terminal);
     drop(signals);

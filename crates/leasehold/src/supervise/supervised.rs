@@ -19,7 +19,7 @@ use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg}
 use rustix::process::{Pid, Signal};
 
 use super::{GuardProgram, SuperviseError};
-use crate::{Keeper, Loss, LostReason, Refusal, host};
+use crate::{Keeper, Loss, LostReason, Overdue, Refusal, host};
 
 /// Why the supervisor stopped the command. `L` is the refusal of the kept
 /// kind: [`LostReason`] for a lease, [`crate::ClaimLost`] for a claim.
@@ -715,8 +715,9 @@ impl<L: Refusal> Supervised<L> {
                 Event::GuardDeadline => {
                     if stop.is_none() {
                         // The guard sent SIGTERM and keeps the SIGKILL
-                        // timer; ours is a second one.
-                        stop = Some((Stop::Lost(Loss::Deadline { last_error: None }), Instant::now() + grace));
+                        // timer; ours is a second one. Why the window
+                        // closed is the keeper's to say (below).
+                        stop = Some((Stop::Lost(Loss::Deadline(Overdue::default())), Instant::now() + grace));
                         stopped_by_guard = true;
                     }
                 }
@@ -725,7 +726,18 @@ impl<L: Refusal> Supervised<L> {
                         kill(sig);
                     }
                 }
-                Event::Exited(code) => break Some(code),
+                Event::Exited(code) => {
+                    if let (true, Some((reason, _))) = (stopped_by_guard, &mut stop) {
+                        // The command went at the guard's SIGTERM before
+                        // the keeper — which sees the same deadline on the
+                        // same clock within its POLL — said why: wait for
+                        // its word rather than guess at a cause.
+                        if let Some(word) = self.keeper_word() {
+                            *reason = word;
+                        }
+                    }
+                    break Some(code);
+                }
                 Event::GuardGone => {
                     // The guard died without reporting: do its job (unless
                     // the command never started, and the group is gone).
@@ -748,6 +760,26 @@ impl<L: Refusal> Supervised<L> {
         finished.stdout_overflow = collected.stdout_overflow;
         finished.stderr_tail = collected.stderr_tail;
         finished
+    }
+}
+
+/// How long a supervisor whose guard stopped the command waits for the
+/// keeper's own word on the loss: the keeper looks every [`crate::POLL`],
+/// and then asks the store who holds its lock; generous for a loaded
+/// machine.
+const KEEPER_WORD: Duration = Duration::from_secs(2);
+
+impl<L: Refusal> Supervised<L> {
+    /// The keeper's loss, if it comes within [`KEEPER_WORD`].
+    fn keeper_word(&self) -> Option<Stop<L>> {
+        let until = Instant::now() + KEEPER_WORD;
+        loop {
+            match self.rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(Event::Stop(lost @ Stop::Lost(_))) => return Some(lost),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
     }
 }
 

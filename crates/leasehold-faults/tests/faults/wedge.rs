@@ -1,0 +1,583 @@
+//! One process stopped inside its write transaction (fault case 30, issue
+//! 22): a `leasehold run` stops itself with the `stop` failpoint at a step
+//! inside its transaction — SQLite's `acquire/before-commit` or
+//! `renew/before-commit` (holding SQLite's one write lock), and
+//! `acquire/token` (after the grant's insert, before the commit) on
+//! PostgreSQL and etcd — while three other `run` holders keep names of
+//! their own on the same store.
+//!
+//! What must never happen to the user, checked from outside (exit codes,
+//! messages, the grant logs and sinks the commands write, `/proc`):
+//!
+//! - SQLite, where one stopped writer blocks every write: the other
+//!   commands fail with a clear error that names the stopped process (its
+//!   pid and "stopped") and says how to resume it; `doctor` says the same;
+//!   the holders beside it stop their commands before their leases could
+//!   pass on (exit 75) and their message names the locker — never "this
+//!   process did not run", which is not what happened to them; the stopped
+//!   `run` itself, resumed, starts no command under a grant whose window
+//!   closed while it was stopped (or, stopped inside a renewal, had its
+//!   command stopped in time by its guard) and says so; afterwards every
+//!   name works again and no token was issued twice.
+//! - PostgreSQL and etcd: the other names are not affected at all (their
+//!   holders keep their leases, other commands succeed at once). The same
+//!   name on PostgreSQL waits for the stopped session's locks: `lock_timeout`
+//!   (5 s) and exit 69 with a clear error, until the server ends the
+//!   session (`idle_in_transaction_session_timeout`, 60 s; checked in the
+//!   soak tier) or the client resumes and commits. etcd holds nothing
+//!   while a client is stopped: its transaction is one compare-and-swap,
+//!   sent at commit, which fails on resume when the name moved on.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use leasehold_faults::check::Report;
+use leasehold_faults::grants;
+use leasehold_faults::proc::{Sandbox, alive, outcome, signal, wait_until};
+use leasehold_faults::sink::FencedSink;
+use leasehold_faults::tier::{self, figure};
+use rustix::process::Signal;
+
+use crate::common::{client, finish};
+use crate::etcd_support;
+use crate::pg_support;
+
+/// The holders beside the stopped one.
+const VICTIMS: [&str; 3] = ["v1", "v2", "v3"];
+/// Every `run` here: TTL 3 s (etcd's shortest lease is 2 s).
+const TTL_MS: u64 = 3000;
+
+/// `leasehold run NAME --ttl 3s -- faults-client hold LOG SINK HOLD_MS` on
+/// `store`, with `failpoint` armed if given.
+fn holder(sb: &Sandbox, store: &str, name: &str, hold_ms: u64, failpoint: Option<&str>) -> Child {
+    let (log, sink) = (grant_log(sb, name), sink_path(sb, name));
+    let hold = hold_ms.to_string();
+    let mut cmd = sb.cmd(&["run", name, "--ttl", "3s", "--", client(), "hold", &log, &sink, &hold]);
+    cmd.env("LEASEHOLD_STORE", store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(point) = failpoint {
+        cmd.env("LEASEHOLD_FAILPOINT", point);
+    }
+    cmd.spawn().expect("spawn leasehold run")
+}
+
+fn grant_log(sb: &Sandbox, name: &str) -> String {
+    sb.file(&format!("grants-{name}")).display().to_string()
+}
+
+fn sink_path(sb: &Sandbox, name: &str) -> String {
+    sb.file(&format!("sink-{name}.db")).display().to_string()
+}
+
+fn holdings(sb: &Sandbox, name: &str) -> Vec<grants::Holding> {
+    grants::read(grant_log(sb, name).as_ref()).unwrap_or_default()
+}
+
+/// `leasehold ARGS...` on `store`: (exit code, stdout, stderr, how long).
+fn leasehold(sb: &Sandbox, store: &str, args: &[&str]) -> (i32, String, String, Duration) {
+    let began = Instant::now();
+    let (code, out, err) = outcome(
+        &sb.cmd(args)
+            .env("LEASEHOLD_STORE", store)
+            .output()
+            .expect("run leasehold"),
+    );
+    (code, out, err, began.elapsed())
+}
+
+/// The state letter of `pid` (field 3 of `/proc/PID/stat`), read here and
+/// not with the code under test.
+fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Wait until `pid` is stopped (`T`); false if it exited or never did.
+fn stopped(pid: u32) -> bool {
+    wait_until(Duration::from_secs(30), || matches!(state_of(pid), Some('T') | None)).is_some()
+        && state_of(pid) == Some('T')
+}
+
+/// Whether `pid` holds an exclusive POSIX lock on byte 120 of `shm` (where
+/// SQLite takes its write lock), as `/proc/locks` lists it — looked for
+/// during a second: the kernel writes that list a page per read, each page
+/// a snapshot of its own, so one read of a long, changing list can miss a
+/// line.
+fn holds_sqlite_write_lock(pid: u32, shm: &Path) -> bool {
+    wait_until(Duration::from_secs(1), || listed_as_write_lock_holder(pid, shm)).is_some()
+}
+
+fn listed_as_write_lock_holder(pid: u32, shm: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ino) = std::fs::metadata(shm).map(|m| m.ino()) else {
+        return false;
+    };
+    std::fs::read_to_string("/proc/locks").is_ok_and(|locks| {
+        locks.lines().any(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // N: POSIX ADVISORY WRITE PID MAJ:MIN:INODE START END
+            f.len() == 8
+                && f[1] == "POSIX"
+                && f[3] == "WRITE"
+                && f[4] == pid.to_string()
+                && f[5].rsplit(':').next() == Some(&ino.to_string())
+                && f[6].parse::<u64>().is_ok_and(|s| s <= 120)
+                && (f[7] == "EOF" || f[7].parse::<u64>().is_ok_and(|e| e >= 120))
+        })
+    })
+}
+
+/// Start the victims and wait until each one's command logged its grant.
+fn start_victims(sb: &Sandbox, store: &str, hold_ms: u64) -> Vec<Child> {
+    let victims: Vec<Child> = VICTIMS
+        .iter()
+        .map(|name| holder(sb, store, name, hold_ms, None))
+        .collect();
+    for name in VICTIMS {
+        wait_until(Duration::from_secs(30), || !holdings(sb, name).is_empty())
+            .unwrap_or_else(|| panic!("victim {name} never started its command"));
+    }
+    victims
+}
+
+/// The history check of every name: no token reissued, no two holdings
+/// overlapping, no stale sink write accepted.
+fn history_report(sb: &Sandbox, names: &[&str], report: &mut Report) {
+    for name in names {
+        let log = grant_log(sb, name);
+        report.merge(grants::check_holdings(log.as_ref(), &holdings(sb, name)));
+        let sink = sink_path(sb, name);
+        if Path::new(&sink).exists() {
+            report.merge(
+                FencedSink::open(sink.as_ref())
+                    .expect("sink")
+                    .check()
+                    .expect("check sink"),
+            );
+        }
+    }
+}
+
+/// Acquire `name` once more after everything: exit 0 with a token above
+/// every token its log saw.
+fn granted_again(sb: &Sandbox, store: &str, name: &str, above: u64, report: &mut Report) {
+    let (code, out, err, _) = leasehold(sb, store, &["acquire", name, "--ttl", "3s", "--wait", "20s"]);
+    match out.trim().parse::<u64>() {
+        Ok(token) if code == 0 && token > above => {}
+        _ => report.push(
+            "after",
+            format!("acquire {name} afterwards: exit {code}, token {out:?} (must exceed {above}): {err}"),
+        ),
+    }
+}
+
+fn newest_token(sb: &Sandbox, name: &str) -> u64 {
+    holdings(sb, name).iter().map(|h| h.token).max().unwrap_or(0)
+}
+
+/// The token `leasehold` named in a lost-lease message ("(token N)").
+fn token_in(message: &str) -> Option<u64> {
+    let (_, rest) = message.split_once("(token ")?;
+    rest.split(')').next()?.parse().ok()
+}
+
+/// Where the stopped `run` stops itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inside {
+    /// Its acquisition's transaction (after BEGIN IMMEDIATE, before
+    /// COMMIT): no command of its own runs yet.
+    Acquire,
+    /// Its first renewal's transaction: its command runs.
+    Renew,
+}
+
+/// What a SQLite trial measured, for the figure.
+struct SqliteTrial {
+    report: Report,
+    /// How long `acquire` of another name took to fail.
+    other_failed_after: Duration,
+    /// The least margin, over the victims (and the stopped `run`'s own
+    /// command, stopped inside a renewal), between a command's logged end
+    /// and the earliest moment the store could expire its grant (ms).
+    min_margin_ms: i64,
+}
+
+fn sqlite_trial(inside: Inside) -> SqliteTrial {
+    let sb = Sandbox::new();
+    let store = format!("sqlite://{}", sb.store_path().display());
+    let mut shm = sb.store_path().into_os_string();
+    shm.push("-shm");
+    let mut report = Report::new(format!("case 30, SQLite, stopped inside {inside:?}"));
+    let victims = start_victims(&sb, &store, 60_000);
+    let point = match inside {
+        Inside::Acquire => "acquire/before-commit=stop",
+        Inside::Renew => "renew/before-commit=stop",
+    };
+    let wedge = holder(&sb, &store, "wedge", 60_000, Some(point));
+    let pid = wedge.id();
+    assert!(stopped(pid), "the `run` never stopped at {point}");
+    if !holds_sqlite_write_lock(pid, Path::new(&shm)) {
+        report.push(
+            "setup",
+            format!("pid {pid}, stopped at {point}, holds no write lock in /proc/locks"),
+        );
+    }
+    let names_the_locker = |text: &str| {
+        text.contains(&format!("pid {pid} (")) && text.contains("stopped") && !text.contains("did not run")
+    };
+
+    // Another command on another name: a clear error naming the stopper.
+    let (code, _, err, other_failed_after) = leasehold(&sb, &store, &["acquire", "other", "--ttl", "10s"]);
+    if code != 69 || !names_the_locker(&err) || !err.contains(&format!("kill -CONT {pid}")) {
+        report.push(
+            "other command",
+            format!("acquire other: exit {code} after {other_failed_after:?}, not 69 naming pid {pid} stopped and how to resume it: {err}"),
+        );
+    }
+    let (code, out, err, _) = leasehold(&sb, &store, &["doctor"]);
+    let said = out.lines().find(|l| l.contains("write lock")).unwrap_or_default();
+    if code != 1 || !said.starts_with("FAIL") || !names_the_locker(said) {
+        report.push(
+            "doctor",
+            format!("doctor: exit {code}, write-lock line {said:?}: {out}{err}"),
+        );
+    }
+
+    // The holders beside it: stopped in time (75), told who locked the store.
+    let mut margins = Vec::new();
+    for (name, victim) in VICTIMS.iter().zip(victims) {
+        let (code, err) = finish(victim, Duration::from_secs(30));
+        if code != 75 || !names_the_locker(&err) {
+            report.push(
+                "victim",
+                format!("{name}: exit {code}, not 75 with a message naming pid {pid} stopped: {err}"),
+            );
+        }
+        for blame in ["paused", "suspended"] {
+            if err.contains(blame) {
+                report.push("victim", format!("{name} blames a pause: {err}"));
+            }
+        }
+        margins.push(command_ended_in_time(&sb, name, &mut report));
+    }
+    if inside == Inside::Renew {
+        // Its guard stopped its command at the window's end (the renewal
+        // that would move it is the one stopped inside its transaction).
+        wait_until(Duration::from_secs(10), || {
+            holdings(&sb, "wedge").first().is_some_and(|h| h.end_ns.is_some())
+        });
+        margins.push(command_ended_in_time(&sb, "wedge", &mut report));
+    }
+
+    // Resumed, the stopped `run` finishes its transaction and stops.
+    signal(pid, Signal::CONT);
+    let (code, err) = finish(wedge, Duration::from_secs(30));
+    match inside {
+        Inside::Acquire => {
+            if code != 75 || !err.contains("before the command could start") || !err.contains("answered") {
+                report.push(
+                    "stopped run",
+                    format!("exit {code}, not 75 saying its grant came too late to start: {err}"),
+                );
+            }
+            if !holdings(&sb, "wedge").is_empty() {
+                report.push("stopped run", "its command ran under a grant whose window had closed");
+            }
+        }
+        Inside::Renew => {
+            if code != 75 || !err.contains("this process did not run for") {
+                report.push(
+                    "stopped run",
+                    format!("exit {code}, not 75 saying it did not run: {err}"),
+                );
+            }
+        }
+    }
+
+    // Everything works again; no token was issued twice.
+    let wedge_token = token_in(&err).unwrap_or(0).max(newest_token(&sb, "wedge"));
+    for name in VICTIMS {
+        granted_again(&sb, &store, name, newest_token(&sb, name), &mut report);
+    }
+    granted_again(&sb, &store, "wedge", wedge_token, &mut report);
+    granted_again(&sb, &store, "other", 0, &mut report);
+    let mut names = VICTIMS.to_vec();
+    names.push("wedge");
+    history_report(&sb, &names, &mut report);
+    let integrity = sb.integrity();
+    if integrity != "ok" {
+        report.push("integrity", integrity);
+    }
+    SqliteTrial {
+        report,
+        other_failed_after,
+        min_margin_ms: margins.into_iter().min().unwrap_or(i64::MIN),
+    }
+}
+
+/// The command of `name` logged its end (it was stopped, not killed) and
+/// is gone, before the store could expire its grant: the margin in ms.
+/// The expiry is the store's own (`expires_ns` of the grant row, on the
+/// boot clock the grant log uses too), read while the stopped writer still
+/// holds the write lock — readers are not blocked, and nothing renewed it.
+fn command_ended_in_time(sb: &Sandbox, name: &str, report: &mut Report) -> i64 {
+    let Some(holding) = holdings(sb, name).into_iter().next() else {
+        report.push("command", format!("{name}: no command logged a grant"));
+        return i64::MIN;
+    };
+    let store = rusqlite::Connection::open_with_flags(sb.store_path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("open the store read-only");
+    let deadline_ns: i64 = store
+        .query_row(
+            "SELECT expires_ns FROM lease_grant WHERE name = ?1 AND token = ?2",
+            rusqlite::params![name, holding.token as i64],
+            |r| r.get(0),
+        )
+        .expect("the grant row (nobody could release it)");
+    if alive(holding.pid) {
+        report.push(
+            "command",
+            format!("{name}: its command (pid {}) still runs", holding.pid),
+        );
+    }
+    let Some(end) = holding.end_ns else {
+        report.push("command", format!("{name}: its command never logged its end"));
+        return i64::MIN;
+    };
+    let margin = (deadline_ns - end as i64) / 1_000_000;
+    if margin < 0 {
+        report.push(
+            "command",
+            format!(
+                "{name}: its command ran {} ms past the earliest expiry of its grant",
+                -margin
+            ),
+        );
+    }
+    margin
+}
+
+/// fault case 30, SQLite: see the module docs. Stopped inside an
+/// acquisition and inside a renewal, a trial each in the CI tier.
+#[test]
+fn case30_a_writer_stopped_inside_its_sqlite_transaction_is_named_and_nothing_is_lost() {
+    let rounds = tier::count(1, 10);
+    let mut results: Vec<(Inside, SqliteTrial)> = Vec::new();
+    for _ in 0..rounds {
+        // One trial of each at a time: each runs five `leasehold run`s.
+        results.extend(std::thread::scope(|s| {
+            let handles: Vec<_> = [Inside::Acquire, Inside::Renew]
+                .into_iter()
+                .map(|inside| s.spawn(move || (inside, sqlite_trial(inside))))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+        }));
+    }
+    let clean = results.iter().filter(|(_, t)| t.report.is_clean()).count();
+    let slowest = results
+        .iter()
+        .map(|(_, t)| t.other_failed_after)
+        .max()
+        .unwrap_or_default();
+    let margin = results.iter().map(|(_, t)| t.min_margin_ms).min().unwrap_or(0);
+    figure(
+        30,
+        &format!(
+            "SQLite: {clean} of {} trials clean (stopped inside an acquisition and a renewal, 3 holders beside it each); other names' commands failed with the locker named after {:.1} s at most; commands stopped at least {margin} ms before their grants could expire",
+            results.len(),
+            slowest.as_secs_f64()
+        ),
+    );
+    for (_, t) in &results {
+        t.report.assert_clean();
+    }
+}
+
+/// A network store's trial: the victims keep their leases, other names
+/// work at once; `same_name` (given when the client stopped) checks what
+/// the same name does meanwhile and returns its figure; the stopped
+/// `run`'s exit codes allowed on resume.
+fn network_trial(
+    kind: &str,
+    store: &str,
+    same_name: impl FnOnce(&Sandbox, Instant, &mut Report) -> String,
+    resumed_codes: &[i32],
+) -> (Report, String) {
+    let sb = Sandbox::new();
+    let mut report = Report::new(format!("case 30, {kind}"));
+    // Long enough to outlast the stop and the checks (victims exit 0).
+    let hold_ms = tier::count(12_000, 90_000) as u64;
+    let victims = start_victims(&sb, store, hold_ms);
+    let wedge = holder(&sb, store, "wedge", 60_000, Some("acquire/token=stop"));
+    let pid = wedge.id();
+    assert!(stopped(pid), "{kind}: the `run` never stopped at acquire/token");
+    let stopped_at = Instant::now();
+
+    let (code, _, err, took) = leasehold(&sb, store, &["acquire", "other", "--ttl", "10s"]);
+    if code != 0 || took > Duration::from_secs(3) {
+        report.push(
+            "other command",
+            format!("acquire other: exit {code} after {took:?}: {err}"),
+        );
+    }
+    let same = same_name(&sb, stopped_at, &mut report);
+
+    // Past two TTLs after the stop every victim still holds and runs.
+    std::thread::sleep(Duration::from_millis(2 * TTL_MS).saturating_sub(stopped_at.elapsed()));
+    for name in VICTIMS {
+        match holdings(&sb, name).first() {
+            Some(h) if h.end_ns.is_none() && alive(h.pid) => {}
+            other => report.push(
+                "victim",
+                format!("{name} lost its lease beside a stopped client: {other:?}"),
+            ),
+        }
+    }
+    signal(pid, Signal::CONT);
+    let (code, err) = finish(wedge, Duration::from_secs(60));
+    if !resumed_codes.contains(&code) {
+        report.push(
+            "stopped run",
+            format!("resumed: exit {code}, not one of {resumed_codes:?}: {err}"),
+        );
+    }
+    if !holdings(&sb, "wedge").is_empty() {
+        report.push("stopped run", "its command ran under a grant whose window had closed");
+    }
+    for (name, victim) in VICTIMS.iter().zip(victims) {
+        let (code, err) = finish(victim, Duration::from_secs(120));
+        if code != 0 {
+            report.push("victim", format!("{name}: exit {code}: {err}"));
+        }
+    }
+    let wedge_token = token_in(&err).unwrap_or(0).max(newest_token(&sb, "wedge"));
+    granted_again(&sb, store, "wedge", wedge_token, &mut report);
+    let mut names = VICTIMS.to_vec();
+    names.push("wedge");
+    history_report(&sb, &names, &mut report);
+    (report, same)
+}
+
+/// fault case 30, PostgreSQL: a client stopped inside its acquisition holds
+/// the name's advisory lock and row locks in an open transaction. Other
+/// names: unaffected. The same name: refused after `lock_timeout` (exit
+/// 69) while it stays stopped; in the soak tier it stays stopped past the
+/// server's `idle_in_transaction_session_timeout` (60 s), which ends its
+/// session and frees the name.
+#[test]
+fn case30_a_client_stopped_inside_its_postgres_transaction_holds_up_its_own_name_only() {
+    if let Some(why) = pg_support::unavailable() {
+        etcd_support::skip("case30 (PostgreSQL)", &why);
+        return;
+    }
+    let server = pg_support::Server::start(false);
+    let store = server.url(&pg_support::Server::fresh_schema());
+    let soak = tier::soak();
+    let (report, same) = network_trial(
+        "PostgreSQL",
+        &store,
+        |sb, stopped_at, report| {
+            let sessions = |state: &str| -> i64 {
+                server
+                    .client()
+                    .query_one("SELECT count(*) FROM pg_stat_activity WHERE state = $1", &[&state])
+                    .expect("pg_stat_activity")
+                    .get(0)
+            };
+            if sessions("idle in transaction") < 1 {
+                report.push("setup", "no session idle in transaction: the client is not inside one");
+            }
+            let (code, _, err, took) = leasehold(sb, &store, &["acquire", "wedge", "--ttl", "10s"]);
+            let mut said = format!(
+                "the same name refused after {:.1} s with exit {code} ({})",
+                took.as_secs_f64(),
+                err.lines().next().unwrap_or_default()
+            );
+            if code != 69 || !err.contains("lock") {
+                report.push("same name", format!("acquire wedge: exit {code} after {took:?}: {err}"));
+            }
+            if soak {
+                // Past idle_in_transaction_session_timeout: the server ends
+                // the stopped client's session, and the name is free.
+                let freed = wait_until(Duration::from_secs(90), || {
+                    leasehold(sb, &store, &["acquire", "wedge", "--ttl", "1s"]).0 == 0
+                });
+                match freed {
+                    Some(_) => {
+                        let after = stopped_at.elapsed().as_secs_f64();
+                        let _ = write!(
+                            said,
+                            "; granted again {after:.0} s after the stop (the server ended the idle session)"
+                        );
+                    }
+                    None => report.push("same name", "still refused 90 s after the stop"),
+                }
+            }
+            said
+        },
+        // Resumed before the server ended its session: it commits, finds
+        // its window closed and starts nothing (75). After (soak): its
+        // connection is gone, the commit's outcome unknown (69).
+        if soak { &[69] } else { &[75] },
+    );
+    figure(
+        30,
+        &format!(
+            "PostgreSQL: other names unaffected (3 holders kept their leases, another name granted at once); {same}; {}",
+            if report.is_clean() {
+                "0 violations"
+            } else {
+                "VIOLATIONS"
+            }
+        ),
+    );
+    report.assert_clean();
+}
+
+/// fault case 30, etcd: a client stopped inside its acquisition has sent
+/// nothing yet (the transaction is one compare-and-swap at commit), so
+/// the same name is granted to another at once; resumed, the stopped
+/// client's compare fails and it finds the name held (exit 11).
+#[test]
+fn case30_a_client_stopped_inside_its_etcd_transaction_holds_up_nothing() {
+    if etcd_support::skip_without_etcd("case30 (etcd)") {
+        return;
+    }
+    let server = etcd_support::shared();
+    let store = format!(
+        "etcd://{}?prefix={}",
+        server.endpoint(),
+        etcd_support::unique_prefix("faults", "wedge")
+    );
+    let (report, same) = network_trial(
+        "etcd",
+        &store,
+        |sb, _stopped_at, report| {
+            let (code, out, err, took) = leasehold(sb, &store, &["acquire", "wedge", "--ttl", "30s"]);
+            if code != 0 {
+                report.push("same name", format!("acquire wedge: exit {code} after {took:?}: {err}"));
+            }
+            format!(
+                "the same name granted to another in {:.1} s (token {})",
+                took.as_secs_f64(),
+                out.trim()
+            )
+        },
+        &[11],
+    );
+    figure(
+        30,
+        &format!(
+            "etcd: other names unaffected; {same}; {}",
+            if report.is_clean() {
+                "0 violations"
+            } else {
+                "VIOLATIONS"
+            }
+        ),
+    );
+    report.assert_clean();
+}
