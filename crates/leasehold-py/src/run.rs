@@ -15,6 +15,7 @@ use std::time::Duration;
 use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop, StopHandle, Timing};
 use leasehold::{LeaseName, Mode};
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt as _;
 
 use crate::background::Background;
 use crate::convert::Wait;
@@ -85,22 +86,26 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
     let outcome = match call.wait(py) {
         Ok(outcome) => outcome,
         Err(interrupted) => {
-            match std::mem::replace(
-                &mut *control.lock().unwrap_or_else(PoisonError::into_inner),
+            let was = std::mem::replace(
+                &mut *control.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner),
                 Control::Cancelled,
-            ) {
+            );
+            match was {
                 Control::Started(handle) => {
                     handle.stop(Stop::Shutdown);
+                    // Until the command is gone and the lease released: the
+                    // grace period, and some slack.
+                    if call
+                        .wait_for(py, grace + supervise::slack(args.ttl) + Duration::from_secs(1))
+                        .is_none()
+                    {
+                        call.give_up(py, drop);
+                    }
                 }
-                Control::NotStarted | Control::Cancelled => {}
-            }
-            // Until the command is gone and the lease released: the grace
-            // period, and some slack. A wait for the lease ends by itself.
-            if call
-                .wait_for(py, grace + supervise::slack(args.ttl) + Duration::from_secs(1))
-                .is_none()
-            {
-                call.give_up(py, drop);
+                // Still waiting for the lease: nothing runs yet, and the
+                // command is stopped the moment it would start (`Cancelled`,
+                // above), so ^C need not wait for the wait to end.
+                Control::NotStarted | Control::Cancelled => call.give_up(py, drop),
             }
             return Err(interrupted);
         }
