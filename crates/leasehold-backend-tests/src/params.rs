@@ -84,6 +84,8 @@ pub fn acquire(lease: &str) -> LeaseAcquireParams {
         ticket: None,
         waiter_ttl: WAITER_TTL,
         evict: Vec::new(),
+        evict_waiters: Vec::new(),
+        waiter_holder: None,
         reacquire_by_process: false,
     }
 }

@@ -22,7 +22,9 @@
 //!   so built. So a waiting exclusive acquirer stops new shared grants (no
 //!   writer starvation), and shared waiters ahead count toward a shared
 //!   limit. A granted waiter leaves the queue; a registration expires
-//!   unless refreshed, so a dead waiter leaves it too.
+//!   unless refreshed, so a dead waiter leaves it too — at once when the
+//!   caller proves it dead and names it (`evict_waiters`): each waiter is
+//!   read with the process that waits, as each grant with its holder.
 //! - Every mutation of a grant (renew, release) is scoped to its name and
 //!   token (and owner: the one given, and always an explicit one — see
 //!   [`rules::owner_verdict`]) and is one compare-and-set: a mismatch is
@@ -83,12 +85,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ///
     /// In one transaction, as [`plan::acquire`] plans it: drop expired
     /// grants (recorded as `expired`), drop the grants listed in
-    /// `params.evict` if still live (recorded as `fast_takeover`),
+    /// `params.evict` if still live (recorded as `fast_takeover`) and the
+    /// waiters listed in `params.evict_waiters` if still queued,
     /// re-extend a live grant the request re-acquires (same token; see
     /// [`rules::reacquires`]), else grant if admitted (see the crate docs on
     /// FIFO). When held and `params.ticket` is set, the waiter registration
     /// is refreshed (or re-made at the back of the queue if it had expired)
-    /// and returned in [`Held::ticket`].
+    /// and returned in [`Held::ticket`]; [`Held::ahead`] lists the waiters
+    /// ahead of the acquirer with the processes that wait.
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError>;
 
     /// Extend a live grant to `now + ttl`; `Lost` if it is not live.
@@ -109,8 +113,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// expired ticket is not an error.
     fn waiter_remove(&self, params: &WaiterRemoveParams) -> Result<(), BackendError>;
 
-    /// The state of one name: its token counter, live grants, waiters.
-    /// `None` if the name was never granted.
+    /// The state of one name: its token counter, live grants, live
+    /// waiters (with the processes that wait). `None` if the name was
+    /// never granted.
     fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError>;
 
     /// The state of every name (with `live_only`, only names with a live
@@ -138,12 +143,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// notification channel is down simply sleeps. A `timeout` beyond
     /// [`limits::WAIT`] is cut to it (a wait may always end early).
     ///
-    /// The default sleeps `timeout`: pure polling. The embedded SQLite
-    /// store keeps it — SQLite has no cross-process notification, and the
-    /// stand-ins (watching the database file with inotify, a FIFO per name)
-    /// cost more than a cheap read every 100 ms and miss writers on other
-    /// mounts. PostgreSQL overrides it with LISTEN/NOTIFY, etcd with a
-    /// watch on the name's keys.
+    /// The default sleeps `timeout`: pure polling. SQLite, which has no
+    /// notification across processes, watches its write-ahead log
+    /// (`host::FileWatch`: every commit writes it), PostgreSQL listens
+    /// (LISTEN/NOTIFY), etcd watches the name's keys.
     fn wait_for_change(&self, topic: &WaitTopic, timeout: std::time::Duration) -> Result<(), BackendError> {
         let _ = topic;
         std::thread::sleep(timeout.min(limits::WAIT.max));

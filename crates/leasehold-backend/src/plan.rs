@@ -26,7 +26,10 @@
 //! 1. every grant that is no longer live is removed, recorded `expired`;
 //! 2. every live grant named in [`LeaseAcquireParams::evict`] is removed,
 //!    recorded `fast_takeover` — only tokens still live, so a stale proof
-//!    cannot evict a newer grant;
+//!    cannot evict a newer grant; every waiter named in
+//!    [`LeaseAcquireParams::evict_waiters`] leaves the queue (only
+//!    registrations still there, never the acquirer's own; not recorded,
+//!    as an expired registration is not);
 //! 3. a live grant the request re-acquires ([`rules::reacquires`]) is
 //!    extended with its token kept, recorded `reacquired`;
 //! 4. else, if [`rules::admits`] the request behind the waiters ahead of
@@ -41,7 +44,7 @@ use std::time::Duration;
 use crate::rules::{self, detail};
 use crate::{
     Grant, HistoryEvent, Holder, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseReleaseParams,
-    LeaseRenewParams, LostReason, Mode, Owner, Token, WaiterTicket,
+    LeaseRenewParams, LostReason, Mode, Owner, QueuedWaiter, Token, WaiterTicket,
 };
 
 /// History entries kept per name: a store always keeps the newest
@@ -157,6 +160,8 @@ pub struct Waiting {
     /// The tokens of the live grants left, oldest first.
     pub live: Vec<Token>,
     pub waiters_ahead: u32,
+    /// Those waiters, in FIFO order.
+    pub ahead: Vec<QueuedWaiter>,
     /// The acquirer's refreshed or re-made registration.
     pub ticket: Option<Issued<WaiterTicket>>,
 }
@@ -169,6 +174,7 @@ impl Waiting {
         crate::Held {
             grants: grants.into_iter().filter(|g| self.live.contains(&g.token)).collect(),
             waiters_ahead: self.waiters_ahead,
+            ahead: self.ahead,
             ticket: self.ticket.map(|t| t.resolve(issued)),
         }
     }
@@ -242,7 +248,7 @@ fn expire(ops: &mut Vec<Op>, g: &Grant) {
 /// `grants`: every grant row of the name, oldest first, with whether it is
 /// live by the store's clock; `waiters`: the live waiters, in FIFO order.
 #[must_use]
-pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[(WaiterTicket, Mode)]) -> Plan<Acquire> {
+pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[QueuedWaiter]) -> Plan<Acquire> {
     let mut ops = Vec::new();
     let mut live = Vec::with_capacity(grants.len());
     for (g, is_live) in grants {
@@ -268,8 +274,18 @@ pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[(WaiterTicket
             );
         }
     }
-    let mine = p.ticket.and_then(|t| waiters.iter().position(|w| w.0 == t));
-    let leave = mine.map(|i| Op::RemoveWaiter(waiters[i].0));
+    // Waiters proved dead leave before anyone is judged: a killed waiter
+    // must not hold back a name that is free.
+    let mut queue = Vec::with_capacity(waiters.len());
+    for w in waiters {
+        if p.evict_waiters.contains(&w.ticket) && p.ticket != Some(w.ticket) {
+            ops.push(Op::RemoveWaiter(w.ticket));
+        } else {
+            queue.push(w);
+        }
+    }
+    let mine = p.ticket.and_then(|t| queue.iter().position(|w| w.ticket == t));
+    let leave = mine.map(|i| Op::RemoveWaiter(queue[i].ticket));
 
     if let Some((g, why)) = live
         .iter()
@@ -297,8 +313,8 @@ pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[(WaiterTicket
 
     // FIFO: the waiters ahead are admitted first, as if granted; the first
     // one that does not fit blocks everyone behind it.
-    let ahead = &waiters[..mine.unwrap_or(waiters.len())];
-    if rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.1), p.mode) {
+    let ahead = &queue[..mine.unwrap_or(queue.len())];
+    if rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.mode), p.mode) {
         ops.push(Op::InsertGrant(NewGrant {
             owner: p.owner.clone(),
             mode: p.mode,
@@ -331,7 +347,7 @@ pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[(WaiterTicket
             // The registration expired: re-make it, at the back.
             ops.push(Op::EnqueueWaiter(NewWaiter {
                 mode: p.mode,
-                holder: p.holder.clone(),
+                holder: p.waiter_holder.as_ref().unwrap_or(&p.holder).clone(),
                 ttl: p.waiter_ttl,
             }));
             Issued::New
@@ -342,6 +358,7 @@ pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[(WaiterTicket
         outcome: Acquire::Held(Waiting {
             live: live.iter().map(|g| g.token).collect(),
             waiters_ahead: u32::try_from(ahead.len()).unwrap_or(u32::MAX),
+            ahead: ahead.iter().map(|w| (*w).clone()).collect(),
             ticket,
         }),
     }

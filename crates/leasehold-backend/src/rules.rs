@@ -253,6 +253,8 @@ mod tests {
             ticket: None,
             waiter_ttl: Duration::from_secs(1),
             evict: Vec::new(),
+            evict_waiters: Vec::new(),
+            waiter_holder: None,
             reacquire_by_process: by_process,
         };
         assert!(

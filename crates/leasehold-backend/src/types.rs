@@ -253,8 +253,8 @@ pub struct LeaseState {
     pub last_token: Token,
     /// Live grants, oldest first.
     pub grants: Vec<Grant>,
-    /// Live waiter registrations.
-    pub waiters: u32,
+    /// Live waiter registrations, in FIFO order.
+    pub waiters: Vec<QueuedWaiter>,
 }
 
 /// An owner label, and whether the caller chose it.
@@ -268,6 +268,21 @@ pub struct Owner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct WaiterTicket(pub u64);
+
+/// A waiter registration as a store read it: its place, the mode it waits
+/// for, and the waiting process — what proof of a waiter's death is judged
+/// by (`leasehold::identity`), as a grant's holder is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedWaiter {
+    pub ticket: WaiterTicket,
+    #[serde(flatten)]
+    pub mode: Mode,
+    /// The waiting process. `None` where a store kept no record of it
+    /// (etcd registrations made before leasehold recorded one): such a
+    /// waiter is never proved dead, and leaves when its registration
+    /// expires.
+    pub holder: Option<Holder>,
+}
 
 #[derive(Debug, Clone)]
 pub struct LeaseAcquireParams {
@@ -283,6 +298,16 @@ pub struct LeaseAcquireParams {
     /// Tokens of grants whose holders the caller has proved dead (fast
     /// takeover); removed only if still present.
     pub evict: Vec<Token>,
+    /// Tickets of waiters the caller has proved dead (their processes are
+    /// gone): they leave the queue, if still in it, before this acquirer
+    /// is judged — in the same transaction. The acquirer's own ticket is
+    /// never removed this way.
+    pub evict_waiters: Vec<WaiterTicket>,
+    /// The waiting process, when this acquirer waits (`ticket`): a
+    /// registration re-made at the back of the queue records it. `None`:
+    /// `holder`. (A waiter is the process that waits, even when the grant
+    /// it waits for is bound to no process or to another one.)
+    pub waiter_holder: Option<Holder>,
     /// Whether acquiring again for the same live process renews that
     /// process's grant (same token) instead of asking for another — for
     /// registrations on behalf of a process (`acquire --for-pid`, seed
@@ -306,6 +331,10 @@ pub struct Held {
     pub grants: Vec<Grant>,
     /// Live waiters ahead of this acquirer.
     pub waiters_ahead: u32,
+    /// Those waiters, in FIFO order, with who waits: the caller may prove
+    /// some dead and ask again with [`LeaseAcquireParams::evict_waiters`].
+    #[serde(default)]
+    pub ahead: Vec<QueuedWaiter>,
     /// The acquirer's (refreshed or re-made) waiter registration.
     pub ticket: Option<WaiterTicket>,
 }

@@ -2,9 +2,10 @@
 //! own: each plan is applied to a model store (vectors, no storage) and
 //! the result checked against the rules — one exclusive live grant at
 //! most, expired grants always removed and recorded, fast takeover only of
-//! live listed tokens, a grant only when FIFO admission allows it, a
-//! re-acquisition keeps its token, renew and release only of the live
-//! token under the owner rule, the queue's order kept.
+//! live listed tokens, listed waiters (and only those) leaving the queue
+//! first, a grant only when FIFO admission allows it, a re-acquisition
+//! keeps its token, renew and release only of the live token under the
+//! owner rule, the queue's order kept.
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use leasehold_backend::plan::{self, Acquire, Apply, Entry, Issued, NewGrant, New
 use leasehold_backend::rules;
 use leasehold_backend::{
     FenceRefusal, Grant, HistoryEvent, Holder, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseName,
-    LeaseReleaseParams, LeaseRenewParams, LostReason, Mode, Owner, Token, WaiterTicket,
+    LeaseReleaseParams, LeaseRenewParams, LostReason, Mode, Owner, QueuedWaiter, Token, WaiterTicket,
 };
 use proptest::prelude::*;
 
@@ -74,7 +75,7 @@ fn grant(token: u64, r: &Row) -> Grant {
 }
 
 /// Grant rows with whether each is live, and the queue.
-type State = (Vec<(Grant, bool)>, Vec<(WaiterTicket, Mode)>);
+type State = (Vec<(Grant, bool)>, Vec<QueuedWaiter>);
 
 /// A store state a correct store can be in: grant rows (tokens 1.., oldest
 /// first) where a live exclusive grant is the only live one, and a queue.
@@ -101,7 +102,11 @@ fn any_state() -> impl Strategy<Value = State> {
             let waiters = queue
                 .into_iter()
                 .enumerate()
-                .map(|(i, m)| (WaiterTicket(100 + i as u64), m))
+                .map(|(i, mode)| QueuedWaiter {
+                    ticket: WaiterTicket(100 + i as u64),
+                    mode,
+                    holder: (i != 1).then(|| holder(i)),
+                })
                 .collect();
             (grants, waiters)
         })
@@ -112,22 +117,28 @@ fn any_request() -> impl Strategy<Value = LeaseAcquireParams> {
         any_row(),
         proptest::option::of(prop_oneof![98..104u64, Just(999u64)]),
         proptest::collection::vec(0..8u64, 0..3),
+        proptest::collection::vec(prop_oneof![98..104u64, Just(999u64)], 0..3),
+        proptest::option::of(0..5usize),
         any::<bool>(),
     )
-        .prop_map(|(r, ticket, evict, by_process)| LeaseAcquireParams {
-            name: LeaseName::new("n").unwrap(),
-            owner: Owner {
-                label: OWNERS[r.owner].to_owned(),
-                explicit: r.explicit,
+        .prop_map(
+            |(r, ticket, evict, evict_waiters, waiter, by_process)| LeaseAcquireParams {
+                name: LeaseName::new("n").unwrap(),
+                owner: Owner {
+                    label: OWNERS[r.owner].to_owned(),
+                    explicit: r.explicit,
+                },
+                mode: r.mode,
+                ttl: Duration::from_secs(9),
+                holder: holder(r.holder),
+                ticket: ticket.map(WaiterTicket),
+                waiter_ttl: Duration::from_secs(3),
+                evict: evict.into_iter().map(Token).collect(),
+                evict_waiters: evict_waiters.into_iter().map(WaiterTicket).collect(),
+                waiter_holder: waiter.map(holder),
+                reacquire_by_process: by_process,
             },
-            mode: r.mode,
-            ttl: Duration::from_secs(9),
-            holder: holder(r.holder),
-            ticket: ticket.map(WaiterTicket),
-            waiter_ttl: Duration::from_secs(3),
-            evict: evict.into_iter().map(Token).collect(),
-            reacquire_by_process: by_process,
-        })
+        )
 }
 
 /// A store made of vectors, checking that every op names what exists.
@@ -138,19 +149,22 @@ struct Model {
     last_token: u64,
     issued: Option<Token>,
     ticket: Option<WaiterTicket>,
+    /// Who the registration it made records.
+    enqueued: Option<Holder>,
     history: Vec<(HistoryEvent, Token)>,
     /// Grants written to, in order (a key is written once per transaction).
     touched: Vec<Token>,
 }
 
 impl Model {
-    fn new(grants: &[(Grant, bool)], waiters: &[(WaiterTicket, Mode)]) -> Self {
+    fn new(grants: &[(Grant, bool)], waiters: &[QueuedWaiter]) -> Self {
         Self {
             grants: grants.iter().map(|(g, live)| (g.token, g.mode, *live, g.ttl)).collect(),
-            waiters: waiters.to_vec(),
+            waiters: waiters.iter().map(|w| (w.ticket, w.mode)).collect(),
             last_token: grants.iter().map(|(g, _)| g.token.0).max().unwrap_or(0) + 10,
             issued: None,
             ticket: None,
+            enqueued: None,
             history: Vec::new(),
             touched: Vec::new(),
         }
@@ -215,6 +229,7 @@ impl Apply for Model {
     fn enqueue_waiter(&mut self, w: &NewWaiter) -> Result<(), String> {
         let ticket = WaiterTicket(self.waiters.iter().map(|w| w.0.0).max().unwrap_or(100) + 1000);
         self.ticket = Some(ticket);
+        self.enqueued = Some(w.holder.clone());
         self.waiters.push((ticket, w.mode));
         Ok(())
     }
@@ -285,9 +300,15 @@ proptest! {
             .filter(|(g, live)| *live && !evicted.contains(&g.token))
             .map(|(g, _)| g)
             .collect();
-        let mine = p.ticket.and_then(|t| waiters.iter().position(|w| w.0 == t));
-        let ahead = &waiters[..mine.unwrap_or(waiters.len())];
-        let admitted = rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.1), p.mode);
+        // Listed waiters leave first — only those queued, never the
+        // acquirer's own — and the others keep their order.
+        let queue: Vec<&QueuedWaiter> = waiters
+            .iter()
+            .filter(|w| !p.evict_waiters.contains(&w.ticket) || p.ticket == Some(w.ticket))
+            .collect();
+        let mine = p.ticket.and_then(|t| queue.iter().position(|w| w.ticket == t));
+        let ahead = &queue[..mine.unwrap_or(queue.len())];
+        let admitted = rules::admits(live.iter().map(|g| g.mode), ahead.iter().map(|w| w.mode), p.mode);
         let reacquirable = live
             .iter()
             .find(|g| rules::reacquires(&p, &g.owner, g.owner_explicit, g.mode, &g.holder).is_some());
@@ -312,29 +333,33 @@ proptest! {
                 prop_assert_eq!(after.issued, Some(token));
                 prop_assert_eq!(after.history.last(), Some(&(HistoryEvent::Granted, token)));
             }
-            Acquire::Held(Waiting { live: held, waiters_ahead, ticket }) => {
+            Acquire::Held(Waiting { live: held, waiters_ahead, ahead: listed, ticket }) => {
                 prop_assert!(!admitted);
                 prop_assert!(reacquirable.is_none());
                 prop_assert_eq!(issued, 0);
                 prop_assert_eq!(held, &live.iter().map(|g| g.token).collect::<Vec<_>>());
                 prop_assert_eq!(*waiters_ahead as usize, ahead.len());
+                prop_assert_eq!(listed.iter().collect::<Vec<_>>(), ahead.to_vec());
                 match (p.ticket, mine) {
                     (Some(t), Some(_)) => prop_assert_eq!(*ticket, Some(Issued::Existing(t))),
                     (Some(_), None) => {
-                        // Re-made at the back of the queue.
+                        // Re-made at the back of the queue, as the waiting
+                        // process.
                         prop_assert_eq!(*ticket, Some(Issued::New));
                         prop_assert_eq!(after.waiters.last().map(|w| w.0), after.ticket);
+                        prop_assert_eq!(after.enqueued.as_ref(), Some(p.waiter_holder.as_ref().unwrap_or(&p.holder)));
                     }
                     (None, _) => prop_assert_eq!(*ticket, None),
                 }
             }
         }
-        // The queue keeps its order; only a granted acquirer leaves it.
+        // The queue keeps its order; only a granted acquirer and the
+        // listed waiters leave it.
         let granted = matches!(plan.outcome, Acquire::Acquired(_));
-        let kept: Vec<_> = waiters
+        let kept: Vec<_> = queue
             .iter()
-            .filter(|w| !(granted && Some(w.0) == p.ticket))
-            .copied()
+            .filter(|w| !(granted && Some(w.ticket) == p.ticket))
+            .map(|w| (w.ticket, w.mode))
             .collect();
         prop_assert_eq!(&after.waiters[..kept.len()], &kept[..]);
         prop_assert!(after.waiters.len() <= kept.len() + 1);
@@ -498,7 +523,12 @@ proptest! {
                     continue;
                 }
             }
-            let plan = plan::acquire(&p, &rows, &model.waiters);
+            let queue: Vec<QueuedWaiter> = model
+                .waiters
+                .iter()
+                .map(|&(ticket, mode)| QueuedWaiter { ticket, mode, holder: None })
+                .collect();
+            let plan = plan::acquire(&p, &rows, &queue);
             let last_token = model.last_token;
             model = applied(&plan, &model)?;
             // Applied once per transaction: start the next one afresh.
@@ -513,8 +543,9 @@ proptest! {
     }
 }
 
-/// The order a store applies: expiry, takeover, then the grant, each with
-/// its entry, and the granted waiter leaving the queue.
+/// The order a store applies: expiry, takeover, a dead waiter ahead
+/// leaving (the acquirer's own ticket in the list is ignored), then the
+/// grant, each with its entry, and the granted waiter leaving the queue.
 #[test]
 fn one_plan_in_order() {
     let live = grant(
@@ -539,14 +570,17 @@ fn one_plan_in_order() {
     );
     let mut p = any_request_fixed();
     p.evict = vec![Token(1), Token(2), Token(7)];
+    p.evict_waiters = vec![WaiterTicket(100), WaiterTicket(101), WaiterTicket(99)];
     p.ticket = Some(WaiterTicket(101));
+    let queued = |ticket| QueuedWaiter {
+        ticket: WaiterTicket(ticket),
+        mode: Mode::Exclusive,
+        holder: Some(holder(0)),
+    };
     let plan = plan::acquire(
         &p,
         &[(live, true), (expired, false)],
-        &[
-            (WaiterTicket(101), Mode::Exclusive),
-            (WaiterTicket(102), Mode::Exclusive),
-        ],
+        &[queued(100), queued(101), queued(102)],
     );
     assert_eq!(plan.outcome, Acquire::Acquired(Issued::New));
     let kinds: Vec<String> = plan
@@ -567,6 +601,7 @@ fn one_plan_in_order() {
             "expired Existing(Token(2)): TTL of 5.0s ran out (holder h:40)",
             "remove 1 live=true",
             "fast_takeover Existing(Token(1)): holder other:40 proved gone by h:40 before its TTL ran out",
+            "leave 100",
             "insert",
             "leave 101",
             "granted New: exclusive for 9.0s to h:40",
@@ -587,6 +622,8 @@ fn any_request_fixed() -> LeaseAcquireParams {
         ticket: None,
         waiter_ttl: Duration::from_secs(3),
         evict: Vec::new(),
+        evict_waiters: Vec::new(),
+        waiter_holder: None,
         reacquire_by_process: false,
     }
 }

@@ -73,6 +73,14 @@ impl ExitCode {
     }
 }
 
+/// The exit code of a process ended by signal `signal`: 128 + its number,
+/// as shells report death by a signal (`leasehold::supervise::child`
+/// reports a command's the same way).
+#[must_use]
+pub fn by_signal(signal: i32) -> u8 {
+    u8::try_from(signal).map_or(u8::MAX, |n| 128u8.saturating_add(n))
+}
+
 impl fmt::Display for ExitCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.code())

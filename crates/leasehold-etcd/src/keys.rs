@@ -39,7 +39,7 @@
 use std::time::Duration;
 
 use etcd_client::{GetResponse, KeyValue};
-use leasehold_backend::{Grant, Holder, LeaseName, Mode, Token, WaiterTicket, unix_ms};
+use leasehold_backend::{Grant, Holder, LeaseName, Mode, QueuedWaiter, Token, WaiterTicket, unix_ms};
 use serde::{Deserialize, Serialize};
 
 /// The default key prefix.
@@ -189,6 +189,10 @@ pub struct WaiterValue {
     pub mode: Mode,
     /// The TTL its etcd lease was granted with, in whole seconds.
     pub ttl_s: i64,
+    /// The waiting process (absent from registrations written before
+    /// leasehold recorded it: such a waiter is never proved dead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<Holder>,
 }
 
 /// What the guard key (`v`) holds.
@@ -259,6 +263,17 @@ pub struct Waiter {
     pub ticket: WaiterTicket,
     pub lease: i64,
     pub value: WaiterValue,
+}
+
+impl Waiter {
+    /// As the planners and readers see it.
+    pub fn queued(&self) -> QueuedWaiter {
+        QueuedWaiter {
+            ticket: self.ticket,
+            mode: self.value.mode,
+            holder: self.value.holder.clone(),
+        }
+    }
 }
 
 /// One name's keys at one revision.

@@ -280,8 +280,8 @@ impl Apply for Batch<'_> {
         self.compares
             .push(Compare::create_revision(key.clone(), CompareOp::Equal, ticket.0 as i64));
         let value = WaiterValue {
-            mode: w.value.mode,
             ttl_s: ttl_secs(ttl),
+            ..w.value.clone()
         };
         self.put(key, to_json(&value), Some(lease));
         self.revoke.push(w.lease);
@@ -293,6 +293,7 @@ impl Apply for Batch<'_> {
         let value = WaiterValue {
             mode: w.mode,
             ttl_s: ttl_secs(w.ttl),
+            holder: Some(w.holder.clone()),
         };
         self.put(self.keys.waiter(self.name, &slot(lease)), to_json(&value), Some(lease));
         Ok(())
@@ -551,7 +552,7 @@ impl Conn<'_> {
         let name = &p.name;
         let snap = self.snapshot(name).await?;
         let grants = seen(&snap, name);
-        let queue: Vec<_> = snap.waiters.iter().map(|w| (w.ticket, w.value.mode)).collect();
+        let queue: Vec<_> = snap.waiters.iter().map(crate::keys::Waiter::queued).collect();
         let plan = plan::acquire(p, &grants, &queue);
         let leases = self.leases(&plan, &snap, spares).await?;
         let mut batch = Batch::new(self.keys, name, &snap, leases);
@@ -703,7 +704,7 @@ impl Conn<'_> {
             name: name.clone(),
             last_token,
             grants,
-            waiters: snap.waiters.len() as u32,
+            waiters: snap.waiters.iter().map(crate::keys::Waiter::queued).collect(),
         }))
     }
 

@@ -42,6 +42,8 @@ fn acquire_params(lease: &str, owner: &str, ttl: Duration) -> LeaseAcquireParams
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
+        evict_waiters: Vec::new(),
+        waiter_holder: None,
         reacquire_by_process: false,
     }
 }
@@ -96,7 +98,7 @@ fn grants_and_waiters_expire_on_the_server_clock() {
             ttl,
         })
         .unwrap();
-    assert_eq!(b.lease_get(&name("job")).unwrap().unwrap().waiters, 1);
+    assert_eq!(b.lease_get(&name("job")).unwrap().unwrap().waiters.len(), 1);
     assert!(matches!(
         b.lease_acquire(&acquire_params("job", "b", ttl)).unwrap(),
         LeaseAcquire::Held(h) if h.waiters_ahead == 1
@@ -109,7 +111,7 @@ fn grants_and_waiters_expire_on_the_server_clock() {
     assert!(
         eventually(Duration::from_secs(5), || {
             let state = b.lease_get(&name("job")).unwrap().unwrap();
-            state.grants.is_empty() && state.waiters == 0
+            state.grants.is_empty() && state.waiters.is_empty()
         }),
         "a 2 s grant and a 2 s waiter are still there 6 s later"
     );

@@ -48,6 +48,8 @@ fn params(owner: &str, ttl: Duration) -> LeaseAcquireParams {
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
+        evict_waiters: Vec::new(),
+        waiter_holder: None,
         reacquire_by_process: false,
     }
 }

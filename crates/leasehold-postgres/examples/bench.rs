@@ -47,6 +47,8 @@ fn lease_pair(store: &PostgresBackend, name: &LeaseName) {
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
+        evict_waiters: Vec::new(),
+        waiter_holder: None,
         reacquire_by_process: false,
     };
     let LeaseAcquire::Acquired(g) = store.lease_acquire(&params).expect("acquire") else {

@@ -23,7 +23,7 @@ use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, New
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Mode, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, Watched,
+    LeaseState, Mode, QueuedWaiter, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, Watched,
     duration_millis, signed, stored_millis,
 };
 use postgres::Row as PgRow;
@@ -148,25 +148,38 @@ fn record(
 
 /// Remove the expired waiter registrations of `$1` (expired as of `$2`),
 /// notify `$3`/`$4` if there were any (those behind a dead waiter may fit
-/// now), and read the others in FIFO order — one statement; with no
-/// waiters left, one row of NULLs.
+/// now), and read the others in FIFO order with the processes that wait —
+/// one statement; with no waiters left, one row of NULLs.
 pub(crate) const WAITERS_SQL: &str = "WITH gone AS (DELETE FROM lease_waiter WHERE name = $1 AND expires_at <= $2 RETURNING id), \
      woken AS (SELECT pg_notify($3, $4) FROM (SELECT 1 FROM gone LIMIT 1) x) \
-     SELECT w.id, w.exclusive, w.shared_limit, (SELECT count(*) FROM woken) \
+     SELECT w.id, w.exclusive, w.shared_limit, w.holder::text, (SELECT count(*) FROM woken) \
      FROM (SELECT 1) AS one LEFT JOIN lease_waiter w ON w.name = $1 AND w.expires_at > $2 ORDER BY w.id";
 
+/// A waiter row (`id`, `exclusive`, `shared_limit`, `holder::text`).
+fn read_waiter(r: &PgRow, name: &LeaseName) -> Result<QueuedWaiter> {
+    let ticket = WaiterTicket(r.get::<_, i64>(0) as u64);
+    let holder = serde_json::from_str(r.get::<_, &str>(3)).map_err(|e| {
+        Error::BadRow(format!(
+            "waiter {} of {name} has an unreadable holder record: {e}",
+            ticket.0
+        ))
+    })?;
+    Ok(QueuedWaiter {
+        ticket,
+        mode: mode_from_columns(r.get(1), r.get(2)),
+        holder: Some(holder),
+    })
+}
+
 /// Live waiters of `name` in FIFO order; expired registrations are removed.
-fn waiters(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<(WaiterTicket, Mode)>> {
+fn waiters(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Vec<QueuedWaiter>> {
     let channel = db.channel().to_owned();
     let payload = notify::payload(&Watched::Lease(name.clone()));
-    Ok(db
-        .query(WAITERS_SQL, &[&name.as_str(), &now, &channel, &payload])?
+    db.query(WAITERS_SQL, &[&name.as_str(), &now, &channel, &payload])?
         .iter()
-        .filter_map(|r| {
-            let id: Option<i64> = r.get(0);
-            Some((WaiterTicket(id? as u64), mode_from_columns(r.get(1), r.get(2))))
-        })
-        .collect())
+        .filter(|r| r.get::<_, Option<i64>>(0).is_some())
+        .map(|r| read_waiter(r, name))
+        .collect()
 }
 
 fn insert_waiter(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, w: &NewWaiter) -> Result<WaiterTicket> {
@@ -468,17 +481,20 @@ pub(crate) fn get(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<
         .into_iter()
         .filter_map(|(g, live)| live.then_some(g))
         .collect();
-    let waiters: i64 = db
-        .query_one(
-            "SELECT count(*) FROM lease_waiter WHERE name = $1 AND expires_at > $2",
+    let waiters = db
+        .query(
+            "SELECT id, exclusive, shared_limit, holder::text FROM lease_waiter \
+             WHERE name = $1 AND expires_at > $2 ORDER BY id",
             &[&name.as_str(), &now],
         )?
-        .get(0);
+        .iter()
+        .map(|r| read_waiter(r, name))
+        .collect::<Result<_>>()?;
     Ok(Some(LeaseState {
         name: name.clone(),
         last_token,
         grants,
-        waiters: waiters as u32,
+        waiters,
     }))
 }
 

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use leasehold::{Acquire, AcquireOptions, LeaseRelease, Store, StoreOptions, StoreUrl, WaitTopic};
+use leasehold::{Acquire, AcquireOptions, Cancel, LeaseRelease, Store, StoreOptions, StoreUrl, WaitTopic};
 use leasehold_backend::{Available, TaskAddParams, TaskClaimParams};
 use leasehold_backend_tests::params;
 use support::Server;
@@ -68,7 +68,8 @@ fn a_lease_waiter_is_woken_by_the_release() {
         let (url, name) = (url.clone(), name.clone());
         thread::spawn(move || {
             let store = store(&url);
-            let got = store.acquire_wait(&name, &AcquireOptions::default(), Some(Duration::from_secs(60)), |_| {});
+            let wait = Some(Duration::from_secs(60));
+            let got = store.acquire_wait(&name, &AcquireOptions::default(), wait, &Cancel::new(), |_| {});
             tx.send(Instant::now()).unwrap();
             got.unwrap()
         })

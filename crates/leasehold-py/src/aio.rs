@@ -5,11 +5,13 @@
 //! them) — and wakes the loop when it is done: `loop.call_soon_threadsafe`
 //! completes an `asyncio.Future` on the loop's own thread.
 //!
-//! What the call got is handed to `finish` on the loop's thread, told
-//! whether anyone still awaits it. Nobody does when the awaiting task was
-//! cancelled, or when the loop closed meanwhile (then `finish` runs on the
-//! call's thread): `finish` must then let go of what the call got (a grant
-//! taken for nobody is released at once).
+//! Cancelling the awaiting task calls `on_cancel` at once, on the loop's
+//! thread (a wait for a lease is told to stop: it leaves the store's queue
+//! at its next poll). What the call got is handed to `finish` on the loop's
+//! thread, told whether anyone still awaits it. Nobody does when the
+//! awaiting task was cancelled, or when the loop closed meanwhile (then
+//! `finish` runs on the call's thread): `finish` must then let go of what
+//! the call got (a grant taken for nobody is released at once).
 
 use std::sync::Mutex;
 
@@ -42,9 +44,31 @@ impl Wake {
     }
 }
 
+/// The future's done-callback: `on_cancel`, if the future was cancelled.
+#[pyclass(frozen, module = "leasehold")]
+struct OnCancel {
+    on_cancel: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+#[pymethods]
+impl OnCancel {
+    fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+        if fut.call_method0("cancelled")?.is_truthy()? {
+            // Only the loop's thread calls it, once.
+            let on_cancel = self.on_cancel.try_lock().ok().and_then(|mut f| f.take());
+            if let Some(on_cancel) = on_cancel {
+                on_cancel();
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Run `work` on a thread of its own; return a future of the running loop
-/// that gets `finish`'s value (or exception). `finish` is told whether the
-/// future is still awaited; when it is not, what it returns is dropped.
+/// that gets `finish`'s value (or exception). `on_cancel` runs if the future
+/// is cancelled first (it must not block: the loop's thread runs it).
+/// `finish` is told whether the future is still awaited; when it is not,
+/// what it returns is dropped.
 ///
 /// # Errors
 /// Outside a running loop (`asyncio.get_running_loop` raises), or when no
@@ -52,10 +76,15 @@ impl Wake {
 pub fn run<T: Send + 'static>(
     py: Python<'_>,
     work: impl FnOnce() -> T + Send + 'static,
+    on_cancel: impl FnOnce() + Send + 'static,
     finish: impl FnOnce(Python<'_>, T, bool) -> PyResult<Py<PyAny>> + Send + 'static,
 ) -> PyResult<Bound<'_, PyAny>> {
     let running = py.import("asyncio")?.call_method0("get_running_loop")?;
     let fut = running.call_method0("create_future")?;
+    let on_cancel = OnCancel {
+        on_cancel: Mutex::new(Some(Box::new(on_cancel))),
+    };
+    fut.call_method1("add_done_callback", (Py::new(py, on_cancel)?,))?;
     let (running, theirs) = (running.unbind(), fut.clone().unbind());
     std::thread::Builder::new()
         .name("leasehold-async".into())

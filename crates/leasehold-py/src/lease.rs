@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use leasehold::files::Fence;
 use leasehold::{
-    AcquireOptions, Binding, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LeaseRelease, Loss, Mode, host,
+    AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LeaseRelease, Loss, Mode,
+    host,
 };
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt as _;
@@ -385,10 +386,12 @@ impl Lease {
     }
 
     /// The blocking acquisition (call it without the GIL): once, or
-    /// waiting as `wait=` says.
+    /// waiting as `wait=` says until `cancel` says stop (then it leaves the
+    /// store's queue at its next poll and returns `Held`).
     fn acquire_blocking(
         &self,
         store: &Arc<leasehold::Store>,
+        cancel: &Cancel,
     ) -> impl FnOnce() -> leasehold::Result<Kept> + Send + 'static {
         let (store, name, options, keep) = (
             store.clone(),
@@ -396,10 +399,10 @@ impl Lease {
             self.options.clone(),
             self.keep.clone(),
         );
-        let wait = self.wait.timeout();
+        let (wait, cancel) = (self.wait.timeout(), cancel.clone());
         move || match wait {
             None => store.acquire_and_keep(&name, &options, keep),
-            Some(timeout) => store.acquire_wait_and_keep(&name, &options, timeout, |_| {}, keep),
+            Some(timeout) => store.acquire_wait_and_keep(&name, &options, timeout, &cancel, |_| {}, keep),
         }
     }
 
@@ -585,7 +588,8 @@ impl Lease {
     fn acquire(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
         let (this, py) = (slf.get(), slf.py());
         let store = this.begin_acquire(py)?;
-        let blocking = this.acquire_blocking(&store);
+        let cancel = Cancel::new();
+        let blocking = this.acquire_blocking(&store, &cancel);
         let kept = if this.wait == Wait::No {
             py.detach(blocking)
         } else {
@@ -593,7 +597,9 @@ impl Lease {
             match call.wait(py) {
                 Ok(kept) => kept,
                 Err(interrupted) => {
-                    // ^C while waiting: whatever the wait gets is let go.
+                    // ^C while waiting: the wait ends at its next poll, out
+                    // of the queue, and whatever it got is let go.
+                    cancel.cancel();
                     this.inner(py).now = Now::Idle;
                     let owner = this.options.owner.clone();
                     call.give_up(py, move |kept| {
@@ -781,22 +787,28 @@ impl Lease {
 
     /// ``async with``: acquiring — and waiting — runs on a thread of its
     /// own, which wakes the loop when done: the loop goes on, and its
-    /// executor is left alone. A cancelled acquisition lets go of what it
-    /// gets.
+    /// executor is left alone. Cancelling the task ends the wait (it leaves
+    /// the store's queue) and lets go of anything it got.
     fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let (this, py) = (slf.get(), slf.py());
         let store = this.begin_acquire(py)?;
-        let blocking = this.acquire_blocking(&store);
+        let cancel = Cancel::new();
+        let blocking = this.acquire_blocking(&store, &cancel);
         let lease = slf.clone().unbind();
-        crate::aio::run(py, blocking, move |py, kept, awaited| {
-            let this = lease.get();
-            if !awaited {
-                this.let_go(py, store, kept);
-                return Ok(py.None());
-            }
-            this.end_acquire(py, store, kept)?;
-            Ok(lease.clone_ref(py).into_any())
-        })
+        crate::aio::run(
+            py,
+            blocking,
+            move || cancel.cancel(),
+            move |py, kept, awaited| {
+                let this = lease.get();
+                if !awaited {
+                    this.let_go(py, store, kept);
+                    return Ok(py.None());
+                }
+                this.end_acquire(py, store, kept)?;
+                Ok(lease.clone_ref(py).into_any())
+            },
+        )
         .inspect_err(|_| this.inner(py).now = Now::Idle)
     }
 
@@ -819,6 +831,8 @@ impl Lease {
         crate::aio::run(
             py,
             move || release_hold(hold, owner.as_deref()),
+            // A release is not cut short: the grant must end.
+            || {},
             move |py, released, _| {
                 let released = lease.get().end_release(py, released);
                 if !raising {

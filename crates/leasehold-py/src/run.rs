@@ -6,14 +6,15 @@
 //! only what a library may not do to its host process: no process-wide
 //! signal handlers and no terminal hand-over. A ^C (`KeyboardInterrupt`)
 //! while the command runs stops it (SIGTERM, SIGKILL after the grace
-//! period), releases the lease and is raised once it has.
+//! period), releases the lease and is raised once it has; while it waits
+//! for the lease, the wait ends and leaves the queue.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop, StopHandle, Timing};
-use leasehold::{LeaseName, Mode};
+use leasehold::{Cancel, LeaseName, Mode};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt as _;
 
@@ -55,11 +56,14 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
         grace,
         args.stall.map(|limit| (limit, args.progress_file.clone())),
     );
+    let cancel = Cancel::new();
     let lease = LeaseRun {
         name: args.name.clone(),
         timing,
         mode: args.mode,
         wait: args.wait.timeout(),
+        // A ^C while waiting ends the wait: the waiter leaves the queue.
+        cancel: cancel.clone(),
         // The host process's signals and terminal are its own.
         forward_signals: false,
         hand_terminal: false,
@@ -86,6 +90,7 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
     let outcome = match call.wait(py) {
         Ok(outcome) => outcome,
         Err(interrupted) => {
+            cancel.cancel();
             let was = std::mem::replace(
                 &mut *control.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner),
                 Control::Cancelled,
@@ -93,19 +98,17 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
             match was {
                 Control::Started(handle) => {
                     handle.stop(Stop::Shutdown);
-                    // Until the command is gone and the lease released: the
-                    // grace period, and some slack.
-                    if call
-                        .wait_for(py, grace + supervise::slack(args.ttl) + Duration::from_secs(1))
-                        .is_none()
-                    {
-                        call.give_up(py, drop);
-                    }
                 }
-                // Still waiting for the lease: nothing runs yet, and the
-                // command is stopped the moment it would start (`Cancelled`,
-                // above), so ^C need not wait for the wait to end.
-                Control::NotStarted | Control::Cancelled => call.give_up(py, drop),
+                Control::NotStarted | Control::Cancelled => {}
+            }
+            // Until the command is gone and the lease released: the grace
+            // period, and some slack. A wait for the lease ends at its next
+            // poll, out of the queue.
+            if call
+                .wait_for(py, grace + supervise::slack(args.ttl) + Duration::from_secs(1))
+                .is_none()
+            {
+                call.give_up(py, drop);
             }
             return Err(interrupted);
         }

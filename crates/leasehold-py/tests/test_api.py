@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import datetime
 import json
@@ -487,3 +488,22 @@ def test_a_store_is_a_url_or_a_pathlib_path(tmp_path: Path) -> None:
             lh.Store(text)
         assert "s3cret" not in str(raised.value)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("plain")) == [], "a file was created"
+
+
+def test_interrupting_a_wait_gives_up_its_place_in_the_queue(store_url: str) -> None:
+    """^C while waiting for a lease: the wait ends and leaves the store's
+    queue at once — it used to wait on in the background, holding its
+    place (and anyone behind it) until it was granted."""
+    store = lh.Store(store_url)
+    holder = store.lease("q", ttl="30s").acquire()
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        store.lease("q", ttl="30s", wait="1h").acquire()
+    # Out within a poll (100 ms), far sooner than the registration would
+    # lapse (10 s after a refresh, and a live wait refreshes it).
+    deadline = time.monotonic() + 5
+    while store.status("q")["waiters"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert store.status("q")["waiters"] == 0
+    holder.release()
+    store.lease("q").acquire().release()

@@ -157,9 +157,14 @@ def test_a_cancelled_acquisition_lets_go_of_what_it_gets(sqlite_url: str) -> Non
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
+        # The wait was told to stop: it leaves the store's queue at its next
+        # poll, while the name is still held (no one behind it is held up).
+        deadline = time.monotonic() + 5
+        while (queued := store.status("c")) is not None and queued["waiters"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert queued is not None and queued["waiters"] == 0, "the cancelled wait kept its place in the queue"
         holder.release()
-        # The cancelled waiter's thread gets the grant and lets it go: a
-        # new acquirer gets it after.
+        # Nothing was taken for the cancelled task: a new acquirer gets it.
         async with store.lease("c", ttl="30s", wait="20s") as lease:
             assert lease.token > holder.token
 

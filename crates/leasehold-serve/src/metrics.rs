@@ -79,12 +79,12 @@ pub fn render(snapshot: &Snapshot, counters: &Counters) -> String {
         "gauge",
         "Waiters queued per name (only names with waiters).",
     );
-    for s in snapshot.leases.iter().filter(|s| s.waiters > 0) {
+    for s in snapshot.leases.iter().filter(|s| !s.waiters.is_empty()) {
         let _ = writeln!(
             out,
             "leasehold_lease_waiters{{name=\"{}\"}} {}",
             label(s.name.as_str()),
-            s.waiters
+            s.waiters.len()
         );
     }
     family(

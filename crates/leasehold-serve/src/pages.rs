@@ -181,7 +181,7 @@ pub fn leases(app: &App, r: &Request, page: &mut Page) -> Markup {
                                 td { input type="checkbox" name="name" value=(s.name.as_str()); }
                                 td { (name_link(&s.name)) }
                                 td.muted { "free" } td.muted { "last " (s.last_token) }
-                                td {} td {} td {} td { (s.waiters) } td {}
+                                td {} td {} td {} td { (s.waiters.len()) } td {}
                             }
                         }
                         @for g in &s.grants {
@@ -193,7 +193,7 @@ pub fn leases(app: &App, r: &Request, page: &mut Page) -> Markup {
                                 td { (g.owner) }
                                 td { (holder(g)) }
                                 td { (leasehold::json::alive(g)) }
-                                td { (s.waiters) }
+                                td { (s.waiters.len()) }
                                 td { (countdown(snapshot.remaining(g.expires_in))) }
                             }
                         }

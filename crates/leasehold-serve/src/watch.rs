@@ -275,8 +275,12 @@ struct Follower {
 }
 
 /// What of a state decides whether its history may have changed.
-fn fingerprint(s: &LeaseState) -> (Token, u32, Vec<Token>) {
-    (s.last_token, s.waiters, s.grants.iter().map(|g| g.token).collect())
+fn fingerprint(s: &LeaseState) -> (Token, usize, Vec<Token>) {
+    (
+        s.last_token,
+        s.waiters.len(),
+        s.grants.iter().map(|g| g.token).collect(),
+    )
 }
 
 impl Follower {

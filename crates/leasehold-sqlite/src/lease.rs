@@ -17,8 +17,8 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Mode, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, duration_millis,
-    duration_nanos, signed, stored_millis,
+    LeaseState, Mode, QueuedWaiter, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket,
+    duration_millis, duration_nanos, signed, stored_millis,
 };
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -168,19 +168,41 @@ fn record(
 }
 
 /// Live waiters of `name` in FIFO order; expired registrations are removed.
-fn waiters(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<(WaiterTicket, Mode)>> {
+fn waiters(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<QueuedWaiter>> {
     tx.prepare_cached("DELETE FROM lease_waiter WHERE name = ?1 AND (boot_id != ?2 OR expires_ns <= ?3)")?
         .execute(params![name.as_str(), now.boot_id, now.ns])?;
-    let mut stmt =
-        tx.prepare_cached("SELECT id, exclusive, shared_limit FROM lease_waiter WHERE name = ?1 ORDER BY id")?;
-    let out = stmt
-        .query_map([name.as_str()], |r| {
-            Ok((
-                WaiterTicket(r.get::<_, i64>(0)? as u64),
-                mode_from_columns(r.get(1)?, r.get(2)?),
+    live_waiters(tx, now, name)
+}
+
+/// The waiters of `name` live by the store's clock, in FIFO order, with
+/// the processes that wait (only reads).
+fn live_waiters(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<QueuedWaiter>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, exclusive, shared_limit, holder FROM lease_waiter \
+         WHERE name = ?1 AND boot_id = ?2 AND expires_ns > ?3 ORDER BY id",
+    )?;
+    let rows = stmt.query_map(params![name.as_str(), now.boot_id, now.ns], |r| {
+        Ok((
+            WaiterTicket(r.get::<_, i64>(0)? as u64),
+            mode_from_columns(r.get(1)?, r.get(2)?),
+            r.get::<_, String>(3)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (ticket, mode, holder) = row?;
+        let holder = serde_json::from_str(&holder).map_err(|e| {
+            Error::BadRow(format!(
+                "waiter {} of {name} has an unreadable holder record: {e}",
+                ticket.0
             ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        })?;
+        out.push(QueuedWaiter {
+            ticket,
+            mode,
+            holder: Some(holder),
+        });
+    }
     Ok(out)
 }
 
@@ -459,14 +481,11 @@ pub(crate) fn get(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<O
         .into_iter()
         .filter_map(|(g, live)| live.then_some(g))
         .collect();
-    let waiters: i64 = tx
-        .prepare_cached("SELECT count(*) FROM lease_waiter WHERE name = ?1 AND boot_id = ?2 AND expires_ns > ?3")?
-        .query_row(params![name.as_str(), now.boot_id, now.ns], |r| r.get(0))?;
     Ok(Some(LeaseState {
         name: name.clone(),
         last_token,
         grants,
-        waiters: waiters as u32,
+        waiters: live_waiters(tx, now, name)?,
     }))
 }
 

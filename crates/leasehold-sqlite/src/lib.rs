@@ -14,14 +14,15 @@
 //!   reboot every grant of the previous boot is expired.
 //! - A database on a network filesystem is refused unless allowed: SQLite's
 //!   locking is not reliable there.
-//! - Waiters poll: the store keeps the seam's default `wait_for_change` (a
-//!   sleep). SQLite has no cross-process notification, and its stand-ins
-//!   (inotify on the database file, a FIFO per name) cost more than the
-//!   cheap reads waiters make every 100 ms at most.
+//! - Waiters are woken by a watch on the write-ahead log: every commit
+//!   writes it, so a waiter blocks on the watch (inotify, kqueue) and reads
+//!   the store again when another process commits, instead of sleeping
+//!   out its poll interval (`wake.rs`).
 
 mod lease;
 mod schema;
 mod task;
+mod wake;
 
 #[doc(hidden)]
 pub use task::CLAIM_SQL;
@@ -38,8 +39,8 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Remedy, StoreInfo, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket,
-    duration_nanos, host, later, migration, signed, symlinks,
+    LeaseRenewParams, LeaseState, Remedy, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
+    WaiterTicket, duration_nanos, host, later, migration, signed, symlinks,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -91,6 +92,8 @@ impl Default for SqliteOptions {
 #[derive(Debug)]
 pub struct SqliteBackend {
     path: PathBuf,
+    /// The store file, its directory resolved (for the waiters' watch).
+    file: PathBuf,
     options: SqliteOptions,
     // rusqlite's Connection is Send but not Sync; one connection per store
     // handle, used by one call at a time.
@@ -299,6 +302,7 @@ impl SqliteBackend {
         }
         Ok(Self {
             path: given.to_path_buf(),
+            file: path.to_path_buf(),
             options,
             conn: Mutex::new(conn),
         })
@@ -634,6 +638,10 @@ impl Backend for SqliteBackend {
 
     fn waiter_remove(&self, p: &WaiterRemoveParams) -> Result<(), BackendError> {
         self.write("waiter-remove", |tx, _| lease::waiter_remove(tx, &p.name, p.ticket))
+    }
+
+    fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> Result<(), BackendError> {
+        self.wait_for_commit(topic, timeout)
     }
 
     fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError> {

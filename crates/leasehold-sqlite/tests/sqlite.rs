@@ -321,3 +321,46 @@ fn many_first_opens_at_once_all_succeed() {
         }
     }
 }
+
+/// A waiter is woken by another process's commit, not by its own timeout:
+/// with a 30 s timeout, a release by a separate process (the `sqlite3`
+/// shell, sharing no code with the store) ends the wait within a generous
+/// 10 s; with nothing committed, the wait lasts its whole (short) timeout.
+#[test]
+fn a_commit_by_another_process_wakes_a_waiter() {
+    use leasehold_backend::WaitTopic;
+    if std::process::Command::new("sqlite3").arg("-version").output().is_err() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and no sqlite3");
+        eprintln!("SKIP a_commit_by_another_process_wakes_a_waiter: no sqlite3 shell");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(&dir, SqliteOptions::default());
+    acquired(&b, "job");
+    let name = leasehold_backend::LeaseName::new("job").unwrap();
+    let topic = WaitTopic::lease(&name);
+    let begun = Instant::now();
+    b.wait_for_change(&topic, Duration::from_millis(300)).unwrap();
+    assert!(
+        begun.elapsed() >= Duration::from_millis(300),
+        "nothing committed: the whole timeout"
+    );
+    let db = dir.path().join("leasehold.db");
+    let writer = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.5; sqlite3 '{}' 'PRAGMA busy_timeout=5000; DELETE FROM lease_grant;'",
+            db.display()
+        ))
+        .spawn()
+        .unwrap();
+    let begun = Instant::now();
+    b.wait_for_change(&topic, Duration::from_secs(30)).unwrap();
+    let woken = begun.elapsed();
+    let _ = writer.wait_with_output();
+    assert!(
+        woken < Duration::from_secs(10),
+        "woken by the commit, not the timeout: {woken:?}"
+    );
+    assert!(b.lease_get(&name).unwrap().is_none_or(|s| s.grants.is_empty()));
+}

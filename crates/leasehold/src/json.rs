@@ -62,7 +62,7 @@ pub fn lease_state(state: &LeaseState) -> Value {
     json!({
         "name": state.name,
         "last_token": state.last_token,
-        "waiters": state.waiters,
+        "waiters": state.waiters.len(),
         "grants": state.grants.iter().map(grant).collect::<Vec<_>>(),
     })
 }

@@ -35,6 +35,7 @@
 //! # Ok::<(), leasehold::Error>(())
 //! ```
 
+mod cancel;
 mod deferred;
 mod error;
 pub mod files;
@@ -48,6 +49,7 @@ mod store;
 pub mod supervise;
 pub mod worker;
 
+pub use cancel::{Cancel, SignalWatch};
 pub use error::{Error, Result};
 pub use identity::Binding;
 pub use keeper::{
@@ -62,8 +64,8 @@ pub use leasehold_backend::{
 };
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, FenceRefusal, Grant, GrantId, Held, HistoryEntry, HistoryEvent,
-    Holder, LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, Remedy,
-    StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, host, symlinks,
+    Holder, LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, QueuedWaiter,
+    Remedy, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, host, symlinks,
 };
 pub use leasehold_backend::{
     duration_millis, duration_nanos, format_duration, format_time, later, limits, parse_duration,

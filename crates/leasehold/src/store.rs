@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 use leasehold_backend::{
     Backend, BackendError, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Mode, Owner, Remedy, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host, limits,
+    LeaseState, Mode, Owner, QueuedWaiter, Remedy, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host,
+    limits, rules,
 };
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
 use crate::identity::{self, Binding};
-use crate::{Error, Keeper, KeeperOptions, Result};
+use crate::{Cancel, Error, Keeper, KeeperOptions, Result};
 
 /// Where lease state lives, parsed from `sqlite://PATH`, `postgres://…`,
 /// `postgresql://…` or `etcd://HOST:PORT[,HOST:PORT…][?prefix=/KEY/PREFIX]`
@@ -443,9 +444,17 @@ pub enum Kept {
     Held(Held),
 }
 
-/// How long a waiter's place in the queue lasts without a refresh; a
-/// waiter that dies leaves the queue after this.
+/// How long a waiter's place in the queue lasts without a refresh. A
+/// waiter that dies leaves the queue after this at the latest; at once
+/// when an acquirer on its host can prove it dead ([`waiter_gone`]).
 const WAITER_TTL: Duration = Duration::from_secs(10);
+
+/// Whether the process behind a waiter registration is provably gone (as
+/// [`identity::provably_gone`] judges a holder; a registration with no
+/// record of its process never is).
+fn waiter_gone(w: &QueuedWaiter) -> bool {
+    w.holder.as_ref().is_some_and(identity::provably_gone)
+}
 
 /// An open store. `Send + Sync`: one `Arc<Store>` serves many threads
 /// (a worker's, a keeper's), each call taking the backend's own locks.
@@ -588,6 +597,8 @@ impl Store {
             ticket: None,
             waiter_ttl: WAITER_TTL,
             evict: Vec::new(),
+            evict_waiters: Vec::new(),
+            waiter_holder: None,
             // A registration on behalf of a process: registering it again
             // renews its grant. Not for `ThisProcess`, whose threads must
             // keep excluding one another.
@@ -596,7 +607,8 @@ impl Store {
     }
 
     /// One attempt, with fast takeover: if the store says held and some
-    /// holders are provably gone, ask again, evicting exactly those.
+    /// holders, or waiters ahead, are provably gone, ask again, evicting
+    /// exactly those.
     fn attempt(&self, params: &mut LeaseAcquireParams) -> Result<Acquire> {
         Ok(self.attempt_sent(params)?.0)
     }
@@ -605,6 +617,7 @@ impl Store {
     /// decided the outcome was sent (a keeper's window starts there).
     fn attempt_sent(&self, params: &mut LeaseAcquireParams) -> Result<(Acquire, Duration)> {
         params.evict.clear();
+        params.evict_waiters.clear();
         let sent = host::boot_clock();
         match self.backend.lease_acquire(params)? {
             LeaseAcquire::Acquired(g) => return Ok((Acquire::Acquired(g), sent)),
@@ -616,7 +629,8 @@ impl Store {
                     .filter(|g| identity::provably_gone(&g.holder))
                     .map(|g| g.token)
                     .collect();
-                if params.evict.is_empty() {
+                params.evict_waiters = held.ahead.iter().filter(|w| waiter_gone(w)).map(|w| w.ticket).collect();
+                if params.evict.is_empty() && params.evict_waiters.is_empty() {
                     return Ok((Acquire::Held(held), sent));
                 }
             }
@@ -657,7 +671,16 @@ impl Store {
 
     /// Acquire `name`, waiting in FIFO order up to `timeout` (forever when
     /// `None`). `on_held` is called after each refused attempt, e.g. to show
-    /// who holds it. Returns `Held` when the timeout passes.
+    /// who holds it. Returns `Held` when the timeout passes, or when
+    /// `cancel` is cancelled — seen before every poll, at most the poll
+    /// interval apart: the wait then leaves the queue and returns `Held`
+    /// as of its last attempt. (A grant that came before the wait saw the
+    /// cancel is returned as granted: the caller decides what to do with
+    /// it.)
+    ///
+    /// The place in the queue is the calling process's: it is taken over
+    /// at once (by any acquirer on this host) when this process is
+    /// provably gone, whatever the grant is bound to.
     ///
     /// # Errors
     /// As [`Store::try_acquire`]; [`Error::InvalidInput`] for a timeout out
@@ -667,9 +690,10 @@ impl Store {
         name: &LeaseName,
         options: &AcquireOptions,
         timeout: Option<Duration>,
+        cancel: &Cancel,
         on_held: impl FnMut(&Held),
     ) -> Result<Acquire> {
-        Ok(self.acquire_wait_sent(name, options, timeout, on_held)?.0)
+        Ok(self.acquire_wait_sent(name, options, timeout, cancel, on_held)?.0)
     }
 
     /// As [`Store::acquire_wait`], with the send time of the deciding request.
@@ -678,6 +702,7 @@ impl Store {
         name: &LeaseName,
         options: &AcquireOptions,
         timeout: Option<Duration>,
+        cancel: &Cancel,
         mut on_held: impl FnMut(&Held),
     ) -> Result<(Acquire, Duration)> {
         if let Some(timeout) = timeout {
@@ -687,13 +712,19 @@ impl Store {
         let mut params = Self::params(name, options)?;
         // First a plain attempt: no queue entry when it is free.
         let first = self.attempt_sent(&mut params)?;
-        if matches!(first.0, Acquire::Acquired(_)) || timeout == Some(Duration::ZERO) {
-            return Ok(first);
-        }
+        let mut last = match first {
+            (Acquire::Held(held), sent) if timeout != Some(Duration::ZERO) => (held, sent),
+            first => return Ok(first),
+        };
+        // The waiter is this process, whatever the grant will be bound to
+        // (none for a bare `acquire --wait`): its death is what frees the
+        // place in the queue.
+        let waiter = identity::holder(Binding::ThisProcess).map_err(|e| Error::Process(e.to_string()))?;
+        params.waiter_holder = Some(waiter.clone());
         params.ticket = Some(self.backend.waiter_enqueue(&WaiterEnqueueParams {
             name: name.clone(),
             mode: options.mode,
-            holder: params.holder.clone(),
+            holder: waiter,
             ttl: WAITER_TTL,
         })?);
         // Each attempt is a durable write (it refreshes our place in the
@@ -708,16 +739,33 @@ impl Store {
         let mut pause = Duration::from_millis(10).min(self.poll);
         let mut last_attempt = Instant::now();
         let outcome = loop {
+            if cancel.is_cancelled() {
+                break Ok((Acquire::Held(last.0), last.1));
+            }
             let due = last_attempt.elapsed() >= WAITER_TTL / 4;
-            // A grant whose holder is provably gone does not count: the
-            // attempt evicts it, so a killed holder is taken over as soon
-            // as a fresh acquire would, not at the next refresh.
+            // Whether the attempt would be granted, judged from a cheap
+            // read as the plan judges (`rules::admits`): grants and waiters
+            // ahead of us whose processes are provably gone do not count —
+            // the attempt evicts them — so a killed holder or waiter is
+            // passed as soon as a fresh acquire would pass it, not at the
+            // next refresh.
             let looks_free = || -> Result<bool> {
-                Ok(self.backend.lease_get(name)?.is_none_or(|state| {
-                    state.grants.iter().all(|g| {
-                        (!g.mode.is_exclusive() && !options.mode.is_exclusive()) || identity::provably_gone(&g.holder)
-                    })
-                }))
+                let Some(state) = self.backend.lease_get(name)? else {
+                    return Ok(true);
+                };
+                let mine = params
+                    .ticket
+                    .and_then(|t| state.waiters.iter().position(|w| w.ticket == t));
+                let ahead = &state.waiters[..mine.unwrap_or(state.waiters.len())];
+                Ok(rules::admits(
+                    state
+                        .grants
+                        .iter()
+                        .filter(|g| !identity::provably_gone(&g.holder))
+                        .map(|g| g.mode),
+                    ahead.iter().filter(|w| !waiter_gone(w)).map(|w| w.mode),
+                    options.mode,
+                ))
             };
             if due || looks_free()? {
                 last_attempt = Instant::now();
@@ -728,6 +776,7 @@ impl Store {
                         if deadline.is_some_and(|d| Instant::now() >= d) {
                             break Ok((Acquire::Held(held), sent));
                         }
+                        last = (held, sent);
                     }
                     Err(e) => break Err(e),
                 }
@@ -797,10 +846,11 @@ impl Store {
         name: &LeaseName,
         options: &AcquireOptions,
         timeout: Option<Duration>,
+        cancel: &Cancel,
         on_held: impl FnMut(&Held),
         keep: KeeperOptions,
     ) -> Result<Kept> {
-        Ok(self.keep(self.acquire_wait_sent(name, options, timeout, on_held)?, keep))
+        Ok(self.keep(self.acquire_wait_sent(name, options, timeout, cancel, on_held)?, keep))
     }
 
     fn keep(self: &Arc<Self>, (outcome, sent): (Acquire, Duration), keep: KeeperOptions) -> Kept {
@@ -871,24 +921,34 @@ impl Store {
         Ok(self.backend.tokens_bump(&crate::TokensBumpParams { by })?)
     }
 
-    /// The state of one name (`None` if never granted).
+    /// The state of one name (`None` if never granted). Waiters whose
+    /// processes are provably gone are left out: the next acquire removes
+    /// them (this only reads).
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub fn status(&self, name: &LeaseName) -> Result<Option<LeaseState>> {
-        Ok(self.backend.lease_get(name)?)
+        let mut state = self.backend.lease_get(name)?;
+        if let Some(state) = &mut state {
+            state.waiters.retain(|w| !waiter_gone(w));
+        }
+        Ok(state)
     }
 
     /// The state of every name; or, with `live_only`, of the names held by
     /// a holder not proven dead: grants whose TTL has run out, and grants
     /// whose process is provably gone (which the next acquire takes over),
-    /// are left out. Only reads: a proven-dead holder's grant stays in the
-    /// store for that acquire to end, with its history entry.
+    /// are left out. Waiters whose processes are provably gone are left
+    /// out either way. Only reads: a proven-dead holder's grant stays in
+    /// the store for that acquire to end, with its history entry.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub fn list(&self, live_only: bool) -> Result<Vec<LeaseState>> {
         let mut states = self.backend.lease_list(&LeaseListParams { live_only })?;
+        for state in &mut states {
+            state.waiters.retain(|w| !waiter_gone(w));
+        }
         if live_only {
             for state in &mut states {
                 state.grants.retain(|g| !identity::provably_gone(&g.holder));
@@ -957,7 +1017,7 @@ mod tests {
             ..AcquireOptions::default()
         };
         refused(
-            store.acquire_wait(&name, &options, Some(limits::YEAR * 2), |_| {}),
+            store.acquire_wait(&name, &options, Some(limits::YEAR * 2), &Cancel::new(), |_| {}),
             limits::WAIT,
         );
         let zero = AcquireOptions {

@@ -58,7 +58,7 @@ pub fn inspect_get_reports_grant<H: Harness>(t: &mut Case<H>) {
     let state = t.state("job");
     assert_eq!(state.name.as_str(), "job");
     assert_eq!(state.last_token, second.token);
-    assert_eq!(state.waiters, 0);
+    assert_eq!(state.waiters.len(), 0);
     assert_eq!(tokens(&state.grants), vec![first.token, second.token]);
     for (read, made) in state.grants.iter().zip([&first, &second]) {
         assert_eq!(read.name, made.name);
@@ -130,9 +130,9 @@ pub fn inspect_waiters_counted<H: Harness>(t: &mut Case<H>) {
     t.granted(&params::acquire("job"));
     let a = t.enqueue(&params::enqueue("job", Mode::Exclusive));
     t.enqueue(&params::enqueue("job", SHARED));
-    assert_eq!(t.state("job").waiters, 2);
-    assert_eq!(t.list(false)[0].waiters, 2);
-    assert_eq!(t.list(true)[0].waiters, 2);
+    assert_eq!(t.state("job").waiters.len(), 2);
+    assert_eq!(t.list(false)[0].waiters.len(), 2);
+    assert_eq!(t.list(true)[0].waiters.len(), 2);
     t.remove("job", a);
-    assert_eq!(t.state("job").waiters, 1);
+    assert_eq!(t.state("job").waiters.len(), 1);
 }

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use leasehold_backend::{LeaseAcquireParams, Mode, WaiterEnqueueParams, WaiterTicket};
+use leasehold_backend::{
+    HistoryEvent, Holder, LeaseAcquireParams, Mode, QueuedWaiter, WaiterEnqueueParams, WaiterTicket,
+};
 
 use crate::params::{self, SHARED};
 use crate::{Case, Harness, tokens};
@@ -35,7 +37,7 @@ pub fn waiters_fifo_blocks_newcomers<H: Harness>(t: &mut Case<H>) {
     let a = t.enqueue(&params::enqueue("job", Mode::Exclusive));
     let b = t.enqueue(&params::enqueue("job", Mode::Exclusive));
     assert_ne!(a, b, "two registrations got one ticket");
-    assert_eq!(t.state("job").waiters, 2);
+    assert_eq!(t.state("job").waiters.len(), 2);
     let newcomer = acquirer("newcomer", Mode::Exclusive, None);
 
     let held = t.held(&newcomer);
@@ -55,7 +57,7 @@ pub fn waiters_fifo_blocks_newcomers<H: Harness>(t: &mut Case<H>) {
     let grant_a = t.granted(&acquirer("a", Mode::Exclusive, Some(a)));
     assert!(grant_a.token > x.token);
     assert_eq!(
-        t.state("job").waiters,
+        t.state("job").waiters.len(),
         1,
         "a granted waiter's registration must leave the queue, or it blocks the name after release"
     );
@@ -64,7 +66,7 @@ pub fn waiters_fifo_blocks_newcomers<H: Harness>(t: &mut Case<H>) {
     let held = t.held(&newcomer);
     assert_eq!(held.waiters_ahead, 1, "b is still waiting");
     let grant_b = t.granted(&acquirer("b", Mode::Exclusive, Some(b)));
-    assert_eq!(t.state("job").waiters, 0);
+    assert_eq!(t.state("job").waiters.len(), 0);
 
     t.released(&params::release("job", grant_b.token));
     let grant = t.granted(&newcomer);
@@ -108,7 +110,7 @@ pub fn waiters_shared_waiters_admit_shared_newcomer<H: Harness>(t: &mut Case<H>)
     let g1 = t.granted(&acquirer("s1", three, Some(s1)));
     let g2 = t.granted(&acquirer("s2", three, Some(s2)));
     assert_eq!(t.live("job"), vec![newcomer.token, g1.token, g2.token]);
-    assert_eq!(t.state("job").waiters, 0);
+    assert_eq!(t.state("job").waiters.len(), 0);
 
     let held = t.held(&acquirer("fourth", three, None));
     assert_eq!(held.grants.len(), 3, "limit 3");
@@ -123,7 +125,7 @@ pub fn waiters_registration_expires<H: Harness>(t: &mut Case<H>) {
     assert_eq!(t.held(&newcomer).waiters_ahead, 1);
 
     t.advance(Duration::from_secs(11));
-    assert_eq!(t.state("job").waiters, 0, "an expired waiter is still counted");
+    assert_eq!(t.state("job").waiters.len(), 0, "an expired waiter is still counted");
     let held = t.held(&newcomer);
     assert_eq!(held.waiters_ahead, 0, "an expired waiter is still ahead");
     assert_eq!(tokens(&held.grants), vec![x.token]);
@@ -149,7 +151,11 @@ pub fn waiters_refresh_keeps_place<H: Harness>(t: &mut Case<H>) {
 
     // 12s after registering, 6s after the refresh.
     t.advance(Duration::from_secs(6));
-    assert_eq!(t.state("job").waiters, 1, "the refresh did not extend the registration");
+    assert_eq!(
+        t.state("job").waiters.len(),
+        1,
+        "the refresh did not extend the registration"
+    );
     let newcomer = acquirer("newcomer", Mode::Exclusive, None);
     assert_eq!(t.held(&newcomer).waiters_ahead, 1);
 
@@ -173,7 +179,7 @@ pub fn waiters_expired_ticket_is_remade_at_back<H: Harness>(t: &mut Case<H>) {
     assert_ne!(remade, a, "the expired ticket was revived instead of re-made");
     assert_ne!(remade, b);
     assert_eq!(held.waiters_ahead, 1, "the re-made registration is behind b");
-    assert_eq!(t.state("job").waiters, 2);
+    assert_eq!(t.state("job").waiters.len(), 2);
 
     t.released(&params::release("job", x.token));
     let held = t.held(&acquirer("a", Mode::Exclusive, Some(remade)));
@@ -194,9 +200,160 @@ pub fn waiters_remove_unblocks<H: Harness>(t: &mut Case<H>) {
     t.remove("job", a);
     t.remove("job", WaiterTicket(a.0.wrapping_add(1000)));
     t.remove("never-granted", a);
-    assert_eq!(t.state("job").waiters, 0);
+    assert_eq!(t.state("job").waiters.len(), 0);
     assert_eq!(t.held(&newcomer).waiters_ahead, 0);
 
     t.released(&params::release("job", x.token));
     t.granted(&newcomer);
+}
+
+/// A waiting process `pid` (the suite's holder, another pid).
+fn waiting_process(pid: u32) -> Holder {
+    Holder {
+        pid,
+        cmdline: format!("waiter {pid}"),
+        ..params::holder()
+    }
+}
+
+fn enqueue_as(mode: Mode, holder: &Holder) -> WaiterEnqueueParams {
+    WaiterEnqueueParams {
+        holder: holder.clone(),
+        ..params::enqueue("job", mode)
+    }
+}
+
+/// "Each waiter is read with the process that waits": `lease_get`,
+/// `lease_list` and a held acquisition's `ahead` report every live
+/// registration with its ticket, mode and holder as registered, in FIFO
+/// order; a registration re-made at the back records `waiter_holder` (the
+/// waiting process), not the holder the grant would have.
+pub fn waiters_are_read_with_the_waiting_process<H: Harness>(t: &mut Case<H>) {
+    let three = Mode::Shared { limit: Some(3) };
+    let (p1, p2) = (waiting_process(1001), waiting_process(1002));
+    let x = t.granted(&params::acquire("job"));
+    let a = t.enqueue(&enqueue_as(Mode::Exclusive, &p1));
+    let b = t.enqueue(&enqueue_as(three, &p2));
+    let expected = vec![
+        QueuedWaiter {
+            ticket: a,
+            mode: Mode::Exclusive,
+            holder: Some(p1.clone()),
+        },
+        QueuedWaiter {
+            ticket: b,
+            mode: three,
+            holder: Some(p2.clone()),
+        },
+    ];
+    assert_eq!(t.state("job").waiters, expected, "lease_get");
+    assert_eq!(t.list(false)[0].waiters, expected, "lease_list");
+    assert_eq!(t.list(true)[0].waiters, expected, "lease_list of live names");
+    let held = t.held(&acquirer("newcomer", Mode::Exclusive, None));
+    assert_eq!((held.waiters_ahead, &held.ahead), (2, &expected), "a newcomer's Held");
+    let held = t.held(&acquirer("b", three, Some(b)));
+    assert_eq!((held.waiters_ahead, &held.ahead[..]), (1, &expected[..1]), "b's Held");
+    // A refresh for another TTL (etcd: a new etcd lease, the key rewritten)
+    // keeps who waits.
+    t.held(&LeaseAcquireParams {
+        waiter_ttl: Duration::from_secs(20),
+        ..acquirer("b", three, Some(b))
+    });
+    assert_eq!(t.state("job").waiters, expected, "after b's refresh");
+
+    // a's registration is gone (removed here; to the plan a lapse is the
+    // same): a asks again and is queued anew, recorded as the process that
+    // waits.
+    t.remove("job", a);
+    let p3 = waiting_process(1003);
+    let held = t.held(&LeaseAcquireParams {
+        waiter_holder: Some(p3.clone()),
+        ..acquirer("a", Mode::Exclusive, Some(a))
+    });
+    let remade = held
+        .ticket
+        .expect("a held acquirer with a lapsed ticket is queued anew");
+    assert_eq!(held.ahead, expected[1..], "the re-made registration is behind b");
+    let waiters = t.state("job").waiters;
+    assert_eq!(waiters.len(), 2);
+    assert_eq!(
+        (waiters[1].ticket, waiters[1].holder.as_ref()),
+        (remade, Some(&p3)),
+        "a re-made registration must record the waiting process"
+    );
+    t.released(&params::release("job", x.token));
+}
+
+/// "Drop the waiters listed in `params.evict_waiters` if still queued":
+/// a waiter the caller proved dead leaves the queue in the same
+/// transaction that judges the acquirer, so a newcomer behind a killed
+/// waiter is granted a free name at once — and nothing else moves: no
+/// history entry, the other waiters keep their places.
+pub fn waiters_evicted_waiter_leaves_in_the_acquiring_transaction<H: Harness>(t: &mut Case<H>) {
+    let x = t.granted(&params::acquire("job"));
+    let dead = t.enqueue(&enqueue_as(Mode::Exclusive, &waiting_process(1001)));
+    t.released(&params::release("job", x.token));
+    let newcomer = acquirer("newcomer", Mode::Exclusive, None);
+    let held = t.held(&newcomer);
+    assert_eq!(held.waiters_ahead, 1, "the dead waiter still blocks until it is named");
+    assert_eq!(held.ahead[0].ticket, dead);
+
+    let grant = t.granted(&LeaseAcquireParams {
+        evict_waiters: vec![dead],
+        ..newcomer.clone()
+    });
+    assert_eq!(t.live("job"), vec![grant.token]);
+    assert_eq!(t.state("job").waiters, vec![], "the evicted waiter is still queued");
+    assert_eq!(
+        t.events("job"),
+        vec![
+            (HistoryEvent::Granted, Some(grant.token)),
+            (HistoryEvent::Released, Some(x.token)),
+            (HistoryEvent::Granted, Some(x.token)),
+        ],
+        "evicting a waiter is not a history event (as a registration's expiry is not)"
+    );
+
+    // Held while the grant lives: the eviction is committed all the same,
+    // and a live waiter behind the evicted one keeps its place.
+    let dead = t.enqueue(&enqueue_as(Mode::Exclusive, &waiting_process(1002)));
+    let live = t.enqueue(&enqueue_as(Mode::Exclusive, &waiting_process(1003)));
+    let held = t.held(&LeaseAcquireParams {
+        evict_waiters: vec![dead],
+        ..newcomer
+    });
+    assert_eq!(tokens(&held.grants), vec![grant.token]);
+    assert_eq!(held.waiters_ahead, 1);
+    let left: Vec<WaiterTicket> = t.state("job").waiters.iter().map(|w| w.ticket).collect();
+    assert_eq!(left, vec![live], "a refused acquisition did not commit its eviction");
+}
+
+/// An eviction names a registration, not a place: tickets no longer (or
+/// never) queued remove nothing, and an acquirer's own ticket is never
+/// removed by its own eviction list.
+pub fn waiters_evict_only_removes_registrations_still_queued<H: Harness>(t: &mut Case<H>) {
+    let x = t.granted(&params::acquire("job"));
+    let gone = t.enqueue(&enqueue_as(Mode::Exclusive, &waiting_process(1001)));
+    t.remove("job", gone);
+    let mine = t.enqueue(&enqueue_as(Mode::Exclusive, &waiting_process(1002)));
+    let other = t.enqueue(&enqueue_as(Mode::Exclusive, &waiting_process(1003)));
+    let never = WaiterTicket(other.0.wrapping_add(1000));
+
+    let held = t.held(&LeaseAcquireParams {
+        evict_waiters: vec![gone, never, mine],
+        ..acquirer("mine", Mode::Exclusive, Some(mine))
+    });
+    assert_eq!(
+        held.ticket,
+        Some(mine),
+        "the acquirer's own registration was removed or re-made"
+    );
+    assert_eq!(held.waiters_ahead, 0);
+    let queued: Vec<WaiterTicket> = t.state("job").waiters.iter().map(|w| w.ticket).collect();
+    assert_eq!(queued, vec![mine, other]);
+
+    t.released(&params::release("job", x.token));
+    t.granted(&acquirer("mine", Mode::Exclusive, Some(mine)));
+    let queued: Vec<WaiterTicket> = t.state("job").waiters.iter().map(|w| w.ticket).collect();
+    assert_eq!(queued, vec![other]);
 }

@@ -265,3 +265,52 @@ mod tests {
         assert!(found);
     }
 }
+
+/// A watch on files with `inotify` ([`super::FileWatch`]).
+#[derive(Debug)]
+pub(super) struct FileWatch {
+    inotify: OwnedFd,
+}
+
+impl FileWatch {
+    pub(super) fn new(paths: &[&Path]) -> io::Result<Self> {
+        use rustix::fs::inotify::{CreateFlags, WatchFlags, add_watch, init};
+        let inotify = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        let mut last_error = io::Error::from(io::ErrorKind::NotFound);
+        let mut watched = 0;
+        for path in paths {
+            match add_watch(&inotify, *path, WatchFlags::MODIFY) {
+                Ok(_) => watched += 1,
+                Err(e) => last_error = e.into(),
+            }
+        }
+        if watched == 0 {
+            return Err(last_error);
+        }
+        Ok(Self { inotify })
+    }
+
+    pub(super) fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        use rustix::event::{PollFd, PollFlags, poll};
+        let timeout = rustix::time::Timespec {
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let mut fds = [PollFd::new(&self.inotify, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) => return Ok(false),
+            Ok(_) => {}
+            // A signal: wake, the caller reads again.
+            Err(rustix::io::Errno::INTR) => return Ok(true),
+            Err(e) => return Err(e.into()),
+        }
+        // Drain what woke it, so the next wait waits for the next write.
+        let mut buf = [0u8; 4096];
+        loop {
+            match rustix::io::read(&self.inotify, &mut buf) {
+                Ok(n) if n > 0 => {}
+                _ => return Ok(true),
+            }
+        }
+    }
+}

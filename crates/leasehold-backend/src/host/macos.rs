@@ -355,3 +355,59 @@ impl ProcessTree {
         self.parent_gone
     }
 }
+
+/// A watch on files with a `kqueue` ([`super::FileWatch`]): a vnode note
+/// on a descriptor of each file, kept open while it watches.
+#[derive(Debug)]
+pub(super) struct FileWatch {
+    kq: OwnedFd,
+    _files: Vec<OwnedFd>,
+}
+
+impl FileWatch {
+    pub(super) fn new(paths: &[&Path]) -> io::Result<Self> {
+        use rustix::event::kqueue::VnodeEvents;
+        use rustix::fs::{Mode, OFlags};
+        let kq = kqueue()?;
+        let mut last_error = io::Error::from(io::ErrorKind::NotFound);
+        let mut files = Vec::new();
+        for path in paths {
+            // O_EVTONLY: watch only, without keeping the volume busy.
+            let evtonly = OFlags::from_bits_retain(libc::O_EVTONLY as _);
+            let fd = match rustix::fs::open(*path, evtonly | OFlags::CLOEXEC, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    last_error = e.into();
+                    continue;
+                }
+            };
+            let note = Event::new(
+                EventFilter::Vnode {
+                    vnode: std::os::fd::AsRawFd::as_raw_fd(&fd),
+                    flags: VnodeEvents::WRITE | VnodeEvents::EXTEND,
+                },
+                EventFlags::ADD | EventFlags::CLEAR,
+                std::ptr::null_mut(),
+            );
+            let mut no_events: Vec<Event> = Vec::new();
+            // SAFETY: the note refers to `fd`, which this watch keeps open
+            // for as long as the kqueue lives.
+            unsafe { kevent(&kq, &[note], &mut no_events, Some(Duration::ZERO)) }?;
+            files.push(fd);
+        }
+        if files.is_empty() {
+            return Err(last_error);
+        }
+        Ok(Self { kq, _files: files })
+    }
+
+    pub(super) fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        let mut notes: Vec<Event> = Vec::with_capacity(8);
+        // SAFETY: only collects notes of descriptors this watch keeps open.
+        match unsafe { kevent(&self.kq, &[], &mut notes, Some(timeout)) } {
+            Ok(n) => Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => Ok(true),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -22,6 +22,8 @@ use rustix::process::Pid;
 
 mod locks;
 pub use locks::{HeldLock, LockCall, held_locks, parse_lock_list};
+mod watch;
+pub use watch::FileWatch;
 
 #[cfg(target_os = "linux")]
 mod linux;

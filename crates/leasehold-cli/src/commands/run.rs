@@ -15,12 +15,15 @@
 //! stops only the command; the supervisor keeps the lease renewed.)
 //! Otherwise SIGINT, SIGTERM and SIGHUP sent to the supervisor are
 //! forwarded to G, and the supervisor waits for the command to exit.
+//! While `run --wait` still waits for the lease, those signals end the
+//! wait instead: the waiter leaves the queue and `run` exits 128+N, the
+//! command never started.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
 
 use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop, Supervised};
-use leasehold::{Held, format_duration};
+use leasehold::{Cancel, Held, format_duration};
 
 use crate::cli::{IfHeld, RunArgs};
 use crate::commands::{Ctx, guard_program, timing};
@@ -73,6 +76,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         timing,
         mode: args.shared.mode(),
         wait: args.wait.wait.map(crate::cli::Wait::timeout),
+        cancel: Cancel::new(),
         forward_signals: true,
         hand_terminal: true,
     };
@@ -101,7 +105,12 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         eprint!("\r\x1b[2K");
     }
     let (grant, finished, release_error) = match outcome? {
-        RunOutcome::Held(h) => return Ok(held(ctx, args, &h)),
+        RunOutcome::Held(h) => {
+            return Ok(match lease.cancel.signal() {
+                Some(signal) => crate::commands::lease::wait_cancelled(ctx, &args.name, signal),
+                None => held(ctx, args, &h),
+            });
+        }
         RunOutcome::Ran {
             grant,
             finished,

@@ -19,4 +19,5 @@ mod run;
 mod serve;
 mod task;
 mod util;
+mod waiters;
 mod work;

@@ -84,7 +84,11 @@
 //!
 //! The library installs no process-wide signal handler unless asked:
 //! [`StopHandle::forward_signals`] (or [`LeaseRun::forward_signals`])
-//! forwards SIGINT, SIGTERM and SIGHUP sent to this process to G. The
+//! forwards SIGINT, SIGTERM and SIGHUP sent to this process to G. With
+//! [`LeaseRun::forward_signals`], a signal that comes while the lease is
+//! still waited for cancels the wait instead ([`LeaseRun::cancel`]): the
+//! waiter leaves the queue and [`run`] returns `Held` — a waiter told to
+//! stop never keeps its place. The
 //! command runs in its own group, so a terminal's ^C would not reach it;
 //! [`child::Terminal::hand_to`] (or [`LeaseRun::hand_terminal`]) hands the
 //! terminal to G when this process is its foreground, as a shell does for
@@ -102,7 +106,7 @@ pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
 pub use supervised::{Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
 pub use timing::{Timing, TimingError, TimingProblem, default_grace, slack};
 
-use crate::{AcquireOptions, Binding, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
+use crate::{AcquireOptions, Binding, Cancel, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
 
 /// What can go wrong starting or talking to a guard.
 #[derive(Debug, thiserror::Error)]
@@ -141,8 +145,17 @@ pub struct LeaseRun {
     /// `None`: try once. `Some(timeout)`: wait in FIFO order up to the
     /// timeout (forever when `None`), as [`Store::acquire_wait`].
     pub wait: Option<Option<Duration>>,
-    /// Forward SIGINT, SIGTERM and SIGHUP sent to this process to the
-    /// command (process-wide handlers: opt-in).
+    /// Ends the wait for the lease early (as [`Store::acquire_wait`]):
+    /// [`run`] then returns [`RunOutcome::Held`], nothing having run. With
+    /// `forward_signals`, the signals cancel it too ([`Cancel::signal`]
+    /// says which). A cancel that comes after the lease was granted stops
+    /// the command as soon as it starts ([`Stop::Shutdown`]; a signal is
+    /// passed on to it instead).
+    pub cancel: Cancel,
+    /// Process-wide handlers for SIGINT, SIGTERM and SIGHUP (opt-in):
+    /// while the lease is waited for, they cancel the wait (`cancel`: the
+    /// waiter leaves the queue); once the lease is granted, they forward
+    /// each signal to the command.
     pub forward_signals: bool,
     /// Hand the terminal to the command while it runs, when this process
     /// is the terminal's foreground.
@@ -158,6 +171,7 @@ impl LeaseRun {
             timing,
             mode: Mode::Exclusive,
             wait: None,
+            cancel: Cancel::new(),
             forward_signals: false,
             hand_terminal: false,
         }
@@ -256,6 +270,23 @@ pub fn run_spawned(
         supervised.abort();
         return Err(e.into());
     }
+    // One set of handlers for the whole run: a signal cancels the wait,
+    // then, once the command exists, goes to the command.
+    let signals = if lease.forward_signals {
+        match lease.cancel.on_signals() {
+            Ok(watch) => Some(watch),
+            Err(error) => {
+                supervised.abort();
+                return Err(SuperviseError::Io {
+                    what: "cannot install the signal handlers",
+                    error,
+                }
+                .into());
+            }
+        }
+    } else {
+        None
+    };
     let options = AcquireOptions {
         ttl: lease.timing.ttl(),
         owner: lease.timing.keeper.owner.clone(),
@@ -268,7 +299,7 @@ pub fn run_spawned(
     let keep = lease.timing.keeper.clone();
     let kept = match lease.wait {
         None => store.acquire_and_keep(&lease.name, &options, keep),
-        Some(timeout) => store.acquire_wait_and_keep(&lease.name, &options, timeout, on_held, keep),
+        Some(timeout) => store.acquire_wait_and_keep(&lease.name, &options, timeout, &lease.cancel, on_held, keep),
     };
     let (grant, keeper) = match kept {
         Ok(Kept::Acquired(grant, keeper)) => (grant, keeper),
@@ -286,19 +317,24 @@ pub fn run_spawned(
         .then(|| supervised.group_pid().and_then(child::Terminal::hand_to))
         .flatten();
     supervised.follow(&keeper);
-    let started = (|| {
-        if lease.forward_signals {
-            supervised.stop_handle().forward_signals()?;
-        }
-        on_start(supervised.stop_handle());
-        supervised.start(&serde_json::json!({
-            "LEASEHOLD_NAME": lease.name.to_string(),
-            "LEASEHOLD_TOKEN": grant.token.to_string(),
-            "LEASEHOLD_GRANT": grant.id().to_string(),
-            "LEASEHOLD_OWNER": grant.owner,
-            "LEASEHOLD_STORE": store.url().to_string(),
-        }))
-    })();
+    if let Some(signals) = &signals {
+        let handle = supervised.stop_handle();
+        signals.forward_to(move |sig| {
+            let _ = handle.signal(sig);
+        });
+    } else if lease.cancel.is_cancelled() {
+        // Cancelled too late to end the wait (the lease came first): the
+        // command is stopped as soon as it starts.
+        let _ = supervised.stop_handle().stop(Stop::Shutdown);
+    }
+    on_start(supervised.stop_handle());
+    let started = supervised.start(&serde_json::json!({
+        "LEASEHOLD_NAME": lease.name.to_string(),
+        "LEASEHOLD_TOKEN": grant.token.to_string(),
+        "LEASEHOLD_GRANT": grant.id().to_string(),
+        "LEASEHOLD_OWNER": grant.owner,
+        "LEASEHOLD_STORE": store.url().to_string(),
+    }));
     let finished = match started {
         Ok(()) => Ok(supervised.wait()),
         Err(e) => {
@@ -315,6 +351,7 @@ pub fn run_spawned(
             .err()
     };
     drop(terminal);
+    drop(signals);
     Ok(RunOutcome::Ran {
         grant,
         finished: finished?,

@@ -1,7 +1,8 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use leasehold::{Acquire, AcquireOptions, Binding};
+use anyhow::Context as _;
+use leasehold::{Acquire, AcquireOptions, Binding, Cancel};
 
 use crate::cli::AcquireArgs;
 use crate::commands::Ctx;
@@ -28,9 +29,14 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
     let outcome = match args.wait.wait {
         None => store.try_acquire(&args.name, &options)?,
         Some(wait) => {
+            // SIGINT, SIGTERM and SIGHUP end the wait: the waiter leaves
+            // the queue before it exits (killed outright, it is proved dead
+            // by the next acquirer instead).
+            let cancel = Cancel::new();
+            let _signals = cancel.on_signals().context("cannot install the signal handlers")?;
             let tty = std::io::stderr().is_terminal();
             let mut shown = false;
-            store.acquire_wait(&args.name, &options, wait.timeout(), |held| {
+            let outcome = store.acquire_wait(&args.name, &options, wait.timeout(), &cancel, |held| {
                 if tty && !shown {
                     eprintln!(
                         "leasehold: waiting for {}: {}",
@@ -39,7 +45,18 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
                     );
                     shown = true;
                 }
-            })?
+            })?;
+            if let Some(signal) = cancel.signal() {
+                // The signal came before the token was printed: nobody
+                // has it, so the grant (if the wait got one first) is let
+                // go. (A signal from here on is too late and ignored: the
+                // process exits at once.)
+                if let Acquire::Acquired(grant) = &outcome {
+                    store.release(&args.name, grant.token, args.owner.as_deref())?;
+                }
+                return Ok(super::wait_cancelled(ctx, &args.name, signal));
+            }
+            outcome
         }
     };
     match outcome {

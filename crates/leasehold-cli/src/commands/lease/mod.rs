@@ -10,6 +10,7 @@ pub mod status;
 
 use leasehold::{Held, LeaseName, LostReason, Mode, Token};
 
+use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
 use crate::output;
 use crate::run::CliError;
@@ -49,6 +50,21 @@ pub fn held_error(name: &LeaseName, held: &Held, mode: Mode) -> CliError {
     CliError::new(
         ExitCode::Held,
         format!("{name} is held: {by}. Try again later, or wait with --wait [DUR]"),
+    )
+}
+
+/// End a wait for `name` that SIGINT, SIGTERM or SIGHUP cancelled (the
+/// waiter has left the queue, holding nothing): exit 128 + the signal's
+/// number, as if the signal had ended the process, with `--json` a
+/// document that says so (docs/JSON.md).
+pub fn wait_cancelled(ctx: &Ctx, name: &LeaseName, signal: i32) -> u8 {
+    let what = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
+    let details = serde_json::json!({ "name": name, "signal": what });
+    crate::commands::fail(
+        ctx,
+        &details,
+        &format!("stopped waiting for {name} on {what}; left the queue, holding nothing"),
+        crate::exit_codes::by_signal(signal),
     )
 }
 

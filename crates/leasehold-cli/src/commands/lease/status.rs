@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<u8> {
         None => println!("{}: never granted", output::for_terminal(name.as_str())),
         Some(state) => {
             println!("{}", output::lease_table(std::slice::from_ref(&state)));
-            println!("last token {}; {} waiter(s)", state.last_token, state.waiters);
+            println!("last token {}; {} waiter(s)", state.last_token, state.waiters.len());
         }
     }
     Ok(ExitCode::Success.code())
