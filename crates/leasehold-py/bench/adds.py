@@ -21,6 +21,9 @@ def main() -> None:
     for i in range(n):
         q.add({"n": i})
     one_by_one = time.monotonic() - started
+    if not hasattr(q, "add_many"):  # a leasehold from before issue 23
+        print(f"{n} tasks: {n} x add {one_by_one:.2f} s (no add_many)")
+        return
     started = time.monotonic()
     q.add_many({"n": i} for i in range(n))
     at_once = time.monotonic() - started
