@@ -151,13 +151,14 @@ impl Queue {
         max_attempts: u32,
     ) -> PyResult<Vec<String>> {
         let (available, max_attempts) = (available(delay, at)?, attempts(max_attempts)?);
+        not_one_value(payloads, "payloads", "for one task, use add()")?;
         let payloads = payloads
             .try_iter()?
             .map(|p| convert::to_json(&p?))
             .collect::<PyResult<Vec<_>>>()?;
         let ids: Vec<Option<leasehold::TaskId>> = match ids.filter(|i| !i.is_none()) {
             None => vec![None; payloads.len()],
-            Some(ids) => ids
+            Some(ids) => not_one_value(ids, "ids", "give one id per payload")?
                 .try_iter()?
                 .map(|id| convert::task_id(&id?.extract::<String>()?).map(Some))
                 .collect::<PyResult<_>>()?,
@@ -366,6 +367,21 @@ fn available(delay: Option<&Bound<'_, PyAny>>, at: Option<&Bound<'_, PyAny>>) ->
             (None, None) => Available::Now,
         },
     )
+}
+
+/// A collection argument given one value that Python would iterate
+/// piece by piece (a str's characters, a dict's keys): refused.
+fn not_one_value<'a, 'py>(value: &'a Bound<'py, PyAny>, what: &str, hint: &str) -> PyResult<&'a Bound<'py, PyAny>> {
+    if value.is_instance_of::<PyString>()
+        || value.is_instance_of::<pyo3::types::PyBytes>()
+        || value.is_instance_of::<pyo3::types::PyDict>()
+    {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} must be a list (or another iterable) of them, not a single {}: {hint}",
+            value.get_type().name()?
+        )));
+    }
+    Ok(value)
 }
 
 fn attempts(max_attempts: u32) -> PyResult<u32> {

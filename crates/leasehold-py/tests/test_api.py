@@ -468,6 +468,12 @@ def test_add_many_adds_in_one_go_and_purge_deletes_finished_tasks(queue_store_ur
     assert q.get("x") is None and q.get("y") is None, "a refused batch added nothing"
     with pytest.raises(lh.InvalidInput, match="2 payloads and 1 ids"):
         q.add_many([1, 2], ids=["only-one"])
+    for one in ("hello", {"to": "a@b"}):
+        with pytest.raises(TypeError, match="payloads must be a list .* for one task, use add"):
+            q.add_many(one)
+    with pytest.raises(TypeError, match="ids must be a list"):
+        q.add_many(["a", "b"], ids="ab")
+    assert q.stats()["pending"] == 1003, "nothing was added by a refused call"
     task = q.claim(ttl="1m")
     assert task.id == "a", "priority 7 first"
     task.done()
