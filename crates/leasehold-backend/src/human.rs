@@ -22,7 +22,12 @@ use crate::limits::Limit;
 /// ```
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let bad = || format!("{s:?} is not a duration; write e.g. 90s, 5m, 1h30m, 250ms, or a bare number of seconds");
+    let bad = || {
+        format!(
+            "{} is not a duration; write e.g. 90s, 5m, 1h30m, 250ms, or a bare number of seconds",
+            quoted(s)
+        )
+    };
     if t.is_empty() {
         return Err(bad());
     }
@@ -57,7 +62,7 @@ pub fn parse_duration_within(s: &str, limit: Limit) -> Result<Duration, String> 
 /// A message naming the input, or the [`crate::limits::OutOfRange`] message.
 pub fn parse_time_within(s: &str, limit: Limit, now: SystemTime) -> Result<SystemTime, String> {
     let at = humantime::parse_rfc3339_weak(s.trim())
-        .map_err(|_| format!("{s:?} is not a time; write e.g. 2026-12-01T08:00:00Z"))?;
+        .map_err(|_| format!("{} is not a time; write e.g. 2026-12-01T08:00:00Z", quoted(s)))?;
     limit.check_from(now, at).map_err(|e| e.to_string())
 }
 
@@ -72,6 +77,112 @@ pub fn format_duration(d: Duration) -> String {
     } else {
         format!("{}ms", d.as_millis())
     }
+}
+
+/// Whether `c` hides or reorders the text around it when shown: control
+/// characters, bidirectional formatting (overrides such as U+202E,
+/// embeddings, isolates, marks), zero-width and other invisible format
+/// characters (U+200B–U+200D, U+2060–U+2064, the byte order mark, soft
+/// hyphen, Hangul fillers, tags), line and paragraph separators. Names
+/// hold no control characters, but any of the others: a name, owner or
+/// command line showing one could pass for another. Every front that
+/// shows stored text to people (the CLI's tables, the status page)
+/// escapes these with [`escape_hidden`].
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::hides_or_reorders;
+/// assert!(hides_or_reorders('\u{202e}') && hides_or_reorders('\u{200b}') && hides_or_reorders('\n'));
+/// assert!(!hides_or_reorders('a') && !hides_or_reorders('ש') && !hides_or_reorders('é'));
+/// ```
+#[must_use]
+pub fn hides_or_reorders(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
+}
+
+/// `s` with every character that [`hides_or_reorders`] written as a
+/// `\u{…}` escape, so it shows in its logical order with nothing hidden.
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::escape_hidden;
+/// assert_eq!(escape_hidden("bidi\u{202e}evil"), "bidi\\u{202e}evil");
+/// assert_eq!(escape_hidden("plain"), "plain");
+/// ```
+#[must_use]
+pub fn escape_hidden(s: &str) -> String {
+    if !s.chars().any(hides_or_reorders) {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| {
+            if hides_or_reorders(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// At most `max` characters of `s`; a cut is marked with `…` (which counts
+/// as one of them). Total: `max` 0 gives `…` for any non-empty text. The
+/// one cutting rule of every front end: commands in tables and on the
+/// status page, errors in task lists, values repeated by usage errors.
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::shorten;
+/// assert_eq!(shorten("sleep 3", 60), "sleep 3");
+/// assert_eq!(shorten(&"x".repeat(4096), 5), "xxxx…");
+/// assert_eq!(shorten("ünïcödé", 4), "ünï…");
+/// ```
+#[must_use]
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The most of a value an error repeats, in characters.
+pub const VALUE_SHOWN_MAX: usize = 60;
+
+/// A value as an error that refuses it shows it: quoted (escaped as Rust
+/// debug output, so a hidden character shows), cut by [`shorten`] to
+/// [`VALUE_SHOWN_MAX`] characters — a 4 KB value must not fill the
+/// terminal.
+///
+/// # Examples
+/// ```
+/// use leasehold_backend::quoted;
+/// assert_eq!(quoted("soon"), r#""soon""#);
+/// assert_eq!(quoted(&"9".repeat(4096)).chars().count(), 62);
+/// ```
+#[must_use]
+pub fn quoted(s: &str) -> String {
+    format!("{:?}", shorten(s, VALUE_SHOWN_MAX))
 }
 
 /// The first instant RFC 3339 cannot write (year 10000).

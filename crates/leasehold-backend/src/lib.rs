@@ -55,13 +55,16 @@ mod types;
 mod wait;
 
 pub use error::{BackendError, ErrorKind, Remedy};
-pub use human::{format_duration, format_time, parse_duration, parse_duration_within, parse_time_within};
+pub use human::{
+    VALUE_SHOWN_MAX, escape_hidden, format_duration, format_time, hides_or_reorders, parse_duration,
+    parse_duration_within, parse_time_within, quoted, shorten,
+};
 pub use name::{LeaseName, NameError};
 pub use task::{
     Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams,
-    TaskCompleteAndClaim, TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams,
-    TaskHeartbeatParams, TaskId, TaskIdParams, TaskListParams, TaskLost, TaskPurgeParams, TaskRef, TaskRetry,
-    TaskState, TaskStatsParams, TaskUpdate,
+    TaskCompleteAndClaim, TaskCompleteAndClaimParams, TaskCompleteParams, TaskDifference, TaskFail, TaskFailParams,
+    TaskHeartbeatParams, TaskId, TaskIdParams, TaskKey, TaskListParams, TaskLost, TaskPage, TaskPurgeParams, TaskRef,
+    TaskRetry, TaskState, TaskStatsParams, TaskUpdate,
 };
 pub use types::*;
 pub use wait::{WaitTopic, Watched};
@@ -163,7 +166,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 /// A store's task queue (see the `task` module for the states and rules),
 /// reached through [`Backend::tasks`]. Same conventions as [`Backend`].
 pub trait TaskBackend: Send + Sync {
-    /// Add tasks in one transaction. If any id exists with another payload,
+    /// Add tasks in one transaction. If any id exists with another task
+    /// (another payload, priority or max attempts:
+    /// [`TaskAddParams::differences`], judged by [`TaskAdd::again`]),
     /// nothing is added and that outcome is `Conflict`. Each task's
     /// [`Available`] is resolved on the store's clock, in that transaction.
     fn task_add(&self, params: &[TaskAddParams]) -> Result<Vec<TaskAdd>, BackendError>;

@@ -64,6 +64,31 @@ pub const HISTORY_PRUNE_EVERY: u32 = 64;
 /// store's own clock.
 pub type Seen = (Grant, bool);
 
+/// The history events that end a grant. When a store no longer has the
+/// grant of a token, the newest of these recorded for that token says how
+/// it ended — an expired grant is removed by the next writer that looks at
+/// the name (a new holder's acquisition, say), and its holder's late
+/// renewal must still hear that it expired. A store reads it for
+/// [`renew`] and [`release`] (SQL: `event IN` these, newest first;
+/// etcd: [`ending`] over the name's history).
+pub const ENDINGS: [HistoryEvent; 3] = [
+    HistoryEvent::Expired,
+    HistoryEvent::Released,
+    HistoryEvent::FastTakeover,
+];
+
+/// How the grant of `token` ended according to `entries` (a name's
+/// history as `(event, token)`, newest first): the first of [`ENDINGS`]
+/// recorded for it, if the history (pruned to [`HISTORY_PER_NAME`]) still
+/// holds one.
+#[must_use]
+pub fn ending(entries: impl IntoIterator<Item = (HistoryEvent, Option<Token>)>, token: Token) -> Option<HistoryEvent> {
+    entries
+        .into_iter()
+        .find(|(event, t)| *t == Some(token) && ENDINGS.contains(event))
+        .map(|(event, _)| event)
+}
+
 /// A token or a waiter ticket: one the store already has, or the one it
 /// issues in this transaction (known to the store only once it took it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,16 +392,19 @@ pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[QueuedWaiter]
 /// The grant a token-scoped operation (`op`) may act on, or the writes
 /// that record why not: the grant `found` for the token, if the store has
 /// it, must pass [`rules::owner_verdict`] and be live; one that is not
-/// live any more is removed as expired.
+/// live any more is removed as expired. Without a grant, `ended` (how the
+/// history says it ended, [`ENDINGS`]) decides the reason
+/// ([`rules::lost_without_grant`]).
 fn scoped<'g>(
     op: &str,
     token: Token,
     owner: Option<&str>,
     found: Option<&'g Seen>,
+    ended: Option<HistoryEvent>,
 ) -> Result<&'g Grant, (Vec<Op>, LostReason)> {
     let mut ops = Vec::new();
     let reason = match found {
-        None => LostReason::Gone,
+        None => rules::lost_without_grant(ended),
         Some((g, live)) => match rules::owner_verdict(owner, &g.owner, g.owner_explicit) {
             Err(reason) => reason,
             Ok(()) if !*live => {
@@ -398,10 +426,11 @@ fn scoped<'g>(
 }
 
 /// Plan a renewal of `p.token`, `found` as it is read (with whether it is
-/// live): extend it, or report why not.
+/// live; without it, `ended`: how the name's history says the grant ended,
+/// see [`ENDINGS`]): extend it, or report why not.
 #[must_use]
-pub fn renew(p: &LeaseRenewParams, found: Option<&Seen>) -> Plan<Result<(), LostReason>> {
-    match scoped("renew", p.token, p.owner.as_deref(), found) {
+pub fn renew(p: &LeaseRenewParams, found: Option<&Seen>, ended: Option<HistoryEvent>) -> Plan<Result<(), LostReason>> {
+    match scoped("renew", p.token, p.owner.as_deref(), found, ended) {
         Ok(g) => Plan {
             ops: vec![Op::ExtendGrant {
                 token: g.token,
@@ -417,11 +446,15 @@ pub fn renew(p: &LeaseRenewParams, found: Option<&Seen>) -> Plan<Result<(), Lost
     }
 }
 
-/// Plan a release of `p.token`, `found` as it is read: remove it (the
-/// token counter stays), or report why not.
+/// Plan a release of `p.token`, `found` (and `ended`) as for [`renew`]:
+/// remove it (the token counter stays), or report why not.
 #[must_use]
-pub fn release(p: &LeaseReleaseParams, found: Option<&Seen>) -> Plan<Result<(), LostReason>> {
-    match scoped("release", p.token, p.owner.as_deref(), found) {
+pub fn release(
+    p: &LeaseReleaseParams,
+    found: Option<&Seen>,
+    ended: Option<HistoryEvent>,
+) -> Plan<Result<(), LostReason>> {
+    match scoped("release", p.token, p.owner.as_deref(), found, ended) {
         Ok(g) => {
             let mut ops = vec![Op::RemoveGrant {
                 token: g.token,

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::{FenceRefusal, Holder, LostReason, Mode, Token};
+use crate::{FenceRefusal, HistoryEvent, Holder, LostReason, Mode, Token};
 
 /// Whether a grant of `mode` can join the (real or simulated) set `held`.
 ///
@@ -73,6 +73,21 @@ pub fn owner_verdict(asked: Option<&str>, owner: &str, explicit: bool) -> Result
         Some(asked) if asked != owner => Err(LostReason::NotOwner),
         None if explicit => Err(LostReason::OwnerRequired),
         _ => Ok(()),
+    }
+}
+
+/// Why a renewal or release of a token whose grant the store no longer
+/// has is refused, given how the name's history says that grant ended
+/// ([`crate::plan::ENDINGS`]): [`LostReason::Expired`] when it expired
+/// (it was then removed by whoever looked at the name next — a new
+/// holder, say), else [`LostReason::Gone`] (released, taken over from a
+/// dead holder, never issued, or ended so long ago that the history no
+/// longer says).
+#[must_use]
+pub fn lost_without_grant(ended: Option<HistoryEvent>) -> LostReason {
+    match ended {
+        Some(HistoryEvent::Expired) => LostReason::Expired,
+        _ => LostReason::Gone,
     }
 }
 

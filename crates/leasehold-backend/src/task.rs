@@ -97,11 +97,24 @@ pub struct Task {
     pub result: Option<serde_json::Value>,
     #[serde(with = "crate::unix_ms")]
     pub created_at: SystemTime,
+    /// When the task last changed: added, claimed, finished, handed back
+    /// or revived. A heartbeat only extends the claim and does not count,
+    /// so a running task's is the time of its claim ([`Task::claimed_at`]).
     #[serde(with = "crate::unix_ms")]
     pub updated_at: SystemTime,
     /// The TTL the newest claim asked for (the default for its heartbeats).
     #[serde(with = "opt_millis")]
     pub claim_ttl: Option<Duration>,
+}
+
+impl Task {
+    /// When the current claim was taken (a running task), on the store's
+    /// wall clock: however often it heartbeats since, the claim is this
+    /// old.
+    #[must_use]
+    pub fn claimed_at(&self) -> Option<SystemTime> {
+        (self.state == TaskState::Running).then_some(self.updated_at)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -156,13 +169,114 @@ impl Available {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskAdd {
     Added,
-    /// The same id with the same payload already exists: a no-op.
+    /// The same task already exists under the id (the same payload,
+    /// priority and max attempts: [`TaskAddParams::differences`]): a no-op.
     Exists,
-    /// The same id exists with another payload: refused (the batch, if
-    /// any, adds nothing).
+    /// Another task exists under the id: refused (the batch, if any, adds
+    /// nothing). `differences` says how it differs from the one added.
     Conflict {
         existing: Box<Task>,
+        differences: Vec<TaskDifference>,
     },
+}
+
+impl TaskAdd {
+    /// The outcome of adding `added` where `existing` already has its id:
+    /// [`TaskAdd::Exists`] for the same task, else a conflict.
+    #[must_use]
+    pub fn again(added: &TaskAddParams, existing: Task) -> Self {
+        let differences = added.differences(&existing);
+        if differences.is_empty() {
+            TaskAdd::Exists
+        } else {
+            TaskAdd::Conflict {
+                existing: Box::new(existing),
+                differences,
+            }
+        }
+    }
+}
+
+/// One way a task added under an existing id differs from the task stored
+/// under it: the field (`payload`, `priority`, `max attempts`), its value
+/// as stored and as given (JSON and numbers as text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskDifference {
+    pub field: &'static str,
+    pub stored: String,
+    pub given: String,
+}
+
+impl std::fmt::Display for TaskDifference {
+    /// `priority 0, not 5`: the stored value, then the one given.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}, not {}", self.field, self.stored, self.given)
+    }
+}
+
+/// The differences of a conflict in words, for every front end's message:
+/// `payload {"n":1}, not {"n":2}; priority 0, not 5`.
+#[must_use]
+pub fn differences_text(differences: &[TaskDifference]) -> String {
+    differences
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl TaskAddParams {
+    /// How this task differs from `existing`, stored under the same id, in
+    /// what adding it again must repeat to be a no-op: its payload,
+    /// priority and max attempts. Its availability is not compared: a
+    /// delay is measured anew by each call (a retried `task add --delay 1m`
+    /// is the same task), and a claimed or failed task has moved its own.
+    /// Empty: the same task.
+    ///
+    /// # Examples
+    /// ```
+    /// # use leasehold_backend::{Available, TaskAddParams, LeaseName};
+    /// let task = TaskAddParams {
+    ///     queue: LeaseName::new("q").unwrap(),
+    ///     id: LeaseName::new("a").unwrap(),
+    ///     payload: serde_json::json!(1),
+    ///     priority: 0,
+    ///     available: Available::Now,
+    ///     max_attempts: 5,
+    /// };
+    /// let urgent = TaskAddParams { priority: 9, ..task.clone() };
+    /// // As a store would hold `task`:
+    /// # let stored = leasehold_backend::Task { queue: task.queue.clone(), id: task.id.clone(), payload: task.payload.clone(),
+    /// #     priority: 0, state: leasehold_backend::TaskState::Pending, attempts: 0, max_attempts: 5, token: leasehold_backend::Token(0),
+    /// #     owner: None, available_at: std::time::SystemTime::UNIX_EPOCH, lease_remaining: None, expirations: 0, failures: 0,
+    /// #     last_error: None, result: None, created_at: std::time::SystemTime::UNIX_EPOCH,
+    /// #     updated_at: std::time::SystemTime::UNIX_EPOCH, claim_ttl: None };
+    /// assert!(task.differences(&stored).is_empty());
+    /// assert_eq!(urgent.differences(&stored)[0].field, "priority");
+    /// ```
+    #[must_use]
+    pub fn differences(&self, existing: &Task) -> Vec<TaskDifference> {
+        let differs = [
+            // Payloads compare as JSON values (maps by content, whatever
+            // the key order of their text), and show as text.
+            (existing.payload != self.payload)
+                .then(|| ("payload", existing.payload.to_string(), self.payload.to_string())),
+            (existing.priority != self.priority)
+                .then(|| ("priority", existing.priority.to_string(), self.priority.to_string())),
+            (existing.max_attempts != self.max_attempts).then(|| {
+                (
+                    "max attempts",
+                    existing.max_attempts.to_string(),
+                    self.max_attempts.to_string(),
+                )
+            }),
+        ];
+        differs
+            .into_iter()
+            .flatten()
+            .map(|(field, stored, given)| TaskDifference { field, stored, given })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -340,6 +454,72 @@ pub struct TaskListParams {
     pub queue: Option<QueueName>,
     pub state: Option<TaskState>,
     pub limit: u32,
+    /// A page by key ([`TaskPage`]; `None`: from the first task). Only
+    /// with one `queue` and one `state` ([`TaskListParams::paged`]).
+    pub page: Option<TaskPage>,
+}
+
+impl TaskListParams {
+    /// The queue, state and page of a paged list (`None` when no page is
+    /// asked for).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) when a
+    /// page is asked for without one queue and one state: list order pages
+    /// by key only within them.
+    pub fn paged(&self) -> Result<Option<(&QueueName, TaskState, &TaskPage)>, crate::BackendError> {
+        match (&self.page, &self.queue, self.state) {
+            (None, _, _) => Ok(None),
+            (Some(page), Some(queue), Some(state)) => Ok(Some((queue, state, page))),
+            (Some(_), _, _) => Err(crate::BackendError::new(
+                crate::ErrorKind::InvalidInput,
+                String::new(),
+                "a page of tasks by key needs one queue and one state",
+            )
+            .hint("name the queue and the state, or list from the first task without a page")),
+        }
+    }
+}
+
+/// Where a page of one queue's tasks of one state starts, by key rather
+/// than by offset: the store seeks to the key in its index, so the
+/// millionth task is listed as fast as the first. The tasks come in list
+/// order (claim order) whichever way the page goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskPage {
+    /// The tasks that come after this one.
+    After(TaskKey),
+    /// The tasks that come just before this one.
+    Before(TaskKey),
+    /// The last tasks.
+    Last,
+}
+
+/// A task's place in list order: priority (higher first), then
+/// available-at, then insertion order — which the store finds from the
+/// id. The priority and time are the ones the page was drawn with, so a
+/// task that moved since (a retry delayed it) does not move the page. If
+/// the task is gone (purged), the tasks that tie with it on priority and
+/// time are all listed: a page may repeat one, never skip one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskKey {
+    pub priority: i64,
+    /// Exactly as the store keeps it (SQLite: milliseconds; PostgreSQL:
+    /// microseconds): a page link must carry it to the microsecond.
+    pub available_at: SystemTime,
+    pub id: TaskId,
+}
+
+impl TaskKey {
+    /// Where `task` stands in list order.
+    #[must_use]
+    pub fn of(task: &Task) -> Self {
+        Self {
+            priority: task.priority,
+            available_at: task.available_at,
+            id: task.id.clone(),
+        }
+    }
 }
 
 /// Counts per state of one queue.

@@ -26,10 +26,12 @@ impl fmt::Display for Token {
 impl FromStr for Token {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.trim()
-            .parse::<u64>()
-            .map(Token)
-            .map_err(|_| format!("{s:?} is not a token (a positive whole number, as printed by `leasehold acquire`)"))
+        s.trim().parse::<u64>().map(Token).map_err(|_| {
+            format!(
+                "{} is not a token (a positive whole number, as printed by `leasehold acquire`)",
+                crate::quoted(s)
+            )
+        })
     }
 }
 
@@ -170,8 +172,9 @@ impl FromStr for GrantId {
             u64::from_str_radix(s, 16).map(GrantId).map_err(|e| e.to_string())
         } else {
             Err(format!(
-                "{s:?} is not a grant identity (16 lowercase hexadecimal digits, as `leasehold run` \
-                 exports in LEASEHOLD_GRANT)"
+                "{} is not a grant identity (16 lowercase hexadecimal digits, as `leasehold run` \
+                 exports in LEASEHOLD_GRANT)",
+                crate::quoted(s)
             ))
         }
     }
@@ -396,10 +399,13 @@ pub struct LeaseRenewParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LostReason {
-    /// The grant's TTL ran out.
+    /// The grant's TTL ran out — also once it has been removed since, while
+    /// the name's history still records its expiry
+    /// ([`rules::lost_without_grant`](crate::rules::lost_without_grant)).
     Expired,
-    /// There is no such grant any more: released, taken over, or never
-    /// issued.
+    /// There is no such grant any more: released, taken over from a dead
+    /// holder, never issued, or ended so long ago that the history no
+    /// longer says how.
     Gone,
     /// The grant exists but belongs to another owner.
     NotOwner,

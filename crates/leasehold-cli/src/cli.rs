@@ -138,7 +138,8 @@ fn parse_mode(s: &str) -> Result<u32, String> {
     match u32::from_str_radix(digits, 8) {
         Ok(mode) if mode <= 0o7777 && !digits.starts_with('+') => Ok(mode),
         _ => Err(format!(
-            "{s:?} is not a file mode; write octal permission bits such as 644 or 0600"
+            "{} is not a file mode; write octal permission bits such as 644 or 0600",
+            leasehold::quoted(s)
         )),
     }
 }
@@ -147,8 +148,9 @@ fn parse_limit(s: &str) -> Result<u32, String> {
     match s.parse::<u32>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!(
-            "{s:?} is not a holder limit; write a whole number of at least 1 (the NAME goes before \
-             --shared, or after --shared N)"
+            "{} is not a holder limit; write a whole number of at least 1 (the NAME goes before \
+             --shared, or after --shared N)",
+            leasehold::quoted(s)
         )),
     }
 }
@@ -324,8 +326,8 @@ pub struct HistoryArgs {
     #[arg(value_parser = parse_name)]
     pub name: LeaseName,
 
-    /// How many entries, newest first (with --timeline: all the store keeps).
-    #[arg(long, default_value_t = 20)]
+    /// How many entries, newest first, at least 1 (with --timeline: all the store keeps).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
 
     /// Draw the grants as a timeline: bars labelled with their tokens, with
@@ -438,14 +440,20 @@ pub fn parse_json(s: &str) -> Result<serde_json::Value, String> {
 }
 
 pub fn parse_state(s: &str) -> Result<leasehold::TaskState, String> {
-    leasehold::TaskState::parse(s).ok_or_else(|| format!("{s:?} is not a state; use pending, running, done or dead"))
+    leasehold::TaskState::parse(s).ok_or_else(|| {
+        format!(
+            "{} is not a state; use pending, running, done or dead",
+            leasehold::quoted(s)
+        )
+    })
 }
 
 fn parse_max_attempts(s: &str) -> Result<u32, String> {
     match s.parse::<u32>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!(
-            "{s:?} is not a number of attempts; write a whole number of at least 1"
+            "{} is not a number of attempts; write a whole number of at least 1",
+            leasehold::quoted(s)
         )),
     }
 }
@@ -574,8 +582,8 @@ pub struct TaskListArgs {
     #[arg(long, value_parser = parse_state)]
     pub state: Option<leasehold::TaskState>,
 
-    /// At most this many.
-    #[arg(long, default_value_t = 100)]
+    /// At most this many (at least 1); a cut list says that more exist.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
 }
 
@@ -609,6 +617,41 @@ pub enum IfHeld {
     Skip,
 }
 
+/// `--if-held fail|skip`, which also answers the old spelling `--if-held
+/// wait [--wait-timeout DUR]` (now `--wait [DUR]`) with the new one,
+/// rather than with a list of values that leaves out waiting.
+#[derive(Debug, Clone, Copy)]
+struct IfHeldParser;
+
+impl clap::builder::TypedValueParser for IfHeldParser {
+    type Value = IfHeld;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<IfHeld, clap::Error> {
+        if value == "wait" {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                "`--if-held wait` is the old spelling of waiting: use --wait (forever) or --wait DUR (e.g. --wait 10m) \
+                 instead; --if-held takes fail or skip\n",
+            )
+            .with_cmd(cmd));
+        }
+        clap::builder::EnumValueParser::<IfHeld>::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            <IfHeld as clap::ValueEnum>::value_variants()
+                .iter()
+                .filter_map(clap::ValueEnum::to_possible_value),
+        ))
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The lease name (1-255 bytes of UTF-8, no control characters).
@@ -620,8 +663,8 @@ pub struct RunArgs {
     pub ttl: Duration,
 
     /// How often to renew. Default: TTL/3, shorter where the TTL is short
-    /// (so that a renewal still fits before the command must stop): 20s for
-    /// --ttl 60s, 150ms for --ttl 1s.
+    /// (so that a late renewal still fits before the command must stop):
+    /// 20s for --ttl 60s, 275ms for --ttl 2s, 75ms for --ttl 1s.
     #[arg(long, value_parser = within(limits::HEARTBEAT))]
     pub heartbeat: Option<Duration>,
 
@@ -630,7 +673,7 @@ pub struct RunArgs {
 
     /// When the lease is held (without --wait): fail (exit 11) or skip
     /// (exit 0, one line on stderr, for cron).
-    #[arg(long, value_enum, default_value = "fail", conflicts_with = "wait")]
+    #[arg(long, value_parser = IfHeldParser, default_value = "fail", conflicts_with = "wait")]
     pub if_held: IfHeld,
 
     #[command(flatten)]
@@ -697,7 +740,7 @@ pub struct WorkArgs {
     pub ttl: Duration,
 
     /// How often to renew a claim. Default: TTL/3, shorter where the TTL is
-    /// short (20s for --ttl 60s, 150ms for --ttl 1s).
+    /// short (20s for --ttl 60s, 275ms for --ttl 2s, 75ms for --ttl 1s).
     #[arg(long, value_parser = within(limits::HEARTBEAT))]
     pub heartbeat: Option<Duration>,
 
@@ -745,9 +788,10 @@ pub struct WorkArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Where to listen. Anything but a loopback address needs --token-file.
-    #[arg(long, default_value = "127.0.0.1:7878", value_name = "ADDR:PORT")]
-    pub listen: std::net::SocketAddr,
+    /// Where to listen: an address or a host name, and a port (127.0.0.1:7878,
+    /// `[::1]:7878`, localhost:7878). Anything but loopback needs --token-file.
+    #[arg(long, default_value = leasehold_serve::DEFAULT_LISTEN, value_name = "HOST:PORT")]
+    pub listen: String,
 
     /// A file whose first line is the token (at least 16 characters):
     /// needed to read on a non-loopback address, and for every action.

@@ -28,47 +28,28 @@ pub fn grant_json(grant: &Grant) -> Value {
     leasehold::json::grant(grant)
 }
 
+/// The most of a holder's command line a table shows.
+pub const HOLDER_COMMAND_MAX: usize = 60;
+
 pub fn holder_summary(grant: &Grant) -> String {
     let h = &grant.holder;
     let mut s = format!("{} pid {}", h.host, h.pid);
     if !h.cmdline.is_empty() {
-        let _ = write!(s, " ({})", shorten(&h.cmdline, 60));
+        let _ = write!(s, " ({})", shorten(&h.cmdline, HOLDER_COMMAND_MAX));
     }
     s
 }
 
 /// At most `max` characters of `s`; a cut is marked with `…`.
-pub fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
-    }
-    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
+pub use leasehold::shorten;
 
 /// `s` safe to show on a terminal: characters that reorder or hide text
 /// (bidirectional overrides such as U+202E, zero-width characters) are
 /// shown as `\u{…}` escapes, so a hostile name cannot disguise itself or
-/// the cells beside it. (Names hold no control characters; other stored
-/// text — details, errors — might, and they are escaped too.)
+/// the cells beside it — the set the status page escapes too
+/// (`leasehold::hides_or_reorders`).
 pub fn for_terminal(s: &str) -> String {
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{061C}' | '\u{FEFF}')
-    };
-    if !s.chars().any(hidden) {
-        return s.to_owned();
-    }
-    s.chars()
-        .map(|c| {
-            if hidden(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    leasehold::escape_hidden(s)
 }
 
 /// A table for people whose every cell goes through [`for_terminal`].

@@ -131,10 +131,27 @@ fn json_asked() -> bool {
 
 /// Arguments that do not parse: clap's message on stderr, and with
 /// `--json` one JSON document on stdout too. Help and version are not
-/// errors and print as clap prints them.
-fn usage_error(e: &clap::Error) -> u8 {
+/// errors: as clap prints them, or with `--json` as one document
+/// (`{"help": TEXT}`, `{"name": "leasehold", "version": V}`), exit 0.
+fn usage_error(e: clap::Error) -> u8 {
     use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json_asked() {
+    let e = cut_long_value(e);
+    let json = json_asked();
+    match e.kind() {
+        ErrorKind::DisplayHelp if json => {
+            crate::output::print_json(&serde_json::json!({ "help": e.render().to_string() }));
+            return ExitCode::Success.code();
+        }
+        ErrorKind::DisplayVersion if json => {
+            crate::output::print_json(&serde_json::json!({
+                "name": "leasehold",
+                "version": env!("CARGO_PKG_VERSION"),
+            }));
+            return ExitCode::Success.code();
+        }
+        _ => {}
+    }
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json {
         let _ = e.print();
         return u8::try_from(e.exit_code()).unwrap_or(2);
     }
@@ -147,6 +164,21 @@ fn usage_error(e: &clap::Error) -> u8 {
     ExitCode::Usage.code()
 }
 
+/// `e` with the argument value it repeats cut to
+/// [`leasehold::VALUE_SHOWN_MAX`] characters (clap repeats it whole: a 4 KB
+/// name filled the terminal). The parsers' own messages show a value
+/// through [`leasehold::quoted`], which cuts it the same way.
+fn cut_long_value(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue)
+        && value.chars().count() > leasehold::VALUE_SHOWN_MAX
+    {
+        let cut = leasehold::shorten(value, leasehold::VALUE_SHOWN_MAX);
+        e.insert(ContextKind::InvalidValue, ContextValue::String(cut));
+    }
+    e
+}
+
 /// The process's exit code.
 pub fn run() -> u8 {
     // `leasehold __guard ...`: this binary is the guard of its own `run`
@@ -157,7 +189,7 @@ pub fn run() -> u8 {
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return usage_error(&e),
+        Err(e) => return usage_error(e),
     };
     init_logging();
     let global = cli.global.clone();

@@ -140,7 +140,7 @@ impl Keys {
     pub fn split<'k>(&self, key: &'k str) -> Option<(LeaseName, &'k str)> {
         let rest = key.strip_prefix(&self.leases())?;
         let (encoded, tail) = rest.split_once('/')?;
-        let name = LeaseName::new(decode(encoded)?).ok()?;
+        let name = LeaseName::stored(decode(encoded)?).ok()?;
         Some((name, tail))
     }
 }

@@ -598,10 +598,14 @@ impl Conn<'_> {
     /// newest token), apply the plan, let `adjust` fit the batch to the
     /// outcome, commit. The committed round's grant (as written, else as
     /// found) and outcome.
+    /// One token-scoped operation, read–plan–commit in rounds. Without the
+    /// token's grant, the planner also gets how the name's history says
+    /// it ended (`plan::ENDINGS`), when `ending` asks for it.
     async fn by_token<T>(
         &mut self,
         (name, token, op): (&LeaseName, Token, &str),
-        planner: impl Fn(Option<Token>, Option<&Seen>) -> Plan<T>,
+        ending: bool,
+        planner: impl Fn(Option<Token>, Option<&Seen>, Option<HistoryEvent>) -> Plan<T>,
         adjust: impl Fn(&T, &mut Batch<'_>, &Slot),
     ) -> Result<(Option<Slot>, T)> {
         let what = || format!("{op} {name} token {token}");
@@ -609,7 +613,11 @@ impl Conn<'_> {
             let snap = c.snapshot(name).await?;
             let found = snap.slot(token);
             let grant = found.map(|s| (s.grant(name, Duration::ZERO), s.is_live()));
-            let plan = planner(snap.last_token, grant.as_ref());
+            let ended = match found {
+                None if ending => c.ended(name, token).await?,
+                _ => None,
+            };
+            let plan = planner(snap.last_token, grant.as_ref(), ended);
             let leases = c.leases(&plan, &snap, spares).await?;
             let mut batch = Batch::new(c.keys, name, &snap, leases);
             plan.apply(&mut batch)?;
@@ -627,7 +635,10 @@ impl Conn<'_> {
         // else makes.
         let renewed = |o: &std::result::Result<(), _>, b: &mut Batch<'_>, _: &Slot| b.guarded = o.is_err();
         let at = (&p.name, p.token, "renewing");
-        match self.by_token(at, |_, found| plan::renew(p, found), renewed).await? {
+        match self
+            .by_token(at, true, |_, found, ended| plan::renew(p, found, ended), renewed)
+            .await?
+        {
             (Some(slot), Ok(())) => {
                 let left = self.remaining(slot.lease.expect("renewed")).await?;
                 Ok(LeaseRenew::Renewed(slot.grant(&p.name, left)))
@@ -639,7 +650,7 @@ impl Conn<'_> {
     pub async fn release(&mut self, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
         let at = (&p.name, p.token, "releasing");
         let (_, outcome) = self
-            .by_token(at, |_, found| plan::release(p, found), |_, _, _| ())
+            .by_token(at, true, |_, found, ended| plan::release(p, found, ended), |_, _, _| ())
             .await?;
         Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
     }
@@ -653,7 +664,7 @@ impl Conn<'_> {
         };
         let at = (&p.name, p.token, "fencing");
         match self
-            .by_token(at, |newest, found| plan::fence(p, newest, found), passed)
+            .by_token(at, false, |newest, found, _| plan::fence(p, newest, found), passed)
             .await?
         {
             (Some(slot), LeaseFence::Passed(mut grant)) => {
@@ -728,6 +739,19 @@ impl Conn<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// How the grant of `token` ended, by the newest of `plan::ENDINGS`
+    /// recorded for it in the name's history (read whole: only for a token
+    /// the store no longer has).
+    async fn ended(&mut self, name: &LeaseName, token: Token) -> Result<Option<HistoryEvent>> {
+        let entries = self
+            .history(&LeaseHistoryParams {
+                name: name.clone(),
+                limit: HISTORY_PER_NAME,
+            })
+            .await?;
+        Ok(plan::ending(entries.iter().map(|e| (e.event, e.token)), token))
     }
 
     pub async fn history(&mut self, p: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>> {

@@ -135,8 +135,8 @@ fn grants_and_waiters_expire_on_the_server_clock() {
             ttl,
         })
         .unwrap(),
-        LeaseRenew::Lost(leasehold_backend::LostReason::Gone),
-        "renew of a grant that expired and was replaced"
+        LeaseRenew::Lost(leasehold_backend::LostReason::Expired),
+        "renew of a grant that expired and was replaced: the history says it expired (issue 22)"
     );
     let events: Vec<_> = history(&b, "job").iter().map(|e| (e.event, e.token)).collect();
     assert!(

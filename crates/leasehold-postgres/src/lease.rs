@@ -57,7 +57,7 @@ const GRANT_COLUMNS: &str =
 /// A grant row, live while its expiry (server clock) lies ahead of `now`.
 fn read_row(r: &PgRow, now: SystemTime) -> Result<Seen> {
     let name: String = r.get(0);
-    let name = LeaseName::new(name.clone())
+    let name = LeaseName::stored(name.clone())
         .map_err(|_| Error::BadRow(format!("lease_grant holds an invalid name {name:?}")))?;
     let holder: Holder = serde_json::from_str(r.get::<_, &str>(6))
         .map_err(|e| Error::BadRow(format!("grant of {name} has an unreadable holder record: {e}")))?;
@@ -386,7 +386,9 @@ pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew>
     // Not live, or its row was busy (e.g. renewed concurrently by the same
     // holder): judged under the name's lock.
     Ok(
-        match by_token(db, &p.name, p.token, |_, found| Ok(plan::renew(p, found)))? {
+        match by_token(db, &p.name, p.token, |db, found| {
+            Ok(plan::renew(p, found, ended(db, &p.name, p.token, found)?))
+        })? {
             (mut w, Ok(())) => LeaseRenew::Renewed(w.written()?),
             (_, Err(reason)) => LeaseRenew::Lost(reason),
         },
@@ -403,8 +405,32 @@ fn prefixed_grant_columns() -> String {
 }
 
 pub(crate) fn release(db: &mut Db<'_>, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
-    let (_, outcome) = by_token(db, &p.name, p.token, |_, found| Ok(plan::release(p, found)))?;
+    let (_, outcome) = by_token(db, &p.name, p.token, |db, found| {
+        Ok(plan::release(p, found, ended(db, &p.name, p.token, found)?))
+    })?;
     Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
+}
+
+/// How the grant of `token` ended when the store no longer has it
+/// (`found` is `None`): the newest of `plan::ENDINGS` recorded for it, if
+/// the name's history still holds one.
+fn ended(db: &mut Db<'_>, name: &LeaseName, token: Token, found: Option<&Seen>) -> Result<Option<HistoryEvent>> {
+    if found.is_some() {
+        return Ok(None);
+    }
+    let endings: Vec<&str> = plan::ENDINGS.iter().map(|e| e.as_str()).collect();
+    let Some(row) = db.query_opt(
+        "SELECT event FROM lease_history WHERE name = $1 AND token = $2 AND event = ANY($3) \
+         ORDER BY id DESC LIMIT 1",
+        &[&name.as_str(), &(token.0 as i64), &endings],
+    )?
+    else {
+        return Ok(None);
+    };
+    let event: String = row.get(0);
+    HistoryEvent::parse(&event)
+        .map(Some)
+        .ok_or_else(|| Error::BadRow(format!("unknown history event {event:?}")))
 }
 
 fn last_token(db: &mut Db<'_>, name: &LeaseName) -> Result<Option<Token>> {
@@ -513,7 +539,7 @@ pub(crate) fn list(db: &mut Db<'_>, p: &LeaseListParams) -> Result<Vec<LeaseStat
     .collect();
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let name = LeaseName::new(name.clone())
+        let name = LeaseName::stored(name.clone())
             .map_err(|_| Error::BadRow(format!("invalid lease name {name:?} in the store")))?;
         if let Some(state) = get(db, now, &name)? {
             out.push(state);

@@ -1170,6 +1170,9 @@ impl TaskBackend for PostgresBackend {
     }
 
     fn task_list(&self, params: &TaskListParams) -> std::result::Result<Vec<Task>, BackendError> {
+        if let Some((queue, state, page)) = params.paged()? {
+            return self.read(|db| task::list_page(db, queue, state, page, params.limit));
+        }
         self.read(|db| task::list(db, params))
     }
 

@@ -27,10 +27,11 @@ use std::time::{Duration, SystemTime};
 use leasehold_backend::task::backoff;
 use leasehold_backend::{
     Claim, LeaseName, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, Watched, duration_millis, signed,
-    stored_millis,
+    TaskListParams, TaskLost, TaskPage, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, Watched, duration_millis,
+    signed, stored_millis,
 };
 use postgres::Row;
+use postgres::types::ToSql;
 
 use crate::{Db, Error, NOW, Result, micros, notify, plus, until};
 
@@ -43,7 +44,7 @@ fn parse_json(what: &str, text: &str) -> Result<serde_json::Value> {
 }
 
 fn name(what: &str, s: &str) -> Result<LeaseName> {
-    LeaseName::new(s).map_err(|_| Error::BadRow(format!("invalid {what} {s:?} in the task table")))
+    LeaseName::stored(s).map_err(|_| Error::BadRow(format!("invalid {what} {s:?} in the task table")))
 }
 
 const TASK_COLUMNS: &str = "queue, id, payload::text, priority, state, attempts, max_attempts, token, owner, \
@@ -127,14 +128,9 @@ pub(crate) fn add(db: &mut Db<'_>, tasks: &[TaskAddParams]) -> Result<(Vec<TaskA
         }
         let existing =
             get_at(db, now, &t.queue, &t.id)?.ok_or_else(|| Error::BadRow("conflicting task vanished".into()))?;
-        if existing.payload == t.payload {
-            outcomes.push(TaskAdd::Exists);
-        } else {
-            clean = false;
-            outcomes.push(TaskAdd::Conflict {
-                existing: Box::new(existing),
-            });
-        }
+        let outcome = TaskAdd::again(t, existing);
+        clean &= outcome == TaskAdd::Exists;
+        outcomes.push(outcome);
     }
     Ok((outcomes, clean))
 }
@@ -272,10 +268,13 @@ fn update_live(
 }
 
 pub(crate) fn heartbeat(db: &mut Db<'_>, task: &TaskRef, ttl: Duration) -> Result<TaskUpdate> {
+    // Not `updated_at`: a heartbeat extends the claim without changing the
+    // task, so a running task's `updated_at` stays the time of its claim
+    // (`Task::claimed_at`).
     update_live(
         db,
         task,
-        "lease_until = n.now + $4::bigint * interval '1 microsecond', updated_at = n.now",
+        "lease_until = n.now + $4::bigint * interval '1 microsecond'",
         &[&micros(ttl)],
     )
 }
@@ -371,6 +370,104 @@ pub(crate) fn retry(db: &mut Db<'_>, queue: &QueueName, id: &TaskId) -> Result<T
     let state: String = row.get(0);
     let state = TaskState::parse(&state).ok_or_else(|| Error::BadRow(format!("unknown task state {state:?}")))?;
     Ok(TaskRetry::NotDead(state))
+}
+
+/// A page of one queue's tasks of one state by key ([`TaskPage`]): as in
+/// the SQLite store, the tasks after a key in list order are three ranges
+/// of the index (the key's priority and time with a later seq, its
+/// priority with a later time, lower priorities), each read as a seek in
+/// index order until the page is full; pages before a key and the last
+/// page read them backwards and turn the result around.
+pub(crate) fn list_page(
+    db: &mut Db<'_>,
+    queue: &QueueName,
+    state: TaskState,
+    page: &TaskPage,
+    limit: u32,
+) -> Result<Vec<Task>> {
+    const FORWARD: &str = "priority DESC, available_at, seq";
+    const BACKWARD: &str = "priority, available_at DESC, seq DESC";
+    let now = db.now()?;
+    // Pending tasks come off the claim index, whose predicate must be
+    // written out to match; the others through the state index.
+    let state_is = if state == TaskState::Pending {
+        "state = 'pending' AND $2::text IS NOT NULL"
+    } else {
+        "state = $2"
+    };
+    let base = format!("SELECT {TASK_COLUMNS} FROM task WHERE queue = $1 AND {state_is}");
+    let (queue, state) = (queue.as_str(), state.as_str());
+    let limit = i64::from(limit);
+    let mut out: Vec<Task> = Vec::new();
+    let read =
+        |db: &mut Db<'_>, out: &mut Vec<Task>, range: &str, order: &str, key: &[&(dyn ToSql + Sync)]| -> Result<()> {
+            let left = limit - i64::try_from(out.len()).unwrap_or(i64::MAX);
+            if left <= 0 {
+                return Ok(());
+            }
+            let sql = format!("{base}{range} ORDER BY {order} LIMIT ${}", key.len() + 3);
+            let mut bound: Vec<&(dyn ToSql + Sync)> = vec![&queue, &state];
+            bound.extend_from_slice(key);
+            bound.push(&left);
+            for row in db.query(&sql, &bound)? {
+                out.push(read_task(&row, now)?);
+            }
+            Ok(())
+        };
+    match page {
+        TaskPage::Last => {
+            read(db, &mut out, "", BACKWARD, &[])?;
+            out.reverse();
+        }
+        TaskPage::After(key) | TaskPage::Before(key) => {
+            let after = matches!(page, TaskPage::After(_));
+            let seq: Option<i64> = db
+                .query_opt(
+                    "SELECT seq FROM task WHERE queue = $1 AND id = $2",
+                    &[&queue, &key.id.as_str()],
+                )?
+                .map(|r| r.get(0));
+            // A key whose task is gone: every task tying with it on
+            // priority and time is listed (a repeat, never a skip).
+            let seq = seq.unwrap_or(if after { -1 } else { i64::MAX });
+            let (priority, at) = (key.priority, key.available_at);
+            if after {
+                read(
+                    db,
+                    &mut out,
+                    " AND priority = $3 AND available_at = $4 AND seq > $5",
+                    "seq",
+                    &[&priority, &at, &seq],
+                )?;
+                read(
+                    db,
+                    &mut out,
+                    " AND priority = $3 AND available_at > $4",
+                    "available_at, seq",
+                    &[&priority, &at],
+                )?;
+                read(db, &mut out, " AND priority < $3", FORWARD, &[&priority])?;
+            } else {
+                read(
+                    db,
+                    &mut out,
+                    " AND priority = $3 AND available_at = $4 AND seq < $5",
+                    "seq DESC",
+                    &[&priority, &at, &seq],
+                )?;
+                read(
+                    db,
+                    &mut out,
+                    " AND priority = $3 AND available_at < $4",
+                    "available_at DESC, seq DESC",
+                    &[&priority, &at],
+                )?;
+                read(db, &mut out, " AND priority > $3", BACKWARD, &[&priority])?;
+                out.reverse();
+            }
+        }
+    }
+    Ok(out)
 }
 
 pub(crate) fn list(db: &mut Db<'_>, p: &TaskListParams) -> Result<Vec<Task>> {

@@ -137,7 +137,7 @@ impl Queue {
     /// ``payloads``: an iterable of JSON values, one task each. ``ids``: an
     /// iterable of as many ids (generated when None). ``priority``,
     /// ``delay``, ``at`` and ``max_attempts`` apply to every task, as in
-    /// ``add``. If any id exists with another payload, nothing is added
+    /// ``add``. If any id exists as another task, nothing is added
     /// (``InvalidInput`` names them).
     #[pyo3(signature = (payloads, *, ids=None, priority=0, delay=None, at=None, max_attempts=5))]
     fn add_many(
@@ -332,13 +332,15 @@ impl Queue {
         let conflicts: Vec<String> = added
             .iter()
             .filter_map(|(id, outcome)| match outcome {
-                TaskAdd::Conflict { existing } => Some(format!("{id} (has {})", existing.payload)),
+                TaskAdd::Conflict { differences, .. } => {
+                    Some(format!("{id} ({})", leasehold::differences_text(differences)))
+                }
                 TaskAdd::Added | TaskAdd::Exists => None,
             })
             .collect();
         if !conflicts.is_empty() {
             return Err(errors::invalid(format!(
-                "task {} of queue {} exists with another payload; nothing was added — use another id",
+                "task {} of queue {} exists as another task; nothing was added — use another id, or add it as it was",
                 conflicts.join(", task "),
                 self.name
             )));

@@ -234,8 +234,10 @@ def test_a_queue_claims_runs_and_reports(queue_store_url: str) -> None:
     q = store.queue("emails")
     assert q.add({"to": "a@b"}, id="welcome-42", priority=0, delay="10s") == "welcome-42"
     assert q.add({"to": "a@b"}, id="welcome-42") == "welcome-42", "the same task again is a no-op"
-    with pytest.raises(lh.InvalidInput, match="another payload"):
+    with pytest.raises(lh.InvalidInput, match="another task"):
         q.add({"to": "c@d"}, id="welcome-42")
+    with pytest.raises(lh.InvalidInput, match="priority 0, not 3"):
+        q.add({"to": "a@b"}, id="welcome-42", priority=3)
     with pytest.raises(lh.NothingToClaim):
         q.claim(ttl="5m")
     q.add({"n": 1}, id="ok", priority=5)
@@ -463,7 +465,7 @@ def test_add_many_adds_in_one_go_and_purge_deletes_finished_tasks(queue_store_ur
     ids = q.add_many([{"n": i} for i in range(1000)])
     assert len(set(ids)) == 1000 and q.stats()["pending"] == 1000
     assert q.add_many(({"n": i} for i in range(3)), ids=["a", "b", "c"], priority=7) == ["a", "b", "c"]
-    with pytest.raises(lh.InvalidInput, match="task b .*exists with another payload; nothing was added"):
+    with pytest.raises(lh.InvalidInput, match="task b .*exists as another task; nothing was added"):
         q.add_many([{"n": 0}, {"n": "changed"}, {"n": 9}], ids=["x", "b", "y"])
     assert q.get("x") is None and q.get("y") is None, "a refused batch added nothing"
     with pytest.raises(lh.InvalidInput, match="2 payloads and 1 ids"):

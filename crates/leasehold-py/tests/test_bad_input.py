@@ -118,11 +118,19 @@ _store = lh.Store(f"sqlite://{__import__('tempfile').mkdtemp()}/props.db")
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=300))
 def test_any_name_is_accepted_as_given_or_refused_as_invalid(name: str) -> None:
+    # Blank (only whitespace) is refused too: it would show as nothing.
+    invalid = (
+        name == ""
+        or name.isspace()
+        or len(name.encode()) > 255
+        or any(unicodedata.category(c) == "Cc" for c in name)
+    )
     try:
         lease = _store.lease(name)
     except lh.InvalidName:
-        assert name == "" or len(name.encode()) > 255 or any(unicodedata.category(c) == "Cc" for c in name)
+        assert invalid, repr(name)
         return
+    assert not invalid, repr(name)
     assert lease.name == name
 
 

@@ -4,7 +4,6 @@
 (function () {
   var main = document.getElementById("main");
   var live = document.getElementById("live");
-  var generation = document.getElementById("generation");
   var source = null;
   var received = performance.now();
   var fetching = false;
@@ -12,28 +11,44 @@
 
   // Time left as the server reported it when the fragment arrived, less
   // what this page's monotonic clock says has passed since: the browser's
-  // wall clock is never used.
-  function human(ms) {
-    if (ms <= 0) return "expired";
+  // wall clock is never used. Durations read as the server writes them
+  // (src/text.rs, `duration`): 250ms, 4.5s, 2m 5s, 1h 30m, 7 days.
+  function duration(ms) {
     if (ms < 1000) return ms + "ms";
-    var s = Math.floor(ms / 1000), out = [];
-    var d = Math.floor(s / 86400); s -= d * 86400;
-    var h = Math.floor(s / 3600); s -= h * 3600;
-    var m = Math.floor(s / 60); s -= m * 60;
-    if (d) out.push(d + "days");
-    if (h) out.push(h + "h");
-    if (m) out.push(m + "m");
-    if (s || !out.length) out.push(s + "s");
-    return out.join(" ");
+    if (ms < 10000) {
+      var tenths = Math.floor((ms + 50) / 100);
+      return (tenths % 10 ? Math.floor(tenths / 10) + "." + (tenths % 10) : tenths / 10) + "s";
+    }
+    var s = Math.floor(ms / 1000);
+    var d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60, sec = s % 60;
+    if (d) return d + (d === 1 ? " day" : " days") + (h ? " " + h + "h" : "");
+    if (h) return h + "h" + (m ? " " + m + "m" : "");
+    if (m) return m + "m" + (sec ? " " + sec + "s" : "");
+    return sec + "s";
   }
   function tick() {
     var passed = performance.now() - received;
     var spans = document.querySelectorAll(".countdown[data-ms]");
     for (var i = 0; i < spans.length; i++) {
       var left = Math.round(Number(spans[i].getAttribute("data-ms")) - passed);
-      spans[i].textContent = human(left);
+      spans[i].textContent = left <= 0 ? "expired" : duration(left);
       spans[i].classList.toggle("soon", left < 5000);
     }
+    // "held since …": how long ago, counting up the same way.
+    var agos = document.querySelectorAll(".ago[data-ms]");
+    for (var j = 0; j < agos.length; j++) {
+      var ago = Math.round(Number(agos[j].getAttribute("data-ms")) + passed);
+      agos[j].textContent = ago < 1000 ? "just now" : duration(ago) + " ago";
+    }
+  }
+
+  // A timeline wider than the screen scrolls in its box: start at its
+  // right end, where "now" is.
+  function showNow() {
+    document.querySelectorAll(".scroll > svg.chart").forEach(function (svg) {
+      var box = svg.parentNode;
+      if (box.scrollWidth > box.clientWidth) box.scrollLeft = box.scrollWidth;
+    });
   }
 
   function refresh() {
@@ -53,6 +68,7 @@
         main.querySelectorAll("details").forEach(function (d, i) { if (open[i]) d.open = true; });
         received = performance.now();
         tick();
+        showNow();
       })
       .catch(function () { live.textContent = "● reconnecting"; })
       .then(function () {
@@ -65,10 +81,7 @@
     if (source || document.hidden) return;
     source = new EventSource("/events");
     source.addEventListener("hello", function () { live.textContent = "● live"; live.className = ""; });
-    source.addEventListener("change", function (e) {
-      if (generation) generation.textContent = e.data;
-      refresh();
-    });
+    source.addEventListener("change", function () { refresh(); });
     source.onerror = function () { live.textContent = "● reconnecting"; live.className = "off"; };
   }
   function disconnect() {
@@ -82,4 +95,5 @@
   connect();
   setInterval(tick, 250);
   tick();
+  showNow();
 })();

@@ -131,6 +131,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     timed("GET /queues/crawl?state=pending (first page)", || {
         size(app.handle(&get("/queues/crawl?state=pending")))
     });
+    // Deep pages, by key: the page after the 500,000th pending task, the
+    // page before the last one, and the last page (the links the page
+    // draws: `?after=PRIORITY:MICROSECONDS:ID`, `?before=…`, `?last=1`).
+    let key = |id: &str| -> Result<String, Box<dyn std::error::Error>> {
+        let t = app
+            .store()
+            .task_get(&LeaseName::new("crawl")?, &LeaseName::new(id)?)?
+            .ok_or("no such task")?;
+        let micros = t.available_at.duration_since(std::time::UNIX_EPOCH)?.as_micros();
+        Ok(format!("{}:{micros}:{}", t.priority, t.id))
+    };
+    let middle = format!("/queues/crawl?state=pending&after={}", key("t49-9999")?);
+    let near_end = format!("/queues/crawl?state=pending&before={}", key("t99-9900")?);
+    timed("GET /queues/crawl pending, after the 500,000th", || {
+        size(app.handle(&get(&middle)))
+    });
+    timed("GET /queues/crawl pending, before the last page", || {
+        size(app.handle(&get(&near_end)))
+    });
+    timed("GET /queues/crawl?state=pending&last=1", || {
+        size(app.handle(&get("/queues/crawl?state=pending&last=1")))
+    });
     timed("GET /timeline?name=agent-00042", || {
         size(app.handle(&get("/timeline?name=agent-00042")))
     });

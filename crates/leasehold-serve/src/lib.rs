@@ -18,11 +18,12 @@
 pub mod http;
 mod metrics;
 mod pages;
+mod text;
 pub mod timeline;
 pub mod watch;
 
 use std::fmt::Write as _;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -36,7 +37,11 @@ use crate::watch::Shared;
 /// How `serve` runs.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen: SocketAddr,
+    /// Where to listen: `HOST:PORT`, the host an address (`127.0.0.1`,
+    /// `[::1]`) or a name (`localhost`), resolved by the system. Only an
+    /// address, or a name every one of whose addresses is, on loopback may
+    /// be read without a token.
+    pub listen: String,
     /// A file holding the token (its first line, trimmed): required to
     /// read on a non-loopback address, and for every action.
     pub token_file: Option<PathBuf>,
@@ -51,7 +56,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            listen: DEFAULT_LISTEN.to_owned(),
             token_file: None,
             allow_actions: false,
             refresh: Duration::from_secs(1),
@@ -79,10 +84,40 @@ impl std::fmt::Display for ServeError {
 
 impl std::error::Error for ServeError {}
 
+/// Where `serve` listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+/// The addresses `listen` (`HOST:PORT`) names, resolved.
+fn resolve(listen: &str) -> Result<Vec<SocketAddr>, ServeError> {
+    let unusable = |why: String| {
+        ServeError::Usage(format!(
+            "cannot listen on {listen}: {why}; write HOST:PORT, e.g. 127.0.0.1:7878, [::1]:7878 or localhost:7878"
+        ))
+    };
+    let addresses: Vec<SocketAddr> = listen.to_socket_addrs().map_err(|e| unusable(e.to_string()))?.collect();
+    if addresses.is_empty() {
+        return Err(unusable("the name resolves to no address".to_owned()));
+    }
+    Ok(addresses)
+}
+
+/// Whether every one of `addresses` is on loopback: a name that resolves
+/// to anything else as well counts as not loopback.
+fn all_loopback(addresses: &[SocketAddr]) -> bool {
+    addresses.iter().all(|a| a.ip().is_loopback())
+}
+
 impl Config {
     /// Refuse what is unsafe before anything listens: a non-loopback
     /// address without a token, actions without a token. Returns the token.
     pub fn check(&self) -> Result<Option<String>, ServeError> {
+        self.admit().map(|(token, _)| token)
+    }
+
+    /// [`Config::check`], and the addresses to listen on, resolved once:
+    /// the addresses judged are the addresses bound.
+    fn admit(&self) -> Result<(Option<String>, Vec<SocketAddr>), ServeError> {
+        let addresses = resolve(&self.listen)?;
         let token = match &self.token_file {
             None => None,
             Some(path) => {
@@ -100,11 +135,16 @@ impl Config {
                 Some(token)
             }
         };
-        if !self.listen.ip().is_loopback() && token.is_none() {
+        if !all_loopback(&addresses) && token.is_none() {
+            let resolved = addresses.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            let shown = if resolved == self.listen {
+                resolved
+            } else {
+                format!("{} ({resolved})", self.listen)
+            };
             return Err(ServeError::Usage(format!(
-                "refusing to listen on {} without a token: anyone who can reach it could read every lease holder and \
-                 task payload. Pass --token-file FILE (readers then need the token), or listen on 127.0.0.1",
-                self.listen
+                "refusing to listen on {shown} without a token: anyone who can reach it could read every lease holder and \
+                 task payload. Pass --token-file FILE (readers then need the token), or listen on 127.0.0.1 or localhost",
             )));
         }
         if self.allow_actions && token.is_none() {
@@ -115,7 +155,13 @@ impl Config {
         if self.refresh < Duration::from_millis(100) || self.refresh > Duration::from_secs(3600) {
             return Err(ServeError::Usage("--refresh must lie between 100ms and 1h".to_owned()));
         }
-        Ok(token)
+        Ok((token, addresses))
+    }
+
+    /// Whether reading needs the token: `listen` is not all loopback (or
+    /// does not resolve).
+    fn read_needs_token(&self) -> bool {
+        resolve(&self.listen).map_or(true, |a| !all_loopback(&a))
     }
 }
 
@@ -144,11 +190,11 @@ impl std::fmt::Debug for App {
 /// Check `config`, listen, and serve until the process ends. Prints the
 /// address on stderr once it listens.
 pub fn run(store: Store, config: &Config) -> Result<(), ServeError> {
-    let token = config.check()?;
-    let listener = TcpListener::bind(config.listen)
+    let (token, addresses) = config.admit()?;
+    let listener = TcpListener::bind(&addresses[..])
         .map_err(|e| ServeError::Io(format!("cannot listen on {}: {e}", config.listen)))?;
-    let app = Arc::new(App::new(store, config, token));
     let address = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?;
+    let app = Arc::new(App::with(store, config, token, !address.ip().is_loopback()));
     eprintln!(
         "leasehold serve: http://{address}/ ({}, {})",
         app.store_label,
@@ -207,6 +253,12 @@ impl App {
     /// The application over `store`; starts the follower.
     #[must_use]
     pub fn new(store: Store, config: &Config, token: Option<String>) -> Self {
+        Self::with(store, config, token, config.read_needs_token())
+    }
+
+    /// As [`App::new`], reading with the token or without as the address
+    /// listened on says.
+    fn with(store: Store, config: &Config, token: Option<String>, read_needs_token: bool) -> Self {
         let store_label = store.url().redacted();
         let store = Arc::new(store);
         let shared = watch::start(Arc::clone(&store), config.refresh, config.retention);
@@ -214,7 +266,7 @@ impl App {
             store,
             shared,
             token,
-            read_needs_token: !config.listen.ip().is_loopback(),
+            read_needs_token,
             allow_actions: config.allow_actions,
             csrf: random_hex(16),
             store_label,
@@ -269,10 +321,17 @@ impl App {
         }
         let response = match (r.method.as_str(), segs.as_slice()) {
             ("GET" | "HEAD", []) => self.page(r, |p| pages::leases(self, r, p)),
+            ("GET" | "HEAD", ["leases", n]) => match LeaseName::new(*n) {
+                Ok(n) => self.page(r, |p| pages::lease(self, r, &n, p)),
+                Err(_) => pages::not_found("not a lease name"),
+            },
             ("GET" | "HEAD", ["timeline"]) => self.page(r, |p| pages::timeline(self, r, p)),
             ("GET" | "HEAD", ["queues"]) => self.page(r, |p| pages::queues(self, p)),
             ("GET" | "HEAD", ["queues", q]) => match LeaseName::new(*q) {
-                Ok(q) => self.page(r, |p| pages::queue(self, r, &q, p)),
+                Ok(q) => match r.param("find").map(str::trim).filter(|id| !id.is_empty()) {
+                    Some(id) => self.find(&q, id),
+                    None => self.page(r, |p| pages::queue(self, r, &q, p)),
+                },
                 Err(_) => pages::not_found("no such queue"),
             },
             ("GET" | "HEAD", ["queues", q, "tasks", id]) => match (LeaseName::new(*q), LeaseName::new(*id)) {
@@ -315,9 +374,22 @@ impl App {
         let html = if r.param("partial").is_some() {
             main.into_string()
         } else {
-            pages::layout(&page, &main, &self.shared.snapshot()).into_string()
+            pages::layout(&page, &main).into_string()
         };
         Response::new(page.status, "text/html; charset=utf-8", html)
+    }
+
+    /// `/queues/Q?find=ID`: the task's page if there is one, else the
+    /// queue's page saying there is none.
+    fn find(&self, q: &LeaseName, id: &str) -> Response {
+        let qe = http::percent_encode(q.as_str());
+        let found = LeaseName::new(id)
+            .ok()
+            .and_then(|task| self.store.task_get(q, &task).ok().flatten());
+        match found {
+            Some(t) => Response::redirect(&format!("/queues/{qe}/tasks/{}", http::percent_encode(t.id.as_str()))),
+            None => Response::redirect(&format!("/queues/{qe}?missing={}", http::percent_encode(id))),
+        }
     }
 
     fn login(&self, r: &Request) -> Response {
@@ -442,7 +514,7 @@ impl App {
                         .iter()
                         .skip(offset)
                         .take(limit)
-                        .map(|s| pages::aged(&snapshot, s))
+                        .map(|s| pages::aged(&snapshot, s.as_ref()))
                         .collect::<Vec<_>>()
                         .iter(),
                 ))
@@ -476,11 +548,11 @@ impl App {
                     }
                 };
                 let limit = r.param("limit").and_then(|l| l.parse().ok()).unwrap_or(100);
-                let tasks = self
+                let (tasks, more) = self
                     .store
-                    .task_list(Some(&q), state, limit)
+                    .task_list_page(Some(&q), state, limit)
                     .map_err(|e| refuse(503, &e.to_string()))?;
-                Ok(leasehold::json::tasks(&q, &tasks))
+                Ok(leasehold::json::tasks(&q, &tasks, more))
             }
             ["queues", q, "tasks", id] => {
                 let (q, id) = (name(q)?, name(id)?);
@@ -522,4 +594,41 @@ fn segments_path(segs: &[&str]) -> String {
         s.push_str(&http::percent_encode(seg));
     }
     if s.is_empty() { "/".to_owned() } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(listen: &str) -> Config {
+        Config {
+            listen: listen.to_owned(),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn only_addresses_all_on_loopback_are_served_without_a_token() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(all_loopback(&[addr("127.0.0.1:1"), addr("[::1]:1")]));
+        // A name that resolves to loopback and to anything else as well
+        // (a host file entry, DNS) is not loopback.
+        assert!(!all_loopback(&[addr("127.0.0.1:1"), addr("10.0.0.5:1")]));
+        assert!(!all_loopback(&[addr("[::]:1")]));
+        for ok in ["127.0.0.1:0", "[::1]:0", "localhost:0", "127.0.0.2:7878"] {
+            assert!(config(ok).check().is_ok(), "{ok}");
+        }
+        for refused in ["0.0.0.0:0", "[::]:0", "192.0.2.1:7878"] {
+            let Err(ServeError::Usage(m)) = config(refused).check() else {
+                panic!("{refused} accepted without a token")
+            };
+            assert!(m.contains("without a token"), "{m}");
+        }
+        for unusable in ["localhost", "127.0.0.1", ":7878", "localhost:http"] {
+            let Err(ServeError::Usage(m)) = config(unusable).check() else {
+                panic!("{unusable} accepted")
+            };
+            assert!(m.contains("HOST:PORT") && m.contains(unusable), "{m}");
+        }
+    }
 }

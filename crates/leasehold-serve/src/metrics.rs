@@ -55,21 +55,35 @@ fn counter_of(event: HistoryEvent) -> (&'static str, &'static str) {
 #[must_use]
 pub fn render(snapshot: &Snapshot, counters: &Counters) -> String {
     let mut out = String::with_capacity(64 * 1024);
-    family(
-        &mut out,
-        "leasehold_lease_holders",
-        "gauge",
-        "Live grants per name and mode.",
-    );
-    for s in &snapshot.leases {
-        for mode in ["exclusive", "shared"] {
-            let n = s.grants.iter().filter(|g| g.mode.label() == mode).count();
-            if n > 0 {
-                let _ = writeln!(
-                    out,
-                    "leasehold_lease_holders{{name=\"{}\",mode=\"{mode}\"}} {n}",
-                    label(s.name.as_str())
-                );
+    // A grant whose holder is provably gone is no holder: it is counted
+    // apart, as takeable (the next acquisition takes it over).
+    for (family_name, help, dead) in [
+        (
+            "leasehold_lease_holders",
+            "Grants per name and mode whose holder is not provably gone.",
+            false,
+        ),
+        (
+            "leasehold_lease_dead_holders",
+            "Grants per name and mode whose holder is provably gone (the next acquisition takes them over).",
+            true,
+        ),
+    ] {
+        family(&mut out, family_name, "gauge", help);
+        for s in &snapshot.leases {
+            for mode in ["exclusive", "shared"] {
+                let n = s
+                    .grants
+                    .iter()
+                    .filter(|g| g.mode.label() == mode && snapshot.dead(g) == dead)
+                    .count();
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "{family_name}{{name=\"{}\",mode=\"{mode}\"}} {n}",
+                        label(s.name.as_str())
+                    );
+                }
             }
         }
     }
@@ -91,12 +105,12 @@ pub fn render(snapshot: &Snapshot, counters: &Counters) -> String {
         &mut out,
         "leasehold_leases_held",
         "gauge",
-        "Names with at least one live grant.",
+        "Names with at least one grant whose holder is not provably gone.",
     );
     let _ = writeln!(
         out,
         "leasehold_leases_held {}",
-        snapshot.leases.iter().filter(|s| !s.grants.is_empty()).count()
+        snapshot.leases.iter().filter(|s| snapshot.held(s)).count()
     );
     family(&mut out, "leasehold_lease_names", "gauge", "Names ever granted.");
     let _ = writeln!(out, "leasehold_lease_names {}", snapshot.leases.len());
@@ -168,13 +182,13 @@ pub fn render(snapshot: &Snapshot, counters: &Counters) -> String {
             &mut out,
             "leasehold_queue_claim_age_seconds",
             "gauge",
-            "Longest time since a running claim was taken or last renewed.",
+            "Longest time since a running task was claimed (heartbeats do not reset it; 0 when none runs).",
         );
         for q in queues {
             let age = q
                 .running
                 .iter()
-                .filter_map(|t| Some(t.claim_ttl?.saturating_sub(t.lease_remaining.unwrap_or_default())))
+                .filter_map(|t| now.duration_since(t.claimed_at()?).ok())
                 .max()
                 .map_or(0.0, |d| d.as_secs_f64());
             let _ = writeln!(

@@ -29,6 +29,10 @@ pub enum End {
     /// No longer live, and not yet recorded: its TTL ran out at about
     /// this end (seen by `serve`, or at least its TTL after the grant).
     Lapsed,
+    /// Still in the store, but its holder is provably gone: the next
+    /// acquisition takes it over at once (the store would expire it after
+    /// this long).
+    Dead(Duration),
 }
 
 impl End {
@@ -40,6 +44,7 @@ impl End {
             End::Expired => "expired",
             End::TakenOver => "taken over (holder proved dead)",
             End::Lapsed => "lapsed (expiry not yet recorded)",
+            End::Dead(_) => "holder proved dead: takeable now",
         }
     }
 
@@ -51,7 +56,15 @@ impl End {
             End::Expired => "expired",
             End::TakenOver => "takenover",
             End::Lapsed => "lapsed",
+            End::Dead(_) => "dead",
         }
+    }
+
+    /// Whether the grant is still in the store (live, or held by a dead
+    /// holder until someone takes it over).
+    #[must_use]
+    pub fn open(self) -> bool {
+        matches!(self, End::Live(_) | End::Dead(_))
     }
 }
 
@@ -177,18 +190,27 @@ fn granted_ttl(detail: &str) -> Option<Duration> {
 
 /// Build the timeline of `name` over the `range` before `now`.
 ///
-/// `entries`: its history, oldest first; `live`: its live grants now;
-/// `ends`: when grants that lapsed unrecorded were seen to end.
+/// `entries`: its history, oldest first; `live`: its live grants now, and
+/// `dead` which of them have a holder that is provably gone; `ends`: when
+/// grants that lapsed unrecorded were seen to end.
 #[must_use]
 #[allow(clippy::implicit_hasher, reason = "the follower's map")]
 pub fn build(
     name: &LeaseName,
     entries: &[HistoryEntry],
     live: &[Grant],
+    dead: &dyn Fn(&Grant) -> bool,
     ends: &HashMap<Token, SystemTime>,
     now: SystemTime,
     range: Duration,
 ) -> Timeline {
+    let still = |g: &Grant| {
+        if dead(g) {
+            End::Dead(g.expires_in)
+        } else {
+            End::Live(g.expires_in)
+        }
+    };
     let from = now.checked_sub(range).unwrap_or(SystemTime::UNIX_EPOCH);
     let reach = entries.first().map(|e| e.at);
     let mut bars: Vec<Bar> = Vec::new();
@@ -259,7 +281,7 @@ pub fn build(
     for (token, i) in open {
         let bar = &mut bars[i];
         if let Some(g) = live.iter().find(|g| g.token == token) {
-            bar.end = End::Live(g.expires_in);
+            bar.end = still(g);
             bar.end_at = now;
         } else {
             let by_ttl = granted_ttl(&bar.detail).map(|ttl| leasehold::later(bar.start, ttl));
@@ -276,7 +298,7 @@ pub fn build(
                 start: g.acquired_at,
                 start_known: true,
                 end_at: now,
-                end: End::Live(g.expires_in),
+                end: still(g),
                 after_expiry: false,
                 lane: 0,
             });
@@ -310,6 +332,82 @@ pub fn build(
     }
 }
 
+/// What an event in the chronological list is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// A grant began (drawn in the colour of how it ended).
+    Granted(End),
+    /// A grant ended (released, expired, taken over).
+    Ended(End),
+    Mark(MarkKind),
+}
+
+/// One line of the events list.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub at: SystemTime,
+    pub kind: EventKind,
+    pub token: Option<Token>,
+    /// What happened, for people (stored text in it as stored).
+    pub what: String,
+}
+
+impl Timeline {
+    /// Everything in the range as one list, newest first: grants, their
+    /// ends and the marks.
+    #[must_use]
+    pub fn events(&self) -> Vec<Event> {
+        let mut out = Vec::new();
+        for b in &self.bars {
+            if b.start_known && b.start >= self.from {
+                let mut what = format!("granted to {}", b.owner);
+                if !b.detail.is_empty() {
+                    let _ = write!(what, " ({})", crate::text::reword(&b.detail));
+                }
+                out.push(Event {
+                    at: b.start,
+                    kind: EventKind::Granted(b.end),
+                    token: Some(b.token),
+                    what,
+                });
+            }
+            if matches!(b.end, End::Released | End::Expired | End::TakenOver) {
+                out.push(Event {
+                    at: b.end_at,
+                    kind: EventKind::Ended(b.end),
+                    token: Some(b.token),
+                    what: b.end.label().to_owned(),
+                });
+            }
+        }
+        for m in &self.marks {
+            let mut what = m.kind.label().to_owned();
+            if !m.detail.is_empty() {
+                let _ = write!(what, ": {}", crate::text::reword(&m.detail));
+            }
+            out.push(Event {
+                at: m.at,
+                kind: EventKind::Mark(m.kind),
+                token: m.token,
+                what,
+            });
+        }
+        // Newest first; at one instant, a grant's end before the next grant.
+        out.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| rank(b.kind).cmp(&rank(a.kind))));
+        out
+    }
+}
+
+/// The order of events at the same instant: an end, then a mark about
+/// the takeover, then the grant that followed.
+fn rank(kind: EventKind) -> u8 {
+    match kind {
+        EventKind::Ended(_) => 0,
+        EventKind::Mark(_) => 1,
+        EventKind::Granted(_) => 2,
+    }
+}
+
 /// The zoom levels offered, from the last minute to the last week.
 pub const RANGES: [(&str, Duration); 8] = [
     ("1m", Duration::from_secs(60)),
@@ -339,24 +437,34 @@ pub fn axis_label(t: SystemTime, range: Duration) -> String {
 }
 
 /// What a bar says when hovered (and in the terminal's right column).
+/// Stored text in it is escaped ([`crate::text::plain`]): it goes into a
+/// tooltip, which cannot hold markup.
 #[must_use]
 pub fn describe(bar: &Bar) -> String {
-    let mut s = format!("token {} · {}", bar.token, bar.owner);
+    let mut s = format!("token {} · {}", bar.token, crate::text::plain(&bar.owner));
     if !bar.detail.is_empty() {
-        let _ = write!(s, " · {}", bar.detail);
+        let _ = write!(s, " · {}", crate::text::plain(&crate::text::reword(&bar.detail)));
     }
     let _ = write!(
         s,
         " · granted {}{}",
         if bar.start_known { "" } else { "before " },
-        leasehold::format_time(bar.start)
+        crate::text::clock(bar.start)
     );
     match bar.end {
         End::Live(left) => {
-            let _ = write!(s, " · live, expires in {}", leasehold::format_duration(left));
+            let _ = write!(s, " · live, expires in {}", crate::text::duration(left));
+        }
+        End::Dead(left) => {
+            let _ = write!(
+                s,
+                " · {} (the store would expire it in {})",
+                bar.end.label(),
+                crate::text::duration(left)
+            );
         }
         end => {
-            let _ = write!(s, " · {} {}", end.label(), leasehold::format_time(bar.end_at));
+            let _ = write!(s, " · {} {}", end.label(), crate::text::clock(bar.end_at));
         }
     }
     if bar.after_expiry {
@@ -425,9 +533,9 @@ pub mod terminal {
                     paint(
                         DIM,
                         &format!(
-                            "history reaches back to {} ({} entries kept)",
+                            "history reaches back to {} ({} kept)",
                             leasehold::format_time(r),
-                            tl.entries
+                            crate::text::count(tl.entries as u64, "entry", "entries")
                         )
                     )
                 );
@@ -474,6 +582,7 @@ pub mod terminal {
                 End::Expired => (YELLOW, '✕'),
                 End::TakenOver => (RED, '⚡'),
                 End::Lapsed => (DIM, '?'),
+                End::Dead(_) => (RED, '†'),
             };
             for cell in row.iter_mut().take(b + 1).skip(a) {
                 *cell = paint(code, "█");
@@ -484,6 +593,7 @@ pub mod terminal {
             }
             let end = match bar.end {
                 End::Live(left) => format!("live, expires in {}", leasehold::format_duration(left)),
+                End::Dead(_) => bar.end.label().to_owned(),
                 End::Expired if bar.after_expiry => "expired (after a takeover by expiry)".to_owned(),
                 e => e.label().to_owned(),
             };
@@ -536,7 +646,8 @@ pub mod terminal {
             "{}",
             paint(
                 DIM,
-                "█ held  ▶ live  ▏ released  ✕ expired  ⚡ taken over (holder proved dead)  ? lapsed, not yet recorded  \
+                "█ held  ▶ live  † holder proved dead, takeable now  ▏ released  ✕ expired  \
+                 ⚡ taken over (holder proved dead)  ? lapsed, not yet recorded  \
                  ◇ takeover after expiry  ↻ reacquired  ✓ fence passed  ✗ fence refused  ! stale token refused"
             )
         );

@@ -20,7 +20,10 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use leasehold::{HistoryEntry, HistoryEvent, LeaseName, LeaseState, QueueStats, Store, Task, TaskState, Token};
+use leasehold::identity::{Liveness, Vantage};
+use leasehold::{
+    Grant, GrantId, HistoryEntry, HistoryEvent, LeaseName, LeaseState, QueueStats, Store, Task, TaskState, Token,
+};
 
 /// Entries read to find a name's cursor; a name with more new entries
 /// since the last visit is read again in full.
@@ -47,6 +50,72 @@ pub const COUNTED: [HistoryEvent; 8] = [
     HistoryEvent::FenceRefused,
 ];
 
+/// The window a rate per minute is measured over: never shown for less.
+pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+
+/// How many things happened over how long a window this serve measured —
+/// a rate only once the window covers a whole minute ([`Rate::per_minute`]),
+/// never extrapolated from less.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    pub count: u64,
+    /// The window measured: from the oldest reading kept to the newest.
+    pub over: Duration,
+}
+
+impl Rate {
+    /// Per minute over [`Rate::over`], when it covers at least
+    /// [`RATE_WINDOW`].
+    #[must_use]
+    pub fn per_minute(&self) -> Option<f64> {
+        (self.over >= RATE_WINDOW).then(|| self.count as f64 / (self.over.as_secs_f64() / 60.0))
+    }
+}
+
+/// Readings of running totals over time, kept so that the oldest is the
+/// newest one at least [`RATE_WINDOW`] old: the window measured is at
+/// least a minute as soon as a minute has been watched, and never more
+/// than a minute and one refresh.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    readings: VecDeque<(Instant, [u64; 2])>,
+}
+
+impl Window {
+    /// Add the totals read at `at`; drop readings no longer needed.
+    pub fn push(&mut self, at: Instant, totals: [u64; 2]) {
+        self.readings.push_back((at, totals));
+        while self.readings.len() > 2
+            && self
+                .readings
+                .get(1)
+                .is_some_and(|(t, _)| at.duration_since(*t) >= RATE_WINDOW)
+        {
+            self.readings.pop_front();
+        }
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.readings.is_empty()
+    }
+
+    /// What happened to total `k` between the oldest and the newest reading.
+    #[must_use]
+    pub fn rate(&self, k: usize) -> Rate {
+        match (self.readings.front(), self.readings.back()) {
+            (Some((t0, a)), Some((t1, b))) => Rate {
+                count: b[k].saturating_sub(a[k]),
+                over: t1.duration_since(*t0),
+            },
+            _ => Rate {
+                count: 0,
+                over: Duration::ZERO,
+            },
+        }
+    }
+}
+
 /// What one queue looks like now.
 #[derive(Debug, Clone)]
 pub struct QueueView {
@@ -61,8 +130,9 @@ pub struct QueueView {
     /// Running tasks whose claim has expired (the task comes back at its
     /// queue's next claim).
     pub expired: u64,
-    pub claims_per_minute: f64,
-    pub completions_per_minute: f64,
+    /// Claims and completions this serve saw, and over what window.
+    pub claims: Rate,
+    pub completions: Rate,
 }
 
 impl QueueView {
@@ -82,6 +152,9 @@ pub struct Snapshot {
     pub wall: SystemTime,
     /// Every name, ordered by name.
     pub leases: Vec<LeaseState>,
+    /// What this host can tell of each grant's holder, judged once per
+    /// reading (by name and token; a grant not judged is `Unknown`).
+    pub liveness: HashMap<(LeaseName, Token), Liveness>,
     /// `None`: the store has no queue (etcd).
     pub queues: Option<Vec<QueueView>>,
     /// How long the reading took.
@@ -98,6 +171,7 @@ impl Snapshot {
             read_at: Instant::now(),
             wall: SystemTime::now(),
             leases: Vec::new(),
+            liveness: HashMap::new(),
             queues: has_queue.then(Vec::new),
             took: Duration::ZERO,
             error: None,
@@ -115,6 +189,28 @@ impl Snapshot {
     #[must_use]
     pub fn remaining(&self, expires_in: Duration) -> Duration {
         expires_in.saturating_sub(self.read_at.elapsed())
+    }
+
+    /// What this host can tell of `grant`'s holder, as of the reading.
+    #[must_use]
+    pub fn liveness(&self, grant: &Grant) -> Liveness {
+        self.liveness
+            .get(&(grant.name.clone(), grant.token))
+            .copied()
+            .unwrap_or(Liveness::Unknown)
+    }
+
+    /// Whether `grant`'s holder is provably gone: the grant is takeable
+    /// now, and never shown or counted as held by a live holder.
+    #[must_use]
+    pub fn dead(&self, grant: &Grant) -> bool {
+        self.liveness(grant) == Liveness::Dead
+    }
+
+    /// Whether `state` has a grant whose holder is not provably gone.
+    #[must_use]
+    pub fn held(&self, state: &LeaseState) -> bool {
+        state.grants.iter().any(|g| !self.dead(g))
     }
 
     #[must_use]
@@ -267,8 +363,13 @@ struct Follower {
     sweep: usize,
     /// Per queue: running claims seen last time, and the done/dead counts.
     queue_seen: HashMap<LeaseName, Seen>,
-    /// Per queue: (when, claims, completions) over the last minute.
-    rates: HashMap<LeaseName, VecDeque<(Instant, u64, u64)>>,
+    /// Per queue: claims and completions over the last minute.
+    rates: HashMap<LeaseName, Window>,
+    /// When the previous reading was made (a queue first seen now was
+    /// empty then: its first claims count from there).
+    previous_reading: Option<Instant>,
+    /// Grants whose holder was found provably gone.
+    dead: HashSet<GrantId>,
     generation: u64,
     /// The first reading: every name is visited, and only to set its cursor.
     baseline: bool,
@@ -291,6 +392,8 @@ impl Follower {
             sweep: 0,
             queue_seen: HashMap::new(),
             rates: HashMap::new(),
+            previous_reading: None,
+            dead: HashSet::new(),
             generation: 0,
             baseline: true,
         }
@@ -312,6 +415,7 @@ impl Follower {
             None
         };
         let previous = self.shared.snapshot();
+        let liveness = judge(&leases, &mut self.dead);
         self.note_ends(&previous, &leases);
         let changed: Vec<LeaseName> = {
             let before: HashMap<&LeaseName, _> = previous.leases.iter().map(|s| (&s.name, fingerprint(s))).collect();
@@ -321,7 +425,10 @@ impl Follower {
                 .map(|s| s.name.clone())
                 .collect()
         };
+        // A holder found dead changes what the page shows, though nothing
+        // in the store changed.
         let moved = !changed.is_empty()
+            || liveness != previous.liveness
             || queues
                 .as_ref()
                 .map(|q| q.iter().map(|v| v.stats.clone()).collect::<Vec<_>>())
@@ -337,6 +444,7 @@ impl Follower {
             read_at: started,
             wall,
             leases,
+            liveness,
             queues,
             took: started.elapsed(),
             error: None,
@@ -518,36 +626,71 @@ impl Follower {
                 qc.completions += finished_done;
                 qc.deaths += finished_dead;
             }
-            let (claims_total, completions_total) = (qc.claims, qc.completions);
+            let totals = [qc.claims, qc.completions];
             drop(counters);
             self.queue_seen.insert(s.queue.clone(), (claims, s.done, s.dead));
             let window = self.rates.entry(s.queue.clone()).or_default();
-            window.push_back((now, claims_total, completions_total));
-            while window
-                .front()
-                .is_some_and(|(t, _, _)| now.duration_since(*t) > Duration::from_secs(60))
-            {
-                window.pop_front();
-            }
-            let (claims_per_minute, completions_per_minute) = match (window.front(), window.back()) {
-                (Some(a), Some(b)) if b.0 > a.0 => {
-                    let minutes = (b.0 - a.0).as_secs_f64() / 60.0;
-                    ((b.1 - a.1) as f64 / minutes, (b.2 - a.2) as f64 / minutes)
+            if window.is_empty() && !self.baseline {
+                // A queue first seen after the first reading was empty at
+                // the reading before: what it did since counts from there
+                // (its first claims are in `_total`, so in its rate too).
+                if let Some(before) = self.previous_reading {
+                    window.push(before, [0, 0]);
                 }
-                _ => (0.0, 0.0),
-            };
+            }
+            window.push(now, totals);
             out.push(QueueView {
                 stats: s,
                 next,
                 running,
                 late,
                 expired,
-                claims_per_minute,
-                completions_per_minute,
+                claims: window.rate(0),
+                completions: window.rate(1),
             });
         }
+        self.previous_reading = Some(now);
         Ok(out)
     }
+}
+
+/// The identity of a holder's process, as far as liveness goes.
+type Process<'a> = (&'a str, &'a str, Option<u64>, u32, Option<u64>, Option<u32>, bool);
+
+/// What this host can tell of every grant's holder. A grant whose holder
+/// was found dead stays dead (its pid is gone or reused: nothing brings it
+/// back), so it is not judged again (`dead`: those grants, kept to the
+/// ones still in the store); holders that are one process (the same pid,
+/// start time and group) are judged once per reading.
+fn judge(leases: &[LeaseState], dead: &mut HashSet<GrantId>) -> HashMap<(LeaseName, Token), Liveness> {
+    let vantage = Vantage::read();
+    let mut processes: HashMap<Process<'_>, Liveness> = HashMap::new();
+    let mut out = HashMap::new();
+    let mut still_dead = HashSet::new();
+    for g in leases.iter().flat_map(|s| s.grants.iter()) {
+        let id = g.id();
+        let verdict = if dead.contains(&id) {
+            Liveness::Dead
+        } else {
+            let h = &g.holder;
+            let process = (
+                h.host.as_str(),
+                h.boot_id.as_str(),
+                h.pid_ns,
+                h.pid,
+                h.start_time,
+                h.pgid,
+                h.bound,
+            );
+            *processes.entry(process).or_insert_with(|| vantage.liveness(h))
+        };
+        if verdict == Liveness::Dead {
+            still_dead.insert(id);
+        }
+        out.insert((g.name.clone(), g.token), verdict);
+    }
+    *dead = still_dead;
+    out
 }
 
 fn tail(entries: &[HistoryEntry], n: usize) -> Vec<HistoryEntry> {
@@ -581,6 +724,34 @@ mod tests {
             token: Some(Token(token)),
             owner: None,
             detail: String::new(),
+        }
+    }
+
+    /// A rate is never given for a window shorter than the minute it
+    /// names, and once a minute is watched it is what happened over the
+    /// window measured.
+    #[test]
+    fn a_rate_covers_a_whole_minute_or_is_not_given() {
+        let start = Instant::now();
+        let mut w = Window::default();
+        let mut total = 0;
+        for second in 0..=200u64 {
+            let at = start + Duration::from_secs(second);
+            w.push(at, [total, 0]);
+            let rate = w.rate(0);
+            // The checker: every reading pushed is one second apart and the
+            // total grew by 2 a second, so over any window the count is
+            // twice its length in seconds.
+            assert_eq!(rate.count, 2 * rate.over.as_secs(), "at {second}s: {rate:?}");
+            match rate.per_minute() {
+                None => assert!(second < 60, "no rate after {second}s: {rate:?}"),
+                Some(per_minute) => {
+                    assert!(rate.over >= RATE_WINDOW, "a rate over {:?} at {second}s", rate.over);
+                    assert!(rate.over <= RATE_WINDOW + Duration::from_secs(1), "{rate:?}");
+                    assert!((per_minute - 120.0).abs() < 1e-9, "{per_minute}/min at {second}s");
+                }
+            }
+            total += 2;
         }
     }
 

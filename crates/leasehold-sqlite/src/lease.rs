@@ -69,7 +69,7 @@ fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::R
     let holder_json: String = r.get(6)?;
     let boot_id: String = r.get(9)?;
     let expires_ns: i64 = r.get(10)?;
-    let Ok(name) = LeaseName::new(name.clone()) else {
+    let Ok(name) = LeaseName::stored(name.clone()) else {
         return Ok(Err(format!("lease_grant holds an invalid name {name:?}")));
     };
     let holder: Holder = match serde_json::from_str(&holder_json) {
@@ -383,23 +383,48 @@ pub(crate) fn acquire(tx: &Transaction<'_>, now: &Now, p: &LeaseAcquireParams) -
 
 /// Read the grant of `token` (with whether it is live), plan with it,
 /// apply the plan; the grant the plan wrote (if it did) and its outcome.
+/// Without the grant, the planner also gets how the history says it
+/// ended (`plan::ENDINGS`), when `ending` asks for it.
 fn by_token<T>(
     tx: &Transaction<'_>,
     now: &Now,
-    name: &LeaseName,
-    token: Token,
-    planner: impl FnOnce(Option<&Seen>) -> Plan<T>,
+    (name, token): (&LeaseName, Token),
+    ending: bool,
+    planner: impl FnOnce(Option<&Seen>, Option<HistoryEvent>) -> Plan<T>,
 ) -> Result<(Option<Grant>, T)> {
     let found = row(tx, now, name, token)?;
-    let plan = planner(found.as_ref());
+    let ended = match found {
+        None if ending => ended(tx, name, token)?,
+        _ => None,
+    };
+    let plan = planner(found.as_ref(), ended);
     let mut w = Writer::new(tx, now, name, found.as_slice());
     plan.apply(&mut w)?;
     Ok((w.written, plan.outcome))
 }
 
+/// How the grant of `token` ended, by the newest of `plan::ENDINGS`
+/// recorded for it (a scan of the name's history, pruned to
+/// `HISTORY_PER_NAME` entries: only for a token the store no longer has).
+fn ended(tx: &Transaction<'_>, name: &LeaseName, token: Token) -> Result<Option<HistoryEvent>> {
+    let endings = plan::ENDINGS.map(|e| format!("'{}'", e.as_str())).join(", ");
+    let event: Option<String> = tx
+        .prepare_cached(&format!(
+            "SELECT event FROM lease_history WHERE name = ?1 AND token = ?2 AND event IN ({endings}) \
+             ORDER BY id DESC LIMIT 1"
+        ))?
+        .query_row(params![name.as_str(), token.0 as i64], |r| r.get(0))
+        .optional()?;
+    event
+        .map(|e| HistoryEvent::parse(&e).ok_or_else(|| Error::BadRow(format!("unknown history event {e:?}"))))
+        .transpose()
+}
+
 pub(crate) fn renew(tx: &Transaction<'_>, now: &Now, p: &LeaseRenewParams) -> Result<LeaseRenew> {
     Ok(
-        match by_token(tx, now, &p.name, p.token, |found| plan::renew(p, found))? {
+        match by_token(tx, now, (&p.name, p.token), true, |found, ended| {
+            plan::renew(p, found, ended)
+        })? {
             (Some(grant), Ok(())) => LeaseRenew::Renewed(grant),
             (None, Ok(())) => {
                 return Err(Error::BadRow(format!(
@@ -413,7 +438,9 @@ pub(crate) fn renew(tx: &Transaction<'_>, now: &Now, p: &LeaseRenewParams) -> Re
 }
 
 pub(crate) fn release(tx: &Transaction<'_>, now: &Now, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
-    let (_, outcome) = by_token(tx, now, &p.name, p.token, |found| plan::release(p, found))?;
+    let (_, outcome) = by_token(tx, now, (&p.name, p.token), true, |found, ended| {
+        plan::release(p, found, ended)
+    })?;
     Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
 }
 
@@ -454,7 +481,9 @@ fn last_token(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<Token>> {
 
 pub(crate) fn fence(tx: &Transaction<'_>, now: &Now, p: &LeaseFenceParams) -> Result<LeaseFence> {
     let newest = last_token(tx, &p.name)?;
-    let (_, outcome) = by_token(tx, now, &p.name, p.token, |found| plan::fence(p, newest, found))?;
+    let (_, outcome) = by_token(tx, now, (&p.name, p.token), false, |found, _| {
+        plan::fence(p, newest, found)
+    })?;
     Ok(outcome)
 }
 
@@ -501,7 +530,7 @@ pub(crate) fn list(tx: &Transaction<'_>, now: &Now, p: &LeaseListParams) -> Resu
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let name = LeaseName::new(name.clone())
+        let name = LeaseName::stored(name.clone())
             .map_err(|_| Error::BadRow(format!("invalid lease name {name:?} in the store")))?;
         if let Some(state) = get(tx, now, &name)? {
             out.push(state);

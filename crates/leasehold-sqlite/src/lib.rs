@@ -504,11 +504,72 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     )
 }
 
+/// The first part of a WAL store's shared-memory file (`-shm`), which
+/// SQLite must be able to write beside the store before it can read it.
+const SHM_FIRST_REGION: u64 = 32 * 1024;
+
+/// SQLite could not grow the store's shared-memory file (extended code
+/// `SQLITE_IOERR_SHMSIZE`, 4874), which it reports as a mere "disk I/O
+/// error": no room for it on the filesystem.
+fn shm_cannot_grow(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_IOERR_SHMSIZE)
+}
+
+/// What a filesystem of `total` bytes with `available` free means for a
+/// store of `store_len` bytes whose `-shm` file could not grow: full, or
+/// too small ever to hold the store and its shared-memory file.
+fn no_room_for_shm(store: &str, store_len: u64, space: Option<(u64, u64)>) -> BackendError {
+    let kib = |b: u64| format!("{} KiB", b.div_ceil(1024));
+    match space {
+        Some((total, _)) if total < store_len.saturating_add(SHM_FIRST_REGION) => BackendError::new(
+            ErrorKind::DiskFull,
+            store,
+            format!(
+                "its filesystem is too small for it: {} in all, and the store ({}) needs its shared-memory file \
+                 ({}) beside it, so it can never be opened there",
+                kib(total),
+                kib(store_len),
+                kib(SHM_FIRST_REGION)
+            ),
+        )
+        .hint("put the store on a larger filesystem; nothing was changed")
+        .remedy(Remedy::AnotherStore),
+        space => BackendError::new(
+            ErrorKind::DiskFull,
+            store,
+            format!(
+                "the disk is full: SQLite cannot make room for the store's shared-memory file (-shm){}",
+                space
+                    .map(|(_, free)| format!("; {} free", kib(free)))
+                    .unwrap_or_default()
+            ),
+        )
+        .hint("free space on its filesystem; nothing was changed"),
+    }
+}
+
 /// Map a SQLite failure to its kind and what the user must do about it.
 fn map_error(store: &str, e: rusqlite::Error) -> BackendError {
     if let Some(msg) = missing_from_schema(&e) {
         let reason = format!("its schema is damaged ({msg})");
         return damaged_schema(store, reason).with_source(e);
+    }
+    if shm_cannot_grow(&e) {
+        let path = Path::new(store);
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let space = rustix::fs::statvfs(dir).ok().map(|s| {
+            (
+                s.f_blocks.saturating_mul(s.f_frsize),
+                s.f_bavail.saturating_mul(s.f_frsize),
+            )
+        });
+        let store_len = std::fs::metadata(path).map_or(0, |m| m.len());
+        // Without SQLite's own words as its cause: "disk I/O error" with
+        // its code is what this replaces (issue 22).
+        return no_room_for_shm(store, store_len, space);
     }
     let (kind, reason, hint) = match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => (
@@ -723,6 +784,9 @@ impl TaskBackend for SqliteBackend {
     }
 
     fn task_list(&self, params: &TaskListParams) -> Result<Vec<Task>, BackendError> {
+        if let Some((queue, state, page)) = params.paged()? {
+            return self.read(|tx, now| task::list_page(tx, now, queue, state, page, params.limit));
+        }
         self.read(|tx, now| task::list(tx, now, params))
     }
 

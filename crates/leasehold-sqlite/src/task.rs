@@ -15,10 +15,10 @@ use leasehold_backend::task::backoff;
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
-    TaskListParams, TaskLost, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, duration_millis, later, signed,
-    stored_millis,
+    TaskListParams, TaskLost, TaskPage, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, duration_millis, later,
+    signed, stored_millis,
 };
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{OptionalExtension, ToSql, Transaction, params, params_from_iter};
 
 use crate::Now;
 use crate::lease::{Error, Result, expires_at};
@@ -39,10 +39,12 @@ const TASK_COLUMNS: &str = "queue, id, payload, priority, state, attempts, max_a
      boot_id, lease_until_ns, expirations, failures, last_error, result, created_ms, updated_ms, ttl_ms";
 
 fn read_task(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::Result<Task, String>> {
-    let name = |i: usize| -> rusqlite::Result<std::result::Result<leasehold_backend::LeaseName, String>> {
-        let s: String = r.get(i)?;
-        Ok(leasehold_backend::LeaseName::new(s.clone()).map_err(|_| format!("invalid name {s:?} in the task table")))
-    };
+    let name =
+        |i: usize| -> rusqlite::Result<std::result::Result<leasehold_backend::LeaseName, String>> {
+            let s: String = r.get(i)?;
+            Ok(leasehold_backend::LeaseName::stored(s.clone())
+                .map_err(|_| format!("invalid name {s:?} in the task table")))
+        };
     let queue = match name(0)? {
         Ok(q) => q,
         Err(e) => return Ok(Err(e)),
@@ -131,14 +133,9 @@ pub(crate) fn add(tx: &Transaction<'_>, now: &Now, tasks: &[TaskAddParams]) -> R
         }
         let existing =
             get(tx, now, &t.queue, &t.id)?.ok_or_else(|| Error::BadRow("conflicting task vanished".into()))?;
-        if existing.payload == t.payload {
-            outcomes.push(TaskAdd::Exists);
-        } else {
-            clean = false;
-            outcomes.push(TaskAdd::Conflict {
-                existing: Box::new(existing),
-            });
-        }
+        let outcome = TaskAdd::again(t, existing);
+        clean &= outcome == TaskAdd::Exists;
+        outcomes.push(outcome);
     }
     Ok((outcomes, clean))
 }
@@ -191,7 +188,7 @@ pub(crate) fn claim(tx: &Transaction<'_>, now: &Now, p: &TaskClaimParams) -> Res
     failpoint!("claim", "token");
     Ok(Some(Claim {
         queue: p.queue.clone(),
-        id: TaskId::new(id.clone()).map_err(|_| Error::BadRow(format!("invalid task id {id:?}")))?,
+        id: TaskId::stored(id.clone()).map_err(|_| Error::BadRow(format!("invalid task id {id:?}")))?,
         payload: parse_json("payload", &payload)?,
         attempt,
         max_attempts,
@@ -230,8 +227,11 @@ pub(crate) fn heartbeat(tx: &Transaction<'_>, now: &Now, task: &TaskRef, ttl: Du
         Ok(seq) => seq,
         Err(lost) => return Ok(TaskUpdate::Lost(lost)),
     };
-    tx.prepare_cached("UPDATE task SET lease_until_ns = ?2, updated_ms = ?3 WHERE seq = ?1")?
-        .execute(params![seq, expires_at(now, ttl), wall_ms(now)])?;
+    // Not `updated_ms`: a heartbeat extends the claim without changing the
+    // task, so a running task's `updated_at` stays the time of its claim
+    // (`Task::claimed_at`).
+    tx.prepare_cached("UPDATE task SET lease_until_ns = ?2 WHERE seq = ?1")?
+        .execute(params![seq, expires_at(now, ttl)])?;
     Ok(TaskUpdate::Applied)
 }
 
@@ -312,6 +312,100 @@ pub(crate) fn retry(tx: &Transaction<'_>, now: &Now, queue: &QueueName, id: &Tas
     Ok(TaskRetry::Revived)
 }
 
+/// A page of one queue's tasks of one state by key ([`TaskPage`]). The
+/// tasks after a key in list order (`priority DESC, available_ms, seq`) are
+/// three ranges of the index, each read in index order: the key's own
+/// priority and time with a later seq, its priority with a later time, and
+/// lower priorities. Read one after the other until the page is full, each
+/// is a seek — however deep the page — where one `OR` of the three would
+/// be scanned from the queue's first task. Pages before a key, and the
+/// last page, read the same ranges backwards and turn the result around.
+pub(crate) fn list_page(
+    tx: &Transaction<'_>,
+    now: &Now,
+    queue: &QueueName,
+    state: TaskState,
+    page: &TaskPage,
+    limit: u32,
+) -> Result<Vec<Task>> {
+    const FORWARD: &str = "priority DESC, available_ms, seq";
+    const BACKWARD: &str = "priority, available_ms DESC, seq DESC";
+    // Pending tasks come off the claim index, whose predicate must be
+    // written out to match; the others through the state index.
+    let state_is = if state == TaskState::Pending {
+        "state = 'pending' AND ?2 IS NOT NULL"
+    } else {
+        "state = ?2"
+    };
+    let base = format!("SELECT {TASK_COLUMNS} FROM task WHERE queue = ?1 AND {state_is}");
+    let (queue, state) = (queue.as_str(), state.as_str());
+    let limit = i64::from(limit);
+    let mut out: Vec<Task> = Vec::new();
+    let read = |out: &mut Vec<Task>, range: &str, order: &str, key: &[&dyn ToSql]| -> Result<()> {
+        let left = limit - i64::try_from(out.len()).unwrap_or(i64::MAX);
+        if left <= 0 {
+            return Ok(());
+        }
+        let sql = format!("{base}{range} ORDER BY {order} LIMIT ?{}", key.len() + 3);
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let mut bound: Vec<&dyn ToSql> = vec![&queue, &state];
+        bound.extend_from_slice(key);
+        bound.push(&left);
+        for row in stmt.query_map(params_from_iter(bound), |r| read_task(r, now))? {
+            out.push(row?.map_err(Error::BadRow)?);
+        }
+        Ok(())
+    };
+    match page {
+        TaskPage::Last => {
+            read(&mut out, "", BACKWARD, &[])?;
+            out.reverse();
+        }
+        TaskPage::After(key) | TaskPage::Before(key) => {
+            let after = matches!(page, TaskPage::After(_));
+            let seq: Option<i64> = tx
+                .prepare_cached("SELECT seq FROM task WHERE queue = ?1 AND id = ?2")?
+                .query_row(params![queue, key.id.as_str()], |r| r.get(0))
+                .optional()?;
+            // A key whose task is gone: every task tying with it on
+            // priority and time is listed (a repeat, never a skip).
+            let seq = seq.unwrap_or(if after { -1 } else { i64::MAX });
+            let (priority, at) = (key.priority, to_ms(key.available_at));
+            if after {
+                read(
+                    &mut out,
+                    " AND priority = ?3 AND available_ms = ?4 AND seq > ?5",
+                    "seq",
+                    &[&priority, &at, &seq],
+                )?;
+                read(
+                    &mut out,
+                    " AND priority = ?3 AND available_ms > ?4",
+                    "available_ms, seq",
+                    &[&priority, &at],
+                )?;
+                read(&mut out, " AND priority < ?3", FORWARD, &[&priority])?;
+            } else {
+                read(
+                    &mut out,
+                    " AND priority = ?3 AND available_ms = ?4 AND seq < ?5",
+                    "seq DESC",
+                    &[&priority, &at, &seq],
+                )?;
+                read(
+                    &mut out,
+                    " AND priority = ?3 AND available_ms < ?4",
+                    "available_ms DESC, seq DESC",
+                    &[&priority, &at],
+                )?;
+                read(&mut out, " AND priority > ?3", BACKWARD, &[&priority])?;
+                out.reverse();
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub(crate) fn list(tx: &Transaction<'_>, now: &Now, p: &TaskListParams) -> Result<Vec<Task>> {
     // One queue and one state (the status page's lists): the same order,
     // without the OR-of-parameters that stops SQLite from using an index —
@@ -359,7 +453,7 @@ pub(crate) fn stats(tx: &Transaction<'_>, queue: Option<&QueueName>) -> Result<V
     let mut out: Vec<QueueStats> = Vec::new();
     for row in rows {
         let (q, state, n) = row?;
-        let q = QueueName::new(q.clone()).map_err(|_| Error::BadRow(format!("invalid queue name {q:?}")))?;
+        let q = QueueName::stored(q.clone()).map_err(|_| Error::BadRow(format!("invalid queue name {q:?}")))?;
         if out.last().is_none_or(|s| s.queue != q) {
             out.push(QueueStats {
                 queue: q,

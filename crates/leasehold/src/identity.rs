@@ -153,13 +153,82 @@ pub fn holder(binding: Binding) -> io::Result<Holder> {
 /// module docs: anything short of proof is `false`.
 #[must_use]
 pub fn provably_gone(holder: &Holder) -> bool {
-    let here = Here {
-        host: hostname(),
-        boot_id: host::boot_id(),
-        pid_ns: host::own_pid_namespace(),
-        pids_are_ours: host::pids_are_ours(),
-    };
-    gone_by_evidence(holder, &here, start_time, group_is_empty)
+    Vantage::read().gone(holder)
+}
+
+/// What this host can tell of a grant's holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Liveness {
+    /// Its process runs on this host (same pid, same start time).
+    Alive,
+    /// Provably gone ([`provably_gone`]): the next acquisition takes the
+    /// grant over at once.
+    Dead,
+    /// Bound to no process: the grant lives by its TTL alone.
+    Unbound,
+    /// Another host, or no evidence either way.
+    Unknown,
+}
+
+impl Liveness {
+    /// The word `--json` prints as `alive`: `yes`, `no`, `ttl`, `?`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Alive => "yes",
+            Liveness::Dead => "no",
+            Liveness::Unbound => "ttl",
+            Liveness::Unknown => "?",
+        }
+    }
+}
+
+/// What a holder is, as far as this host can tell.
+#[must_use]
+pub fn liveness(holder: &Holder) -> Liveness {
+    Vantage::read().liveness(holder)
+}
+
+/// Where this process runs, read once to judge many holders (a status
+/// page judges every grant of a store at each reading).
+#[derive(Debug, Clone)]
+pub struct Vantage {
+    here: Here,
+}
+
+impl Vantage {
+    /// Read this host's name, boot and pid namespace now.
+    #[must_use]
+    pub fn read() -> Self {
+        Self {
+            here: Here {
+                host: hostname(),
+                boot_id: host::boot_id(),
+                pid_ns: host::own_pid_namespace(),
+                pids_are_ours: host::pids_are_ours(),
+            },
+        }
+    }
+
+    /// [`provably_gone`], from here.
+    #[must_use]
+    pub fn gone(&self, holder: &Holder) -> bool {
+        gone_by_evidence(holder, &self.here, start_time, group_is_empty)
+    }
+
+    /// [`liveness`], from here.
+    #[must_use]
+    pub fn liveness(&self, holder: &Holder) -> Liveness {
+        if !holder.bound {
+            Liveness::Unbound
+        } else if self.gone(holder) {
+            Liveness::Dead
+        } else if holder.host == self.here.host && start_time(holder.pid).ok() == holder.start_time {
+            Liveness::Alive
+        } else {
+            Liveness::Unknown
+        }
+    }
 }
 
 /// What this process knows of where it runs, against which a holder's

@@ -25,16 +25,7 @@ pub fn from_now(d: Duration) -> String {
 /// here), `?` (another host, or no evidence).
 #[must_use]
 pub fn alive(grant: &Grant) -> &'static str {
-    let h = &grant.holder;
-    if !h.bound {
-        "ttl"
-    } else if identity::provably_gone(h) {
-        "no"
-    } else if h.host == identity::hostname() && identity::start_time(h.pid).ok() == h.start_time {
-        "yes"
-    } else {
-        "?"
-    }
+    identity::liveness(&grant.holder).as_str()
 }
 
 /// A grant (`acquire`, `renew`, and each of a state's `grants`).
@@ -121,10 +112,11 @@ pub fn task(t: &Task) -> Value {
     })
 }
 
-/// `task list QUEUE`: `{"queue": .., "tasks": [...]}`.
+/// `task list QUEUE`: `{"queue": .., "tasks": [...], "more": ..}`; `more`:
+/// tasks exist beyond the limit listed ([`crate::Store::task_list_page`]).
 #[must_use]
-pub fn tasks<'a>(queue: &LeaseName, tasks: impl IntoIterator<Item = &'a Task>) -> Value {
-    json!({ "queue": queue, "tasks": tasks.into_iter().map(task).collect::<Vec<_>>() })
+pub fn tasks<'a>(queue: &LeaseName, tasks: impl IntoIterator<Item = &'a Task>, more: bool) -> Value {
+    json!({ "queue": queue, "tasks": tasks.into_iter().map(task).collect::<Vec<_>>(), "more": more })
 }
 
 /// `task stats`: `{"queues": [...]}`.

@@ -1353,6 +1353,88 @@ mod tests {
         assert_eq!(ClaimLost::new(TaskLost::Stale, false), ClaimLost::Taken);
     }
 
+    /// Answers at once, except the `late_on`th renewal: its answer comes
+    /// `late` after it was sent on the keeper's clock — the renewer woken
+    /// late by a busy scheduler, or a slow store — and only after the
+    /// watchdog has had time to look at that clock (real time).
+    #[derive(Debug)]
+    struct Hiccup {
+        clock: Arc<ManualClock>,
+        late_on: u64,
+        late: Duration,
+        calls: AtomicU64,
+    }
+
+    impl Renewer for Hiccup {
+        type Lost = LostReason;
+        fn kind(&self) -> &'static str {
+            "lease"
+        }
+        fn name(&self) -> String {
+            "job".into()
+        }
+        fn token(&self) -> Token {
+            Token(7)
+        }
+        fn renew(&self, _: &Attempt<'_>) -> Result<Renewal> {
+            if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.late_on {
+                self.clock.advance(self.late);
+                thread::sleep(3 * POLL);
+            }
+            Ok(Renewal::Renewed)
+        }
+    }
+
+    /// Keep a grant with `run`'s default timing for `ttl` and make its
+    /// second renewal `late`: whether the grant was lost, once the renewal
+    /// after the late one (due at once) went through or the loss came.
+    fn lost_with_a_late_renewal(ttl: Duration, late: Duration) -> Option<Loss> {
+        let options = crate::supervise::Timing::new(ttl, None, None, None).unwrap().keeper;
+        let heartbeat = options.heartbeat.unwrap();
+        let clock = Arc::new(ManualClock::new(100 * SEC));
+        let renewer = Arc::new(Hiccup {
+            clock: clock.clone(),
+            late_on: 2,
+            late,
+            calls: AtomicU64::new(0),
+        });
+        let k = Keeper::start_with_clock(renewer, clock.now(), options, clock.clone());
+        clock.advance(heartbeat);
+        until(|| k.renewals() == 1);
+        clock.advance(heartbeat);
+        until(|| k.renewals() == 3 || k.handle().is_lost());
+        k.stop()
+    }
+
+    /// Issue 22: `run --ttl 1s` with defaults lost its lease in 8 runs of
+    /// 50 beside two busy processes — a renewal got through too late for
+    /// a heartbeat of half the 300 ms window. With the default timing of
+    /// every short TTL, one renewal may be late by up to `RENEWAL_ROOM`
+    /// (at most three quarters of the window) and the grant is kept; a
+    /// renewal later than the window allows is a loss (the keeper does not
+    /// simply never lose).
+    #[test]
+    fn default_timing_keeps_a_short_grant_through_a_late_renewal() {
+        for ms in [1000, 1500, 2000, 3000] {
+            let ttl = ms * Duration::from_millis(1);
+            let t = crate::supervise::Timing::new(ttl, None, None, None).unwrap();
+            let window = ttl.saturating_sub(t.keeper.margin);
+            let late = crate::supervise::RENEWAL_ROOM
+                .min(window * 3 / 4)
+                .saturating_sub(Duration::from_millis(10));
+            assert_eq!(
+                lost_with_a_late_renewal(ttl, late),
+                None,
+                "--ttl {ttl:?} ({t}): a renewal {late:?} late"
+            );
+            let too_late = window.saturating_sub(t.keeper.heartbeat.unwrap()) + Duration::from_millis(10);
+            assert!(
+                matches!(lost_with_a_late_renewal(ttl, too_late), Some(Loss::Deadline { .. })),
+                "--ttl {ttl:?} ({t}): a renewal {too_late:?} late is past the window"
+            );
+        }
+    }
+
     #[test]
     fn acquire_and_keep_starts_the_window_at_the_send_time() {
         let dir = tempfile::tempdir().unwrap();

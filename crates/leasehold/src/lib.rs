@@ -57,10 +57,10 @@ pub use keeper::{
     LossHandle, POLL, Refusal, Renewal, Renewer,
 };
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
-pub use leasehold_backend::task::backoff;
+pub use leasehold_backend::task::{backoff, differences_text};
 pub use leasehold_backend::{
-    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskCompleteAndClaim, TaskFail, TaskId, TaskLost,
-    TaskRef, TaskRetry, TaskState, TaskUpdate, unix_ms,
+    Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskCompleteAndClaim, TaskDifference, TaskFail,
+    TaskId, TaskKey, TaskLost, TaskPage, TaskRef, TaskRetry, TaskState, TaskUpdate, unix_ms,
 };
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, FenceRefusal, Grant, GrantId, Held, HistoryEntry, HistoryEvent,
@@ -68,8 +68,8 @@ pub use leasehold_backend::{
     Remedy, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, host, symlinks,
 };
 pub use leasehold_backend::{
-    duration_millis, duration_nanos, format_duration, format_time, later, limits, parse_duration,
-    parse_duration_within, parse_time_within,
+    VALUE_SHOWN_MAX, duration_millis, duration_nanos, escape_hidden, format_duration, format_time, hides_or_reorders,
+    later, limits, parse_duration, parse_duration_within, parse_time_within, quoted, shorten,
 };
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::{

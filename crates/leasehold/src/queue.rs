@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 use leasehold_backend::{
     Available, BackendError, Claim, ErrorKind, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskBackend,
     TaskClaimParams, TaskCompleteAndClaim, TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams,
-    TaskHeartbeatParams, TaskId, TaskIdParams, TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskState,
-    TaskStatsParams, TaskUpdate, WaitTopic, host,
+    TaskHeartbeatParams, TaskId, TaskIdParams, TaskListParams, TaskPage, TaskPurgeParams, TaskRef, TaskRetry,
+    TaskState, TaskStatsParams, TaskUpdate, WaitTopic, host,
 };
 
 use crate::{ClaimKeeper, KeeperOptions, Result, Store, identity};
@@ -449,7 +449,50 @@ impl Store {
             queue: queue.cloned(),
             state,
             limit,
+            page: None,
         })?)
+    }
+
+    /// A page of `queue`'s tasks in `state`, in list order, by key:
+    /// from the first (`page` `None`), after or before a task of an
+    /// earlier page, or the last. The store seeks to the key, so a page
+    /// deep in a long queue costs what the first does (a page by offset
+    /// would read every task before it).
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_page(
+        &self,
+        queue: &QueueName,
+        state: TaskState,
+        page: Option<TaskPage>,
+        limit: u32,
+    ) -> Result<Vec<Task>> {
+        Ok(self.tasks()?.task_list(&TaskListParams {
+            queue: Some(queue.clone()),
+            state: Some(state),
+            limit,
+            page,
+        })?)
+    }
+
+    /// As [`Store::task_list`], and whether more tasks exist beyond the
+    /// `limit` listed (one more is asked for): a list cut at its limit
+    /// must say so, or it reads as the whole queue.
+    ///
+    /// # Errors
+    /// [`crate::Error::Store`] when the store fails.
+    pub fn task_list_page(
+        &self,
+        queue: Option<&QueueName>,
+        state: Option<TaskState>,
+        limit: u32,
+    ) -> Result<(Vec<Task>, bool)> {
+        let mut tasks = self.task_list(queue, state, limit.saturating_add(1))?;
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let more = tasks.len() > limit;
+        tasks.truncate(limit);
+        Ok((tasks, more))
     }
 
     /// Counts per state, per queue.

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use leasehold_backend::{HistoryEvent, LeaseAcquireParams, LeaseRenew, LeaseRenewParams, LostReason, Token};
+use leasehold_backend::{
+    HistoryEvent, LeaseAcquireParams, LeaseRelease, LeaseRenew, LeaseRenewParams, LostReason, Token,
+};
 
 use crate::params::{self, TTL};
 use crate::{Case, Harness, assert_fresh};
@@ -65,6 +67,51 @@ pub fn renew_after_expiry_is_lost_and_never_revived<H: Harness>(t: &mut Case<H>)
     // The old token stays dead, even now that its owner holds the name again.
     assert!(matches!(t.renew(&renew), LeaseRenew::Lost(_)));
     assert_eq!(t.live("job"), vec![again.token]);
+}
+
+/// A grant that expired and was then removed — by the next holder's
+/// acquisition, which records the expiry — is still `Lost(Expired)` to a
+/// late renewal or release, not `Gone` ("released or taken over"): the
+/// store's history says it expired (issue 22). A released one stays `Gone`.
+pub fn renew_after_expiry_and_a_new_holder_says_expired<H: Harness>(t: &mut Case<H>) {
+    let first = t.granted(&t.expiring(params::acquire("job")));
+    let second = t.granted(&t.expiring(params::acquire("other")));
+    t.expire();
+    let next = t.granted(&params::acquire("job"));
+    let next_other = t.granted(&params::acquire("other"));
+    assert_eq!(
+        t.live("job"),
+        vec![next.token],
+        "the new holder's acquisition removed the expired grant"
+    );
+    assert_eq!(
+        t.renew(&params::renew("job", first.token)),
+        LeaseRenew::Lost(LostReason::Expired),
+        "a renewal of the expired grant, removed since"
+    );
+    assert_eq!(
+        t.release(&params::release("other", second.token)),
+        LeaseRelease::Lost(LostReason::Expired),
+        "a release of the expired grant, removed since"
+    );
+    assert_eq!(
+        t.live("job"),
+        vec![next.token],
+        "a refused renewal touched the new grant"
+    );
+    assert_eq!(
+        t.live("other"),
+        vec![next_other.token],
+        "a refused release touched the new grant"
+    );
+
+    t.released(&params::release("job", next.token));
+    t.granted(&params::acquire("job"));
+    assert_eq!(
+        t.renew(&params::renew("job", next.token)),
+        LeaseRenew::Lost(LostReason::Gone),
+        "a released grant is gone, not expired"
+    );
 }
 
 /// After release a renewal is `Lost(Gone)`.

@@ -1,7 +1,8 @@
 //! `task_add`: "Add tasks in one transaction. If any id exists with another
-//! payload, nothing is added and that outcome is `Conflict`. Each task's
-//! `Available` is resolved on the store's clock, in that transaction." A
-//! task is idempotent by id (README, "Task queue": the same id and payload again is a no-op).
+//! task (payload, priority or max attempts), nothing is added and that
+//! outcome is `Conflict`. Each task's `Available` is resolved on the
+//! store's clock, in that transaction." A task is idempotent by id (README,
+//! "Task queue": the same task again under its id is a no-op).
 
 use std::time::{Duration, SystemTime};
 
@@ -97,15 +98,20 @@ pub fn task_add_delay_is_on_the_store_clock<H: Harness>(t: &mut Case<H>) {
     assert_eq!((claim.id.as_str(), claim.attempt), ("later", 1));
 }
 
-/// The same id with the same payload again is `Exists` and changes nothing,
-/// whatever state the task is in.
+/// The same id with the same payload, priority and max attempts again is
+/// `Exists` and changes nothing, whatever state the task is in.
 pub fn task_add_is_idempotent_by_id<H: Harness>(t: &mut Case<H>) {
-    t.task_added(params::task("q", "a", json!({"n": 1})));
-    let before = stable(t.task("q", "a"));
-    // Another priority or schedule does not make it another task.
-    let again = TaskAddParams {
+    t.task_added(TaskAddParams {
         priority: 9,
         ..params::task("q", "a", json!({"n": 1}))
+    });
+    let before = stable(t.task("q", "a"));
+    // Another schedule does not make it another task (a delay is measured
+    // anew by each call), nor does the key order of the payload's text.
+    let again = TaskAddParams {
+        priority: 9,
+        available: Available::After(Duration::from_secs(60)),
+        ..params::task("q", "a", serde_json::from_str(r#"{ "n": 1 }"#).unwrap())
     };
     assert_eq!(
         t.task_add(std::slice::from_ref(&again)),
@@ -131,6 +137,49 @@ pub fn task_add_is_idempotent_by_id<H: Harness>(t: &mut Case<H>) {
     assert_eq!(running.state, TaskState::Running);
 }
 
+/// The same id with another priority, or other max attempts, is another
+/// task: `Conflict`, naming what differs, and the existing task is left as
+/// it was — never silently kept with the priority the caller did not ask
+/// for (issue 22).
+pub fn task_add_another_priority_or_attempts_is_a_conflict<H: Harness>(t: &mut Case<H>) {
+    t.task_added(params::task("q", "a", json!({"n": 1})));
+    let before = stable(t.task("q", "a"));
+    for (again, field, given) in [
+        (
+            TaskAddParams {
+                priority: before.priority + 5,
+                ..params::task("q", "a", json!({"n": 1}))
+            },
+            "priority",
+            (before.priority + 5).to_string(),
+        ),
+        (
+            TaskAddParams {
+                max_attempts: before.max_attempts + 1,
+                ..params::task("q", "a", json!({"n": 1}))
+            },
+            "max attempts",
+            (before.max_attempts + 1).to_string(),
+        ),
+    ] {
+        match &t.task_add(std::slice::from_ref(&again))[..] {
+            [TaskAdd::Conflict { existing, differences }] => {
+                assert_eq!(stable((**existing).clone()), before, "the existing task as stored");
+                let named: Vec<_> = differences.iter().map(|d| (d.field, d.given.as_str())).collect();
+                assert_eq!(named, vec![(field, given.as_str())], "what differs: {differences:?}");
+            }
+            other => panic!("adding {field} {given} under an existing id must be a conflict, was {other:?}"),
+        }
+        assert_eq!(stable(t.task("q", "a")), before, "a conflicting add changed the task");
+    }
+    // Priority decides claim order: the task keeps its own.
+    t.task_added(TaskAddParams {
+        priority: before.priority + 1,
+        ..params::task("q", "b", json!(2))
+    });
+    assert_eq!(t.task_claimed(&params::claim("q")).id.as_str(), "b");
+}
+
 /// The same id with another payload is `Conflict`, carrying the existing
 /// task; the call adds nothing at all, not even its fresh ids.
 pub fn task_add_conflict_adds_nothing_of_the_call<H: Harness>(t: &mut Case<H>) {
@@ -142,11 +191,16 @@ pub fn task_add_conflict_adds_nothing_of_the_call<H: Harness>(t: &mut Case<H>) {
         params::task("q", "fresh-2", json!(2)),
     ]);
     match &outcomes[1] {
-        TaskAdd::Conflict { existing } => {
+        TaskAdd::Conflict { existing, differences } => {
             assert_eq!(
                 stable((**existing).clone()),
                 before,
                 "Conflict must carry the existing task as stored"
+            );
+            assert_eq!(
+                differences.iter().map(|d| d.field).collect::<Vec<_>>(),
+                ["payload"],
+                "{differences:?}"
             );
         }
         other => panic!("the same id with another payload must be Conflict, was {other:?} (all: {outcomes:#?})"),

@@ -197,6 +197,39 @@ pub fn task_heartbeat_extends_the_claim<H: Harness>(t: &mut Case<H>) {
     assert_eq!(t.task("q", "a").state, TaskState::Done);
 }
 
+/// A heartbeat extends the claim but leaves the time of the claim as it
+/// was: a running task's `claimed_at` (its `updated_at`) is when the claim
+/// was taken however often it heartbeats, and a new claim after an expiry
+/// has its own. (The status page's claim age reads it: a claim heartbeating
+/// for an hour is an hour old, not as old as its last heartbeat.)
+pub fn task_heartbeat_keeps_the_claim_time<H: Harness>(t: &mut Case<H>) {
+    t.task_added(params::task("q", "a", json!(1)));
+    let a = t.task_claimed(&params::claim("q"));
+    let claimed = t.task("q", "a").claimed_at().expect("a running task has a claim time");
+    for _ in 0..3 {
+        t.advance(Duration::from_secs(40)); // of 60
+        assert_eq!(t.task_heartbeat(&claim_ref(&a), CLAIM_TTL), TaskUpdate::Applied);
+        let task = t.task("q", "a");
+        assert_eq!(
+            task.claimed_at(),
+            Some(claimed),
+            "claimed_at after a heartbeat 40s later (updated_at {:?})",
+            task.updated_at
+        );
+    }
+    t.advance(CLAIM_TTL + Duration::from_secs(1));
+    let again = t.task_claimed(&params::claim("q"));
+    assert!(again.token > a.token);
+    let reclaimed = t.task("q", "a").claimed_at().expect("claimed again");
+    let moved = reclaimed.duration_since(claimed).unwrap_or_default();
+    assert!(
+        moved >= Duration::from_secs(180),
+        "a new claim 181s of store time later has its own time: moved {moved:?}"
+    );
+    assert_eq!(t.task_complete(&claim_ref(&again), None), TaskUpdate::Applied);
+    assert_eq!(t.task("q", "a").claimed_at(), None, "a done task has no claim");
+}
+
 /// `task_complete_and_claim` is a completion and a claim in one: the
 /// claimed task is done with its result, and the next task in claim order
 /// is claimed with a new token, a counted attempt and a live lease. A

@@ -7,7 +7,8 @@
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Available, QueueStats, Retry, TaskAddParams, TaskClaimParams, TaskFail, TaskState, TaskUpdate,
+    Available, ErrorKind, QueueStats, Retry, Task, TaskAddParams, TaskClaimParams, TaskFail, TaskKey, TaskListParams,
+    TaskPage, TaskState, TaskUpdate,
 };
 use serde_json::json;
 
@@ -148,6 +149,145 @@ pub fn task_list_filters_by_state_in_claim_order<H: Harness>(t: &mut Case<H>) {
         "b-pending",
         "task_list lists \"in claim order (pending first)\", but listed {:?}",
         ids(&all_b)
+    );
+}
+
+/// One page of `queue`'s tasks in `state` by key.
+fn page<H: Harness>(t: &Case<H>, queue: &str, state: TaskState, page: TaskPage, limit: u32) -> Vec<Task> {
+    let what = format!("task_list({queue}, {state:?}, {page:?}, {limit})");
+    let listed = t
+        .tasks()
+        .task_list(&TaskListParams {
+            queue: Some(params::queue(queue)),
+            state: Some(state),
+            limit,
+            page: Some(page),
+        })
+        .unwrap_or_else(|e| panic!("{what} failed: {e}"));
+    assert!(listed.len() <= limit as usize, "{what}: {} tasks", listed.len());
+    listed
+}
+
+/// Walk every page of `queue`'s tasks in `state`, `limit` at a time, forward
+/// from the first page and backward from the last: each walk lists every
+/// task exactly once, in the order of one unpaged list.
+fn walk<H: Harness>(t: &Case<H>, queue: &str, state: TaskState, limit: u32) {
+    let whole = t.task_list(Some(queue), Some(state), 10_000);
+    let mut forward = t.task_list(Some(queue), Some(state), limit);
+    let mut pages = 1;
+    while let Some(last) = forward.last().filter(|_| pages < 200) {
+        let next = page(t, queue, state, TaskPage::After(TaskKey::of(last)), limit);
+        if next.is_empty() {
+            break;
+        }
+        forward.extend(next);
+        pages += 1;
+    }
+    assert_eq!(
+        ids(&forward),
+        ids(&whole),
+        "{state:?} tasks of {queue}, {limit} a page forward by key"
+    );
+    let mut backward = page(t, queue, state, TaskPage::Last, limit);
+    let mut pages = 1;
+    while let Some(first) = backward.first().filter(|_| pages < 200) {
+        let mut before = page(t, queue, state, TaskPage::Before(TaskKey::of(first)), limit);
+        if before.is_empty() {
+            break;
+        }
+        before.extend(backward);
+        backward = before;
+        pages += 1;
+    }
+    assert_eq!(
+        ids(&backward),
+        ids(&whole),
+        "{state:?} tasks of {queue}, {limit} a page backward by key from the last page"
+    );
+}
+
+/// A page by key (`TaskListParams::page`) lists what the unpaged list
+/// lists in the same order, every task once, whether the page goes
+/// forward, backward or starts at the end — across priorities, times and
+/// tasks added in one batch (same priority, same time: insertion order
+/// decides). A key whose task is gone lists every task tying with it (a
+/// repeat, never a skip); a page without one queue and one state is
+/// refused.
+pub fn task_list_pages_by_key_in_list_order<H: Harness>(t: &mut Case<H>) {
+    let now = SystemTime::now();
+    let mut batch = Vec::new();
+    for i in 0..9 {
+        batch.push(TaskAddParams {
+            priority: [0, 5, -3][i % 3],
+            ..params::task("q", &format!("batch-{i}"), json!(i))
+        });
+    }
+    t.task_add(&batch);
+    for i in 0..7 {
+        t.task_added(TaskAddParams {
+            priority: [0, 5][i % 2],
+            available: Available::At(now - Duration::from_secs(60 + i as u64)),
+            ..params::task("q", &format!("early-{i}"), json!(i))
+        });
+        t.task_added(params::task("q", &format!("one-{i}"), json!(i)));
+    }
+    t.task_added(params::task("other", "elsewhere", json!(0)));
+    for limit in [1, 2, 4, 7, 100] {
+        walk(t, "q", TaskState::Pending, limit);
+    }
+    assert_eq!(
+        ids(&page(t, "q", TaskState::Pending, TaskPage::Last, 2)),
+        ids(&t.task_list(Some("q"), Some(TaskState::Pending), 100)[21..]),
+        "the last page"
+    );
+    for _ in 0..6 {
+        let c = t.task_claimed(&params::claim("q"));
+        assert_eq!(t.task_complete(&claim_ref(&c), None), TaskUpdate::Applied);
+    }
+    for limit in [1, 4] {
+        walk(t, "q", TaskState::Done, limit);
+        walk(t, "q", TaskState::Pending, limit);
+    }
+
+    // A key whose task is gone, tying with the batch's priority-0 tasks.
+    let tied: Vec<String> = t
+        .task_list(Some("q"), Some(TaskState::Pending), 100)
+        .into_iter()
+        .filter(|task| task.id.as_str().starts_with("batch-") && task.priority == 0)
+        .map(|task| task.id.as_str().to_owned())
+        .collect();
+    assert!(!tied.is_empty(), "priority-0 batch tasks still pending");
+    let gone = TaskKey {
+        id: params::task_id("q", "never-added").id,
+        ..TaskKey::of(&t.task("q", &tied[0]))
+    };
+    let after = page(t, "q", TaskState::Pending, TaskPage::After(gone.clone()), 100);
+    for id in &tied {
+        assert!(
+            ids(&after).contains(&id.as_str()),
+            "a page after a key whose task is gone lists {id}, which ties with it: {:?}",
+            ids(&after)
+        );
+    }
+    let before = page(t, "q", TaskState::Pending, TaskPage::Before(gone), 100);
+    for id in &tied {
+        assert!(
+            ids(&before).contains(&id.as_str()),
+            "a page before a key whose task is gone lists {id}, which ties with it: {:?}",
+            ids(&before)
+        );
+    }
+
+    let refused = t.tasks().task_list(&TaskListParams {
+        queue: Some(params::queue("q")),
+        state: None,
+        limit: 10,
+        page: Some(TaskPage::Last),
+    });
+    assert_eq!(
+        refused.map(|l| l.len()).map_err(|e| e.kind()),
+        Err(ErrorKind::InvalidInput),
+        "a page by key without a state"
     );
 }
 

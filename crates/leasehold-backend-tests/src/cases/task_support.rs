@@ -262,6 +262,7 @@ impl<H: Harness> TaskCalls for Case<H> {
                 queue: queue.map(params::queue),
                 state,
                 limit,
+                page: None,
             })
             .unwrap_or_else(|e| panic!("task_list({queue:?}, {state:?}, {limit}) failed: {e}"))
     }

@@ -19,7 +19,7 @@ fn cli_error(e: ServeError) -> anyhow::Error {
 
 pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<u8> {
     let config = Config {
-        listen: args.listen,
+        listen: args.listen.clone(),
         token_file: args.token_file.clone(),
         allow_actions: args.allow_actions,
         refresh: args.refresh,

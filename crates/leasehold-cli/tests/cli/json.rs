@@ -50,10 +50,29 @@ fn usage_errors_are_json_too() {
         let doc = one(&env, args, 2);
         assert!(!doc["error"].as_str().unwrap().contains("Usage:"), "{doc}");
     }
-    // Help and version are not errors.
-    let (code, out, _) = env.run(&["--json", "--version"]);
-    assert_eq!(code, 0);
-    assert!(out.starts_with("leasehold "), "{out}");
+    // Help and version are not errors, and with --json they are JSON too
+    // (issue 22: they printed plain text).
+    let version = one(&env, &["--version"], 0);
+    assert_eq!(version["name"], "leasehold", "{version}");
+    let (_, plain, _) = env.run(&["--version"]);
+    assert_eq!(
+        plain.trim(),
+        format!("leasehold {}", version["version"].as_str().unwrap()),
+        "the version as without --json"
+    );
+    for args in [
+        &["help"][..],
+        &["--help"],
+        &["help", "task"],
+        &["task", "add", "--help"],
+        &["-h"],
+    ] {
+        let help = one(&env, args, 0)["help"].as_str().unwrap().to_owned();
+        let (code, plain, _) = env.run(args);
+        assert_eq!(code, 0);
+        assert_eq!(help.trim(), plain.trim(), "{args:?}: the help as without --json");
+        assert!(help.contains("Usage:"), "{args:?}: {help}");
+    }
     // `--json` after `--` belongs to the command, not to leasehold.
     let (code, out, _) = env.run(&["run", "j", "--ttl", "bad", "--", "echo", "--json"]);
     assert_eq!(code, 2);

@@ -312,6 +312,103 @@ fn hostile_names_are_refused_or_stored_exactly() {
     assert_eq!(entries, [std::ffi::OsString::from("state")]);
 }
 
+/// Issue 22: a name of one space was accepted and showed as an empty cell
+/// in every table. A blank name is refused (exit 2, saying why); visible
+/// names keep their spaces, and nothing blank reaches the store.
+#[test]
+fn blank_names_are_refused_and_spaced_names_kept() {
+    let env = Env::new();
+    for blank in [" ", "   ", "\u{a0}"] {
+        for args in [
+            &["acquire", blank][..],
+            &["run", blank, "--", "true"],
+            &["task", "add", blank],
+        ] {
+            let (code, out, err) = env.run(args);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(out.is_empty(), "{args:?} printed {out:?}");
+            assert!(err.contains("must not be blank"), "{args:?}: {err}");
+        }
+    }
+    env.acquire(&[" job "]);
+    let (_, out, _) = env.run(&["list", "--json"]);
+    let names: Vec<_> = json(&out)["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, [" job "], "only the visible name was stored, exactly");
+}
+
+/// Issue 22: a 4 KB name was echoed whole in the usage error. A value is
+/// repeated cut to a line's worth, marked with `…`, on stderr and in the
+/// JSON document alike.
+#[test]
+fn a_long_bad_value_is_cut_in_the_message() {
+    let env = Env::new();
+    let long = "x".repeat(4096);
+    for args in [
+        &["acquire", long.as_str()][..],
+        &["acquire", "job", "--ttl", long.as_str()],
+    ] {
+        let (code, out, err) = env.run(args);
+        assert_eq!(code, 2, "{err}");
+        assert!(out.is_empty());
+        assert!(err.contains('…') && err.contains("xxxxxxxxxx"), "the value, cut: {err}");
+        assert!(err.len() < 1000, "{} bytes of message", err.len());
+        let mut json_args = vec!["--json"];
+        json_args.extend_from_slice(args);
+        let (code, out, _) = env.run(&json_args);
+        assert_eq!(code, 2);
+        let message = json(&out)["error"].as_str().unwrap().to_owned();
+        assert!(message.contains('…') && message.len() < 1000, "{message}");
+    }
+    // A short bad value is repeated whole.
+    let (_, _, err) = env.run(&["acquire", "job", "--ttl", "soon"]);
+    assert!(err.contains("'soon'"), "{err}");
+}
+
+/// Issue 22: `renew` after expiry said "released or taken over" once a
+/// new holder had taken the name (which removes the expired grant): the
+/// store's history says it expired, and so does the message.
+#[test]
+fn renew_after_expiry_and_a_new_holder_says_the_ttl_ran_out() {
+    let env = Env::new();
+    let old = env.acquire(&["job", "--ttl", "1s"]).to_string();
+    std::thread::sleep(Duration::from_millis(1300));
+    let new = env.acquire(&["job", "--ttl", "1m"]);
+    for verb in ["renew", "release"] {
+        let (code, _, err) = env.run(&[verb, "job", "--token", &old]);
+        assert_eq!(code, 12, "{err}");
+        assert!(
+            err.contains("its TTL ran out") && !err.contains("released or taken over"),
+            "{verb}: {err}"
+        );
+    }
+    let (_, out, _) = env.run(&["status", "job", "--json"]);
+    assert_eq!(json(&out)["grants"][0]["token"], new, "the new grant untouched");
+}
+
+/// `history --limit 0` said "no history for NAME" of a name with history:
+/// a limit below 1 is a usage error, as with `task list`.
+#[test]
+fn a_zero_limit_is_a_usage_error() {
+    let env = Env::new();
+    env.acquire(&["job"]);
+    for args in [
+        &["history", "job", "--limit", "0"][..],
+        &["task", "list", "q", "--limit", "0"],
+    ] {
+        let (code, out, err) = env.run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty() && err.contains("--limit"), "{args:?}: {err}");
+    }
+    let (code, out, _) = env.run(&["history", "job", "--limit", "1"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("granted"), "{out}");
+}
+
 #[test]
 fn bad_arguments_are_usage_errors() {
     let env = Env::new();

@@ -65,6 +65,31 @@ fn a_second_run_is_refused_skipped_or_waits_its_turn() {
     assert_eq!(code, 2, "--wait and --if-held skip contradict each other: {err}");
 }
 
+/// Issue 22: the old spelling `--if-held wait` got "invalid value 'wait'"
+/// and a list of values without waiting in it. It is a usage error that
+/// names the flag to use instead (in JSON too), and runs nothing.
+#[test]
+fn the_old_if_held_wait_says_to_use_wait() {
+    let env = Env::new();
+    for json in [false, true] {
+        let mut args = run_args("job", &["--if-held", "wait"], "touch ran");
+        if json {
+            args.insert(0, "--json");
+        }
+        let (code, out, err) = env.run(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--wait") && err.contains("--if-held"), "{err}");
+        if json {
+            let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+            assert!(doc["error"].as_str().unwrap().contains("--wait"), "{doc}");
+        }
+    }
+    assert!(!env.file("ran").exists());
+    let (code, _, err) = env.run(&run_args("job", &["--if-held", "never"], "true"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fail") && err.contains("skip"), "the values: {err}");
+}
+
 #[test]
 fn arguments_that_cannot_stop_the_command_in_time_are_refused() {
     let env = Env::new();

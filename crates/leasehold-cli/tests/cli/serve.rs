@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _, Write};
 use std::net::TcpStream;
 use std::process::Child;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -118,6 +119,24 @@ fn a_public_address_without_a_token_is_refused_with_exit_2() {
         short.to_str().unwrap(),
     ]);
     assert_eq!(code, 2, "a short token is refused: {err}");
+}
+
+/// Issue 22: `--listen localhost:7878` was refused ("invalid socket
+/// address syntax"). A host name that resolves to loopback is loopback:
+/// served without a token, and readable without one; a name that does not
+/// resolve is a usage error naming it.
+#[test]
+fn a_host_name_on_loopback_is_served_without_a_token() {
+    let env = Env::new();
+    let s = serve(&env, &["--listen", "localhost:0"]);
+    let ip: std::net::SocketAddr = s.addr.parse().unwrap_or_else(|e| panic!("{}: {e}", s.addr));
+    assert!(ip.ip().is_loopback(), "localhost listened on {ip}");
+    assert!(get_json(&s.addr, "/api/leases")["leases"].is_array());
+    let (code, _, err) = env.run(&["serve", "--listen", "no-such-host.invalid:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no-such-host.invalid:0"), "{err}");
+    let (code, _, err) = env.run(&["serve", "--listen", "localhost"]);
+    assert_eq!(code, 2, "no port: {err}");
 }
 
 #[test]
@@ -255,9 +274,30 @@ fn without_allow_actions_there_are_no_actions() {
     assert_eq!(request(&s.addr, "POST", "/queues/q/purge", &[], "older_than=1s").0, 404);
 }
 
+/// `run NAME` whose supervisor is killed with SIGKILL: its grant stays in
+/// the store, its holder provably gone once the guard has ended the
+/// command (this test reaped the supervisor itself).
+fn run_killed(env: &Env, name: &str) {
+    let mut holder = env.spawn(&["run", name, "--ttl", "2m", "--", "sleep", "600"]);
+    let live = |env: &Env| env.run(&["list", "--live"]).1.contains(name);
+    assert!(
+        crate::util::wait_until(Duration::from_secs(20), || live(env)).is_some(),
+        "{name} is held"
+    );
+    holder.kill().expect("kill -9 the supervisor");
+    holder.wait().expect("reap the supervisor");
+    assert!(
+        crate::util::wait_until(Duration::from_secs(20), || !live(env)).is_some(),
+        "{name}'s command ended with its supervisor"
+    );
+}
+
 #[test]
 fn the_api_prints_what_json_prints() {
     let env = Env::new();
+    // A grant whose holder is provably dead: `--live` leaves it out, on
+    // both sides.
+    run_killed(&env, "killed-job");
     let t = env.acquire(&["nightly", "--ttl", "5m"]).to_string();
     env.run(&["fence", "nightly", "--token", &t]);
     env.acquire(&["a/b c\u{202e}", "--ttl", "5m", "--shared"]);
@@ -375,4 +415,161 @@ fn the_page_works_on_postgres_and_etcd() {
     let prefix = crate::etcd::unique_prefix("cli", "serve");
     let env = Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint()));
     serves_the_store(&env, None);
+}
+
+/// A metric's value in a Prometheus text exposition (`None` if absent).
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// `leasehold_queue_claim_age_seconds` is the age of the claim, however
+/// often it heartbeats since: a claim taken 2.5 s ago and renewed just now
+/// is 2.5 s old, not a few milliseconds.
+#[test]
+fn claim_age_counts_from_the_claim_not_the_last_heartbeat() {
+    let env = Env::new();
+    env.run(&["task", "add", "q", "--id", "t1"]);
+    let s = serve(&env, &[]);
+    let (_, claim, _) = env.run(&["task", "claim", "q", "--ttl", "1m"]);
+    let claimed = Instant::now();
+    let claim: Value = serde_json::from_str(&claim).unwrap();
+    let token = claim["token"].to_string();
+    std::thread::sleep(Duration::from_millis(2500));
+    let (code, _, err) = env.run(&["task", "heartbeat", "q", "t1", "--token", &token, "--ttl", "1m"]);
+    assert_eq!(code, 0, "{err}");
+    // The next reading after the heartbeat (serve reads every 100 ms).
+    std::thread::sleep(Duration::from_millis(400));
+    let (status, _, text) = request(&s.addr, "GET", "/metrics", &[], "");
+    assert_eq!(status, 200);
+    let age = metric(&text, "leasehold_queue_claim_age_seconds{queue=\"q\"}").expect("a claim age");
+    let since_claim = claimed.elapsed().as_secs_f64();
+    assert!(
+        age >= 2.0 && age <= since_claim + 1.0,
+        "claim age {age}s, {since_claim:.2}s after the claim (heartbeat {:.2}s ago)",
+        since_claim - 2.5
+    );
+}
+
+/// The task ids listed on a queue page, and its pager links by their words.
+fn task_page(addr: &str, path: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let (status, _, page) = request(addr, "GET", path, &[], "");
+    assert_eq!(status, 200, "{path}: {page}");
+    let tbody = page.rsplit("<tbody>").next().unwrap_or("");
+    let ids = tbody
+        .split("/tasks/")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .map(str::to_owned)
+        .collect();
+    let pager = page.split("class=\"pager\"").nth(1).unwrap_or("");
+    let pager = pager.split("</p>").next().unwrap_or("");
+    let links = pager
+        .split("<a href=\"")
+        .skip(1)
+        .filter_map(|a| {
+            let (href, rest) = a.split_once("\">")?;
+            let words = rest.split("</a>").next()?;
+            Some((words.to_owned(), href.replace("&amp;", "&")))
+        })
+        .collect();
+    (ids, links)
+}
+
+fn link<'a>(links: &'a [(String, String)], words: &str) -> Option<&'a str> {
+    links.iter().find(|(w, _)| w.contains(words)).map(|(_, h)| h.as_str())
+}
+
+/// Pages of a queue's tasks, followed by their links forward from the
+/// first and backward from the last, list every task exactly once in the
+/// order `task list` gives; and a page deep in a long queue costs what the
+/// first does (paged by key: the store seeks, it does not count past every
+/// task before it). Timing here is a generous ratio, not a figure: the
+/// figures are `serve_bench`'s (docs/SERVE.md).
+#[test]
+fn pages_of_tasks_list_each_task_once_and_deep_pages_cost_what_the_first_does() {
+    let env = Env::new();
+    let batch = |from: usize, to: usize, priority: i64| -> String {
+        (from..to).fold(String::new(), |mut lines, i| {
+            let _ = writeln!(
+                lines,
+                "{{\"id\": \"t{i:05}\", \"payload\": {i}, \"priority\": {priority}}}"
+            );
+            lines
+        })
+    };
+    for (from, to, priority) in [(0, 120, 0), (120, 160, 5), (160, 230, -2)] {
+        env.cmd(&["task", "add", "q", "--batch"])
+            .write_stdin(batch(from, to, priority))
+            .assert()
+            .success();
+    }
+    let (code, out, err) = env.run(&["--json", "task", "list", "q", "--state", "pending", "--limit", "1000"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let want: Vec<String> = listed["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(want.len(), 230);
+    let s = serve(&env, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let mut forward = Vec::new();
+    let mut path = "/queues/q?state=pending&limit=40".to_owned();
+    for _ in 0..20 {
+        let (ids, links) = task_page(&s.addr, &path);
+        assert!(ids.len() <= 40, "{path}: {} tasks", ids.len());
+        forward.extend(ids);
+        match link(&links, "next") {
+            Some(next) => path = next.to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!(forward, want, "forward, 40 a page");
+
+    let (mut backward, links) = task_page(&s.addr, "/queues/q?state=pending&limit=40&last=1");
+    let mut previous = link(&links, "previous").map(str::to_owned);
+    for _ in 0..20 {
+        let Some(path) = previous.take() else { break };
+        let (mut ids, links) = task_page(&s.addr, &path);
+        ids.extend(backward);
+        backward = ids;
+        previous = link(&links, "previous").map(str::to_owned);
+    }
+    assert_eq!(backward, want, "backward from the last page, 40 a page");
+
+    // Depth: 30,000 more tasks; the last page against the first.
+    for chunk in 0..3 {
+        env.cmd(&["task", "add", "deep", "--batch"])
+            .write_stdin(batch(chunk * 10_000, (chunk + 1) * 10_000, 0))
+            .assert()
+            .success();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let fastest = |path: &str| {
+        (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let (ids, _) = task_page(&s.addr, path);
+                assert_eq!(ids.len(), 100, "{path}");
+                t.elapsed()
+            })
+            .min()
+            .unwrap()
+    };
+    let first = fastest("/queues/deep?state=pending");
+    let last = fastest("/queues/deep?state=pending&last=1");
+    let (ids, _) = task_page(&s.addr, "/queues/deep?state=pending&last=1");
+    assert_eq!(
+        ids.last().map(String::as_str),
+        Some("t29999"),
+        "the last page ends with the last task"
+    );
+    assert!(
+        last <= first * 10 + Duration::from_millis(250),
+        "the last page of 30,000 tasks took {last:?}, the first {first:?}"
+    );
 }

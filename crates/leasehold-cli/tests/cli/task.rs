@@ -70,6 +70,44 @@ fn add_is_idempotent_by_id_and_refuses_another_payload() {
     );
     assert_eq!(stats(&env, "q")["pending"], 1);
     assert_eq!(env.run(&["task", "add", "q", "--payload", "not json"]).0, 2);
+    // The same id and payload with another priority is another task too:
+    // refused and named, never silently kept at the old priority.
+    let (code, _, err) = env.run(&[
+        "task",
+        "add",
+        "q",
+        "--id",
+        "a",
+        "--payload",
+        r#"{"n":1}"#,
+        "--priority",
+        "5",
+    ]);
+    assert_eq!(code, 65, "{err}");
+    assert!(err.contains("priority 0, not 5"), "names both priorities: {err}");
+    let (_, out, _) = env.run(&["task", "show", "q", "a", "--json"]);
+    assert_eq!(json(&out)["priority"], 0, "the task kept its priority");
+}
+
+/// Issue 22: `task list` stopped at its limit (100) as if that were the
+/// whole queue. A list cut at its limit says more exist — `more` in JSON,
+/// a line on stderr — and a list that is whole says nothing.
+#[test]
+fn a_list_cut_at_its_limit_says_more_exist() {
+    let env = Env::new();
+    let (code, err) = add_batch(&env, "q", "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n");
+    assert_eq!(code, 0, "{err}");
+    for (limit, listed, more) in [("2", 2, true), ("3", 3, false), ("100", 3, false)] {
+        let (code, out, err) = env.run(&["task", "list", "q", "--limit", limit, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let doc = json(&out);
+        assert_eq!(doc["tasks"].as_array().unwrap().len(), listed, "--limit {limit}: {doc}");
+        assert_eq!(doc["more"], more, "--limit {limit}: {doc}");
+        let (code, out, err) = env.run(&["task", "list", "q", "--limit", limit]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.matches("pending").count(), listed, "--limit {limit}: {out}");
+        assert_eq!(err.contains("more exist"), more, "--limit {limit}: stderr {err:?}");
+    }
 }
 
 #[test]
@@ -95,7 +133,7 @@ fn batch_is_all_or_nothing_and_names_the_bad_line() {
     );
     assert_eq!(code, 65, "{err}");
     assert!(
-        err.contains(r#"twice in the batch, with payload {"a":1} and with payload {"a":2}"#),
+        err.contains(r#"twice in the batch, the first time with payload {"a":1}, not {"a":2}"#),
         "{err}"
     );
     assert_eq!(stats(&env, "q")["pending"], 2);

@@ -104,7 +104,7 @@ use std::time::Duration;
 
 pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
 pub use supervised::{Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
-pub use timing::{Timing, TimingError, TimingProblem, default_grace, slack};
+pub use timing::{RENEWAL_ROOM, Timing, TimingError, TimingProblem, default_grace, slack};
 
 use crate::{AcquireOptions, Binding, Cancel, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
 

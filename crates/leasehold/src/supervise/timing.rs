@@ -22,6 +22,28 @@ pub fn default_grace(ttl: Duration) -> Duration {
     (ttl / 5).min(Duration::from_secs(10))
 }
 
+/// How late a renewal may get through — the renewer woken late by a busy
+/// scheduler, plus the store's answer — and still move the trust window
+/// before it closes, with the default heartbeat: at least this much, and
+/// never less than three quarters of the window (`ttl − grace − slack`).
+///
+/// The window is the same whatever the heartbeat; renewing sooner only
+/// leaves each renewal more of it. A window of a few hundred milliseconds
+/// (TTL 1 s: 300 ms) renewed at half of it left a renewal 150 ms, which two
+/// busy processes on a small machine took away from it now and then
+/// (issue 22: 8 runs of 50 lost their lease); a quarter leaves 225 ms. For
+/// long TTLs TTL/3 leaves far more than this, and stays.
+pub const RENEWAL_ROOM: Duration = Duration::from_secs(1);
+
+/// The heartbeat when none is given, for a trust window of `window`
+/// (`ttl − grace − slack`): TTL/3, shortened so that a renewal has
+/// [`RENEWAL_ROOM`] — or at least three quarters of the window, when the
+/// window is shorter than 4/3 s — and never more than half of the window.
+fn default_heartbeat(ttl: Duration, window: Duration) -> Duration {
+    let room = (window / 4).max(window.saturating_sub(RENEWAL_ROOM));
+    (ttl / 3).min(window / 2).min(room)
+}
+
 /// How a command is kept under a grant of `keeper.ttl`: the grace period
 /// (SIGTERM to SIGKILL) and the keeper's options (heartbeat; margin =
 /// grace + slack; owner).
@@ -62,11 +84,14 @@ pub struct TimingError {
 impl Timing {
     /// Fill in what the caller left out so that the command can always be
     /// stopped in time: `heartbeat + grace + slack < ttl`, with room for
-    /// the first renewal's round trip. Defaults scale with the TTL — grace
-    /// TTL/5 (at most 10 s), heartbeat TTL/3 or half of what room is left,
-    /// whichever is shorter — so that every TTL of 1 s or more works with
-    /// defaults (TTL 60 s: 20 s and 10 s; TTL 1 s: 150 ms and 200 ms). Only
-    /// a combination the caller spelled out that cannot work is refused.
+    /// each renewal's round trip. Defaults scale with the TTL — grace
+    /// TTL/5 (at most 10 s), heartbeat TTL/3, shortened where the window
+    /// `ttl − grace − slack` is short so that a renewal late by up to
+    /// [`RENEWAL_ROOM`] (or three quarters of the window, if that is less)
+    /// still moves it — so that every TTL of 1 s or more works with
+    /// defaults (TTL 60 s: 20 s and 10 s; TTL 2 s: 275 ms and 400 ms; TTL
+    /// 1 s: 75 ms and 200 ms, a renewal may be 225 ms late). Only a
+    /// combination the caller spelled out that cannot work is refused.
     ///
     /// # Errors
     /// [`TimingError`], naming the values.
@@ -94,7 +119,7 @@ impl Timing {
             (None, Some(heartbeat)) => default_grace(ttl).min(ttl.saturating_sub(slack + heartbeat) / 2),
         };
         let heartbeat_given = heartbeat.is_some();
-        let heartbeat = heartbeat.unwrap_or_else(|| (ttl / 3).min(ttl.saturating_sub(grace + slack) / 2));
+        let heartbeat = heartbeat.unwrap_or_else(|| default_heartbeat(ttl, ttl.saturating_sub(grace + slack)));
         let keeper = KeeperOptions {
             ttl,
             heartbeat: Some(heartbeat),
@@ -167,7 +192,32 @@ mod tests {
             "as before"
         );
         let t = Timing::new(Duration::from_secs(1), None, None, None).unwrap();
-        assert_eq!((t.keeper.heartbeat, t.grace), (Some(150 * MS), 200 * MS));
+        assert_eq!((t.keeper.heartbeat, t.grace), (Some(75 * MS), 200 * MS));
+    }
+
+    #[test]
+    fn a_default_heartbeat_leaves_a_late_renewal_its_room() {
+        // The promise, computed apart from the formula: after a renewal
+        // sent at `s`, the next is due at `s + heartbeat` and must get
+        // through before `s + ttl − margin`. What is left is what a late
+        // wake-up and the store's answer may take.
+        for ms in (1000..=6000).step_by(50).chain([10_000, 60_000, 3_600_000]) {
+            let ttl = ms * MS;
+            let t = Timing::new(ttl, None, None, None).unwrap();
+            let window = ttl.saturating_sub(t.keeper.margin);
+            let left = window.saturating_sub(t.keeper.heartbeat.unwrap());
+            let promised = RENEWAL_ROOM.min(window * 3 / 4);
+            assert!(
+                left >= promised,
+                "{ttl:?}: {left:?} left for a renewal, {promised:?} promised ({t})"
+            );
+            assert!(left >= window / 2, "{ttl:?}: at least half the window ({t})");
+        }
+        // Long TTLs keep TTL/3.
+        for secs in [10, 60, 3600] {
+            let t = Timing::new(Duration::from_secs(secs), None, None, None).unwrap();
+            assert_eq!(t.keeper.heartbeat, Some(Duration::from_secs(secs) / 3), "{t}");
+        }
     }
 
     #[test]

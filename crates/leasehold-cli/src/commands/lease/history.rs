@@ -42,6 +42,7 @@ fn timeline(store: &leasehold::Store, args: &HistoryArgs) -> anyhow::Result<u8> 
         &args.name,
         &entries,
         &live,
+        &|g| leasehold::identity::provably_gone(&g.holder),
         &std::collections::HashMap::new(),
         std::time::SystemTime::now(),
         args.since,

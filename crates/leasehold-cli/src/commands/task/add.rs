@@ -69,26 +69,25 @@ pub fn run(ctx: &Ctx, args: &TaskAddArgs) -> anyhow::Result<u8> {
     let outcomes = store
         .task_add(&args.queue, tasks.clone())
         .with_context(|| format!("cannot add tasks to queue {}", args.queue))?;
-    // Outcomes come in the order of the tasks, so the conflicting task's
-    // own payload is the one at the same position.
-    if let Some((i, (id, TaskAdd::Conflict { existing }))) = outcomes
+    // Outcomes come in the order of the tasks: an earlier task of the
+    // batch with the same id is the "existing" one.
+    if let Some((i, (id, TaskAdd::Conflict { differences, .. }))) = outcomes
         .iter()
         .enumerate()
         .find(|(_, (_, o))| matches!(o, TaskAdd::Conflict { .. }))
     {
-        let new_payload = &tasks[i].payload;
+        let differences = leasehold::differences_text(differences);
         let twice = tasks[..i].iter().any(|t| t.id.as_ref() == Some(id));
         let message = if twice {
             format!(
-                "task {id} appears twice in the batch, with payload {} and with payload {new_payload}; nothing was added. \
-                 Give each task its own id, or repeat the same payload",
-                existing.payload
+                "task {id} appears twice in the batch, the first time with {differences}; nothing was added. \
+                 Give each task its own id, or repeat it exactly (payload, priority, max attempts)"
             )
         } else {
             format!(
-                "task {id} already exists in queue {} with payload {} — not {new_payload}; nothing was added. \
-                 Use another id, or the same payload to make adding idempotent",
-                args.queue, existing.payload
+                "task {id} already exists in queue {} with {differences}; nothing was added. \
+                 Use another id, or add it exactly as it was (payload, priority, max attempts) to make adding idempotent",
+                args.queue
             )
         };
         return Err(CliError::new(ExitCode::DataError, message).into());

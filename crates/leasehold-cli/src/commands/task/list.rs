@@ -5,9 +5,9 @@ use crate::output;
 
 pub fn run(ctx: &Ctx, args: &TaskListArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
-    let tasks = store.task_list(Some(&args.queue), args.state, args.limit)?;
+    let (tasks, more) = store.task_list_page(Some(&args.queue), args.state, args.limit)?;
     if ctx.global.json {
-        output::print_json(&leasehold::json::tasks(&args.queue, &tasks));
+        output::print_json(&leasehold::json::tasks(&args.queue, &tasks, more));
         return Ok(ExitCode::Success.code());
     }
     if tasks.is_empty() {
@@ -27,5 +27,11 @@ pub fn run(ctx: &Ctx, args: &TaskListArgs) -> anyhow::Result<u8> {
         ]);
     }
     println!("{table}");
+    if more {
+        eprintln!(
+            "the first {} tasks are listed; more exist: pass a higher --limit, or --state to narrow",
+            tasks.len()
+        );
+    }
     Ok(ExitCode::Success.code())
 }
