@@ -1,10 +1,12 @@
 //! Python values to the library's types and back: durations, waits,
-//! names, paths, JSON, fencing tokens. Parsing and limits stay the
-//! library's (`leasehold::parse_duration`, `leasehold::limits`); this only
-//! says which Python values mean what.
+//! names, paths, commands, JSON, fencing tokens, times and the documents
+//! of `leasehold::json`. Parsing and limits stay the library's
+//! (`leasehold::parse_duration`, `leasehold::limits`); this only says
+//! which Python values mean what.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use leasehold::files::Fence;
 use leasehold::{GrantId, LeaseName, Mode, TaskId, Token};
@@ -128,40 +130,135 @@ pub fn path(value: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
     expanded.extract()
 }
 
-/// A fencing token: an int, or anything with a `token` (a lease, a task).
-pub fn token(value: &Bound<'_, PyAny>) -> PyResult<Token> {
-    let value = if value.is_instance_of::<PyInt>() {
-        value.clone()
-    } else {
-        value
-            .getattr("token")
-            .map_err(|_| pyo3::exceptions::PyTypeError::new_err("fence must be a lease, a task or a token (int)"))?
-    };
-    let token: u64 = value
-        .extract()
-        .map_err(|_| errors::invalid("a fencing token is a positive integer"))?;
-    Ok(Token(token))
+const NOT_A_FENCE: &str = "fence must be a lease, a task or a fencing token (an int)";
+
+/// A fencing token given as an int (not a bool: `fence=True` is a
+/// mistake, not token 1).
+fn int_token(value: &Bound<'_, PyAny>) -> PyResult<Token> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{NOT_A_FENCE}, not {}",
+            value.repr()?
+        )));
+    }
+    match value.extract::<u64>() {
+        Ok(token) => Ok(Token(token)),
+        Err(_) => Err(errors::invalid(format!(
+            "a fencing token is a positive integer, not {}",
+            value.repr()?
+        ))),
+    }
 }
 
-/// The fence of a `fence=` argument: a lease's token and grant; a task's
-/// token; an int with the grant of the `leasehold run` this process runs
-/// under when the int is its token (`LEASEHOLD_TOKEN`/`LEASEHOLD_GRANT`).
-pub fn fence(value: &Bound<'_, PyAny>) -> PyResult<Fence> {
-    let token = token(value)?;
-    if value.is_instance_of::<PyInt>() {
-        return Fence::with_grant_from_env(token).map_err(errors::invalid);
+/// A leasehold exception raised while reading a fence's fields (a lease in
+/// a forked child, one never acquired) says what is wrong; anything else
+/// means the value is not a fence.
+fn fence_field<'py>(value: &Bound<'py, PyAny>, field: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match value.getattr(field) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if errors::is_ours(value.py(), &e) => Err(e),
+        Err(_) => Ok(None),
     }
-    let grant = match value.getattr("grant") {
-        Ok(grant) => Some(
+}
+
+/// The fence of a `fence=` argument: a lease's token and grant (in a
+/// forked child, the fork's refusal); a task's token; an int with the
+/// grant of the `leasehold run` this process runs under when the int is
+/// its token (`LEASEHOLD_TOKEN`/`LEASEHOLD_GRANT`); or anything else with
+/// a `token` (and a `grant`).
+pub fn fence(value: &Bound<'_, PyAny>) -> PyResult<Fence> {
+    if let Ok(lease) = value.cast::<crate::lease::Lease>() {
+        return lease.get().fence(value.py());
+    }
+    if let Ok(task) = value.cast::<crate::queue::Task>() {
+        return task.get().fence(value.py());
+    }
+    if value.is_instance_of::<PyInt>() {
+        return Fence::with_grant_from_env(int_token(value)?).map_err(errors::invalid);
+    }
+    let Some(token) = fence_field(value, "token")? else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{NOT_A_FENCE}, not {}",
+            value.get_type().name()?
+        )));
+    };
+    let token = int_token(&token)?;
+    let grant = match fence_field(value, "grant")? {
+        Some(grant) => Some(
             grant
                 .extract::<String>()
                 .map_err(|_| errors::invalid("a lease's grant is text"))?
                 .parse::<GrantId>()
                 .map_err(errors::invalid)?,
         ),
-        Err(_) => None,
+        None => None,
     };
     Ok(Fence { token, grant })
+}
+
+/// A command as `store.run` takes it: a list (or tuple, or any sequence)
+/// of arguments, each a str or a path. A single str is refused rather
+/// than split: `"echo hi"` is not a program name, and guessing how a
+/// shell would split it is how injections happen.
+pub fn argv(value: &Bound<'_, PyAny>) -> PyResult<Vec<OsString>> {
+    if value.is_instance_of::<PyString>() || value.is_instance_of::<pyo3::types::PyBytes>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "argv must be a list of arguments, not a single {}: write [\"echo\", \"hi\"] (or \
+             [\"sh\", \"-c\", \"echo hi\"] for a shell line), not {}",
+            value.get_type().name()?,
+            value.repr()?
+        )));
+    }
+    let items = value.try_iter().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "argv must be a list of arguments (str), not {}",
+            value
+                .get_type()
+                .name()
+                .map_or_else(|_| "that".into(), |n| n.to_string())
+        ))
+    })?;
+    let os = value.py().import("os")?;
+    items
+        .enumerate()
+        .map(|(i, item)| {
+            let item = item?;
+            if item.is_instance_of::<PyString>() || item.hasattr("__fspath__")? {
+                os.call_method1("fsencode", (item,))?
+                    .extract::<Vec<u8>>()
+                    .map(std::os::unix::ffi::OsStringExt::from_vec)
+            } else {
+                Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "argv[{i}] must be a str (or a path), not {}: {}",
+                    item.get_type().name()?,
+                    item.repr()?
+                )))
+            }
+        })
+        .collect()
+}
+
+/// A time as an aware `datetime.datetime` in UTC.
+pub fn datetime(py: Python<'_>, t: SystemTime) -> PyResult<Bound<'_, PyAny>> {
+    let seconds = match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(since) => since.as_secs_f64(),
+        Err(before) => -before.duration().as_secs_f64(),
+    };
+    py.import("leasehold._documents")?
+        .call_method1("from_epoch", (seconds,))
+}
+
+/// A document of `leasehold::json` (docs/JSON.md) as Python values: times
+/// as `datetime`, durations as `timedelta` (`leasehold/_documents.py`).
+pub fn document<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    py.import("leasehold._documents")?
+        .call_method1("document", (from_json(py, value)?,))
+}
+
+/// A list of documents, as [`document`] converts each.
+pub fn documents<'py>(py: Python<'py>, values: &[serde_json::Value]) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+    let items = values.iter().map(|v| document(py, v)).collect::<PyResult<Vec<_>>>()?;
+    pyo3::types::PyList::new(py, items)
 }
 
 fn json_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {

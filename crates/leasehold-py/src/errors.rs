@@ -66,6 +66,48 @@ fn new(class_name: &str, message: String) -> PyErr {
     })
 }
 
+/// Whether `e` is one of this package's exceptions (an `lh.Error`).
+pub fn is_ours(py: Python<'_>, e: &PyErr) -> bool {
+    class(py, "Error").is_ok_and(|error| e.is_instance(py, &error))
+}
+
+/// One holder of what a `Held` refused, as `lh.Holder` gives it.
+#[derive(Debug, Clone)]
+pub struct HolderFacts {
+    pub owner: String,
+    pub token: Option<u64>,
+    pub mode: &'static str,
+    /// When the store expires the grant unless renewed.
+    pub expires: Option<std::time::SystemTime>,
+    pub pid: Option<u32>,
+}
+
+/// `lh.Held` with its facts as attributes (`name`, `holders`, `waiters`;
+/// see `leasehold/_errors.py`), besides the message.
+pub fn held(message: String, name: &str, holders: &[HolderFacts], waiters: u32) -> PyErr {
+    Python::attach(|py| {
+        let made = (|| -> PyResult<Bound<'_, PyAny>> {
+            let holder = class(py, "Holder")?;
+            let holders = holders
+                .iter()
+                .map(|h| {
+                    let expires = h.expires.map(|t| crate::convert::datetime(py, t)).transpose()?;
+                    holder.call1((&h.owner, h.token, h.mode, expires, h.pid))
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            let kwargs = pyo3::types::PyDict::new(py);
+            kwargs.set_item("name", name)?;
+            kwargs.set_item("holders", holders)?;
+            kwargs.set_item("waiters", waiters)?;
+            class(py, "Held")?.call((message,), Some(&kwargs))
+        })();
+        match made {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(e) => e,
+        }
+    })
+}
+
 /// An exception of the class of `kind`.
 pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> PyErr {
     new(class_of(kind), message.into())

@@ -30,10 +30,14 @@ fn write(py: Python<'_>, path: PathBuf, data: Vec<u8>, fence: Option<Fence>, opt
     .or_raise()
 }
 
-/// Replace the file at `path` with `data` (bytes, or str as UTF-8),
-/// atomically and durably; with `fence=` (a lease, a task or a token)
-/// refused with `StaleToken` if a newer token has written (or, for a
-/// lease, another grant wrote the same token).
+/// Replace the file at ``path`` with ``data`` (bytes, or str as UTF-8),
+/// atomically and durably: a crash leaves the old or the new content.
+///
+/// ``fence``: a lease, a task or a token — refused with ``StaleToken`` if a
+/// newer token has written (or, for a lease, another grant wrote the same
+/// token); the token is kept in ``PATH.fence``. ``mode``: the file's
+/// permission bits (e.g. ``0o600``; default: the old file's, else 0o644
+/// less the umask).
 #[pyfunction]
 #[pyo3(signature = (path, data, *, fence=None, mode=None))]
 pub fn write_atomic(
@@ -61,7 +65,8 @@ pub fn write_atomic(
     )
 }
 
-/// `write_atomic` of `value` as JSON.
+/// ``write_atomic`` of ``value`` as JSON at ``path``; ``fence`` and ``mode``
+/// as for ``write_atomic``.
 #[pyfunction]
 #[pyo3(signature = (path, value, *, fence=None, mode=None))]
 pub fn write_json(
@@ -86,8 +91,8 @@ pub fn write_json(
 /// value (`default` when there is no file) and returns the new one, which
 /// replaces the file. Concurrent updates never lose one another's change;
 /// if `f` raises, the file is unchanged and the exception goes on. With
-/// `fence=`, a stale token is refused before `f` reads. Returns the new
-/// value.
+/// ``fence=``, a stale token is refused before `f` reads. Returns the new
+/// value. ``path``: the JSON file; ``mode``: as for ``write_atomic``.
 #[pyfunction]
 #[pyo3(signature = (path, f, *, default=None, fence=None, mode=None))]
 pub fn update_json<'py>(

@@ -56,6 +56,11 @@ impl<T> Local<T> {
         }
     }
 
+    /// The pid of the process that made it.
+    pub fn owner(&self) -> u32 {
+        self.pid
+    }
+
     /// Whether this process made it.
     pub fn is_mine(&self) -> bool {
         self.pid == std::process::id()

@@ -7,22 +7,33 @@
 //! CLI's `--for-pid` grants are: if it dies, the next acquirer takes over
 //! at once.
 //!
-//! States: idle ─acquire→ busy ─→ held ─release→ busy ─→ idle. A lease can
-//! be acquired again after release (a new grant, a new token).
+//! States: `Idle` ─acquire→ `Acquiring` ─→ `Held` ─release→ `Busy` ─→
+//! `Idle` (and `Held` ─renew/extend→ `Busy` ─→ `Held`). The state lock is
+//! only ever held for a few instructions — never across a store call, a
+//! wait, or anything that takes the GIL — and is taken from Python threads
+//! with the GIL released while waiting for it (`lock_py_attached`): a
+//! Python call never waits on it with the GIL held. Every call made in the
+//! wrong state answers at once: a second `release()` raises `InvalidInput`
+//! saying it was already released (how, and with which token); leaving a
+//! `with` block after a `release()` inside it does nothing. A lease can be
+//! acquired again after release (a new grant, a new token).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use leasehold::files::Fence;
 use leasehold::{
     AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LeaseRelease, Loss, Mode,
+    host,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::sync::MutexExt as _;
+use pyo3::types::PyString;
 
 use crate::background::Background;
 use crate::convert::{self, Wait};
-use crate::errors::{self, OrRaise as _};
-use crate::fork::Local;
+use crate::errors::{self, HolderFacts, OrRaise as _};
+use crate::fork::{Forked, Local};
 use crate::store::Store;
 
 /// The TTL when none is given: the library's default, as the CLI's.
@@ -33,6 +44,9 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 pub struct HoldOptions {
     pub keep: KeeperOptions,
+    /// The margin, when one was given (else a tenth of the TTL, whatever
+    /// the TTL becomes through `extend`).
+    pub margin: Option<Duration>,
     pub on_lost: Option<Py<PyAny>>,
 }
 
@@ -47,25 +61,35 @@ impl HoldOptions {
         on_lost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let ttl = convert::opt_duration(ttl, "ttl")?.unwrap_or(DEFAULT_TTL);
-        let mut keep = KeeperOptions::new(ttl);
-        keep.heartbeat = convert::opt_duration(heartbeat, "heartbeat")?;
-        if let Some(margin) = convert::opt_duration(margin, "margin")? {
-            keep.margin = margin;
-        }
+        let heartbeat = convert::opt_duration(heartbeat, "heartbeat")?;
+        let margin = convert::opt_duration(margin, "margin")?;
+        let mut keep = keeper_options(ttl, heartbeat, margin)?;
         keep.owner = owner;
-        if let Some(problem) = keep.problem() {
-            return Err(errors::invalid(format!(
-                "cannot keep a grant with ttl={}, heartbeat={}, margin={}: {problem}",
-                leasehold::format_duration(keep.ttl),
-                leasehold::format_duration(keep.heartbeat.unwrap_or(keep.ttl / 3)),
-                leasehold::format_duration(keep.margin)
-            )));
-        }
         Ok(Self {
             keep,
+            margin,
             on_lost: on_lost.filter(|v| !v.is_none()).map(on_lost_handler).transpose()?,
         })
     }
+}
+
+/// The keeper's options for `ttl`, refused (`InvalidInput`, naming the
+/// values) when they cannot keep a grant.
+fn keeper_options(ttl: Duration, heartbeat: Option<Duration>, margin: Option<Duration>) -> PyResult<KeeperOptions> {
+    let mut keep = KeeperOptions::new(ttl);
+    keep.heartbeat = heartbeat;
+    if let Some(margin) = margin {
+        keep.margin = margin;
+    }
+    if let Some(problem) = keep.problem() {
+        return Err(errors::invalid(format!(
+            "cannot keep a grant with ttl={}, heartbeat={}, margin={}: {problem}",
+            leasehold::format_duration(keep.ttl),
+            leasehold::format_duration(keep.heartbeat.unwrap_or(keep.ttl / 3)),
+            leasehold::format_duration(keep.margin)
+        )));
+    }
+    Ok(keep)
 }
 
 /// `on_lost`: a callable, or `"interrupt"` (whose callable
@@ -99,6 +123,11 @@ pub fn lost_error<L: std::fmt::Display>(what: &str, loss: &Loss<L>) -> PyErr {
     )
 }
 
+/// The `LeaseLost` of a use, in a forked child, of its parent's `what`.
+pub fn forked_error(forked: Forked, what: &str) -> PyErr {
+    errors::of_kind(leasehold::ErrorKind::Lost, forked.says(what))
+}
+
 /// Push a keeper's loss to `on_lost`, on the keeper's thread (which takes
 /// the GIL for it). What the callable raises is reported as unraisable:
 /// there is nobody to raise it to.
@@ -116,7 +145,8 @@ pub fn notify<L: leasehold::Refusal>(keeper: &Keeper<L>, what: String, on_lost: 
 }
 
 /// `Held`, naming the holders (and how long it waited), and the shared
-/// limit when that is what keeps an acquirer of `mode` out.
+/// limit when that is what keeps an acquirer of `mode` out; the same facts
+/// as attributes (`holders`, `waiters`).
 pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyErr {
     let by: Vec<String> = held
         .grants
@@ -148,7 +178,19 @@ pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyEr
         ),
         Wait::Forever => format!("{name} is held: {by}"),
     };
-    errors::of_kind(leasehold::ErrorKind::Held, message)
+    let now = std::time::SystemTime::now();
+    let holders: Vec<HolderFacts> = held
+        .grants
+        .iter()
+        .map(|g| HolderFacts {
+            owner: g.owner.clone(),
+            token: Some(g.token.0),
+            mode: g.mode.label(),
+            expires: Some(leasehold::later(now, g.expires_in)),
+            pid: g.holder.bound.then_some(g.holder.pid),
+        })
+        .collect();
+    errors::held(message, name.as_str(), &holders, held.waiters_ahead)
 }
 
 /// A held grant and its keeper (this process's: see `fork.rs`).
@@ -159,13 +201,35 @@ struct Hold {
     keeper: Keeper,
 }
 
+/// What the lease is doing now.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant, reason = "one per lease")]
-enum State {
+enum Now {
+    /// Not held: never acquired, or ended (see [`Inner::ended`]).
     Idle,
-    /// Acquiring or releasing, on some thread.
-    Busy,
+    /// Some thread (or an `async with`) is acquiring it.
+    Acquiring,
     Held(Local<Hold>),
+    /// Some thread is releasing it (`"released"`) or renewing it
+    /// (`"renewed"`); the grant, to read while it does.
+    Busy(&'static str, Grant),
+}
+
+/// How the last grant's hold ended.
+#[derive(Debug, Clone)]
+enum Ending {
+    Released,
+    /// Lost (the message of the `LeaseLost` its release raised).
+    Lost(String),
+    /// The release failed (the store's error); the grant expires by its TTL.
+    ReleaseFailed(String),
+}
+
+#[derive(Debug)]
+struct Inner {
+    now: Now,
+    /// The last grant this lease held, and how its hold ended.
+    ended: Option<(Grant, Ending)>,
 }
 
 #[derive(Debug)]
@@ -175,11 +239,39 @@ pub struct Lease {
     name: LeaseName,
     options: AcquireOptions,
     keep: KeeperOptions,
+    /// The margin given, if one was (see [`HoldOptions::margin`]).
+    margin: Option<Duration>,
     wait: Wait,
     on_lost: Option<Py<PyAny>>,
-    state: Mutex<State>,
-    /// The last grant taken, and how its hold ended (`Some` message: lost).
-    last: Mutex<Option<(Grant, Option<String>)>>,
+    inner: Mutex<Inner>,
+}
+
+/// What a release did: the loss the keeper saw, and the store's answer
+/// (`None`: not asked, the store had already refused a renewal).
+struct Released {
+    grant: Grant,
+    loss: Option<Loss>,
+    answer: Option<leasehold::Result<LeaseRelease>>,
+}
+
+/// Stop the keeper and release, unless the store already refused a
+/// renewal. Blocking: call it without the GIL.
+fn release_hold(Hold { store, grant, keeper }: Hold, owner: Option<&str>) -> Released {
+    let loss = keeper.stop();
+    let answer = match loss {
+        Some(Loss::Refused(_)) => None,
+        _ => Some(store.release(&grant.name, grant.token, owner)),
+    };
+    Released { grant, loss, answer }
+}
+
+/// Why a call cannot be made in the lease's state: worded while the state
+/// is locked, raised after it is let go (making an exception runs Python).
+enum Refusal {
+    Invalid(String),
+    Forked(Forked),
+    /// The grant was lost (the `LeaseLost` message).
+    Lost(String),
 }
 
 impl Lease {
@@ -193,242 +285,491 @@ impl Lease {
                 binding: Binding::ThisProcess,
             },
             keep: hold.keep,
+            margin: hold.margin,
             name,
             wait,
             on_lost: hold.on_lost,
-            state: Mutex::new(State::Idle),
-            last: Mutex::new(None),
+            inner: Mutex::new(Inner {
+                now: Now::Idle,
+                ended: None,
+            }),
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The state, locked without holding the GIL while waiting for it.
+    fn inner(&self, py: Python<'_>) -> MutexGuard<'_, Inner> {
+        self.inner.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner)
     }
 
     fn what(&self, grant: &Grant) -> String {
         format!("lease {} (token {})", self.name, grant.token)
     }
 
-    fn acquire_held(&self, py: Python<'_>) -> PyResult<()> {
-        let store = self.store.get().handle(py)?;
-        let held_by = store.clone();
-        let (name, options, keep) = (self.name.clone(), self.options.clone(), self.keep.clone());
-        let kept = match self.wait.timeout() {
-            None => py.detach(move || store.acquire_and_keep(&name, &options, keep)),
-            Some(timeout) => {
-                let cancel = Cancel::new();
-                let call = {
-                    let (store, cancel) = (store.clone(), cancel.clone());
-                    Background::spawn(move || {
-                        store.acquire_wait_and_keep(&name, &options, timeout, &cancel, |_| {}, keep)
-                    })
-                };
-                match call.wait(py) {
-                    Ok(kept) => kept,
-                    Err(interrupted) => {
-                        // ^C while waiting: the wait ends at its next poll,
-                        // out of the queue, and whatever it got is let go.
-                        cancel.cancel();
-                        let (name, owner) = (self.name.clone(), self.options.owner.clone());
-                        call.give_up(py, move |kept| {
-                            if let Ok(Kept::Acquired(grant, keeper)) = kept {
-                                keeper.stop();
-                                let _ = store.release(&name, grant.token, owner.as_deref());
-                            }
-                        });
-                        return Err(interrupted);
-                    }
-                }
-            }
+    fn raise(&self, refusal: Refusal) -> PyErr {
+        match refusal {
+            Refusal::Invalid(message) => errors::invalid(message),
+            Refusal::Forked(forked) => forked_error(forked, &format!("lease {}", self.name)),
+            Refusal::Lost(message) => errors::of_kind(leasehold::ErrorKind::Lost, message),
         }
-        .or_raise()?;
+    }
+
+    /// What is wrong with using the lease as held, when it is not:
+    /// never acquired, acquiring, released (how), or in another's hands.
+    fn not_held(&self, inner: &Inner, doing: &str) -> Refusal {
+        match &inner.now {
+            Now::Held(local) => match local.get() {
+                Err(forked) => Refusal::Forked(forked),
+                Ok(_) => Refusal::Invalid(format!("lease {} is held", self.name)),
+            },
+            Now::Acquiring => Refusal::Invalid(format!(
+                "lease {} is being acquired (by another thread or task) and is not held yet: {doing} it once acquire() has returned",
+                self.name
+            )),
+            Now::Busy(what, grant) => Refusal::Invalid(format!(
+                "{} is being {what} by another thread: {doing} it once that has returned",
+                self.what(grant)
+            )),
+            Now::Idle => match &inner.ended {
+                None => Refusal::Invalid(format!(
+                    "lease {} was never acquired through this object: acquire it first (with store.lease(...) as lease, \
+                     or lease.acquire()), then {doing} it",
+                    self.name
+                )),
+                Some((grant, ending)) => Refusal::Invalid(format!(
+                    "{} was already released{}: there is nothing to {doing} (acquire it again for a new grant)",
+                    self.what(grant),
+                    match ending {
+                        Ending::Released => String::new(),
+                        Ending::Lost(message) => format!(" (it had been lost: {message})"),
+                        Ending::ReleaseFailed(message) => {
+                            format!(" (the store failed to release it: {message}; it expires by its TTL)")
+                        }
+                    }
+                )),
+            },
+        }
+    }
+
+    /// `Idle` → `Acquiring`, or why not; the store to acquire from.
+    fn begin_acquire(&self, py: Python<'_>) -> PyResult<Arc<leasehold::Store>> {
+        let refused = {
+            let mut inner = self.inner(py);
+            match &inner.now {
+                Now::Idle => {
+                    inner.now = Now::Acquiring;
+                    None
+                }
+                Now::Held(local) => Some(match local.get() {
+                    Err(forked) => Refusal::Forked(forked),
+                    Ok(hold) => Refusal::Invalid(format!(
+                        "{} is already held through this object: release it before acquiring it again",
+                        self.what(&hold.grant)
+                    )),
+                }),
+                Now::Acquiring => Some(Refusal::Invalid(format!(
+                    "lease {} is already being acquired through this object (by another thread or task)",
+                    self.name
+                ))),
+                Now::Busy(what, grant) => Some(Refusal::Invalid(format!(
+                    "{} is held through this object and being {what} by another thread: release it before acquiring it again",
+                    self.what(grant)
+                ))),
+            }
+        };
+        if let Some(refused) = refused {
+            return Err(self.raise(refused));
+        }
+        self.store
+            .get()
+            .handle(py)
+            .inspect_err(|_| self.inner(py).now = Now::Idle)
+    }
+
+    /// The blocking acquisition (call it without the GIL): once, or
+    /// waiting as `wait=` says until `cancel` says stop (then it leaves the
+    /// store's queue at its next poll and returns `Held`).
+    fn acquire_blocking(
+        &self,
+        store: &Arc<leasehold::Store>,
+        cancel: &Cancel,
+    ) -> impl FnOnce() -> leasehold::Result<Kept> + Send + 'static {
+        let (store, name, options, keep) = (
+            store.clone(),
+            self.name.clone(),
+            self.options.clone(),
+            self.keep.clone(),
+        );
+        let (wait, cancel) = (self.wait.timeout(), cancel.clone());
+        move || match wait {
+            None => store.acquire_and_keep(&name, &options, keep),
+            Some(timeout) => store.acquire_wait_and_keep(&name, &options, timeout, &cancel, |_| {}, keep),
+        }
+    }
+
+    /// `Acquiring` → `Held` (or back to `Idle`), with what the store said.
+    fn end_acquire(&self, py: Python<'_>, store: Arc<leasehold::Store>, kept: leasehold::Result<Kept>) -> PyResult<()> {
         let (grant, keeper) = match kept {
-            Kept::Acquired(grant, keeper) => (grant, keeper),
-            Kept::Held(held) => return Err(held_error(&self.name, &held, self.options.mode, self.wait)),
+            Ok(Kept::Acquired(grant, keeper)) => (grant, keeper),
+            Ok(Kept::Held(held)) => {
+                self.inner(py).now = Now::Idle;
+                return Err(held_error(&self.name, &held, self.options.mode, self.wait));
+            }
+            Err(e) => {
+                self.inner(py).now = Now::Idle;
+                return Err(errors::library(&e));
+            }
         };
         notify(&keeper, self.what(&grant), self.on_lost.as_ref());
-        *self.state() = State::Held(Local::new(Hold {
-            store: held_by,
-            grant,
-            keeper,
-        }));
+        self.inner(py).now = Now::Held(Local::new(Hold { store, grant, keeper }));
         Ok(())
     }
 
-    /// End the hold: stop the keeper, release unless the store already
-    /// refused a renewal. `Err` when the grant was lost (or is another
-    /// process's), or the release failed.
-    fn release_held(&self, py: Python<'_>) -> PyResult<()> {
-        let local = match std::mem::replace(&mut *self.state(), State::Busy) {
-            State::Held(local) => local,
-            other => {
-                *self.state() = other;
-                return Err(errors::invalid(format!(
-                    "lease {} is not held: acquire it first (with store.lease(...) as lease, or lease.acquire())",
-                    self.name
-                )));
-            }
-        };
-        if let Err(forked) = local.get() {
-            // Not ours to release: a forked child. It stays the parent's.
-            *self.state() = State::Held(local);
-            return Err(errors::of_kind(
-                leasehold::ErrorKind::Lost,
-                forked.says(&format!("lease {}", self.name)),
-            ));
+    /// A grant got for nobody (its acquirer gave up or was cancelled): let
+    /// it go, on a thread of its own (the caller may be the event loop).
+    fn let_go(&self, py: Python<'_>, store: Arc<leasehold::Store>, kept: leasehold::Result<Kept>) {
+        self.inner(py).now = Now::Idle;
+        if let Ok(Kept::Acquired(grant, keeper)) = kept {
+            let owner = self.options.owner.clone();
+            let hold = Hold { store, grant, keeper };
+            std::thread::spawn(move || drop(release_hold(hold, owner.as_deref())));
         }
-        let Ok(Hold { store, grant, keeper }) = local.take() else {
-            unreachable!("checked just above")
-        };
-        let (name, owner, token) = (self.name.clone(), self.options.owner.clone(), grant.token);
-        let (loss, released) = py.detach(move || {
-            let loss = keeper.stop();
-            let released = match loss {
-                Some(Loss::Refused(_)) => None,
-                _ => Some(store.release(&name, token, owner.as_deref())),
-            };
-            (loss, released)
-        });
-        *self.state() = State::Idle;
-        let what = self.what(&grant);
-        let refused = match (&loss, released) {
-            (Some(loss), _) => Some(lost_error(&what, loss)),
-            (None, Some(Ok(LeaseRelease::Lost(reason)))) => Some(errors::of_kind(
-                leasehold::ErrorKind::Lost,
-                format!(
-                    "{what} was already gone when released: {reason}; what was done under it may have overlapped a newer holder"
-                ),
-            )),
-            (None, Some(Err(e))) => {
-                *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some((grant, None));
-                return Err(errors::library(&e));
-            }
-            (None, _) => None,
-        };
-        let message = refused.as_ref().map(ToString::to_string);
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some((grant, message));
-        refused.map_or(Ok(()), Err)
     }
 
-    /// The grant now held (`Ok(None)` when idle); `Err` in a forked child.
-    fn with_hold<T>(&self, f: impl FnOnce(&Hold) -> T) -> Result<Option<T>, crate::fork::Forked> {
-        match &*self.state() {
-            State::Held(local) => local.get().map(|hold| Some(f(hold))),
+    /// `Held` → `Busy("released")`: the hold to release. `Ok(None)` when
+    /// leaving a `with` block (`exiting`) of a lease already released
+    /// inside it; any other call in the wrong state says why.
+    fn begin_release(&self, py: Python<'_>, exiting: bool) -> PyResult<Option<Hold>> {
+        let taken = {
+            let mut inner = self.inner(py);
+            match &inner.now {
+                Now::Held(local) => match local.get() {
+                    Ok(hold) => {
+                        let busy = Now::Busy("released", hold.grant.clone());
+                        let Now::Held(local) = std::mem::replace(&mut inner.now, busy) else {
+                            unreachable!("matched above")
+                        };
+                        local.take().map(Some).map_err(Refusal::Forked)
+                    }
+                    Err(forked) => Err(Refusal::Forked(forked)),
+                },
+                Now::Idle if exiting => Ok(None),
+                _ => Err(self.not_held(&inner, "release")),
+            }
+        };
+        taken.map_err(|refused| self.raise(refused))
+    }
+
+    /// `Busy("released")` → `Idle`: what the release did, as the caller
+    /// is told: `LeaseLost` when the grant had been lost (what was done
+    /// under it may have overlapped a newer holder), the store's error
+    /// when the release failed.
+    fn end_release(&self, py: Python<'_>, released: Released) -> PyResult<()> {
+        let Released { grant, loss, answer } = released;
+        let what = self.what(&grant);
+        let (ending, result) = match (&loss, answer) {
+            (Some(loss), _) => {
+                let e = lost_error(&what, loss);
+                (Ending::Lost(message_of(py, &e)), Err(e))
+            }
+            (None, Some(Ok(LeaseRelease::Lost(reason)))) => {
+                let message = format!(
+                    "{what} was already gone when released: {reason}; what was done under it may have overlapped a newer holder"
+                );
+                (
+                    Ending::Lost(message.clone()),
+                    Err(errors::of_kind(leasehold::ErrorKind::Lost, message)),
+                )
+            }
+            (None, Some(Err(e))) => {
+                let e = errors::library(&e);
+                (Ending::ReleaseFailed(message_of(py, &e)), Err(e))
+            }
+            (None, _) => (Ending::Released, Ok(())),
+        };
+        let mut inner = self.inner(py);
+        inner.now = Now::Idle;
+        inner.ended = Some((grant, ending));
+        result
+    }
+
+    /// Release now (blocking, without the GIL while the store answers).
+    fn release_now(&self, py: Python<'_>, exiting: bool) -> PyResult<()> {
+        let Some(hold) = self.begin_release(py, exiting)? else {
+            return Ok(());
+        };
+        let owner = self.options.owner.clone();
+        let released = py.detach(move || release_hold(hold, owner.as_deref()));
+        self.end_release(py, released)
+    }
+
+    /// `renew()` and `extend(ttl)`: the keeper renews now (with `new`
+    /// options), on this thread without the GIL.
+    fn renew_with(&self, py: Python<'_>, new: Option<KeeperOptions>) -> PyResult<()> {
+        let taken = {
+            let mut inner = self.inner(py);
+            match &inner.now {
+                Now::Held(local) => match local.get() {
+                    Ok(hold) => {
+                        let busy = Now::Busy("renewed", hold.grant.clone());
+                        let Now::Held(local) = std::mem::replace(&mut inner.now, busy) else {
+                            unreachable!("matched above")
+                        };
+                        local.take().map_err(Refusal::Forked)
+                    }
+                    Err(forked) => Err(Refusal::Forked(forked)),
+                },
+                _ => Err(self.not_held(&inner, "renew")),
+            }
+        };
+        let mut hold = taken.map_err(|refused| self.raise(refused))?;
+        let (hold, renewed) = py.detach(move || {
+            let renewed = hold.keeper.renew_now(new);
+            (hold, renewed)
+        });
+        let what = self.what(&hold.grant);
+        self.inner(py).now = Now::Held(Local::new(hold));
+        match renewed {
+            Ok(None) => Ok(()),
+            Ok(Some(loss)) => Err(lost_error(&what, &loss)),
+            Err(e) => Err(errors::library(&e)),
+        }
+    }
+
+    /// The grant held now (or last), for its token, identity and owner;
+    /// refused in a forked child and before the first acquisition.
+    fn grant_now(&self, py: Python<'_>) -> PyResult<Grant> {
+        let refused = {
+            let inner = self.inner(py);
+            match &inner.now {
+                Now::Held(local) => match local.get() {
+                    Ok(hold) => return Ok(hold.grant.clone()),
+                    Err(forked) => Refusal::Forked(forked),
+                },
+                Now::Busy(_, grant) => return Ok(grant.clone()),
+                Now::Idle | Now::Acquiring => match &inner.ended {
+                    Some((grant, _)) => return Ok(grant.clone()),
+                    None => Refusal::Invalid(format!(
+                        "lease {} has not been acquired yet: use it in a with block or call acquire()",
+                        self.name
+                    )),
+                },
+            }
+        };
+        Err(self.raise(refused))
+    }
+
+    /// `fence=lease`: the token and identity of the grant held (or last
+    /// held) — in a forked child, the fork's refusal.
+    pub fn fence(&self, py: Python<'_>) -> PyResult<Fence> {
+        self.grant_now(py).map(|grant| Fence::of(&grant))
+    }
+
+    /// `f` of this process's hold, if held (and not being released or
+    /// renewed); `Err` in a forked child.
+    fn with_hold<T>(&self, py: Python<'_>, f: impl FnOnce(&Hold) -> T) -> Result<Option<T>, Forked> {
+        match &self.inner(py).now {
+            Now::Held(local) => local.get().map(|hold| Some(f(hold))),
             _ => Ok(None),
         }
     }
 }
 
+/// An exception's message (its `str()`).
+fn message_of(py: Python<'_>, e: &PyErr) -> String {
+    e.value(py).str().map(|s| s.to_string()).unwrap_or_default()
+}
+
 #[pymethods]
 impl Lease {
-    /// Acquire (waiting as `wait=` says); returns the lease. Raises `Held`.
+    /// Acquire the lease, waiting as the lease's ``wait=`` says; returns the
+    /// lease. Raises ``Held`` (with the holders as attributes) when it is
+    /// held; ``InvalidInput`` when this object already holds it; in a
+    /// process made by ``os.fork()`` from the holder, ``LeaseLost``.
     fn acquire(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
-        let this = slf.get();
-        {
-            let mut state = this.state();
-            if !matches!(*state, State::Idle) {
-                return Err(errors::invalid(format!(
-                    "lease {} is already held (or being acquired) through this object; release it first",
-                    this.name
-                )));
+        let (this, py) = (slf.get(), slf.py());
+        let store = this.begin_acquire(py)?;
+        let cancel = Cancel::new();
+        let blocking = this.acquire_blocking(&store, &cancel);
+        let kept = if this.wait == Wait::No {
+            py.detach(blocking)
+        } else {
+            let call = Background::spawn(blocking);
+            match call.wait(py) {
+                Ok(kept) => kept,
+                Err(interrupted) => {
+                    // ^C while waiting: the wait ends at its next poll, out
+                    // of the queue, and whatever it got is let go.
+                    cancel.cancel();
+                    this.inner(py).now = Now::Idle;
+                    let owner = this.options.owner.clone();
+                    call.give_up(py, move |kept| {
+                        if let Ok(Kept::Acquired(grant, keeper)) = kept {
+                            drop(release_hold(Hold { store, grant, keeper }, owner.as_deref()));
+                        }
+                    });
+                    return Err(interrupted);
+                }
             }
-            *state = State::Busy;
-        }
-        if let Err(e) = this.acquire_held(slf.py()) {
-            *this.state() = State::Idle;
-            return Err(e);
-        }
+        };
+        this.end_acquire(py, store, kept)?;
         Ok(slf.clone().unbind())
     }
 
-    /// Stop renewing and release. Raises `LeaseLost` if the grant was lost
-    /// meanwhile (what was done under it may have overlapped a newer holder).
+    /// Stop renewing and release the grant. Raises ``LeaseLost`` if the
+    /// grant was lost meanwhile (what was done under it may have overlapped
+    /// a newer holder). Releasing a lease that is not held — released
+    /// already, or never acquired — raises ``InvalidInput`` saying which, at
+    /// once; leaving a ``with`` block after ``release()`` inside it is fine.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        self.release_held(py)
+        self.release_now(py, false)
     }
 
-    /// Raise `LeaseLost` once the grant is lost (or in a forked child).
-    fn check(&self) -> PyResult<()> {
-        let lost = self.with_hold(|hold| {
-            hold.keeper
-                .handle()
-                .loss()
-                .map(|loss| lost_error(&self.what(&hold.grant), &loss))
-        });
-        match lost {
-            Ok(Some(Some(e))) => Err(e),
-            Ok(Some(None)) => Ok(()),
-            Err(forked) => Err(errors::of_kind(
-                leasehold::ErrorKind::Lost,
-                forked.says(&format!("lease {}", self.name)),
-            )),
-            Ok(None) => match &*self.last.lock().unwrap_or_else(PoisonError::into_inner) {
-                Some((_, Some(message))) => Err(errors::of_kind(leasehold::ErrorKind::Lost, message.clone())),
-                _ => Err(errors::invalid(format!("lease {} is not held", self.name))),
-            },
-        }
+    /// Renew the grant now, for its TTL from now, rather than at the next
+    /// heartbeat. Raises ``LeaseLost`` if the store refused (the grant is
+    /// gone), the store's error if it failed (the keeper goes on trying);
+    /// ``InvalidInput`` when it is not held.
+    fn renew(&self, py: Python<'_>) -> PyResult<()> {
+        self.renew_with(py, None)
+    }
+
+    /// Renew the grant now for ``ttl`` (a duration) from now, and keep
+    /// renewing it with that TTL; a heartbeat and margin that were not
+    /// given follow the new TTL (a third and a tenth of it). A shorter TTL
+    /// shortens the grant at once. Raises as ``renew()``, and
+    /// ``InvalidInput`` for a TTL the keeper cannot keep (naming it).
+    fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ttl = convert::duration(ttl, "ttl")?;
+        let mut new = keeper_options(ttl, self.keep.heartbeat, self.margin)?;
+        new.owner.clone_from(&self.keep.owner);
+        self.renew_with(py, Some(new))
+    }
+
+    /// Raise ``LeaseLost`` once the grant is lost (or in a forked child);
+    /// ``InvalidInput`` when it is not held.
+    fn check(&self, py: Python<'_>) -> PyResult<()> {
+        let refused = {
+            let inner = self.inner(py);
+            match &inner.now {
+                Now::Held(local) => match local.get() {
+                    Ok(hold) => match hold.keeper.handle().loss() {
+                        None => return Ok(()),
+                        Some(loss) => {
+                            let what = self.what(&hold.grant);
+                            drop(inner);
+                            return Err(lost_error(&what, &loss));
+                        }
+                    },
+                    Err(forked) => Refusal::Forked(forked),
+                },
+                Now::Busy("renewed", _) => return Ok(()),
+                Now::Idle => match &inner.ended {
+                    Some((_, Ending::Lost(message))) => Refusal::Lost(message.clone()),
+                    _ => self.not_held(&inner, "check"),
+                },
+                _ => self.not_held(&inner, "check"),
+            }
+        };
+        Err(self.raise(refused))
     }
 
     /// Whether the grant is lost: a renewal was refused, or the holder-side
     /// deadline passed. True in a forked child (it holds nothing).
     #[getter]
-    fn lost(&self) -> bool {
-        match self.with_hold(|hold| hold.keeper.handle().is_lost()) {
-            Ok(Some(lost)) => lost,
-            Err(_) => true,
-            Ok(None) => self
-                .last
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_ref()
-                .is_some_and(|(_, lost)| lost.is_some()),
+    fn lost(&self, py: Python<'_>) -> bool {
+        let inner = self.inner(py);
+        match &inner.now {
+            Now::Held(local) => local.get().map_or(true, |hold| hold.keeper.handle().is_lost()),
+            Now::Idle => matches!(inner.ended, Some((_, Ending::Lost(_)))),
+            Now::Acquiring | Now::Busy(..) => false,
         }
     }
 
-    /// Whether this process holds the grant now (and it is not lost).
+    /// Whether this object holds the grant now (and it is not lost).
     #[getter]
-    fn held(&self) -> bool {
-        matches!(self.with_hold(|hold| !hold.keeper.handle().is_lost()), Ok(Some(true)))
+    fn held(&self, py: Python<'_>) -> bool {
+        let inner = self.inner(py);
+        match &inner.now {
+            Now::Held(local) => local.get().is_ok_and(|hold| !hold.keeper.handle().is_lost()),
+            Now::Busy("renewed", _) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether this object holds the grant (``lease.held``, as redis-py's
+    /// ``Lock.owned()``).
+    fn owned(&self, py: Python<'_>) -> bool {
+        self.held(py)
+    }
+
+    /// Whether anyone holds the name now — this object or any other holder
+    /// whose process is not provably gone (asks the store).
+    fn locked(&self, py: Python<'_>) -> PyResult<bool> {
+        let store = self.store.get().handle(py)?;
+        let name = self.name.clone();
+        let state = py.detach(move || store.status(&name)).or_raise()?;
+        Ok(state.is_some_and(|s| s.grants.iter().any(|g| leasehold::json::alive(g) != "no")))
+    }
+
+    /// Seconds until the store could expire the grant if it were not
+    /// renewed again (the last renewal's send time + TTL − now, measured on
+    /// this host's boot clock); 0.0 once lost; ``None`` when not held.
+    #[getter]
+    fn expires_in(&self, py: Python<'_>) -> Option<f64> {
+        let held = self.with_hold(py, |hold| {
+            if hold.keeper.handle().is_lost() {
+                return 0.0;
+            }
+            let until = hold.keeper.last_renewed().saturating_add(hold.keeper.options().ttl);
+            until.saturating_sub(host::boot_clock()).as_secs_f64()
+        });
+        held.ok().flatten()
     }
 
     /// The fencing token of the grant held (or last held): an int that
     /// only grows per name.
     #[getter]
-    fn token(&self) -> PyResult<u64> {
-        self.grant_field(|g| g.token.0)
+    fn token(&self, py: Python<'_>) -> PyResult<u64> {
+        self.grant_now(py).map(|g| g.token.0)
     }
 
     /// The identity of the grant held (or last held): 16 hex digits that
-    /// fenced writes (`write_atomic(..., fence=lease)`) record next to the
+    /// fenced writes (``write_atomic(..., fence=lease)``) record next to the
     /// token, so that a token issued again by a store restored from a
     /// backup is refused.
     #[getter]
-    fn grant(&self) -> PyResult<String> {
-        self.grant_field(|g| g.id().to_string())
+    fn grant(&self, py: Python<'_>) -> PyResult<String> {
+        self.grant_now(py).map(|g| g.id().to_string())
     }
 
     /// The owner label of the grant (given, or host:pid).
     #[getter]
-    fn owner(&self) -> PyResult<String> {
-        self.grant_field(|g| g.owner.clone())
+    fn owner(&self, py: Python<'_>) -> PyResult<String> {
+        self.grant_now(py).map(|g| g.owner)
     }
 
+    /// The lease's name.
     #[getter]
     fn name(&self) -> String {
         self.name.to_string()
     }
 
-    /// The TTL, in seconds.
+    /// The TTL in seconds: the held grant's (``extend`` changes it), else
+    /// the one the lease was made with.
     #[getter]
-    fn ttl(&self) -> f64 {
-        self.options.ttl.as_secs_f64()
+    fn ttl(&self, py: Python<'_>) -> f64 {
+        self.with_hold(py, |hold| hold.keeper.options().ttl)
+            .ok()
+            .flatten()
+            .unwrap_or(self.options.ttl)
+            .as_secs_f64()
     }
 
     fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
         Self::acquire(slf)
     }
 
-    /// Release; a loss is raised unless the block is already raising.
+    /// Release; a loss is raised unless the block is already raising. A
+    /// lease released inside the block is left as it is.
     #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
     fn __exit__(
         &self,
@@ -437,81 +778,95 @@ impl Lease {
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let released = self.release_held(py);
+        let released = self.release_now(py, true);
         if exc_type.is_none_or(PyAnyMethods::is_none) {
             released?;
         }
         Ok(())
     }
 
-    /// `async with`: acquiring (and waiting) runs on the event loop's
-    /// executor, so the loop goes on meanwhile.
+    /// ``async with``: acquiring — and waiting — runs on a thread of its
+    /// own, which wakes the loop when done: the loop goes on, and its
+    /// executor is left alone. Cancelling the task ends the wait (it leaves
+    /// the store's queue) and lets go of anything it got.
     fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        in_executor(slf.getattr("acquire")?, &PyTuple::empty(slf.py()))
+        let (this, py) = (slf.get(), slf.py());
+        let store = this.begin_acquire(py)?;
+        let cancel = Cancel::new();
+        let blocking = this.acquire_blocking(&store, &cancel);
+        let lease = slf.clone().unbind();
+        crate::aio::run(
+            py,
+            blocking,
+            move || cancel.cancel(),
+            move |py, kept, awaited| {
+                let this = lease.get();
+                if !awaited {
+                    this.let_go(py, store, kept);
+                    return Ok(py.None());
+                }
+                this.end_acquire(py, store, kept)?;
+                Ok(lease.clone_ref(py).into_any())
+            },
+        )
+        .inspect_err(|_| this.inner(py).now = Now::Idle)
     }
 
-    #[pyo3(signature = (*exc))]
-    fn __aexit__<'py>(slf: &Bound<'py, Self>, exc: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        in_executor(slf.getattr("__exit__")?, exc)
+    /// ``async with``: the release runs on a thread of its own, as acquiring
+    /// does — never queued behind waiters.
+    #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
+    fn __aexit__<'py>(
+        slf: &Bound<'py, Self>,
+        exc_type: Option<&Bound<'py, PyAny>>,
+        _exc: Option<&Bound<'py, PyAny>>,
+        _tb: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (this, py) = (slf.get(), slf.py());
+        let raising = !exc_type.is_none_or(PyAnyMethods::is_none);
+        let Some(hold) = this.begin_release(py, true)? else {
+            return crate::aio::ready(py, py.None());
+        };
+        let owner = this.options.owner.clone();
+        let lease = slf.clone().unbind();
+        crate::aio::run(
+            py,
+            move || release_hold(hold, owner.as_deref()),
+            // A release is not cut short: the grant must end.
+            || {},
+            move |py, released, _| {
+                let released = lease.get().end_release(py, released);
+                if !raising {
+                    released?;
+                }
+                Ok(py.None())
+            },
+        )
     }
 
-    fn __repr__(&self) -> String {
-        let now = match self.with_hold(|hold| (hold.grant.token, hold.keeper.handle().is_lost())) {
-            Ok(Some((token, false))) => format!("held, token {token}"),
-            Ok(Some((token, true))) => format!("lost, token {token}"),
-            Ok(None) => "not held".to_owned(),
-            Err(forked) => format!("held by pid {}", forked.owner),
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let inner = self.inner(py);
+        let now = match &inner.now {
+            Now::Held(local) => match local.get() {
+                Ok(hold) if hold.keeper.handle().is_lost() => format!("lost, token {}", hold.grant.token),
+                Ok(hold) => format!("held, token {}", hold.grant.token),
+                Err(forked) => format!("held by pid {}", forked.owner),
+            },
+            Now::Acquiring => "being acquired".to_owned(),
+            Now::Busy(what, grant) => format!("being {what}, token {}", grant.token),
+            Now::Idle => "not held".to_owned(),
         };
         format!("<lh.Lease {:?} {now}>", self.name.as_str())
-    }
-}
-
-impl Lease {
-    fn grant_field<T>(&self, f: impl Fn(&Grant) -> T) -> PyResult<T> {
-        if let Ok(Some(value)) = self.with_hold(|hold| f(&hold.grant)) {
-            return Ok(value);
-        }
-        if let Some((grant, _)) = &*self.last.lock().unwrap_or_else(PoisonError::into_inner) {
-            return Ok(f(grant));
-        }
-        if let State::Held(local) = &*self.state() {
-            // A forked child reads its parent's token as data.
-            if let Err(forked) = local.get() {
-                return Err(errors::of_kind(
-                    leasehold::ErrorKind::Lost,
-                    forked.says(&format!("lease {}", self.name)),
-                ));
-            }
-        }
-        Err(errors::invalid(format!(
-            "lease {} has not been acquired yet: use it in a with block or call acquire()",
-            self.name
-        )))
     }
 }
 
 impl Drop for Lease {
     /// A lease dropped while held is released, as a Rust guard would be.
     fn drop(&mut self) {
-        let state = std::mem::replace(
-            self.state.get_mut().unwrap_or_else(PoisonError::into_inner),
-            State::Idle,
-        );
-        let State::Held(local) = state else { return };
-        let (name, owner) = (self.name.clone(), self.options.owner.clone());
-        local.finish_detached(move |Hold { store, grant, keeper }| {
-            keeper.stop();
-            let _ = store.release(&name, grant.token, owner.as_deref());
-        });
+        let inner = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let Now::Held(local) = std::mem::replace(&mut inner.now, Now::Idle) else {
+            return;
+        };
+        let owner = self.options.owner.clone();
+        local.finish_detached(move |hold| drop(release_hold(hold, owner.as_deref())));
     }
-}
-
-/// `loop.run_in_executor(None, f, *args)` on the running loop: what
-/// `async with` awaits.
-pub fn in_executor<'py>(f: Bound<'py, PyAny>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-    let py = f.py();
-    let running = py.import("asyncio")?.call_method0("get_running_loop")?;
-    let mut call = vec![py.None().into_bound(py), f];
-    call.extend(args.iter());
-    running.call_method1("run_in_executor", PyTuple::new(py, call)?)
 }

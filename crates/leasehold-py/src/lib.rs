@@ -15,15 +15,20 @@
 //! | `files`, `lock` | state files; `flock` single-instance locks |
 //! | `convert`, `errors` | durations, names, paths, JSON; error kinds to exception classes |
 //! | `fork`, `background` | what a forked child may not touch; interruptible waits |
+//! | `aio` | `async with`: waits on threads of their own that wake the event loop |
 //!
 //! Every blocking call runs without the GIL; heartbeats run on the
 //! keeper's threads and take the GIL only to call an `on_lost` callable.
+//! No Python call waits for a Rust lock with the GIL held: the state locks
+//! of leases, tasks and stores are held for a few instructions only, never
+//! across a store call, and taken with `lock_py_attached`.
 
 #![allow(
     clippy::too_many_arguments,
     reason = "a Python function's keyword arguments are one Rust argument each"
 )]
 
+mod aio;
 mod background;
 mod convert;
 mod errors;

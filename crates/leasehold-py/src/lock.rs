@@ -7,12 +7,13 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasehold::lock::{self, LockOptions, TryLock};
+use leasehold::lock::{self, Holders, LockOptions, TryLock};
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt as _;
 
 use crate::background::Background;
 use crate::convert::{self, Wait};
-use crate::errors::{self, OrRaise as _};
+use crate::errors::{self, HolderFacts, OrRaise as _};
 use crate::fork::{self, Local, LockSlot};
 
 #[derive(Debug)]
@@ -24,8 +25,18 @@ pub struct FileLock {
     pid: u32,
 }
 
-/// Lock `path` (see the module docs); raises `Held` when another process
-/// holds it, after waiting as `wait=` says.
+/// Take ``flock(2)`` on ``path`` — the same lock as ``leasehold lock PATH``;
+/// returns a held ``FileLock`` (``with`` it, or ``release()``).
+///
+/// ``path``: a path ending in ``/`` (or ``dir=True``) is a directory, made
+/// if missing (0700) and locked through ``.leasehold.lock`` inside; an
+/// existing directory likewise; any other path is the lock file itself, in
+/// a directory that must exist (a file ``lock`` did not create is never
+/// changed). ``wait``: None/False do not wait, a duration waits up to that
+/// long, True as long as it takes. ``shared``: a shared lock (many holders;
+/// excludes an exclusive one). ``allow_network_fs``: lock on a network
+/// filesystem, where ``flock`` may not exclude other machines. Raises
+/// ``Held`` (its ``holders`` name the pids the kernel lists).
 #[pyfunction]
 #[pyo3(name = "lock", signature = (path, *, wait=None, shared=false, dir=false, allow_network_fs=false))]
 pub fn lock_path(
@@ -83,7 +94,53 @@ pub fn lock_path(
                 ),
                 _ => format!("{} is still locked by {holders}", path.display()),
             };
-            Err(errors::of_kind(leasehold::ErrorKind::Held, message))
+            let mode = match &holders {
+                Holders::Listed { exclusive: false, .. } => "shared",
+                _ => "exclusive",
+            };
+            let facts: Vec<HolderFacts> = holders
+                .pids()
+                .into_iter()
+                .map(|pid| HolderFacts {
+                    owner: format!("pid {pid}"),
+                    token: None,
+                    mode,
+                    expires: None,
+                    pid: Some(pid),
+                })
+                .collect();
+            Err(errors::held(message, &path.display().to_string(), &facts, 0))
+        }
+    }
+}
+
+impl FileLock {
+    /// Unlock; `exiting` a `with` block, a lock already released is fine.
+    fn unlock(&self, py: Python<'_>, exiting: bool) -> PyResult<()> {
+        let held = self
+            .slot
+            .lock
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match held.map(Local::take) {
+            Some(Ok(lock)) => {
+                drop(lock);
+                Ok(())
+            }
+            Some(Err(forked)) => Err(errors::of_kind(
+                leasehold::ErrorKind::Lost,
+                forked.says(&format!("the lock {}", self.path.display())),
+            )),
+            None if self.pid != std::process::id() => Err(errors::of_kind(
+                leasehold::ErrorKind::Lost,
+                fork::Forked { owner: self.pid }.says(&format!("the lock {}", self.path.display())),
+            )),
+            None if exiting => Ok(()),
+            None => Err(errors::invalid(format!(
+                "{} is not locked (released already)",
+                self.path.display()
+            ))),
         }
     }
 }
@@ -103,10 +160,10 @@ impl FileLock {
 
     /// Whether this process holds it.
     #[getter]
-    fn locked(&self) -> bool {
+    fn locked(&self, py: Python<'_>) -> bool {
         self.slot
             .lock
-            .lock()
+            .lock_py_attached(py)
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
             .is_some_and(|l| l.get().is_ok())
@@ -114,52 +171,36 @@ impl FileLock {
 
     /// Unlock (the lock file stays: deleting it would let a second process
     /// lock a new file of the same name).
-    fn release(&self) -> PyResult<()> {
-        let held = self.slot.lock.lock().unwrap_or_else(PoisonError::into_inner).take();
-        match held.map(Local::take) {
-            Some(Ok(lock)) => {
-                drop(lock);
-                Ok(())
-            }
-            Some(Err(forked)) => Err(errors::of_kind(
-                leasehold::ErrorKind::Lost,
-                forked.says(&format!("the lock {}", self.path.display())),
-            )),
-            None if self.pid != std::process::id() => Err(errors::of_kind(
-                leasehold::ErrorKind::Lost,
-                fork::Forked { owner: self.pid }.says(&format!("the lock {}", self.path.display())),
-            )),
-            None => Err(errors::invalid(format!(
-                "{} is not locked (released already)",
-                self.path.display()
-            ))),
-        }
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        self.unlock(py, false)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
+    /// Unlock; leaving a `with` block after a `release()` inside it is fine.
     #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
     fn __exit__(
         &self,
+        py: Python<'_>,
         exc_type: Option<&Bound<'_, PyAny>>,
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let released = self.release();
+        let released = self.unlock(py, true);
         if exc_type.is_none_or(PyAnyMethods::is_none) {
             released?;
         }
         Ok(())
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "<lh.FileLock {:?} {}{}>",
             self.path.display().to_string(),
             if self.shared { "shared " } else { "" },
-            if self.locked() { "locked" } else { "released" }
+            if self.locked(py) { "locked" } else { "released" }
         )
     }
 }

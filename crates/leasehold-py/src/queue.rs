@@ -5,21 +5,30 @@
 //! (no attempt charged) on `KeyboardInterrupt`/`SystemExit`. A report the
 //! store refuses — the claim expired or was taken meanwhile — raises
 //! `LeaseLost`: the result was not recorded, so a task is never done twice.
+//! A claim is reported once: a second report (`done` twice, `fail` after
+//! `done`, `done` after `release`, `release` after `with task:`) raises
+//! `InvalidInput` at once, saying how it was already reported; nothing is
+//! recorded. The claim's state lock is held for a few instructions only,
+//! never across a store call, and taken from Python threads without the
+//! GIL while waiting for it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use leasehold::files::Fence;
 use leasehold::{
-    Available, Claim, ClaimKeeper, ClaimLost, NewTask, QueueName, Retry, TaskAdd, TaskFail, TaskRetry, TaskUpdate, host,
+    Available, Claim, ClaimKeeper, ClaimLost, NewTask, QueueName, Retry, TaskAdd, TaskFail, TaskRetry, TaskState,
+    TaskUpdate, host,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyType};
+use pyo3::sync::MutexExt as _;
+use pyo3::types::{PyList, PyString, PyType};
 
 use crate::convert::{self, Wait};
 use crate::errors::{self, OrRaise as _, Other};
-use crate::fork::Local;
-use crate::lease::{HoldOptions, lost_error, notify};
+use crate::fork::{Forked, Local};
+use crate::lease::{HoldOptions, forked_error, lost_error, notify};
 use crate::store::Store;
 
 /// The longest an idle claimer sleeps between two claims, as the
@@ -28,6 +37,13 @@ use crate::store::Store;
 const IDLE_MAX: Duration = Duration::from_secs(2);
 const SLICE: Duration = Duration::from_millis(100);
 
+/// `max_attempts=5` in the signatures of `add` and `add_many` is the
+/// library's default, written out so that `help()` shows it.
+const _: () = assert!(leasehold::DEFAULT_MAX_ATTEMPTS == 5);
+
+/// A task queue of a store (``store.queue(name)``): ``add``/``add_many``
+/// tasks, ``claim`` them (a claim is a lease on the task, heartbeated),
+/// ``list``, ``get``, ``retry``, ``purge`` and ``stats``.
 #[derive(Debug)]
 #[pyclass(frozen, module = "leasehold")]
 pub struct Queue {
@@ -86,9 +102,14 @@ impl Queue {
         self.name.to_string()
     }
 
-    /// Add a task; returns its id. The same id again is a no-op with the
-    /// same payload, and refused (`InvalidInput`) with another.
-    #[pyo3(signature = (payload, *, id=None, priority=0, delay=None, at=None, max_attempts=leasehold::DEFAULT_MAX_ATTEMPTS))]
+    /// Add a task with ``payload`` (any JSON value); returns its id.
+    ///
+    /// ``id``: the task's id (generated when None); the same id again is a
+    /// no-op with the same payload, and refused (``InvalidInput``) with
+    /// another. ``priority``: higher is claimed first. ``delay`` (a
+    /// duration) or ``at`` (a ``datetime``): when it becomes claimable, not
+    /// both. ``max_attempts``: claims before it is dead.
+    #[pyo3(signature = (payload, *, id=None, priority=0, delay=None, at=None, max_attempts=5))]
     fn add(
         &self,
         py: Python<'_>,
@@ -99,47 +120,79 @@ impl Queue {
         at: Option<&Bound<'_, PyAny>>,
         max_attempts: u32,
     ) -> PyResult<String> {
-        if max_attempts == 0 {
-            return Err(errors::invalid("max_attempts must be at least 1"));
-        }
-        let available = match (convert::opt_duration(delay, "delay")?, at.filter(|a| !a.is_none())) {
-            (Some(_), Some(_)) => return Err(errors::invalid("give delay= or at=, not both")),
-            (Some(delay), None) => Available::After(delay),
-            (None, Some(at)) => {
-                let seconds: f64 = at.call_method0("timestamp")?.extract()?;
-                Available::At(
-                    SystemTime::UNIX_EPOCH
-                        .checked_add(
-                            Duration::try_from_secs_f64(seconds).map_err(|e| errors::invalid(format!("at: {e}")))?,
-                        )
-                        .ok_or_else(|| errors::invalid("at: too far ahead"))?,
-                )
-            }
-            (None, None) => Available::Now,
-        };
         let task = NewTask {
             id: id.map(convert::task_id).transpose()?,
             payload: convert::to_json(payload)?,
             priority,
-            available,
-            max_attempts,
+            available: available(delay, at)?,
+            max_attempts: attempts(max_attempts)?,
         };
-        let store = self.store.get().handle(py)?;
-        let queue = self.name.clone();
-        let mut added = py.detach(move || store.task_add(&queue, vec![task])).or_raise()?;
-        let (id, outcome) = added.pop().expect("one task in, one outcome out");
-        match outcome {
-            TaskAdd::Added | TaskAdd::Exists => Ok(id.to_string()),
-            TaskAdd::Conflict { differences, .. } => Err(errors::invalid(format!(
-                "task {id} of queue {} exists as another task ({}); nothing was added — use another id, or add it as it was",
-                self.name,
-                leasehold::differences_text(&differences)
-            ))),
-        }
+        let mut ids = self.add_tasks(py, vec![task])?;
+        Ok(ids.pop().expect("one task in, one id out"))
     }
 
-    /// Claim the next task (waiting as `wait=` says). Raises
-    /// `NothingToClaim` when there is none.
+    /// Add many tasks in one transaction (one durable write, not one per
+    /// task); returns their ids, in order.
+    ///
+    /// ``payloads``: an iterable of JSON values, one task each. ``ids``: an
+    /// iterable of as many ids (generated when None). ``priority``,
+    /// ``delay``, ``at`` and ``max_attempts`` apply to every task, as in
+    /// ``add``. If any id exists as another task, nothing is added
+    /// (``InvalidInput`` names them).
+    #[pyo3(signature = (payloads, *, ids=None, priority=0, delay=None, at=None, max_attempts=5))]
+    fn add_many(
+        &self,
+        py: Python<'_>,
+        payloads: &Bound<'_, PyAny>,
+        ids: Option<&Bound<'_, PyAny>>,
+        priority: i64,
+        delay: Option<&Bound<'_, PyAny>>,
+        at: Option<&Bound<'_, PyAny>>,
+        max_attempts: u32,
+    ) -> PyResult<Vec<String>> {
+        let (available, max_attempts) = (available(delay, at)?, attempts(max_attempts)?);
+        not_one_value(payloads, "payloads", "for one task, use add()")?;
+        let payloads = payloads
+            .try_iter()?
+            .map(|p| convert::to_json(&p?))
+            .collect::<PyResult<Vec<_>>>()?;
+        let ids: Vec<Option<leasehold::TaskId>> = match ids.filter(|i| !i.is_none()) {
+            None => vec![None; payloads.len()],
+            Some(ids) => not_one_value(ids, "ids", "give one id per payload")?
+                .try_iter()?
+                .map(|id| convert::task_id(&id?.extract::<String>()?).map(Some))
+                .collect::<PyResult<_>>()?,
+        };
+        if ids.len() != payloads.len() {
+            return Err(errors::invalid(format!(
+                "add_many got {} payloads and {} ids: give one id per payload (or none); nothing was added",
+                payloads.len(),
+                ids.len()
+            )));
+        }
+        let tasks = payloads
+            .into_iter()
+            .zip(ids)
+            .map(|(payload, id)| NewTask {
+                id,
+                payload,
+                priority,
+                available,
+                max_attempts,
+            })
+            .collect();
+        self.add_tasks(py, tasks)
+    }
+
+    /// Claim the next task, highest priority first; raises
+    /// ``NothingToClaim`` when there is none (within ``wait``).
+    ///
+    /// ``ttl``: how long the claim lasts without a heartbeat (default 60 s);
+    /// its keeper renews it every ``heartbeat`` (default ttl/3) and stops
+    /// trusting it ``margin`` (default ttl/10) before it could lapse.
+    /// ``wait``: as for ``Store.lease``. ``owner``: the claim's label
+    /// (default ``host:pid``). ``on_lost``: a callable, or ``"interrupt"``,
+    /// as for ``Store.lease``.
     #[pyo3(signature = (*, ttl=None, wait=None, owner=None, heartbeat=None, margin=None, on_lost=None))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn claim(
@@ -161,8 +214,11 @@ impl Queue {
         })
     }
 
-    /// Claim task after task: waits for new ones, or stops as soon as
-    /// nothing is claimable with `until_empty=True`, or after `max_tasks`.
+    /// An iterator that claims task after task: it waits for new ones (woken
+    /// by PostgreSQL's NOTIFY), or stops as soon as nothing is claimable with
+    /// ``until_empty=True``, or after ``max_tasks`` claims. ``ttl``,
+    /// ``owner``, ``heartbeat``, ``margin`` and ``on_lost``: as for
+    /// ``claim()``.
     #[pyo3(signature = (*, ttl=None, until_empty=false, max_tasks=None, owner=None, heartbeat=None, margin=None, on_lost=None))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn claim_iter(
@@ -184,6 +240,41 @@ impl Queue {
         })
     }
 
+    /// Tasks of this queue as dicts (the documents of ``task show``:
+    /// docs/JSON.md, with times as ``datetime`` and durations as
+    /// ``timedelta``), in the store's order; ``state``: only ``"pending"``,
+    /// ``"running"``, ``"done"`` or ``"dead"`` ones; ``limit``: at most this
+    /// many.
+    #[pyo3(signature = (*, state=None, limit=100))]
+    fn list<'py>(&self, py: Python<'py>, state: Option<&str>, limit: u32) -> PyResult<Bound<'py, PyList>> {
+        let state = state.map(task_state).transpose()?;
+        let store = self.store.get().handle(py)?;
+        let queue = self.name.clone();
+        let tasks = py
+            .detach(move || store.task_list(Some(&queue), state, limit))
+            .or_raise()?;
+        convert::documents(py, &tasks.iter().map(leasehold::json::task).collect::<Vec<_>>())
+    }
+
+    /// Delete this queue's finished tasks — ``state`` ``"done"`` or
+    /// ``"dead"`` — last updated longer than ``older_than`` (a duration)
+    /// ago; returns how many.
+    #[pyo3(signature = (state, *, older_than))]
+    fn purge(&self, py: Python<'_>, state: &str, older_than: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let state = task_state(state)?;
+        if !matches!(state, TaskState::Done | TaskState::Dead) {
+            return Err(errors::invalid(format!(
+                "purge deletes finished tasks only: state must be \"done\" or \"dead\", not {:?}",
+                state.as_str()
+            )));
+        }
+        let older_than = convert::duration(older_than, "older_than")?;
+        let store = self.store.get().handle(py)?;
+        let queue = self.name.clone();
+        py.detach(move || store.task_purge(&queue, state, older_than))
+            .or_raise()
+    }
+
     /// Counts by state: pending, running, done, dead.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store.get().handle(py)?;
@@ -198,18 +289,18 @@ impl Queue {
         )
     }
 
-    /// One task as a dict (the library's fields), or None.
+    /// The task ``id`` as a dict (as ``list()`` gives each), or None.
     fn get<'py>(&self, py: Python<'py>, id: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
         let id = convert::task_id(id)?;
         let store = self.store.get().handle(py)?;
         let queue = self.name.clone();
         let task = py.detach(move || store.task_get(&queue, &id)).or_raise()?;
-        task.map(|t| convert::from_json(py, &serde_json::to_value(t).expect("a task serializes")))
+        task.map(|t| convert::document(py, &leasehold::json::task(&t)))
             .transpose()
     }
 
-    /// Revive a dead task. Raises `NoSuchTask`, or `InvalidInput` when it
-    /// is not dead.
+    /// Revive the dead task ``id``. Raises ``NoSuchTask``, or
+    /// ``InvalidInput`` when it is not dead.
     fn retry(&self, py: Python<'_>, id: &str) -> PyResult<()> {
         let id = convert::task_id(id)?;
         let store = self.store.get().handle(py)?;
@@ -230,6 +321,84 @@ impl Queue {
     fn __repr__(&self) -> String {
         format!("<lh.Queue {:?}>", self.name.as_str())
     }
+}
+
+impl Queue {
+    /// Add `tasks` in one transaction; their ids.
+    fn add_tasks(&self, py: Python<'_>, tasks: Vec<NewTask>) -> PyResult<Vec<String>> {
+        let store = self.store.get().handle(py)?;
+        let queue = self.name.clone();
+        let added = py.detach(move || store.task_add(&queue, tasks)).or_raise()?;
+        let conflicts: Vec<String> = added
+            .iter()
+            .filter_map(|(id, outcome)| match outcome {
+                TaskAdd::Conflict { differences, .. } => {
+                    Some(format!("{id} ({})", leasehold::differences_text(differences)))
+                }
+                TaskAdd::Added | TaskAdd::Exists => None,
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            return Err(errors::invalid(format!(
+                "task {} of queue {} exists as another task; nothing was added — use another id, or add it as it was",
+                conflicts.join(", task "),
+                self.name
+            )));
+        }
+        Ok(added.into_iter().map(|(id, _)| id.to_string()).collect())
+    }
+}
+
+/// When a task becomes claimable: `delay=` (a duration) or `at=` (a
+/// `datetime`), not both; at once by default.
+fn available(delay: Option<&Bound<'_, PyAny>>, at: Option<&Bound<'_, PyAny>>) -> PyResult<Available> {
+    Ok(
+        match (convert::opt_duration(delay, "delay")?, at.filter(|a| !a.is_none())) {
+            (Some(_), Some(_)) => return Err(errors::invalid("give delay= or at=, not both")),
+            (Some(delay), None) => Available::After(delay),
+            (None, Some(at)) => {
+                let seconds: f64 = at.call_method0("timestamp")?.extract()?;
+                Available::At(
+                    SystemTime::UNIX_EPOCH
+                        .checked_add(
+                            Duration::try_from_secs_f64(seconds).map_err(|e| errors::invalid(format!("at: {e}")))?,
+                        )
+                        .ok_or_else(|| errors::invalid("at: too far ahead"))?,
+                )
+            }
+            (None, None) => Available::Now,
+        },
+    )
+}
+
+/// A collection argument given one value that Python would iterate
+/// piece by piece (a str's characters, a dict's keys): refused.
+fn not_one_value<'a, 'py>(value: &'a Bound<'py, PyAny>, what: &str, hint: &str) -> PyResult<&'a Bound<'py, PyAny>> {
+    if value.is_instance_of::<PyString>()
+        || value.is_instance_of::<pyo3::types::PyBytes>()
+        || value.is_instance_of::<pyo3::types::PyDict>()
+    {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} must be a list (or another iterable) of them, not a single {}: {hint}",
+            value.get_type().name()?
+        )));
+    }
+    Ok(value)
+}
+
+fn attempts(max_attempts: u32) -> PyResult<u32> {
+    if max_attempts == 0 {
+        return Err(errors::invalid("max_attempts must be at least 1"));
+    }
+    Ok(max_attempts)
+}
+
+fn task_state(state: &str) -> PyResult<TaskState> {
+    TaskState::parse(state).ok_or_else(|| {
+        errors::invalid(format!(
+            "state must be \"pending\", \"running\", \"done\" or \"dead\", not {state:?}"
+        ))
+    })
 }
 
 #[derive(Debug)]
@@ -272,9 +441,16 @@ struct Hold {
 #[derive(Debug)]
 enum State {
     Claimed(Local<Hold>),
-    Busy,
+    /// Being reported by some thread (`done`, `fail`, `release`).
+    Busy(&'static str),
     /// Reported: `done`, `retrying`, `dead`, `released`, or `lost`.
     Ended(&'static str),
+}
+
+/// Why a report cannot be made.
+enum Refused {
+    Forked(Forked),
+    Invalid(String),
 }
 
 /// How to end a claim.
@@ -283,6 +459,17 @@ enum Report {
     Done(Option<serde_json::Value>),
     Fail(String, Retry),
     Release,
+}
+
+impl Report {
+    /// The call that makes this report.
+    fn call(&self) -> &'static str {
+        match self {
+            Report::Done(_) => "done()",
+            Report::Fail(..) => "fail()",
+            Report::Release => "release()",
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -304,8 +491,20 @@ impl Task {
         })
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The state, locked without holding the GIL while waiting for it.
+    fn state(&self, py: Python<'_>) -> MutexGuard<'_, State> {
+        self.state.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `fence=task`: the claim's token — refused in a forked child, whose
+    /// parent holds the claim.
+    pub fn fence(&self, py: Python<'_>) -> PyResult<Fence> {
+        if let State::Claimed(local) = &*self.state(py)
+            && let Err(forked) = local.get()
+        {
+            return Err(forked_error(forked, &self.what()));
+        }
+        Ok(Fence::from(self.claim.token))
     }
 
     fn what(&self) -> String {
@@ -315,25 +514,36 @@ impl Task {
         )
     }
 
-    /// End the claim as `report` says; the outcome's word.
+    /// End the claim as `report` says; the outcome's word. A claim
+    /// already reported (or being reported) is refused at once, saying how.
     fn report(&self, py: Python<'_>, report: Report) -> PyResult<&'static str> {
-        let local = match std::mem::replace(&mut *self.state(), State::Busy) {
-            State::Claimed(local) => local,
-            other => {
-                let was = match &other {
-                    State::Ended(how) => format!("already reported ({how})"),
-                    _ => "being reported by another thread".to_owned(),
-                };
-                *self.state() = other;
-                return Err(errors::invalid(format!("{} is {was}", self.what())));
+        // Worded under the lock, raised after it (an exception runs Python).
+        let taken = {
+            let mut state = self.state(py);
+            match &*state {
+                State::Claimed(local) if local.is_mine() => {
+                    match std::mem::replace(&mut *state, State::Busy(report.call())) {
+                        State::Claimed(local) => local.take().map_err(Refused::Forked),
+                        _ => unreachable!("matched above"),
+                    }
+                }
+                State::Claimed(local) => Err(Refused::Forked(Forked { owner: local.owner() })),
+                State::Busy(call) => Err(Refused::Invalid(format!(
+                    "{} is being reported ({call}) by another thread: this {} was not recorded — a claim is reported once",
+                    self.what(),
+                    report.call()
+                ))),
+                State::Ended(how) => Err(Refused::Invalid(format!(
+                    "{} was already reported ({how}): this {} was not recorded — a claim is reported once",
+                    self.what(),
+                    report.call()
+                ))),
             }
         };
-        let Hold { store, keeper } = match local.take() {
+        let Hold { store, keeper } = match taken {
             Ok(hold) => hold,
-            Err(forked) => {
-                *self.state() = State::Ended("lost");
-                return Err(errors::of_kind(leasehold::ErrorKind::Lost, forked.says(&self.what())));
-            }
+            Err(Refused::Forked(forked)) => return Err(forked_error(forked, &self.what())),
+            Err(Refused::Invalid(message)) => return Err(errors::invalid(message)),
         };
         let (task, ttl) = (self.claim.task_ref(), self.ttl);
         let outcome = py.detach(move || {
@@ -365,7 +575,7 @@ impl Task {
             Ok(Err(loss)) => ("lost", Err(lost_error(&self.what(), &loss))),
             Err(e) => ("lost", Err(errors::library(&e))),
         };
-        *self.state() = State::Ended(ended);
+        *self.state(py) = State::Ended(ended);
         result
     }
 }
@@ -407,55 +617,51 @@ impl Task {
     /// Whether the claim is lost (a heartbeat refused, or its deadline
     /// passed), or was ended. True in a forked child.
     #[getter]
-    fn lost(&self) -> bool {
-        match &*self.state() {
-            State::Claimed(local) => {
-                local.get().is_ok_and(|hold| hold.keeper.handle().is_lost()) || local.get().is_err()
-            }
-            State::Busy => false,
+    fn lost(&self, py: Python<'_>) -> bool {
+        match &*self.state(py) {
+            State::Claimed(local) => local.get().map_or(true, |hold| hold.keeper.handle().is_lost()),
+            State::Busy(_) => false,
             State::Ended(how) => *how == "lost",
         }
     }
 
-    /// How the claim ended (`done`, `retrying`, `dead`, `released`,
-    /// `lost`), or None while it is held.
+    /// How the claim ended (``done``, ``retrying``, ``dead``, ``released``,
+    /// ``lost``), or None while it is held.
     #[getter]
-    fn outcome(&self) -> Option<&'static str> {
-        match &*self.state() {
+    fn outcome(&self, py: Python<'_>) -> Option<&'static str> {
+        match &*self.state(py) {
             State::Ended(how) => Some(how),
             _ => None,
         }
     }
 
-    /// Raise `LeaseLost` once the claim is lost.
-    fn check(&self) -> PyResult<()> {
-        match &*self.state() {
+    /// Raise ``LeaseLost`` once the claim is lost, or has ended.
+    fn check(&self, py: Python<'_>) -> PyResult<()> {
+        let message = match &*self.state(py) {
             State::Claimed(local) => match local.get() {
-                Ok(hold) => hold
-                    .keeper
-                    .handle()
-                    .loss()
-                    .map_or(Ok(()), |loss| Err(lost_error(&self.what(), &loss))),
-                Err(forked) => Err(errors::of_kind(leasehold::ErrorKind::Lost, forked.says(&self.what()))),
+                Ok(hold) => match hold.keeper.handle().loss() {
+                    None => return Ok(()),
+                    Some(loss) => return Err(lost_error(&self.what(), &loss)),
+                },
+                Err(forked) => forked.says(&self.what()),
             },
-            State::Busy => Ok(()),
-            State::Ended(how) => Err(errors::of_kind(
-                leasehold::ErrorKind::Lost,
-                format!("{} has ended ({how})", self.what()),
-            )),
-        }
+            State::Busy(_) => return Ok(()),
+            State::Ended(how) => format!("{} has ended ({how})", self.what()),
+        };
+        Err(errors::of_kind(leasehold::ErrorKind::Lost, message))
     }
 
-    /// Mark the task done, with `result` (JSON) recorded.
+    /// Mark the task done, with ``result`` (any JSON value) recorded.
     #[pyo3(signature = (result=None))]
     fn done(&self, py: Python<'_>, result: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let result = result.filter(|r| !r.is_none()).map(convert::to_json).transpose()?;
         self.report(py, Report::Done(result)).map(drop)
     }
 
-    /// Record a failed attempt: retried with backoff (or after
-    /// `retry_in`), or never with `retry=False`; dead once its attempts are
-    /// used up. Returns `"retrying"` or `"dead"`.
+    /// Record a failed attempt, with ``error`` (its ``str()``) as the
+    /// task's ``last_error``: retried with backoff (or after ``retry_in``, a
+    /// duration), or never with ``retry=False``; dead once its attempts are
+    /// used up. Returns ``"retrying"`` or ``"dead"``.
     #[pyo3(signature = (error=None, *, retry_in=None, retry=true))]
     fn fail(
         &self,
@@ -500,7 +706,8 @@ impl Task {
         exc: Option<&Bound<'_, PyAny>>,
         tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if matches!(*self.state(), State::Ended(_)) {
+        if matches!(*self.state(py), State::Ended(_)) {
+            // Reported inside the block: nothing more to say.
             return Ok(false);
         }
         let Some(exc_type) = exc_type.filter(|t| !t.is_none()) else {
@@ -535,7 +742,7 @@ impl Drop for Task {
     fn drop(&mut self) {
         let state = std::mem::replace(
             self.state.get_mut().unwrap_or_else(PoisonError::into_inner),
-            State::Busy,
+            State::Ended("released"),
         );
         let State::Claimed(local) = state else { return };
         let task = self.claim.task_ref();

@@ -16,6 +16,7 @@ use std::time::Duration;
 use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop, StopHandle, Timing};
 use leasehold::{Cancel, LeaseName, Mode};
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt as _;
 
 use crate::background::Background;
 use crate::convert::Wait;
@@ -90,10 +91,11 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
         Ok(outcome) => outcome,
         Err(interrupted) => {
             cancel.cancel();
-            match std::mem::replace(
-                &mut *control.lock().unwrap_or_else(PoisonError::into_inner),
+            let was = std::mem::replace(
+                &mut *control.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner),
                 Control::Cancelled,
-            ) {
+            );
+            match was {
                 Control::Started(handle) => {
                     handle.stop(Stop::Shutdown);
                 }

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use leasehold::{LeaseFence, StoreOptions, StoreUrl};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::sync::MutexExt as _;
+use pyo3::types::{PyList, PyString};
 
 use crate::convert;
 use crate::errors::{self, OrRaise as _};
@@ -15,6 +16,25 @@ use crate::fork::Local;
 /// The environment variable the CLI reads its store from, read here too.
 const STORE_VAR: &str = "LEASEHOLD_STORE";
 
+/// An open leasehold store — where leases, their fencing tokens and task
+/// queues are kept.
+///
+/// ``Store(url=None, *, allow_network_fs=False)``
+///
+/// ``url``: ``"sqlite:///path/to/leasehold.db"``, ``"postgres://user@host/db"``,
+/// ``"etcd://host:2379"`` (TLS and users as the CLI's ``--store``; README), or a
+/// path (a ``str`` without ``://``, or a ``pathlib.Path``) to a SQLite file.
+/// ``None``: ``$LEASEHOLD_STORE``, else the CLI's embedded store
+/// (``$XDG_STATE_HOME/leasehold/leasehold.db``), so a Python program and
+/// ``leasehold`` on the command line share their leases.
+/// ``allow_network_fs``: open a SQLite file on a network filesystem
+/// (NFS, SMB…), whose locks may not hold — refused unless ``True``.
+///
+/// Raises ``InvalidInput`` for a malformed URL (a password in it is never
+/// shown), ``StoreUnavailable`` when the server is down, ``BadData`` for a
+/// file that is not a leasehold store (left as found), ``Unsupported`` for
+/// ``etcd://`` in a build without etcd. ``with lh.Store(...) as store:``
+/// closes it at the end.
 #[derive(Debug)]
 #[pyclass(frozen, module = "leasehold")]
 pub struct Store {
@@ -30,7 +50,7 @@ impl Store {
     /// use (the parent's connection stays the parent's; see `fork.rs`).
     pub fn handle(&self, py: Python<'_>) -> PyResult<Arc<leasehold::Store>> {
         {
-            let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+            let open = self.open.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner);
             match open.as_ref() {
                 None => {
                     return Err(errors::invalid(format!(
@@ -47,7 +67,7 @@ impl Store {
         }
         let (url, options) = (self.url.clone(), self.options.clone());
         let store = Arc::new(py.detach(move || leasehold::Store::open(&url, &options)).or_raise()?);
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = self.open.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner);
         if let Some(Ok(theirs)) = open.as_ref().map(Local::get) {
             // Another thread of this child opened it first.
             return Ok(theirs.clone());
@@ -56,11 +76,25 @@ impl Store {
         Ok(store)
     }
 
-    /// The URL to open: the one given (a path means a SQLite file), else
-    /// `$LEASEHOLD_STORE`, else the embedded default.
+    /// The URL to open: the one given (a `pathlib.Path` means a SQLite
+    /// file), else `$LEASEHOLD_STORE`, else the embedded default. A str is
+    /// a URL, as the CLI's `--store` takes it: a str without a scheme is
+    /// refused rather than taken for a file name (`"localhost:5432"` must
+    /// not become a SQLite file in the current directory).
     fn url_of(url: Option<&Bound<'_, PyAny>>) -> PyResult<StoreUrl> {
-        match url {
-            Some(url) if url.is_instance_of::<PyString>() => StoreUrl::parse(&url.extract::<String>()?).or_raise(),
+        match url.filter(|u| !u.is_none()) {
+            Some(url) if url.is_instance_of::<PyString>() => {
+                let text = url.extract::<String>()?;
+                if !text.contains("://") {
+                    // Not shown: a mistyped URL may hold a password.
+                    return Err(errors::invalid(
+                        "the store URL has no scheme (no \"://\"): write sqlite:///PATH (or pass pathlib.Path(PATH)) for \
+                         a SQLite file, postgres://USER@HOST/DB or etcd://HOST:PORT; or None for $LEASEHOLD_STORE, \
+                         else the embedded store",
+                    ));
+                }
+                StoreUrl::parse(&text).or_raise()
+            }
             Some(path) => Ok(StoreUrl::Sqlite(convert::path(path)?)),
             None => match std::env::var(STORE_VAR).ok().filter(|v| !v.is_empty()) {
                 Some(url) => StoreUrl::parse(&url).or_raise(),
@@ -100,7 +134,11 @@ impl Store {
     /// Close the store (leases and tasks still held keep their own handle
     /// until they end).
     fn close(&self, py: Python<'_>) {
-        let taken = self.open.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let taken = self
+            .open
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         // Closing may wait for a connection's goodbye.
         py.detach(move || drop(taken));
     }
@@ -118,8 +156,21 @@ impl Store {
         format!("lh.Store({:?})", self.url.redacted())
     }
 
-    /// A lease on `name`, not yet acquired: `with` (or `async with`) it,
-    /// or call `acquire()`.
+    /// A lease on ``name``, not yet acquired: ``with`` (or ``async with``) it,
+    /// or call ``acquire()``.
+    ///
+    /// ``ttl``: how long the store keeps the grant without a renewal
+    /// (default 60 s; between 1 ms and a year). ``wait``: None or False do
+    /// not wait (``Held`` at once), a duration waits up to that long, True
+    /// as long as it takes — first come, first served. ``shared``: False
+    /// (exclusive), True (shared), or N (shared by at most N holders).
+    /// ``owner``: a label for the grant (default ``host:pid``); taking it
+    /// again with the same owner is idempotent. ``heartbeat``: how often the
+    /// keeper renews (default ttl/3). ``margin``: how long before the store
+    /// could expire it the holder stops trusting it (default ttl/10).
+    /// ``on_lost``: a callable called with the ``LeaseLost`` on loss (on the
+    /// keeper's thread), or ``"interrupt"`` to raise it in the main thread.
+    /// Durations are ``"90s"``-style strings, seconds, or ``timedelta``.
     #[pyo3(signature = (name, *, ttl=None, wait=None, shared=None, owner=None, heartbeat=None, margin=None, on_lost=None))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn lease(
@@ -143,7 +194,8 @@ impl Store {
         ))
     }
 
-    /// The queue `name` of this store.
+    /// The task queue ``name`` of this store (SQLite and PostgreSQL; etcd
+    /// has none).
     fn queue(slf: &Bound<'_, Self>, name: &str) -> PyResult<crate::queue::Queue> {
         Ok(crate::queue::Queue::new(
             slf.clone().unbind(),
@@ -151,14 +203,24 @@ impl Store {
         ))
     }
 
-    /// Run `argv` under the lease `name`, as `leasehold run` does.
+    /// Run the command ``argv`` under the lease ``name``, as ``leasehold run``
+    /// does; returns its exit code (128+N for signal N).
+    ///
+    /// ``argv``: the program and its arguments, a list of str (not one str:
+    /// ``["sh", "-c", "echo hi"]`` for a shell line). ``ttl``, ``wait``,
+    /// ``shared``, ``owner``, ``heartbeat``: as for ``lease()``.
+    /// ``grace``: how long the command gets between SIGTERM and SIGKILL when
+    /// it must stop (default ttl/5, at most 10 s). ``stall_timeout``: stop
+    /// it (``Failed``) when it writes nothing to stdout or stderr — nor
+    /// touches ``progress_file`` — for that long. Raises ``Held``, and
+    /// ``LeaseLost`` when the lease was lost while it ran (it was stopped).
     #[pyo3(signature = (name, argv, *, ttl=None, heartbeat=None, grace=None, wait=None, shared=None, owner=None, stall_timeout=None, progress_file=None))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn run(
         &self,
         py: Python<'_>,
         name: &str,
-        argv: Vec<std::ffi::OsString>,
+        argv: &Bound<'_, PyAny>,
         ttl: Option<&Bound<'_, PyAny>>,
         heartbeat: Option<&Bound<'_, PyAny>>,
         grace: Option<&Bound<'_, PyAny>>,
@@ -170,7 +232,7 @@ impl Store {
     ) -> PyResult<u8> {
         let run_args = crate::run::RunArgs {
             name: convert::lease_name(name)?,
-            argv,
+            argv: convert::argv(argv)?,
             ttl: convert::opt_duration(ttl, "ttl")?.unwrap_or(crate::lease::DEFAULT_TTL),
             heartbeat: convert::opt_duration(heartbeat, "heartbeat")?,
             grace: convert::opt_duration(grace, "grace")?,
@@ -183,26 +245,50 @@ impl Store {
         crate::run::run(py, self.handle(py)?, run_args)
     }
 
-    /// The state of `name` (its live grants), or None if never granted.
+    /// The state of the lease ``name`` as a dict — ``name``, ``last_token``,
+    /// ``waiters``, ``grants`` (each: ``token``, ``owner``, ``mode``,
+    /// ``expires``, ``acquired``, ``alive``, ``holder``, …): the document of
+    /// ``leasehold status NAME --json`` (docs/JSON.md) with times as
+    /// ``datetime`` (UTC) and durations as ``timedelta`` — or None if it was
+    /// never granted.
     fn status<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
         let name = convert::lease_name(name)?;
         let store = self.handle(py)?;
         let state = py.detach(move || store.status(&name)).or_raise()?;
         state
-            .map(|s| {
-                let mut value = serde_json::to_value(&s).expect("a lease state serializes");
-                // How many wait, as the CLI's JSON says it: who waits is
-                // the library's to judge.
-                value["waiters"] = s.waiters.len().into();
-                convert::from_json(py, &value)
-            })
+            .map(|s| convert::document(py, &leasehold::json::lease_state(&s)))
             .transpose()
     }
 
-    /// Raise `StaleToken` unless `token` (an int, a lease or a task) may still
-    /// write to what `name` protects: the newest live grant (or, shared, a
-    /// live one). Records the pass in the history. A lease's grant must be
-    /// the token's grant in the store (after a restore it may be another).
+    /// Every lease name of the store, as ``status()`` gives each; with
+    /// ``live=True`` only those held by a holder not proven dead (``leasehold
+    /// list --live``).
+    #[pyo3(signature = (*, live=false))]
+    fn list<'py>(&self, py: Python<'py>, live: bool) -> PyResult<Bound<'py, PyList>> {
+        let store = self.handle(py)?;
+        let states = py.detach(move || store.list(live)).or_raise()?;
+        convert::documents(py, &states.iter().map(leasehold::json::lease_state).collect::<Vec<_>>())
+    }
+
+    /// The newest ``limit`` history entries of the lease ``name``, newest
+    /// first — each ``at`` (a ``datetime``), ``event``, ``token``, ``owner``,
+    /// ``detail`` (``leasehold history NAME --json``).
+    #[pyo3(signature = (name, *, limit=100))]
+    fn history<'py>(&self, py: Python<'py>, name: &str, limit: u32) -> PyResult<Bound<'py, PyList>> {
+        let name = convert::lease_name(name)?;
+        let store = self.handle(py)?;
+        let entries = py.detach(move || store.history(&name, limit)).or_raise()?;
+        convert::documents(
+            py,
+            &entries.iter().map(leasehold::json::history_entry).collect::<Vec<_>>(),
+        )
+    }
+
+    /// Raise ``StaleToken`` unless ``token`` (an int, a lease or a task) may
+    /// still write to what the lease ``name`` protects: the newest live grant
+    /// (or, shared, a live one). Records the pass in the history. A lease's
+    /// grant must be the token's grant in the store (after a restore it may
+    /// be another).
     fn fence(&self, py: Python<'_>, name: &str, token: &Bound<'_, PyAny>) -> PyResult<()> {
         let name = convert::lease_name(name)?;
         let fence = convert::fence(token)?;

@@ -174,7 +174,7 @@ def test_durations_are_strings_numbers_or_timedeltas(sqlite_url: str) -> None:
 
 
 def test_the_exceptions_form_one_hierarchy() -> None:
-    classes = [getattr(lh, n) for n in lh._errors.__all__]
+    classes = [getattr(lh, n) for n in lh._errors.__all__ if n != "Holder"]
     assert all(issubclass(c, lh.Error) for c in classes)
     assert issubclass(lh.InvalidInput, ValueError) and issubclass(lh.InvalidName, lh.InvalidInput)
     assert issubclass(lh.StoreBusy, lh.StoreUnavailable)
@@ -380,6 +380,128 @@ def test_the_package_is_typed_for_mypy_strict() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_held_carries_its_facts_and_is_shown_as_leasehold_held(store_url: str) -> None:
+    import pickle
+    import traceback
+
+    store = lh.Store(store_url)
+    holder = store.lease("f", ttl="1m", owner="the-holder").acquire()
+    before = datetime.datetime.now(datetime.timezone.utc)
+    with pytest.raises(lh.Held) as raised:
+        store.lease("f", ttl="1m").acquire()
+    e = raised.value
+    assert (e.name, e.waiters, e.token) == ("f", 0, holder.token)
+    (h,) = e.holders
+    assert (h.owner, h.token, h.mode, h.pid) == ("the-holder", holder.token, "exclusive", os.getpid())
+    assert e.expires == h.expires and h.expires is not None
+    assert before < h.expires <= before + datetime.timedelta(minutes=1, seconds=1)
+    assert traceback.format_exception_only(type(e), e)[0].startswith("leasehold.Held: f is held: exclusive by the-holder")
+    again = pickle.loads(pickle.dumps(e))
+    assert type(again) is lh.Held and (again.holders, again.name, str(again)) == (e.holders, e.name, str(e))
+    holder.release()
+    lock = lh.lock(Path(os.environ.get("TMPDIR", "/tmp")) / f"lh-held-{os.getpid()}")
+    try:
+        child = python(
+            "import leasehold as lh, sys\n"
+            "try:\n    lh.lock(sys.argv[1])\n"
+            "except lh.Held as e:\n    print(e.name, [(h.pid, h.mode, h.token) for h in e.holders])\n",
+            str(lock.path),
+        )
+        assert read_line(child) == f"{lock.path} [({os.getpid()}, 'exclusive', None)]"
+    finally:
+        lock.release()
+        lock.path.unlink()
+
+
+def test_renew_extend_expires_in_locked_and_owned(store_url: str) -> None:
+    store = lh.Store(store_url)
+    lease = store.lease("e", ttl="10s")
+    other = store.lease("e", ttl="10s")
+    assert lease.expires_in is None and not lease.locked() and not lease.owned()
+    with lease:
+        assert lease.owned() and lease.locked() and other.locked() and not other.owned()
+        first = lease.expires_in
+        assert first is not None and 0 < first <= 10
+        time.sleep(0.3)
+        lease.renew()
+        renewed = lease.expires_in
+        assert renewed is not None and renewed > first - 0.3 + 0.2, (first, renewed)
+        lease.extend("1h")
+        assert lease.ttl == 3600.0 and lease.expires_in is not None and lease.expires_in > 3500
+        state = store.status("e")
+        assert state is not None and state["grants"][0]["ttl"] == datetime.timedelta(hours=1)
+        # A shorter TTL shortens the grant in the store at once.
+        lease.extend(datetime.timedelta(seconds=5))
+        state = store.status("e")
+        assert state is not None and state["grants"][0]["expires_in"] <= datetime.timedelta(seconds=5)
+        assert lease.expires_in is not None and lease.expires_in <= 5
+        with pytest.raises(lh.InvalidInput, match="ttl"):
+            lease.extend("2y")
+        lease.check()
+    assert not lease.locked() and lease.expires_in is None and lease.ttl == 10.0
+
+
+def test_renew_of_a_lost_lease_is_the_loss(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    store = lh.Store(f"sqlite://{db}")
+    seen: List[lh.LeaseLost] = []
+    lease = store.lease("l", ttl="1s", on_lost=seen.append).acquire()
+    blocker = block_sqlite(db, 3)  # no renewal gets through: the window closes
+    try:
+        deadline = time.monotonic() + 5
+        while not lease.lost and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        blocker.kill()
+    assert lease.expires_in == 0.0
+    with pytest.raises(lh.LeaseLost, match="was lost"):
+        lease.renew()
+    with pytest.raises(lh.LeaseLost, match="was lost"):
+        lease.extend("1m")
+    assert len(seen) == 1, "the loss is pushed once"
+    with pytest.raises(lh.LeaseLost):
+        lease.release()
+
+
+def test_add_many_adds_in_one_go_and_purge_deletes_finished_tasks(queue_store_url: str) -> None:
+    store = lh.Store(queue_store_url)
+    q = store.queue("bulk")
+    ids = q.add_many([{"n": i} for i in range(1000)])
+    assert len(set(ids)) == 1000 and q.stats()["pending"] == 1000
+    assert q.add_many(({"n": i} for i in range(3)), ids=["a", "b", "c"], priority=7) == ["a", "b", "c"]
+    with pytest.raises(lh.InvalidInput, match="task b .*exists as another task; nothing was added"):
+        q.add_many([{"n": 0}, {"n": "changed"}, {"n": 9}], ids=["x", "b", "y"])
+    assert q.get("x") is None and q.get("y") is None, "a refused batch added nothing"
+    with pytest.raises(lh.InvalidInput, match="2 payloads and 1 ids"):
+        q.add_many([1, 2], ids=["only-one"])
+    for one in ("hello", {"to": "a@b"}):
+        with pytest.raises(TypeError, match="payloads must be a list .* for one task, use add"):
+            q.add_many(one)
+    with pytest.raises(TypeError, match="ids must be a list"):
+        q.add_many(["a", "b"], ids="ab")
+    assert q.stats()["pending"] == 1003, "nothing was added by a refused call"
+    task = q.claim(ttl="1m")
+    assert task.id == "a", "priority 7 first"
+    task.done()
+    assert [t["id"] for t in q.list(state="done")] == ["a"]
+    assert q.purge("done", older_than="1h") == 0, "too recent"
+    assert q.purge("done", older_than=0) == 1 and q.get("a") is None
+    with pytest.raises(lh.InvalidInput, match='"done" or "dead"'):
+        q.purge("pending", older_than=0)  # type: ignore[arg-type]
+    with pytest.raises(lh.InvalidInput, match="state must be"):
+        q.list(state="finished")  # type: ignore[arg-type]
+
+
+def test_a_store_is_a_url_or_a_pathlib_path(tmp_path: Path) -> None:
+    with lh.Store(tmp_path / "by-path.db") as store:
+        assert store.url == f"sqlite://{tmp_path / 'by-path.db'}"
+    for text in (str(tmp_path / "plain.db"), "localhost:5432", "agent:s3cret@db/leases"):
+        with pytest.raises(lh.InvalidInput, match="has no scheme") as raised:
+            lh.Store(text)
+        assert "s3cret" not in str(raised.value)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("plain")) == [], "a file was created"
 
 
 def test_interrupting_a_wait_gives_up_its_place_in_the_queue(store_url: str) -> None:

@@ -143,7 +143,7 @@ def test_a_late_worker_cannot_report_a_task_claimed_again(queue_store_url: str) 
     assert read_line(child).startswith("refused")
     got = q.get("t1")
     assert got is not None and got["state"] == "done" and q.stats()["done"] == 1
-    assert "second" in json.dumps(got)
+    assert got["result"] == {"by": "second"}
 
 
 PAUSED = """
@@ -189,6 +189,51 @@ def in_fork(path: str, result: str, lease: lh.Lease, lock: lh.FileLock) -> None:
             said[what] = str(e)
     with open(result, "w", encoding="utf-8") as f:
         json.dump(said, f)
+
+
+def fenced_in_fork(result: str, store: lh.Store, lease: lh.Lease, task: lh.Task, out: str) -> None:
+    said = {}
+    calls = {
+        "write_atomic": lambda: lh.write_atomic(out, "from the child", fence=lease),
+        "write_json": lambda: lh.write_json(out, {"by": "child"}, fence=lease),
+        "update_json": lambda: lh.update_json(out, lambda s: "child", default=None, fence=lease),
+        "store.fence": lambda: store.fence("parent", lease),
+        "with lease": lambda: lease.__enter__(),
+        "acquire": lease.acquire,
+        "fence=task": lambda: lh.write_atomic(out, "from the child", fence=task),
+    }
+    for what, call in calls.items():
+        try:
+            call()
+            said[what] = "no error"
+        except Exception as e:
+            said[what] = f"{type(e).__name__}: {e}"
+    with open(result, "w", encoding="utf-8") as f:
+        json.dump(said, f)
+
+
+def test_a_forked_child_gets_the_fork_message_from_every_use_of_its_parents_grant(tmp_path: Path) -> None:
+    # Issue 23: fence=lease and store.fence(name, lease) raised "TypeError:
+    # fence must be a lease" in the child, and `with lease` said "already
+    # held through this object".
+    store = lh.Store(f"sqlite://{tmp_path / 'l.db'}")
+    lease = store.lease("parent", ttl="30s").acquire()
+    q = store.queue("q")
+    q.add({"n": 1})
+    task = q.claim(ttl="30s")
+    out, result = tmp_path / "out", tmp_path / "said.json"
+    child = FORK.Process(target=fenced_in_fork, args=(str(result), store, lease, task, str(out)))
+    child.start()
+    child.join(60)
+    said = json.loads(result.read_text())
+    for what, answer in said.items():
+        assert answer.startswith("LeaseLost: ") and "child made by os.fork()" in answer, f"{what}: {answer}"
+    assert not out.exists(), "the child wrote under its parent's grant"
+    # The parent's own fenced writes still pass.
+    lh.write_atomic(out, "from the parent", fence=lease)
+    store.fence("parent", lease)
+    task.done()
+    lease.release()
 
 
 def test_a_forked_child_neither_holds_renews_nor_releases_its_parents_grants(tmp_path: Path) -> None:

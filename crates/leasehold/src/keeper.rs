@@ -390,12 +390,21 @@ pub trait Refusal: Clone + fmt::Debug + fmt::Display + PartialEq + Send + Sync +
 impl<L: Clone + fmt::Debug + fmt::Display + PartialEq + Send + Sync + 'static> Refusal for L {}
 
 struct State<L> {
+    /// How the hold is kept: the TTL each renewal asks for, the heartbeat
+    /// and the margin. Changed only by [`Keeper::renew_now`] with new
+    /// options, after the store granted the new TTL.
+    options: KeeperOptions,
+    /// Bumped when [`Keeper::renew_now`] renewed: the renewer's planned
+    /// next heartbeat is then out of date.
+    renewed_now: u64,
     trusted_until: Duration,
     last_sent: Duration,
     retry_at: Option<Duration>,
     last_error: Option<String>,
     renewals: u64,
-    /// Send time of a renewal the store has not answered yet.
+    /// Send time of a renewal the store has not answered yet. One at a
+    /// time: a renewal answered out of order could move the window past
+    /// what the store promised after a later, shorter one.
     in_flight: Option<Duration>,
     /// By when a keeper thread promised to look at the clock again: a look
     /// much later than this means the process did not run meanwhile.
@@ -415,7 +424,6 @@ struct Shared<L: Refusal> {
     kind: &'static str,
     name: String,
     token: Token,
-    options: KeeperOptions,
     clock: Arc<dyn Clock>,
     renewer: Arc<dyn Renewer<Lost = L>>,
     state: Mutex<State<L>>,
@@ -466,11 +474,18 @@ impl<L: Refusal> Shared<L> {
     }
 
     /// Sleep until `until` on the keeper's clock, in slices of at most
-    /// [`POLL`]; returns the state early when the keeper is stopped or lost.
+    /// [`POLL`]; returns the state early when the keeper is stopped or lost,
+    /// or when [`Keeper::renew_now`] renewed (the plan is then stale).
     fn sleep_until<'a>(&'a self, mut state: MutexGuard<'a, State<L>>, until: Duration) -> MutexGuard<'a, State<L>> {
+        let renewed_now = state.renewed_now;
         loop {
             let now = self.clock.now();
-            if state.stopped || state.lost.is_some() || now >= until || now >= state.trusted_until {
+            if state.stopped
+                || state.lost.is_some()
+                || now >= until
+                || now >= state.trusted_until
+                || state.renewed_now != renewed_now
+            {
                 return state;
             }
             let slice = until
@@ -486,15 +501,34 @@ impl<L: Refusal> Shared<L> {
         }
     }
 
+    /// Wait while a renewal of [`Keeper::renew_now`] is out (renewals
+    /// never overlap); returns early when the keeper is stopped or lost.
+    fn wait_for_in_flight<'a>(&'a self, mut state: MutexGuard<'a, State<L>>) -> MutexGuard<'a, State<L>> {
+        while state.in_flight.is_some() && !state.stopped && state.lost.is_none() {
+            state = self
+                .changed
+                .wait_timeout(state, POLL)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        state
+    }
+
     fn renew_loop(&self) {
-        let heartbeat = self.options.heartbeat();
-        let retry = (heartbeat / 4).max(Duration::from_millis(20));
         let mut state = self.lock();
         loop {
+            let heartbeat = state.options.heartbeat();
+            let retry = (heartbeat / 4).max(Duration::from_millis(20));
             let next = state.retry_at.unwrap_or(state.last_sent.saturating_add(heartbeat));
+            let renewed_now = state.renewed_now;
             state = self.sleep_until(state, next);
+            state = self.wait_for_in_flight(state);
             if state.stopped || state.lost.is_some() {
                 return;
+            }
+            if state.renewed_now != renewed_now {
+                // Renewed meanwhile by `renew_now`: plan again from it.
+                continue;
             }
             let sent = self.clock.now();
             if sent >= state.trusted_until {
@@ -508,7 +542,7 @@ impl<L: Refusal> Shared<L> {
             }
             state.in_flight = Some(sent);
             let attempt = Attempt {
-                ttl: self.options.ttl,
+                ttl: state.options.ttl,
                 last_renewed: state.last_sent,
                 clock: self.clock.as_ref(),
             };
@@ -517,6 +551,7 @@ impl<L: Refusal> Shared<L> {
             let answered = self.clock.now();
             state = self.lock();
             state.in_flight = None;
+            self.changed.notify_all();
             if state.stopped || state.lost.is_some() {
                 return;
             }
@@ -537,16 +572,9 @@ impl<L: Refusal> Shared<L> {
                     state.last_sent = sent;
                     state.retry_at = None;
                     state.last_error = None;
-                    let until = trusted_until(sent, &self.options);
+                    let until = trusted_until(sent, &state.options);
                     if until > state.trusted_until {
-                        state.trusted_until = until;
-                        let watchers = state.watchers.clone();
-                        drop(state);
-                        self.changed.notify_all();
-                        for watch in watchers {
-                            watch(until);
-                        }
-                        state = self.lock();
+                        state = self.move_window(state, until);
                     }
                 }
                 Ok(Renewal::Lost(reason)) => return self.lose(state, &Loss::Refused(reason)),
@@ -556,6 +584,67 @@ impl<L: Refusal> Shared<L> {
                     state.retry_at = Some(self.clock.now().saturating_add(retry));
                 }
             }
+        }
+    }
+
+    /// Set the window to `until` and tell the watchers, outside the lock.
+    fn move_window<'a>(&'a self, mut state: MutexGuard<'a, State<L>>, until: Duration) -> MutexGuard<'a, State<L>> {
+        state.trusted_until = until;
+        let watchers = state.watchers.clone();
+        drop(state);
+        self.changed.notify_all();
+        for watch in watchers {
+            watch(until);
+        }
+        self.lock()
+    }
+
+    /// See [`Keeper::renew_now`].
+    fn renew_now(&self, new: Option<KeeperOptions>) -> Result<Option<Loss<L>>> {
+        let mut state = self.wait_for_in_flight(self.lock());
+        if state.stopped || state.lost.is_some() {
+            return Ok(state.lost.clone());
+        }
+        let sent = self.clock.now();
+        if sent >= state.trusted_until {
+            self.lose_deadline(state, sent);
+            return Ok(self.lock().lost.clone());
+        }
+        let options = new.unwrap_or_else(|| state.options.clone());
+        state.in_flight = Some(sent);
+        let attempt = Attempt {
+            ttl: options.ttl,
+            last_renewed: state.last_sent,
+            clock: self.clock.as_ref(),
+        };
+        drop(state);
+        let outcome = self.renewer.renew(&attempt);
+        let mut state = self.lock();
+        state.in_flight = None;
+        self.changed.notify_all();
+        if state.stopped || state.lost.is_some() {
+            return Ok(state.lost.clone());
+        }
+        match outcome {
+            Ok(Renewal::Renewed) => {
+                state.renewals += 1;
+                state.last_sent = sent;
+                state.retry_at = None;
+                state.last_error = None;
+                state.renewed_now += 1;
+                // The store's expiry is now this renewal's: the window
+                // follows it, earlier too when the TTL got shorter.
+                let until = trusted_until(sent, &options);
+                state.options = options;
+                drop(self.move_window(state, until));
+                Ok(None)
+            }
+            Ok(Renewal::Lost(reason)) => {
+                let loss = Loss::Refused(reason);
+                self.lose(state, &loss);
+                Ok(Some(loss))
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -686,10 +775,11 @@ impl<L: Refusal> Keeper<L> {
             kind: renewer.kind(),
             name: renewer.name(),
             token: renewer.token(),
-            options,
             clock,
             renewer,
             state: Mutex::new(State {
+                options,
+                renewed_now: 0,
                 trusted_until,
                 last_sent: sent,
                 retry_at: None,
@@ -794,6 +884,51 @@ impl<L: Refusal> Keeper<L> {
             return self.shared.lock().lost.clone();
         }
         state.lost.clone()
+    }
+
+    /// Renew now, on the calling thread, rather than at the next heartbeat;
+    /// with `new` options, renew for their TTL and keep the hold with them
+    /// from then on (heartbeat and margin included). Options with a
+    /// [`KeeperOptions::problem`] should be refused by the caller first; as
+    /// at start, the keeper saturates rather than panics.
+    ///
+    /// Renewals never overlap: this waits for one the keeper has out. On
+    /// success the window moves to this renewal's `sent + ttl - margin` —
+    /// earlier than before when the TTL got shorter, because the store's
+    /// expiry is now this renewal's. Returns the loss, when the hold is
+    /// lost (now, or already before); the options are changed only by a
+    /// renewal the store granted.
+    ///
+    /// # Errors
+    /// When the store failed: nothing changed, and the keeper goes on
+    /// renewing on its schedule until its deadline.
+    pub fn renew_now(&mut self, new: Option<KeeperOptions>) -> Result<Option<Loss<L>>> {
+        let outcome = self.shared.renew_now(new)?;
+        if outcome.is_none()
+            && let Some(deferred) = self.deferred.take()
+        {
+            // The keeper's threads have not started: start them by the new
+            // plan's first heartbeat or deadline, which may be sooner.
+            if deferred.cancel() {
+                let due = {
+                    let state = self.shared.lock();
+                    state
+                        .last_sent
+                        .saturating_add(state.options.heartbeat())
+                        .min(state.trusted_until)
+                };
+                let shared = self.shared.clone();
+                self.deferred = crate::deferred::start_by(due, move || Self::launch_threads(&shared));
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// The options the hold is kept with now (changed by
+    /// [`Keeper::renew_now`]).
+    #[must_use]
+    pub fn options(&self) -> KeeperOptions {
+        self.shared.lock().options.clone()
     }
 
     /// A channel that receives the loss once.
@@ -923,6 +1058,8 @@ mod tests {
     struct Scripted {
         answers: StdMutex<Vec<Result<Renewal>>>,
         calls: AtomicU64,
+        /// The TTL each renewal asked for, in order.
+        ttls: StdMutex<Vec<Duration>>,
     }
 
     impl Scripted {
@@ -931,6 +1068,7 @@ mod tests {
             Arc::new(Self {
                 answers: StdMutex::new(answers),
                 calls: AtomicU64::new(0),
+                ttls: StdMutex::new(Vec::new()),
             })
         }
         fn calls(&self) -> u64 {
@@ -953,7 +1091,8 @@ mod tests {
             Token(7)
         }
 
-        fn renew(&self, _: &Attempt<'_>) -> Result<Renewal> {
+        fn renew(&self, attempt: &Attempt<'_>) -> Result<Renewal> {
+            self.ttls.lock().unwrap().push(attempt.ttl);
             self.calls.fetch_add(1, Ordering::SeqCst);
             self.answers.lock().unwrap().pop().unwrap_or(Ok(Renewal::Renewed))
         }
@@ -1071,6 +1210,77 @@ mod tests {
         assert_eq!(rx.recv_timeout(WAIT).unwrap(), 195 * SEC);
         k.stop();
         assert!(rx.recv_timeout(3 * POLL).is_err(), "nothing after stop");
+    }
+
+    #[test]
+    fn renew_now_moves_the_window_from_its_own_send_time() {
+        let renewer = Scripted::new(vec![]);
+        let clock = Arc::new(ManualClock::new(100 * SEC));
+        let mut k = keeper(renewer.clone(), &clock, 20 * SEC);
+        clock.advance(7 * SEC);
+        assert_eq!(k.renew_now(None).unwrap(), None);
+        assert_eq!(renewer.calls(), 1);
+        assert_eq!(k.trusted_until(), 162 * SEC, "107 + 60 - 5");
+        assert_eq!(k.last_renewed(), 107 * SEC);
+        // The next heartbeat is planned from the renewal made now.
+        clock.advance(15 * SEC);
+        thread::sleep(3 * POLL);
+        assert_eq!(renewer.calls(), 1, "no heartbeat before 107 + 20");
+        clock.advance(5 * SEC);
+        until(|| k.renewals() == 2);
+        assert_eq!(k.trusted_until(), 182 * SEC);
+        assert_eq!(k.stop(), None);
+    }
+
+    #[test]
+    fn renew_now_with_a_shorter_ttl_shrinks_the_window_and_keeps_the_new_ttl() {
+        let renewer = Scripted::new(vec![]);
+        let clock = Arc::new(ManualClock::new(100 * SEC));
+        let mut k = keeper(renewer.clone(), &clock, 20 * SEC);
+        assert_eq!(k.trusted_until(), 155 * SEC);
+        let mut shorter = KeeperOptions::new(9 * SEC);
+        shorter.margin = SEC;
+        assert_eq!(k.renew_now(Some(shorter)).unwrap(), None);
+        // The store expires the grant 9 s after this renewal now: the
+        // window must not stay at the old 155 s.
+        assert_eq!(k.trusted_until(), 108 * SEC, "100 + 9 - 1");
+        assert_eq!(k.options().ttl, 9 * SEC);
+        // The next heartbeat comes after the new default (9 s / 3), with the new TTL.
+        clock.advance(3 * SEC);
+        until(|| renewer.calls() == 2);
+        until(|| k.renewals() == 2);
+        assert_eq!(*renewer.ttls.lock().unwrap(), vec![9 * SEC, 9 * SEC]);
+        assert_eq!(k.trusted_until(), 111 * SEC);
+        assert!(!k.handle().is_lost());
+    }
+
+    #[test]
+    fn renew_now_refused_is_the_loss_pushed_to_everyone() {
+        let renewer = Scripted::new(vec![Ok(Renewal::Lost(LostReason::Gone))]);
+        let clock = Arc::new(ManualClock::new(SEC));
+        let mut k = keeper(renewer.clone(), &clock, 20 * SEC);
+        let pushed = k.subscribe();
+        let refused = Loss::Refused(LostReason::Gone);
+        assert_eq!(
+            k.renew_now(Some(KeeperOptions::new(120 * SEC))).unwrap(),
+            Some(refused.clone())
+        );
+        assert_eq!(pushed.recv_timeout(WAIT).unwrap(), refused);
+        assert_eq!(k.options().ttl, 60 * SEC, "a refused renewal changes no option");
+        // Asked again: the same loss, and nothing sent.
+        assert_eq!(k.renew_now(None).unwrap(), Some(refused.clone()));
+        assert_eq!(renewer.calls(), 1);
+        assert_eq!(k.stop(), Some(refused));
+    }
+
+    #[test]
+    fn renew_now_after_the_window_closed_sends_nothing() {
+        let renewer = Scripted::new(vec![]);
+        let clock = Arc::new(ManualClock::new(SEC));
+        let mut k = keeper(renewer.clone(), &clock, 20 * SEC);
+        clock.advance(3600 * SEC); // a suspend
+        assert!(matches!(k.renew_now(None).unwrap(), Some(Loss::Deadline(_))));
+        assert_eq!(renewer.calls(), 0, "a closed window is never renewed");
     }
 
     #[test]

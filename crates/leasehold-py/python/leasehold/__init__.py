@@ -4,7 +4,7 @@ their state intact when they crash — the Rust library, from Python.
     import leasehold as lh
     store = lh.Store()                      # $LEASEHOLD_STORE, else the embedded SQLite store
     with store.lease("nightly-report", ttl="2m") as lease:
-        lh.write_atomic("report.json", data, fence=lease)
+        lh.write_atomic("report.json", b"...", fence=lease)
 
 docs/PYTHON.md has the whole API. Durations are strings (``"90s"``,
 ``"5m"``, ``"1h30m"``), numbers of seconds or ``datetime.timedelta``.
@@ -22,6 +22,7 @@ from ._errors import (
     Error,
     Failed,
     Held,
+    Holder,
     InvalidInput,
     InvalidName,
     LeaseLost,
@@ -48,6 +49,7 @@ from ._native import (
     write_json,
 )
 from ._native import after_fork_in_child as _native_after_fork
+from ._types import GrantInfo, HistoryEntry, LeaseStatus, TaskInfo
 
 
 def _after_fork_in_child() -> None:
@@ -67,11 +69,15 @@ __all__ = [
     "Error",
     "Failed",
     "FileLock",
+    "GrantInfo",
     "Held",
+    "HistoryEntry",
+    "Holder",
     "InvalidInput",
     "InvalidName",
     "Lease",
     "LeaseLost",
+    "LeaseStatus",
     "NoSuchTask",
     "NothingToClaim",
     "PermissionDenied",
@@ -82,6 +88,7 @@ __all__ = [
     "StoreBusy",
     "StoreUnavailable",
     "Task",
+    "TaskInfo",
     "TaskIter",
     "Unsupported",
     "lock",

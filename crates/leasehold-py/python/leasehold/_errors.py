@@ -5,9 +5,34 @@ Which class a failure raises is decided in one place, in Rust
 (``crates/leasehold-py/src/errors.rs``); the classes live here so that
 one can also be a ``ValueError`` and each carries its documentation.
 Every message is the library's: what happened, to what, and what to do.
+Refusals carry their facts as attributes too (``Held``: ``name``,
+``holders``, ``token``, ``expires``, ``waiters``), so a program need not
+parse the message. Every class here says it is ``leasehold.X``
+(``__module__``), so tracebacks and ``repr`` show the name users import.
 """
 
 from __future__ import annotations
+
+import datetime
+from typing import Iterable, List, NamedTuple, Optional
+
+
+class Holder(NamedTuple):
+    """One holder of a lease or lock, as the refusal saw it.
+
+    ``owner``: the grant's owner label (``host:pid`` unless one was given),
+    or ``pid N`` for a file lock. ``token``: the grant's fencing token
+    (``None`` for a file lock). ``mode``: ``"exclusive"`` or ``"shared"``.
+    ``expires``: when the store expires the grant unless it is renewed (an
+    aware ``datetime`` in UTC; ``None`` for a file lock, which lives as long
+    as its process). ``pid``: the holder's process id where it is known (a
+    grant bound to its process; a lock as the kernel lists it)."""
+
+    owner: str
+    token: Optional[int]
+    mode: str
+    expires: Optional[datetime.datetime]
+    pid: Optional[int]
 
 
 class Error(Exception):
@@ -18,9 +43,33 @@ class Error(Exception):
 
 class Held(Error):
     """The lease or lock is held by another holder (after waiting, if
-    ``wait=`` was given). The CLI's exit 11."""
+    ``wait=`` was given). The CLI's exit 11.
+
+    ``name``: the lease name (or the lock file's path); ``holders``: a list
+    of :class:`Holder`, oldest grant first (empty when only waiters ahead
+    keep you out, or the kernel did not say); ``waiters``: how many waiters
+    are queued ahead; ``token`` and ``expires``: the first holder's token and
+    expiry (``None`` when there is no holder or it is a file lock)."""
 
     kind = "held"
+
+    def __init__(
+        self, message: str = "", *, name: Optional[str] = None, holders: Iterable[Holder] = (), waiters: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.name = name
+        self.holders: List[Holder] = list(holders)
+        self.waiters = waiters
+
+    @property
+    def token(self) -> Optional[int]:
+        """The first holder's fencing token."""
+        return self.holders[0].token if self.holders else None
+
+    @property
+    def expires(self) -> Optional[datetime.datetime]:
+        """When the first holder's grant expires unless renewed (UTC)."""
+        return self.holders[0].expires if self.holders else None
 
 
 class LeaseLost(Error):
@@ -138,6 +187,7 @@ __all__ = [
     "Error",
     "Failed",
     "Held",
+    "Holder",
     "InvalidInput",
     "InvalidName",
     "LeaseLost",
@@ -150,3 +200,9 @@ __all__ = [
     "StoreUnavailable",
     "Unsupported",
 ]
+
+# Shown as `leasehold.Held`, not `leasehold._errors.Held` (and pickled by
+# that name, which the package exports).
+for _name in __all__:
+    globals()[_name].__module__ = "leasehold"
+del _name

@@ -1,83 +1,119 @@
-"""Types of the extension module (crates/leasehold-py/src/)."""
+"""Types of the extension module (crates/leasehold-py/src/).
+
+Kept true by the test suite: ``mypy.stubtest`` compares this file with the
+module itself, and the documents' keys are checked against the TypedDicts
+below (tests/test_types.py).
+"""
 
 import datetime
 import os
 import pathlib
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Type, Union
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Type, Union, final
 
 from ._errors import LeaseLost
+from ._types import HistoryEntry, LeaseStatus, TaskInfo
 
 #: A duration: ``"90s"``, ``"5m"``, ``"1h30m"``, ``"250ms"``, a number of
 #: seconds, or a ``datetime.timedelta``.
-Duration = Union[str, int, float, datetime.timedelta]
+_Duration = Union[str, int, float, datetime.timedelta]
 #: ``None``/``False``: do not wait; ``True``: wait as long as it takes; a
 #: duration: wait up to that long.
-Wait = Union[Duration, bool, None]
+_Wait = Union[_Duration, bool, None]
 #: ``False``/``None``: exclusive; ``True``: shared; ``N``: shared by at most N.
-Shared = Union[bool, int, None]
+_Shared = Union[bool, int, None]
 #: What to do when a grant or claim is lost, besides ``lost``/``check()``:
 #: call a callable (on a heartbeat thread, with the ``LeaseLost``), or
 #: ``"interrupt"``: raise ``LeaseLost`` in the main thread.
-OnLost = Union[Callable[[LeaseLost], object], Literal["interrupt"], None]
-StrPath = Union[str, "os.PathLike[str]"]
+_OnLost = Union[Callable[[LeaseLost], object], Literal["interrupt"], None]
+_StrPath = Union[str, "os.PathLike[str]"]
+#: A command: a list (or tuple) of arguments — never one str, which a type
+#: checker would otherwise accept as a ``Sequence[str]``.
+_Argv = Union[List[_StrPath], Tuple[_StrPath, ...]]
 #: Anything ``json.dumps`` writes.
-Json = Any
+_Json = Any
+_TaskState = Literal["pending", "running", "done", "dead"]
+
+__all__ = [
+    "Store",
+    "Lease",
+    "Queue",
+    "Task",
+    "TaskIter",
+    "FileLock",
+    "lock",
+    "write_atomic",
+    "write_json",
+    "update_json",
+    "after_fork_in_child",
+    "guard_main",
+    "ETCD",
+]
 
 #: Whether this build includes the etcd store.
 ETCD: bool
 
+@final
 class Store:
     """An open store: ``sqlite:///path``, ``postgres://...``, ``etcd://host:port``,
     a path (SQLite), or by default ``$LEASEHOLD_STORE``, else the embedded
     SQLite store the CLI uses."""
 
-    def __init__(self, url: Optional[StrPath] = None, *, allow_network_fs: bool = False) -> None: ...
+    def __new__(cls, url: Optional[_StrPath] = None, *, allow_network_fs: bool = False) -> "Store": ...
     @property
     def url(self) -> str: ...
     def lease(
         self,
         name: str,
         *,
-        ttl: Optional[Duration] = None,
-        wait: Wait = None,
-        shared: Shared = None,
+        ttl: Optional[_Duration] = None,
+        wait: _Wait = None,
+        shared: _Shared = None,
         owner: Optional[str] = None,
-        heartbeat: Optional[Duration] = None,
-        margin: Optional[Duration] = None,
-        on_lost: OnLost = None,
+        heartbeat: Optional[_Duration] = None,
+        margin: Optional[_Duration] = None,
+        on_lost: _OnLost = None,
     ) -> "Lease": ...
     def queue(self, name: str) -> "Queue": ...
     def run(
         self,
         name: str,
-        argv: Sequence[str],
+        argv: _Argv,
         *,
-        ttl: Optional[Duration] = None,
-        heartbeat: Optional[Duration] = None,
-        grace: Optional[Duration] = None,
-        wait: Wait = None,
-        shared: Shared = None,
+        ttl: Optional[_Duration] = None,
+        heartbeat: Optional[_Duration] = None,
+        grace: Optional[_Duration] = None,
+        wait: _Wait = None,
+        shared: _Shared = None,
         owner: Optional[str] = None,
-        stall_timeout: Optional[Duration] = None,
-        progress_file: Optional[StrPath] = None,
+        stall_timeout: Optional[_Duration] = None,
+        progress_file: Optional[_StrPath] = None,
     ) -> int: ...
-    def status(self, name: str) -> Optional[Dict[str, Any]]: ...
+    def status(self, name: str) -> Optional[LeaseStatus]: ...
+    def list(self, *, live: bool = False) -> List[LeaseStatus]: ...
+    def history(self, name: str, *, limit: int = 100) -> List[HistoryEntry]: ...
     def fence(self, name: str, token: Union[int, "Lease", "Task"]) -> None: ...
     def close(self) -> None: ...
     def __enter__(self) -> "Store": ...
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(self, *_exc: object) -> None: ...
 
+@final
 class Lease:
     """A lease on a name; acquired by ``with``/``async with`` or ``acquire()``."""
 
     def acquire(self) -> "Lease": ...
     def release(self) -> None: ...
+    def renew(self) -> None: ...
+    def extend(self, ttl: _Duration) -> None: ...
     def check(self) -> None: ...
+    def owned(self) -> bool: ...
+    def locked(self) -> bool: ...
     @property
     def lost(self) -> bool: ...
     @property
     def held(self) -> bool: ...
+    @property
+    def expires_in(self) -> Optional[float]: ...
     @property
     def token(self) -> int: ...
     @property
@@ -92,17 +128,18 @@ class Lease:
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException] = None,
-        tb: Optional[TracebackType] = None,
+        _exc: Optional[BaseException] = None,
+        _tb: Optional[TracebackType] = None,
     ) -> None: ...
-    async def __aenter__(self) -> "Lease": ...
-    async def __aexit__(
+    def __aenter__(self) -> Awaitable["Lease"]: ...
+    def __aexit__(
         self,
         exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None: ...
+        _exc: Optional[BaseException] = None,
+        _tb: Optional[TracebackType] = None,
+    ) -> Awaitable[None]: ...
 
+@final
 class Queue:
     """A task queue of a store (SQLite or PostgreSQL)."""
 
@@ -110,43 +147,57 @@ class Queue:
     def name(self) -> str: ...
     def add(
         self,
-        payload: Json,
+        payload: _Json,
         *,
         id: Optional[str] = None,
         priority: int = 0,
-        delay: Optional[Duration] = None,
+        delay: Optional[_Duration] = None,
         at: Optional[datetime.datetime] = None,
         max_attempts: int = 5,
     ) -> str: ...
+    def add_many(
+        self,
+        payloads: Iterable[_Json],
+        *,
+        ids: Optional[Iterable[str]] = None,
+        priority: int = 0,
+        delay: Optional[_Duration] = None,
+        at: Optional[datetime.datetime] = None,
+        max_attempts: int = 5,
+    ) -> List[str]: ...
     def claim(
         self,
         *,
-        ttl: Optional[Duration] = None,
-        wait: Wait = None,
+        ttl: Optional[_Duration] = None,
+        wait: _Wait = None,
         owner: Optional[str] = None,
-        heartbeat: Optional[Duration] = None,
-        margin: Optional[Duration] = None,
-        on_lost: OnLost = None,
+        heartbeat: Optional[_Duration] = None,
+        margin: Optional[_Duration] = None,
+        on_lost: _OnLost = None,
     ) -> "Task": ...
     def claim_iter(
         self,
         *,
-        ttl: Optional[Duration] = None,
+        ttl: Optional[_Duration] = None,
         until_empty: bool = False,
         max_tasks: Optional[int] = None,
         owner: Optional[str] = None,
-        heartbeat: Optional[Duration] = None,
-        margin: Optional[Duration] = None,
-        on_lost: OnLost = None,
+        heartbeat: Optional[_Duration] = None,
+        margin: Optional[_Duration] = None,
+        on_lost: _OnLost = None,
     ) -> "TaskIter": ...
+    def list(self, *, state: Optional[_TaskState] = None, limit: int = 100) -> List[TaskInfo]: ...
+    def purge(self, state: Literal["done", "dead"], *, older_than: _Duration) -> int: ...
     def stats(self) -> Dict[str, int]: ...
-    def get(self, id: str) -> Optional[Dict[str, Any]]: ...
+    def get(self, id: str) -> Optional[TaskInfo]: ...
     def retry(self, id: str) -> None: ...
 
+@final
 class TaskIter:
     def __iter__(self) -> "TaskIter": ...
     def __next__(self) -> "Task": ...
 
+@final
 class Task:
     """A claimed task; ``with task:`` reports it."""
 
@@ -167,8 +218,8 @@ class Task:
     @property
     def outcome(self) -> Optional[str]: ...
     def check(self) -> None: ...
-    def done(self, result: Json = None) -> None: ...
-    def fail(self, error: object = None, *, retry_in: Optional[Duration] = None, retry: bool = True) -> str: ...
+    def done(self, result: _Json = None) -> None: ...
+    def fail(self, error: object = None, *, retry_in: Optional[_Duration] = None, retry: bool = True) -> str: ...
     def release(self) -> None: ...
     def __enter__(self) -> "Task": ...
     def __exit__(
@@ -178,6 +229,7 @@ class Task:
         tb: Optional[TracebackType] = None,
     ) -> bool: ...
 
+@final
 class FileLock:
     """A held ``flock`` lock (``lh.lock``)."""
 
@@ -192,39 +244,39 @@ class FileLock:
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException] = None,
-        tb: Optional[TracebackType] = None,
+        _exc: Optional[BaseException] = None,
+        _tb: Optional[TracebackType] = None,
     ) -> None: ...
 
 def lock(
-    path: StrPath,
+    path: _StrPath,
     *,
-    wait: Wait = None,
+    wait: _Wait = None,
     shared: bool = False,
     dir: bool = False,
     allow_network_fs: bool = False,
 ) -> FileLock: ...
 def write_atomic(
-    path: StrPath,
+    path: _StrPath,
     data: Union[bytes, str],
     *,
     fence: Union[int, Lease, Task, None] = None,
     mode: Optional[int] = None,
 ) -> None: ...
 def write_json(
-    path: StrPath,
-    value: Json,
+    path: _StrPath,
+    value: _Json,
     *,
     fence: Union[int, Lease, Task, None] = None,
     mode: Optional[int] = None,
 ) -> None: ...
 def update_json(
-    path: StrPath,
-    f: Callable[[Any], Json],
+    path: _StrPath,
+    f: Callable[[Any], _Json],
     *,
-    default: Json = None,
+    default: _Json = None,
     fence: Union[int, Lease, Task, None] = None,
     mode: Optional[int] = None,
 ) -> Any: ...
 def after_fork_in_child() -> None: ...
-def guard_main(args: List[str]) -> int: ...
+def guard_main(args: Sequence[str]) -> int: ...
