@@ -1,9 +1,10 @@
 """How fast a waiting process gets a lease another process releases.
 
-    python handoff.py STORE_URL [SECONDS]
+    python handoff.py STORE_URL [SECONDS [HOLD_MS]]
 
-- hand-off: two processes take turns on one name (hold 2 ms, then ask
-  again, waiting); each acquisition that followed the other's release is
+- hand-off: two processes take turns on one name (each holds HOLD_MS,
+  default 150 — long enough for a polling waiter to back off to its
+  longest pause — then asks again, waiting); each acquisition that followed the other's release is
   timed from that release returning to the acquisition returning, on the
   system-wide monotonic clock. Prints the median, 90th percentile and max.
 - rounds/s: 1 and 8 processes each looping `with store.lease(name,
@@ -20,7 +21,7 @@ import time
 import leasehold as lh
 
 
-def turns(url: str, seconds: float, out: "mp.Queue[list[tuple[float, float, int]]]") -> None:
+def turns(url: str, seconds: float, hold: float, out: "mp.Queue[list[tuple[float, float, int]]]") -> None:
     store = lh.Store(url)
     events = []
     stop = time.monotonic() + seconds
@@ -29,7 +30,7 @@ def turns(url: str, seconds: float, out: "mp.Queue[list[tuple[float, float, int]
         lease = store.lease("handoff", ttl="10s", wait=True)
         lease.acquire()
         got = time.monotonic()
-        time.sleep(0.002)
+        time.sleep(hold)
         lease.release()
         events.append((got, time.monotonic(), me))
         time.sleep(0.001)  # let the other one, waiting, take it
@@ -60,7 +61,8 @@ def run_all(target, args_of, count: int) -> list:  # type: ignore[no-untyped-def
 def main() -> None:
     url = sys.argv[1]
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 5.0
-    events = sorted(e for batch in run_all(turns, lambda i: (url, seconds), 2) for e in batch)
+    hold = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.150
+    events = sorted(e for batch in run_all(turns, lambda i: (url, seconds, hold), 2) for e in batch)
     handoffs = [
         (got - prev_released) * 1000
         for (_, prev_released, prev_pid), (got, _, pid) in zip(events, events[1:])

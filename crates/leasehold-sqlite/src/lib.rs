@@ -15,9 +15,9 @@
 //! - A database on a network filesystem is refused unless allowed: SQLite's
 //!   locking is not reliable there.
 //! - Waiters are woken by a watch on the write-ahead log: every commit
-//!   writes it, so a waiter blocks on the watch (inotify, kqueue) and reads
-//!   the store again when another process commits, instead of sleeping
-//!   out its poll interval (`wake.rs`).
+//!   writes it, so a thread of the store handle blocks on the watch
+//!   (inotify, kqueue) and wakes the waiters when another process commits,
+//!   instead of each sleeping out its poll interval (`wake.rs`).
 
 mod lease;
 mod schema;
@@ -94,6 +94,8 @@ pub struct SqliteBackend {
     path: PathBuf,
     /// The store file, its directory resolved (for the waiters' watch).
     file: PathBuf,
+    /// The waiters' watch of the store's log, started by the first wait.
+    waker: std::sync::OnceLock<Option<std::sync::Arc<wake::Waker>>>,
     /// SQLite's shared-memory file beside the store, where it takes its
     /// write lock ([`WAL_WRITE_LOCK_BYTE`]).
     shm: PathBuf,
@@ -308,6 +310,7 @@ impl SqliteBackend {
         Ok(Self {
             path: given.to_path_buf(),
             file: path.to_path_buf(),
+            waker: std::sync::OnceLock::new(),
             shm: PathBuf::from(shm),
             options,
             conn: Mutex::new(conn),

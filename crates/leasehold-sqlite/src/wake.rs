@@ -1,25 +1,35 @@
 //! Waking waiters without polling. SQLite has no notification across
 //! processes, but every commit writes the write-ahead log (`-wal`) with
-//! `write(2)`: a waiter watches that file (`host::FileWatch`: inotify on
-//! Linux, kqueue on macOS) and wakes when another process commits, then
-//! reads the store again. A commit to *any* name wakes every waiter of
-//! the store; each then makes one cheap read, which is what the poll did
-//! anyway every 100 ms.
+//! `write(2)`: a thread of this store handle blocks on a watch of that
+//! file (`host::FileWatch`: inotify on Linux, kqueue on macOS) and counts
+//! the writes it sees; waiters wait for that count to move, then read the
+//! store again. A commit to *any* name wakes every waiter of the store;
+//! each then makes one cheap read, which is what the poll did anyway
+//! every 100 ms.
 //!
-//! A commit between the waiter's last read and the watch must not be
-//! missed: `PRAGMA data_version` (which changes when another connection
-//! commits) is kept in the waiter's `WaitTopic` cursor, compared before
-//! the watch is set up and once more after.
-//!
-//! The log is written *before* the commit is visible: the wal-index is
-//! updated after the log's fsync. So a wake is followed by a short wait
-//! for `data_version` to change (polled every 0.5 ms, at most [`SETTLE`]);
-//! returning at once would let the waiter read the old state and re-arm
-//! its watch after the last write of the commit, sleeping out its timeout
-//! (seen: p90 117 ms of a 150 ms poll). A watch that cannot be set up (no
-//! inotify left, the log not there yet) falls back to sleeping out the
-//! timeout — the caller's poll — which is never wrong, only slower.
+//! - One watch per store handle, kept for its life, not one per wait:
+//!   closing an inotify instance waits for the kernel's grace period (7 ms
+//!   measured here), which cost every hand-off that much. It also serves
+//!   any number of waiting threads at once (a Python program's `async`
+//!   waiters share one store).
+//! - A commit between the waiter's last read and its wait must not be
+//!   missed: `PRAGMA data_version` (which changes when another connection
+//!   commits) is kept in the waiter's `WaitTopic` cursor and compared
+//!   first, and the write count is taken before that comparison.
+//! - The log is written *before* the commit is visible: the wal-index is
+//!   updated after the log's fsync. So after a write — seen while waiting,
+//!   or just before the wait began — the waiter waits for `data_version`
+//!   to change (polled every 0.5 ms, at most [`SETTLE`]) before it reads;
+//!   reading at once would show the old state and send it back to wait
+//!   for a write that has already happened (seen: p90 117 ms of a 150 ms
+//!   poll).
+//! - A watch that cannot be set up (no inotify instances left), or a
+//!   handle used in a forked child (which has no such thread), falls back
+//!   to sleeping out the timeout — the caller's poll — which is never
+//!   wrong, only slower.
 
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{BackendError, WaitTopic, host, limits};
@@ -28,8 +38,96 @@ use crate::SqliteBackend;
 
 /// How long a woken waiter waits for the commit that wrote the log to
 /// become visible (an fsync of the log, usually a few milliseconds); a
-/// write that commits nothing (a checkpoint) costs at most this.
+/// write that commits nothing new to it (its own, a checkpoint) costs at
+/// most this.
 const SETTLE: Duration = Duration::from_millis(50);
+
+/// How often the watching thread looks whether its handle is gone, and
+/// for a log that did not exist when it started.
+const LOOK: Duration = Duration::from_secs(1);
+
+/// The writes seen on the store's files, shared by the watching thread
+/// and the waiters of one store handle.
+#[derive(Debug)]
+pub(crate) struct Waker {
+    /// The process that started the watching thread (a forked child has
+    /// none).
+    pid: u32,
+    seen: Mutex<Seen>,
+    wrote: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    writes: u64,
+    last: Option<Instant>,
+}
+
+impl Waker {
+    fn seen(&self) -> MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Start watching `file` and its log; `None` when it cannot be watched.
+    pub(crate) fn start(file: &Path) -> Option<Arc<Self>> {
+        let mut wal = file.as_os_str().to_owned();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
+        let watch = host::FileWatch::new(&[&wal, file]).ok()?;
+        let waker = Arc::new(Self {
+            pid: std::process::id(),
+            seen: Mutex::default(),
+            wrote: Condvar::new(),
+        });
+        let theirs = Arc::clone(&waker);
+        let file = file.to_path_buf();
+        std::thread::Builder::new()
+            .name("leasehold-wake".into())
+            .spawn(move || theirs.watch(watch, &file, &wal))
+            .ok()?;
+        Some(waker)
+    }
+
+    /// The watching thread: count writes until the handle is dropped.
+    fn watch(self: &Arc<Self>, mut watch: host::FileWatch, file: &Path, wal: &Path) {
+        let mut has_wal = wal.exists();
+        // The handle holds the other reference: alone, it is gone.
+        while Arc::strong_count(self) > 1 {
+            match watch.wait(LOOK) {
+                Ok(true) => {
+                    let mut seen = self.seen();
+                    seen.writes += 1;
+                    seen.last = Some(Instant::now());
+                    drop(seen);
+                    self.wrote.notify_all();
+                }
+                Ok(false) => {
+                    if !has_wal && wal.exists() {
+                        // A new store: watch the log now that it is there.
+                        if let Ok(both) = host::FileWatch::new(&[wal, file]) {
+                            watch = both;
+                            has_wal = true;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(file = %file.display(), "the store's watch failed; waiters poll: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Wait up to `timeout` for a write after the `writes`-th.
+    fn wait_past(&self, writes: u64, timeout: Duration) -> bool {
+        let seen = self.seen();
+        let (seen, _) = self
+            .wrote
+            .wait_timeout_while(seen, timeout, |s| s.writes == writes)
+            .unwrap_or_else(PoisonError::into_inner);
+        seen.writes != writes
+    }
+}
 
 impl SqliteBackend {
     /// `PRAGMA data_version` of this handle's connection, as a cursor
@@ -42,37 +140,40 @@ impl SqliteBackend {
         Ok((version as u64).wrapping_add(1).max(1))
     }
 
+    /// This handle's watch, started on the first wait.
+    fn waker(&self) -> Option<&Waker> {
+        self.waker
+            .get_or_init(|| Waker::start(&self.file))
+            .as_deref()
+            .filter(|w| w.pid == std::process::id())
+    }
+
     /// The seam's `wait_for_change` for SQLite (see the module docs).
     pub(crate) fn wait_for_commit(&self, topic: &WaitTopic, timeout: Duration) -> Result<(), BackendError> {
         let timeout = timeout.min(limits::WAIT.max);
+        let Some(waker) = self.waker() else {
+            std::thread::sleep(timeout);
+            return Ok(());
+        };
+        let begun = Instant::now();
+        let (writes, recent) = {
+            let seen = waker.seen();
+            (seen.writes, seen.last.is_some_and(|at| at.elapsed() < SETTLE))
+        };
         let seen = topic.cursor();
         let now = self.data_version()?;
         topic.set_cursor(now);
         if seen != 0 && seen != now {
             return Ok(()); // committed since the waiter last looked
         }
-        let mut wal = self.file.clone().into_os_string();
-        wal.push("-wal");
-        let Ok(watch) = host::FileWatch::new(&[std::path::Path::new(&wal), &self.file]) else {
-            std::thread::sleep(timeout);
-            return Ok(());
-        };
-        if self.data_version()? != now {
-            return Ok(()); // committed while the watch was being set up
-        }
-        let begun = Instant::now();
-        match watch.wait(timeout) {
-            Ok(true) => {
-                let until = Instant::now() + SETTLE.min(timeout.saturating_sub(begun.elapsed()));
-                while Instant::now() < until {
-                    if self.data_version()? != now {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_micros(500));
+        if recent || waker.wait_past(writes, timeout) {
+            let until = Instant::now() + SETTLE.min(timeout.saturating_sub(begun.elapsed()));
+            while Instant::now() < until {
+                if self.data_version()? != now {
+                    break;
                 }
+                std::thread::sleep(Duration::from_micros(500));
             }
-            Ok(false) => {}
-            Err(_) => std::thread::sleep(timeout.saturating_sub(begun.elapsed())),
         }
         Ok(())
     }
