@@ -427,9 +427,12 @@ impl Backend for EtcdBackend {
         };
         let deadline = Instant::now() + timeout;
         let (_, client) = self.client();
-        let woken = self
-            .rt
-            .block_on(async { tokio::time::timeout(timeout, watch::changed(client, &self.keys, name, topic)).await });
+        let until = tokio::time::Instant::from_std(deadline);
+        let woken = self.rt.block_on(async {
+            // The watch itself ends by `until`; this bounds making it.
+            let changed = watch::changed(client, &self.keys, name, topic, until);
+            tokio::time::timeout_at(until + watch::END_GRACE, changed).await
+        });
         if let Ok(Err(_)) = woken {
             // Not on the runtime: other threads' calls keep running.
             std::thread::sleep(deadline.saturating_duration_since(Instant::now()));

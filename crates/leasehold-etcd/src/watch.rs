@@ -24,19 +24,28 @@
 //! revision or later. History compacted past the cursor also returns at
 //! once (changes may have been missed: the caller re-reads).
 
-use etcd_client::{Client, EventType, GetOptions, ResponseHeader, WatchOptions};
+use std::time::Duration;
+
+use etcd_client::{Client, EventType, GetOptions, ResponseHeader, WatchOptions, WatchStream, Watcher};
 use leasehold_backend::{LeaseName, WaitTopic};
+use tokio::time::Instant;
 
 use crate::keys::Keys;
 
-/// Wait until an event on `name` may unblock a waiter, advancing `topic`'s
-/// cursor. Runs until woken: the caller bounds it by its timeout. `Err`
-/// when the watch cannot be made or breaks (the caller then sleeps).
+/// How long ending a watch may take past the wait's deadline: the cancel's
+/// round trip to the server (see [`end`]).
+pub const END_GRACE: Duration = Duration::from_secs(1);
+
+/// Wait until an event on `name` may unblock a waiter, or until
+/// `deadline`, advancing `topic`'s cursor. `Err` when the watch cannot be
+/// made or breaks (the caller then sleeps). Once the watch is made,
+/// returns by `deadline` + [`END_GRACE`] at the latest.
 pub async fn changed(
     mut client: Client,
     keys: &Keys,
     name: &LeaseName,
     topic: &WaitTopic,
+    deadline: Instant,
 ) -> Result<(), etcd_client::Error> {
     let dir = keys.name_dir(name);
     let seen = i64::try_from(topic.cursor()).unwrap_or(i64::MAX);
@@ -48,20 +57,47 @@ pub async fn changed(
         return Ok(());
     }
     let options = WatchOptions::new().with_prefix().with_start_revision(seen + 1);
-    // Both halves live until the wait ends; dropping them ends the watch.
-    let (_watcher, mut stream) = client.watch(dir.clone(), Some(options)).await?;
-    while let Some(resp) = stream.message().await? {
+    let (mut watcher, mut stream) = client.watch(dir.clone(), Some(options)).await?;
+    match tokio::time::timeout_at(deadline, examine(&mut stream, &dir, topic)).await {
+        // The server ended the watch (or the stream): nothing to cancel.
+        Ok(Ended::ByServer(result)) => result,
+        // Woken, or out of time: a wait that ran its course.
+        Ok(Ended::Woken) | Err(_) => {
+            let _ = tokio::time::timeout(END_GRACE, end(&mut watcher, &mut stream)).await;
+            Ok(())
+        }
+    }
+}
+
+/// How reading a watch ended.
+enum Ended {
+    /// An event that may unblock a waiter: the watch is still live.
+    Woken,
+    /// The server cancelled the watch (history compacted past its start:
+    /// `Ok`, the caller re-reads) or the stream broke.
+    ByServer(Result<(), etcd_client::Error>),
+}
+
+/// Read the watch's responses until one may unblock a waiter.
+async fn examine(stream: &mut WatchStream, dir: &str, topic: &WaitTopic) -> Ended {
+    loop {
+        let resp = match stream.message().await {
+            Ok(Some(resp)) => resp,
+            Ok(None) => return Ended::ByServer(Err(etcd_client::Error::WatchError("the watch stream ended".into()))),
+            Err(e) => return Ended::ByServer(Err(e)),
+        };
         if resp.compact_revision() != 0 {
             // Events after `seen` are gone: a change may have been missed.
+            // (etcd cancels such a watch itself.)
             let now = resp.header().map_or(resp.compact_revision(), ResponseHeader::revision);
             set(topic, now.max(resp.compact_revision()));
-            return Ok(());
+            return Ended::ByServer(Ok(()));
         }
         if resp.canceled() {
-            return Err(etcd_client::Error::WatchError(format!(
+            return Ended::ByServer(Err(etcd_client::Error::WatchError(format!(
                 "the server cancelled the watch: {}",
                 resp.cancel_reason()
-            )));
+            ))));
         }
         let mut newest = i64::try_from(topic.cursor()).unwrap_or(i64::MAX);
         let mut woken = false;
@@ -74,10 +110,31 @@ pub async fn changed(
         // Responses hold whole revisions: all of them are examined now.
         set(topic, newest);
         if woken {
-            return Ok(());
+            return Ended::Woken;
         }
     }
-    Err(etcd_client::Error::WatchError("the watch stream ended".into()))
+}
+
+/// End the watch before its stream is dropped: cancel it and read on until
+/// the server confirms. etcd keeps a watch stream open when the client
+/// closes its side, so a dropped stream is reset (`RST_STREAM`) — and the
+/// server's responses still on their way then arrive for a stream the
+/// client has forgotten (h2 remembers 50 resets, for 1 s). h2 answers each
+/// with a reset of its own and counts those for the connection's whole
+/// life: at 1024 it closes the connection (GOAWAY
+/// `too_many_internal_resets`) and every call on it fails. A crowd of 200
+/// waiters in one process, dropping their watches mid-stream, got there in
+/// seconds. A stream whose watch the server confirmed cancelled has
+/// nothing more on its way.
+async fn end(watcher: &mut Watcher, stream: &mut WatchStream) {
+    if watcher.cancel().await.is_err() {
+        return;
+    }
+    while let Ok(Some(resp)) = stream.message().await {
+        if resp.canceled() {
+            return;
+        }
+    }
 }
 
 /// Whether an event on the key `tail` (below the name's directory) may

@@ -66,11 +66,15 @@ async def main(store, tasks, names, hold, wait):
 
     tick = asyncio.create_task(ticker())
     started = time.monotonic()
-    await asyncio.gather(*(one(i) for i in range(tasks)))
-    wall = time.monotonic() - started
-    tick.cancel()
-    unblock.set()
-    await busy
+    try:
+        await asyncio.gather(*(one(i) for i in range(tasks)))
+    finally:
+        # Also on an error: else asyncio.run's shutdown waits for the busy
+        # executor thread forever, and the error reads as a hang.
+        wall = time.monotonic() - started
+        tick.cancel()
+        unblock.set()
+        await busy
     return {"held": held, "refused": refused, "lags": lags, "wall": wall, "submitted": executor.submitted}
 
 url, tasks, names, hold, wait = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
