@@ -12,7 +12,7 @@
 //! of a libtest-like runner (libtest-mimic: the same filters, `--list`,
 //! `--test-threads`):
 //!
-//! ```ignore
+//! ```text
 //! struct SqliteHarness { /* a temp dir and the backend */ }
 //! impl leasehold_backend_tests::Harness for SqliteHarness { /* ... */ }
 //! fn main() { leasehold_backend_tests::main::<SqliteHarness>() }
