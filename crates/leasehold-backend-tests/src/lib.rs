@@ -12,7 +12,7 @@
 //! of a libtest-like runner (libtest-mimic: the same filters, `--list`,
 //! `--test-threads`):
 //!
-//! ```ignore
+//! ```text
 //! struct SqliteHarness { /* a temp dir and the backend */ }
 //! impl leasehold_backend_tests::Harness for SqliteHarness { /* ... */ }
 //! fn main() { leasehold_backend_tests::main::<SqliteHarness>() }
@@ -23,9 +23,11 @@
 //! A case that needs a capability the backend lacks ([`cases`] says which)
 //! is reported as **ignored**, with the reason in its name's `[kind]`
 //! (`[skip: no clock_skew]`), and counted as ignored in the summary — never
-//! as passed. So is every case when the harness cannot make a store here
-//! ([`Harness::unavailable`]: a server not installed, outside CI). A case
-//! that runs anyway without its capability (`--include-ignored`) fails.
+//! as passed. A case that runs anyway without its capability
+//! (`--include-ignored`) fails. When no store can be made here (the
+//! harness's server is not installed: its [`Harness::new`] ends with
+//! `leasehold_testkit::unavailable`), every case is reported as ignored
+//! with that reason — a failure under `CI=true` (leasehold-testkit's rule).
 //!
 //! # Adding a case
 //!
@@ -75,15 +77,6 @@ pub trait Harness: Sized {
     /// Close and reopen the same store, keeping the same [`ClockSkew`]; only
     /// used when `capabilities().reopenable`.
     fn reopen(&mut self);
-
-    /// Why this harness cannot make a store here (e.g. its server is not
-    /// installed): `Some(reason)` reports every case as ignored, with the
-    /// reason. A harness must return `None` where skipping is not allowed
-    /// (CI), and fail there instead.
-    #[must_use]
-    fn unavailable() -> Option<String> {
-        None
-    }
 }
 
 /// A backend capability a case may need (see
@@ -512,41 +505,37 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut 
 
 /// Run the whole suite for `H` as a libtest-like test binary (built with
 /// `harness = false`): one trial per case; a case the store cannot run is
-/// reported as ignored, with the reason as its kind (see the crate docs).
+/// reported as ignored, with the reason (see the crate docs).
 pub fn main<H: Harness + 'static>() -> ! {
-    let args = libtest_mimic::Arguments::from_args();
-    let unavailable = H::unavailable();
     // The capabilities are the backend's, the same for every store it
-    // makes: one store made up front tells them.
-    let present: Option<Vec<Capability>> = unavailable.is_none().then(|| {
+    // makes: one store made up front tells them — or why no store can be
+    // made here, which then ends every case.
+    let present = leasehold_testkit::probe(|| {
         let probe = H::new();
         [Capability::ClockSkew, Capability::Reopenable, Capability::Tasks]
             .into_iter()
             .filter(|c| c.of(probe.backend()))
-            .collect()
+            .collect::<Vec<_>>()
     });
     let trials = cases::<H>()
         .into_iter()
-        .map(|(name, needs, case)| {
-            let skip = match (&unavailable, &present) {
-                (Some(reason), _) => Some(format!("skip: {reason}")),
-                (None, Some(present)) => needs
-                    .iter()
-                    .find(|need| !present.contains(need))
-                    .map(|need| format!("skip: no {}", need.flag())),
-                (None, None) => None,
-            };
-            let trial = libtest_mimic::Trial::test(name, move || {
-                Case::<H>::run(name, needs, case);
-                Ok(())
-            });
-            match skip {
-                Some(kind) => trial.with_kind(kind).with_ignored_flag(true),
-                None => trial,
+        .map(|(name, needs, case)| match &present {
+            Err(missing) => {
+                let missing = missing.clone();
+                leasehold_testkit::trial(name, move || missing.raise())
+            }
+            Ok(present) => {
+                let trial = leasehold_testkit::trial(name, move || Case::<H>::run(name, needs, case));
+                match needs.iter().find(|need| !present.contains(need)) {
+                    Some(need) => trial
+                        .with_kind(format!("skip: no {}", need.flag()))
+                        .with_ignored_flag(true),
+                    None => trial,
+                }
             }
         })
         .collect();
-    libtest_mimic::run(&args, trials).exit()
+    leasehold_testkit::run(trials)
 }
 
 #[cfg(test)]

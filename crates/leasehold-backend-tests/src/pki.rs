@@ -28,10 +28,11 @@ impl Pki {
     /// certificates name `client_cn`.
     ///
     /// # Panics
-    /// When `openssl` is missing or fails: the tests that need it cannot
-    /// run, and say so.
+    /// When `openssl` fails. Without it, the test that asked cannot run
+    /// here, and is reported so (`leasehold_testkit::need_program`).
     #[must_use]
     pub fn make(dir: &Path, client_cn: &str) -> Pki {
+        leasehold_testkit::need_program("openssl", "openssl");
         let pki = Pki { dir: dir.to_owned() };
         pki.write(
             "server.ext",

@@ -8,16 +8,12 @@
 //! anything but a full disk, or a store changed by the failed attempt. The
 //! checker reads only the exit code, the message and the store file.
 //!
-//! Each case mounts its own small tmpfs (root only), so this target has its
-//! own runner (libtest-mimic, as the conformance suites): where no tmpfs can
-//! be mounted, every case is reported as **ignored** with the reason —
-//! libtest cannot ignore a test at run time, and a case that cannot run
-//! must never count as passed.
+//! Each case mounts its own small tmpfs (root only): where none can be
+//! mounted, the case cannot run here (leasehold-testkit reports it as
+//! ignored with the reason; a failure under `CI=true`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-use libtest_mimic::{Arguments, Failed, Trial};
 
 /// A tmpfs mounted for one case, unmounted (and its directory removed) on
 /// drop.
@@ -26,24 +22,23 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
-    /// Mount a tmpfs of `size` (`mount -o size=`); why not, when it cannot be.
-    fn mount(size: &str) -> Result<Self, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("mounting a tmpfs needs root".to_owned());
-        }
-        let dir = tempfile::tempdir().map_err(|e| format!("no temp dir: {e}"))?;
+    /// Mount a tmpfs of `size` (`mount -o size=`), or end the test: it
+    /// cannot run here.
+    fn mount(size: &str) -> Self {
+        leasehold_testkit::need_root("to mount a tmpfs");
+        let dir = tempfile::tempdir().expect("a temp dir");
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
             .arg(dir.path())
             .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
+            .unwrap_or_else(|e| leasehold_testkit::unavailable(format!("cannot run mount: {e}")));
         if !out.status.success() {
-            return Err(format!(
+            leasehold_testkit::unavailable(format!(
                 "cannot mount a tmpfs here: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        Ok(Self { dir })
+        Self { dir }
     }
 
     fn path(&self) -> &Path {
@@ -89,91 +84,69 @@ fn fill(dir: &Path) -> PathBuf {
     filler
 }
 
-fn check(what: bool, message: impl FnOnce() -> String) -> Result<(), Failed> {
-    if what { Ok(()) } else { Err(message().into()) }
+fn check(what: bool, message: impl FnOnce() -> String) {
+    assert!(what, "{}", message());
 }
 
 /// The words a full disk must never be reported in.
-fn not_an_io_error(err: &str) -> Result<(), Failed> {
+fn not_an_io_error(err: &str) {
     check(!err.contains("I/O error") && !err.contains("4874"), || {
         format!("a full disk reported as an I/O error: {err}")
-    })
+    });
 }
 
 /// A store made while there was room, its disk filled by another file (no
 /// other process holds the store open, so SQLite must make its `-shm`
 /// afresh): every command says the disk is full (exit 69), changes
 /// nothing, and works again once there is room.
-fn a_full_disk_says_the_disk_is_full() -> Result<(), Failed> {
-    let fs = Tmpfs::mount("512k")?;
+fn a_full_disk_says_the_disk_is_full() {
+    let fs = Tmpfs::mount("512k");
     let store = fs.path().join("leasehold.db");
     let (code, err) = outcome(&leasehold(&store, &["acquire", "before", "--ttl", "1h"]));
-    check(code == 0, || format!("acquire with room: exit {code}: {err}"))?;
+    check(code == 0, || format!("acquire with room: exit {code}: {err}"));
     let filler = fill(fs.path());
-    let stored = std::fs::read(&store)?;
+    let stored = std::fs::read(&store).expect("read the store");
     for args in [&["acquire", "job", "--ttl", "1h"][..], &["list"], &["status", "before"]] {
         let (code, err) = outcome(&leasehold(&store, args));
-        check(code == 69, || format!("{args:?} on a full disk: exit {code}: {err}"))?;
+        check(code == 69, || format!("{args:?} on a full disk: exit {code}: {err}"));
         check(err.contains("the disk is full") && err.contains("free space"), || {
             format!("{args:?} on a full disk: {err}")
-        })?;
-        not_an_io_error(&err)?;
+        });
+        not_an_io_error(&err);
     }
-    check(std::fs::read(&store)? == stored, || {
+    check(std::fs::read(&store).expect("read the store") == stored, || {
         "the store file changed while its disk was full".to_owned()
-    })?;
-    std::fs::remove_file(filler)?;
+    });
+    std::fs::remove_file(filler).expect("remove the filler");
     let out = leasehold(&store, &["acquire", "job", "--ttl", "1h"]);
     let (code, err) = outcome(&out);
     check(code == 0, || {
         format!("acquire once there is room again: exit {code}: {err}")
-    })?;
-    Ok(())
+    });
 }
 
 /// A 64 KiB filesystem cannot hold a store (its file and its 32 KiB
 /// shared-memory file): the first command says so plainly — too small,
 /// can never be opened there, use a larger filesystem — not "I/O error".
-fn a_filesystem_too_small_for_a_store_says_so() -> Result<(), Failed> {
-    let fs = Tmpfs::mount("64k")?;
+fn a_filesystem_too_small_for_a_store_says_so() {
+    let fs = Tmpfs::mount("64k");
     let store = fs.path().join("leasehold.db");
     for _ in 0..2 {
         let (code, err) = outcome(&leasehold(&store, &["acquire", "job", "--ttl", "1h"]));
         check(code == 69, || {
             format!("acquire on a 64 KiB filesystem: exit {code}: {err}")
-        })?;
+        });
         check(
             err.contains("too small") && err.contains("can never be opened") && err.contains("larger filesystem"),
             || format!("a filesystem too small for a store: {err}"),
-        )?;
-        not_an_io_error(&err)?;
+        );
+        not_an_io_error(&err);
     }
-    Ok(())
 }
 
-/// A case: its outcome, or why it failed.
-type Case = fn() -> Result<(), Failed>;
-
 fn main() {
-    let args = Arguments::from_args();
-    // One probe for every case: a tmpfs mounts here or it does not.
-    let unavailable = Tmpfs::mount("64k").err();
-    let cases: [(&str, Case); 2] = [
-        ("a_full_disk_says_the_disk_is_full", a_full_disk_says_the_disk_is_full),
-        (
-            "a_filesystem_too_small_for_a_store_says_so",
-            a_filesystem_too_small_for_a_store_says_so,
-        ),
-    ];
-    let trials = cases
-        .into_iter()
-        .map(|(name, case)| {
-            let trial = Trial::test(name, case);
-            match &unavailable {
-                Some(why) => trial.with_kind(format!("skip: {why}")).with_ignored_flag(true),
-                None => trial,
-            }
-        })
-        .collect();
-    libtest_mimic::run(&args, trials).exit();
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        a_full_disk_says_the_disk_is_full,
+        a_filesystem_too_small_for_a_store_says_so,
+    ]]);
 }

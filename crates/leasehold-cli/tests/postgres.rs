@@ -15,6 +15,15 @@ use std::time::{Duration, Instant};
 
 use support::Server;
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        a_run_is_stopped_before_the_holder_side_deadline_while_the_server_is_down,
+        sslmode_require_against_a_server_without_tls_is_exit_69,
+        a_task_added_by_a_client_whose_clock_is_ahead_is_claimable_at_once,
+        a_delay_from_a_client_whose_clock_is_behind_runs_on_the_server_clock,
+    ]]);
+}
+
 fn leasehold(url: &str, dir: &Path) -> Command {
     on_store(Command::new(assert_cmd::cargo::cargo_bin("leasehold")), url, dir)
 }
@@ -50,7 +59,6 @@ fn wait_until(limit: Duration, mut what: impl FnMut() -> bool) -> Option<Duratio
     None
 }
 
-#[test]
 fn a_run_is_stopped_before_the_holder_side_deadline_while_the_server_is_down() {
     let server = Server::start(false);
     let dir = tempfile::tempdir().unwrap();
@@ -102,7 +110,6 @@ fn a_run_is_stopped_before_the_holder_side_deadline_while_the_server_is_down() {
     server.restart();
 }
 
-#[test]
 fn sslmode_require_against_a_server_without_tls_is_exit_69() {
     let server = Server::shared();
     let dir = tempfile::tempdir().unwrap();
@@ -131,11 +138,8 @@ fn claim_after_add_at(offset: &str, url: &str, dir: &Path, extra: &[&str]) -> (i
 /// Issue 13: a client whose wall clock is two hours ahead adds a task (no
 /// delay) that a client with a correct clock claims at once: the task is
 /// available from the server's now, not the adder's.
-#[test]
 fn a_task_added_by_a_client_whose_clock_is_ahead_is_claimable_at_once() {
-    if !faketime::available() {
-        return;
-    }
+    faketime::need();
     let dir = tempfile::tempdir().unwrap();
     let url = Server::shared().url("clock_ahead");
     let (code, out, err) = claim_after_add_at("+2h", &url, dir.path(), &[]);
@@ -150,11 +154,8 @@ fn a_task_added_by_a_client_whose_clock_is_ahead_is_claimable_at_once() {
 /// Issue 13: `--delay 1h` from a client whose wall clock is two hours
 /// behind is an hour on the server's clock — not claimable at once, as it
 /// was when the client added its delay to its own clock.
-#[test]
 fn a_delay_from_a_client_whose_clock_is_behind_runs_on_the_server_clock() {
-    if !faketime::available() {
-        return;
-    }
+    faketime::need();
     let dir = tempfile::tempdir().unwrap();
     let url = Server::shared().url("clock_behind");
     let (code, out, err) = claim_after_add_at("-2h", &url, dir.path(), &["--delay", "1h"]);

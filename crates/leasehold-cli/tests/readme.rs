@@ -19,6 +19,16 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        the_embedded_store_examples_run_as_written,
+        the_postgres_examples_run_against_a_throwaway_server,
+        the_etcd_examples_run_against_a_throwaway_server,
+        the_cron_line_is_valid,
+        the_systemd_unit_is_valid,
+    ]]);
+}
+
 /// A block of the README: where it starts, its fence language (`None`: an
 /// indented block), and its lines.
 #[derive(Debug)]
@@ -231,7 +241,6 @@ fn is_shell(b: &Block) -> bool {
         && !b.lines.iter().any(|l| l.contains("::"))
 }
 
-#[test]
 fn the_embedded_store_examples_run_as_written() {
     let dir = sandbox();
     let lines = example_lines(
@@ -243,7 +252,6 @@ fn the_embedded_store_examples_run_as_written() {
     run_lines(dir.path(), &store, &lines);
 }
 
-#[test]
 fn the_postgres_examples_run_against_a_throwaway_server() {
     let server = postgres::Server::shared();
     let url = server.url("readme");
@@ -262,11 +270,7 @@ fn the_postgres_examples_run_against_a_throwaway_server() {
     run_lines(dir.path(), "sqlite:///nonexistent/not-used.db", &lines);
 }
 
-#[test]
 fn the_etcd_examples_run_against_a_throwaway_server() {
-    if etcd::skip_without_etcd("the_etcd_examples_run_against_a_throwaway_server") {
-        return;
-    }
     let endpoint = etcd::shared().endpoint();
     let dir = sandbox();
     let lines = example_lines(
@@ -284,7 +288,6 @@ fn the_etcd_examples_run_against_a_throwaway_server() {
 }
 
 /// The cron line: five time fields, then a command bash can parse.
-#[test]
 fn the_cron_line_is_valid() {
     let blocks: Vec<Block> = readme()
         .into_iter()
@@ -311,7 +314,6 @@ fn the_cron_line_is_valid() {
 
 /// The systemd unit: sections and Key=Value lines of keys systemd knows,
 /// and an `ExecStart` bash can parse.
-#[test]
 fn the_systemd_unit_is_valid() {
     let blocks: Vec<Block> = readme()
         .into_iter()

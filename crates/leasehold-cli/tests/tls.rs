@@ -17,6 +17,15 @@ use std::process::{Command, Stdio};
 
 use etcd::Security;
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        etcd_with_client_certificates,
+        etcd_with_a_user_whose_password_is_in_a_file_or_the_environment,
+        postgres_with_a_client_certificate,
+        postgres_with_the_password_in_pgpassword_or_the_url,
+    ]]);
+}
+
 /// The etcd password variable of the library.
 const ETCD_PASSWORD: &str = "LEASEHOLD_ETCD_PASSWORD";
 
@@ -66,11 +75,7 @@ fn pg_tls_server() -> &'static postgres::Server {
     SERVER.get_or_init(postgres::Server::start_tls)
 }
 
-#[test]
 fn etcd_with_client_certificates() {
-    if etcd::skip_without_etcd("etcd_with_client_certificates") {
-        return;
-    }
     let server = etcd::shared_with(Security::MutualTls);
     let pki = server.pki();
     let url = |ca: &Path, cert: &Path, key: &Path| {
@@ -108,11 +113,7 @@ fn etcd_with_client_certificates() {
     );
 }
 
-#[test]
 fn etcd_with_a_user_whose_password_is_in_a_file_or_the_environment() {
-    if etcd::skip_without_etcd("etcd_with_a_user_whose_password_is_in_a_file_or_the_environment") {
-        return;
-    }
     let server = etcd::shared_with(Security::TlsAndPassword);
     let base = format!(
         "etcd://{}?prefix={}cli&cacert={}&user={}",
@@ -150,7 +151,6 @@ fn etcd_with_a_user_whose_password_is_in_a_file_or_the_environment() {
     );
 }
 
-#[test]
 fn postgres_with_a_client_certificate() {
     let server = pg_tls_server();
     let pki = server.pki();
@@ -183,7 +183,6 @@ fn postgres_with_a_client_certificate() {
     assert!(err.contains("sslcert=PATH&sslkey=PATH"), "{err}");
 }
 
-#[test]
 fn postgres_with_the_password_in_pgpassword_or_the_url() {
     let server = pg_tls_server();
     let url = format!(

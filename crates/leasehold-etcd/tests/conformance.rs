@@ -45,10 +45,6 @@ impl leasehold_backend_tests::Harness for EtcdHarness {
     fn reopen(&mut self) {
         self.backend = support::shared().open(&self.prefix);
     }
-
-    fn unavailable() -> Option<String> {
-        support::unavailable()
-    }
 }
 
 fn main() {

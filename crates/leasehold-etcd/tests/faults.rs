@@ -25,6 +25,23 @@ use leasehold_backend::{
 };
 use support::EtcdServer;
 
+fn main() {
+    // The paused holder (this binary, started again by its test) runs no
+    // tests.
+    if let (Ok(endpoint), Ok(prefix)) = (std::env::var("LH_HELPER_ENDPOINT"), std::env::var("LH_HELPER_PREFIX")) {
+        paused_holder(endpoint, prefix);
+        return;
+    }
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        grants_and_waiters_expire_on_the_server_clock,
+        renew_keeps_a_short_grant_alive_past_its_ttl,
+        racing_acquirers_never_overlap_nor_share_a_token,
+        kill9_and_restart_never_reissue_a_token,
+        paused_holder_loses_its_grant_and_its_late_fence_is_refused,
+        one_backend_serves_many_threads_at_once,
+    ]]);
+}
+
 fn name(s: &str) -> LeaseName {
     LeaseName::new(s).expect("valid name")
 }
@@ -79,11 +96,7 @@ fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-#[test]
 fn grants_and_waiters_expire_on_the_server_clock() {
-    if support::skip_without_etcd("grants_and_waiters_expire_on_the_server_clock") {
-        return;
-    }
     let b = support::shared().open(&support::unique_prefix("faults", "expiry"));
     let ttl = Duration::from_secs(2);
     let LeaseAcquire::Acquired(first) = b.lease_acquire(&acquire_params("job", "a", ttl)).unwrap() else {
@@ -145,11 +158,7 @@ fn grants_and_waiters_expire_on_the_server_clock() {
     );
 }
 
-#[test]
 fn renew_keeps_a_short_grant_alive_past_its_ttl() {
-    if support::skip_without_etcd("renew_keeps_a_short_grant_alive_past_its_ttl") {
-        return;
-    }
     let b = support::shared().open(&support::unique_prefix("faults", "renew"));
     let ttl = Duration::from_secs(2);
     let LeaseAcquire::Acquired(g) = b.lease_acquire(&acquire_params("job", "a", ttl)).unwrap() else {
@@ -173,11 +182,8 @@ fn renew_keeps_a_short_grant_alive_past_its_ttl() {
     );
 }
 
-#[test]
 fn racing_acquirers_never_overlap_nor_share_a_token() {
-    if support::skip_without_etcd("racing_acquirers_never_overlap_nor_share_a_token") {
-        return;
-    }
+    let server = support::shared();
     let prefix = support::unique_prefix("faults", "race");
     let inside = Arc::new(AtomicBool::new(false));
     let tokens = Arc::new(Mutex::new(Vec::new()));
@@ -187,7 +193,7 @@ fn racing_acquirers_never_overlap_nor_share_a_token() {
             let (inside, tokens, prefix) = (inside.clone(), tokens.clone(), prefix.clone());
             std::thread::spawn(move || {
                 // Its own connection: an independent client of the cluster.
-                let b = support::shared().open(&prefix);
+                let b = server.open(&prefix);
                 let mut mine = 0;
                 while mine < 15 && Instant::now() < deadline {
                     let p = acquire_params("job", &format!("racer-{i}"), Duration::from_secs(10));
@@ -220,11 +226,7 @@ fn racing_acquirers_never_overlap_nor_share_a_token() {
     );
 }
 
-#[test]
 fn kill9_and_restart_never_reissue_a_token() {
-    if support::skip_without_etcd("kill9_and_restart_never_reissue_a_token") {
-        return;
-    }
     let mut server = EtcdServer::start();
     let endpoint = server.endpoint();
     let prefix = support::unique_prefix("faults", "kill9");
@@ -328,11 +330,7 @@ fn kill9_and_restart_never_reissue_a_token() {
 /// Run as a child process by `paused_holder_loses_its_grant_and_its_late_fence_is_refused`:
 /// acquire with a 2 s TTL, print the token, wait for a line on stdin, then
 /// fence and renew and print both verdicts.
-#[test]
-fn paused_holder_helper() {
-    let (Ok(endpoint), Ok(prefix)) = (std::env::var("LH_HELPER_ENDPOINT"), std::env::var("LH_HELPER_PREFIX")) else {
-        return; // only meaningful as a child process
-    };
+fn paused_holder(endpoint: String, prefix: String) {
     let b = leasehold_etcd::EtcdBackend::open(
         &[endpoint],
         &leasehold_etcd::EtcdOptions {
@@ -373,15 +371,10 @@ fn paused_holder_helper() {
     );
 }
 
-#[test]
 fn paused_holder_loses_its_grant_and_its_late_fence_is_refused() {
-    if support::skip_without_etcd("paused_holder_loses_its_grant_and_its_late_fence_is_refused") {
-        return;
-    }
     let server = support::shared();
     let prefix = support::unique_prefix("faults", "paused");
     let mut child = Command::new(std::env::current_exe().expect("this test binary"))
-        .args(["--exact", "paused_holder_helper", "--nocapture", "--test-threads=1"])
         .env("LH_HELPER_ENDPOINT", server.endpoint())
         .env("LH_HELPER_PREFIX", &prefix)
         .stdin(Stdio::piped())
@@ -393,8 +386,7 @@ fn paused_holder_loses_its_grant_and_its_late_fence_is_refused() {
     let token = loop {
         line.clear();
         assert!(out.read_line(&mut line).expect("read") > 0, "the holder exited early");
-        // libtest prints `test paused_holder_helper ... ` before it, on the same line.
-        if let Some((_, t)) = line.trim().split_once("token ") {
+        if let Some(t) = line.trim().strip_prefix("token ") {
             break Token(t.parse().expect("a token"));
         }
     };
@@ -449,11 +441,7 @@ fn paused_holder_loses_its_grant_and_its_late_fence_is_refused() {
 
 /// One backend (one runtime, one connection) used by several threads at
 /// once, as a library holder's keeper thread and its main thread do.
-#[test]
 fn one_backend_serves_many_threads_at_once() {
-    if support::skip_without_etcd("one_backend_serves_many_threads_at_once") {
-        return;
-    }
     let b = Arc::new(support::shared().open(&support::unique_prefix("faults", "threads")));
     let threads: Vec<_> = (0..4)
         .map(|i| {

@@ -15,6 +15,12 @@ use leasehold_backend::{
 use leasehold_backend_tests::params;
 use support::EtcdServer;
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        a_restored_snapshot_reissues_tokens_until_the_offset_is_bumped,
+    ]]);
+}
+
 /// Acquire and release `job` once: the token.
 fn grant(store: &dyn Backend) -> Token {
     let p = LeaseAcquireParams {
@@ -28,11 +34,7 @@ fn grant(store: &dyn Backend) -> Token {
     g.token
 }
 
-#[test]
 fn a_restored_snapshot_reissues_tokens_until_the_offset_is_bumped() {
-    if support::skip_without_etcd("a_restored_snapshot_reissues_tokens_until_the_offset_is_bumped") {
-        return;
-    }
     let mut server = EtcdServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let snapshot = dir.path().join("snapshot.db");

@@ -13,7 +13,17 @@ use leasehold_backend::{Backend, BackendError};
 use leasehold_backend_tests::opening::{acquire_and_release, invalid_url, unavailable};
 use leasehold_backend_tests::pki::Pki;
 use leasehold_etcd::{EtcdBackend, EtcdCredentials, EtcdOptions, EtcdTls, Password};
-use support::{EtcdServer, GRANTED, PASSWORD, Security, USER, shared_with, skip_without_etcd};
+use support::{EtcdServer, GRANTED, PASSWORD, Security, USER, shared_with};
+
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        a_client_certificate_the_clusters_ca_signed_gets_in,
+        certificates_the_other_side_does_not_trust_are_refused_with_what_to_do,
+        tls_files_that_are_missing_or_wrong_make_an_invalid_url,
+        a_user_whose_role_grants_the_prefix_gets_in_and_bad_credentials_do_not,
+        a_token_etcd_forgot_is_renewed_by_authenticating_again,
+    ]]);
+}
 
 fn open(
     server: &EtcdServer,
@@ -52,11 +62,7 @@ fn client_cert(pki: &Pki) -> Option<(PathBuf, PathBuf)> {
     Some((pki.client_cert(), pki.client_key()))
 }
 
-#[test]
 fn a_client_certificate_the_clusters_ca_signed_gets_in() {
-    if skip_without_etcd("a_client_certificate_the_clusters_ca_signed_gets_in") {
-        return;
-    }
     let server = shared_with(Security::MutualTls);
     let pki = server.pki();
     let store = open(server, "/mtls", tls(&pki.ca(), client_cert(pki)), None).unwrap();
@@ -69,11 +75,7 @@ fn a_client_certificate_the_clusters_ca_signed_gets_in() {
     );
 }
 
-#[test]
 fn certificates_the_other_side_does_not_trust_are_refused_with_what_to_do() {
-    if skip_without_etcd("certificates_the_other_side_does_not_trust_are_refused_with_what_to_do") {
-        return;
-    }
     let server = shared_with(Security::MutualTls);
     let pki = server.pki();
 
@@ -103,7 +105,6 @@ fn certificates_the_other_side_does_not_trust_are_refused_with_what_to_do() {
 
 /// Checked before anything is sent, so no server is needed (port 9 of
 /// 127.0.0.1 is closed).
-#[test]
 fn tls_files_that_are_missing_or_wrong_make_an_invalid_url() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::make(dir.path(), USER);
@@ -164,11 +165,7 @@ fn tls_files_that_are_missing_or_wrong_make_an_invalid_url() {
     assert!(hint.starts_with("check that the cluster is up"), "{hint}");
 }
 
-#[test]
 fn a_user_whose_role_grants_the_prefix_gets_in_and_bad_credentials_do_not() {
-    if skip_without_etcd("a_user_whose_role_grants_the_prefix_gets_in_and_bad_credentials_do_not") {
-        return;
-    }
     let server = shared_with(Security::TlsAndPassword);
     let ca = server.pki().ca();
     let prefix = format!("{GRANTED}users");
@@ -213,11 +210,7 @@ fn a_user_whose_role_grants_the_prefix_gets_in_and_bad_credentials_do_not() {
 /// etcd forgets a simple token after `--auth-token-ttl` seconds without
 /// use (and every token on a restart): the store authenticates again and
 /// the call goes through.
-#[test]
 fn a_token_etcd_forgot_is_renewed_by_authenticating_again() {
-    if skip_without_etcd("a_token_etcd_forgot_is_renewed_by_authenticating_again") {
-        return;
-    }
     let server = EtcdServer::start_with(Security::TlsAndPassword, &["--auth-token-ttl", "1"]);
     let prefix = format!("{GRANTED}token");
     let store = open(&server, &prefix, tls(&server.pki().ca(), None), Some((USER, PASSWORD))).unwrap();

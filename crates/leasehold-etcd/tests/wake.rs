@@ -24,6 +24,15 @@ use leasehold_backend::{
 };
 use leasehold_etcd::EtcdBackend;
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        a_waiter_is_woken_by_the_release,
+        a_waiter_is_woken_by_the_expiry_of_the_grant,
+        waits_on_a_quiet_name_never_outlast_their_timeout,
+        renewals_wake_nobody,
+    ]]);
+}
+
 const POLL: Duration = Duration::from_secs(5);
 const BOUND: Duration = Duration::from_secs(1);
 
@@ -121,11 +130,7 @@ fn check(latency: Duration, change: &str) {
     );
 }
 
-#[test]
 fn a_waiter_is_woken_by_the_release() {
-    if support::skip_without_etcd("a_waiter_is_woken_by_the_release") {
-        return;
-    }
     let prefix = support::unique_prefix("wake", "release");
     let holder = open(&prefix);
     let token = grant(&holder, "holder", Duration::from_secs(60));
@@ -156,11 +161,7 @@ fn a_waiter_is_woken_by_the_release() {
     handle.join().unwrap();
 }
 
-#[test]
 fn a_waiter_is_woken_by_the_expiry_of_the_grant() {
-    if support::skip_without_etcd("a_waiter_is_woken_by_the_expiry_of_the_grant") {
-        return;
-    }
     let prefix = support::unique_prefix("wake", "expiry");
     let holder = open(&prefix);
     // A 1 s grant, never renewed nor released (etcd may round a lease up
@@ -193,11 +194,7 @@ fn a_waiter_is_woken_by_the_expiry_of_the_grant() {
     handle.join().unwrap();
 }
 
-#[test]
 fn waits_on_a_quiet_name_never_outlast_their_timeout() {
-    if support::skip_without_etcd("waits_on_a_quiet_name_never_outlast_their_timeout") {
-        return;
-    }
     let b = open(&support::unique_prefix("wake", "quiet"));
     let topic = WaitTopic::lease(&name());
     for timeout in [
@@ -212,11 +209,7 @@ fn waits_on_a_quiet_name_never_outlast_their_timeout() {
     }
 }
 
-#[test]
 fn renewals_wake_nobody() {
-    if support::skip_without_etcd("renewals_wake_nobody") {
-        return;
-    }
     let prefix = support::unique_prefix("wake", "renew");
     let b = open(&prefix);
     let token = grant(&b, "holder", Duration::from_secs(30));

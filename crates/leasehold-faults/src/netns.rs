@@ -5,11 +5,12 @@
 //! link down — a network partition: packets are lost, not refused, as when
 //! a switch or a cable fails — and [`TestNet::heal`] brings it back.
 //!
-//! Made with `ip netns` and `ip link` (Debian: iproute2), which need root
-//! or `CAP_NET_ADMIN`; [`TestNet::for_case`] says why it cannot, and the case
-//! reports SKIP then — except under `CI=true` as root, where it is a
-//! failure. The namespace and its veth pair are removed on drop; ones left
-//! by a test process that was killed are removed by the next test.
+//! Made with `ip netns` and `ip link` (Debian: iproute2), as root; where
+//! it cannot be made, [`TestNet::for_case`] ends the case as one that
+//! cannot run here (leasehold-testkit: ignored with the reason, a failure
+//! under `CI=true`). The namespace and its veth pair are removed on drop;
+//! ones left by a test process that was killed are removed by the next
+//! test.
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -119,22 +120,13 @@ impl TestNet {
         Ok(net)
     }
 
-    /// A new test network for `case`, or `None` after printing `SKIP
-    /// case: why` — a failure instead under `CI=true` as root, where
-    /// namespaces must work.
+    /// A new test network for the running case; where none can be made,
+    /// the case cannot run here (see the module docs).
     #[must_use]
-    pub fn for_case(case: &str) -> Option<Self> {
-        use std::io::Write as _;
-        let why = match Self::create() {
-            Ok(net) => return Some(net),
-            Err(why) => why,
-        };
-        assert!(
-            !(std::env::var("CI").as_deref() == Ok("true") && crate::proc::is_root()),
-            "CI=true, as root, and still no test network for {case}: {why}"
-        );
-        let _ = writeln!(std::io::stderr().lock(), "SKIP {case}: {why}");
-        None
+    pub fn for_case() -> Self {
+        leasehold_testkit::need_root("to make a network namespace");
+        leasehold_testkit::need_program("ip", "iproute2");
+        Self::create().unwrap_or_else(|why| leasehold_testkit::unavailable(format!("no test network: {why}")))
     }
 
     /// `ip netns exec NS`: the prefix that runs a command inside (`ip`

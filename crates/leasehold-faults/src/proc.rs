@@ -50,16 +50,6 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// True when running as root; otherwise prints why `case` is skipped.
-#[must_use]
-pub fn require_root(case: &str, why: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    eprintln!("skipped: {case} needs root ({why})");
-    false
-}
-
 /// Send `sig` to `pid`, ignoring a process that is already gone.
 pub fn signal(pid: u32, sig: rustix::process::Signal) {
     if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {

@@ -23,6 +23,12 @@ use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
 use support::Server;
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        a_promoted_synchronous_standby_reissues_no_acknowledged_token,
+    ]]);
+}
+
 const WORKERS: usize = 4;
 /// Acknowledged grants wanted before the failover, and after it.
 const ACKS_EACH_SIDE: usize = 100;
@@ -38,7 +44,6 @@ struct Seen {
     last_error: Option<String>,
 }
 
-#[test]
 fn a_promoted_synchronous_standby_reissues_no_acknowledged_token() {
     let (primary, standby) = Server::start_replicated();
     let url = format!(

@@ -20,6 +20,23 @@ use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions, SCHEMA_VERSION};
 use support::Server;
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        the_schema_objects_checked_at_open_are_those_created,
+        a_store_missing_a_table_is_refused_as_damaged_and_not_recreated,
+        first_starts_race_safely_and_a_newer_schema_is_refused,
+        a_schema_with_foreign_tables_is_refused_not_adopted,
+        a_missing_database_says_what_to_do,
+        racing_acquirers_get_unique_growing_tokens_and_never_overlap,
+        concurrent_claimers_take_distinct_tasks_and_finish_the_queue,
+        task_lifecycle_on_the_server_clock,
+        claim_order_is_priority_then_available_at_then_insertion,
+        a_release_and_an_expired_waiter_notify_the_name,
+        history_keeps_the_newest_entries_of_a_name,
+        a_claim_that_returns_expired_claims_notifies_the_queue,
+    ]]);
+}
+
 fn open(url: &str) -> PostgresBackend {
     PostgresBackend::open(url, PostgresOptions::default()).unwrap_or_else(|e| panic!("open {url}: {e}"))
 }
@@ -58,7 +75,6 @@ fn claim_params(queue: &str, ttl: Duration) -> TaskClaimParams {
     }
 }
 
-#[test]
 fn the_schema_objects_checked_at_open_are_those_created() {
     let (url, _store) = fresh();
     let schema = url.split("schema=").nth(1).unwrap().split('&').next().unwrap();
@@ -84,7 +100,6 @@ fn the_schema_objects_checked_at_open_are_those_created() {
 /// "unavailable, retry": refused at open with what is missing, and never
 /// recreated (that could restart the token counters). A table dropped under
 /// an open store is damage too.
-#[test]
 fn a_store_missing_a_table_is_refused_as_damaged_and_not_recreated() {
     for table in ["lease_name", "lease_grant", "lease_waiter", "lease_history", "task"] {
         let (url, store) = fresh();
@@ -112,7 +127,6 @@ fn a_store_missing_a_table_is_refused_as_damaged_and_not_recreated() {
     }
 }
 
-#[test]
 fn first_starts_race_safely_and_a_newer_schema_is_refused() {
     let url = Server::shared().url(&Server::fresh_schema());
     let barrier = Arc::new(Barrier::new(6));
@@ -138,7 +152,6 @@ fn first_starts_race_safely_and_a_newer_schema_is_refused() {
     assert!(err.to_string().contains("upgrade leasehold"), "{err}");
 }
 
-#[test]
 fn a_schema_with_foreign_tables_is_refused_not_adopted() {
     let schema = Server::fresh_schema();
     psql(&format!("CREATE SCHEMA {schema}; CREATE TABLE {schema}.task (x int)"));
@@ -147,7 +160,6 @@ fn a_schema_with_foreign_tables_is_refused_not_adopted() {
     assert!(err.to_string().contains("?schema=NAME"), "{err}");
 }
 
-#[test]
 fn a_missing_database_says_what_to_do() {
     let url = format!("postgres://postgres@127.0.0.1:{}/no_such_db", Server::shared().port());
     let err = PostgresBackend::open(&url, PostgresOptions::default()).unwrap_err();
@@ -155,7 +167,6 @@ fn a_missing_database_says_what_to_do() {
     assert!(err.to_string().contains("createdb"), "{err}");
 }
 
-#[test]
 fn racing_acquirers_get_unique_growing_tokens_and_never_overlap() {
     let (url, _store) = fresh();
     let handles: Vec<_> = (0..6)
@@ -185,7 +196,6 @@ fn racing_acquirers_get_unique_growing_tokens_and_never_overlap() {
     assert!(n > 0);
 }
 
-#[test]
 fn concurrent_claimers_take_distinct_tasks_and_finish_the_queue() {
     let (url, store) = fresh();
     add(&store, "q", (0..200).map(|i| format!("t{i}")));
@@ -226,7 +236,6 @@ fn concurrent_claimers_take_distinct_tasks_and_finish_the_queue() {
     assert_eq!((stats[0].done, stats[0].pending, stats[0].running), (200, 0, 0));
 }
 
-#[test]
 fn task_lifecycle_on_the_server_clock() {
     let skew = leasehold_backend::ClockSkew::default();
     let url = Server::shared().url(&Server::fresh_schema());
@@ -367,7 +376,6 @@ fn task_lifecycle_on_the_server_clock() {
     );
 }
 
-#[test]
 fn claim_order_is_priority_then_available_at_then_insertion() {
     let (_, store) = fresh();
     let now = SystemTime::now() - Duration::from_secs(10);
@@ -424,7 +432,6 @@ fn open_skewed(url: &str, skew: &leasehold_backend::ClockSkew) -> PostgresBacken
 /// A release notifies the name's waiters, and so does an acquisition that
 /// removes an expired waiter registration (those behind it may fit now);
 /// one that finds none sends nothing.
-#[test]
 fn a_release_and_an_expired_waiter_notify_the_name() {
     let schema = Server::fresh_schema();
     let skew = leasehold_backend::ClockSkew::default();
@@ -447,7 +454,6 @@ fn a_release_and_an_expired_waiter_notify_the_name() {
 }
 
 /// The history of a name keeps its newest `HISTORY_PER_NAME` entries.
-#[test]
 fn history_keeps_the_newest_entries_of_a_name() {
     let (_, store) = fresh();
     for _ in 0..501 {
@@ -471,7 +477,6 @@ fn history_keeps_the_newest_entries_of_a_name() {
 /// A claim that returns expired claims to the queue notifies the queue's
 /// waiters, on its commit, and only then: one that finds nothing expired
 /// sends nothing.
-#[test]
 fn a_claim_that_returns_expired_claims_notifies_the_queue() {
     let schema = Server::fresh_schema();
     let skew = leasehold_backend::ClockSkew::default();

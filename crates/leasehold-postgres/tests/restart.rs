@@ -32,6 +32,22 @@ use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
 use support::Server;
 
+fn main() {
+    // A client process of the soak (this binary, started again by it) runs
+    // no tests.
+    if let (Ok(url), Ok(out)) = (
+        std::env::var("LEASEHOLD_STORM_URL"),
+        std::env::var("LEASEHOLD_STORM_OUT"),
+    ) {
+        storm_client_process(&url, &out);
+        return;
+    }
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        crashes_mid_storm_lose_and_reissue_nothing,
+        soak_case_11_processes_across_20_crashes,
+    ]]);
+}
+
 const WORKERS: usize = 8;
 const OPS_PER_WORKER: usize = 250;
 const TASKS: usize = 400;
@@ -109,7 +125,6 @@ fn step(store: &PostgresBackend, seen: &Mutex<Seen>) -> usize {
     errors
 }
 
-#[test]
 fn crashes_mid_storm_lose_and_reissue_nothing() {
     let server = Server::start(true);
     let url = server.url("storm");
@@ -246,18 +261,11 @@ const SOAK_ROUNDS: usize = 20;
 const SOAK_OPS_PER_ROUND: usize = 2_000;
 
 /// One client process of the soak: `SOAK_OPS_PER_ROUND / SOAK_CLIENTS`
-/// steps against the URL in `LEASEHOLD_STORM_URL`, then what it saw as
-/// lines in `LEASEHOLD_STORM_OUT`. A no-op unless started by the soak.
-#[test]
-fn storm_client_process() {
-    let (Ok(url), Ok(out)) = (
-        std::env::var("LEASEHOLD_STORM_URL"),
-        std::env::var("LEASEHOLD_STORM_OUT"),
-    ) else {
-        return;
-    };
+/// steps against `url` (`LEASEHOLD_STORM_URL`), then what it saw as lines
+/// in the file `out` (`LEASEHOLD_STORM_OUT`).
+fn storm_client_process(url: &str, out: &str) {
     let seen = Mutex::new(Seen::default());
-    let store = open(&url);
+    let store = open(url);
     let mut errors = 0;
     for _ in 0..SOAK_OPS_PER_ROUND / SOAK_CLIENTS {
         let e = step(&store, &seen);
@@ -267,7 +275,7 @@ fn storm_client_process() {
         }
     }
     let seen = seen.into_inner().unwrap();
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&out).unwrap());
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
     writeln!(file, "errors {errors}").unwrap();
     for t in &seen.lease_tokens {
         writeln!(file, "lease {}", t.0).unwrap();
@@ -310,12 +318,8 @@ fn read_client(path: &std::path::Path, seen: &mut Seen) {
 /// fault case 11 at full size: 8 client processes, 20 rounds of 2,000
 /// operations, the server crashed (`pg_ctl stop -m immediate`) once at a
 /// random point of each round and restarted after a random pause.
-#[test]
 fn soak_case_11_processes_across_20_crashes() {
-    if std::env::var("LEASEHOLD_SOAK").as_deref() != Ok("1") {
-        eprintln!("soak_case_11: skipped (set LEASEHOLD_SOAK=1 for the full case 11)");
-        return;
-    }
+    leasehold_testkit::soak_only();
     let started = Instant::now();
     let server = Server::start(true);
     let url = server.url("soak");
@@ -333,7 +337,6 @@ fn soak_case_11_processes_across_20_crashes() {
             .iter()
             .map(|out| {
                 Command::new(&exe)
-                    .args(["--exact", "storm_client_process", "--nocapture", "--test-threads=1"])
                     .env("LEASEHOLD_STORM_URL", &url)
                     .env("LEASEHOLD_STORM_OUT", out)
                     .stdout(Stdio::null())

@@ -14,6 +14,18 @@ use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
 use support::{CERT_USER, OTHER_CERT_USER, PASSWORD_USER, Server};
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        sslmode_require_with_the_servers_ca_encrypts_and_works,
+        a_certificate_from_another_ca_is_refused,
+        sslmode_require_against_a_server_without_tls_fails_clearly,
+        a_client_certificate_logs_in_with_cert_authentication,
+        a_missing_or_untrusted_client_certificate_is_refused_with_what_to_do,
+        client_certificate_files_are_checked_before_connecting,
+        a_password_role_over_tls_and_what_a_wrong_or_missing_password_says,
+    ]]);
+}
+
 fn tls_server() -> &'static Server {
     static SERVER: std::sync::OnceLock<Server> = std::sync::OnceLock::new();
     SERVER.get_or_init(Server::start_tls)
@@ -36,7 +48,6 @@ fn encrypted_connections(server: &Server) -> i64 {
         .get(0)
 }
 
-#[test]
 fn sslmode_require_with_the_servers_ca_encrypts_and_works() {
     let server = tls_server();
     for mode in ["require", "verify-full", "verify-ca"] {
@@ -59,7 +70,6 @@ fn sslmode_require_with_the_servers_ca_encrypts_and_works() {
     }
 }
 
-#[test]
 fn a_certificate_from_another_ca_is_refused() {
     let server = tls_server();
     // Trust only the system's roots: the throwaway CA is not among them.
@@ -76,7 +86,6 @@ fn a_certificate_from_another_ca_is_refused() {
     }
 }
 
-#[test]
 fn sslmode_require_against_a_server_without_tls_fails_clearly() {
     let plain = Server::shared();
     let other = tls_server();
@@ -113,7 +122,6 @@ fn url_as(user: &str, sslmode: &str, client: Option<(&Path, &Path)>) -> String {
     )
 }
 
-#[test]
 fn a_client_certificate_logs_in_with_cert_authentication() {
     let server = tls_server();
     let pki = server.pki();
@@ -148,7 +156,6 @@ fn a_client_certificate_logs_in_with_cert_authentication() {
     }
 }
 
-#[test]
 fn a_missing_or_untrusted_client_certificate_is_refused_with_what_to_do() {
     let pki = tls_server().pki();
     let (reason, hint) = unavailable(open(&url_as(CERT_USER, "verify-full", None)));
@@ -171,7 +178,6 @@ fn a_missing_or_untrusted_client_certificate_is_refused_with_what_to_do() {
 }
 
 /// Checked before connecting: no server is involved.
-#[test]
 fn client_certificate_files_are_checked_before_connecting() {
     let pki = tls_server().pki();
     let (cert, key) = (pki.client_cert(), pki.client_key());
@@ -196,7 +202,6 @@ fn client_certificate_files_are_checked_before_connecting() {
     assert!(reason.contains("needs TLS"), "{reason}");
 }
 
-#[test]
 fn a_password_role_over_tls_and_what_a_wrong_or_missing_password_says() {
     let user = |password: &str| format!("{PASSWORD_USER}:{}", password.replace(' ', "%20"));
     acquire_and_release(&open(&url_as(&user(support::PASSWORD), "verify-full", None)).unwrap());

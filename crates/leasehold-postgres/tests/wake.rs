@@ -16,6 +16,14 @@ use leasehold_backend::{Available, TaskAddParams, TaskClaimParams};
 use leasehold_backend_tests::params;
 use support::Server;
 
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        a_lease_waiter_is_woken_by_the_release,
+        an_idle_worker_is_woken_by_a_task_add,
+        waits_on_a_quiet_topic_never_outlast_their_timeout,
+    ]]);
+}
+
 const POLL: Duration = Duration::from_secs(5);
 const BOUND: Duration = Duration::from_secs(1);
 
@@ -51,7 +59,6 @@ fn waiter_expiry(url: &str) -> Option<SystemTime> {
         .get(0)
 }
 
-#[test]
 fn a_lease_waiter_is_woken_by_the_release() {
     let url = Server::shared().url(&Server::fresh_schema());
     let holder = store(&url);
@@ -94,7 +101,6 @@ fn a_lease_waiter_is_woken_by_the_release() {
     assert!(matches!(waiter.join().unwrap(), Acquire::Acquired(_)));
 }
 
-#[test]
 fn an_idle_worker_is_woken_by_a_task_add() {
     let url = Server::shared().url(&Server::fresh_schema());
     let adder = store(&url);
@@ -142,7 +148,6 @@ fn an_idle_worker_is_woken_by_a_task_add() {
     assert_eq!(worker.join().unwrap().as_str(), "t1");
 }
 
-#[test]
 fn waits_on_a_quiet_topic_never_outlast_their_timeout() {
     let url = Server::shared().url(&Server::fresh_schema());
     let store = store(&url);

@@ -1,8 +1,11 @@
 """Fixtures of the Python suite: stores of every kind, with throwaway
 PostgreSQL and etcd servers on 127.0.0.1 started here, as the Rust tests
 start theirs (free ports, temp dirs, stopped by pid). Without the server
-binaries a store's tests skip — except with CI=true, where a missing
-server fails them."""
+binaries (or with `postgres`/`etcd` in LEASEHOLD_TEST_HIDE, as for the
+Rust tests) a store's tests are skipped with the reason — except with
+CI=true, where a missing server fails them. A server that is installed
+but does not start is a failure, never a skip; so is a missing `leasehold`
+binary, which the cross-checks with the CLI need."""
 
 from __future__ import annotations
 
@@ -22,15 +25,21 @@ import pytest
 import leasehold as lh
 
 CI = os.environ.get("CI") == "true"
+HIDDEN = set(os.environ.get("LEASEHOLD_TEST_HIDE", "").split(","))
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
 REPO = HERE.parents[2]
 
 
 def missing(what: str) -> None:
+    """This test cannot run here: skipped with the reason, or failed under CI=true."""
     if CI:
-        pytest.fail(f"CI=true: {what}")
+        pytest.fail(f"CI=true, and this test cannot run here: {what}")
     pytest.skip(what)
+
+
+class NotInstalled(Exception):
+    """A server's binaries are not here (or hidden): its tests cannot run."""
 
 
 def free_port() -> int:
@@ -42,8 +51,12 @@ def free_port() -> int:
 class Postgres:
     def __init__(self) -> None:
         versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if "postgres" in HIDDEN:
+            raise NotInstalled("no PostgreSQL server binaries (hidden by LEASEHOLD_TEST_HIDE)")
         if not versions:
-            raise FileNotFoundError("no PostgreSQL server binaries (/usr/lib/postgresql/*/bin/initdb)")
+            raise NotInstalled(
+                "no PostgreSQL server binaries at /usr/lib/postgresql/*/bin; install the Debian package postgresql"
+            )
         self.bin = versions[-1].parent
         self.dir = Path(tempfile.mkdtemp(prefix="leasehold-py-pg-"))
         self.root = os.geteuid() == 0
@@ -83,8 +96,12 @@ class Postgres:
 class Etcd:
     def __init__(self) -> None:
         etcd = shutil.which("etcd")
-        if etcd is None:
-            raise FileNotFoundError("no etcd binary on PATH (Debian: etcd-server)")
+        if "etcd" in HIDDEN:
+            raise NotInstalled("no `etcd` (hidden by LEASEHOLD_TEST_HIDE)")
+        if etcd is None or shutil.which("etcdctl") is None:
+            raise NotInstalled(
+                "no `etcd` or `etcdctl` on PATH; install the Debian packages etcd-server and etcd-client"
+            )
         self.dir = Path(tempfile.mkdtemp(prefix="leasehold-py-etcd-"))
         self.port, peer = free_port(), free_port()
         client = f"http://127.0.0.1:{self.port}"
@@ -134,7 +151,7 @@ class Servers:
         if kind not in self._started and kind not in self._failed:
             try:
                 self._started[kind] = start()
-            except (OSError, RuntimeError) as e:
+            except NotInstalled as e:
                 self._failed[kind] = str(e)
         if kind in self._failed:
             missing(f"{kind}: {self._failed[kind]}")
@@ -221,14 +238,22 @@ def read_line(process: "subprocess.Popen[str]", timeout: float = 30) -> str:
     raise AssertionError(f"the child printed no line (exit {process.returncode}): {err}")
 
 
-def leasehold_cli() -> Optional[Path]:
-    """The workspace's `leasehold` binary, if built."""
-    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
-    for profile in ("debug", "release"):
-        binary = target / profile / "leasehold"
+def leasehold_cli() -> Path:
+    """The workspace's `leasehold` binary ($LEASEHOLD_BIN, else target/debug
+    or target/release); a test that cross-checks with it fails without it —
+    a cross-check is never dropped."""
+    if "LEASEHOLD_BIN" in os.environ:
+        candidates = [Path(os.environ["LEASEHOLD_BIN"])]
+    else:
+        target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+        candidates = [target / profile / "leasehold" for profile in ("debug", "release")]
+    for binary in candidates:
         if binary.exists():
             return binary
-    return None
+    pytest.fail(
+        f"the `leasehold` binary this test checks against is missing ({', '.join(map(str, candidates))}): "
+        "build it with `cargo build -p leasehold-cli` (scripts/test does), or set LEASEHOLD_BIN"
+    )
 
 
 def block_sqlite(db: Path, seconds: float) -> "subprocess.Popen[str]":

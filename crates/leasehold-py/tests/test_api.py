@@ -88,7 +88,8 @@ def test_async_with_acquires_without_blocking_the_loop(store_url: str) -> None:
 
         async def tick() -> None:
             nonlocal ticks
-            while True:
+            give_up = time.monotonic() + 30  # cancelled long before
+            while time.monotonic() < give_up:
                 await asyncio.sleep(0.01)
                 ticks += 1
 
@@ -216,8 +217,8 @@ store = lh.Store("sqlite://" + sys.argv[1])
 lease = store.lease("i", ttl="2s", on_lost="interrupt").acquire()
 print("held", flush=True)
 try:
-    while True:
-        time.sleep(3600)      # never checks
+    time.sleep(60)      # never checks; the parent gives up after 10 s
+    print("never interrupted", flush=True)
 except lh.LeaseLost as e:
     print(f"{time.time()} {lease.lost} {e}", flush=True)
 """,
@@ -321,10 +322,10 @@ def test_lock_is_the_same_flock_as_the_cli(tmp_path: Path) -> None:
         assert held.locked and held.path == agent / ".leasehold.lock"
         with pytest.raises(lh.Held, match="locked by pid"):
             lh.lock(agent)
-        cli = leasehold_cli()
-        if cli is not None:
-            done = subprocess.run([cli, "lock", f"{agent}/", "--", "true"], capture_output=True, check=False)
-            assert done.returncode == 11, done.stderr
+        done = subprocess.run(
+            [leasehold_cli(), "lock", f"{agent}/", "--", "true"], capture_output=True, check=False, timeout=60
+        )
+        assert done.returncode == 11, done.stderr
     assert not held.locked
     with pytest.raises(lh.InvalidInput):
         lh.lock(str(agent / ".leasehold.lock") + "/")

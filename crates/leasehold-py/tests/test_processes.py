@@ -151,7 +151,10 @@ import os, sys, time, leasehold as lh
 store = lh.Store(sys.argv[1])
 lease = store.lease("publish", ttl="1s").acquire()
 print(lease.token, flush=True)
+give_up = time.monotonic() + 60
 while not os.path.exists(sys.argv[3]):
+    if time.monotonic() > give_up:
+        sys.exit("the test never said go")
     time.sleep(0.01)
 try:
     lh.write_atomic(sys.argv[2], "late", fence=lease)
@@ -269,7 +272,10 @@ if pid == 0:
     open(sys.argv[1] + ".forked", "w").close()
     time.sleep(600)
     os._exit(0)
+give_up = time.monotonic() + 60
 while not os.path.exists(sys.argv[1] + ".forked"):
+    if time.monotonic() > give_up:
+        sys.exit("the forked child never said it runs")
     time.sleep(0.01)
 print(pid, flush=True)
 time.sleep(600)

@@ -172,8 +172,8 @@ second = {}
 def beside():
     # Another Python thread: it must keep running, and a second release
     # must answer at once, while the first waits for the store.
-    while not releasing.is_set():
-        time.sleep(0.001)
+    if not releasing.wait(60):
+        return
     time.sleep(0.3)
     started = time.monotonic()
     try:
@@ -184,7 +184,8 @@ def beside():
     second["took"] = time.monotonic() - started
     second["held"] = lease.held
     second["repr"] = repr(lease)
-    while not done.is_set():
+    give_up = time.monotonic() + 60
+    while not done.is_set() and time.monotonic() < give_up:
         ticks.append(time.monotonic())
         time.sleep(0.005)
 releasing, done = threading.Event(), threading.Event()

@@ -46,7 +46,10 @@ import leasehold as lh, guarded_publish as g
 store = lh.Store(sys.argv[1])
 with store.lease("gemilab-repo", ttl="1s") as lease:
     print(lease.token, flush=True)
+    give_up = time.monotonic() + 60
     while not os.path.exists(sys.argv[4]):
+        if time.monotonic() > give_up:
+            sys.exit("the test never said go")
         time.sleep(0.01)
     try:
         g.guarded_publish(lease, sys.argv[2], lambda: print("pushed", flush=True))
@@ -62,9 +65,12 @@ with store.lease("gemilab-repo", ttl="1s") as lease:
     late.send_signal(signal.SIGSTOP)  # paused past its lease
     store = lh.Store(queue_store_url)
     pushed: List[int] = []
-    while not pushed:
+    # The paused run's 1 s lease runs out; a generous bound for a loaded machine.
+    give_up = time.monotonic() + 30
+    while not pushed and time.monotonic() < give_up:
         if guarded_publish.run(store, str(gate), pushed.append) is None:
             time.sleep(0.1)
+    assert pushed, "no run published within 30 s of the holder's pause"
     assert pushed[0] > stale
     go.touch()
     late.send_signal(signal.SIGCONT)
@@ -75,7 +81,7 @@ with store.lease("gemilab-repo", ttl="1s") as lease:
 def test_guarded_publish_from_the_command_line(queue_store_url: str, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / "guarded_publish.py"), queue_store_url, str(tmp_path / "gate.json")],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     assert "pushed with fencing token" in done.stdout
 
@@ -84,7 +90,9 @@ def test_json_queue_worker_is_single_instance_and_never_does_a_task_twice(
     queue_store_url: str, tmp_path: Path
 ) -> None:
     script = str(EXAMPLES / "json_queue_worker.py")
-    subprocess.run([sys.executable, script, queue_store_url, str(tmp_path), "add", "t1", "t2", "t3"], check=True)
+    subprocess.run(
+        [sys.executable, script, queue_store_url, str(tmp_path), "add", "t1", "t2", "t3"], check=True, timeout=120
+    )
     # Worker A claims t1 and is killed with -9 in the middle of it.
     a = python(
         """
@@ -102,7 +110,9 @@ w.work(lh.Store(sys.argv[1]), sys.argv[2], slow)
     )
     assert read_line(a) == "working t1"
     # A second instance is refused while A runs.
-    second = subprocess.run([sys.executable, script, queue_store_url, str(tmp_path)], capture_output=True, text=True)
+    second = subprocess.run(
+        [sys.executable, script, queue_store_url, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert "already running" in second.stdout
     a.send_signal(signal.SIGKILL)
     a.wait()
@@ -122,7 +132,7 @@ w.work(lh.Store(sys.argv[1]), sys.argv[2], slow)
 def test_the_tour_runs(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / "tour.py"), f"sqlite://{tmp_path / 'tour.db'}", str(tmp_path)],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "publishing with token" in done.stdout and "sending to a@b" in done.stdout

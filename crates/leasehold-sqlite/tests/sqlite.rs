@@ -10,6 +10,38 @@ use leasehold_backend::{Backend, ErrorKind, LeaseAcquire, LeaseHistoryParams, Le
 use leasehold_backend_tests::params;
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
+fn main() {
+    // This binary started again by a test, as another process of the
+    // store, runs no tests.
+    if let Some(path) = std::env::var_os("HOLD_WRITE_LOCK") {
+        hold_the_write_lock_until_a_line_arrives(path.as_ref());
+        return;
+    }
+    if let Some(path) = std::env::var_os("OPEN_ONLY") {
+        if let Err(e) = SqliteBackend::open(path.as_ref(), SqliteOptions::default()) {
+            eprintln!("open failed: {e}");
+            std::process::exit(3);
+        }
+        return;
+    }
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        grants_of_a_previous_boot_are_expired_and_tokens_keep_growing,
+        history_is_bounded_per_name,
+        a_database_locked_longer_than_the_busy_timeout_is_unavailable_not_a_hang,
+        a_stopped_process_holding_the_write_lock_is_named_with_its_state,
+        the_store_file_and_its_wal_are_private,
+        the_claim_query_is_served_by_the_claim_index_not_a_scan,
+        a_store_missing_a_table_is_refused_as_damaged_and_left_unchanged,
+        a_table_dropped_under_an_open_store_is_damage_not_unavailable,
+        describe_finds_a_dropped_column_and_a_sound_store_has_no_problems,
+        a_store_under_a_symlinked_directory_opens,
+        a_symlink_beside_the_store_is_refused_and_named,
+        a_directory_link_planted_in_a_sticky_directory_is_refused,
+        many_first_opens_at_once_all_succeed,
+        a_commit_by_another_process_wakes_a_waiter,
+    ]]);
+}
+
 fn open(dir: &tempfile::TempDir, options: SqliteOptions) -> SqliteBackend {
     SqliteBackend::open(&dir.path().join("leasehold.db"), options).unwrap()
 }
@@ -21,7 +53,6 @@ fn acquired(b: &SqliteBackend, name: &str) -> u64 {
     }
 }
 
-#[test]
 fn grants_of_a_previous_boot_are_expired_and_tokens_keep_growing() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir, SqliteOptions::default());
@@ -44,7 +75,6 @@ fn grants_of_a_previous_boot_are_expired_and_tokens_keep_growing() {
 /// The newest `HISTORY_PER_NAME` entries of a name are always kept, and
 /// older ones are pruned at the latest at the `HISTORY_PRUNE_EVERY`th entry
 /// after the last pruning.
-#[test]
 fn history_is_bounded_per_name() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir, SqliteOptions::default());
@@ -76,7 +106,6 @@ fn history_is_bounded_per_name() {
     }
 }
 
-#[test]
 fn a_database_locked_longer_than_the_busy_timeout_is_unavailable_not_a_hang() {
     let dir = tempfile::tempdir().unwrap();
     let options = SqliteOptions {
@@ -98,12 +127,27 @@ fn a_database_locked_longer_than_the_busy_timeout_is_unavailable_not_a_hang() {
     acquired(&store, "other");
 }
 
+/// The other process of the next test (`HOLD_WRITE_LOCK`): take the
+/// store's write lock with its own connection, say so, and commit when a
+/// line arrives.
+fn hold_the_write_lock_until_a_line_arrives(path: &std::path::Path) {
+    let mut conn = rusqlite::Connection::open(path).unwrap();
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    tx.execute("UPDATE lease_name SET last_token = last_token WHERE 0", [])
+        .unwrap();
+    println!("locked");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    tx.commit().unwrap();
+}
+
 /// A process stopped while it holds the store's write lock (a real one:
 /// this test binary again, told by `HOLD_WRITE_LOCK` to take the lock with
 /// its own connection, say so, and commit when a line arrives): the store
 /// names it — pid, command, stopped — in a write's error, in `write_lock`
 /// and in `describe` (doctor); reads go on; resumed, writes work again.
-#[test]
 fn a_stopped_process_holding_the_write_lock_is_named_with_its_state() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Command, Stdio};
@@ -111,19 +155,6 @@ fn a_stopped_process_holding_the_write_lock_is_named_with_its_state() {
     use leasehold_backend::WriteLock;
     use leasehold_backend::host::ProcessState;
 
-    if let Some(path) = std::env::var_os("HOLD_WRITE_LOCK") {
-        let mut conn = rusqlite::Connection::open(path).unwrap();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .unwrap();
-        tx.execute("UPDATE lease_name SET last_token = last_token WHERE 0", [])
-            .unwrap();
-        println!("locked");
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line).unwrap();
-        tx.commit().unwrap();
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let options = SqliteOptions {
         busy_timeout: Duration::from_millis(300),
@@ -133,19 +164,12 @@ fn a_stopped_process_holding_the_write_lock_is_named_with_its_state() {
     acquired(&store, "job");
     assert_eq!(store.write_lock(), Some(WriteLock::Free), "nobody writes");
     let mut holder = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_stopped_process_holding_the_write_lock_is_named_with_its_state",
-            "--quiet",
-            "--nocapture",
-        ])
         .env("HOLD_WRITE_LOCK", dir.path().join("leasehold.db"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = holder.id();
-    // The test harness prints its own lines first.
     let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
     assert!(
         lines.any(|l| l.is_ok_and(|l| l.trim() == "locked")),
@@ -194,7 +218,6 @@ fn a_stopped_process_holding_the_write_lock_is_named_with_its_state() {
     );
 }
 
-#[test]
 fn the_store_file_and_its_wal_are_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
@@ -206,7 +229,6 @@ fn the_store_file_and_its_wal_are_private() {
     }
 }
 
-#[test]
 fn the_claim_query_is_served_by_the_claim_index_not_a_scan() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir, SqliteOptions::default());
@@ -251,7 +273,6 @@ fn alter(dir: &tempfile::TempDir, sql: &str) {
 
 /// A store missing a table is damaged, not "unavailable, retry": refused at
 /// open with what is missing, and left byte for byte as it was.
-#[test]
 fn a_store_missing_a_table_is_refused_as_damaged_and_left_unchanged() {
     for table in TABLES {
         let dir = tempfile::tempdir().unwrap();
@@ -271,7 +292,6 @@ fn a_store_missing_a_table_is_refused_as_damaged_and_left_unchanged() {
 }
 
 /// A table dropped while a store is open is damage too, not "retry".
-#[test]
 fn a_table_dropped_under_an_open_store_is_damage_not_unavailable() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir, SqliteOptions::default());
@@ -286,7 +306,6 @@ fn a_table_dropped_under_an_open_store_is_damage_not_unavailable() {
 
 /// What the check at open cannot see (a column dropped) `describe` finds by
 /// comparing every column with a fresh schema: `doctor` reports it.
-#[test]
 fn describe_finds_a_dropped_column_and_a_sound_store_has_no_problems() {
     let dir = tempfile::tempdir().unwrap();
     let info = open(&dir, SqliteOptions::default()).describe().unwrap();
@@ -305,7 +324,6 @@ fn describe_finds_a_dropped_column_and_a_sound_store_has_no_problems() {
 /// A symlinked directory in the store path is followed, as by any program
 /// (macOS's /tmp, a symlinked ~/.local): SQLite's own NOFOLLOW would refuse
 /// a link anywhere in the path.
-#[test]
 fn a_store_under_a_symlinked_directory_opens() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("real")).unwrap();
@@ -321,7 +339,6 @@ fn a_store_under_a_symlinked_directory_opens() {
 /// A link at the store's -wal, -shm or -journal file is refused like one
 /// at the store itself (SQLite would write or roll back through it), and
 /// the message names it.
-#[test]
 fn a_symlink_beside_the_store_is_refused_and_named() {
     for suffix in ["-wal", "-shm", "-journal"] {
         let dir = tempfile::tempdir().unwrap();
@@ -347,13 +364,9 @@ fn a_symlink_beside_the_store_is_refused_and_named() {
 
 /// A directory link someone else planted in a sticky world-writable
 /// directory (like /tmp) is refused with the rule that refused it.
-#[test]
 fn a_directory_link_planted_in_a_sticky_directory_is_refused() {
     use std::os::unix::fs::PermissionsExt;
-    if !rustix::process::geteuid().is_root() {
-        println!("skipped: needs root (to give a link another owner)");
-        return;
-    }
+    leasehold_testkit::need_root("to give a link another owner");
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
@@ -378,15 +391,7 @@ fn a_directory_link_planted_in_a_sticky_directory_is_refused() {
 /// that within the timeout. Real processes (this test binary again, told
 /// by `OPEN_ONLY` to open one store and exit): before the retry, 8 of 320
 /// opens failed this way.
-#[test]
 fn many_first_opens_at_once_all_succeed() {
-    if let Some(path) = std::env::var_os("OPEN_ONLY") {
-        if let Err(e) = SqliteBackend::open(path.as_ref(), SqliteOptions::default()) {
-            eprintln!("open failed: {e}");
-            std::process::exit(3);
-        }
-        return;
-    }
     let me = std::env::current_exe().unwrap();
     for round in 0..40 {
         let dir = tempfile::tempdir().unwrap();
@@ -394,12 +399,6 @@ fn many_first_opens_at_once_all_succeed() {
         let openers: Vec<_> = (0..8)
             .map(|_| {
                 std::process::Command::new(&me)
-                    .args([
-                        "--exact",
-                        "many_first_opens_at_once_all_succeed",
-                        "--quiet",
-                        "--nocapture",
-                    ])
                     .env("OPEN_ONLY", &path)
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::piped())
@@ -422,14 +421,9 @@ fn many_first_opens_at_once_all_succeed() {
 /// with a 30 s timeout, a release by a separate process (the `sqlite3`
 /// shell, sharing no code with the store) ends the wait within a generous
 /// 10 s; with nothing committed, the wait lasts its whole (short) timeout.
-#[test]
 fn a_commit_by_another_process_wakes_a_waiter() {
     use leasehold_backend::WaitTopic;
-    if std::process::Command::new("sqlite3").arg("-version").output().is_err() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and no sqlite3");
-        eprintln!("SKIP a_commit_by_another_process_wakes_a_waiter: no sqlite3 shell");
-        return;
-    }
+    leasehold_testkit::need_program("sqlite3", "sqlite3");
     let dir = tempfile::tempdir().unwrap();
     let b = open(&dir, SqliteOptions::default());
     acquired(&b, "job");
@@ -448,6 +442,8 @@ fn a_commit_by_another_process_wakes_a_waiter() {
             "sleep 0.5; sqlite3 '{}' 'PRAGMA busy_timeout=5000; DELETE FROM lease_grant;'",
             db.display()
         ))
+        // The shell prints the busy timeout it set.
+        .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let begun = Instant::now();

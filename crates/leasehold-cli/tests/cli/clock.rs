@@ -6,6 +6,11 @@ use std::time::{Duration, SystemTime};
 use crate::faketime;
 use crate::util::Env;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    a_contender_whose_clock_jumps_ahead_does_not_take_over_early,
+    a_holder_whose_clock_is_behind_does_not_outlive_its_ttl,
+];
+
 /// Run leasehold under a faked wall clock; returns (code, stdout).
 fn faked(env: &Env, offset: &str, args: &[&str]) -> (i32, String) {
     let out = faketime::leasehold(offset)
@@ -25,11 +30,8 @@ fn wall_offset_of_acquired(json: &str) -> Duration {
     acquired.duration_since(SystemTime::now()).unwrap_or_default()
 }
 
-#[test]
 fn a_contender_whose_clock_jumps_ahead_does_not_take_over_early() {
-    if !faketime::available() {
-        return;
-    }
+    faketime::need();
     let env = Env::new();
     env.acquire(&["job", "--ttl", "60s"]);
     for offset in ["+1h", "+1d"] {
@@ -38,11 +40,8 @@ fn a_contender_whose_clock_jumps_ahead_does_not_take_over_early() {
     }
 }
 
-#[test]
 fn a_holder_whose_clock_is_behind_does_not_outlive_its_ttl() {
-    if !faketime::available() {
-        return;
-    }
+    faketime::need();
     let env = Env::new();
     let (code, out) = faked(&env, "+1d", &["acquire", "job", "--ttl", "1s", "--json"]);
     assert_eq!(code, 0);

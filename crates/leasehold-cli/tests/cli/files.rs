@@ -1,7 +1,7 @@
 //! write / update: JSON refusal, modes, filters, concurrent updates, fenced
 //! writes with racing tokens, planted symlinks, kill -9 mid-write, disk full
-//! and read-only filesystems (the last two need root for mount; skipped
-//! with a message otherwise).
+//! and read-only filesystems (the last two need root for mount: ignored,
+//! with the reason, otherwise).
 
 use std::fs;
 use std::io::Write as _;
@@ -11,6 +11,24 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::util::Env;
+
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    write_json_refuses_invalid_input_and_update_refuses_a_corrupt_file,
+    the_mode_is_kept_or_set,
+    a_failed_filter_leaves_the_file_and_passes_its_code_through,
+    update_starts_a_missing_file_from_null_or_init,
+    concurrent_updates_never_lose_an_increment,
+    fenced_writes_refuse_lower_tokens_accept_equal_and_higher,
+    racing_fenced_updates_never_accept_a_token_below_the_high_water_mark,
+    planted_symlinks_are_refused_never_followed,
+    a_trailing_slash_on_a_file_and_a_missing_directory_are_told_once_by_every_command,
+    kill_9_mid_write_leaves_a_complete_version,
+    disk_full_at_every_fill_level_is_reported_and_changes_nothing,
+    a_read_only_filesystem_is_reported_and_changes_nothing,
+    a_write_waits_for_an_update_holding_the_lock,
+    strace_shows_fsync_before_rename_and_the_directory_fsync_before_exit,
+    fenced_writes_under_run_record_the_grant_and_refuse_a_reissued_token,
+];
 
 /// `leasehold ARGS` with `stdin`; (exit code, stdout, stderr).
 fn run_in(env: &Env, args: &[&str], stdin: &[u8]) -> (i32, String, String) {
@@ -54,7 +72,6 @@ fn backdate(p: &Path) {
     rustix::fs::utimensat(rustix::fs::CWD, p, &times, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).unwrap();
 }
 
-#[test]
 fn write_json_refuses_invalid_input_and_update_refuses_a_corrupt_file() {
     let env = Env::new();
     let f = env.path().join("state.json");
@@ -83,7 +100,6 @@ fn write_json_refuses_invalid_input_and_update_refuses_a_corrupt_file() {
     assert_eq!(run_in(&env, &["write", arg(&f)], b"not json").0, 0);
 }
 
-#[test]
 fn the_mode_is_kept_or_set() {
     let env = Env::new();
     let f = env.path().join("secret");
@@ -101,7 +117,6 @@ fn the_mode_is_kept_or_set() {
     assert_eq!(fs::read(&f).unwrap(), b"c");
 }
 
-#[test]
 fn a_failed_filter_leaves_the_file_and_passes_its_code_through() {
     let env = Env::new();
     let f = env.path().join("state");
@@ -128,7 +143,6 @@ fn a_failed_filter_leaves_the_file_and_passes_its_code_through() {
 
 /// The README's example works from the first run: with `--json` a missing
 /// file reads as `null`; `--init` gives a start value of one's own.
-#[test]
 fn update_starts_a_missing_file_from_null_or_init() {
     let env = Env::new();
     let f = env.path().join("state.json");
@@ -164,7 +178,6 @@ fn update_starts_a_missing_file_from_null_or_init() {
     assert_eq!(fs::read(&h).unwrap(), b"");
 }
 
-#[test]
 fn concurrent_updates_never_lose_an_increment() {
     let env = Env::new();
     let f = env.path().join("count");
@@ -187,7 +200,6 @@ fn concurrent_updates_never_lose_an_increment() {
     assert_eq!(fs::read_to_string(f).unwrap(), "40\n");
 }
 
-#[test]
 fn fenced_writes_refuse_lower_tokens_accept_equal_and_higher() {
     let env = Env::new();
     let f = env.path().join("out.json");
@@ -224,7 +236,6 @@ fn fenced_writes_refuse_lower_tokens_accept_equal_and_higher() {
 /// its token under `update --fence-token`: accepted tokens never decrease in
 /// commit order, every process is accepted (0) or refused (13), and the
 /// highest token of each round is always accepted.
-#[test]
 fn racing_fenced_updates_never_accept_a_token_below_the_high_water_mark() {
     let env = Env::new();
     let f = env.path().join("log");
@@ -276,7 +287,6 @@ fn racing_fenced_updates_never_accept_a_token_below_the_high_water_mark() {
     println!("racing fenced updates: {accepted} accepted, {refused} refused as stale, 0 violations");
 }
 
-#[test]
 fn planted_symlinks_are_refused_never_followed() {
     let env = Env::new();
     let d = env.path();
@@ -310,7 +320,6 @@ fn planted_symlinks_are_refused_never_followed() {
     assert!(err.contains("is a directory"), "{err}");
 }
 
-#[test]
 fn a_trailing_slash_on_a_file_and_a_missing_directory_are_told_once_by_every_command() {
     let env = Env::new();
     put(&env.path().join("f"), b"kept");
@@ -359,7 +368,6 @@ fn check_complete(data: &[u8], size: usize) -> Result<u64, String> {
 /// kill -9 at random points of a loop of large writes: the file always
 /// parses as one complete version; leftover temp files (older than a
 /// minute) are removed by the next write.
-#[test]
 fn kill_9_mid_write_leaves_a_complete_version() {
     const TRIALS: u32 = 100;
     const SIZE: usize = 1 << 20;
@@ -417,29 +425,28 @@ fn kill_9_mid_write_leaves_a_complete_version() {
     assert_eq!(temps(env.path()), Vec::<String>::new());
 }
 
-/// A tmpfs mounted for one test, unmounted on drop; `None` (with a message)
-/// when we may not mount.
+/// A tmpfs mounted for one test, unmounted on drop. Where none can be
+/// mounted (not root, or mount fails), the test cannot run here.
 struct Mount {
     dir: tempfile::TempDir,
 }
 
 impl Mount {
-    fn tmpfs(size: &str) -> Option<Self> {
-        if !rustix::process::geteuid().is_root() {
-            println!("skipped: mounting a tmpfs needs root");
-            return None;
-        }
+    fn tmpfs(size: &str) -> Self {
+        leasehold_testkit::need_root("to mount a tmpfs");
         let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
+        let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            println!("skipped: cannot mount a tmpfs here");
-            return None;
+            .output()
+            .unwrap_or_else(|e| leasehold_testkit::unavailable(format!("cannot run mount: {e}")));
+        if !out.status.success() {
+            leasehold_testkit::unavailable(format!(
+                "cannot mount a tmpfs here: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
-        Some(Self { dir })
+        Self { dir }
     }
 
     fn path(&self) -> PathBuf {
@@ -465,9 +472,8 @@ impl Drop for Mount {
 /// Fill a 64 KiB tmpfs to every level in 256-byte steps and try a write at
 /// each: it succeeds, or fails with a clear disk-full error (exit 1), the
 /// old content intact and no temp file left.
-#[test]
 fn disk_full_at_every_fill_level_is_reported_and_changes_nothing() {
-    let Some(mount) = Mount::tmpfs("64k") else { return };
+    let mount = Mount::tmpfs("64k");
     let env = Env::new();
     let d = mount.path();
     let f = d.join("state.json");
@@ -507,9 +513,8 @@ fn disk_full_at_every_fill_level_is_reported_and_changes_nothing() {
     assert!(full > 0 && written > 0, "the fill levels did not reach a full disk");
 }
 
-#[test]
 fn a_read_only_filesystem_is_reported_and_changes_nothing() {
-    let Some(mount) = Mount::tmpfs("1m") else { return };
+    let mount = Mount::tmpfs("1m");
     let env = Env::new();
     let f = mount.path().join("state.json");
     assert_eq!(run_in(&env, &["write", arg(&f), "--json"], b"{\"v\":1}").0, 0);
@@ -533,7 +538,6 @@ fn a_read_only_filesystem_is_reported_and_changes_nothing() {
 }
 
 /// A write waits for an update that holds the lock, and lands after it.
-#[test]
 fn a_write_waits_for_an_update_holding_the_lock() {
     let env = Env::new();
     let f = env.path().join("slow");
@@ -557,12 +561,12 @@ fn a_write_waits_for_an_update_holding_the_lock() {
     );
 }
 
-/// The syscalls of one write, in order, under strace (skipped without it):
+/// The syscalls of one write, in order, under strace:
 /// temp file created `O_EXCL|O_NOFOLLOW` relative to the target's directory,
 /// fsync of it, rename over the target in the same directory, fsync of that
 /// directory, and only then the exit.
-#[test]
 fn strace_shows_fsync_before_rename_and_the_directory_fsync_before_exit() {
+    leasehold_testkit::need_program("strace", "strace");
     let env = Env::new();
     let trace = env.path().join("trace");
     let f = env.path().join("state.json");
@@ -579,10 +583,7 @@ fn strace_shows_fsync_before_rename_and_the_directory_fsync_before_exit() {
     .arg(crate::util::bin())
     .args(["write", arg(&f)])
     .stdin(Stdio::piped());
-    let Ok(mut child) = cmd.spawn() else {
-        println!("skipped: strace is not installed");
-        return;
-    };
+    let mut child = cmd.spawn().expect("start strace");
     child.stdin.take().unwrap().write_all(b"new").unwrap();
     assert!(child.wait().unwrap().success());
     let trace = fs::read_to_string(&trace).unwrap();
@@ -620,7 +621,6 @@ fn strace_shows_fsync_before_rename_and_the_directory_fsync_before_exit() {
 /// Under `run`, a fenced write records the grant from the environment
 /// without being told; the same token from another grant (a store restored
 /// from a backup) is then refused as stale.
-#[test]
 fn fenced_writes_under_run_record_the_grant_and_refuse_a_reissued_token() {
     let env = Env::new();
     let bin = crate::util::bin();

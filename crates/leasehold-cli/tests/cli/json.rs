@@ -9,6 +9,15 @@ use serde_json::Value;
 
 use crate::util::{Env, finish};
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    usage_errors_are_json_too,
+    lease_commands,
+    run_reports_after_the_command_and_refusals_in_the_failure_shape,
+    lock_and_state_files,
+    task_commands_and_work,
+    every_subcommand_describes_itself_as_the_top_level_help_does,
+];
+
 /// The JSON documents on stdout, in order.
 fn documents(out: &str) -> Vec<Value> {
     serde_json::Deserializer::from_str(out)
@@ -37,7 +46,6 @@ fn one(env: &Env, args: &[&str], code: i32) -> Value {
     doc
 }
 
-#[test]
 fn usage_errors_are_json_too() {
     let env = Env::new();
     for args in [
@@ -79,7 +87,6 @@ fn usage_errors_are_json_too() {
     assert!(out.is_empty(), "{out}");
 }
 
-#[test]
 fn lease_commands() {
     let env = Env::new();
     let doc = one(&env, &["acquire", "job", "--ttl", "1m"], 0);
@@ -118,7 +125,6 @@ fn lease_commands() {
     );
 }
 
-#[test]
 fn run_reports_after_the_command_and_refusals_in_the_failure_shape() {
     let env = Env::new();
     // The command's own code passes through: not a failure of `run`, so
@@ -138,7 +144,6 @@ fn run_reports_after_the_command_and_refusals_in_the_failure_shape() {
     assert_eq!(env.run(&["release", "r", "--token", &t.to_string()]).0, 0);
 }
 
-#[test]
 fn lock_and_state_files() {
     let env = Env::new();
     let path = env.path().join("l");
@@ -193,7 +198,6 @@ fn lock_and_state_files() {
     assert_eq!(one(&env, &["update", f, "--", "false"], 1)["written"], false);
 }
 
-#[test]
 fn task_commands_and_work() {
     let env = Env::new();
     assert_eq!(
@@ -252,7 +256,6 @@ fn task_commands_and_work() {
 /// Each subcommand's own help opens with the line the top-level help lists
 /// for it (subcommands are built only when used: a struct flattened into
 /// one must not lend it its description).
-#[test]
 fn every_subcommand_describes_itself_as_the_top_level_help_does() {
     let env = Env::new();
     let abouts = |args: &[&str]| -> Vec<(String, String)> {

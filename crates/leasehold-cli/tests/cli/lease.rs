@@ -11,6 +11,42 @@ use serde_json::Value;
 
 use crate::util::Env;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    acquire_prints_the_token_and_a_second_acquire_is_held,
+    tokens_grow_across_release_and_renew_and_release_are_token_scoped,
+    an_explicit_owner_scopes_release_and_makes_acquire_idempotent,
+    renew_and_release_without_the_explicit_owner_are_refused_and_say_to_pass_it,
+    shared_grants_coexist_up_to_their_limit_and_exclude_exclusive,
+    mixed_shared_limits_keep_the_smallest_on_every_store,
+    fence_runs_the_command_only_for_the_current_token,
+    json_output_is_one_document_with_the_documented_fields,
+    wait_takes_the_lease_when_it_expires_and_gives_up_at_its_timeout,
+    a_grant_bound_to_a_process_is_taken_over_at_once_when_it_dies,
+    a_bare_acquire_lives_by_its_ttl_even_though_its_process_exited,
+    list_can_leave_out_the_callers_own_process_chain,
+    hostile_names_are_refused_or_stored_exactly,
+    blank_names_are_refused_and_spaced_names_kept,
+    a_long_bad_value_is_cut_in_the_message,
+    renew_after_expiry_and_a_new_holder_says_the_ttl_ran_out,
+    a_zero_limit_is_a_usage_error,
+    bad_arguments_are_usage_errors,
+    an_unreachable_postgres_store_is_unavailable,
+    the_default_store_is_private_and_under_xdg_state_home,
+    a_corrupt_or_foreign_store_is_reported_and_never_touched,
+    a_store_from_a_newer_leasehold_is_refused,
+    a_symlink_at_the_store_path_is_never_followed,
+    a_store_under_a_symlinked_directory_works,
+    a_directory_link_planted_in_a_sticky_directory_is_refused_by_store_write_and_lock,
+    doctor_checks_the_store_and_host,
+    a_damaged_schema_is_bad_data_and_doctor_says_what_is_missing,
+    completions_are_generated,
+    tables_escape_hidden_characters_and_mark_a_cut_command_line,
+    list_live_keeps_seed_002s_contract,
+    waiting_and_limits_are_spelled_one_way,
+    a_remedy_is_worded_as_a_flag_and_the_code_comes_from_the_kind,
+    closed_standard_streams_never_become_a_file_leasehold_opens,
+];
+
 fn json(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not one JSON document ({e}): {s}"))
 }
@@ -26,7 +62,6 @@ fn history_events(env: &Env, name: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
 fn acquire_prints_the_token_and_a_second_acquire_is_held() {
     let env = Env::new();
     let t = env.acquire(&["job", "--ttl", "2m"]);
@@ -40,7 +75,6 @@ fn acquire_prints_the_token_and_a_second_acquire_is_held() {
     );
 }
 
-#[test]
 fn tokens_grow_across_release_and_renew_and_release_are_token_scoped() {
     let env = Env::new();
     let t1 = env.acquire(&["job"]);
@@ -68,7 +102,6 @@ fn tokens_grow_across_release_and_renew_and_release_are_token_scoped() {
     );
 }
 
-#[test]
 fn an_explicit_owner_scopes_release_and_makes_acquire_idempotent() {
     let env = Env::new();
     let t = env.acquire(&["job", "--owner", "agent-7"]);
@@ -88,7 +121,6 @@ fn an_explicit_owner_scopes_release_and_makes_acquire_idempotent() {
     );
 }
 
-#[test]
 fn renew_and_release_without_the_explicit_owner_are_refused_and_say_to_pass_it() {
     let env = Env::new();
     let t = env.acquire(&["job", "--owner", "me"]).to_string();
@@ -101,7 +133,6 @@ fn renew_and_release_without_the_explicit_owner_are_refused_and_say_to_pass_it()
     assert_eq!(env.run(&["release", "job", "--token", &t, "--owner", "me"]).0, 0);
 }
 
-#[test]
 fn shared_grants_coexist_up_to_their_limit_and_exclude_exclusive() {
     let env = Env::new();
     let a = env.acquire(&["checkout", "--shared=2"]);
@@ -150,20 +181,15 @@ fn mixed_shared_limits_keep_the_smallest(env: &Env) {
     assert_eq!((code, out.as_str()), (11, ""), "run is held by the same rule: {err}");
 }
 
-#[test]
 fn mixed_shared_limits_keep_the_smallest_on_every_store() {
     mixed_shared_limits_keep_the_smallest(&Env::new());
     let server = crate::postgres::Server::shared();
     mixed_shared_limits_keep_the_smallest(&Env::on(server.url("mixed_limits")));
-    if crate::etcd::skip_without_etcd("mixed_shared_limits_keep_the_smallest_on_every_store (etcd)") {
-        return;
-    }
     let prefix = crate::etcd::unique_prefix("cli", "mixed-limits");
     let etcd = crate::etcd::shared();
     mixed_shared_limits_keep_the_smallest(&Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint())));
 }
 
-#[test]
 fn fence_runs_the_command_only_for_the_current_token() {
     let env = Env::new();
     let marker = env.path().join("published");
@@ -191,7 +217,6 @@ fn fence_runs_the_command_only_for_the_current_token() {
     assert_eq!(events[1], "fence_refused");
 }
 
-#[test]
 fn json_output_is_one_document_with_the_documented_fields() {
     let env = Env::new();
     let (code, out, _) = env.run(&["acquire", "job", "--json", "--ttl", "90s", "--owner", "me"]);
@@ -212,7 +237,6 @@ fn json_output_is_one_document_with_the_documented_fields() {
     assert_eq!(json(&out)["leases"][0]["name"], "job");
 }
 
-#[test]
 fn wait_takes_the_lease_when_it_expires_and_gives_up_at_its_timeout() {
     let env = Env::new();
     let t1 = env.acquire(&["job", "--ttl", "1s"]);
@@ -225,7 +249,6 @@ fn wait_takes_the_lease_when_it_expires_and_gives_up_at_its_timeout() {
     assert!(start.elapsed() < Duration::from_secs(15));
 }
 
-#[test]
 fn a_grant_bound_to_a_process_is_taken_over_at_once_when_it_dies() {
     let env = Env::new();
     let mut child = Command::new("sleep").arg("60").spawn().unwrap();
@@ -246,7 +269,6 @@ fn a_grant_bound_to_a_process_is_taken_over_at_once_when_it_dies() {
     );
 }
 
-#[test]
 fn a_bare_acquire_lives_by_its_ttl_even_though_its_process_exited() {
     let env = Env::new();
     env.acquire(&["job", "--ttl", "1m"]);
@@ -256,7 +278,6 @@ fn a_bare_acquire_lives_by_its_ttl_even_though_its_process_exited() {
     assert!(out.is_empty());
 }
 
-#[test]
 fn list_can_leave_out_the_callers_own_process_chain() {
     let env = Env::new();
     let me = std::process::id().to_string();
@@ -272,7 +293,6 @@ fn list_can_leave_out_the_callers_own_process_chain() {
     other.wait().unwrap();
 }
 
-#[test]
 fn hostile_names_are_refused_or_stored_exactly() {
     let env = Env::new();
     for bad in ["", "a\ntoken=999", "tab\there", &"x".repeat(256)] {
@@ -315,7 +335,6 @@ fn hostile_names_are_refused_or_stored_exactly() {
 /// Issue 22: a name of one space was accepted and showed as an empty cell
 /// in every table. A blank name is refused (exit 2, saying why); visible
 /// names keep their spaces, and nothing blank reaches the store.
-#[test]
 fn blank_names_are_refused_and_spaced_names_kept() {
     let env = Env::new();
     for blank in [" ", "   ", "\u{a0}"] {
@@ -344,7 +363,6 @@ fn blank_names_are_refused_and_spaced_names_kept() {
 /// Issue 22: a 4 KB name was echoed whole in the usage error. A value is
 /// repeated cut to a line's worth, marked with `…`, on stderr and in the
 /// JSON document alike.
-#[test]
 fn a_long_bad_value_is_cut_in_the_message() {
     let env = Env::new();
     let long = "x".repeat(4096);
@@ -372,7 +390,6 @@ fn a_long_bad_value_is_cut_in_the_message() {
 /// Issue 22: `renew` after expiry said "released or taken over" once a
 /// new holder had taken the name (which removes the expired grant): the
 /// store's history says it expired, and so does the message.
-#[test]
 fn renew_after_expiry_and_a_new_holder_says_the_ttl_ran_out() {
     let env = Env::new();
     let old = env.acquire(&["job", "--ttl", "1s"]).to_string();
@@ -392,7 +409,6 @@ fn renew_after_expiry_and_a_new_holder_says_the_ttl_ran_out() {
 
 /// `history --limit 0` said "no history for NAME" of a name with history:
 /// a limit below 1 is a usage error, as with `task list`.
-#[test]
 fn a_zero_limit_is_a_usage_error() {
     let env = Env::new();
     env.acquire(&["job"]);
@@ -409,7 +425,6 @@ fn a_zero_limit_is_a_usage_error() {
     assert!(out.contains("granted"), "{out}");
 }
 
-#[test]
 fn bad_arguments_are_usage_errors() {
     let env = Env::new();
     for args in [
@@ -427,7 +442,6 @@ fn bad_arguments_are_usage_errors() {
 }
 
 #[cfg(feature = "postgres")]
-#[test]
 fn an_unreachable_postgres_store_is_unavailable() {
     // Nothing listens on port 1.
     let (code, _, err) = Env::new().run(&["--store", "postgres://127.0.0.1:1/x", "acquire", "job"]);
@@ -435,7 +449,6 @@ fn an_unreachable_postgres_store_is_unavailable() {
     assert!(err.contains("cannot reach"), "{err}");
 }
 
-#[test]
 fn the_default_store_is_private_and_under_xdg_state_home() {
     let env = Env::new();
     let out = env
@@ -452,7 +465,6 @@ fn the_default_store_is_private_and_under_xdg_state_home() {
 
 type Make<'a> = Box<dyn Fn(&std::path::Path) + 'a>;
 
-#[test]
 fn a_corrupt_or_foreign_store_is_reported_and_never_touched() {
     let env = Env::new();
     std::fs::create_dir_all(env.store_path().parent().unwrap()).unwrap();
@@ -466,14 +478,9 @@ fn a_corrupt_or_foreign_store_is_reported_and_never_touched() {
         (
             "foreign sqlite",
             Box::new(|p| {
-                let status = Command::new("sqlite3")
-                    .arg(p)
-                    .arg("CREATE TABLE notes(x); INSERT INTO notes VALUES ('keep me');")
-                    .status();
-                if !status.is_ok_and(|s| s.success()) {
-                    // No sqlite3 CLI: a header-only foreign file still proves the point.
-                    write_file(p, b"SQLite format 3\0");
-                }
+                rusqlite::Connection::open(p)
+                    .and_then(|db| db.execute_batch("CREATE TABLE notes(x); INSERT INTO notes VALUES ('keep me');"))
+                    .expect("make a foreign SQLite database");
             }),
         ),
     ];
@@ -498,19 +505,12 @@ fn a_corrupt_or_foreign_store_is_reported_and_never_touched() {
     assert_eq!(env.run(&["acquire", "job"]).0, 65);
 }
 
-#[test]
 fn a_store_from_a_newer_leasehold_is_refused() {
     let env = Env::new();
     env.acquire(&["job"]);
-    let status = Command::new("sqlite3")
-        .arg(env.store_path())
-        .arg("PRAGMA user_version = 99;")
-        .stdout(Stdio::null())
-        .status();
-    if !status.is_ok_and(|s| s.success()) {
-        eprintln!("SKIP a_store_from_a_newer_leasehold_is_refused: no sqlite3 CLI (apt-get install sqlite3)");
-        return;
-    }
+    rusqlite::Connection::open(env.store_path())
+        .and_then(|db| db.pragma_update(None, "user_version", 99))
+        .expect("set the store's schema version");
     let (code, _, err) = env.run(&["acquire", "job2"]);
     assert_eq!(code, 65, "{err}");
     assert!(
@@ -519,7 +519,6 @@ fn a_store_from_a_newer_leasehold_is_refused() {
     );
 }
 
-#[test]
 fn a_symlink_at_the_store_path_is_never_followed() {
     let env = Env::new();
     let target = env.path().join("elsewhere.db");
@@ -534,7 +533,6 @@ fn a_symlink_at_the_store_path_is_never_followed() {
 /// Issue 12's case: a store under a symlinked directory (`ln -s real
 /// link`) works, as `write` and `lock` already did, and `doctor` says where
 /// it resolves.
-#[test]
 fn a_store_under_a_symlinked_directory_works() {
     let env = Env::new();
     std::fs::create_dir(env.path().join("real")).unwrap();
@@ -553,12 +551,8 @@ fn a_store_under_a_symlinked_directory_works() {
 /// directory (like /tmp) is refused the same way by the store, `write` and
 /// `lock`, naming the rule; `doctor` explains it; nothing is written
 /// through it.
-#[test]
 fn a_directory_link_planted_in_a_sticky_directory_is_refused_by_store_write_and_lock() {
-    if !rustix::process::geteuid().is_root() {
-        println!("skipped: needs root (to give a link another owner)");
-        return;
-    }
+    leasehold_testkit::need_root("to give a link another owner");
     let env = Env::new();
     let shared = env.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
@@ -598,7 +592,6 @@ fn a_directory_link_planted_in_a_sticky_directory_is_refused_by_store_write_and_
     );
 }
 
-#[test]
 fn doctor_checks_the_store_and_host() {
     let env = Env::new();
     let (code, out, err) = env.run(&["doctor", "--json"]);
@@ -626,7 +619,6 @@ fn doctor_checks_the_store_and_host() {
 /// A dropped table is bad data (65, what is missing, restore from a
 /// backup), not "unavailable, retry"; `doctor` says so, and finds a dropped
 /// column, which the cheap check at open does not look for.
-#[test]
 fn a_damaged_schema_is_bad_data_and_doctor_says_what_is_missing() {
     let env = Env::new();
     env.acquire(&["job"]);
@@ -655,7 +647,6 @@ fn a_damaged_schema_is_bad_data_and_doctor_says_what_is_missing() {
     assert!(out.contains("FAIL") && out.contains("missing lease_waiter"), "{out}");
 }
 
-#[test]
 fn completions_are_generated() {
     let env = Env::new();
     let (code, out, _) = env.run(&["completions", "bash"]);
@@ -671,7 +662,6 @@ fn write_file(path: &std::path::Path, data: &[u8]) {
 /// A name with a bidirectional override (U+202E) is shown escaped in
 /// tables, so it cannot reorder what follows it; JSON keeps it exact. A
 /// holder's long command line is cut with an ellipsis.
-#[test]
 fn tables_escape_hidden_characters_and_mark_a_cut_command_line() {
     let env = Env::new();
     let name = "pay\u{202e}lortnoc";
@@ -699,7 +689,6 @@ fn tables_escape_hidden_characters_and_mark_a_cut_command_line() {
 /// grant (same token); a killed holder drops out of `--live` at once,
 /// while `list` (which only reads) still shows its grant until the next
 /// acquire takes it over.
-#[test]
 fn list_live_keeps_seed_002s_contract() {
     let env = Env::new();
     assert_eq!(env.run(&["list", "--live"]).0, 1, "nothing held");
@@ -740,7 +729,6 @@ fn list_live_keeps_seed_002s_contract() {
 /// to a second, a bare `--wait` or `--wait forever` without limit, and a
 /// word is never silently taken for another — a forgotten NAME is an
 /// error, not a lease named after the value.
-#[test]
 fn waiting_and_limits_are_spelled_one_way() {
     let env = Env::new();
     let t = env.acquire(&["job", "--ttl", "1m"]);
@@ -792,7 +780,6 @@ fn waiting_and_limits_are_spelled_one_way() {
 /// Typed errors: the exit code comes from the error's kind, and a remedy
 /// that is the caller's option is worded as the CLI's flag (the library
 /// says it in its own terms).
-#[test]
 fn a_remedy_is_worded_as_a_flag_and_the_code_comes_from_the_kind() {
     let env = Env::new();
     let dir = env.path().join("a-directory");
@@ -811,7 +798,6 @@ fn a_remedy_is_worded_as_a_flag_and_the_code_comes_from_the_kind() {
 /// their children), leasehold opens them on /dev/null first: a file it
 /// opens never takes descriptor 0, 1 or 2 — here the lock file, which a
 /// locked command inherits, would otherwise be the command's stdout.
-#[test]
 fn closed_standard_streams_never_become_a_file_leasehold_opens() {
     let env = Env::new();
     let (lock, out) = (env.path().join("l"), env.path().join("out"));

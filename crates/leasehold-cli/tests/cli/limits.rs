@@ -6,6 +6,15 @@ use serde_json::Value;
 
 use crate::util::Env;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    a_ttl_that_would_wrap_is_refused_and_nothing_is_granted,
+    a_zero_ttl_is_refused_and_nothing_is_granted,
+    a_claim_ttl_past_the_limit_is_refused_before_the_claim,
+    a_delay_past_the_limit_is_refused_and_the_queue_stays_readable,
+    every_duration_flag_names_its_limit,
+    out_of_range_rows_of_an_old_binary_never_make_a_read_panic,
+];
+
 fn json(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not one JSON document ({e}): {s}"))
 }
@@ -35,7 +44,6 @@ fn show(env: &Env, queue: &str, id: &str) -> Value {
     json(&out)
 }
 
-#[test]
 fn a_ttl_that_would_wrap_is_refused_and_nothing_is_granted() {
     let env = Env::new();
     // 2^64 ms and a little: the TTL used to wrap to 384 ms.
@@ -61,7 +69,6 @@ fn a_ttl_that_would_wrap_is_refused_and_nothing_is_granted() {
     assert_eq!(json(&out)["grants"][0]["ttl_ms"], 60_000);
 }
 
-#[test]
 fn a_zero_ttl_is_refused_and_nothing_is_granted() {
     let env = Env::new();
     refused(&env, &["acquire", "z", "--ttl", "0"], "--ttl", "'0'", "1ms");
@@ -69,7 +76,6 @@ fn a_zero_ttl_is_refused_and_nothing_is_granted() {
     refused(&env, &["task", "claim", "q", "--ttl", "0s"], "--ttl", "0s", "1ms");
 }
 
-#[test]
 fn a_claim_ttl_past_the_limit_is_refused_before_the_claim() {
     let env = Env::new();
     assert_eq!(env.run(&["task", "add", "q", "--id", "a", "--payload", "1"]).0, 0);
@@ -85,7 +91,6 @@ fn a_claim_ttl_past_the_limit_is_refused_before_the_claim() {
     assert_eq!(task["attempts"], 0, "{task}");
 }
 
-#[test]
 fn a_delay_past_the_limit_is_refused_and_the_queue_stays_readable() {
     let env = Env::new();
     assert_eq!(env.run(&["task", "add", "q", "--id", "a", "--payload", "1"]).0, 0);
@@ -134,7 +139,6 @@ fn a_delay_past_the_limit_is_refused_and_the_queue_stays_readable() {
     assert_eq!(show(&env, "q", "h")["state"], "pending");
 }
 
-#[test]
 fn every_duration_flag_names_its_limit() {
     let env = Env::new();
     let cmd = ["--", "true"];
@@ -184,7 +188,6 @@ fn every_duration_flag_names_its_limit() {
 
 /// The rows an old binary could write with out-of-range durations: every
 /// read command still answers (no panic, exit 0).
-#[test]
 fn out_of_range_rows_of_an_old_binary_never_make_a_read_panic() {
     let env = Env::new();
     env.acquire(&["w", "--ttl", "1m"]);

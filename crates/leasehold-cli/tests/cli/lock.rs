@@ -4,13 +4,26 @@ use std::time::Duration;
 
 use crate::util::{Env, alive, finish, signal, wait_until};
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    a_held_lock_fails_at_once_naming_the_holder_pid_and_frees_when_it_ends,
+    kill_9_of_the_holder_and_its_command_frees_the_lock,
+    shared_locks_coexist_and_exclude_an_exclusive_one,
+    the_command_inherits_the_locked_descriptor_unless_no_inherit,
+    a_planted_symlink_is_refused_and_a_directory_gets_a_lock_file,
+    a_missing_path_named_as_a_directory_is_created_private_and_a_file_there_is_refused,
+    a_missing_directory_of_a_lock_file_is_named_once,
+    a_file_it_did_not_create_is_left_byte_identical_however_it_is_locked,
+    a_file_of_another_owner_is_left_byte_identical_however_it_is_locked,
+    a_script_can_lock_itself_and_still_run,
+    a_lock_file_it_created_records_its_exclusive_holder,
+];
+
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn lock_args<'a>(path: &'a str, options: &[&'a str], script: &'a str) -> Vec<&'a str> {
     crate::util::sh_args("lock", path, options, script)
 }
 
-#[test]
 fn a_held_lock_fails_at_once_naming_the_holder_pid_and_frees_when_it_ends() {
     let env = Env::new();
     let holder = env.spawn(&lock_args("f", &[], "touch started; sleep 1"));
@@ -28,7 +41,6 @@ fn a_held_lock_fails_at_once_naming_the_holder_pid_and_frees_when_it_ends() {
     assert!(env.file("f").exists(), "the lock file is never deleted");
 }
 
-#[test]
 fn kill_9_of_the_holder_and_its_command_frees_the_lock() {
     let env = Env::new();
     // Inherited: the command (and its child) hold the descriptor.
@@ -60,7 +72,6 @@ fn kill_9_of_the_holder_and_its_command_frees_the_lock() {
     assert_eq!(env.run(&lock_args("g", &[], "true")).0, 0);
 }
 
-#[test]
 fn shared_locks_coexist_and_exclude_an_exclusive_one() {
     let env = Env::new();
     let a = env.spawn(&lock_args("f", &["--shared"], "touch a; sleep 2"));
@@ -72,7 +83,6 @@ fn shared_locks_coexist_and_exclude_an_exclusive_one() {
     assert_eq!(finish(a, LIMIT).0, 0);
 }
 
-#[test]
 fn the_command_inherits_the_locked_descriptor_unless_no_inherit() {
     let env = Env::new();
     let list_fds = "for f in /proc/$$/fd/*; do readlink $f; done; exit 0";
@@ -85,7 +95,6 @@ fn the_command_inherits_the_locked_descriptor_unless_no_inherit() {
     assert!(!out.lines().any(|l| l == lock_file), "{out}");
 }
 
-#[test]
 fn a_planted_symlink_is_refused_and_a_directory_gets_a_lock_file() {
     let env = Env::new();
     std::os::unix::fs::symlink(env.file("victim"), env.file("link")).unwrap();
@@ -99,7 +108,6 @@ fn a_planted_symlink_is_refused_and_a_directory_gets_a_lock_file() {
     assert!(env.file("state/.leasehold.lock").is_file());
 }
 
-#[test]
 fn a_missing_path_named_as_a_directory_is_created_private_and_a_file_there_is_refused() {
     use std::os::unix::fs::PermissionsExt as _;
     let env = Env::new();
@@ -139,7 +147,6 @@ fn a_missing_path_named_as_a_directory_is_created_private_and_a_file_there_is_re
     }
 }
 
-#[test]
 fn a_missing_directory_of_a_lock_file_is_named_once() {
     let env = Env::new();
     let (code, _, err) = env.run(&lock_args("no/such/app.lock", &[], "touch ran"));
@@ -189,60 +196,61 @@ fn age(path: &std::path::Path) {
         .unwrap();
 }
 
-#[test]
 #[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
 fn a_file_it_did_not_create_is_left_byte_identical_however_it_is_locked() {
     use std::os::unix::fs::PermissionsExt as _;
     let env = Env::new();
-    // 1 MB of data that is not text, a read-only file, and a file owned by
-    // another user (as root: flock(1) lets root lock it, so must we).
+    // 1 MB of data that is not text, a read-only file, and an empty one.
     let data: Vec<u8> = (0..1_048_576u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     std::fs::write(env.file("data.bin"), &data).unwrap();
     std::fs::write(env.file("readonly.conf"), "answer = 42\n").unwrap();
     std::fs::set_permissions(env.file("readonly.conf"), std::fs::Permissions::from_mode(0o444)).unwrap();
-    std::fs::write(env.file("theirs.db"), "someone else's\n").unwrap();
     std::fs::write(env.file("empty"), "").unwrap();
-    let root = rustix::process::geteuid().is_root();
-    if root {
-        std::os::unix::fs::chown(env.file("theirs.db"), Some(4242), Some(4242)).unwrap();
-    } else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true and not root: cannot give a file another owner"
-        );
-        eprintln!("SKIP part of a_file_it_did_not_create_is_left_byte_identical: a file of another owner needs root");
-    }
-    for name in ["data.bin", "readonly.conf", "theirs.db", "empty"] {
-        let path = env.file(name);
-        age(&path);
-        let before = Untouched::of(&path);
-        // Every way of locking: exclusive (inherited and not), shared,
-        // waiting, and refused while another holds it.
-        for options in [&[][..], &["--no-inherit"], &["--shared"], &["--wait=5s"]] {
-            let (code, _, err) = env.run(&lock_args(name, options, "true"));
-            assert_eq!(code, 0, "{name} {options:?}: {err}");
-        }
-        let holder = env.spawn(&lock_args(name, &[], "touch held; exec sleep 30"));
-        env.wait_for("held");
-        let (code, _, err) = env.run(&lock_args(name, &[], "true"));
-        assert_eq!(code, 11, "{name}: {err}");
-        assert!(
-            err.contains(&format!("locked by pid {}.", holder.id())),
-            "the holder is named from the kernel's list: {err}"
-        );
-        let (code, out, _) = env.run(&["--json", "lock", name, "--", "true"]);
-        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!((code, &doc["pid"]), (11, &serde_json::json!(holder.id())), "{doc}");
-        signal(holder.id(), "KILL");
-        finish(holder, LIMIT);
-        std::fs::remove_file(env.file("held")).unwrap();
-        assert_eq!(Untouched::of(&path), before, "{name} was changed by locking it");
+    for name in ["data.bin", "readonly.conf", "empty"] {
+        left_byte_identical_however_it_is_locked(&env, name);
     }
 }
 
-#[test]
+/// The same for a file owned by another user (as root: flock(1) lets root
+/// lock it, so must we).
+#[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+fn a_file_of_another_owner_is_left_byte_identical_however_it_is_locked() {
+    leasehold_testkit::need_root("to give a file another owner");
+    let env = Env::new();
+    std::fs::write(env.file("theirs.db"), "someone else's\n").unwrap();
+    std::os::unix::fs::chown(env.file("theirs.db"), Some(4242), Some(4242)).unwrap();
+    left_byte_identical_however_it_is_locked(&env, "theirs.db");
+}
+
+/// Every way of locking `name` (exclusive, inherited and not, shared,
+/// waiting, and refused while another holds it) leaves it as it was.
+fn left_byte_identical_however_it_is_locked(env: &Env, name: &str) {
+    let path = env.file(name);
+    age(&path);
+    let before = Untouched::of(&path);
+    for options in [&[][..], &["--no-inherit"], &["--shared"], &["--wait=5s"]] {
+        let (code, _, err) = env.run(&lock_args(name, options, "true"));
+        assert_eq!(code, 0, "{name} {options:?}: {err}");
+    }
+    let holder = env.spawn(&lock_args(name, &[], "touch held; exec sleep 30"));
+    env.wait_for("held");
+    let (code, _, err) = env.run(&lock_args(name, &[], "true"));
+    assert_eq!(code, 11, "{name}: {err}");
+    assert!(
+        err.contains(&format!("locked by pid {}.", holder.id())),
+        "the holder is named from the kernel's list: {err}"
+    );
+    let (code, out, _) = env.run(&["--json", "lock", name, "--", "true"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, &doc["pid"]), (11, &serde_json::json!(holder.id())), "{doc}");
+    signal(holder.id(), "KILL");
+    finish(holder, LIMIT);
+    std::fs::remove_file(env.file("held")).unwrap();
+    assert_eq!(Untouched::of(&path), before, "{name} was changed by locking it");
+}
+
 #[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
 fn a_script_can_lock_itself_and_still_run() {
     // The flock(1) idiom: a script takes its own file as its lock.
@@ -262,7 +270,6 @@ fn a_script_can_lock_itself_and_still_run() {
     assert_eq!(Untouched::of(&script), before);
 }
 
-#[test]
 fn a_lock_file_it_created_records_its_exclusive_holder() {
     // Where the kernel lists no holders (macOS), this record names one.
     let env = Env::new();

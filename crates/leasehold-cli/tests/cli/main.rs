@@ -21,3 +21,21 @@ mod task;
 mod util;
 mod waiters;
 mod work;
+
+fn main() {
+    leasehold_testkit::main(&[
+        clock::TESTS,
+        files::TESTS,
+        json::TESTS,
+        lease::TESTS,
+        limits::TESTS,
+        lock::TESTS,
+        race::TESTS,
+        restore::TESTS,
+        run::TESTS,
+        serve::TESTS,
+        task::TESTS,
+        waiters::TESTS,
+        work::TESTS,
+    ]);
+}

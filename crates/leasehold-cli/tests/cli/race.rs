@@ -5,11 +5,13 @@ use std::time::{Duration, Instant};
 
 use crate::util::Env;
 
+pub const TESTS: &[leasehold_testkit::Test] =
+    leasehold_testkit::tests![racing_processes_never_hold_an_exclusive_lease_together];
+
 /// Each worker loops: acquire (waiting, or trying once); while holding, claim a marker directory
 /// (mkdir is atomic: a second live holder would fail it); release.
 /// Checked: never two holders at once, tokens unique, and tokens increase
 /// in the order the (disjoint) holdings began.
-#[test]
 fn racing_processes_never_hold_an_exclusive_lease_together() {
     const WORKERS: usize = 8;
     const ATTEMPTS: usize = 25;

@@ -9,6 +9,9 @@ use std::path::Path;
 
 use crate::util::{Env, bin, sh_args};
 
+pub const TESTS: &[leasehold_testkit::Test] =
+    leasehold_testkit::tests![a_restored_store_reissues_no_token_a_sink_accepts_and_a_bump_lets_holders_write_again];
+
 /// One `run job` whose command writes its token to the fenced sink `out`:
 /// (token, grant, the write's exit code).
 fn holder_writes(env: &Env) -> (u64, String, i32) {
@@ -41,7 +44,6 @@ fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
     p.into()
 }
 
-#[test]
 fn a_restored_store_reissues_no_token_a_sink_accepts_and_a_bump_lets_holders_write_again() {
     let env = Env::new();
     let store = env.store_path();

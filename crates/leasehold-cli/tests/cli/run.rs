@@ -4,6 +4,20 @@ use std::time::{Duration, Instant};
 
 use crate::util::{Env, alive, finish, signal, wait_until};
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    exit_codes_pass_through_and_death_by_signal_is_128_plus_n,
+    the_command_gets_the_lease_in_its_environment_and_stdio_passes_through,
+    a_second_run_is_refused_skipped_or_waits_its_turn,
+    the_old_if_held_wait_says_to_use_wait,
+    arguments_that_cannot_stop_the_command_in_time_are_refused,
+    signals_to_the_supervisor_are_forwarded_to_the_command,
+    a_lease_lost_while_running_stops_the_command_with_75_within_the_ttl,
+    an_unavailable_store_stops_the_command_before_the_holder_side_deadline,
+    sigkill_of_the_supervisor_takes_the_whole_tree_down_within_grace_and_frees_the_lease,
+    a_supervisor_paused_past_the_ttl_stops_the_command_on_its_boot_clock,
+    a_silent_command_is_stopped_as_stalled_and_a_touched_progress_file_counts,
+];
+
 const LIMIT: Duration = Duration::from_secs(30);
 /// Short leases for the fault tests: stop at sent + 3s - (0.5s + 0.5s).
 const FAST: [&str; 6] = ["--ttl", "3s", "--heartbeat", "500ms", "--grace", "500ms"];
@@ -12,7 +26,6 @@ fn run_args<'a>(name: &'a str, options: &[&'a str], script: &'a str) -> Vec<&'a 
     crate::util::sh_args("run", name, options, script)
 }
 
-#[test]
 fn exit_codes_pass_through_and_death_by_signal_is_128_plus_n() {
     let env = Env::new();
     assert_eq!(env.run(&run_args("job", &[], "exit 7")).0, 7);
@@ -25,7 +38,6 @@ fn exit_codes_pass_through_and_death_by_signal_is_128_plus_n() {
     assert!(env.acquire(&["job"]) > 0);
 }
 
-#[test]
 fn the_command_gets_the_lease_in_its_environment_and_stdio_passes_through() {
     let env = Env::new();
     let (code, out, err) = env.run(&run_args(
@@ -41,7 +53,6 @@ fn the_command_gets_the_lease_in_its_environment_and_stdio_passes_through() {
     assert_eq!((code, out.trim()), (3, "piped"));
 }
 
-#[test]
 fn a_second_run_is_refused_skipped_or_waits_its_turn() {
     let env = Env::new();
     let first = env.spawn(&run_args("job", &[], "touch started; sleep 2; touch first-done"));
@@ -68,7 +79,6 @@ fn a_second_run_is_refused_skipped_or_waits_its_turn() {
 /// Issue 22: the old spelling `--if-held wait` got "invalid value 'wait'"
 /// and a list of values without waiting in it. It is a usage error that
 /// names the flag to use instead (in JSON too), and runs nothing.
-#[test]
 fn the_old_if_held_wait_says_to_use_wait() {
     let env = Env::new();
     for json in [false, true] {
@@ -90,7 +100,6 @@ fn the_old_if_held_wait_says_to_use_wait() {
     assert!(err.contains("fail") && err.contains("skip"), "the values: {err}");
 }
 
-#[test]
 fn arguments_that_cannot_stop_the_command_in_time_are_refused() {
     let env = Env::new();
     // Defaults scale with the TTL: a TTL alone always works (it did not:
@@ -122,7 +131,6 @@ fn arguments_that_cannot_stop_the_command_in_time_are_refused() {
     assert_eq!(code, 2, "a command is required");
 }
 
-#[test]
 fn signals_to_the_supervisor_are_forwarded_to_the_command() {
     let env = Env::new();
     let child = env.spawn(&run_args(
@@ -135,7 +143,6 @@ fn signals_to_the_supervisor_are_forwarded_to_the_command() {
     assert_eq!(finish(child, LIMIT).0, 42);
 }
 
-#[test]
 fn a_lease_lost_while_running_stops_the_command_with_75_within_the_ttl() {
     let env = Env::new();
     let child = env.spawn(&run_args(
@@ -165,7 +172,6 @@ fn a_lease_lost_while_running_stops_the_command_with_75_within_the_ttl() {
     assert!(!err.contains('\x1b'), "no colour codes off a terminal: {err:?}");
 }
 
-#[test]
 fn an_unavailable_store_stops_the_command_before_the_holder_side_deadline() {
     let env = Env::new();
     let child = env.spawn(&run_args("job", &FAST, "echo $$ > pid; touch started; exec sleep 60"));
@@ -196,7 +202,6 @@ fn an_unavailable_store_stops_the_command_before_the_holder_side_deadline() {
     assert!(!err.contains("did not run"), "{err}");
 }
 
-#[test]
 fn sigkill_of_the_supervisor_takes_the_whole_tree_down_within_grace_and_frees_the_lease() {
     let env = Env::new();
     let script = "sh -c 'trap \"\" TERM; sleep 60' & echo $! >> pids; \
@@ -231,7 +236,6 @@ fn sigkill_of_the_supervisor_takes_the_whole_tree_down_within_grace_and_frees_th
     assert!(history.contains("fast_takeover"), "{history}");
 }
 
-#[test]
 fn a_supervisor_paused_past_the_ttl_stops_the_command_on_its_boot_clock() {
     let env = Env::new();
     let options = ["--ttl", "2s", "--heartbeat", "400ms", "--grace", "500ms"];
@@ -252,7 +256,6 @@ fn a_supervisor_paused_past_the_ttl_stops_the_command_on_its_boot_clock() {
     );
 }
 
-#[test]
 fn a_silent_command_is_stopped_as_stalled_and_a_touched_progress_file_counts() {
     let env = Env::new();
     let (code, out, err) = env.run(&run_args(

@@ -13,6 +13,18 @@ use serde_json::Value;
 
 use crate::util::Env;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    a_public_address_without_a_token_is_refused_with_exit_2,
+    a_host_name_on_loopback_is_served_without_a_token,
+    reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests,
+    without_allow_actions_there_are_no_actions,
+    the_api_prints_what_json_prints,
+    history_timeline_draws_grants_without_colour_off_a_terminal,
+    the_page_works_on_postgres_and_etcd,
+    claim_age_counts_from_the_claim_not_the_last_heartbeat,
+    pages_of_tasks_list_each_task_once_and_deep_pages_cost_what_the_first_does,
+];
+
 /// A running `serve`, stopped (by its pid) when dropped.
 struct Serve {
     child: Child,
@@ -101,7 +113,6 @@ fn fixture(path: &std::path::Path, data: &str) {
     std::fs::write(path, data).unwrap();
 }
 
-#[test]
 fn a_public_address_without_a_token_is_refused_with_exit_2() {
     let env = Env::new();
     let (code, _, err) = env.run(&["serve", "--listen", "0.0.0.0:0"]);
@@ -125,7 +136,6 @@ fn a_public_address_without_a_token_is_refused_with_exit_2() {
 /// address syntax"). A host name that resolves to loopback is loopback:
 /// served without a token, and readable without one; a name that does not
 /// resolve is a usage error naming it.
-#[test]
 fn a_host_name_on_loopback_is_served_without_a_token() {
     let env = Env::new();
     let s = serve(&env, &["--listen", "localhost:0"]);
@@ -139,7 +149,6 @@ fn a_host_name_on_loopback_is_served_without_a_token() {
     assert_eq!(code, 2, "no port: {err}");
 }
 
-#[test]
 fn reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests() {
     let env = Env::new();
     env.run(&["task", "add", "q", "--id", "t1"]);
@@ -259,7 +268,6 @@ fn reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests()
     assert!(out.contains("\"pending\""), "revived: {out}");
 }
 
-#[test]
 fn without_allow_actions_there_are_no_actions() {
     let env = Env::new();
     env.run(&["task", "add", "q", "--id", "t1"]);
@@ -292,7 +300,6 @@ fn run_killed(env: &Env, name: &str) {
     );
 }
 
-#[test]
 fn the_api_prints_what_json_prints() {
     let env = Env::new();
     // A grant whose holder is provably dead: `--live` leaves it out, on
@@ -345,7 +352,6 @@ fn the_api_prints_what_json_prints() {
     );
 }
 
-#[test]
 fn history_timeline_draws_grants_without_colour_off_a_terminal() {
     let env = Env::new();
     let t = env.acquire(&["nightly", "--ttl", "5m"]).to_string();
@@ -401,16 +407,12 @@ fn serves_the_store(env: &Env, queues: Option<&str>) {
 
 /// The page works on every store: PostgreSQL with its queue, etcd with
 /// leases only (its queue section says the store has none).
-#[test]
 fn the_page_works_on_postgres_and_etcd() {
     let server = crate::postgres::Server::shared();
     let env = Env::on(server.url("serve"));
     env.run(&["task", "add", "emails", "--id", "welcome-42"]);
     serves_the_store(&env, Some("emails"));
 
-    if crate::etcd::skip_without_etcd("the_page_works_on_postgres_and_etcd (etcd)") {
-        return;
-    }
     let etcd = crate::etcd::shared();
     let prefix = crate::etcd::unique_prefix("cli", "serve");
     let env = Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint()));
@@ -426,7 +428,6 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 /// `leasehold_queue_claim_age_seconds` is the age of the claim, however
 /// often it heartbeats since: a claim taken 2.5 s ago and renewed just now
 /// is 2.5 s old, not a few milliseconds.
-#[test]
 fn claim_age_counts_from_the_claim_not_the_last_heartbeat() {
     let env = Env::new();
     env.run(&["task", "add", "q", "--id", "t1"]);
@@ -486,7 +487,6 @@ fn link<'a>(links: &'a [(String, String)], words: &str) -> Option<&'a str> {
 /// first does (paged by key: the store seeks, it does not count past every
 /// task before it). Timing here is a generous ratio, not a figure: the
 /// figures are `serve_bench`'s (docs/SERVE.md).
-#[test]
 fn pages_of_tasks_list_each_task_once_and_deep_pages_cost_what_the_first_does() {
     let env = Env::new();
     let batch = |from: usize, to: usize, priority: i64| -> String {
@@ -524,7 +524,7 @@ fn pages_of_tasks_list_each_task_once_and_deep_pages_cost_what_the_first_does() 
         assert!(ids.len() <= 40, "{path}: {} tasks", ids.len());
         forward.extend(ids);
         match link(&links, "next") {
-            Some(next) => path = next.to_owned(),
+            Some(next) => next.clone_into(&mut path),
             None => break,
         }
     }

@@ -12,6 +12,17 @@ use serde_json::Value;
 
 use crate::util::Env;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    add_is_idempotent_by_id_and_refuses_another_payload,
+    a_list_cut_at_its_limit_says_more_exist,
+    batch_is_all_or_nothing_and_names_the_bad_line,
+    claims_come_in_priority_then_insertion_order_and_exit_10_when_empty,
+    a_late_workers_result_is_refused,
+    failures_retry_then_die_and_retry_revives,
+    purge_removes_only_old_finished_tasks,
+    many_workers_with_deaths_and_pauses_lose_nothing_and_complete_once,
+];
+
 fn json(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not one JSON document ({e}): {s}"))
 }
@@ -51,7 +62,6 @@ fn stats(env: &Env, queue: &str) -> Value {
     json(&out)["queues"][0].clone()
 }
 
-#[test]
 fn add_is_idempotent_by_id_and_refuses_another_payload() {
     let env = Env::new();
     assert_eq!(
@@ -92,7 +102,6 @@ fn add_is_idempotent_by_id_and_refuses_another_payload() {
 /// Issue 22: `task list` stopped at its limit (100) as if that were the
 /// whole queue. A list cut at its limit says more exist — `more` in JSON,
 /// a line on stderr — and a list that is whole says nothing.
-#[test]
 fn a_list_cut_at_its_limit_says_more_exist() {
     let env = Env::new();
     let (code, err) = add_batch(&env, "q", "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n");
@@ -110,7 +119,6 @@ fn a_list_cut_at_its_limit_says_more_exist() {
     }
 }
 
-#[test]
 fn batch_is_all_or_nothing_and_names_the_bad_line() {
     let env = Env::new();
     let (code, err) = add_batch(&env, "q", "{\"id\":\"x\"}\n{\"id\":\"y\",\"payload\":{}}\n{oops\n");
@@ -139,7 +147,6 @@ fn batch_is_all_or_nothing_and_names_the_bad_line() {
     assert_eq!(stats(&env, "q")["pending"], 2);
 }
 
-#[test]
 fn claims_come_in_priority_then_insertion_order_and_exit_10_when_empty() {
     let env = Env::new();
     for (id, prio) in [("low", "0"), ("high", "9"), ("low2", "0"), ("later", "9")] {
@@ -160,7 +167,6 @@ fn claims_come_in_priority_then_insertion_order_and_exit_10_when_empty() {
 
 /// The seed scenario: A claims, A's claim lapses, B claims; A's result is
 /// refused, B's accepted.
-#[test]
 fn a_late_workers_result_is_refused() {
     let env = Env::new();
     env.run(&["task", "add", "q", "--id", "t"]);
@@ -215,7 +221,6 @@ fn a_late_workers_result_is_refused() {
     assert_eq!(t["expirations"], 1);
 }
 
-#[test]
 fn failures_retry_then_die_and_retry_revives() {
     let env = Env::new();
     env.run(&["task", "add", "q", "--id", "poison", "--max-attempts", "2"]);
@@ -275,7 +280,6 @@ fn failures_retry_then_die_and_retry_revives() {
     assert_eq!(stats(&env, "q")["dead"], 1);
 }
 
-#[test]
 fn purge_removes_only_old_finished_tasks() {
     let env = Env::new();
     env.run(&["task", "add", "q", "--id", "a"]);
@@ -308,7 +312,6 @@ fn purge_removes_only_old_finished_tasks() {
 /// abandoned (the worker "died"), 5% complete only after their claim has
 /// lapsed (the worker was paused). No task is lost; every task ends done
 /// with exactly one accepted completion; late completions are refused.
-#[test]
 fn many_workers_with_deaths_and_pauses_lose_nothing_and_complete_once() {
     const TASKS: usize = 60;
     const WORKERS: usize = 4;

@@ -15,6 +15,12 @@ use std::time::Duration;
 
 use crate::util::{Env, finish, signal, wait_until};
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    a_killed_waiter_never_blocks_a_released_lease,
+    a_waiter_behind_a_killed_waiter_is_served_on_release,
+    a_signalled_waiter_leaves_the_queue_and_exits_128_plus_n,
+];
+
 /// How long a waiter may take to register (a process start, a store open).
 const QUEUED_WITHIN: Duration = Duration::from_secs(20);
 /// How long a signalled waiter may take to leave and exit.
@@ -47,15 +53,11 @@ impl Store {
         }
     }
 
-    fn postgres() -> Option<Self> {
-        if let Some(reason) = crate::postgres::unavailable() {
-            crate::etcd::skip("waiters on postgres", &reason);
-            return None;
-        }
+    fn postgres() -> Self {
         let server = crate::postgres::Server::shared();
         let schema = crate::postgres::Server::fresh_schema();
         let env = Env::on(server.url(&schema));
-        Some(Store {
+        Store {
             what: "postgres",
             env,
             entries: Box::new(move |name| {
@@ -69,17 +71,14 @@ impl Store {
                     .get(0);
                 usize::try_from(n).expect("a count")
             }),
-        })
+        }
     }
 
-    fn etcd() -> Option<Self> {
-        if crate::etcd::skip_without_etcd("waiters on etcd") {
-            return None;
-        }
+    fn etcd() -> Self {
         let etcd = crate::etcd::shared();
         let prefix = crate::etcd::unique_prefix("cli", "waiters");
         let env = Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint()));
-        Some(Store {
+        Store {
             what: "etcd",
             env,
             // The waiter keys, PREFIX/lease/NAME/w/SLOT (the layout of
@@ -100,14 +99,11 @@ impl Store {
                     .filter(|l| !l.is_empty())
                     .count()
             }),
-        })
+        }
     }
 
     fn every() -> Vec<Self> {
-        [Some(Self::sqlite()), Self::postgres(), Self::etcd()]
-            .into_iter()
-            .flatten()
-            .collect()
+        vec![Self::sqlite(), Self::postgres(), Self::etcd()]
     }
 
     /// Start `leasehold ARGS` and return it once its waiter entry for
@@ -146,7 +142,6 @@ fn kill9(mut child: Child) {
 /// not block the lease once its holder releases it: the very next plain
 /// `acquire` is granted, and so is `run --if-held skip`, which runs its
 /// command.
-#[test]
 fn a_killed_waiter_never_blocks_a_released_lease() {
     for store in Store::every() {
         let what = store.what;
@@ -186,7 +181,6 @@ fn a_killed_waiter_never_blocks_a_released_lease() {
 /// releases — not when the dead registration expires (10 s after its last
 /// refresh): the bound here is half of that, the expected time one poll
 /// (100 ms).
-#[test]
 fn a_waiter_behind_a_killed_waiter_is_served_on_release() {
     for store in Store::every() {
         let what = store.what;
@@ -213,7 +207,6 @@ fn a_waiter_behind_a_killed_waiter_is_served_on_release() {
 /// it leaves the queue — its entry is gone from the store as it exits —
 /// and dies with the conventional code, 128 + the signal's number. The
 /// holder's grant is untouched.
-#[test]
 fn a_signalled_waiter_leaves_the_queue_and_exits_128_plus_n() {
     for store in Store::every() {
         let what = store.what;

@@ -9,6 +9,17 @@ use serde_json::Value;
 
 use crate::util::Env;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    work_runs_each_task_with_its_payload_and_environment,
+    a_failing_command_fails_the_task_with_its_stderr_until_it_is_dead,
+    drain_works_through_retries_and_until_empty_does_not,
+    a_lost_claim_stops_the_command_and_nothing_is_reported,
+    sigterm_stops_claiming_lets_tasks_finish_then_hands_claims_back,
+    killed_workers_lose_no_task,
+    a_slot_guard_runs_many_tasks_and_stops_the_one_whose_claim_is_lost,
+    sigkill_of_the_worker_mid_task_leaves_no_process_behind,
+];
+
 fn json(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not one JSON document ({e}): {s}"))
 }
@@ -46,7 +57,6 @@ fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus 
     }
 }
 
-#[test]
 fn work_runs_each_task_with_its_payload_and_environment() {
     let env = Env::new();
     add(
@@ -71,7 +81,6 @@ fn work_runs_each_task_with_its_payload_and_environment() {
     assert_eq!(show(&env, "plain", "p")["result"], "hello world\n");
 }
 
-#[test]
 fn a_failing_command_fails_the_task_with_its_stderr_until_it_is_dead() {
     let env = Env::new();
     add(&env, "q", "{\"id\":\"poison\",\"max_attempts\":1}\n");
@@ -101,7 +110,6 @@ fn a_failing_command_fails_the_task_with_its_stderr_until_it_is_dead() {
 
 /// `--until-empty` stops while a failed task waits for its retry;
 /// `--drain` waits for it and works it.
-#[test]
 fn drain_works_through_retries_and_until_empty_does_not() {
     let env = Env::new();
     add(&env, "q", "{\"id\":\"flaky\",\"max_attempts\":3}\n");
@@ -119,7 +127,6 @@ fn drain_works_through_retries_and_until_empty_does_not() {
     assert_eq!(show(&env, "q", "flaky")["state"], "done");
 }
 
-#[test]
 fn a_lost_claim_stops_the_command_and_nothing_is_reported() {
     let env = Env::new();
     add(&env, "q", "{\"id\":\"t\"}\n");
@@ -163,7 +170,6 @@ fn a_lost_claim_stops_the_command_and_nothing_is_reported() {
     );
 }
 
-#[test]
 fn sigterm_stops_claiming_lets_tasks_finish_then_hands_claims_back() {
     let env = Env::new();
     add(&env, "q", "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n");
@@ -205,7 +211,6 @@ fn sigterm_stops_claiming_lets_tasks_finish_then_hands_claims_back() {
 /// Workers killed with SIGKILL mid-run: their commands die with them (the
 /// guard), their claims come back by expiry, and a later worker finishes
 /// everything — each task completed exactly once in the store.
-#[test]
 fn killed_workers_lose_no_task() {
     const TASKS: usize = 40;
     let env = Env::new();
@@ -271,7 +276,6 @@ fn killed_workers_lose_no_task() {
 /// One guard serves every task of a worker thread (each command's parent
 /// is the same guard, and each command leads its own process group), and
 /// it still stops a task whose claim is lost — between tasks that complete.
-#[test]
 fn a_slot_guard_runs_many_tasks_and_stops_the_one_whose_claim_is_lost() {
     let env = Env::new();
     add(
@@ -341,7 +345,6 @@ fn a_slot_guard_runs_many_tasks_and_stops_the_one_whose_claim_is_lost() {
 /// `leasehold work` killed with SIGKILL while its tasks run: every process
 /// of every task's tree goes with it — a child that ignores SIGTERM, one
 /// that left the group with `setsid` — and the guards too.
-#[test]
 fn sigkill_of_the_worker_mid_task_leaves_no_process_behind() {
     let env = Env::new();
     add(&env, "q", "{\"id\":\"a\"}\n{\"id\":\"b\"}\n");

@@ -4,21 +4,17 @@
 
 use std::process::Command;
 
-/// Whether `faketime` runs here; if not, prints a SKIP line (a failure
-/// under `CI=true`).
-pub fn available() -> bool {
-    let ok = Command::new("faketime")
+/// Go on only where `faketime` runs; otherwise the test cannot run here
+/// (leasehold-testkit: ignored with the reason, a failure under `CI=true`).
+pub fn need() {
+    leasehold_testkit::need_program("faketime", "faketime");
+    let runs = Command::new("faketime")
         .args(["-f", "+0", "true"])
         .status()
         .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "faketime is missing in CI (apt-get install faketime)"
-        );
-        eprintln!("SKIP wall-clock tests: faketime not installed (apt-get install faketime)");
+    if !runs {
+        leasehold_testkit::unavailable("`faketime -f +0 true` fails here; reinstall the Debian package faketime");
     }
-    ok
 }
 
 /// `leasehold` with its wall clock `offset` away from the real one

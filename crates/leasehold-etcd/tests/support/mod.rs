@@ -8,8 +8,10 @@
 //! network namespace through a command prefix such as `ip netns exec NS`).
 //! The fault suite (`crates/leasehold-faults`) uses this module too.
 //!
-//! Without an `etcd` binary the tests skip loudly — unless `CI=true`, where
-//! a missing etcd is a failure (`.ci/run` installs it).
+//! Without `etcd` and `etcdctl` on PATH (or with `etcd` in
+//! `LEASEHOLD_TEST_HIDE`), starting a server ends the test as one that
+//! cannot run here: leasehold-testkit reports it as ignored with the reason,
+//! or as a failure under `CI=true` (`.ci/run` installs both).
 
 #![allow(dead_code, reason = "each test binary uses a part of this module")]
 
@@ -49,40 +51,11 @@ pub const PASSWORD: &str = "correct horse";
 pub const GRANTED: &str = "/granted/";
 const ROOT_PASSWORD: &str = "root-secret";
 
-/// `Some(reason)` when tests must skip: no `etcd` binary outside CI.
-/// Panics in CI, where a missing etcd must fail the run.
-pub fn unavailable() -> Option<String> {
-    let found = Command::new("etcd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return None;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "CI=true but there is no `etcd` on PATH: install the Debian package etcd-server"
-    );
-    Some("no `etcd` on PATH (install the Debian package etcd-server); CI=true makes this a failure".into())
-}
-
-/// Print a SKIP line that libtest does not capture.
-pub fn skip(test: &str, reason: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: {reason}");
-}
-
-/// Skip `test` loudly (true) when there is no etcd outside CI.
-pub fn skip_without_etcd(test: &str) -> bool {
-    match unavailable() {
-        Some(reason) => {
-            skip(test, &reason);
-            true
-        }
-        None => false,
-    }
+/// Go on only where an etcd server can be started: `etcd` and `etcdctl`
+/// on PATH, and `etcd` not hidden (`LEASEHOLD_TEST_HIDE`).
+pub fn need_etcd() {
+    leasehold_testkit::need_program("etcd", "etcd-server");
+    leasehold_testkit::need_program("etcdctl", "etcd-client");
 }
 
 /// A key prefix no other test (nor another run) uses: `/GROUP/TEST-PID-N`.
@@ -168,6 +141,7 @@ impl EtcdServer {
 
     /// A plain member not started yet (its cluster is set by the caller).
     fn member(name: &str, host: &str, wrapper: &[&str], dir: tempfile::TempDir) -> Self {
+        need_etcd();
         Self {
             name: name.to_owned(),
             host: host.to_owned(),

@@ -25,6 +25,12 @@ use crate::common::{client, finish};
 use crate::etcd_support::{self, EtcdCluster};
 use crate::pg_support;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant,
+    case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is_granted,
+    case29_a_holder_cut_off_from_postgres_stops_before_the_other_side_is_granted,
+];
+
 /// The TTL of every grant: etcd's shortest lease is 2 s.
 const TTL: Duration = Duration::from_secs(3);
 
@@ -99,13 +105,9 @@ fn acquire_after_all(sb: &Sandbox, store: &str, name: &str) -> u64 {
     out.trim().parse().expect("a token")
 }
 
-#[test]
 fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     const NAMES: [&str; 4] = ["a", "b", "c", "d"];
     const CLIENTS: usize = 8;
-    if etcd_support::skip_without_etcd("case27") {
-        return;
-    }
     let runs_per_client = tier::count(12, 250);
     // Rounds of the three faults: kill -9 of the leader, SIGSTOP of the
     // leader past the TTL, restart of a follower.
@@ -294,14 +296,9 @@ fn inside_until_answered(net: &TestNet, sb: &Sandbox, store: &str, program: &[&s
     last
 }
 
-#[test]
 fn case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is_granted() {
-    if etcd_support::skip_without_etcd("case28") {
-        return;
-    }
-    let Some(net) = TestNet::for_case("case28") else {
-        return;
-    };
+    etcd_support::need_etcd();
+    let net = TestNet::for_case();
     // Two members on the host's side of the link, one inside the
     // namespace: cut, the namespace keeps a minority member only.
     let inside = net.exec_prefix();
@@ -318,15 +315,8 @@ fn case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is
     });
 }
 
-#[test]
 fn case29_a_holder_cut_off_from_postgres_stops_before_the_other_side_is_granted() {
-    if let Some(why) = pg_support::unavailable() {
-        etcd_support::skip("case29", &why);
-        return;
-    }
-    let Some(net) = TestNet::for_case("case29") else {
-        return;
-    };
+    let net = TestNet::for_case();
     // Listening on the host's end of the link only, letting in both ends.
     let server = pg_support::Server::start_on(&net.host_addr, &net.cidr);
     partition_trials(29, "PostgreSQL", &net, || {

@@ -14,6 +14,13 @@ use leasehold_faults::proc::{self, Sandbox};
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure, soak};
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    case21_corrupt_store_files_get_a_clear_error_and_are_never_reset_or_overwritten,
+    case21_a_store_missing_a_table_is_refused_by_every_command_and_left_unchanged,
+    case21_a_store_path_that_is_not_utf8_is_no_panic,
+    case22_hostile_and_generated_names_are_refused_or_stored_exactly,
+];
+
 /// A small store whose token counter of `job` is at 7 (no process has it open).
 fn small_store() -> (Sandbox, Vec<u8>) {
     let sb = Sandbox::new();
@@ -104,7 +111,6 @@ fn run_bounded(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
 /// bit flips, with each page overwritten by garbage, and other things at
 /// the store path (FIFO, directory, symlink, huge sparse file, bad UTF-8
 /// path, a future schema).
-#[test]
 fn case21_corrupt_store_files_get_a_clear_error_and_are_never_reset_or_overwritten() {
     let (sb, good) = small_store();
     let mut report = Report::new("corrupt store files");
@@ -254,7 +260,6 @@ const STORE_COMMANDS: &[&[&str]] = &[
 /// 65 (bad data, not 69 "retry"), names what is missing, and leaves the
 /// file byte for byte as it was — nothing is recreated, which for
 /// `lease_name` would restart the token counters.
-#[test]
 fn case21_a_store_missing_a_table_is_refused_by_every_command_and_left_unchanged() {
     let mut report = Report::new("dropped tables");
     let mut runs = 0;
@@ -294,7 +299,6 @@ fn case21_a_store_missing_a_table_is_refused_by_every_command_and_left_unchanged
 }
 
 /// A non-UTF-8 store path works or is refused clearly (never a panic).
-#[test]
 fn case21_a_store_path_that_is_not_utf8_is_no_panic() {
     use std::os::unix::ffi::OsStrExt as _;
     let sb = Sandbox::new();
@@ -350,7 +354,6 @@ fn hostile() -> Vec<String> {
 /// `LeaseName::new`; every accepted one is stored exactly (a sample of them
 /// through a real store, CI: 300, soak: 10,000); nothing is written
 /// outside the store's directory; no two names collide.
-#[test]
 fn case22_hostile_and_generated_names_are_refused_or_stored_exactly() {
     let mut rng = Rng::from_env("case 22");
     let mut names = hostile();

@@ -13,6 +13,11 @@ use leasehold_faults::check::Report;
 use leasehold_faults::proc::{self, Sandbox};
 use leasehold_faults::tier::figure;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    case04_a_crash_at_every_failpoint_is_recovered_with_all_invariants,
+    every_failpoint_in_the_code_is_listed,
+];
+
 /// `leasehold ARGS` with `point` armed (and `stdin` fed); its exit code.
 fn crash(sb: &Sandbox, point: &str, args: &[&str], stdin: &[u8]) -> i32 {
     let mut child = sb
@@ -166,7 +171,6 @@ fn trial(point: &str, report: &mut Report) {
     }
 }
 
-#[test]
 fn case04_a_crash_at_every_failpoint_is_recovered_with_all_invariants() {
     let mut report = Report::new("failpoints");
     for point in ALL {
@@ -193,7 +197,6 @@ fn case04_a_crash_at_every_failpoint_is_recovered_with_all_invariants() {
 /// sources names a listed point (the generic ones in the SQLite store's
 /// transaction helper are checked through their operations; `acquire/token`
 /// is in the lease algorithm every store applies).
-#[test]
 fn every_failpoint_in_the_code_is_listed() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut found = Vec::new();

@@ -19,6 +19,8 @@ use leasehold::{
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{figure, soak};
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![fuzz_every_parser_of_untrusted_input];
+
 fn budget() -> Duration {
     if soak() {
         Duration::from_secs(
@@ -68,7 +70,6 @@ fn utf8(input: &[u8]) -> &str {
     std::str::from_utf8(input).expect("text input")
 }
 
-#[test]
 fn fuzz_every_parser_of_untrusted_input() {
     let mut lines = Vec::new();
     let (n, t) = fuzz(

@@ -16,6 +16,16 @@ use rustix::process::Signal;
 
 use crate::common::{percentile, spawn_holder};
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    case01_racing_exclusive_acquirers_never_overlap_and_tokens_only_grow,
+    case02_shared_and_exclusive_never_overlap_and_writers_are_not_starved,
+    case03_kill_9_of_the_holder_at_random_points_is_taken_over_at_once,
+    case26_a_queued_waiter_takes_over_from_a_killed_holder_promptly,
+    case07_a_rolled_back_store_reissues_tokens_and_the_sink_refuses_them,
+    case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease,
+    case15_a_reused_pid_is_judged_by_start_time_and_never_signalled,
+];
+
 /// Workers (each a thread driving `leasehold acquire --wait` / `release`
 /// processes) loop over `attempts`; every grant is logged by the thread in
 /// the grant log before it is used and ended before the release.
@@ -87,7 +97,6 @@ fn cpu_load() -> Arc<()> {
 }
 
 /// fault case 1: 16 processes × 625 attempts (CI: 4 × 10), short holds, CPU load.
-#[test]
 fn case01_racing_exclusive_acquirers_never_overlap_and_tokens_only_grow() {
     let (workers, attempts) = (count(4, 16), count(10, 625));
     let sb = Arc::new(Sandbox::new());
@@ -110,7 +119,6 @@ fn case01_racing_exclusive_acquirers_never_overlap_and_tokens_only_grow() {
 }
 
 /// fault case 2: 12 shared + 4 exclusive processes (CI: 3 + 1).
-#[test]
 fn case02_shared_and_exclusive_never_overlap_and_writers_are_not_starved() {
     let (shared, exclusive, attempts) = (count(3, 12), count(1, 4), count(8, 100));
     let sb = Arc::new(Sandbox::new());
@@ -135,7 +143,6 @@ fn case02_shared_and_exclusive_never_overlap_and_writers_are_not_starved() {
 /// writing to a fenced sink, release) is `SIGKILLed` at a random point; the
 /// next acquirer must get the lease at once (the supervisor and the
 /// command's group are provably gone) and at the latest within TTL + 1 s.
-#[test]
 fn case03_kill_9_of_the_holder_at_random_points_is_taken_over_at_once() {
     const TTL: Duration = Duration::from_secs(2);
     let trials = count(8, 1000);
@@ -201,7 +208,6 @@ fn case03_kill_9_of_the_holder_at_random_points_is_taken_over_at_once() {
 /// polls, not only when its place in the queue needs a refresh. Bounded
 /// generously at 1.5 s (the holder's guard first has to stop the command;
 /// its TTL is 10 s).
-#[test]
 fn case26_a_queued_waiter_takes_over_from_a_killed_holder_promptly() {
     const BOUND: Duration = Duration::from_millis(1500);
     let trials = count(4, 200);
@@ -286,7 +292,6 @@ fn try_acquire_grant(sb: &Sandbox, name: &str, ttl: &str) -> Option<(u64, String
 /// (mark bound to its writer) refuses every reissued token; the grant log's
 /// checker reports the rollback. So does `leasehold write --fence-token
 /// --fence-grant`, whose record names the grant next to the token.
-#[test]
 fn case07_a_rolled_back_store_reissues_tokens_and_the_sink_refuses_them() {
     const CYCLES: usize = 3;
     let rollbacks = count(4, 100);
@@ -363,19 +368,16 @@ fn case07_a_rolled_back_store_reissues_tokens_and_the_sink_refuses_them() {
     assert_eq!(reported, reissued, "every reissued token is reported");
 }
 
-fn faketime_available() -> bool {
-    let ok = Command::new("faketime")
+/// Go on only where `faketime` runs (otherwise the case cannot run here).
+fn need_faketime() {
+    leasehold_testkit::need_program("faketime", "faketime");
+    let runs = Command::new("faketime")
         .args(["-f", "+0", "true"])
         .status()
         .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "faketime is missing in CI"
-        );
-        eprintln!("skipped: case 13 needs faketime (apt-get install faketime)");
+    if !runs {
+        leasehold_testkit::unavailable("`faketime -f +0 true` fails here; reinstall the Debian package faketime");
     }
-    ok
 }
 
 /// `leasehold ARGS` with the wall clock shifted by `offset` ("+0" for none).
@@ -393,11 +395,8 @@ fn faked(sb: &Sandbox, offset: &str, args: &[&str]) -> i32 {
 /// fault case 13: wall-clock jumps (+1 h, −10 min, +1 day) on the holder, the
 /// contender, or both: no early takeover, and no lease outliving its TTL in
 /// real time. 50 jumps per scenario (CI: 1); scenarios run in parallel.
-#[test]
 fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
-    if !faketime_available() {
-        return;
-    }
+    need_faketime();
     let jumps = count(1, 50);
     let scenarios: Vec<(&str, &str, &str)> = ["+1h", "-10m", "+1d"]
         .iter()
@@ -446,11 +445,8 @@ fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
 /// fault case 15: a grant bound to a process whose pid is then handed to another
 /// process (forced through `/proc/sys/kernel/ns_last_pid`): judged stale by
 /// start time, and the process with the reused pid is never signalled.
-#[test]
 fn case15_a_reused_pid_is_judged_by_start_time_and_never_signalled() {
-    if !proc::require_root("case 15", "writing /proc/sys/kernel/ns_last_pid") {
-        return;
-    }
+    leasehold_testkit::need_root("to write /proc/sys/kernel/ns_last_pid");
     let trials = count(5, 200);
     let sb = Sandbox::new();
     let (mut misjudged, mut stray, mut reused) = (0, 0, 0);

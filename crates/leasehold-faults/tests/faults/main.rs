@@ -27,3 +27,17 @@ mod etcd_support;
 // The PostgreSQL store's (throwaway servers).
 #[path = "../../../leasehold-postgres/tests/support/mod.rs"]
 mod pg_support;
+
+fn main() {
+    leasehold_testkit::main(&[
+        cluster::TESTS,
+        corrupt::TESTS,
+        failpoints::TESTS,
+        fuzz::TESTS,
+        leases::TESTS,
+        mounts::TESTS,
+        queue::TESTS,
+        supervisor::TESTS,
+        wedge::TESTS,
+    ]);
+}

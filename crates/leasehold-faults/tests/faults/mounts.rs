@@ -1,11 +1,16 @@
 //! The store on a full or read-only filesystem (fault cases 18 and 19,
 //! store side; state files are tested in leasehold-cli's `files` tests).
-//! Needs root for the tmpfs mounts; skipped with a message otherwise.
+//! Needs root for the tmpfs mounts: ignored, with the reason, otherwise.
 
 use std::process::Command;
 
 use leasehold_faults::proc::{self, Sandbox};
 use leasehold_faults::tier::{count, figure};
+
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    case18_a_full_disk_under_the_store_hands_out_only_durable_tokens,
+    case19_a_read_only_store_is_reported_without_a_panic_and_left_intact,
+];
 
 /// A tmpfs of `size` mounted at DIR/mnt, unmounted on drop.
 struct Tmpfs(std::path::PathBuf);
@@ -53,11 +58,8 @@ fn sandbox_on(tmpfs: &Tmpfs, sb: &Sandbox) -> Vec<(&'static str, String)> {
 /// printed and durable (found in the store afterwards) or refused with a
 /// clear "disk full" (exit 69); never a panic; the store stays sound.
 /// Fill levels: a filler file shrinks 1 KiB at a time after the disk is full.
-#[test]
 fn case18_a_full_disk_under_the_store_hands_out_only_durable_tokens() {
-    if !proc::require_root("case 18 (store side)", "mounting a tmpfs") {
-        return;
-    }
+    leasehold_testkit::need_root("to mount a tmpfs");
     let sb = Sandbox::new();
     let fs = Tmpfs::mount(&sb, "512k");
     let env = sandbox_on(&fs, &sb);
@@ -123,11 +125,8 @@ fn case18_a_full_disk_under_the_store_hands_out_only_durable_tokens() {
 /// it cannot be done mid-run; it is done between commands, and losing the
 /// store mid-run is case 10. Every writing command reports it (exit 69,
 /// "read-only"), none panics, and the store is intact afterwards.
-#[test]
 fn case19_a_read_only_store_is_reported_without_a_panic_and_left_intact() {
-    if !proc::require_root("case 19 (store side)", "mounting a tmpfs") {
-        return;
-    }
+    leasehold_testkit::need_root("to mount a tmpfs");
     let trials = count(2, 100);
     let mut bad = Vec::new();
     for trial in 0..trials {

@@ -15,6 +15,12 @@ use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure};
 use rustix::process::Signal;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    case23_the_queue_loses_nothing_and_completes_each_task_at_most_once,
+    case24_racing_fenced_writes_never_accept_below_the_high_water_mark,
+    case17_the_flock_race_with_kill_9_never_has_two_holders,
+];
+
 fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }
@@ -113,7 +119,6 @@ fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, 
 /// fault case 23: 1,000 tasks, 8 workers, 10% of claims abandoned, 5% paused
 /// past their lease, a poison task; 10 runs (CI: 1 run of 40 tasks, 3 workers).
 /// (SQLite has no server to restart: every CLI call opens the store anew.)
-#[test]
 fn case23_the_queue_loses_nothing_and_completes_each_task_at_most_once() {
     let (runs, tasks, workers) = (count(1, 10), count(40, 1000), count(3, 8));
     let results: Vec<_> = (0..runs).map(|r| queue_run(r, tasks, workers)).collect();
@@ -134,7 +139,6 @@ fn case23_the_queue_loses_nothing_and_completes_each_task_at_most_once() {
 /// (two threads released together, each through the library's fenced
 /// write with a random head start): the file ends with t+1's content
 /// whenever t+1 was accepted, and t is never accepted after t+1.
-#[test]
 fn case24_racing_fenced_writes_never_accept_below_the_high_water_mark() {
     let rounds = count(200, 10_000);
     let dir = tempfile::tempdir().unwrap();
@@ -180,7 +184,6 @@ fn case24_racing_fenced_writes_never_accept_below_the_high_water_mark() {
 /// fault case 17: processes race for one `leasehold lock` while some are
 /// `SIGKILLed` at random; each holder's command claims a marker directory
 /// (mkdir is atomic: a second live holder fails it). 8,000 lockings (CI: 60).
-#[test]
 fn case17_the_flock_race_with_kill_9_never_has_two_holders() {
     let total = count(60, 8000);
     let workers = 4;

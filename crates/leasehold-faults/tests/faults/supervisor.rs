@@ -12,6 +12,17 @@ use rustix::process::Signal;
 
 use crate::common::{finish, spawn_holder, starts};
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume,
+    case09_a_paused_supervisor_leaves_its_command_fenced_off,
+    case09_a_paused_command_keeps_its_lease_while_the_supervisor_renews,
+    case10_an_unavailable_store_stops_the_command_before_the_lease_can_pass_on,
+    case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_passes_on,
+    case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence,
+    case25_everything_stopped_writes_late_and_is_refused_then_stopped,
+    case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on,
+];
+
 const TTL_MS: u64 = 1500;
 const HEARTBEAT_MS: u64 = 250;
 const OPTIONS: &[&str] = &["--ttl", "1500ms", "--heartbeat", "250ms", "--grace", "300ms"];
@@ -70,7 +81,6 @@ fn sink_report(sb: &Sandbox, trial: usize, mut seen: Vec<String>) -> Report {
 /// The guard, not paused here, usually ends the command at the window's
 /// end already (SIGKILL ends a stopped process); case 25c pauses the guard
 /// too, so that the late writes surely happen.
-#[test]
 fn case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume() {
     let reports = parallel(count(2, 200), 6, |trial| {
         let sb = Sandbox::new();
@@ -106,7 +116,6 @@ fn case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume() {
 /// command at the window's end (case 25a measures that it is in time);
 /// whatever it wrote, no old-token write is accepted after the new
 /// holder's first, and on SIGCONT the supervisor exits 75.
-#[test]
 fn case09_a_paused_supervisor_leaves_its_command_fenced_off() {
     let reports = parallel(count(2, 200), 6, |trial| {
         let sb = Sandbox::new();
@@ -134,7 +143,6 @@ fn case09_a_paused_supervisor_leaves_its_command_fenced_off() {
 /// fault case 9b: only the command is `SIGSTOPped` past 3×TTL; the supervisor
 /// keeps renewing, so the lease stays and no one else gets it; the command
 /// resumes writing with its (still current) token.
-#[test]
 fn case09_a_paused_command_keeps_its_lease_while_the_supervisor_renews() {
     let reports = parallel(count(2, 200), 6, |trial| {
         let sb = Sandbox::new();
@@ -168,7 +176,6 @@ fn case09_a_paused_command_keeps_its_lease_while_the_supervisor_renews() {
 /// store could expire the grant — before `L − heartbeat + TTL`, where L is
 /// when the lock was taken (the last renewal was sent after `L −
 /// heartbeat`). Reports the minimum margin.
-#[test]
 fn case10_an_unavailable_store_stops_the_command_before_the_lease_can_pass_on() {
     let results = parallel(count(2, 100), 6, |trial| {
         let sb = Sandbox::new();
@@ -310,7 +317,6 @@ fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
 /// its guard sees no EOF). The guard knows the trust window and stops the
 /// command itself, at the moments `run` would: the command must be gone
 /// before a newcomer waiting for the lease is granted it.
-#[test]
 fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_passes_on() {
     let results = parallel(count(3, 100), 6, |trial| {
         let sb = Sandbox::new();
@@ -390,7 +396,6 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
 
 /// fault case 25b: the supervisor and its guard stopped, the command runs
 /// on (see [`stopped_with_its_guard`]).
-#[test]
 fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
     let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, false));
     conclude_stopped(
@@ -402,7 +407,6 @@ fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
 
 /// fault case 25c: everything stopped, the command resumed first (see
 /// [`stopped_with_its_guard`]).
-#[test]
 fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
     let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, true));
     conclude_stopped(
@@ -415,7 +419,6 @@ fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
 /// fault case 25d: `leasehold work` alone `SIGSTOPped` while its task runs: the
 /// task's guard stops the command before the claim can pass on, so a
 /// newcomer's claim of the task finds it gone.
-#[test]
 fn case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on() {
     let results = parallel(count(2, 100), 6, |trial| {
         let sb = Sandbox::new();

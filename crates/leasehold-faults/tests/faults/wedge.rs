@@ -44,6 +44,12 @@ use crate::common::{client, finish};
 use crate::etcd_support;
 use crate::pg_support;
 
+pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    case30_a_writer_stopped_inside_its_sqlite_transaction_is_named_and_nothing_is_lost,
+    case30_a_client_stopped_inside_its_postgres_transaction_holds_up_its_own_name_only,
+    case30_a_client_stopped_inside_its_etcd_transaction_holds_up_nothing,
+];
+
 /// The holders beside the stopped one.
 const VICTIMS: [&str; 3] = ["v1", "v2", "v3"];
 /// Every `run` here: TTL 3 s (etcd's shortest lease is 2 s).
@@ -362,7 +368,6 @@ fn command_ended_in_time(sb: &Sandbox, name: &str, report: &mut Report) -> i64 {
 
 /// fault case 30, SQLite: see the module docs. Stopped inside an
 /// acquisition and inside a renewal, a trial each in the CI tier.
-#[test]
 fn case30_a_writer_stopped_inside_its_sqlite_transaction_is_named_and_nothing_is_lost() {
     let rounds = tier::count(1, 10);
     let mut results: Vec<(Inside, SqliteTrial)> = Vec::new();
@@ -467,12 +472,7 @@ fn network_trial(
 /// 69) while it stays stopped; in the soak tier it stays stopped past the
 /// server's `idle_in_transaction_session_timeout` (60 s), which ends its
 /// session and frees the name.
-#[test]
 fn case30_a_client_stopped_inside_its_postgres_transaction_holds_up_its_own_name_only() {
-    if let Some(why) = pg_support::unavailable() {
-        etcd_support::skip("case30 (PostgreSQL)", &why);
-        return;
-    }
     let server = pg_support::Server::start(false);
     let store = server.url(&pg_support::Server::fresh_schema());
     let soak = tier::soak();
@@ -541,11 +541,7 @@ fn case30_a_client_stopped_inside_its_postgres_transaction_holds_up_its_own_name
 /// nothing yet (the transaction is one compare-and-swap at commit), so
 /// the same name is granted to another at once; resumed, the stopped
 /// client's compare fails and it finds the name held (exit 11).
-#[test]
 fn case30_a_client_stopped_inside_its_etcd_transaction_holds_up_nothing() {
-    if etcd_support::skip_without_etcd("case30 (etcd)") {
-        return;
-    }
     let server = etcd_support::shared();
     let store = format!(
         "etcd://{}?prefix={}",

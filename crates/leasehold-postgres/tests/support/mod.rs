@@ -9,8 +9,10 @@
 //! directory's postmaster only) and removes the directory once the test
 //! binary has exited, however it exited.
 //!
-//! Without PostgreSQL installed the tests are skipped with a loud message,
-//! unless `CI=true`, where that is a failure.
+//! Without PostgreSQL installed (or with `postgres` in
+//! `LEASEHOLD_TEST_HIDE`), starting a server ends the test as one that
+//! cannot run here: leasehold-testkit reports it as ignored with the reason,
+//! or as a failure under `CI=true`.
 //!
 //! [`Server::start_on`] listens on another private address of the test
 //! instead (a test network's, for clients in a network namespace); the
@@ -83,32 +85,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-const MISSING: &str = "no PostgreSQL server binaries found (/usr/lib/postgresql/*/bin/initdb); \
-                       install them with `apt-get install postgresql`";
-
-/// `Some(reason)` when a test must skip: no PostgreSQL outside CI. Panics
-/// under `CI=true`, where a missing server must fail the run. (For a test
-/// binary that must go on with its other tests; [`Server::start`] ends
-/// the whole binary instead.)
-pub fn unavailable() -> Option<String> {
-    if find_bin().is_some() {
-        return None;
-    }
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: {MISSING}");
-    Some(MISSING.to_owned())
-}
-
-/// Without PostgreSQL: fail under CI, otherwise skip every test of this
-/// binary, loudly.
-fn missing() -> ! {
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: {MISSING}");
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "\n\nSKIP: every PostgreSQL test of {}: {MISSING}\n",
-        std::env::args().next().unwrap_or_default()
-    );
-    std::process::exit(0);
-}
+const MISSING: &str =
+    "no PostgreSQL server binaries at /usr/lib/postgresql/*/bin; install the Debian package postgresql";
 
 impl Server {
     /// The server shared by the tests of this binary (`fsync=off`: for
@@ -141,7 +119,14 @@ impl Server {
 
     fn start_with(durable: bool, tls: bool, host: &str, clients: Option<&str>) -> Server {
         static N: AtomicU32 = AtomicU32::new(0);
-        let Some(bin) = find_bin() else { missing() };
+        if leasehold_testkit::hidden("postgres") {
+            leasehold_testkit::unavailable(
+                "no PostgreSQL server binaries (hidden by LEASEHOLD_TEST_HIDE); install the Debian package postgresql",
+            );
+        }
+        let Some(bin) = find_bin() else {
+            leasehold_testkit::unavailable(MISSING)
+        };
         let dir = std::env::temp_dir().join(format!(
             "leasehold-pg-{}-{}",
             std::process::id(),
