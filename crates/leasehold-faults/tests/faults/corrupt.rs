@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use leasehold::{Acquire, AcquireOptions, LeaseName, Store};
-use leasehold_faults::check::Report;
+use leasehold_faults::checker::Report;
 use leasehold_faults::proc::{self, Sandbox};
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure, soak};

@@ -9,20 +9,59 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use leasehold::Token;
-use leasehold::files::{FencedFile, WriteOptions};
-use leasehold_faults::proc::{self, Sandbox};
+use leasehold_faults::checker::Report;
+use leasehold_faults::history::{Acts, Answer, Attempt, Fence, GrantRecord, History};
+use leasehold_faults::proc::{self, Sandbox, boot_ns};
+use leasehold_faults::resource::FencedResource;
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure};
 use rustix::process::Signal;
+
+use crate::common::{history, judge};
 
 fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }
 
+/// `leasehold task done|fail Q ID --token T ...` as `claim` (the task's
+/// name and the claim's label in the history): an attempt through the
+/// store's gate (it judges the token), recorded with its answer — exit 0
+/// accepted, 12 refused (the claim was lost).
+fn report_task(
+    sb: &Sandbox,
+    history: &mut History,
+    (task, claim, token): (&str, &str, &str),
+    args: &[&str],
+) -> (i32, String) {
+    let attempt = Attempt {
+        name: task,
+        grant: claim,
+        token: token.parse().ok(),
+        resource: task,
+        fence: Fence::Store,
+        value: if args[1] == "done" { "done" } else { "-" },
+    };
+    let (_, (code, err)) = history
+        .attempt(&attempt, || {
+            let (code, _, err) = sb.run(args);
+            let answer = match code {
+                0 => Answer::Accepted,
+                12 => Answer::Refused,
+                _ => Answer::Failed,
+            };
+            (answer, (code, err))
+        })
+        .expect("record in the history");
+    (code, err)
+}
+
 /// One run: TASKS tasks (one poison: always fails), WORKERS workers; 10% of
 /// claims abandoned (the worker "died"), 5% paused past their lease before
-/// completing. Returns (lost, doubled, late completions accepted, poison dead?).
-fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, bool) {
+/// completing. Each claim is a grant of its task (`q/ID`) in the history,
+/// each completion an attempt through the store's gate; the task's final
+/// state is read back where a completion was acknowledged. Returns (lost,
+/// doubled, late completions accepted, poison dead?, the checker's report).
+fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, bool, Report) {
     let sb = Arc::new(Sandbox::new());
     let mut lines = String::new();
     for i in 0..tasks {
@@ -42,10 +81,13 @@ fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, 
             let (sb, accepted, late) = (sb.clone(), accepted.clone(), late.clone());
             std::thread::spawn(move || {
                 let mut rng = Rng::new((run * 100 + w) as u64);
+                let mut history = history(&sb);
                 let mut idle = 0;
                 while idle < 20 {
                     let claimed_at = std::time::Instant::now();
+                    let asked = boot_ns();
                     let (code, out, err) = sb.run(&["task", "claim", "q", "--ttl", "1s"]);
+                    let answered = boot_ns();
                     if code == 10 {
                         idle += 1;
                         std::thread::sleep(Duration::from_millis(100));
@@ -56,8 +98,30 @@ fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, 
                     let c = json(&out);
                     let id = c["id"].as_str().unwrap().to_owned();
                     let token = c["token"].as_u64().unwrap().to_string();
+                    let (task, claim) = (format!("q/{id}"), format!("claim{token}.w{w}"));
+                    // The worker's only effect is its report, which the store
+                    // judges: it acts through that fence alone.
+                    history
+                        .grant(&GrantRecord {
+                            name: task.clone(),
+                            token: token.parse().ok(),
+                            grant: claim.clone(),
+                            exclusive: true,
+                            by: format!("worker:{w}"),
+                            asked: Some(asked),
+                            answered,
+                            granted: None,
+                            acts: Acts::Fenced,
+                        })
+                        .unwrap();
+                    let me = (task.as_str(), claim.as_str(), token.as_str());
                     if id == "t0" {
-                        let _ = sb.run(&["task", "fail", "q", &id, "--token", &token, "--error", "poison"]);
+                        let _ = report_task(
+                            &sb,
+                            &mut history,
+                            me,
+                            &["task", "fail", "q", &id, "--token", &token, "--error", "poison"],
+                        );
                         continue;
                     }
                     let roll = rng.below(100);
@@ -68,7 +132,8 @@ fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, 
                     if paused {
                         std::thread::sleep(Duration::from_millis(1300));
                     }
-                    let (code, _, err) = sb.run(&["task", "done", "q", &id, "--token", &token]);
+                    let (code, err) =
+                        report_task(&sb, &mut history, me, &["task", "done", "q", &id, "--token", &token]);
                     match code {
                         0 => {
                             *accepted.lock().unwrap().entry(id).or_default() += 1;
@@ -107,7 +172,16 @@ fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, 
     let dead = stats["dead"].as_u64().unwrap_or(0) as usize;
     let (_, out, _) = sb.run(&["task", "show", "q", "t0", "--json"]);
     let poison_dead = json(&out)["state"] == "dead";
-    (tasks - done - dead, doubled, *late.lock().unwrap(), poison_dead)
+    // An acknowledged completion is never lost: each such task reads back done.
+    let mut history = history(&sb);
+    for id in accepted.keys() {
+        let at = boot_ns();
+        let (_, out, _) = sb.run(&["task", "show", "q", id, "--json"]);
+        let found = json(&out)["state"].as_str().unwrap_or("missing").to_owned();
+        history.read(&format!("q/{id}"), at, &found).unwrap();
+    }
+    let report = judge(&sb, &[]);
+    (tasks - done - dead, doubled, *late.lock().unwrap(), poison_dead, report)
 }
 
 /// fault case 23: 1,000 tasks, 8 workers, 10% of claims abandoned, 5% paused
@@ -121,12 +195,23 @@ fn case23_the_queue_loses_nothing_and_completes_each_task_at_most_once() {
     let doubled: usize = results.iter().map(|r| r.1).sum();
     let late: usize = results.iter().map(|r| r.2).sum();
     let poison = results.iter().filter(|r| r.3).count();
+    let mut report = Report::new("case 23");
+    for r in &results {
+        report.merge(r.4.clone());
+    }
     figure(
         23,
         &format!(
-            "lost {lost} / doubled {doubled} / late completions accepted {late} over {runs} runs of {tasks} tasks x {workers} workers; poison task dead in {poison} of {runs}"
+            "lost {lost} / doubled {doubled} / late completions accepted {late} over {runs} runs of {tasks} tasks x {workers} workers; poison task dead in {poison} of {runs}; \
+             checker: {} claims, {} reports ({} accepted, {} refused), {} violations",
+            report.counts.grants,
+            report.counts.writes,
+            report.counts.accepted,
+            report.counts.refused,
+            report.violations.len()
         ),
     );
+    report.assert_clean();
     assert_eq!((lost, doubled, late, poison), (0, 0, 0, runs));
 }
 
@@ -137,8 +222,9 @@ fn case23_the_queue_loses_nothing_and_completes_each_task_at_most_once() {
 #[test]
 fn case24_racing_fenced_writes_never_accept_below_the_high_water_mark() {
     let rounds = count(200, 10_000);
-    let dir = tempfile::tempdir().unwrap();
-    let file = Arc::new(FencedFile::new(dir.path().join("state")));
+    let sb = Sandbox::new();
+    let path = sb.file("state");
+    let file = Arc::new(FencedResource::new(&path));
     let mut stale = Vec::new();
     let mut rng = Rng::from_env("case 24");
     for round in 0..rounds as u64 {
@@ -150,16 +236,20 @@ fn case24_racing_fenced_writes_never_accept_below_the_high_water_mark() {
             .zip(delays)
             .map(|(token, delay)| {
                 let (file, barrier) = (file.clone(), barrier.clone());
+                let mut history = history(&sb);
                 std::thread::spawn(move || {
                     barrier.wait();
                     std::thread::sleep(Duration::from_micros(delay));
-                    file.write(Token(token), token.to_string().as_bytes(), &WriteOptions::default())
-                        .is_ok()
+                    let grant = format!("t{token}");
+                    let (answer, _) = file
+                        .write(&mut history, "state", &grant, Token(token).into(), &token.to_string())
+                        .expect("record in the history");
+                    answer == Answer::Accepted
                 })
             })
             .collect();
         let ok: Vec<bool> = threads.into_iter().map(|h| h.join().unwrap()).collect();
-        let content = std::fs::read_to_string(file.path()).unwrap();
+        let content = std::fs::read_to_string(&path).unwrap();
         if !ok[1] || content != (t + 1).to_string() {
             stale.push(format!(
                 "round {round}: t={t} accepted {}, t+1 accepted {}, file holds {content}",
@@ -167,13 +257,19 @@ fn case24_racing_fenced_writes_never_accept_below_the_high_water_mark() {
             ));
         }
     }
+    let report = judge(&sb, &[&path]);
     figure(
         24,
         &format!(
-            "stale accepted in {rounds} interleavings of t and t+1 (library fenced write): {}",
-            stale.len()
+            "stale accepted in {rounds} interleavings of t and t+1 (library fenced write): {}; checker: {} writes ({} accepted, {} refused), {} violations",
+            stale.len(),
+            report.counts.writes,
+            report.counts.accepted,
+            report.counts.refused,
+            report.violations.len()
         ),
     );
+    report.assert_clean();
     assert!(stale.is_empty(), "{stale:#?}");
 }
 
