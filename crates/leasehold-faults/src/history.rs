@@ -12,8 +12,8 @@
 //! (so an attempt whose process dies before the answer is still known, with
 //! an unknown outcome), `answer` after.
 
-use std::fs::{File, OpenOptions};
 use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 

@@ -320,22 +320,34 @@ fn record_newcomer(sb: &Sandbox, name: &str, grant: &str, token: u64, (asked, an
     history.end(name, grant, answered).unwrap();
 }
 
-/// What a case-25 trial saw: the checker's report (and the trial's own
-/// observations), and the command's last sign of life relative to the
-/// newcomer's grant (ms; negative = before it).
-type StopTrial = (Report, i64);
+/// What a case-25 trial saw.
+struct StopTrial {
+    /// The checker's report, and the trial's own observations.
+    report: Report,
+    /// The old command's last sign of life relative to the newcomer's
+    /// grant (ms; negative = before it).
+    last_ms: i64,
+    /// (b), (c): how long the resumed guard took to stop the command.
+    guard_stopped: Option<Duration>,
+}
 
 fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
-    let clean = results.iter().filter(|(r, _)| r.is_clean()).count();
-    let latest = results.iter().map(|(_, ms)| *ms).max().unwrap_or(0);
+    let clean = results.iter().filter(|t| t.report.is_clean()).count();
+    let latest = results.iter().map(|t| t.last_ms).max().unwrap_or(0);
     let mut all = Report::new("case 25");
-    for (r, _) in results {
-        all.merge(r.clone());
+    for t in results {
+        all.merge(t.report.clone());
     }
+    let guard = results
+        .iter()
+        .filter_map(|t| t.guard_stopped)
+        .max()
+        .map(|d| format!("; the resumed guard stopped the command within {} ms", d.as_millis()))
+        .unwrap_or_default();
     figure(
         25,
         &format!(
-            "{variant}: {clean} of {} trials clean ({} grants, {} writes: {} accepted, {} refused); latest sign of life of the old command {latest} ms after {relative_to}",
+            "{variant}: {clean} of {} trials clean ({} grants, {} writes: {} accepted, {} refused); latest sign of life of the old command {latest} ms after {relative_to}{guard}",
             results.len(),
             all.counts.grants,
             all.counts.writes,
@@ -343,8 +355,8 @@ fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
             all.counts.refused
         ),
     );
-    for (r, _) in results {
-        r.assert_clean();
+    for t in results {
+        t.report.assert_clean();
     }
 }
 
@@ -383,19 +395,31 @@ fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_pa
             seen.push(format!("supervisor exit {code}, not 75: {err}"));
         }
         let last = grants(&sb, "job")[0].end.unwrap_or(u64::MAX);
-        (trial_report(&sb, trial, seen), ms_after(last, granted))
+        StopTrial {
+            report: trial_report(&sb, trial, seen),
+            last_ms: ms_after(last, granted),
+            guard_stopped: None,
+        }
     });
     conclude_stopped("(a) supervisor stopped alone", "the newcomer's grant", &results);
 }
 
+/// How long a resumed guard whose trust window closed while it was stopped
+/// may take to stop the command: it looks at the boot clock at least every
+/// 100 ms, so "at once", with five times that for a loaded machine. (A
+/// window kept 2 s too long — a planted bug — still has over a second to
+/// run at this point.)
+const GUARD_RESUMED_STOPS_WITHIN: Duration = Duration::from_millis(500);
+
 /// Cases 25b and 25c: the supervisor and its guard — and, with
 /// `command_too`, the command — `SIGSTOPped` past the TTL while a newcomer
-/// holds and writes. Nothing unpaused can stop the command: it acts only
-/// through the fence (after the newcomer's first write every old-token
-/// write is refused). Resumed — the command first, so that it writes with
-/// its stale token — the guard finds the window closed and stops it at
-/// once; `run` exits 75. The premise is asserted: the old command did
-/// attempt a write after the newcomer's grant, and it was refused.
+/// takes the lease and writes. Nothing unpaused can stop the command: it
+/// acts only through the fence (after the newcomer's first write every
+/// old-token write is refused). Resumed — the command first, so that it
+/// writes with its stale token — the guard finds the window closed and
+/// stops it at once (within [`GUARD_RESUMED_STOPS_WITHIN`], the
+/// supervisor still stopped); `run` exits 75. The premise is asserted: the
+/// old command did attempt a write after the newcomer's grant, refused.
 fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
     let sb = Sandbox::new();
     let sup = spawn_holder_acting(&sb, "job", OPTIONS, 60_000, Acts::Fenced);
@@ -407,16 +431,31 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
         pause_outside_resource(&sb, cmd);
     }
     let mut seen = Vec::new();
-    let (code, err) = second_holder(&sb);
-    if code != 0 {
-        seen.push(format!("the second holder exited {code}: {err}"));
+    let mut options = OPTIONS.to_vec();
+    options.extend_from_slice(&["--wait", "20s"]);
+    let newcomer = spawn_holder(&sb, "job", &options, 300);
+    // The newcomer is granted and its first write answered — accepted: the
+    // fence's mark moved on.
+    let attempts = |grant: &str| history::attempts_of(&history_path(&sb), grant).expect("read the history");
+    let answered = proc::wait_until(Duration::from_secs(20), || {
+        grants(&sb, "job")
+            .get(1)
+            .is_some_and(|n| attempts(&n.grant).iter().any(|(_, a)| a.is_some()))
+    });
+    assert!(answered.is_some(), "trial {trial}: the newcomer never wrote");
+    let newcomer_grant = grants(&sb, "job").swap_remove(1);
+    if attempts(&newcomer_grant.grant)
+        .iter()
+        .all(|(_, a)| *a != Some(Answer::Accepted))
+    {
+        seen.push(format!(
+            "the newcomer's first write (token {:?}) was not accepted",
+            newcomer_grant.token
+        ));
     }
-    // The newcomer has released by now: its recorded start stands in for
-    // its grant (a little later than it).
-    let granted = grants(&sb, "job").get(1).map_or(u64::MAX, |g| g.answered);
+    let granted = newcomer_grant.answered;
     let late_attempts = || -> Vec<Option<Answer>> {
-        history::attempts_of(&history_path(&sb), &old.grant)
-            .expect("read the history")
+        attempts(&old.grant)
             .into_iter()
             .filter(|(start, _)| *start > granted)
             .map(|(_, answer)| answer)
@@ -425,10 +464,23 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
     if command_too {
         proc::signal(cmd, Signal::CONT);
         // It writes with its stale token (answered, refused) before its
-        // supervisor and guard can react.
+        // guard can react.
         proc::wait_until(Duration::from_secs(10), || late_attempts().iter().any(Option::is_some));
     }
     proc::signal(guard, Signal::CONT);
+    // Its grace ran out long ago too: SIGTERM and SIGKILL go out together,
+    // and the command may die without recording its end.
+    let stopped_after = proc::wait_until(GUARD_RESUMED_STOPS_WITHIN, || !proc::alive(cmd));
+    if stopped_after.is_none() {
+        seen.push(format!(
+            "the guard, resumed {} ms after the newcomer's grant (its window closed before it), had not stopped the command (pid {cmd}) {GUARD_RESUMED_STOPS_WITHIN:?} later",
+            ms_after(boot_ns(), granted) - GUARD_RESUMED_STOPS_WITHIN.as_millis() as i64
+        ));
+    }
+    let (code, err) = finish(newcomer, Duration::from_secs(30));
+    if code != 0 {
+        seen.push(format!("the newcomer exited {code}: {err}"));
+    }
     proc::signal(sup.id(), Signal::CONT);
     let (code, err) = finish(sup, Duration::from_secs(10));
     if code != 75 {
@@ -444,8 +496,13 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
             old.token
         ));
     }
-    let last = grants(&sb, "job")[0].end.unwrap_or(u64::MAX);
-    (trial_report(&sb, trial, seen), ms_after(last, granted))
+    let last_write = attempts(&old.grant).last().map_or(0, |(start, _)| *start);
+    let last = grants(&sb, "job")[0].end.unwrap_or(0).max(last_write);
+    StopTrial {
+        report: trial_report(&sb, trial, seen),
+        last_ms: ms_after(last, granted),
+        guard_stopped: stopped_after,
+    }
 }
 
 /// fault case 25b: the supervisor and its guard stopped, the command runs
@@ -455,7 +512,7 @@ fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
     let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, false));
     conclude_stopped(
         "(b) supervisor and guard stopped (fence only)",
-        "the newcomer's command started",
+        "the newcomer's grant",
         &results,
     );
 }
@@ -465,11 +522,7 @@ fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
 #[test]
 fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
     let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, true));
-    conclude_stopped(
-        "(c) everything stopped (fence only)",
-        "the newcomer's command started",
-        &results,
-    );
+    conclude_stopped("(c) everything stopped (fence only)", "the newcomer's grant", &results);
 }
 
 /// fault case 25d: `leasehold work` alone `SIGSTOPped` while its task runs: the
@@ -543,7 +596,11 @@ fn case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on
             seen.push(format!("work exit {code}: {err}"));
         }
         let last = grants(&sb, "q/t")[0].end.unwrap_or(u64::MAX);
-        (trial_report(&sb, trial, seen), ms_after(last, claimed))
+        StopTrial {
+            report: trial_report(&sb, trial, seen),
+            last_ms: ms_after(last, claimed),
+            guard_stopped: None,
+        }
     });
     conclude_stopped("(d) worker stopped alone", "the newcomer's claim", &results);
 }
