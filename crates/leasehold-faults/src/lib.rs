@@ -37,7 +37,7 @@
 //! - [`tier`] — counts: the CI tier runs reduced counts; `LEASEHOLD_SOAK=1`
 //!   (`scripts/soak`) runs the full counts of docs/RELIABILITY.md.
 //! - The `faults-client` binary of this crate: the process a case runs
-//!   under `leasehold run` or `work` (it records its grant, writes to a
+//!   under `leasehold run`, `work` or `lock` (it records its grant, writes to a
 //!   [`resource::FencedResource`] every 2 ms, and records the end of its
 //!   holding — also on SIGTERM; it fails when leasehold refused every write).
 //!

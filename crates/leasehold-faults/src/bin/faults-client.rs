@@ -4,7 +4,8 @@
 //! faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced]
 //!     # record the grant of $LEASEHOLD_NAME / $LEASEHOLD_TOKEN / $LEASEHOLD_GRANT
 //!     # (under `work`: the claim of $LEASEHOLD_QUEUE/$LEASEHOLD_TASK_ID with
-//!     # $LEASEHOLD_TASK_TOKEN), asked for at $FAULTS_ASKED_NS when the test
+//!     # $LEASEHOLD_TASK_TOKEN; under `lock`: a holding of $FAULTS_LOCK_NAME,
+//!     # which has no token), asked for at $FAULTS_ASKED_NS when the test
 //!     # set it; write to the fenced RESOURCE ("" for none) every 2 ms for
 //!     # HOLD_MS; record the end. `fenced`: every effect goes through the fence
 //!     # (the holder is not judged by time, only by the fence's answers).
@@ -80,8 +81,10 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// The grant this process holds: (name, token, its label, the fence to present).
-fn held_grant() -> (String, u64, String, Fence) {
+/// The grant this process holds: (name, token, its label, the fence to
+/// present; `None` for a `leasehold lock` holding, which has no token and
+/// so cannot write through a fence).
+fn held_grant() -> (String, Option<u64>, String, Option<Fence>) {
     let pid = std::process::id();
     let number = |var: &str, v: String| -> u64 {
         v.parse()
@@ -94,7 +97,7 @@ fn held_grant() -> (String, u64, String, Fence) {
         let label = fence
             .grant
             .map_or_else(|| format!("pid{pid}.token{token}"), |g| g.to_string());
-        return (name, token, label, fence);
+        return (name, Some(token), label, Some(fence));
     }
     if let (Some(queue), Some(id), Some(token)) = (
         env("LEASEHOLD_QUEUE"),
@@ -105,10 +108,13 @@ fn held_grant() -> (String, u64, String, Fence) {
         // A claim has no grant id: its token and holder name it.
         return (
             format!("{queue}/{id}"),
-            token,
+            Some(token),
             format!("claim{token}.pid{pid}"),
-            Fence::from(Token(token)),
+            Some(Fence::from(Token(token))),
         );
+    }
+    if let Some(name) = env("FAULTS_LOCK_NAME") {
+        return (name, None, format!("lock.pid{pid}"), None);
     }
     fail("no grant: run me under `leasehold run` (LEASEHOLD_NAME, LEASEHOLD_TOKEN) or `leasehold work`")
 }
@@ -135,7 +141,7 @@ fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
     let asked = env("FAULTS_ASKED_NS").and_then(|v| v.parse().ok());
     let record = GrantRecord {
         name: name.clone(),
-        token: Some(token),
+        token,
         grant: grant.clone(),
         exclusive,
         by: format!("pid:{pid}"),
@@ -147,13 +153,17 @@ fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
     if let Err(e) = history.grant(&record) {
         fail(&format!("cannot record the grant: {e}"));
     }
-    let resource = (!resource.is_empty()).then(|| FencedResource::new(resource.as_ref()));
+    let resource = match (resource.is_empty(), fence) {
+        (true, _) => None,
+        (false, Some(fence)) => Some((FencedResource::new(resource.as_ref()), fence)),
+        (false, None) => fail("a `leasehold lock` holding has no token to write to a fenced RESOURCE with: pass \"\""),
+    };
     let (mut written, mut accepted, mut failed) = (0u64, 0u64, None);
     let began = Instant::now();
     while began.elapsed() < hold && !term.load(Ordering::Relaxed) {
-        if let Some(resource) = &resource {
+        if let Some((resource, fence)) = &resource {
             written += 1;
-            match resource.write(&mut history, &name, &grant, fence, &format!("{grant}.{written}")) {
+            match resource.write(&mut history, &name, &grant, *fence, &format!("{grant}.{written}")) {
                 Ok((Answer::Accepted, _)) => accepted += 1,
                 Ok((Answer::Refused, _)) => {}
                 Ok((Answer::Failed, e)) => {
@@ -170,6 +180,8 @@ fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
     if term.load(Ordering::Relaxed) {
         return 143;
     }
+    // Writes happen only with a fence, so with a token.
+    let token = token.map_or_else(|| "-".to_owned(), |t| t.to_string());
     if let Some(e) = failed {
         eprintln!("faults-client: a write of grant {grant} (token {token}) failed: {e}");
         return 1;

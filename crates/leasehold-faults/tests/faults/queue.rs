@@ -17,7 +17,7 @@ use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure};
 use rustix::process::Signal;
 
-use crate::common::{history, judge};
+use crate::common::{client, grants, history, history_path, judge};
 
 fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
@@ -274,42 +274,62 @@ fn case24_racing_fenced_writes_never_accept_below_the_high_water_mark() {
 }
 
 /// fault case 17: processes race for one `leasehold lock` while some are
-/// `SIGKILLed` at random; each holder's command claims a marker directory
-/// (mkdir is atomic: a second live holder fails it). 8,000 lockings (CI: 60).
+/// `SIGKILLed` at random. Each holder is `faults-client hold` exec'd by
+/// `lock` (it inherits the locked descriptor): it records its holding (a
+/// grant with no token) when it starts and its end when it is done, and
+/// the checker judges that no holding began before the previous one ended.
+/// A killed holder cannot record its end: the test records it at the kill
+/// (a process `SIGKILLed` never runs again once `kill` returns; the kernel
+/// releases its lock only as it exits, later). 8,000 lockings (CI: 60).
 #[test]
 fn case17_the_flock_race_with_kill_9_never_has_two_holders() {
     let total = count(60, 8000);
     let workers = 4;
     let sb = Arc::new(Sandbox::new());
-    let doubles = Arc::new(Mutex::new(Vec::new()));
     let killed = Arc::new(Mutex::new(0usize));
+    let lock = sb.file("the.lock").display().to_string();
     let threads: Vec<_> = (0..workers)
         .map(|w| {
-            let (sb, doubles, killed) = (sb.clone(), doubles.clone(), killed.clone());
+            let (sb, killed, lock) = (sb.clone(), killed.clone(), lock.clone());
             std::thread::spawn(move || {
                 let mut rng = Rng::new(w as u64 + 17);
-                let lock = sb.file("the.lock").display().to_string();
-                let marker = sb.file("held").display().to_string();
-                let script = format!("mkdir {marker} || echo DOUBLE; sleep 0.002; rmdir {marker}");
+                let history_file = history_path(&sb).display().to_string();
+                let mut history = history(&sb);
                 for _ in 0..total / workers {
                     let child = sb
-                        .cmd(&["lock", &lock, "--wait=60s", "--", "sh", "-c", &script])
-                        .stdout(Stdio::piped())
+                        .cmd(&[
+                            "lock",
+                            &lock,
+                            "--wait=60s",
+                            "--",
+                            client(),
+                            "hold",
+                            &history_file,
+                            "",
+                            "2",
+                        ])
+                        .env("FAULTS_LOCK_NAME", &lock)
+                        .stdout(Stdio::null())
                         .stderr(Stdio::null())
                         .spawn()
                         .unwrap();
+                    let pid = child.id(); // `lock` execs the holder: its pid
+                    let mut killed_at = None;
                     if rng.below(10) == 0 {
                         std::thread::sleep(Duration::from_millis(rng.below(5)));
                         proc::signal(child.id(), Signal::KILL);
+                        killed_at = Some(boot_ns());
                         *killed.lock().unwrap() += 1;
                     }
                     let out = child.wait_with_output().unwrap();
-                    if String::from_utf8_lossy(&out.stdout).contains("DOUBLE") {
-                        doubles.lock().unwrap().push(w);
-                    }
-                    // A killed holder may leave its marker: its lock died with it.
-                    if out.status.code().is_none() {
-                        let _ = std::fs::remove_dir(&marker);
+                    // Killed while holding (it recorded its start, not its end).
+                    if let Some(at) = killed_at
+                        && out.status.code().is_none()
+                    {
+                        let label = format!("lock.pid{pid}");
+                        if grants(&sb, &lock).iter().any(|g| g.grant == label && g.end.is_none()) {
+                            history.end(&lock, &label, at).unwrap();
+                        }
                     }
                 }
             })
@@ -318,14 +338,21 @@ fn case17_the_flock_race_with_kill_9_never_has_two_holders() {
     for t in threads {
         t.join().unwrap();
     }
-    let doubles = doubles.lock().unwrap();
+    let report = judge(&sb, &[]);
     figure(
         17,
         &format!(
-            "double holders in {total} lockings ({} SIGKILLed): {}",
+            "{} holdings in {total} lockings ({} SIGKILLed): {} violations (two holders at once: {})",
+            report.counts.grants,
             killed.lock().unwrap(),
-            doubles.len()
+            report.violations.len(),
+            report.count("overlap")
         ),
     );
-    assert!(doubles.is_empty());
+    report.assert_clean();
+    assert!(
+        report.counts.grants * 2 > total,
+        "only {} of {total} lockings recorded a holding: {report}",
+        report.counts.grants
+    );
 }
