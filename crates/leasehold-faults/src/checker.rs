@@ -130,8 +130,9 @@ pub struct Report {
     pub checked: String,
     pub counts: Counts,
     pub violations: Vec<Violation>,
-    /// Violations not kept (beyond [`KEEP_PER_KIND`] of a kind).
-    pub omitted: usize,
+    /// Violations not kept (beyond [`KEEP_PER_KIND`] of a kind), by kind:
+    /// counted all the same.
+    pub omitted: BTreeMap<&'static str, usize>,
 }
 
 impl Report {
@@ -146,7 +147,7 @@ impl Report {
 
     pub fn push(&mut self, kind: &'static str, detail: impl Into<String>) {
         if self.violations.iter().filter(|v| v.kind == kind).count() >= KEEP_PER_KIND {
-            self.omitted += 1;
+            *self.omitted.entry(kind).or_default() += 1;
             return;
         }
         self.violations.push(Violation {
@@ -166,18 +167,26 @@ impl Report {
         }
         self.counts.add(other.counts);
         self.violations.extend(other.violations);
-        self.omitted += other.omitted;
+        for (kind, n) in other.omitted {
+            *self.omitted.entry(kind).or_default() += n;
+        }
     }
 
     /// Violations of `kind`.
     #[must_use]
     pub fn count(&self, kind: &str) -> usize {
-        self.violations.iter().filter(|v| v.kind == kind).count()
+        self.violations.iter().filter(|v| v.kind == kind).count() + self.omitted.get(kind).copied().unwrap_or(0)
+    }
+
+    /// Every violation, kept or not.
+    #[must_use]
+    pub fn total(&self) -> usize {
+        self.violations.len() + self.omitted.values().sum::<usize>()
     }
 
     #[must_use]
     pub fn is_clean(&self) -> bool {
-        self.violations.is_empty() && self.omitted == 0
+        self.violations.is_empty() && self.omitted.is_empty()
     }
 
     /// Panic, listing every violation (at most 50), unless clean.
@@ -188,7 +197,7 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.violations.len() + self.omitted;
+        let total = self.total();
         write!(f, "{}: {total} violation(s)", self.checked)?;
         for v in self.violations.iter().take(50) {
             write!(f, "\n  - {v}")?;
@@ -1095,6 +1104,31 @@ mod tests {
         // A refused write's value must never be there.
         let refused = write("b1", "b", 4, "file", "record", 22, "refused", "b1");
         assert_eq!(kinds(&(h + &refused + &read("b1"))), ["refused-applied"]);
+    }
+
+    #[test]
+    fn violations_beyond_those_kept_are_still_counted() {
+        let grants = KEEP_PER_KIND + 50;
+        let mut h = String::new();
+        for i in 0..grants as u64 {
+            h += &grant("job", 1, &format!("g{i}"), 10 * i + 10);
+            h += &end("job", &format!("g{i}"), 10 * i + 15);
+        }
+        let report = check_text("test", &h).unwrap();
+        // Each later grant of token 1 reissues the first one's: all are
+        // counted, at most KEEP_PER_KIND kept.
+        let reissued = grants - 1;
+        assert_eq!(report.count("token-reissued"), reissued);
+        assert_eq!(
+            report.violations.iter().filter(|v| v.kind == "token-reissued").count(),
+            KEEP_PER_KIND
+        );
+        let mut merged = Report::new("all");
+        merged.merge(report.clone());
+        merged.merge(report.clone());
+        assert_eq!(merged.count("token-reissued"), 2 * reissued);
+        assert_eq!(merged.total(), 2 * report.total());
+        assert!(!merged.is_clean());
     }
 
     #[test]

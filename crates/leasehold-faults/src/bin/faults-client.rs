@@ -114,7 +114,8 @@ fn held_grant() -> (String, Option<u64>, String, Option<Fence>) {
         );
     }
     if let Some(name) = env("FAULTS_LOCK_NAME") {
-        return (name, None, format!("lock.pid{pid}"), None);
+        // Pids are reused within a long run: the start time makes the label unique.
+        return (name, None, format!("lock.pid{pid}.at{}", boot_ns()), None);
     }
     fail("no grant: run me under `leasehold run` (LEASEHOLD_NAME, LEASEHOLD_TOKEN) or `leasehold work`")
 }

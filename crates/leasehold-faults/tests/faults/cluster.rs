@@ -229,7 +229,7 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
         &format!(
             "{runs} runs by {CLIENTS} processes on 4 names (exit codes {outcomes:?}), {holdings} grants, \
              {accepted} writes accepted by leasehold's fence, {refused} refused; faults {injected:?}; {} violations",
-            report.violations.len()
+            report.total()
         ),
     );
     report.assert_clean();
@@ -481,7 +481,7 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
             "{store_kind}: {stopped_before} of {trials} cut-off holders stopped (exit 75) before the other side's grant, \
              by {min} ms at least; the other side granted {first}..{last} ms after the cut (TTL {TTL:?}); \
              {starts_retried} late-side starts tried again (exit 69 or 75 before the grant was logged); {} violations",
-            report.violations.len()
+            report.total()
         ),
     );
     report.assert_clean();

@@ -88,7 +88,7 @@ fn conclude(case: u32, what: &str, reports: &[Report]) {
             all.count("fence-went-back"),
             all.count("stale-pass"),
             all.count("overlap"),
-            all.violations.len() - all.count("fence-went-back") - all.count("stale-pass") - all.count("overlap")
+            all.total() - all.count("fence-went-back") - all.count("stale-pass") - all.count("overlap")
         ),
     );
     for r in reports {
