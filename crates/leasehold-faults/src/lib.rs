@@ -3,21 +3,29 @@
 //!
 //! # The pieces
 //!
-//! - [`sink::FencedSink`] — a separate SQLite database standing for "the
-//!   resource the lease protects". Every write checks the writer's fencing
-//!   token against the highest token accepted so far, writes, and appends
-//!   an audit row `(seq, token, writer, verdict, boot-clock ns)` — all in
-//!   one `BEGIN IMMEDIATE` transaction, so check and write are atomic.
-//!   [`sink::FencedSink::check`] replays the audit in commit order and
-//!   reports every accepted token lower than one accepted before it.
-//! - [`grants::GrantLog`] — an append-only file where each client writes
-//!   `start TOKEN PID NS` (fsync'd) *before* it uses a token and
-//!   `end TOKEN PID NS` after it stopped using it (NS: boot clock, which
-//!   all processes of the host share). [`grants::check`] reports a token
-//!   granted twice and two exclusive holdings that overlap in time.
-//! - [`check::Report`] — what both checkers return: a list of
-//!   [`check::Violation`]s, each naming the tokens, processes and times
-//!   involved, so that a failing test is understood from its output alone.
+//! - [`history::History`] — the recorder: one append-only file per test
+//!   where every process (the commands under `leasehold run`, the test's
+//!   own threads) writes what happened, one line per event: grants (who:
+//!   grant id and token; when: asked for and answered, on the boot clock
+//!   that all processes share), the end of each holding, and every attempt
+//!   on a resource (before it is made, and its answer after).
+//! - [`resource::FencedResource`] — what a lease protects: a state file
+//!   written through leasehold's own fence (`FencedFile` with the token and
+//!   the grant). It asks leasehold and records the answer; it decides
+//!   nothing. The cases record the store's fence gate (`leasehold fence`),
+//!   `leasehold write --fence-token` and the queue's completions as
+//!   attempts too; a command's own activity is recorded unfenced.
+//! - [`checker`] — the one judge: it reads a history with its own parser
+//!   and shares no code with what it checks (not leasehold's plans, rules
+//!   or fences, not the recorder). Tokens strictly rise in real-time order
+//!   and are never reissued; no two exclusive holdings overlap; no write
+//!   passes the store's gate after a newer grant was issued, and no fence
+//!   record goes back; a holder's own activity ends before the next grant
+//!   (and before the store could expire its grant); nothing acknowledged
+//!   is lost. Its [`checker::Report`] names the tokens, grants, holders
+//!   and times of each violation, so that a failing case is understood
+//!   from its output alone; its counts are the figures of
+//!   docs/RELIABILITY.md.
 //! - Failpoints — `leasehold_backend::failpoint`: named crash (or stop) points in
 //!   acquire/renew/release/claim/complete/write, armed with
 //!   `LEASEHOLD_FAILPOINT=OP/STEP` in a binary built with the `failpoints`
@@ -29,8 +37,9 @@
 //! - [`tier`] — counts: the CI tier runs reduced counts; `LEASEHOLD_SOAK=1`
 //!   (`scripts/soak`) runs the full counts of docs/RELIABILITY.md.
 //! - The `faults-client` binary of this crate: the process a case runs
-//!   under `leasehold run` (it logs its grant, writes to the sink, and logs
-//!   the end of its holding — also on SIGTERM).
+//!   under `leasehold run`, `work` or `lock` (it records its grant, writes to a
+//!   [`resource::FencedResource`] every 2 ms, and records the end of its
+//!   holding — also on SIGTERM; it fails when leasehold refused every write).
 //!
 //! # Adding a case
 //!
@@ -39,8 +48,12 @@
 //! 2. Take counts from [`tier::count`]`(ci, soak)`: the soak count is the
 //!    docs/RELIABILITY.md figure; keep the whole CI tier well under five minutes on
 //!    two cores.
-//! 3. Log what happened (grant log, sink) and assert on
-//!    [`check::Report::assert_clean`], which prints every violation. Print
+//! 3. Record what happened in the sandbox's history (`tests/faults/common.rs`
+//!    has the helpers), judge it with [`checker::check_file`] — a history
+//!    that cannot be read fails the case — and assert on
+//!    [`checker::Report::assert_clean`], which prints every violation. A
+//!    case asserts its own premise too (the fault happened, the late write
+//!    was attempted): a checker judging an empty history passes. Print
 //!    the figure the case reports with [`tier::figure`] (`FIGURE case N:
 //!    ...`), which `scripts/soak` collects for docs/RELIABILITY.md.
 //! 4. List it in its module's `TESTS` (the target runs on leasehold-testkit).
@@ -49,10 +62,10 @@
 //!    missing: reported as ignored with the reason (a failure under
 //!    `CI=true`), never as passed.
 
-pub mod check;
-pub mod grants;
+pub mod checker;
+pub mod history;
 pub mod netns;
 pub mod proc;
+pub mod resource;
 pub mod rng;
-pub mod sink;
 pub mod tier;

@@ -1,70 +1,195 @@
-//! The process fault cases run under `leasehold run` (or by hand):
+//! The process fault cases run under `leasehold run` or `work` (or by hand):
 //!
 //! ```text
-//! faults-client hold LOG SINK HOLD_MS [x|s]   # log the grant of $LEASEHOLD_TOKEN (or, under
-//!                                             # `work`, $LEASEHOLD_TASK_TOKEN), write to the
-//!                                             # sink every 2 ms for HOLD_MS, log the end
-//! faults-client sink-write SINK TOKEN WRITER  # one fenced write: exit 0 accepted, 13 refused
+//! faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced]
+//!     # record the grant of $LEASEHOLD_NAME / $LEASEHOLD_TOKEN / $LEASEHOLD_GRANT
+//!     # (under `work`: the claim of $LEASEHOLD_QUEUE/$LEASEHOLD_TASK_ID with
+//!     # $LEASEHOLD_TASK_TOKEN; under `lock`: a holding of $FAULTS_LOCK_NAME,
+//!     # which has no token), asked for at $FAULTS_ASKED_NS when the test
+//!     # set it; write to the fenced RESOURCE ("" for none) every 2 ms for
+//!     # HOLD_MS; record the end. `fenced`: every effect goes through the fence
+//!     # (the holder is not judged by time, only by the fence's answers).
+//! faults-client write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID]
+//!     # one fenced write as the holder of GRANT (its label in the history)
+//!     # with TOKEN (and leasehold's grant id): exit 0 accepted, 13 refused
 //! ```
 //!
-//! `hold` logs the end of its holding also when it gets SIGTERM (as the
-//! supervisor or its guard sends when stopping it), then exits 143. Sink
-//! writes that fail (not refusals) are exit 1.
+//! Every write asks leasehold (`FencedFile` with the token and the grant)
+//! and records the attempt and the answer; this process decides nothing.
+//! `hold` records its end also when it gets SIGTERM (as the supervisor or
+//! its guard sends when stopping it), then exits 143. Otherwise it exits 1
+//! when a write failed (an error, not a refusal), 13 when leasehold refused
+//! every write it made — a holder whose grant never let it write did not
+//! do what the case is named for — and 0.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use leasehold_faults::grants::GrantLog;
-use leasehold_faults::sink::{FencedSink, Verdict};
+use leasehold::Token;
+use leasehold_faults::history::{Acts, Answer, GrantRecord, History};
+use leasehold_faults::proc::boot_ns;
+use leasehold_faults::resource::{Fence, FencedResource};
+
+const USAGE: &str = "usage: faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced] | write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["hold", log, sink, hold_ms, ref mode @ ..] => hold(log, sink, hold_ms, mode.first() != Some(&"s")),
-        ["sink-write", sink, token, writer] => {
-            let mut sink = FencedSink::open(sink.as_ref()).expect("open sink");
-            match sink.write(token.parse().expect("token"), writer, "data") {
-                Ok(Verdict::Accepted) => 0,
-                Ok(Verdict::Refused { .. }) => 13,
-                Err(e) => {
-                    eprintln!("faults-client: sink write failed: {e}");
+        ["hold", history, resource, hold_ms, ref rest @ ..] => hold(history, resource, hold_ms, rest),
+        ["write", history, resource, name, grant, token, ref id @ ..] => {
+            let token = Token(
+                token
+                    .parse()
+                    .unwrap_or_else(|_| fail(&format!("TOKEN {token:?} is not a number"))),
+            );
+            let grant_id = id.first().map(|g| {
+                g.parse()
+                    .unwrap_or_else(|e| fail(&format!("GRANT_ID {g:?} is not a grant id: {e}")))
+            });
+            let fence = Fence { token, grant: grant_id };
+            let mut history = open_history(history);
+            let value = format!("{grant}.late.{}", boot_ns());
+            match FencedResource::new(resource.as_ref()).write(&mut history, name, grant, fence, &value) {
+                Ok((Answer::Accepted, _)) => 0,
+                Ok((Answer::Refused, _)) => 13,
+                Ok((Answer::Failed, e)) => {
+                    eprintln!("faults-client: the write failed: {}", e.unwrap_or_default());
                     1
                 }
+                Err(e) => fail(&format!("cannot record in the history: {e}")),
             }
         }
         _ => {
-            eprintln!("usage: faults-client hold LOG SINK HOLD_MS [x|s] | sink-write SINK TOKEN WRITER");
+            eprintln!("{USAGE}");
             2
         }
     };
     std::process::exit(code);
 }
 
-fn hold(log: &str, sink: &str, hold_ms: &str, exclusive: bool) -> i32 {
-    let term = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone()).expect("SIGTERM handler");
-    // A lease's token under `leasehold run`, a claim's under `leasehold work`.
-    let token: u64 = std::env::var("LEASEHOLD_TOKEN")
-        .or_else(|_| std::env::var("LEASEHOLD_TASK_TOKEN"))
-        .expect("LEASEHOLD_TOKEN or LEASEHOLD_TASK_TOKEN (run me under `leasehold run` or `leasehold work`)")
-        .parse()
-        .expect("a numeric token");
+fn fail(what: &str) -> ! {
+    eprintln!("faults-client: {what}");
+    std::process::exit(2)
+}
+
+fn open_history(path: &str) -> History {
+    History::open(path.as_ref()).unwrap_or_else(|e| fail(&format!("cannot open the history {path}: {e}")))
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The grant this process holds: (name, token, its label, the fence to
+/// present; `None` for a `leasehold lock` holding, which has no token and
+/// so cannot write through a fence).
+fn held_grant() -> (String, Option<u64>, String, Option<Fence>) {
     let pid = std::process::id();
-    let hold = Duration::from_millis(hold_ms.parse().expect("HOLD_MS"));
-    let mut log = GrantLog::open(log.as_ref()).expect("open grant log");
-    let mut sink = (!sink.is_empty()).then(|| FencedSink::open(sink.as_ref()).expect("open sink"));
-    log.start(token, pid, exclusive).expect("log start");
-    let writer = format!("pid {pid} token {token}");
+    let number = |var: &str, v: String| -> u64 {
+        v.parse()
+            .unwrap_or_else(|_| fail(&format!("${var} {v:?} is not a number")))
+    };
+    if let (Some(name), Some(token)) = (env("LEASEHOLD_NAME"), env("LEASEHOLD_TOKEN")) {
+        let token = number("LEASEHOLD_TOKEN", token);
+        // The library's own reading of `run`'s environment: the token and its grant.
+        let fence = Fence::with_grant_from_env(Token(token)).unwrap_or_else(|e| fail(&e));
+        let label = fence
+            .grant
+            .map_or_else(|| format!("pid{pid}.token{token}"), |g| g.to_string());
+        return (name, Some(token), label, Some(fence));
+    }
+    if let (Some(queue), Some(id), Some(token)) = (
+        env("LEASEHOLD_QUEUE"),
+        env("LEASEHOLD_TASK_ID"),
+        env("LEASEHOLD_TASK_TOKEN"),
+    ) {
+        let token = number("LEASEHOLD_TASK_TOKEN", token);
+        // A claim has no grant id: its token and holder name it.
+        return (
+            format!("{queue}/{id}"),
+            Some(token),
+            format!("claim{token}.pid{pid}"),
+            Some(Fence::from(Token(token))),
+        );
+    }
+    if let Some(name) = env("FAULTS_LOCK_NAME") {
+        // Pids are reused within a long run: the start time makes the label unique.
+        return (name, None, format!("lock.pid{pid}.at{}", boot_ns()), None);
+    }
+    fail("no grant: run me under `leasehold run` (LEASEHOLD_NAME, LEASEHOLD_TOKEN) or `leasehold work`")
+}
+
+fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
+    let term = Arc::new(AtomicBool::new(false));
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone()) {
+        fail(&format!("cannot handle SIGTERM: {e}"));
+    }
+    let exclusive = !rest.contains(&"s");
+    let acts = if rest.contains(&"fenced") {
+        Acts::Fenced
+    } else {
+        Acts::Own
+    };
+    let hold = Duration::from_millis(
+        hold_ms
+            .parse()
+            .unwrap_or_else(|_| fail(&format!("HOLD_MS {hold_ms:?} is not a number"))),
+    );
+    let (name, token, grant, fence) = held_grant();
+    let pid = std::process::id();
+    let mut history = open_history(history);
+    let asked = env("FAULTS_ASKED_NS").and_then(|v| v.parse().ok());
+    let record = GrantRecord {
+        name: name.clone(),
+        token,
+        grant: grant.clone(),
+        exclusive,
+        by: format!("pid:{pid}"),
+        asked,
+        answered: boot_ns(),
+        granted: None,
+        acts,
+    };
+    if let Err(e) = history.grant(&record) {
+        fail(&format!("cannot record the grant: {e}"));
+    }
+    let resource = match (resource.is_empty(), fence) {
+        (true, _) => None,
+        (false, Some(fence)) => Some((FencedResource::new(resource.as_ref()), fence)),
+        (false, None) => fail("a `leasehold lock` holding has no token to write to a fenced RESOURCE with: pass \"\""),
+    };
+    let (mut written, mut accepted, mut failed) = (0u64, 0u64, None);
     let began = Instant::now();
     while began.elapsed() < hold && !term.load(Ordering::Relaxed) {
-        if let Some(sink) = &mut sink
-            && let Err(e) = sink.write(token, &writer, "data")
-        {
-            eprintln!("faults-client: sink write failed: {e}");
+        if let Some((resource, fence)) = &resource {
+            written += 1;
+            match resource.write(&mut history, &name, &grant, *fence, &format!("{grant}.{written}")) {
+                Ok((Answer::Accepted, _)) => accepted += 1,
+                Ok((Answer::Refused, _)) => {}
+                Ok((Answer::Failed, e)) => {
+                    failed.get_or_insert(e.unwrap_or_default());
+                }
+                Err(e) => fail(&format!("cannot record in the history: {e}")),
+            }
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    log.end(token, pid, exclusive).expect("log end");
-    if term.load(Ordering::Relaxed) { 143 } else { 0 }
+    if let Err(e) = history.end(&name, &grant, boot_ns()) {
+        fail(&format!("cannot record the end: {e}"));
+    }
+    if term.load(Ordering::Relaxed) {
+        return 143;
+    }
+    // Writes happen only with a fence, so with a token.
+    let token = token.map_or_else(|| "-".to_owned(), |t| t.to_string());
+    if let Some(e) = failed {
+        eprintln!("faults-client: a write of grant {grant} (token {token}) failed: {e}");
+        return 1;
+    }
+    if written > 0 && accepted == 0 {
+        eprintln!("faults-client: leasehold refused every write ({written}) of grant {grant} (token {token})");
+        return 13;
+    }
+    0
 }

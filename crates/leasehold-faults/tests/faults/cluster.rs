@@ -2,26 +2,27 @@
 //! leader under load (case 27), and a holder cut off by a network
 //! partition from the etcd majority (case 28) or from PostgreSQL (case 29). Clients are real processes:
 //! `leasehold run` on an `etcd://` URL naming every member, running the
-//! `faults-client` that logs its grant and writes to the fenced sink.
-//! Each lease name has its own grant log and sink; the history check is
-//! theirs (`grants::check`: tokens never reissued, holdings never
-//! overlapping, tokens rising in the real-time order of the grants;
-//! `FencedSink::check`: no stale write accepted, accepted-write intervals
-//! never overlapping).
+//! `faults-client` that records its grant in the trial's history and
+//! writes through leasehold's fence to a resource of its name. The
+//! history is judged by the checker (`leasehold_faults::checker`): tokens
+//! never reissued and rising in the real-time order of the grants,
+//! holdings never overlapping, no fence going back, the store's gate
+//! passing no late writer, nothing acknowledged lost.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_faults::check::Report;
+use leasehold_faults::checker::Report;
+use leasehold_faults::history::{Answer, Attempt, Fence, Recorded};
 use leasehold_faults::netns::TestNet;
 use leasehold_faults::proc::{Sandbox, boot_ns, outcome, wait_until};
-use leasehold_faults::sink::FencedSink;
-use leasehold_faults::{grants, tier};
+use leasehold_faults::tier;
 
-use crate::common::{client, finish};
+use crate::common::{asked_now, client, finish, grants, history, history_path, judge};
 use crate::etcd_support::{self, EtcdCluster};
 use crate::pg_support;
 
@@ -38,71 +39,72 @@ fn store_url(endpoints: &str, prefix: &str) -> String {
     format!("etcd://{endpoints}?prefix={prefix}")
 }
 
-/// `WRAPPER... leasehold run NAME --ttl 3s -- faults-client hold LOG SINK
-/// HOLD_MS` on `store`, logging to `grants-NAME` and writing to `sink-NAME.db`.
+/// `WRAPPER... leasehold run NAME --ttl 3s -- faults-client hold HISTORY
+/// RESOURCE HOLD_MS` on `store`, recording into the sandbox's history and
+/// writing to the resource of `name`.
 fn holder(sb: &Sandbox, wrapper: &[&str], store: &str, name: &str, hold_ms: u64) -> Command {
-    let (log, sink) = (grant_log(sb, name), sink_path(sb, name));
+    let (history, resource) = (history_path(sb).display().to_string(), resource_of(sb, name));
+    let resource = resource.display().to_string();
     let hold = hold_ms.to_string();
     let mut cmd = sb.cmd_via(
         wrapper,
-        &["run", name, "--ttl", "3s", "--", client(), "hold", &log, &sink, &hold],
+        &[
+            "run",
+            name,
+            "--ttl",
+            "3s",
+            "--",
+            client(),
+            "hold",
+            &history,
+            &resource,
+            &hold,
+        ],
     );
-    cmd.env("LEASEHOLD_STORE", store)
+    asked_now(&mut cmd)
+        .env("LEASEHOLD_STORE", store)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     cmd
 }
 
-fn grant_log(sb: &Sandbox, name: &str) -> String {
-    sb.file(&format!("grants-{name}")).display().to_string()
-}
-
-fn sink_path(sb: &Sandbox, name: &str) -> String {
-    sb.file(&format!("sink-{name}.db")).display().to_string()
-}
-
-/// The history check of `name`: its grant log and its sink.
-fn check_history(sb: &Sandbox, name: &str, report: &mut Report) -> Vec<grants::Holding> {
-    let log = grant_log(sb, name);
-    let holdings = grants::read(log.as_ref()).unwrap_or_default();
-    report.merge(grants::check_holdings(log.as_ref(), &holdings));
-    let sink = sink_path(sb, name);
-    if std::path::Path::new(&sink).exists() {
-        report.merge(
-            FencedSink::open(sink.as_ref())
-                .expect("open sink")
-                .check()
-                .expect("check sink"),
-        );
-    }
-    holdings
-}
-
-/// Accepted and refused writes at the sink of `name`.
-fn sink_counts(sb: &Sandbox, name: &str) -> (usize, usize) {
-    let sink = sink_path(sb, name);
-    if !std::path::Path::new(&sink).exists() {
-        return (0, 0);
-    }
-    let audit = FencedSink::open(sink.as_ref())
-        .expect("open sink")
-        .audit()
-        .expect("audit");
-    let accepted = audit.iter().filter(|a| a.accepted).count();
-    (accepted, audit.len() - accepted)
+/// The resource the holders of `name` write to.
+fn resource_of(sb: &Sandbox, name: &str) -> PathBuf {
+    sb.file(&format!("resource-{name}"))
 }
 
 /// Acquire `name` on `store` (waiting out a grant whose release was lost
-/// with its answer); the token.
-fn acquire_after_all(sb: &Sandbox, store: &str, name: &str) -> u64 {
+/// with its answer), recorded in the history: asked for after every
+/// other grant was answered, the checker requires its token to exceed
+/// theirs — a grant reported and then lost by a rolled-back member would
+/// show there.
+fn acquire_after_all(sb: &Sandbox, store: &str, name: &str) {
+    let mut history = history(sb);
+    let asked = boot_ns();
     let out = sb
-        .cmd(&["acquire", name, "--ttl", "3s", "--wait", "30s"])
+        .cmd(&["--json", "acquire", name, "--ttl", "3s", "--wait", "30s"])
         .env("LEASEHOLD_STORE", store)
         .output()
         .expect("run leasehold acquire");
+    let answered = boot_ns();
     let (code, out, err) = outcome(&out);
     assert_eq!(code, 0, "acquire {name} after the run: {err}");
-    out.trim().parse().expect("a token")
+    let grant: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
+    let id = grant["grant_id"].as_str().expect("a grant id");
+    history
+        .grant(&leasehold_faults::history::GrantRecord {
+            name: name.into(),
+            token: grant["token"].as_u64(),
+            grant: id.into(),
+            exclusive: true,
+            by: "after-all".into(),
+            asked: Some(asked),
+            answered,
+            granted: None,
+            acts: leasehold_faults::history::Acts::Own,
+        })
+        .unwrap();
+    history.end(name, id, answered).unwrap();
 }
 
 fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
@@ -194,28 +196,22 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     assert_eq!(finished.load(Ordering::SeqCst), CLIENTS);
     cluster.wait_leader();
 
-    let mut report = Report::new("case 27");
+    let holdings: usize = NAMES.iter().map(|name| grants(&sb, name).len()).sum();
+    // Never reported done and then lost: the store, after all the faults,
+    // hands out a token above every token it granted (the checker judges).
+    for name in NAMES {
+        acquire_after_all(&sb, &store, name);
+    }
+    let resources: Vec<PathBuf> = NAMES
+        .iter()
+        .map(|name| resource_of(&sb, name))
+        .filter(|r| r.exists())
+        .collect();
+    let mut report = judge(&sb, &resources.iter().map(PathBuf::as_path).collect::<Vec<_>>());
     for v in unexpected.lock().unwrap().iter() {
         report.push("unclear-outcome", v.clone());
     }
-    let (mut holdings, mut accepted, mut refused) = (0, 0, 0);
-    for name in NAMES {
-        let logged = check_history(&sb, name, &mut report);
-        holdings += logged.len();
-        let (a, r) = sink_counts(&sb, name);
-        (accepted, refused) = (accepted + a, refused + r);
-        // Never reported done and then lost: the store, after all the
-        // faults, hands out a token above every token it granted.
-        if let Some(max) = logged.iter().map(|h| h.token).max() {
-            let next = acquire_after_all(&sb, &store, name);
-            if next <= max {
-                report.push(
-                    "grant-lost",
-                    format!("{name}: token {next} granted after the run, but {max} was granted during it"),
-                );
-            }
-        }
-    }
+    let (accepted, refused) = (report.counts.accepted, report.counts.refused);
     let outcomes = outcomes.lock().unwrap().clone();
     let runs: usize = outcomes.values().sum();
     // Each run that said done (0) had its command log a grant; the other
@@ -224,7 +220,7 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     // answered held (11) or unavailable (69) never ran its command.
     let done = outcomes.get(&0).copied().unwrap_or(0);
     let lost = outcomes.get(&75).copied().unwrap_or(0);
-    if !(done..=done + lost).contains(&holdings) {
+    if holdings == 0 || !(done..=done + lost).contains(&holdings) {
         report.push(
             "outcome-mismatch",
             format!("{holdings} grants logged, but {done} runs exited 0 and {lost} exited 75 ({outcomes:?})"),
@@ -234,8 +230,8 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
         27,
         &format!(
             "{runs} runs by {CLIENTS} processes on 4 names (exit codes {outcomes:?}), {holdings} grants, \
-             {accepted} sink writes accepted, {refused} refused; faults {injected:?}; {} violations",
-            report.violations.len()
+             {accepted} writes accepted by leasehold's fence, {refused} refused; faults {injected:?}; {} violations",
+            report.total()
         ),
     );
     report.assert_clean();
@@ -246,27 +242,25 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
 }
 
 /// Start the late side's holder inside the namespace, for a minute, and
-/// wait for its command to log the grant: the holder, its token, and how
+/// wait for its command to record the grant: the holder, its grant, and how
 /// many starts were tried again. A
 /// start that found the store unavailable (69) or lost the lease before
 /// its command logged anything (75) — the cluster still electing a
 /// leader after the previous trial's heal — is tried again, up to 5 times.
-fn start_late_holder(sb: &Sandbox, net: &TestNet, store: &str) -> (Child, u64, usize) {
+fn start_late_holder(sb: &Sandbox, net: &TestNet, store: &str) -> (Child, Recorded, usize) {
     let mut answers = Vec::new();
     for _ in 0..5 {
         let mut late = holder(sb, &net.exec_prefix(), store, "job", 60_000)
             .spawn()
             .expect("spawn the late holder");
-        let mut token = None;
+        let mut grant = None;
         let started = wait_until(Duration::from_secs(30), || {
-            token = grants::read(grant_log(sb, "job").as_ref())
-                .ok()
-                .and_then(|h| h.first().map(|h| h.token));
-            token.is_some() || late.try_wait().ok().flatten().is_some()
+            grant = grants(sb, "job").into_iter().next();
+            grant.is_some() || late.try_wait().ok().flatten().is_some()
         });
         assert!(started.is_some(), "the late holder was not granted within 30 s");
-        if let Some(token) = token {
-            return (late, token, answers.len());
+        if let Some(grant) = grant {
+            return (late, grant, answers.len());
         }
         let (code, err) = finish(late, Duration::from_secs(10));
         assert!([69, 75].contains(&code), "the late holder exited {code}: {err}");
@@ -278,6 +272,7 @@ fn start_late_holder(sb: &Sandbox, net: &TestNet, store: &str) -> (Child, u64, u
 
 /// `ip netns exec NS leasehold ARGS...` (or another program inside) until
 /// it answers other than unavailable (69), for up to 60 s: its exit code.
+/// (Programs that record their own attempts, as `faults-client write` does.)
 fn inside_until_answered(net: &TestNet, sb: &Sandbox, store: &str, program: &[&str]) -> (i32, String) {
     let mut last = (69, String::new());
     wait_until(Duration::from_secs(60), || {
@@ -328,7 +323,8 @@ fn case29_a_holder_cut_off_from_postgres_stops_before_the_other_side_is_granted(
 /// from the store (`store()`: a fresh store URL per trial) while the host's
 /// side tries to take the lease. Its command must be stopped before the
 /// host's side is granted, which must wait for the store's expiry; healed,
-/// the late side's fence and sink write must be refused.
+/// the late side's store fence and fenced write must be refused. Each
+/// trial's history goes to the checker.
 fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl FnMut() -> String) {
     let trials = tier::count(1, 20);
     let mut report = Report::new(format!("case {case}"));
@@ -338,7 +334,8 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
         let sb = Sandbox::new();
         let store = store();
         // The late side: a holder inside the namespace, for a minute.
-        let (late, late_token, retried) = start_late_holder(&sb, net, &store);
+        let (late, late_grant, retried) = start_late_holder(&sb, net, &store);
+        let late_token = late_grant.token.expect("a token");
         starts_retried += retried;
         std::thread::sleep(Duration::from_millis(500));
         net.cut();
@@ -361,9 +358,10 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
         // heal: a `run` blocked on a lost connection may need the heal to
         // notice, but its command must not.
         let ended = |sb: &Sandbox| {
-            grants::read(grant_log(sb, "job").as_ref())
-                .ok()
-                .and_then(|h| h.iter().find(|h| h.token == late_token).and_then(|h| h.end_ns))
+            grants(sb, "job")
+                .into_iter()
+                .find(|g| g.grant == late_grant.grant)
+                .and_then(|g| g.end)
         };
         wait_until(Duration::from_secs(30), || ended(&sb).is_some());
         net.heal();
@@ -372,32 +370,74 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
             granted,
             "trial {trial}: the other side was never granted (last exit {other_code}: {other_err})"
         );
-        // The late side, healed: its store fence and its sink write are refused.
-        let (fence_code, fence_err) = inside_until_answered(
+        // The late side, healed: the store's fence gate (recorded as an
+        // attempt through it) and a fenced write (recorded by the client)
+        // are refused.
+        let attempt = Attempt {
+            name: "job",
+            grant: &late_grant.grant,
+            token: Some(late_token),
+            resource: "gate:job",
+            fence: Fence::Store,
+            value: "-",
+        };
+        let (_, (fence_code, fence_err)) = history(&sb)
+            .attempt(&attempt, || {
+                let (code, err) = inside_until_answered(
+                    net,
+                    &sb,
+                    &store,
+                    &[
+                        "leasehold",
+                        "fence",
+                        "job",
+                        "--token",
+                        &late_token.to_string(),
+                        "--grant",
+                        &late_grant.grant,
+                    ],
+                );
+                let answer = match code {
+                    0 => Answer::Accepted,
+                    13 => Answer::Refused,
+                    _ => Answer::Failed,
+                };
+                (answer, (code, err))
+            })
+            .expect("record in the history");
+        let resource = resource_of(&sb, "job").display().to_string();
+        let history_file = history_path(&sb).display().to_string();
+        let (write_code, write_err) = inside_until_answered(
             net,
             &sb,
             &store,
-            &["leasehold", "fence", "job", "--token", &late_token.to_string()],
+            &[
+                client(),
+                "write",
+                &history_file,
+                &resource,
+                "job",
+                &late_grant.grant,
+                &late_token.to_string(),
+                &late_grant.grant,
+            ],
         );
-        let sink = sink_path(&sb, "job");
-        let (sink_code, sink_err) = inside_until_answered(
-            net,
-            &sb,
-            &store,
-            &[client(), "sink-write", &sink, &late_token.to_string(), "the late side"],
-        );
-        if fence_code != 13 || sink_code != 13 {
+        if fence_code != 13 || write_code != 13 {
             report.push(
-                "late-write-accepted",
+                "late-write-not-refused",
                 format!(
                     "trial {trial}: token {late_token}, healed: fence exit {fence_code} ({fence_err}), \
-                     sink write exit {sink_code} ({sink_err}); 13 expected for both"
+                     fenced write exit {write_code} ({write_err}); 13 (refused) expected for both"
                 ),
             );
         }
-        let holdings = check_history(&sb, "job", &mut report);
+        let resource = resource_of(&sb, "job");
+        report.merge(judge(&sb, &[&resource]));
         let late_end = ended(&sb);
-        let other_start = holdings.iter().find(|h| h.token > late_token).map(|h| h.start_ns);
+        let other_start = grants(&sb, "job")
+            .iter()
+            .find(|g| g.token > Some(late_token))
+            .map(|g| g.answered);
         match (late_code, late_end, other_start) {
             (75, Some(end), Some(start)) if end < start => {
                 stopped_before += 1;
@@ -431,7 +471,7 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
             "{store_kind}: {stopped_before} of {trials} cut-off holders stopped (exit 75) before the other side's grant, \
              by {min} ms at least; the other side granted {first}..{last} ms after the cut (TTL {TTL:?}); \
              {starts_retried} late-side starts tried again (exit 69 or 75 before the grant was logged); {} violations",
-            report.violations.len()
+            report.total()
         ),
     );
     report.assert_clean();

@@ -1,28 +1,65 @@
-//! What several case modules share.
+//! What several case modules share: the history of a sandbox, holders that
+//! record into it, grants the test takes itself, and the checker's verdict.
 
-use std::process::{Child, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use leasehold_faults::proc::Sandbox;
+use leasehold_faults::checker::{self, Report};
+use leasehold_faults::history::{self, Acts, GrantRecord, History};
+use leasehold_faults::proc::{Sandbox, boot_ns};
+use leasehold_faults::resource::FencedResource;
 
 /// The client process of this crate (see `src/bin/faults-client.rs`).
 pub fn client() -> &'static str {
     env!("CARGO_BIN_EXE_faults-client")
 }
 
-/// `leasehold run NAME OPTIONS... -- faults-client hold LOG SINK HOLD_MS`, in the background.
+/// The sandbox's history: every process of the trial records into it.
+pub fn history_path(sb: &Sandbox) -> PathBuf {
+    sb.file("history")
+}
+
+/// The resource the sandbox's holders write to (through leasehold's fence).
+pub fn resource_path(sb: &Sandbox) -> PathBuf {
+    sb.file("resource")
+}
+
+/// The sandbox's history, opened for the test's own records.
+pub fn history(sb: &Sandbox) -> History {
+    History::open(&history_path(sb)).expect("open the history")
+}
+
+/// `leasehold run NAME OPTIONS... -- faults-client hold HISTORY RESOURCE HOLD_MS`,
+/// in the background; the command acts on its own (judged by time too).
 pub fn spawn_holder(sb: &Sandbox, name: &str, options: &[&str], hold_ms: u64) -> Child {
-    let log = sb.file("grants").display().to_string();
-    let sink = sb.file("sink.db").display().to_string();
+    spawn_holder_acting(sb, name, options, hold_ms, Acts::Own)
+}
+
+/// [`spawn_holder`], saying how the command acts: `Acts::Fenced` for a
+/// command the case pauses together with everything that could stop it
+/// (only the fence protects what it writes).
+pub fn spawn_holder_acting(sb: &Sandbox, name: &str, options: &[&str], hold_ms: u64, acts: Acts) -> Child {
+    let history = history_path(sb).display().to_string();
+    let resource = resource_path(sb).display().to_string();
     let hold = hold_ms.to_string();
     let mut args = vec!["run", name];
     args.extend_from_slice(options);
-    args.extend_from_slice(&["--", client(), "hold", &log, &sink, &hold]);
-    sb.cmd(&args)
+    args.extend_from_slice(&["--", client(), "hold", &history, &resource, &hold]);
+    if acts == Acts::Fenced {
+        args.push("fenced");
+    }
+    asked_now(&mut sb.cmd(&args))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn leasehold run")
+}
+
+/// Tell the command under `run` when its grant was asked for (now, just
+/// before the spawn): the history's `asked`, which orders grants in real time.
+pub fn asked_now(cmd: &mut Command) -> &mut Command {
+    cmd.env("FAULTS_ASKED_NS", boot_ns().to_string())
 }
 
 /// Wait for a child, killing it (and failing) after `limit`.
@@ -39,13 +76,86 @@ pub fn finish(mut child: Child, limit: Duration) -> (i32, String) {
     (code, err)
 }
 
-/// The number of lines in a grant log that start a holding.
-pub fn starts(sb: &Sandbox) -> usize {
-    std::fs::read_to_string(sb.file("grants"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.starts_with("start "))
-        .count()
+/// The grants of `name` recorded in the sandbox's history so far.
+pub fn grants(sb: &Sandbox, name: &str) -> Vec<history::Recorded> {
+    match history::grants_of(&history_path(sb), name) {
+        Ok(g) => g,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("the history {} cannot be read: {e}", history_path(sb).display()),
+    }
+}
+
+/// The number of grants of `name` recorded so far.
+pub fn starts(sb: &Sandbox, name: &str) -> usize {
+    grants(sb, name).len()
+}
+
+/// A grant the test takes itself: `leasehold --json acquire NAME ARGS...`,
+/// recorded in `history` as held by `by` (asked for before the process
+/// started, answered after it exited); `None` when held (exit 11).
+pub fn acquire_recorded(
+    sb: &Sandbox,
+    history: &mut History,
+    by: &str,
+    name: &str,
+    args: &[&str],
+) -> Option<(u64, String)> {
+    let mut all = vec!["--json", "acquire", name];
+    all.extend_from_slice(args);
+    let asked = boot_ns();
+    let (code, out, err) = sb.run(&all);
+    let answered = boot_ns();
+    match code {
+        0 => {
+            let grant: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
+            let token = grant["token"].as_u64().expect("a token");
+            let id = grant["grant_id"].as_str().expect("a grant id").to_owned();
+            history
+                .grant(&GrantRecord {
+                    name: name.to_owned(),
+                    token: Some(token),
+                    grant: id.clone(),
+                    exclusive: grant["mode"] != "shared",
+                    by: by.to_owned(),
+                    asked: Some(asked),
+                    answered,
+                    granted: None,
+                    acts: Acts::Own,
+                })
+                .expect("record the grant");
+            Some((token, id))
+        }
+        11 => None,
+        _ => panic!("acquire {name}: exit {code}: {err}"),
+    }
+}
+
+/// Record what each resource holds, then judge the sandbox's history. A
+/// history that cannot be read fails the case: no check is ever skipped.
+pub fn judge(sb: &Sandbox, resources: &[&Path]) -> Report {
+    let mut history = history(sb);
+    for r in resources {
+        FencedResource::new(r)
+            .record_final(&mut history)
+            .unwrap_or_else(|e| panic!("read {} back: {e}", r.display()));
+    }
+    checker::check_file(&history_path(sb)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`judge`] with the sandbox's one resource, when something wrote to it.
+pub fn judge_sandbox(sb: &Sandbox) -> Report {
+    let resource = resource_path(sb);
+    if resource.exists() || resource_path_fence(&resource).exists() {
+        judge(sb, &[&resource])
+    } else {
+        judge(sb, &[])
+    }
+}
+
+fn resource_path_fence(resource: &Path) -> PathBuf {
+    let mut p = resource.as_os_str().to_owned();
+    p.push(".fence");
+    p.into()
 }
 
 /// Percentile `p` (0..=100) of `values` (sorted here).

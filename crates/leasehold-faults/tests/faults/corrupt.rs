@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use leasehold::{Acquire, AcquireOptions, LeaseName, Store};
-use leasehold_faults::check::Report;
+use leasehold_faults::checker::Report;
 use leasehold_faults::proc::{self, Sandbox};
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure, soak};
@@ -166,7 +166,7 @@ fn case21_corrupt_store_files_get_a_clear_error_and_are_never_reset_or_overwritt
             "{} violations (panics, silent resets, overwrites, follows); truncations: {} lengths, {} refused, {} silent; \
              bit flips: {}, {} refused, {} harmless, {} changed a value unseen (no page checksums in SQLite); \
              damaged pages: {}, {} refused, {} harmless, {} unseen; {others} other things at the path",
-            report.violations.len(),
+            report.total(),
             trunc.variants,
             trunc.refused,
             trunc.silent,
@@ -290,7 +290,7 @@ fn case21_a_store_missing_a_table_is_refused_by_every_command_and_left_unchanged
         21,
         &format!(
             "dropped tables: {} violations (exit other than 65, unclear message, file changed) in {runs} runs ({} tables x {} commands)",
-            report.violations.len(),
+            report.total(),
             TABLES.len(),
             STORE_COMMANDS.len()
         ),
@@ -419,7 +419,7 @@ fn case22_hostile_and_generated_names_are_refused_or_stored_exactly() {
         22,
         &format!(
             "{} escapes/injections/collisions/alterations in {} names ({} accepted, {} stored and listed back exactly)",
-            report.violations.len(),
+            report.total(),
             names.len(),
             accepted.len(),
             sample.len()

@@ -9,9 +9,11 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use leasehold_backend::failpoint::ALL;
-use leasehold_faults::check::Report;
-use leasehold_faults::proc::{self, Sandbox};
+use leasehold_faults::checker::Report;
+use leasehold_faults::proc::{self, Sandbox, boot_ns};
 use leasehold_faults::tier::figure;
+
+use crate::common::{acquire_recorded, history, judge};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case04_a_crash_at_every_failpoint_is_recovered_with_all_invariants,
@@ -37,25 +39,35 @@ fn json(out: &str) -> serde_json::Value {
 }
 
 /// Run the operation of `point` with it armed, then recover and check.
+/// The grants the test takes (before the crash, the one the crashed
+/// operation renews or releases, and the recovery's) are recorded in the
+/// sandbox's history, which the checker judges with the trial.
 fn trial(point: &str, report: &mut Report) {
     let sb = Sandbox::new();
     let (op, _) = point.split_once('/').unwrap();
-    let mut push = |what: String| report.push("failpoint", format!("{point}: {what}"));
+    let mut history = history(&sb);
+    let mut found = Vec::new();
+    let mut push = |what: String| found.push(what);
     // Earlier grants: tokens 1 and 2.
     for _ in 0..2 {
-        let t = sb.try_acquire("job", "60s").unwrap();
+        let (t, grant) = acquire_recorded(&sb, &mut history, "test", "job", &["--ttl", "60s"]).unwrap();
+        history.end("job", &grant, boot_ns()).unwrap();
         assert_eq!(sb.run(&["release", "job", "--token", &t.to_string()]).0, 0);
     }
     let crashed = match op {
         "acquire" => crash(&sb, point, &["acquire", "job", "--ttl", "2s"], b""),
         "renew" | "release" => {
-            let t = sb.try_acquire("job", "2s").unwrap().to_string();
+            let (t, grant) = acquire_recorded(&sb, &mut history, "crashed", "job", &["--ttl", "2s"]).unwrap();
+            let t = t.to_string();
             let args: &[&str] = if op == "renew" {
                 &["renew", "job", "--token", &t, "--ttl", "2s"]
             } else {
                 &["release", "job", "--token", &t]
             };
-            crash(&sb, point, args, b"")
+            let code = crash(&sb, point, args, b"");
+            // Its holder died with the crash.
+            history.end("job", &grant, boot_ns()).unwrap();
+            code
         }
         "claim" | "complete" => {
             assert_eq!(sb.run(&["task", "add", "q", "--id", "t1", "--payload", "1"]).0, 0);
@@ -115,18 +127,18 @@ fn trial(point: &str, report: &mut Report) {
     };
     if crashed != -9 {
         push(format!("the failpoint was not reached (exit {crashed})"));
+        conclude_trial(&sb, point, found, report);
         return;
     }
     if op == "write" {
+        conclude_trial(&sb, point, found, report);
         return;
     }
     // Recovery: a grant made before the crash must be gone within TTL + 1 s.
     let started = Instant::now();
-    let (code, out, err) = sb.run(&["acquire", "job", "--ttl", "60s", "--wait=3s"]);
-    if code != 0 {
-        push(format!("not recoverable within TTL + 1 s: exit {code}: {err}"));
-    } else {
-        let token: u64 = out.trim().parse().unwrap();
+    let recovered = acquire_recorded(&sb, &mut history, "recovery", "job", &["--ttl", "60s", "--wait=3s"]);
+    if let Some((token, grant)) = recovered {
+        history.end("job", &grant, boot_ns()).unwrap();
         // Tokens 1 and 2 were handed out before, and 3 too when the crash
         // came after its commit (or the operation needed a grant).
         let floor = match point {
@@ -140,6 +152,8 @@ fn trial(point: &str, report: &mut Report) {
                 started.elapsed()
             ));
         }
+    } else {
+        push("not recoverable within TTL + 1 s: still held after 3 s".to_owned());
     }
     if op == "claim" || op == "complete" {
         // The task ends done exactly once: claim it again (after its claim
@@ -169,6 +183,23 @@ fn trial(point: &str, report: &mut Report) {
     if integrity != "ok" {
         push(format!("integrity check: {integrity}"));
     }
+    conclude_trial(&sb, point, found, report);
+}
+
+/// What the trial of `point` found, and the checker's verdict on its
+/// history, into `report` (each violation named with the failpoint).
+fn conclude_trial(sb: &Sandbox, point: &str, found: Vec<String>, report: &mut Report) {
+    for what in found {
+        report.push("failpoint", format!("{point}: {what}"));
+    }
+    let judged = judge(sb, &[]);
+    report.counts.grants += judged.counts.grants;
+    for v in judged.violations {
+        report.push(v.kind, format!("{point}: {}", v.detail));
+    }
+    for (kind, n) in judged.omitted {
+        *report.omitted.entry(kind).or_default() += n;
+    }
 }
 
 fn case04_a_crash_at_every_failpoint_is_recovered_with_all_invariants() {
@@ -179,7 +210,7 @@ fn case04_a_crash_at_every_failpoint_is_recovered_with_all_invariants() {
     figure(
         4,
         &format!(
-            "{} of {} failpoints covered (each crashed the process); {} violations",
+            "{} of {} failpoints covered (each crashed the process); {} grants judged; {} violations",
             ALL.len()
                 - report
                     .violations
@@ -187,7 +218,8 @@ fn case04_a_crash_at_every_failpoint_is_recovered_with_all_invariants() {
                     .filter(|v| v.detail.contains("not reached"))
                     .count(),
             ALL.len(),
-            report.violations.len()
+            report.counts.grants,
+            report.total()
         ),
     );
     report.assert_clean();

@@ -3,14 +3,17 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_faults::check::Report;
-use leasehold_faults::grants;
-use leasehold_faults::proc::{self, Sandbox};
-use leasehold_faults::sink::FencedSink;
+use leasehold_faults::checker::Report;
+use leasehold_faults::history::{self, Acts, Answer, GrantRecord, Recorded};
+use leasehold_faults::proc::{self, Sandbox, boot_ns};
+use leasehold_faults::resource::FencedResource;
 use leasehold_faults::tier::{count, figure};
 use rustix::process::Signal;
 
-use crate::common::{finish, spawn_holder, starts};
+use crate::common::{
+    acquire_recorded, finish, grants, history, history_path, judge_sandbox, resource_path, spawn_holder,
+    spawn_holder_acting, starts,
+};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume,
@@ -24,7 +27,6 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
 ];
 
 const TTL_MS: u64 = 1500;
-const HEARTBEAT_MS: u64 = 250;
 const OPTIONS: &[&str] = &["--ttl", "1500ms", "--heartbeat", "250ms", "--grace", "300ms"];
 
 /// Run `trials` trials, `parallel` at a time, each in its own sandbox.
@@ -39,18 +41,20 @@ fn parallel<T: Send + 'static>(trials: usize, parallel: usize, trial: fn(usize) 
     out
 }
 
-/// The first holder's command pid (from the grant log), once it started.
-fn command_pid(sb: &Sandbox) -> u32 {
-    proc::wait_until(Duration::from_secs(20), || starts(sb) >= 1).expect("the command never started");
-    grants::read(&sb.file("grants")).unwrap()[0].pid
+/// The first holder's command, once it recorded its grant of `name`: its
+/// pid and its grant.
+fn first_command(sb: &Sandbox, name: &str) -> (u32, Recorded) {
+    proc::wait_until(Duration::from_secs(20), || starts(sb, name) >= 1).expect("the command never started");
+    let grant = grants(sb, name).swap_remove(0);
+    (grant.pid().expect("recorded by a process"), grant)
 }
 
-/// SIGSTOP the command outside a sink transaction: holding the sink's write
-/// lock, it would block every other writer, which is not the property tested.
-fn pause_outside_sink(sb: &Sandbox, cmd: u32) {
+/// SIGSTOP the command outside a write of the resource: holding its lock,
+/// it would block every other writer, which is not the property tested.
+fn pause_outside_resource(sb: &Sandbox, cmd: u32) {
     loop {
         proc::signal(cmd, Signal::STOP);
-        if !FencedSink::busy(&sb.file("sink.db")) {
+        if !FencedResource::busy(&resource_path(sb)) {
             return;
         }
         proc::signal(cmd, Signal::CONT);
@@ -65,13 +69,42 @@ fn second_holder(sb: &Sandbox) -> (i32, String) {
     finish(spawn_holder(sb, "job", &options, 300), Duration::from_secs(30))
 }
 
-/// The sink's check, plus what the trial saw, as one report.
-fn sink_report(sb: &Sandbox, trial: usize, mut seen: Vec<String>) -> Report {
-    let mut report = FencedSink::open(&sb.file("sink.db")).unwrap().check().unwrap();
-    for s in seen.drain(..) {
+/// The checker's verdict on the trial's history, plus what the trial saw.
+fn trial_report(sb: &Sandbox, trial: usize, seen: Vec<String>) -> Report {
+    let mut report = judge_sandbox(sb);
+    for s in seen {
         report.push("trial", format!("trial {trial}: {s}"));
     }
     report
+}
+
+/// The figure of a group of trials: what the checker judged, and what it found.
+fn conclude(case: u32, what: &str, reports: &[Report]) {
+    let mut all = Report::new(format!("case {case}"));
+    for r in reports {
+        all.merge(r.clone());
+    }
+    let c = all.counts;
+    figure(
+        case,
+        &format!(
+            "{what}: {} trials, {} grants, {} writes ({} accepted, {} refused); stale writes accepted {} (fence went back {}, store gate {}); \
+             holders acting after the next grant {}; other violations {}",
+            reports.len(),
+            c.grants,
+            c.writes,
+            c.accepted,
+            c.refused,
+            all.count("fence-went-back") + all.count("stale-pass"),
+            all.count("fence-went-back"),
+            all.count("stale-pass"),
+            all.count("overlap"),
+            all.total() - all.count("fence-went-back") - all.count("stale-pass") - all.count("overlap")
+        ),
+    );
+    for r in reports {
+        r.assert_clean();
+    }
 }
 
 /// fault case 8: supervisor and command `SIGSTOPped` past 3×TTL while another
@@ -80,14 +113,16 @@ fn sink_report(sb: &Sandbox, trial: usize, mut seen: Vec<String>) -> Report {
 /// and the supervisor sees the loss on its boot clock and stops it (75).
 /// The guard, not paused here, usually ends the command at the window's
 /// end already (SIGKILL ends a stopped process); case 25c pauses the guard
-/// too, so that the late writes surely happen.
+/// too, so that the late writes surely happen. The paused command acts
+/// only through the fence (it is paused with its supervisor): the checker
+/// judges the fence's answers, the tokens and the newcomer.
 fn case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume() {
     let reports = parallel(count(2, 200), 6, |trial| {
         let sb = Sandbox::new();
-        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let cmd = command_pid(&sb);
+        let sup = spawn_holder_acting(&sb, "job", OPTIONS, 60_000, Acts::Fenced);
+        let (cmd, _) = first_command(&sb, "job");
         proc::signal(sup.id(), Signal::STOP);
-        pause_outside_sink(&sb, cmd);
+        pause_outside_resource(&sb, cmd);
         let paused = Instant::now();
         let mut seen = Vec::new();
         let (code, err) = second_holder(&sb);
@@ -107,20 +142,27 @@ fn case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume() {
         if proc::alive(cmd) {
             seen.push("the command outlived its supervisor".into());
         }
-        sink_report(&sb, trial, seen)
+        if starts(&sb, "job") != 2 {
+            seen.push(format!(
+                "{} grants recorded, not the two of the trial",
+                starts(&sb, "job")
+            ));
+        }
+        trial_report(&sb, trial, seen)
     });
-    conclude(8, "stale writes accepted", &reports);
+    conclude(8, "supervisor and command paused", &reports);
 }
 
 /// fault case 9a: only the supervisor is `SIGSTOPped`. Its guard stops the
-/// command at the window's end (case 25a measures that it is in time);
-/// whatever it wrote, no old-token write is accepted after the new
-/// holder's first, and on SIGCONT the supervisor exits 75.
+/// command at the window's end (case 25a measures by how much): the
+/// command's activity ends before the newcomer's grant, no old-token
+/// write is accepted after the newcomer's first, and on SIGCONT the
+/// supervisor exits 75.
 fn case09_a_paused_supervisor_leaves_its_command_fenced_off() {
     let reports = parallel(count(2, 200), 6, |trial| {
         let sb = Sandbox::new();
         let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let cmd = command_pid(&sb);
+        let (cmd, _) = first_command(&sb, "job");
         proc::signal(sup.id(), Signal::STOP);
         let mut seen = Vec::new();
         let (code, err) = second_holder(&sb);
@@ -135,24 +177,35 @@ fn case09_a_paused_supervisor_leaves_its_command_fenced_off() {
         if proc::alive(cmd) {
             seen.push("the command outlived its supervisor".into());
         }
-        sink_report(&sb, trial, seen)
+        if starts(&sb, "job") != 2 {
+            seen.push(format!(
+                "{} grants recorded, not the two of the trial",
+                starts(&sb, "job")
+            ));
+        }
+        trial_report(&sb, trial, seen)
     });
-    conclude(9, "(supervisor paused) stale writes accepted", &reports);
+    conclude(9, "(a) supervisor paused", &reports);
 }
 
 /// fault case 9b: only the command is `SIGSTOPped` past 3×TTL; the supervisor
-/// keeps renewing, so the lease stays and no one else gets it; the command
-/// resumes writing with its (still current) token.
+/// keeps renewing, so the lease stays and no one else gets it (an
+/// acquisition that succeeded is recorded, and the checker reports the
+/// overlap); the command resumes writing with its (still current) token.
 fn case09_a_paused_command_keeps_its_lease_while_the_supervisor_renews() {
     let reports = parallel(count(2, 200), 6, |trial| {
         let sb = Sandbox::new();
         let sup = spawn_holder(&sb, "job", OPTIONS, 3 * TTL_MS + 1500);
-        let cmd = command_pid(&sb);
-        pause_outside_sink(&sb, cmd);
+        let (cmd, _) = first_command(&sb, "job");
+        pause_outside_resource(&sb, cmd);
         let paused = Instant::now();
         let mut seen = Vec::new();
+        let mut history = history(&sb);
+        let mut tries = 0;
         while paused.elapsed() < Duration::from_millis(3 * TTL_MS) {
-            if sb.try_acquire("job", "1s").is_some() {
+            tries += 1;
+            if let Some((_, grant)) = acquire_recorded(&sb, &mut history, "contender", "job", &["--ttl", "1s"]) {
+                history.end("job", &grant, boot_ns()).unwrap();
                 seen.push(format!(
                     "taken over after {:?} while the supervisor renewed",
                     paused.elapsed()
@@ -161,29 +214,40 @@ fn case09_a_paused_command_keeps_its_lease_while_the_supervisor_renews() {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+        if tries < 3 {
+            seen.push(format!("only {tries} acquisitions tried while the command was paused"));
+        }
         proc::signal(cmd, Signal::CONT);
         let (code, err) = finish(sup, Duration::from_secs(20));
         if code != 0 {
             seen.push(format!("supervisor exit {code}: {err}"));
         }
-        sink_report(&sb, trial, seen)
+        trial_report(&sb, trial, seen)
     });
-    conclude(9, "(command paused) stale writes accepted or leases lost", &reports);
+    conclude(9, "(b) command paused", &reports);
 }
 
-/// fault case 10: the store is locked (an exclusive SQLite transaction held by
-/// another process) for 2×TTL: the command must be gone before the
-/// store could expire the grant — before `L − heartbeat + TTL`, where L is
-/// when the lock was taken (the last renewal was sent after `L −
-/// heartbeat`). Reports the minimum margin.
+/// fault case 10: the store is locked (an exclusive SQLite transaction held
+/// by another process) for 2×TTL: the command must be gone before the
+/// store could expire the grant — its `expires_ns`, read inside the lock
+/// (no renewal can move it then) and recorded in the history, where the
+/// checker judges it against the command's last activity. Reports the
+/// minimum margin.
 fn case10_an_unavailable_store_stops_the_command_before_the_lease_can_pass_on() {
     let results = parallel(count(2, 100), 6, |trial| {
         let sb = Sandbox::new();
         let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let _ = command_pid(&sb);
+        let (_, grant) = first_command(&sb, "job");
         let conn = rusqlite::Connection::open(sb.store_path()).unwrap();
         conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
-        let locked_ns = proc::boot_ns();
+        let expires: i64 = conn
+            .query_row(
+                "SELECT expires_ns FROM lease_grant WHERE name = 'job' AND token = ?1",
+                [grant.token.expect("a token") as i64],
+                |r| r.get(0),
+            )
+            .expect("the grant's row");
+        history(&sb).expires("job", &grant.grant, expires as u64).unwrap();
         std::thread::sleep(Duration::from_millis(2 * TTL_MS));
         conn.execute_batch("ROLLBACK").unwrap();
         drop(conn);
@@ -192,48 +256,20 @@ fn case10_an_unavailable_store_stops_the_command_before_the_lease_can_pass_on() 
         if code != 75 {
             seen.push(format!("supervisor exit {code}, not 75: {err}"));
         }
-        let holding = grants::read(&sb.file("grants")).unwrap()[0].clone();
-        let deadline = locked_ns - HEARTBEAT_MS * 1_000_000 + TTL_MS * 1_000_000;
-        let margin_ms = if let Some(end) = holding.end_ns {
-            (deadline as i64 - end as i64) / 1_000_000
-        } else {
-            seen.push("the command never logged its end (killed, not stopped?)".into());
-            i64::MIN
-        };
-        if margin_ms < 0 {
-            seen.push(format!(
-                "the command was still running {} ms after the deadline",
-                -margin_ms
-            ));
-        }
-        (sink_report(&sb, trial, seen), margin_ms)
+        let end = grants(&sb, "job")[0].end;
+        let margin_ms = end.map_or(i64::MIN, |end| (expires - end as i64) / 1_000_000);
+        (trial_report(&sb, trial, seen), margin_ms)
     });
     let in_time = results.iter().filter(|(r, _)| r.is_clean()).count();
     let min_margin = results.iter().map(|(_, m)| *m).min().unwrap_or(0);
     figure(
         10,
         &format!(
-            "commands stopped in time: {in_time} of {}; minimum margin {min_margin} ms (SQLite store)",
+            "commands stopped in time: {in_time} of {}; minimum margin {min_margin} ms before the store could expire the grant (SQLite store)",
             results.len()
         ),
     );
     for (r, _) in &results {
-        r.assert_clean();
-    }
-}
-
-fn conclude(case: u32, what: &str, reports: &[Report]) {
-    let stale: usize = reports
-        .iter()
-        .flat_map(|r| &r.violations)
-        .filter(|v| v.kind == "stale-accepted" || v.kind == "token-shared")
-        .count();
-    let other: usize = reports.iter().map(|r| r.violations.len()).sum::<usize>() - stale;
-    figure(
-        case,
-        &format!("{what}: {stale} in {} trials; other violations {other}", reports.len()),
-    );
-    for r in reports {
         r.assert_clean();
     }
 }
@@ -264,122 +300,193 @@ fn store_value(sb: &Sandbox, sql: &str) -> u64 {
     conn.query_row(sql, [], |r| r.get::<_, i64>(0)).expect(sql) as u64
 }
 
-/// When the store granted `token` of `job`, on the boot clock: the SQLite
-/// store keeps expiry as boot-clock nanoseconds, so a grant's moment is
-/// `expires_ns - ttl`.
-fn granted_ns(sb: &Sandbox, token: u64) -> u64 {
-    store_value(
-        sb,
-        &format!("SELECT expires_ns - ttl_ms * 1000000 FROM lease_grant WHERE name = 'job' AND token = {token}"),
-    )
-}
-
-/// The last sign of life of the command `pid` holding `token`: its last
-/// sink write (accepted or refused) or its logged end.
-fn last_seen_ns(sb: &Sandbox, token: u64, pid: u32) -> u64 {
-    let writer = format!("pid {pid} token {token}");
-    let audit = FencedSink::open(&sb.file("sink.db")).unwrap().audit().unwrap();
-    let last_write = audit.iter().filter(|a| a.writer == writer).map(|a| a.at_ns).max();
-    let end = grants::read(&sb.file("grants"))
-        .unwrap()
-        .iter()
-        .filter(|h| h.token == token && h.pid == pid)
-        .filter_map(|h| h.end_ns)
-        .max();
-    last_write.max(end).unwrap_or(0)
-}
-
 /// Milliseconds from `b` to `a` (negative: `a` came first).
 fn ms_after(a: u64, b: u64) -> i64 {
     (a as i64 - b as i64) / 1_000_000
 }
 
-/// What a case-25 trial saw: violations, and the command's last sign of
-/// life relative to the newcomer's grant (ms; negative = before it).
-type StopTrial = (Report, i64);
+/// A newcomer's grant or claim the test took itself (`OUTPUT` of a `--json`
+/// command, asked for at `asked`), recorded with the moment the store
+/// issued it on its own clock (`granted`: the SQLite store keeps expiry on
+/// the boot clock, so a grant's moment is its expiry minus its TTL).
+fn record_newcomer(sb: &Sandbox, name: &str, grant: &str, token: u64, (asked, answered, granted): (u64, u64, u64)) {
+    let mut history = history(sb);
+    history
+        .grant(&GrantRecord {
+            name: name.into(),
+            token: Some(token),
+            grant: grant.into(),
+            exclusive: true,
+            by: "newcomer".into(),
+            asked: Some(asked),
+            answered,
+            granted: Some(granted),
+            acts: Acts::Own,
+        })
+        .unwrap();
+    history.end(name, grant, answered).unwrap();
+}
+
+/// What a case-25 trial saw.
+struct StopTrial {
+    /// The checker's report, and the trial's own observations.
+    report: Report,
+    /// The old command's last sign of life relative to the newcomer's
+    /// grant (ms; negative = before it).
+    last_ms: i64,
+    /// (b), (c): how long the resumed guard took to stop the command.
+    guard_stopped: Option<Duration>,
+}
 
 fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
-    let clean = results.iter().filter(|(r, _)| r.is_clean()).count();
-    let latest = results.iter().map(|(_, ms)| *ms).max().unwrap_or(0);
+    let clean = results.iter().filter(|t| t.report.is_clean()).count();
+    let latest = results.iter().map(|t| t.last_ms).max().unwrap_or(0);
+    let mut all = Report::new("case 25");
+    for t in results {
+        all.merge(t.report.clone());
+    }
+    let guard = results
+        .iter()
+        .filter_map(|t| t.guard_stopped)
+        .max()
+        .map(|d| format!("; the resumed guard stopped the command within {} ms", d.as_millis()))
+        .unwrap_or_default();
     figure(
         25,
         &format!(
-            "{variant}: {clean} of {} trials clean; latest sign of life of the old command {latest} ms after {relative_to}",
-            results.len()
+            "{variant}: {clean} of {} trials clean ({} grants, {} writes: {} accepted, {} refused); latest sign of life of the old command {latest} ms after {relative_to}{guard}",
+            results.len(),
+            all.counts.grants,
+            all.counts.writes,
+            all.counts.accepted,
+            all.counts.refused
         ),
     );
-    for (r, _) in results {
-        r.assert_clean();
+    for t in results {
+        t.report.assert_clean();
     }
 }
 
 /// fault case 25a: only the `run` supervisor is `SIGSTOPped` (stopped, not dead:
 /// its guard sees no EOF). The guard knows the trust window and stops the
-/// command itself, at the moments `run` would: the command must be gone
-/// before a newcomer waiting for the lease is granted it.
+/// command itself, at the moments `run` would: the command's activity must
+/// end before a newcomer waiting for the lease is granted it — the
+/// checker's `overlap`, against the grant's moment on the store's clock.
 fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_passes_on() {
     let results = parallel(count(3, 100), 6, |trial| {
         let sb = Sandbox::new();
         let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let cmd = command_pid(&sb);
-        let old = grants::read(&sb.file("grants")).unwrap()[0].token;
+        let (cmd, _) = first_command(&sb, "job");
         proc::signal(sup.id(), Signal::STOP);
-        let (code, out, err) = sb.run(&["acquire", "job", "--ttl", "60s", "--wait=20s"]);
+        let asked = boot_ns();
+        let (code, out, err) = sb.run(&["--json", "acquire", "job", "--ttl", "60s", "--wait=20s"]);
+        let answered = boot_ns();
         let alive_at_grant = proc::alive(cmd);
         let mut seen = Vec::new();
         assert_eq!(code, 0, "the newcomer's acquire: {err}");
-        let granted = granted_ns(&sb, out.trim().parse().expect("a token"));
-        let last = last_seen_ns(&sb, old, cmd);
+        let json: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
+        let token = json["token"].as_u64().expect("a token");
+        let granted = store_value(
+            &sb,
+            &format!("SELECT expires_ns - ttl_ms * 1000000 FROM lease_grant WHERE name = 'job' AND token = {token}"),
+        );
+        let id = json["grant_id"].as_str().expect("a grant id");
+        record_newcomer(&sb, "job", id, token, (asked, answered, granted));
         if alive_at_grant {
             seen.push("the command still ran when the newcomer's acquire returned".to_owned());
-        }
-        if last >= granted {
-            seen.push(format!(
-                "the command was seen {} ms after the newcomer's grant",
-                ms_after(last, granted)
-            ));
         }
         proc::signal(sup.id(), Signal::CONT);
         let (code, err) = finish(sup, Duration::from_secs(10));
         if code != 75 {
             seen.push(format!("supervisor exit {code}, not 75: {err}"));
         }
-        (sink_report(&sb, trial, seen), ms_after(last, granted))
+        let last = grants(&sb, "job")[0].end.unwrap_or(u64::MAX);
+        StopTrial {
+            report: trial_report(&sb, trial, seen),
+            last_ms: ms_after(last, granted),
+            guard_stopped: None,
+        }
     });
     conclude_stopped("(a) supervisor stopped alone", "the newcomer's grant", &results);
 }
 
+/// How long a resumed guard whose trust window closed while it was stopped
+/// may take to stop the command: it looks at the boot clock at least every
+/// 100 ms, so "at once", with five times that for a loaded machine. (A
+/// window kept 2 s too long — a planted bug — still has over a second to
+/// run at this point.)
+const GUARD_RESUMED_STOPS_WITHIN: Duration = Duration::from_millis(500);
+
 /// Cases 25b and 25c: the supervisor and its guard — and, with
 /// `command_too`, the command — `SIGSTOPped` past the TTL while a newcomer
-/// holds and writes. Nothing unpaused can stop the command: only the sink
-/// protects what it writes (after the newcomer's first write every
+/// takes the lease and writes. Nothing unpaused can stop the command: it
+/// acts only through the fence (after the newcomer's first write every
 /// old-token write is refused). Resumed — the command first, so that it
 /// writes with its stale token — the guard finds the window closed and
-/// stops it at once; `run` exits 75.
+/// stops it at once (within [`GUARD_RESUMED_STOPS_WITHIN`], the
+/// supervisor still stopped); `run` exits 75. The premise is asserted: the
+/// old command did attempt a write after the newcomer's grant, refused.
 fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
     let sb = Sandbox::new();
-    let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-    let cmd = command_pid(&sb);
-    let old = grants::read(&sb.file("grants")).unwrap()[0].token;
+    let sup = spawn_holder_acting(&sb, "job", OPTIONS, 60_000, Acts::Fenced);
+    let (cmd, old) = first_command(&sb, "job");
     let guard = guard_of(sup.id());
     proc::signal(sup.id(), Signal::STOP);
     proc::signal(guard, Signal::STOP);
     if command_too {
-        pause_outside_sink(&sb, cmd);
+        pause_outside_resource(&sb, cmd);
     }
     let mut seen = Vec::new();
-    let (code, err) = second_holder(&sb);
-    if code != 0 {
-        seen.push(format!("the second holder exited {code}: {err}"));
+    let mut options = OPTIONS.to_vec();
+    options.extend_from_slice(&["--wait", "20s"]);
+    let newcomer = spawn_holder(&sb, "job", &options, 300);
+    // The newcomer is granted and its first write answered — accepted: the
+    // fence's mark moved on.
+    let attempts = |grant: &str| history::attempts_of(&history_path(&sb), grant).expect("read the history");
+    let answered = proc::wait_until(Duration::from_secs(20), || {
+        grants(&sb, "job")
+            .get(1)
+            .is_some_and(|n| attempts(&n.grant).iter().any(|(_, a)| a.is_some()))
+    });
+    assert!(answered.is_some(), "trial {trial}: the newcomer never wrote");
+    let newcomer_grant = grants(&sb, "job").swap_remove(1);
+    if attempts(&newcomer_grant.grant)
+        .iter()
+        .all(|(_, a)| *a != Some(Answer::Accepted))
+    {
+        seen.push(format!(
+            "the newcomer's first write (token {:?}) was not accepted",
+            newcomer_grant.token
+        ));
     }
-    // The newcomer has released by now: its logged start stands in for
-    // its grant (a little later than it).
-    let granted = grants::read(&sb.file("grants")).unwrap()[1].start_ns;
+    let granted = newcomer_grant.answered;
+    let late_attempts = || -> Vec<Option<Answer>> {
+        attempts(&old.grant)
+            .into_iter()
+            .filter(|(start, _)| *start > granted)
+            .map(|(_, answer)| answer)
+            .collect()
+    };
     if command_too {
         proc::signal(cmd, Signal::CONT);
-        std::thread::sleep(Duration::from_millis(20)); // it writes with its stale token
+        // It writes with its stale token (answered, refused) before its
+        // guard can react.
+        proc::wait_until(Duration::from_secs(10), || late_attempts().iter().any(Option::is_some));
     }
     proc::signal(guard, Signal::CONT);
+    // Its grace ran out long ago too: SIGTERM and SIGKILL go out together,
+    // and the command may die without recording its end.
+    let stopped_after = proc::wait_until(GUARD_RESUMED_STOPS_WITHIN, || !proc::alive(cmd));
+    if stopped_after.is_none() {
+        seen.push(format!(
+            "the guard, resumed {} ms after the newcomer's grant (its window closed before it), had not stopped the command (pid {cmd}) {GUARD_RESUMED_STOPS_WITHIN:?} later",
+            ms_after(boot_ns(), granted) - GUARD_RESUMED_STOPS_WITHIN.as_millis() as i64
+        ));
+    }
+    let (code, err) = finish(newcomer, Duration::from_secs(30));
+    if code != 0 {
+        seen.push(format!("the newcomer exited {code}: {err}"));
+    }
     proc::signal(sup.id(), Signal::CONT);
     let (code, err) = finish(sup, Duration::from_secs(10));
     if code != 75 {
@@ -388,10 +495,20 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
     if proc::alive(cmd) {
         seen.push("the command outlived its resumed supervisor".into());
     }
-    (
-        sink_report(&sb, trial, seen),
-        ms_after(last_seen_ns(&sb, old, cmd), granted),
-    )
+    let late = late_attempts();
+    if !late.contains(&Some(Answer::Refused)) {
+        seen.push(format!(
+            "no write of the old command (token {:?}) after the newcomer's grant was refused: its late attempts were {late:?}",
+            old.token
+        ));
+    }
+    let last_write = attempts(&old.grant).last().map_or(0, |(start, _)| *start);
+    let last = grants(&sb, "job")[0].end.unwrap_or(0).max(last_write);
+    StopTrial {
+        report: trial_report(&sb, trial, seen),
+        last_ms: ms_after(last, granted),
+        guard_stopped: stopped_after,
+    }
 }
 
 /// fault case 25b: the supervisor and its guard stopped, the command runs
@@ -400,7 +517,7 @@ fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
     let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, false));
     conclude_stopped(
         "(b) supervisor and guard stopped (fence only)",
-        "the newcomer's command started",
+        "the newcomer's grant",
         &results,
     );
 }
@@ -409,78 +526,84 @@ fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
 /// [`stopped_with_its_guard`]).
 fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
     let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, true));
-    conclude_stopped(
-        "(c) everything stopped (fence only)",
-        "the newcomer's command started",
-        &results,
-    );
+    conclude_stopped("(c) everything stopped (fence only)", "the newcomer's grant", &results);
 }
 
 /// fault case 25d: `leasehold work` alone `SIGSTOPped` while its task runs: the
 /// task's guard stops the command before the claim can pass on, so a
-/// newcomer's claim of the task finds it gone.
+/// newcomer's claim of the task (recorded with its moment on the store's
+/// clock) comes after the command's last activity.
 fn case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on() {
     let results = parallel(count(2, 100), 6, |trial| {
         let sb = Sandbox::new();
         let (code, _, err) = sb.run(&["task", "add", "q", "--id", "t", "--payload", "1"]);
         assert_eq!(code, 0, "task add: {err}");
-        let (log, sink) = (sb.file("grants"), sb.file("sink.db"));
-        let worker = sb
-            .cmd(&[
-                "work",
-                "q",
-                "--ttl",
-                "1500ms",
-                "--heartbeat",
-                "250ms",
-                "--grace",
-                "300ms",
-                "--max-tasks",
-                "1",
-                "--",
-                crate::common::client(),
-                "hold",
-                &log.display().to_string(),
-                &sink.display().to_string(),
-                "60000",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn leasehold work");
-        let cmd = command_pid(&sb);
-        let old = grants::read(&log).unwrap()[0].token;
+        let (history_file, resource) = (history_path(&sb), resource_path(&sb));
+        let worker = crate::common::asked_now(&mut sb.cmd(&[
+            "work",
+            "q",
+            "--ttl",
+            "1500ms",
+            "--heartbeat",
+            "250ms",
+            "--grace",
+            "300ms",
+            "--max-tasks",
+            "1",
+            "--",
+            crate::common::client(),
+            "hold",
+            &history_file.display().to_string(),
+            &resource.display().to_string(),
+            "60000",
+        ]))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn leasehold work");
+        let (cmd, _) = first_command(&sb, "q/t");
         proc::signal(worker.id(), Signal::STOP);
-        let begun = Instant::now();
+        let asked = boot_ns();
         let mut seen = Vec::new();
-        let alive_at_claim = loop {
-            let (code, _, err) = sb.run(&["task", "claim", "q", "--ttl", "60s"]);
+        let (out, alive_at_claim) = loop {
+            let (code, out, err) = sb.run(&["task", "claim", "q", "--ttl", "60s"]);
             match code {
-                0 => break proc::alive(cmd),
-                10 if begun.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(20)),
-                _ => panic!("the newcomer's claim: exit {code} after {:?}: {err}", begun.elapsed()),
+                0 => break (out, proc::alive(cmd)),
+                10 if boot_ns() - asked < 20_000_000_000 => std::thread::sleep(Duration::from_millis(20)),
+                _ => panic!(
+                    "the newcomer's claim: exit {code} after {} ms: {err}",
+                    ms_after(boot_ns(), asked)
+                ),
             }
         };
+        let answered = boot_ns();
         let claimed = store_value(
             &sb,
             "SELECT lease_until_ns - ttl_ms * 1000000 FROM task WHERE queue = 'q' AND id = 't'",
         );
-        let last = last_seen_ns(&sb, old, cmd);
+        let json: serde_json::Value = serde_json::from_str(&out).expect("task claim prints JSON");
+        let token = json["token"].as_u64().expect("a token");
+        record_newcomer(
+            &sb,
+            "q/t",
+            &format!("claim{token}.newcomer"),
+            token,
+            (asked, answered, claimed),
+        );
         if alive_at_claim {
             seen.push("the task's command still ran when the newcomer's claim returned".to_owned());
-        }
-        if last >= claimed {
-            seen.push(format!(
-                "the task's command was seen {} ms after the newcomer's claim",
-                ms_after(last, claimed)
-            ));
         }
         proc::signal(worker.id(), Signal::CONT);
         let (code, err) = finish(worker, Duration::from_secs(10));
         if code != 0 {
             seen.push(format!("work exit {code}: {err}"));
         }
-        (sink_report(&sb, trial, seen), ms_after(last, claimed))
+        let last = grants(&sb, "q/t")[0].end.unwrap_or(u64::MAX);
+        StopTrial {
+            report: trial_report(&sb, trial, seen),
+            last_ms: ms_after(last, claimed),
+            guard_stopped: None,
+        }
     });
     conclude_stopped("(d) worker stopped alone", "the newcomer's claim", &results);
 }

@@ -7,7 +7,8 @@
 //! their own on the same store.
 //!
 //! What must never happen to the user, checked from outside (exit codes,
-//! messages, the grant logs and sinks the commands write, `/proc`):
+//! messages, the history the commands and the test record — judged by the
+//! checker —, `/proc`):
 //!
 //! - SQLite, where one stopped writer blocks every write: the other
 //!   commands fail with a clear error that names the stopped process (its
@@ -33,14 +34,13 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use leasehold_faults::check::Report;
-use leasehold_faults::grants;
+use leasehold_faults::checker::Report;
+use leasehold_faults::history::{Acts, GrantRecord, Recorded};
 use leasehold_faults::proc::{Sandbox, alive, outcome, signal, wait_until};
-use leasehold_faults::sink::FencedSink;
 use leasehold_faults::tier::{self, figure};
 use rustix::process::Signal;
 
-use crate::common::{client, finish};
+use crate::common::{asked_now, client, finish, grants, history, history_path, judge};
 use crate::etcd_support;
 use crate::pg_support;
 
@@ -55,13 +55,26 @@ const VICTIMS: [&str; 3] = ["v1", "v2", "v3"];
 /// Every `run` here: TTL 3 s (etcd's shortest lease is 2 s).
 const TTL_MS: u64 = 3000;
 
-/// `leasehold run NAME --ttl 3s -- faults-client hold LOG SINK HOLD_MS` on
-/// `store`, with `failpoint` armed if given.
+/// `leasehold run NAME --ttl 3s -- faults-client hold HISTORY RESOURCE
+/// HOLD_MS` on `store`, with `failpoint` armed if given.
 fn holder(sb: &Sandbox, store: &str, name: &str, hold_ms: u64, failpoint: Option<&str>) -> Child {
-    let (log, sink) = (grant_log(sb, name), sink_path(sb, name));
+    let (history, resource) = (history_path(sb).display().to_string(), resource_of(sb, name));
+    let resource = resource.display().to_string();
     let hold = hold_ms.to_string();
-    let mut cmd = sb.cmd(&["run", name, "--ttl", "3s", "--", client(), "hold", &log, &sink, &hold]);
-    cmd.env("LEASEHOLD_STORE", store)
+    let mut cmd = sb.cmd(&[
+        "run",
+        name,
+        "--ttl",
+        "3s",
+        "--",
+        client(),
+        "hold",
+        &history,
+        &resource,
+        &hold,
+    ]);
+    asked_now(&mut cmd)
+        .env("LEASEHOLD_STORE", store)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     if let Some(point) = failpoint {
@@ -70,16 +83,19 @@ fn holder(sb: &Sandbox, store: &str, name: &str, hold_ms: u64, failpoint: Option
     cmd.spawn().expect("spawn leasehold run")
 }
 
-fn grant_log(sb: &Sandbox, name: &str) -> String {
-    sb.file(&format!("grants-{name}")).display().to_string()
+/// The resource the holders of `name` write to.
+fn resource_of(sb: &Sandbox, name: &str) -> std::path::PathBuf {
+    sb.file(&format!("resource-{name}"))
 }
 
-fn sink_path(sb: &Sandbox, name: &str) -> String {
-    sb.file(&format!("sink-{name}.db")).display().to_string()
+fn holdings(sb: &Sandbox, name: &str) -> Vec<Recorded> {
+    grants(sb, name)
 }
 
-fn holdings(sb: &Sandbox, name: &str) -> Vec<grants::Holding> {
-    grants::read(grant_log(sb, name).as_ref()).unwrap_or_default()
+/// Whether a command under `run` recorded a grant of `name` (the test's
+/// own acquisitions are recorded too, as held by no process).
+fn commands_started(sb: &Sandbox, name: &str) -> bool {
+    holdings(sb, name).iter().any(|g| g.pid().is_some())
 }
 
 /// `leasehold ARGS...` on `store`: (exit code, stdout, stderr, how long).
@@ -149,39 +165,85 @@ fn start_victims(sb: &Sandbox, store: &str, hold_ms: u64) -> Vec<Child> {
     victims
 }
 
-/// The history check of every name: no token reissued, no two holdings
-/// overlapping, no stale sink write accepted.
+/// The checker's verdict on the trial's history (every name: no token
+/// reissued or out of order, no holder acting after the next grant or the
+/// store's expiry of its grant, no fence going back, nothing acknowledged
+/// lost), merged into `report`.
 fn history_report(sb: &Sandbox, names: &[&str], report: &mut Report) {
-    for name in names {
-        let log = grant_log(sb, name);
-        report.merge(grants::check_holdings(log.as_ref(), &holdings(sb, name)));
-        let sink = sink_path(sb, name);
-        if Path::new(&sink).exists() {
-            report.merge(
-                FencedSink::open(sink.as_ref())
-                    .expect("sink")
-                    .check()
-                    .expect("check sink"),
-            );
-        }
-    }
+    let resources: Vec<std::path::PathBuf> = names
+        .iter()
+        .map(|name| resource_of(sb, name))
+        .filter(|r| r.exists())
+        .collect();
+    report.merge(judge(
+        sb,
+        &resources.iter().map(std::path::PathBuf::as_path).collect::<Vec<_>>(),
+    ));
 }
 
-/// Acquire `name` once more after everything: exit 0 with a token above
-/// every token its log saw.
-fn granted_again(sb: &Sandbox, store: &str, name: &str, above: u64, report: &mut Report) {
-    let (code, out, err, _) = leasehold(sb, store, &["acquire", name, "--ttl", "3s", "--wait", "20s"]);
-    match out.trim().parse::<u64>() {
-        Ok(token) if code == 0 && token > above => {}
-        _ => report.push(
+/// `leasehold --json acquire NAME ARGS...` on `store`, recorded in the
+/// history as held by `by` (and ended at once) when granted: (exit code,
+/// stdout, stderr, how long).
+fn acquire_on(sb: &Sandbox, store: &str, name: &str, args: &[&str], by: &str) -> (i32, String, String, Duration) {
+    let mut all = vec!["--json", "acquire", name];
+    all.extend_from_slice(args);
+    let asked = leasehold_faults::proc::boot_ns();
+    let (code, out, err, took) = leasehold(sb, store, &all);
+    let answered = leasehold_faults::proc::boot_ns();
+    if code == 0 {
+        let g: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
+        let id = g["grant_id"].as_str().expect("a grant id");
+        let mut history = history(sb);
+        history
+            .grant(&GrantRecord {
+                name: name.into(),
+                token: g["token"].as_u64(),
+                grant: id.into(),
+                exclusive: true,
+                by: by.into(),
+                asked: Some(asked),
+                answered,
+                granted: None,
+                acts: Acts::Own,
+            })
+            .unwrap();
+        history.end(name, id, answered).unwrap();
+    }
+    (code, out, err, took)
+}
+
+/// Acquire `name` once more after everything, recorded in the history —
+/// asked for after every earlier grant was answered, so the checker
+/// requires a token above all of theirs. It must be granted (exit 0).
+fn granted_again(sb: &Sandbox, store: &str, name: &str, report: &mut Report) {
+    let (code, out, err, _) = acquire_on(sb, store, name, &["--ttl", "3s", "--wait", "20s"], "afterwards");
+    if code != 0 {
+        report.push(
             "after",
-            format!("acquire {name} afterwards: exit {code}, token {out:?} (must exceed {above}): {err}"),
-        ),
+            format!("acquire {name} afterwards: exit {code} ({out:?}), not granted: {err}"),
+        );
     }
 }
 
-fn newest_token(sb: &Sandbox, name: &str) -> u64 {
-    holdings(sb, name).iter().map(|h| h.token).max().unwrap_or(0)
+/// The stopped `run`, resumed, committed a grant it then did not use (it
+/// named the token in its message): recorded, as held by no one acting, so
+/// that the checker holds every later token above it.
+fn record_unused_grant(sb: &Sandbox, name: &str, message: &str, asked: u64) {
+    if let Some(token) = token_in(message) {
+        history(sb)
+            .grant(&GrantRecord {
+                name: name.into(),
+                token: Some(token),
+                grant: "committed-while-stopped".into(),
+                exclusive: true,
+                by: "stopped-run".into(),
+                asked: Some(asked),
+                answered: leasehold_faults::proc::boot_ns(),
+                granted: None,
+                acts: Acts::Fenced,
+            })
+            .unwrap();
+    }
 }
 
 /// The token `leasehold` named in a lost-lease message ("(token N)").
@@ -222,6 +284,7 @@ fn sqlite_trial(inside: Inside) -> SqliteTrial {
         Inside::Acquire => "acquire/before-commit=stop",
         Inside::Renew => "renew/before-commit=stop",
     };
+    let wedge_asked = leasehold_faults::proc::boot_ns();
     let wedge = holder(&sb, &store, "wedge", 60_000, Some(point));
     let pid = wedge.id();
     assert!(stopped(pid), "the `run` never stopped at {point}");
@@ -273,7 +336,7 @@ fn sqlite_trial(inside: Inside) -> SqliteTrial {
         // Its guard stopped its command at the window's end (the renewal
         // that would move it is the one stopped inside its transaction).
         wait_until(Duration::from_secs(10), || {
-            holdings(&sb, "wedge").first().is_some_and(|h| h.end_ns.is_some())
+            holdings(&sb, "wedge").first().is_some_and(|h| h.end.is_some())
         });
         margins.push(command_ended_in_time(&sb, "wedge", &mut report));
     }
@@ -289,7 +352,7 @@ fn sqlite_trial(inside: Inside) -> SqliteTrial {
                     format!("exit {code}, not 75 saying its grant came too late to start: {err}"),
                 );
             }
-            if !holdings(&sb, "wedge").is_empty() {
+            if commands_started(&sb, "wedge") {
                 report.push("stopped run", "its command ran under a grant whose window had closed");
             }
         }
@@ -304,12 +367,14 @@ fn sqlite_trial(inside: Inside) -> SqliteTrial {
     }
 
     // Everything works again; no token was issued twice.
-    let wedge_token = token_in(&err).unwrap_or(0).max(newest_token(&sb, "wedge"));
-    for name in VICTIMS {
-        granted_again(&sb, &store, name, newest_token(&sb, name), &mut report);
+    if inside == Inside::Acquire {
+        record_unused_grant(&sb, "wedge", &err, wedge_asked);
     }
-    granted_again(&sb, &store, "wedge", wedge_token, &mut report);
-    granted_again(&sb, &store, "other", 0, &mut report);
+    for name in VICTIMS {
+        granted_again(&sb, &store, name, &mut report);
+    }
+    granted_again(&sb, &store, "wedge", &mut report);
+    granted_again(&sb, &store, "other", &mut report);
     let mut names = VICTIMS.to_vec();
     names.push("wedge");
     history_report(&sb, &names, &mut report);
@@ -324,14 +389,15 @@ fn sqlite_trial(inside: Inside) -> SqliteTrial {
     }
 }
 
-/// The command of `name` logged its end (it was stopped, not killed) and
+/// The command of `name` recorded its end (it was stopped, not killed) and
 /// is gone, before the store could expire its grant: the margin in ms.
 /// The expiry is the store's own (`expires_ns` of the grant row, on the
-/// boot clock the grant log uses too), read while the stopped writer still
-/// holds the write lock — readers are not blocked, and nothing renewed it.
+/// boot clock the history uses too), read while the stopped writer still
+/// holds the write lock — readers are not blocked, and nothing renewed it —
+/// and recorded for the checker.
 fn command_ended_in_time(sb: &Sandbox, name: &str, report: &mut Report) -> i64 {
     let Some(holding) = holdings(sb, name).into_iter().next() else {
-        report.push("command", format!("{name}: no command logged a grant"));
+        report.push("command", format!("{name}: no command recorded a grant"));
         return i64::MIN;
     };
     let store = rusqlite::Connection::open_with_flags(sb.store_path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
@@ -339,31 +405,22 @@ fn command_ended_in_time(sb: &Sandbox, name: &str, report: &mut Report) -> i64 {
     let deadline_ns: i64 = store
         .query_row(
             "SELECT expires_ns FROM lease_grant WHERE name = ?1 AND token = ?2",
-            rusqlite::params![name, holding.token as i64],
+            rusqlite::params![name, holding.token.expect("a token") as i64],
             |r| r.get(0),
         )
         .expect("the grant row (nobody could release it)");
-    if alive(holding.pid) {
-        report.push(
-            "command",
-            format!("{name}: its command (pid {}) still runs", holding.pid),
-        );
+    // The checker judges the command's activity against it (`outlived`).
+    history(sb)
+        .expires(name, &holding.grant, deadline_ns as u64)
+        .expect("record the expiry");
+    let pid = holding.pid().expect("recorded by a process");
+    if alive(pid) {
+        report.push("command", format!("{name}: its command (pid {pid}) still runs"));
     }
-    let Some(end) = holding.end_ns else {
-        report.push("command", format!("{name}: its command never logged its end"));
-        return i64::MIN;
-    };
-    let margin = (deadline_ns - end as i64) / 1_000_000;
-    if margin < 0 {
-        report.push(
-            "command",
-            format!(
-                "{name}: its command ran {} ms past the earliest expiry of its grant",
-                -margin
-            ),
-        );
-    }
-    margin
+    // A command that never recorded its end is the checker's `never-ended`.
+    holding
+        .end
+        .map_or(i64::MIN, |end| (deadline_ns - end as i64) / 1_000_000)
 }
 
 /// fault case 30, SQLite: see the module docs. Stopped inside an
@@ -416,6 +473,7 @@ fn network_trial(
     // Long enough to outlast the stop and the checks (victims exit 0).
     let hold_ms = tier::count(12_000, 90_000) as u64;
     let victims = start_victims(&sb, store, hold_ms);
+    let wedge_asked = leasehold_faults::proc::boot_ns();
     let wedge = holder(&sb, store, "wedge", 60_000, Some("acquire/token=stop"));
     let pid = wedge.id();
     assert!(stopped(pid), "{kind}: the `run` never stopped at acquire/token");
@@ -434,7 +492,7 @@ fn network_trial(
     std::thread::sleep(Duration::from_millis(2 * TTL_MS).saturating_sub(stopped_at.elapsed()));
     for name in VICTIMS {
         match holdings(&sb, name).first() {
-            Some(h) if h.end_ns.is_none() && alive(h.pid) => {}
+            Some(h) if h.end.is_none() && h.pid().is_some_and(alive) => {}
             other => report.push(
                 "victim",
                 format!("{name} lost its lease beside a stopped client: {other:?}"),
@@ -449,7 +507,7 @@ fn network_trial(
             format!("resumed: exit {code}, not one of {resumed_codes:?}: {err}"),
         );
     }
-    if !holdings(&sb, "wedge").is_empty() {
+    if commands_started(&sb, "wedge") {
         report.push("stopped run", "its command ran under a grant whose window had closed");
     }
     for (name, victim) in VICTIMS.iter().zip(victims) {
@@ -458,8 +516,8 @@ fn network_trial(
             report.push("victim", format!("{name}: exit {code}: {err}"));
         }
     }
-    let wedge_token = token_in(&err).unwrap_or(0).max(newest_token(&sb, "wedge"));
-    granted_again(&sb, store, "wedge", wedge_token, &mut report);
+    record_unused_grant(&sb, "wedge", &err, wedge_asked);
+    granted_again(&sb, store, "wedge", &mut report);
     let mut names = VICTIMS.to_vec();
     names.push("wedge");
     history_report(&sb, &names, &mut report);
@@ -503,7 +561,7 @@ fn case30_a_client_stopped_inside_its_postgres_transaction_holds_up_its_own_name
                 // Past idle_in_transaction_session_timeout: the server ends
                 // the stopped client's session, and the name is free.
                 let freed = wait_until(Duration::from_secs(90), || {
-                    leasehold(sb, &store, &["acquire", "wedge", "--ttl", "1s"]).0 == 0
+                    acquire_on(sb, &store, "wedge", &["--ttl", "1s"], "same-name").0 == 0
                 });
                 match freed {
                     Some(_) => {
@@ -552,14 +610,17 @@ fn case30_a_client_stopped_inside_its_etcd_transaction_holds_up_nothing() {
         "etcd",
         &store,
         |sb, _stopped_at, report| {
-            let (code, out, err, took) = leasehold(sb, &store, &["acquire", "wedge", "--ttl", "30s"]);
+            let (code, out, err, took) = acquire_on(sb, &store, "wedge", &["--ttl", "30s"], "same-name");
             if code != 0 {
                 report.push("same name", format!("acquire wedge: exit {code} after {took:?}: {err}"));
             }
+            let token = serde_json::from_str::<serde_json::Value>(&out)
+                .ok()
+                .and_then(|g| g["token"].as_u64())
+                .map_or_else(|| "none".to_owned(), |t| t.to_string());
             format!(
-                "the same name granted to another in {:.1} s (token {})",
-                took.as_secs_f64(),
-                out.trim()
+                "the same name granted to another in {:.1} s (token {token})",
+                took.as_secs_f64()
             )
         },
         &[11],
