@@ -1453,6 +1453,43 @@ mod tests {
         assert!(overdue.late_answer.is_some_and(|took| took >= 70 * SEC), "{overdue:?}");
     }
 
+    /// A renewer names what it keeps (the keeper's logs) and asks
+    /// its own store who holds the write lock: a renewal unanswered at the
+    /// deadline is reported with the process that blocks it, never as
+    /// "cannot tell" on a store that can (cargo mutants found no unit test
+    /// of these).
+    #[test]
+    fn a_renewer_names_what_it_keeps_and_asks_its_store_for_the_write_lock() {
+        use crate::{QueueName, TaskId};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db")).unwrap());
+        let name = LeaseName::new("nightly-report").unwrap();
+        let lease = LeaseRenewer::new(Arc::clone(&store), name, Token(7), None);
+        assert_eq!(lease.kind(), "lease");
+        assert_eq!(lease.name(), "nightly-report");
+        assert_eq!(lease.token(), Token(7));
+        assert_eq!(lease.write_lock(), Some(WriteLock::Free), "nobody writes to this store");
+        let task = TaskRef {
+            queue: QueueName::new("emails").unwrap(),
+            id: TaskId::new("welcome-42").unwrap(),
+            token: Token(3),
+        };
+        let claim = ClaimRenewer::new(store, task);
+        assert_eq!(claim.kind(), "claim");
+        assert_eq!(claim.name(), "emails/welcome-42");
+        assert_eq!(claim.token(), Token(3));
+        assert_eq!(claim.write_lock(), Some(WriteLock::Free), "nobody writes to this store");
+    }
+
+    /// Why a claim was lost, as a worker's log says it: each reason in its
+    /// own words.
+    #[test]
+    fn a_lost_claim_says_why() {
+        assert!(ClaimLost::Deleted.to_string().contains("deleted"));
+        assert!(ClaimLost::Expired.to_string().contains("past its TTL"));
+        assert!(ClaimLost::Taken.to_string().contains("someone else"));
+    }
+
     #[test]
     fn impossible_options_are_named() {
         let mut o = KeeperOptions::new(10 * SEC);
