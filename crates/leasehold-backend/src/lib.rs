@@ -46,6 +46,7 @@ pub mod host;
 mod human;
 pub mod limits;
 pub mod migration;
+pub mod mutant;
 mod name;
 pub mod plan;
 pub mod rules;

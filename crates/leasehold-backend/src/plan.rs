@@ -430,6 +430,19 @@ fn scoped<'g>(
 /// see [`ENDINGS`]): extend it, or report why not.
 #[must_use]
 pub fn renew(p: &LeaseRenewParams, found: Option<&Seen>, ended: Option<HistoryEvent>) -> Plan<Result<(), LostReason>> {
+    // Planted bug (scripts/mutants): an expired grant is taken as live.
+    let revived;
+    let found = match found {
+        Some((g, false))
+            if crate::mutant::strikes(crate::mutant::Mutant::RenewalRevivesExpired, || {
+                rules::owner_verdict(p.owner.as_deref(), &g.owner, g.owner_explicit).is_ok()
+            }) =>
+        {
+            revived = (g.clone(), true);
+            Some(&revived)
+        }
+        found => found,
+    };
     match scoped("renew", p.token, p.owner.as_deref(), found, ended) {
         Ok(g) => Plan {
             ops: vec![Op::ExtendGrant {

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::mutant::{self, Mutant};
 use crate::{FenceRefusal, HistoryEvent, Holder, LostReason, Mode, Token};
 
 /// Whether a grant of `mode` can join the (real or simulated) set `held`.
@@ -17,7 +18,10 @@ use crate::{FenceRefusal, HistoryEvent, Holder, LostReason, Mode, Token};
 #[must_use]
 pub fn compatible(held: &[Mode], mode: Mode) -> bool {
     match mode {
-        Mode::Exclusive => held.is_empty(),
+        Mode::Exclusive => {
+            // Planted bug (scripts/mutants): a second exclusive holder.
+            held.is_empty() || mutant::strikes(Mutant::SecondExclusive, || matches!(held, [Mode::Exclusive]))
+        }
         Mode::Shared { .. } => !held.iter().any(|m| m.is_exclusive()) && shared_limit_reached(held, mode).is_none(),
     }
 }
@@ -47,13 +51,17 @@ pub fn shared_limit_reached(held: &[Mode], mode: Mode) -> Option<u32> {
 #[must_use]
 pub fn admits(live: impl IntoIterator<Item = Mode>, ahead: impl IntoIterator<Item = Mode>, mode: Mode) -> bool {
     let mut simulated: Vec<Mode> = live.into_iter().collect();
+    // Planted bug (scripts/mutants): judged against the live grants alone.
+    let live = simulated.len();
+    let overtakes =
+        |simulated: &[Mode]| mutant::strikes(Mutant::WaiterSkipsFifo, || compatible(&simulated[..live], mode));
     for waiter in ahead {
         if !compatible(&simulated, waiter) {
-            return false;
+            return overtakes(&simulated);
         }
         simulated.push(waiter);
     }
-    compatible(&simulated, mode)
+    compatible(&simulated, mode) || overtakes(&simulated)
 }
 
 /// Whether a renewal or release naming `asked` (or no owner) may act on a
@@ -138,12 +146,17 @@ pub fn reacquires(
 /// # Errors
 /// The refusal, when `token` may not write.
 pub fn fence_verdict(token: Token, newest: Option<Token>, grant: Option<(bool, Mode)>) -> Result<(), FenceRefusal> {
-    match grant {
+    let verdict = match grant {
         Some((true, mode)) if mode.is_exclusive() && newest != Some(token) => Err(FenceRefusal::Superseded),
         Some((true, _)) => Ok(()),
         _ if newest.is_some_and(|n| n > token) => Err(FenceRefusal::Superseded),
         _ => Err(FenceRefusal::NotLive),
+    };
+    // Planted bug (scripts/mutants): any grant the store still has passes.
+    if mutant::strikes(Mutant::FenceGatePassesStale, || verdict.is_err() && grant.is_some()) {
+        return Ok(());
     }
+    verdict
 }
 
 /// `host:pid` of a holder, for history details.

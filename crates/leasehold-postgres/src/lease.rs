@@ -262,8 +262,21 @@ impl Apply for Writer<'_, '_> {
 
     fn insert_grant(&mut self, g: &NewGrant) -> Result<()> {
         let (exclusive, limit) = mode_columns(g.mode);
+        let mut sql = insert_grant_sql();
+        // Planted bug (scripts/mutants): the previous token, issued again
+        // (struck when the statement is sent; it differs for a name that
+        // had a token).
+        if leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::ReissueToken, || true) {
+            let reissuing = sql.replace("lease_name.last_token + 1", "lease_name.last_token");
+            // A statement rewritten since would make this plant nothing.
+            assert_ne!(
+                reissuing, sql,
+                "the reissue-token mutant no longer matches insert_grant_sql"
+            );
+            sql = reissuing;
+        }
         let inserted = self.db.query_one(
-            &insert_grant_sql(),
+            &sql,
             &[
                 &self.name.as_str(),
                 &g.owner.label,

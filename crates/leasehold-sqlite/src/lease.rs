@@ -301,7 +301,11 @@ impl Apply for Writer<'_> {
         // lock): an upsert RETURNING the new value would go through a
         // temporary table.
         let newest = last_token(self.tx, self.name)?.map_or(0, |t| t.0 as i64);
-        let token = newest.max(token_floor(self.tx)?) + 1;
+        let mut token = newest.max(token_floor(self.tx)?) + 1;
+        // Planted bug (scripts/mutants): the previous token, issued again.
+        if leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::ReissueToken, || newest > 0) {
+            token = newest;
+        }
         self.tx
             .prepare_cached(
                 "INSERT INTO lease_name (name, last_token) VALUES (?1, ?2) \

@@ -379,7 +379,12 @@ impl KeeperOptions {
 /// `sent + ttl - margin`, saturating: until when a grant renewed by a
 /// request sent at `sent` may be trusted (see the module docs).
 fn trusted_until(sent: Duration, options: &KeeperOptions) -> Duration {
-    sent.saturating_add(options.ttl).saturating_sub(options.margin)
+    let until = sent.saturating_add(options.ttl).saturating_sub(options.margin);
+    // Planted bug (scripts/mutants): commands stopped 2 s late.
+    if leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::LateTrustWindow, || true) {
+        return until.saturating_add(Duration::from_secs(2));
+    }
+    until
 }
 
 type Callback<L> = Box<dyn FnOnce(Loss<L>) + Send>;
@@ -1446,6 +1451,43 @@ mod tests {
         };
         assert_eq!(overdue.not_run, None, "no gap was measured: {overdue:?}");
         assert!(overdue.late_answer.is_some_and(|took| took >= 70 * SEC), "{overdue:?}");
+    }
+
+    /// A renewer names what it keeps (the keeper's logs) and asks
+    /// its own store who holds the write lock: a renewal unanswered at the
+    /// deadline is reported with the process that blocks it, never as
+    /// "cannot tell" on a store that can (cargo mutants found no unit test
+    /// of these).
+    #[test]
+    fn a_renewer_names_what_it_keeps_and_asks_its_store_for_the_write_lock() {
+        use crate::{QueueName, TaskId};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db")).unwrap());
+        let name = LeaseName::new("nightly-report").unwrap();
+        let lease = LeaseRenewer::new(Arc::clone(&store), name, Token(7), None);
+        assert_eq!(lease.kind(), "lease");
+        assert_eq!(lease.name(), "nightly-report");
+        assert_eq!(lease.token(), Token(7));
+        assert_eq!(lease.write_lock(), Some(WriteLock::Free), "nobody writes to this store");
+        let task = TaskRef {
+            queue: QueueName::new("emails").unwrap(),
+            id: TaskId::new("welcome-42").unwrap(),
+            token: Token(3),
+        };
+        let claim = ClaimRenewer::new(store, task);
+        assert_eq!(claim.kind(), "claim");
+        assert_eq!(claim.name(), "emails/welcome-42");
+        assert_eq!(claim.token(), Token(3));
+        assert_eq!(claim.write_lock(), Some(WriteLock::Free), "nobody writes to this store");
+    }
+
+    /// Why a claim was lost, as a worker's log says it: each reason in its
+    /// own words.
+    #[test]
+    fn a_lost_claim_says_why() {
+        assert!(ClaimLost::Deleted.to_string().contains("deleted"));
+        assert!(ClaimLost::Expired.to_string().contains("past its TTL"));
+        assert!(ClaimLost::Taken.to_string().contains("someone else"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod json;
 mod lease;
 mod limits;
 mod lock;
+mod mutants;
 #[path = "../../../leasehold-postgres/tests/support/mod.rs"]
 mod postgres;
 mod race;

@@ -175,6 +175,15 @@ fn verdict(record: Option<Fence>, write: Fence) -> Result<Option<Fence>, Refused
         return Ok(Some(write));
     };
     match write.token.cmp(&record.token) {
+        // Planted bug (scripts/mutants): a lower token writes, the mark stays.
+        std::cmp::Ordering::Less
+            if leasehold_backend::mutant::strikes(
+                leasehold_backend::mutant::Mutant::FenceRecordSkipsComparison,
+                || true,
+            ) =>
+        {
+            Ok(None)
+        }
         std::cmp::Ordering::Less => Err(Refused::Lower(record.token)),
         std::cmp::Ordering::Greater => Ok(Some(write)),
         std::cmp::Ordering::Equal => match (record.grant, write.grant) {

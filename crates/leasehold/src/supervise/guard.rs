@@ -666,7 +666,10 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
             run.stop(&mut tree, until + args.grace);
         }
         if let (Some(at), Some(group)) = (run.kill_at.filter(|at| now >= *at), run.command) {
-            signal_tree(&mut tree, group, Signal::KILL);
+            // Planted bug (scripts/mutants): SIGKILL never sent.
+            if !leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::GuardNeverKills, || true) {
+                signal_tree(&mut tree, group, Signal::KILL);
+            }
             run.kill_at = Some(at.max(now) + Duration::from_secs(1));
         }
         if events.is_empty() {
