@@ -31,6 +31,7 @@ fn main() {
         lease::TESTS,
         limits::TESTS,
         lock::TESTS,
+        mutants::TESTS,
         race::TESTS,
         restore::TESTS,
         run::TESTS,

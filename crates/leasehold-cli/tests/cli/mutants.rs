@@ -5,11 +5,13 @@ use leasehold_backend::mutant;
 
 use crate::util::Env;
 
+pub const TESTS: &[leasehold_testkit::Test] =
+    leasehold_testkit::tests![a_mutant_named_in_the_environment_is_planted_only_by_a_build_with_the_feature];
+
 /// `LEASEHOLD_MUTANT` plants nothing in a build without the feature — the
 /// `leasehold` binary `cargo test --workspace` builds, like every build
 /// for use — and in a build with it (scripts/mutants) plants the bug it
 /// names in the binary: a mutant run tests what it says it does.
-#[test]
 fn a_mutant_named_in_the_environment_is_planted_only_by_a_build_with_the_feature() {
     let env = Env::new();
     let acquire = || {
