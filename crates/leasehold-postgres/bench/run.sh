@@ -3,6 +3,7 @@
 # through leasehold (examples/bench.rs) and the same SQL through pgbench,
 # alternated over ROUNDS rounds (which goes first alternates too), with the
 # ratio taken within each round: medians and min–max.
+# Prints a Markdown table (bench/run includes it in docs/PERFORMANCE.md).
 # Usage: bench/run.sh HOST PORT [SECONDS]   (database postgres, user postgres,
 # schema "bench" is dropped and re-created). ROUNDS=3 by default. Needs a
 # release build of the example and the leasehold CLI (for `migrate`).
@@ -42,7 +43,7 @@ python3 - "$results" "$rounds" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 goal = {("task", "8"): 0.9, ("lease", "1"): 0.95, ("lease", "2"): 0.95, ("lease", "8"): 0.95}
-print(f"| what | clients | leasehold pairs/s | pgbench pairs/s | ratio (min–max), {sys.argv[2]} rounds | goal |")
+print(f"| what ({sys.argv[2]} rounds) | clients | leasehold pairs/s | pgbench pairs/s | ÷ pgbench, same round | goal |")
 print("|---|---:|---:|---:|---:|---|")
 for what in ("lease", "task"):
     for c in ("1", "2", "8"):
@@ -50,7 +51,7 @@ for what in ("lease", "task"):
         ratios = [o / t for o, t in mine]
         med = statistics.median(ratios)
         g = goal.get((what, c))
-        verdict = f">= {g}: {'met' if med >= g else 'missed'}" if g else ""
+        verdict = f"{med:.2f} ≥ {g}: **{'met' if med >= g else 'missed'}**" if g else ""
         print(f"| {what} | {c} | {statistics.median(o for o, _ in mine):.0f} | {statistics.median(t for _, t in mine):.0f} "
               f"| {med:.2f} ({min(ratios):.2f}–{max(ratios):.2f}) | {verdict} |")
 PY

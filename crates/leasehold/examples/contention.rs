@@ -1,15 +1,21 @@
 //! Lease throughput and latency under contention: P workers (threads, each
 //! with its own store connection — to SQLite the same as P processes)
 //! acquiring and releasing either the same name or a name each, for a fixed
-//! time. Reports cycles per second and acquire latency (p50/p99).
+//! time, every setup once a round over ROUNDS rounds. Prints a Markdown
+//! table: cycles per second (median, min–max), the ratio to the same
+//! round's single worker (what contention costs the total), and acquire
+//! latency (p50/p99 over every round).
 //!
-//!     cargo run --release -p leasehold --example contention -- DIR [SECONDS]
+//!     cargo run --release -p leasehold --example contention -- DIR [SECONDS] [ROUNDS]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{per_sec, spread};
 use leasehold::{Acquire, AcquireOptions, LeaseName, Store};
 
 /// One worker: acquire (retrying while held), release; until `stop`.
@@ -47,47 +53,91 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// One configuration: `workers` threads on the same name or a name each.
+#[derive(Clone, Copy)]
+struct Setup {
+    workers: usize,
+    same: bool,
+}
+
+const SETUPS: [Setup; 5] = [
+    Setup { workers: 1, same: true },
+    Setup { workers: 2, same: true },
+    Setup {
+        workers: 2,
+        same: false,
+    },
+    Setup { workers: 8, same: true },
+    Setup {
+        workers: 8,
+        same: false,
+    },
+];
+
+/// Runs `setup` for `duration`: cycles per second and each acquisition's
+/// latency.
+fn measure(db: &Arc<PathBuf>, setup: Setup, duration: Duration) -> (f64, Vec<Duration>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..setup.workers)
+        .map(|w| {
+            let (db, stop) = (db.clone(), stop.clone());
+            let name = LeaseName::new(if setup.same {
+                "shared-name".to_owned()
+            } else {
+                format!("name-{w}")
+            })
+            .unwrap();
+            std::thread::spawn(move || worker(&db, &name, &stop))
+        })
+        .collect();
+    let start = Instant::now();
+    std::thread::sleep(duration);
+    stop.store(true, Ordering::Relaxed);
+    let all: Vec<Duration> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    (per_sec(all.len(), start.elapsed()), all)
+}
+
 fn main() {
-    let dir: PathBuf = std::env::args().nth(1).map_or_else(std::env::temp_dir, PathBuf::from);
-    let seconds: u64 = std::env::args().nth(2).map_or(3, |s| s.parse().unwrap());
+    let mut args = std::env::args().skip(1);
+    let dir: PathBuf = args.next().map_or_else(std::env::temp_dir, PathBuf::from);
+    let seconds: f64 = args.next().map_or(2.0, |s| s.parse().expect("SECONDS is a number"));
+    let rounds: usize = args.next().map_or(3, |s| s.parse().expect("ROUNDS is a number"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let db = Arc::new(dir.join("contention.db"));
     drop(Store::open_sqlite(&db).unwrap());
-    println!("| workers | names | cycles/s | p50 acquire | p99 acquire |");
-    println!("|---:|---|---:|---:|---:|");
-    for workers in [1usize, 2, 8] {
-        for same in [true, false] {
-            if workers == 1 && !same {
-                continue;
+    let duration = Duration::from_secs_f64(seconds);
+    // Per setup: each round's rate, its ratio to the same round's single
+    // worker, and every latency of every round.
+    let mut rates = vec![Vec::new(); SETUPS.len()];
+    let mut ratios = vec![Vec::new(); SETUPS.len()];
+    let mut latencies = vec![Vec::new(); SETUPS.len()];
+    for _ in 0..rounds {
+        let mut single = f64::NAN;
+        for (i, setup) in SETUPS.iter().enumerate() {
+            let (rate, lat) = measure(&db, *setup, duration);
+            if i == 0 {
+                single = rate;
             }
-            let stop = Arc::new(AtomicBool::new(false));
-            let threads: Vec<_> = (0..workers)
-                .map(|w| {
-                    let (db, stop) = (db.clone(), stop.clone());
-                    let name = LeaseName::new(if same {
-                        "shared-name".to_owned()
-                    } else {
-                        format!("name-{w}")
-                    })
-                    .unwrap();
-                    std::thread::spawn(move || worker(&db, &name, &stop))
-                })
-                .collect();
-            let start = Instant::now();
-            std::thread::sleep(Duration::from_secs(seconds));
-            stop.store(true, Ordering::Relaxed);
-            let mut all: Vec<Duration> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
-            let elapsed = start.elapsed();
-            all.sort();
-            #[allow(clippy::cast_precision_loss, reason = "counts far below 2^52")]
-            let rate = all.len() as f64 / elapsed.as_secs_f64();
-            println!(
-                "| {workers} | {} | {rate:.0} | {:.2} ms | {:.2} ms |",
-                if same { "same" } else { "one each" },
-                percentile(&all, 0.5).as_secs_f64() * 1000.0,
-                percentile(&all, 0.99).as_secs_f64() * 1000.0
-            );
+            rates[i].push(rate);
+            ratios[i].push(rate / single);
+            latencies[i].extend(lat);
         }
+    }
+    println!(
+        "| workers | names | cycles/s ({rounds} rounds of {seconds} s) | ÷ 1 worker, same round | p50 acquire | p99 acquire |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|");
+    for (i, setup) in SETUPS.iter().enumerate() {
+        latencies[i].sort();
+        println!(
+            "| {} | {} | {} | {} | {:.2} ms | {:.2} ms |",
+            setup.workers,
+            if setup.same { "same" } else { "one each" },
+            spread(&rates[i], 0),
+            if i == 0 { "1".to_owned() } else { spread(&ratios[i], 2) },
+            percentile(&latencies[i], 0.5).as_secs_f64() * 1000.0,
+            percentile(&latencies[i], 0.99).as_secs_f64() * 1000.0
+        );
     }
 }

@@ -5,7 +5,12 @@
 //! a server-side TTL (lease grant, the pair with the put on the lease,
 //! lease revoke).
 //!
-//!     cargo run --release -p leasehold --example etcd_rate -- HOST:PORT [N]
+//!     cargo run --release -p leasehold --example etcd_rate -- HOST:PORT [LIB_CYCLES] [ETCDCTL_CYCLES] [ROUNDS]
+//!
+//! Alternates the three over ROUNDS rounds (default 3; 100 library cycles
+//! and 20 of each etcdctl loop a round) and prints a Markdown table of
+//! medians (min–max), with the library's rate divided by each reference's
+//! in the same round.
 //!
 //! Use a throwaway etcd: it writes under /leasehold-bench and /etcdctl-bench.
 
@@ -15,13 +20,8 @@ use std::time::Instant;
 
 mod common;
 
-use common::{library, rate};
+use common::{library, rate, spread};
 use leasehold::{Store, StoreOptions, StoreUrl};
-
-fn etcd_library(endpoint: &str, n: u32) -> f64 {
-    let url = StoreUrl::parse(&format!("etcd://{endpoint}?prefix=/leasehold-bench")).unwrap();
-    library(&Store::open(&url, &StoreOptions::default()).unwrap(), n)
-}
 
 fn etcdctl_cmd(endpoint: &str, args: &[&str], stdin: &str) -> String {
     let mut child = Command::new("etcdctl")
@@ -81,23 +81,42 @@ fn etcdctl_leased(endpoint: &str, n: u32) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let endpoint = args.next().expect("usage: etcd_rate HOST:PORT [N]");
-    let n: u32 = args.next().map_or(300, |s| s.parse().expect("N"));
-    println!("acquire+release cycles per second against etcd at {endpoint}, {n} each:");
+    let endpoint = args
+        .next()
+        .expect("usage: etcd_rate HOST:PORT [LIB_CYCLES] [ETCDCTL_CYCLES] [ROUNDS]");
+    let lib_cycles: u32 = args.next().map_or(100, |s| s.parse().expect("LIB_CYCLES"));
+    let etcdctl_cycles: u32 = args.next().map_or(20, |s| s.parse().expect("ETCDCTL_CYCLES"));
+    let rounds: usize = args.next().map_or(3, |s| s.parse().expect("ROUNDS"));
+    let url = StoreUrl::parse(&format!("etcd://{endpoint}?prefix=/leasehold-bench")).unwrap();
+    let store = Store::open(&url, &StoreOptions::default()).unwrap();
+    library(&store, 10); // warm-up: the connection
+    let (mut lib, mut bare, mut leased, mut bare_ratio, mut leased_ratio) = (vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let ours = library(&store, lib_cycles);
+        let pair = etcdctl_bare(&endpoint, etcdctl_cycles);
+        let with_ttl = etcdctl_leased(&endpoint, etcdctl_cycles);
+        lib.push(ours);
+        bare.push(pair);
+        leased.push(with_ttl);
+        bare_ratio.push(ours / pair);
+        leased_ratio.push(ours / with_ttl);
+    }
     println!(
-        "  leasehold library (try_acquire + release): {:8.1}/s",
-        etcd_library(&endpoint, n)
+        "| acquire + release ({rounds} rounds: the library {lib_cycles} cycles, etcdctl {etcdctl_cycles} each) | cycles/s | leasehold ÷ this, same round |"
+    );
+    println!("|---|---:|---:|");
+    println!(
+        "| leasehold library, `try_acquire` + `release` (one connection) | {} | 1 |",
+        spread(&lib, 1)
     );
     println!(
-        "  etcdctl: txn + txn:                        {:8.1}/s",
-        etcdctl_bare(&endpoint, n)
+        "| `etcdctl`: txn + txn (a process and a connection per call) | {} | {} |",
+        spread(&bare, 1),
+        spread(&bare_ratio, 1)
     );
     println!(
-        "  etcdctl: lease grant + txn + txn + revoke: {:8.1}/s",
-        etcdctl_leased(&endpoint, n)
-    );
-    println!(
-        "  leasehold library, again:                  {:8.1}/s",
-        etcd_library(&endpoint, n)
+        "| `etcdctl`: lease grant + txn + txn + revoke | {} | {} |",
+        spread(&leased, 1),
+        spread(&leased_ratio, 1)
     );
 }

@@ -2,31 +2,31 @@
 //! same SQL run directly with rusqlite on the same database file, in the
 //! same run.
 //!
-//!     cargo run --release -p leasehold --example queue_rate -- DIR [BIG] [CLI_BINARY]
+//!     cargo run --release -p leasehold --example queue_rate -- DIR [BIG] [CLI_BINARY] [ROUNDS]
 //!
-//! BIG (default 1000000) is the size of the large queue and of the batch
-//! add. Figures: batch add of BIG tasks; claim+done per second with 1 and
-//! 4 workers; claim+done with 1 000 vs BIG tasks queued; `leasehold work`
-//! running `true` per task with 1 and 4 workers, next to a loop spawning
-//! `true` from as many threads (when the CLI binary is given; `WORK_TASKS`
-//! tasks each, default 400; with `ONLY_WORK` set, only these).
+//! BIG (default 1000000) is the size of the large queue, added in ROUNDS
+//! (default 3) batches. Figures, each over ROUNDS alternating rounds with
+//! the ratio taken per round, printed as a Markdown table: batch add;
+//! claim+done per second with 1 and 4 workers; claim+done with BIG vs
+//! 1 000 tasks queued; `leasehold work` running `true` per task with 1 and
+//! 4 workers, next to a loop spawning `true` from as many threads (when
+//! the CLI binary is given; `WORK_TASKS` tasks each, default 400; with
+//! `ONLY_WORK` set, only these).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+mod common;
+
+use common::{median, per_sec, spread, verdict};
 use leasehold::unix_ms::to_ms;
 use leasehold::{LeaseName, NewTask, Store, TaskId};
 use rusqlite::{Connection, TransactionBehavior, params};
 
 fn name(s: &str) -> LeaseName {
     LeaseName::new(s).unwrap()
-}
-
-#[allow(clippy::cast_precision_loss, reason = "counts far below 2^52")]
-fn per_sec(n: usize, d: Duration) -> f64 {
-    n as f64 / d.as_secs_f64()
 }
 
 fn tasks(prefix: &str, n: usize) -> Vec<NewTask> {
@@ -117,34 +117,48 @@ fn parallel(workers: usize, each: usize, f: impl Fn(usize) -> usize + Send + Syn
     let f = Arc::new(f);
     let start = Instant::now();
     let handles: Vec<_> = (0..workers)
-        .map(|w| {
+        .map(|_| {
             let f = f.clone();
-            std::thread::spawn(move || {
-                let _ = w;
-                f(each)
-            })
+            std::thread::spawn(move || f(each))
         })
         .collect();
     let total: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
     per_sec(total, start.elapsed())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// One row: ours and the reference per round, the ratio taken per round.
+#[derive(Default)]
+struct Row {
+    ours: Vec<f64>,
+    reference: Vec<f64>,
+    ratios: Vec<f64>,
 }
 
-fn row(label: &str, ours: f64, reference: f64) {
-    println!(
-        "{label:<48} {ours:>10.0} /s   reference {reference:>10.0} /s   ratio {:.2}",
-        ours / reference
-    );
+impl Row {
+    fn push(&mut self, ours: f64, reference: f64) {
+        self.ours.push(ours);
+        self.reference.push(reference);
+        self.ratios.push(ours / reference);
+    }
+
+    /// Prints the row; `goal` is the least median ratio issue 15 asked for.
+    fn print(&self, label: &str, reference: &str, goal: Option<f64>) {
+        println!(
+            "| {label} | {} | {reference}: {} | {} | {} |",
+            spread(&self.ours, 0),
+            spread(&self.reference, 0),
+            spread(&self.ratios, 2),
+            goal.map_or_else(String::new, |g| verdict(median(&self.ratios), g))
+        );
+    }
 }
 
 fn main() {
-    let dir: PathBuf = std::env::args().nth(1).map_or_else(std::env::temp_dir, PathBuf::from);
-    let big: usize = std::env::args().nth(2).map_or(1_000_000, |s| s.parse().unwrap());
-    let cli = std::env::args().nth(3).map(PathBuf::from);
+    let mut args = std::env::args().skip(1);
+    let dir: PathBuf = args.next().map_or_else(std::env::temp_dir, PathBuf::from);
+    let big: usize = args.next().map_or(1_000_000, |s| s.parse().expect("BIG is a number"));
+    let cli = args.next().filter(|c| !c.is_empty()).map(PathBuf::from);
+    let rounds: usize = args.next().map_or(3, |s| s.parse().expect("ROUNDS is a number"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("queue.db");
@@ -153,87 +167,89 @@ fn main() {
         let db = db.clone();
         move || Store::open_sqlite(&db).unwrap()
     };
+    println!("| figure ({rounds} rounds) | leasehold /s | reference /s | ÷ the reference | goal |");
+    println!("|---|---:|---:|---:|---|");
     if let (Some(cli), Some(_)) = (&cli, std::env::var_os("ONLY_WORK")) {
-        return work_rates(&store, &db, cli);
+        return work_rates(&store, &db, cli, rounds);
     }
 
     // Batch add: library (one call, one transaction) vs the same SQL,
-    // alternating over three rounds of BIG/3 (the BIG queue is the three
-    // rounds' tasks together).
-    let third = big / 3;
-    let (mut lib, mut sql, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..3 {
+    // alternating over the rounds, BIG/ROUNDS tasks each (the BIG queue
+    // is the rounds' tasks together).
+    let batch = big / rounds;
+    let mut add = Row::default();
+    for round in 0..rounds {
         let start = Instant::now();
         store
-            .task_add(&name("big"), tasks(&format!("t{round}-"), third))
+            .task_add(&name("big"), tasks(&format!("t{round}-"), batch))
             .unwrap();
-        let ours = per_sec(third, start.elapsed());
-        let reference = per_sec(third, sql_add(&db, &format!("big-ref-{round}"), third));
-        lib.push(ours);
-        sql.push(reference);
-        ratios.push(ours / reference);
+        let ours = per_sec(batch, start.elapsed());
+        add.push(ours, per_sec(batch, sql_add(&db, &format!("big-ref-{round}"), batch)));
     }
-    let (lo, hi) = ratios
-        .iter()
-        .fold((f64::MAX, 0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-    let ratio = median(ratios);
-    println!(
-        "{:<48} {:>10.0} /s   reference {:>10.0} /s   ratio {ratio:.2} ({lo:.2}–{hi:.2})   target >= 0.95: {}",
-        format!("task add, batch of {third} (3 rounds)"),
-        median(lib),
-        median(sql),
-        if ratio >= 0.95 { "met" } else { "missed" }
+    add.print(
+        &format!("`task add`, a batch of {batch} in one call"),
+        "the same INSERTs, one transaction",
+        Some(0.95),
     );
 
     // Claim+done, 1 and 4 workers, alternating with the reference.
     let cycles = 300;
-    store.task_add(&name("work"), tasks("w", cycles * 4 * 3 * 2)).unwrap();
-    sql_add(&db, "work-ref", cycles * 4 * 3 * 2);
+    store.task_add(&name("work"), tasks("w", cycles * 5 * rounds)).unwrap();
+    sql_add(&db, "work-ref", cycles * 5 * rounds);
     for workers in [1, 4] {
-        let (mut lib, mut sql) = (Vec::new(), Vec::new());
-        for _ in 0..3 {
+        let mut row = Row::default();
+        for _ in 0..rounds {
             let open = open.clone();
-            lib.push(parallel(workers, cycles, move |n| {
-                lib_claim_done(&open(), &name("work"), n)
-            }));
+            let ours = parallel(workers, cycles, move |n| lib_claim_done(&open(), &name("work"), n));
             let db = db.clone();
-            sql.push(parallel(workers, cycles, move |n| sql_claim_done(&db, "work-ref", n)));
+            row.push(
+                ours,
+                parallel(workers, cycles, move |n| sql_claim_done(&db, "work-ref", n)),
+            );
         }
-        row(&format!("claim+done, {workers} worker(s)"), median(lib), median(sql));
+        row.print(
+            &format!("claim + done, {workers} worker(s) (two durable transactions)"),
+            "the same SQL",
+            None,
+        );
     }
 
-    // Claim cost against queue length: 1 000 vs BIG queued.
-    store.task_add(&name("small"), tasks("s", 1000)).unwrap();
-    let (mut small, mut large) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
+    // Claim cost against queue length: BIG queued vs 1 000 queued (the
+    // small queue keeps at least 1 000 throughout).
+    let per_round = 200;
+    store
+        .task_add(&name("small"), tasks("s", 1000 + per_round * rounds))
+        .unwrap();
+    let mut length = Row::default();
+    for _ in 0..rounds {
         let start = Instant::now();
-        let n = lib_claim_done(&store, &name("small"), 200);
-        small.push(per_sec(n, start.elapsed()));
+        let n = lib_claim_done(&store, &name("big"), per_round);
+        let large = per_sec(n, start.elapsed());
         let start = Instant::now();
-        let n = lib_claim_done(&store, &name("big"), 200);
-        large.push(per_sec(n, start.elapsed()));
+        let n = lib_claim_done(&store, &name("small"), per_round);
+        length.push(large, per_sec(n, start.elapsed()));
     }
-    row(
-        &format!("claim+done with {big} queued (ref: 1000 queued)"),
-        median(large),
-        median(small),
+    length.print(
+        &format!("claim + done with {big} tasks queued"),
+        "with 1 000 queued",
+        None,
     );
 
     if let Some(cli) = cli {
-        work_rates(&store, &db, &cli);
+        work_rates(&store, &db, &cli, rounds);
     }
 }
 
 /// `leasehold work QUEUE --until-empty -- true` with 1 and 4 workers, each
 /// next to spawning `true` as many times the plainest way (std's
 /// `Command::status`, the PATH lookup included, as `work` does it) from
-/// as many threads, alternating over three rounds; medians.
-fn work_rates(store: &Store, db: &Path, cli: &Path) {
+/// as many threads, alternating over the rounds.
+fn work_rates(store: &Store, db: &Path, cli: &Path, rounds: usize) {
     let n: usize = std::env::var("WORK_TASKS").map_or(400, |s| s.parse().unwrap());
     let url = format!("sqlite://{}", db.display());
     for workers in [1usize, 4] {
-        let (mut ours, mut reference, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-        for round in 0..3 {
+        let mut row = Row::default();
+        for round in 0..rounds {
             let queue = format!("cli-{workers}-{round}");
             store.task_add(&name(&queue), tasks("c", n)).unwrap();
             let start = Instant::now();
@@ -244,27 +260,19 @@ fn work_rates(store: &Store, db: &Path, cli: &Path) {
                 .status()
                 .unwrap();
             assert!(status.success());
-            let o = per_sec(n, start.elapsed());
-            let r = parallel(workers, n / workers, |each| {
+            let ours = per_sec(n, start.elapsed());
+            let reference = parallel(workers, n / workers, |each| {
                 for _ in 0..each {
                     Command::new("true").status().unwrap();
                 }
                 each
             });
-            ours.push(o);
-            reference.push(r);
-            ratios.push(o / r);
+            row.push(ours, reference);
         }
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::MAX, 0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-        let ratio = median(ratios);
-        println!(
-            "{:<48} {:>10.0} /s   reference {:>10.0} /s   ratio {ratio:.2} ({lo:.2}–{hi:.2})   target >= 0.5: {}",
-            format!("leasehold work -- true, --concurrency {workers} (ref: {workers}-way spawn loop)"),
-            median(ours),
-            median(reference),
-            if ratio >= 0.5 { "met" } else { "missed" }
+        row.print(
+            &format!("`leasehold work --concurrency {workers} -- true`, {n} tasks"),
+            &format!("spawning `true` from {workers} thread(s)"),
+            Some(0.5),
         );
     }
 }

@@ -1,10 +1,11 @@
 //! Write rate of `leasehold write` (CLI), `write_atomic` (library) and a raw
 //! write + fsync + rename + directory fsync loop, in one run, on the
-//! filesystem of DIR.
+//! filesystem of DIR, alternating over rounds; prints a Markdown table of
+//! medians (min–max) and the ratios to the raw sequence taken per round.
 //!
 //! ```text
 //! cargo build --release -p leasehold-cli
-//! cargo run --release -p leasehold --example write_rate -- DIR [LIB_CALLS] [CLI_CALLS]
+//! cargo run --release -p leasehold --example write_rate -- DIR [LIB_CALLS] [CLI_CALLS] [ROUNDS]
 //! ```
 //!
 //! The CLI is `target/release/leasehold` unless `LEASEHOLD_BIN` names one.
@@ -13,8 +14,11 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+mod common;
+
+use common::{per_sec, spread};
 use leasehold::files::{WriteOptions, write_atomic};
 
 fn payload(i: usize) -> Vec<u8> {
@@ -32,26 +36,20 @@ fn raw_write(dir: &Path, dir_fd: &fs::File, data: &[u8]) -> std::io::Result<()> 
     dir_fd.sync_all()
 }
 
-fn rate(label: &str, calls: usize, elapsed: Duration) {
-    let n = f64::from(u32::try_from(calls).expect("fewer than 2^32 calls"));
-    let per_sec = n / elapsed.as_secs_f64();
-    let ms = elapsed.as_secs_f64() * 1000.0 / n;
-    println!("| {label:<34} | {calls:>6} | {per_sec:>9.0} | {ms:>8.3} |");
-}
-
-fn timed(calls: usize, mut op: impl FnMut(usize)) -> Duration {
+fn timed(calls: usize, mut op: impl FnMut(usize)) -> f64 {
     let start = Instant::now();
     for i in 0..calls {
         op(i);
     }
-    start.elapsed()
+    per_sec(calls, start.elapsed())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().unwrap_or_else(|| ".".into())).join("leasehold-write-rate");
-    let lib_calls: usize = args.next().map_or(Ok(2000), |a| a.parse())?;
-    let cli_calls: usize = args.next().map_or(Ok(200), |a| a.parse())?;
+    let lib_calls: usize = args.next().map_or(Ok(400), |a| a.parse())?;
+    let cli_calls: usize = args.next().map_or(Ok(40), |a| a.parse())?;
+    let rounds: usize = args.next().map_or(Ok(5), |a| a.parse())?;
     let bin =
         std::env::var_os("LEASEHOLD_BIN").map_or_else(|| PathBuf::from("target/release/leasehold"), PathBuf::from);
     fs::create_dir_all(&dir)?;
@@ -59,39 +57,60 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = WriteOptions::default();
     let lib_target = dir.join("lib.json");
     let cli_target = dir.join("cli.json");
+    let cli_exists = bin.exists();
 
-    println!("filesystem of {}; payload {} bytes", dir.display(), payload(0).len());
-    println!(
-        "| {:<34} | {:>6} | {:>9} | {:>8} |",
-        "what", "calls", "writes/s", "ms/write"
-    );
-    println!("|{:-<36}|{:->8}|{:->11}|{:->10}|", "", "", "", "");
-    let raw = timed(lib_calls, |i| raw_write(&dir, &dir_fd, &payload(i)).expect("raw write"));
-    rate("raw write+fsync+rename+fsync(dir)", lib_calls, raw);
-    let lib = timed(lib_calls, |i| {
-        write_atomic(&lib_target, &payload(i), &options).expect("write_atomic");
-    });
-    rate("write_atomic (library)", lib_calls, lib);
-    if bin.exists() {
-        let cli = timed(cli_calls, |i| {
-            let mut child = Command::new(&bin)
-                .arg("write")
-                .arg(&cli_target)
-                .stdin(Stdio::piped())
-                .spawn()
-                .expect("run leasehold");
-            child.stdin.take().unwrap().write_all(&payload(i)).unwrap();
-            assert!(child.wait().unwrap().success(), "leasehold write failed");
+    // Each round: the raw sequence, the library, the CLI, one after the
+    // other; the ratios are taken within the round.
+    let (mut raw, mut lib, mut cli, mut lib_ratio, mut cli_ratio) = (vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let r = timed(lib_calls, |i| raw_write(&dir, &dir_fd, &payload(i)).expect("raw write"));
+        let l = timed(lib_calls, |i| {
+            write_atomic(&lib_target, &payload(i), &options).expect("write_atomic");
         });
-        rate("leasehold write (CLI, locked)", cli_calls, cli);
+        raw.push(r);
+        lib.push(l);
+        lib_ratio.push(l / r);
+        if cli_exists {
+            let c = timed(cli_calls, |i| {
+                let mut child = Command::new(&bin)
+                    .arg("write")
+                    .arg(&cli_target)
+                    .stdin(Stdio::piped())
+                    .spawn()
+                    .expect("run leasehold");
+                child.stdin.take().unwrap().write_all(&payload(i)).unwrap();
+                assert!(child.wait().unwrap().success(), "leasehold write failed");
+            });
+            cli.push(c);
+            cli_ratio.push(c / r);
+        }
+    }
+    println!(
+        "| what ({} bytes each; {rounds} rounds of {lib_calls} writes, the CLI {cli_calls}) | writes/s | ÷ the raw sequence |",
+        payload(0).len()
+    );
+    println!("|---|---:|---:|");
+    println!(
+        "| the raw sequence: write + fsync + rename + fsync(dir) | {} | 1 |",
+        spread(&raw, 0)
+    );
+    println!(
+        "| `write_atomic` (library) | {} | {} |",
+        spread(&lib, 0),
+        spread(&lib_ratio, 2)
+    );
+    if cli_exists {
+        println!(
+            "| `leasehold write` (CLI: a process, takes `FILE.lock`) | {} | {} |",
+            spread(&cli, 0),
+            spread(&cli_ratio, 2)
+        );
     } else {
         println!(
-            "(no {}: build it with cargo build --release -p leasehold-cli)",
+            "| (no {}: build it with cargo build --release -p leasehold-cli) | | |",
             bin.display()
         );
     }
-    let raw = timed(lib_calls, |i| raw_write(&dir, &dir_fd, &payload(i)).expect("raw write"));
-    rate("raw again (drift check)", lib_calls, raw);
     fs::remove_dir_all(&dir)?;
     Ok(())
 }

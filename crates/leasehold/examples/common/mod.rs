@@ -1,4 +1,9 @@
-//! What the throughput examples share.
+//! What the throughput examples share: rates, medians and the one way
+//! `bench/run`'s tables show a figure — `median (min–max)` over rounds —
+//! and a goal's verdict (bench/run collects the rows whose last cell is a
+//! verdict into its goals table, so each example writes it the same way).
+
+#![allow(dead_code, reason = "each example uses a part of what they share")]
 
 use std::time::{Duration, Instant};
 
@@ -7,6 +12,12 @@ use leasehold::{Acquire, AcquireOptions, LeaseName, Store};
 /// Operations per second.
 pub fn rate(n: u32, elapsed: Duration) -> f64 {
     f64::from(n) / elapsed.as_secs_f64()
+}
+
+/// Operations per second, for counts kept as `usize`.
+#[allow(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+pub fn per_sec(n: usize, elapsed: Duration) -> f64 {
+    n as f64 / elapsed.as_secs_f64()
 }
 
 /// `n` acquire+release cycles of one name through the library, per second.
@@ -21,4 +32,25 @@ pub fn library(store: &Store, n: u32) -> f64 {
         store.release(&name, g.token, None).unwrap();
     }
     rate(n, start.elapsed())
+}
+
+/// The median of `v` (the upper one of an even count).
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `median (min–max)` of `v`, with `digits` decimals.
+pub fn spread(v: &[f64], digits: usize) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{:.digits$} ({lo:.digits$}–{hi:.digits$})", median(v))
+}
+
+/// A goal's cell: `0.62 ≥ 0.5: **met**` — the last cell of a row with a
+/// goal (bench/run's goals table shows it as it is).
+pub fn verdict(median_ratio: f64, at_least: f64) -> String {
+    let met = if median_ratio >= at_least { "met" } else { "missed" };
+    format!("{median_ratio:.2} ≥ {at_least}: **{met}**")
 }
