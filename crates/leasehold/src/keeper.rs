@@ -1309,6 +1309,37 @@ mod tests {
         );
     }
 
+    /// A failed renewal is retried a quarter heartbeat later: soon enough
+    /// that a short outage inside the window costs nothing, and not in a
+    /// hot loop against a store that is down. (cargo mutants: `heartbeat /
+    /// 4` made `* 4` let a failure wait past the window unretried.)
+    #[test]
+    fn a_failed_renewal_is_retried_a_quarter_heartbeat_later() {
+        let down = Err(crate::Error::Store(leasehold_backend::BackendError::new(
+            leasehold_backend::ErrorKind::Unavailable,
+            "test",
+            "down",
+        )));
+        let renewer = Scripted::new(vec![down]);
+        let clock = Arc::new(ManualClock::new(SEC));
+        let k = keeper(renewer.clone(), &clock, 20 * SEC);
+        let handle = k.handle();
+        clock.advance(20 * SEC);
+        until(|| renewer.calls() >= 1);
+        clock.advance(4 * SEC);
+        // Three polls of the keeper's loop: a retry due now would be out.
+        thread::sleep(3 * POLL);
+        assert_eq!(
+            renewer.calls(),
+            1,
+            "retried before a quarter heartbeat (5 s) had passed"
+        );
+        clock.advance(SEC);
+        until(|| renewer.calls() >= 2);
+        until(|| k.trusted_until() > SEC + 60 * SEC - 5 * SEC);
+        assert!(!handle.is_lost(), "the retry renewed the lease");
+    }
+
     #[test]
     fn failing_renewals_end_at_the_deadline_with_the_last_error() {
         let down = || -> Result<Renewal> {
