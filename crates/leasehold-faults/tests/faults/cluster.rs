@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +22,7 @@ use leasehold_faults::netns::TestNet;
 use leasehold_faults::proc::{Sandbox, boot_ns, outcome, wait_until};
 use leasehold_faults::tier;
 
-use crate::common::{asked_now, client, finish, grants, history, history_path, judge};
+use crate::common::{client, finish, grants, history, history_path, judge, resource_of, store_holder};
 use crate::etcd_support::{self, EtcdCluster};
 use crate::pg_support;
 
@@ -37,40 +37,6 @@ const TTL: Duration = Duration::from_secs(3);
 
 fn store_url(endpoints: &str, prefix: &str) -> String {
     format!("etcd://{endpoints}?prefix={prefix}")
-}
-
-/// `WRAPPER... leasehold run NAME --ttl 3s -- faults-client hold HISTORY
-/// RESOURCE HOLD_MS` on `store`, recording into the sandbox's history and
-/// writing to the resource of `name`.
-fn holder(sb: &Sandbox, wrapper: &[&str], store: &str, name: &str, hold_ms: u64) -> Command {
-    let (history, resource) = (history_path(sb).display().to_string(), resource_of(sb, name));
-    let resource = resource.display().to_string();
-    let hold = hold_ms.to_string();
-    let mut cmd = sb.cmd_via(
-        wrapper,
-        &[
-            "run",
-            name,
-            "--ttl",
-            "3s",
-            "--",
-            client(),
-            "hold",
-            &history,
-            &resource,
-            &hold,
-        ],
-    );
-    asked_now(&mut cmd)
-        .env("LEASEHOLD_STORE", store)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    cmd
-}
-
-/// The resource the holders of `name` write to.
-fn resource_of(sb: &Sandbox, name: &str) -> PathBuf {
-    sb.file(&format!("resource-{name}"))
 }
 
 /// Acquire `name` on `store` (waiting out a grant whose release was lost
@@ -141,7 +107,7 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
                     // Every fourth holding outlasts renewals (a third of
                     // the TTL apart), so faults also meet a renewing holder.
                     let hold_ms = if run % 4 == 0 { 2000 } else { 100 };
-                    let child = holder(&sb, &[], &store, name, hold_ms)
+                    let child = store_holder(&sb, &[], &store, name, hold_ms)
                         .spawn()
                         .expect("spawn leasehold run");
                     let (code, err) = finish(child, Duration::from_secs(120));
@@ -250,7 +216,7 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
 fn start_late_holder(sb: &Sandbox, net: &TestNet, store: &str) -> (Child, Recorded, usize) {
     let mut answers = Vec::new();
     for _ in 0..5 {
-        let mut late = holder(sb, &net.exec_prefix(), store, "job", 60_000)
+        let mut late = store_holder(sb, &net.exec_prefix(), store, "job", 60_000)
             .spawn()
             .expect("spawn the late holder");
         let mut grant = None;
@@ -344,7 +310,7 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
         let mut granted = false;
         let (mut other_code, mut other_err) = (0, String::new());
         wait_until(Duration::from_secs(60), || {
-            let child = holder(&sb, &[], &store, "job", 1000)
+            let child = store_holder(&sb, &[], &store, "job", 1000)
                 .spawn()
                 .expect("spawn the other holder");
             (other_code, other_err) = finish(child, Duration::from_secs(60));

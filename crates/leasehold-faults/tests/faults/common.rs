@@ -56,6 +56,41 @@ pub fn spawn_holder_acting(sb: &Sandbox, name: &str, options: &[&str], hold_ms: 
         .expect("spawn leasehold run")
 }
 
+/// The resource the holders of `name` write to, where each name has its own.
+pub fn resource_of(sb: &Sandbox, name: &str) -> PathBuf {
+    sb.file(&format!("resource-{name}"))
+}
+
+/// `WRAPPER... leasehold run NAME --ttl 3s -- faults-client hold HISTORY
+/// RESOURCE HOLD_MS` on `store` (3 s: etcd's shortest lease is 2 s),
+/// recording into the sandbox's history and writing to the resource of
+/// `name`; not yet started.
+pub fn store_holder(sb: &Sandbox, wrapper: &[&str], store: &str, name: &str, hold_ms: u64) -> Command {
+    let history = history_path(sb).display().to_string();
+    let resource = resource_of(sb, name).display().to_string();
+    let hold = hold_ms.to_string();
+    let mut cmd = sb.cmd_via(
+        wrapper,
+        &[
+            "run",
+            name,
+            "--ttl",
+            "3s",
+            "--",
+            client(),
+            "hold",
+            &history,
+            &resource,
+            &hold,
+        ],
+    );
+    asked_now(&mut cmd)
+        .env("LEASEHOLD_STORE", store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
 /// Tell the command under `run` when its grant was asked for (now, just
 /// before the spawn): the history's `asked`, which orders grants in real time.
 pub fn asked_now(cmd: &mut Command) -> &mut Command {

@@ -31,7 +31,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use leasehold_faults::checker::Report;
@@ -40,7 +40,7 @@ use leasehold_faults::proc::{Sandbox, alive, outcome, signal, wait_until};
 use leasehold_faults::tier::{self, figure};
 use rustix::process::Signal;
 
-use crate::common::{asked_now, client, finish, grants, history, history_path, judge};
+use crate::common::{finish, grants, history, judge, resource_of, store_holder};
 use crate::etcd_support;
 use crate::pg_support;
 
@@ -55,37 +55,13 @@ const VICTIMS: [&str; 3] = ["v1", "v2", "v3"];
 /// Every `run` here: TTL 3 s (etcd's shortest lease is 2 s).
 const TTL_MS: u64 = 3000;
 
-/// `leasehold run NAME --ttl 3s -- faults-client hold HISTORY RESOURCE
-/// HOLD_MS` on `store`, with `failpoint` armed if given.
+/// [`store_holder`] on `store`, started, with `failpoint` armed if given.
 fn holder(sb: &Sandbox, store: &str, name: &str, hold_ms: u64, failpoint: Option<&str>) -> Child {
-    let (history, resource) = (history_path(sb).display().to_string(), resource_of(sb, name));
-    let resource = resource.display().to_string();
-    let hold = hold_ms.to_string();
-    let mut cmd = sb.cmd(&[
-        "run",
-        name,
-        "--ttl",
-        "3s",
-        "--",
-        client(),
-        "hold",
-        &history,
-        &resource,
-        &hold,
-    ]);
-    asked_now(&mut cmd)
-        .env("LEASEHOLD_STORE", store)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut cmd = store_holder(sb, &[], store, name, hold_ms);
     if let Some(point) = failpoint {
         cmd.env("LEASEHOLD_FAILPOINT", point);
     }
     cmd.spawn().expect("spawn leasehold run")
-}
-
-/// The resource the holders of `name` write to.
-fn resource_of(sb: &Sandbox, name: &str) -> std::path::PathBuf {
-    sb.file(&format!("resource-{name}"))
 }
 
 fn holdings(sb: &Sandbox, name: &str) -> Vec<Recorded> {
