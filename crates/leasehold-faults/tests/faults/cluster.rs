@@ -22,7 +22,7 @@ use leasehold_faults::netns::TestNet;
 use leasehold_faults::proc::{Sandbox, boot_ns, outcome, wait_until};
 use leasehold_faults::tier;
 
-use crate::common::{client, finish, grants, history, history_path, judge, resource_of, store_holder};
+use crate::common::{client, finish, grants, history, history_path, judge, record_acquired, resource_of, store_holder};
 use crate::etcd_support::{self, EtcdCluster};
 use crate::pg_support;
 
@@ -55,22 +55,8 @@ fn acquire_after_all(sb: &Sandbox, store: &str, name: &str) {
     let answered = boot_ns();
     let (code, out, err) = outcome(&out);
     assert_eq!(code, 0, "acquire {name} after the run: {err}");
-    let grant: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
-    let id = grant["grant_id"].as_str().expect("a grant id");
-    history
-        .grant(&leasehold_faults::history::GrantRecord {
-            name: name.into(),
-            token: grant["token"].as_u64(),
-            grant: id.into(),
-            exclusive: true,
-            by: "after-all".into(),
-            asked: Some(asked),
-            answered,
-            granted: None,
-            acts: leasehold_faults::history::Acts::Own,
-        })
-        .unwrap();
-    history.end(name, id, answered).unwrap();
+    let (_, id) = record_acquired(&mut history, name, &out, "after-all", asked, answered);
+    history.end(name, &id, answered).unwrap();
 }
 
 fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {

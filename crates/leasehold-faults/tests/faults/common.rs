@@ -142,27 +142,43 @@ pub fn acquire_recorded(
     let answered = boot_ns();
     match code {
         0 => {
-            let grant: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
-            let token = grant["token"].as_u64().expect("a token");
-            let id = grant["grant_id"].as_str().expect("a grant id").to_owned();
-            history
-                .grant(&GrantRecord {
-                    name: name.to_owned(),
-                    token: Some(token),
-                    grant: id.clone(),
-                    exclusive: grant["mode"] != "shared",
-                    by: by.to_owned(),
-                    asked: Some(asked),
-                    answered,
-                    granted: None,
-                    acts: Acts::Own,
-                })
-                .expect("record the grant");
-            Some((token, id))
+            let (token, id) = record_acquired(history, name, &out, by, asked, answered);
+            Some((token.expect("a token"), id))
         }
         11 => None,
         _ => panic!("acquire {name}: exit {code}: {err}"),
     }
+}
+
+/// Record what a granted `leasehold --json acquire NAME` printed (`out`)
+/// in `history`: a grant held by `by`, the holder acting on its own,
+/// asked for at `asked` and answered at `answered` (boot clock). Returns
+/// its token and grant id.
+pub fn record_acquired(
+    history: &mut History,
+    name: &str,
+    out: &str,
+    by: &str,
+    asked: u64,
+    answered: u64,
+) -> (Option<u64>, String) {
+    let grant: serde_json::Value = serde_json::from_str(out).expect("acquire --json prints JSON");
+    let token = grant["token"].as_u64();
+    let id = grant["grant_id"].as_str().expect("a grant id").to_owned();
+    history
+        .grant(&GrantRecord {
+            name: name.to_owned(),
+            token,
+            grant: id.clone(),
+            exclusive: grant["mode"] != "shared",
+            by: by.to_owned(),
+            asked: Some(asked),
+            answered,
+            granted: None,
+            acts: Acts::Own,
+        })
+        .expect("record the grant");
+    (token, id)
 }
 
 /// Record what each resource holds, then judge the sandbox's history. A

@@ -15,7 +15,7 @@ use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure};
 use rustix::process::Signal;
 
-use crate::common::{acquire_recorded, history, judge, judge_sandbox, percentile, spawn_holder};
+use crate::common::{acquire_recorded, history, judge, judge_sandbox, percentile, record_acquired, spawn_holder};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case01_racing_exclusive_acquirers_never_overlap_and_tokens_only_grow,
@@ -510,22 +510,8 @@ fn faked_acquire(
     let (code, out) = faked(sb, offset, &["--json", "acquire", name, "--ttl", ttl]);
     let answered = boot_ns();
     if code == 0 {
-        let grant: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
-        let id = grant["grant_id"].as_str().expect("a grant id");
-        history
-            .grant(&GrantRecord {
-                name: name.into(),
-                token: grant["token"].as_u64(),
-                grant: id.into(),
-                exclusive: true,
-                by: by.into(),
-                asked: Some(asked),
-                answered,
-                granted: None,
-                acts: Acts::Own,
-            })
-            .unwrap();
-        history.end(name, id, acts_until.unwrap_or(answered)).unwrap();
+        let (_, id) = record_acquired(history, name, &out, by, asked, answered);
+        history.end(name, &id, acts_until.unwrap_or(answered)).unwrap();
     }
     code
 }

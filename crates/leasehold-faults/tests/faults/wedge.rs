@@ -40,7 +40,7 @@ use leasehold_faults::proc::{Sandbox, alive, outcome, signal, wait_until};
 use leasehold_faults::tier::{self, figure};
 use rustix::process::Signal;
 
-use crate::common::{finish, grants, history, judge, resource_of, store_holder};
+use crate::common::{finish, grants, history, judge, record_acquired, resource_of, store_holder};
 use crate::etcd_support;
 use crate::pg_support;
 
@@ -167,23 +167,9 @@ fn acquire_on(sb: &Sandbox, store: &str, name: &str, args: &[&str], by: &str) ->
     let (code, out, err, took) = leasehold(sb, store, &all);
     let answered = leasehold_faults::proc::boot_ns();
     if code == 0 {
-        let g: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
-        let id = g["grant_id"].as_str().expect("a grant id");
         let mut history = history(sb);
-        history
-            .grant(&GrantRecord {
-                name: name.into(),
-                token: g["token"].as_u64(),
-                grant: id.into(),
-                exclusive: true,
-                by: by.into(),
-                asked: Some(asked),
-                answered,
-                granted: None,
-                acts: Acts::Own,
-            })
-            .unwrap();
-        history.end(name, id, answered).unwrap();
+        let (_, id) = record_acquired(&mut history, name, &out, by, asked, answered);
+        history.end(name, &id, answered).unwrap();
     }
     (code, out, err, took)
 }
