@@ -86,6 +86,20 @@ pub enum Answer {
     Failed,
 }
 
+impl Answer {
+    /// What a `leasehold` command that asks a fence (`fence`, `write
+    /// --fence-token`) answered by its exit code: 0 accepted, 13 refused
+    /// (README, "Exit codes"), anything else an error.
+    #[must_use]
+    pub fn of_exit(code: i32) -> Self {
+        match code {
+            0 => Self::Accepted,
+            13 => Self::Refused,
+            _ => Self::Failed,
+        }
+    }
+}
+
 /// One attempt on a resource, before it is made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt<'a> {

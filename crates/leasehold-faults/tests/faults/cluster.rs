@@ -349,12 +349,7 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
                         &late_grant.grant,
                     ],
                 );
-                let answer = match code {
-                    0 => Answer::Accepted,
-                    13 => Answer::Refused,
-                    _ => Answer::Failed,
-                };
-                (answer, (code, err))
+                (Answer::of_exit(code), (code, err))
             })
             .expect("record in the history");
         let resource = resource_of(&sb, "job").display().to_string();

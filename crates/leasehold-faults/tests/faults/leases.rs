@@ -362,12 +362,7 @@ fn cli_write(
                 .write_all(value.as_bytes())
                 .expect("feed leasehold write");
             let (code, _, err) = proc::outcome(&child.wait_with_output().expect("leasehold write"));
-            let answer = match code {
-                0 => Answer::Accepted,
-                13 => Answer::Refused,
-                _ => Answer::Failed,
-            };
-            (answer, (code, err))
+            (Answer::of_exit(code), (code, err))
         })
         .expect("record in the history");
     (answer, code, err)
