@@ -485,10 +485,6 @@ fn place(given: &Path) -> Result<(PathBuf, PathBuf), (String, &'static str)> {
 /// `WAL_WRITE_LOCK` = 0 in `wal.c`).
 const WAL_WRITE_LOCK_BYTE: u64 = 120;
 
-/// How many times `write_lock` reads the kernel's lock list before it
-/// calls the write lock free (see there).
-const WRITE_LOCK_READS: usize = 3;
-
 /// The length of a SQLite database header; a store file is never shorter.
 const SQLITE_HEADER_LEN: u64 = 100;
 
@@ -770,27 +766,18 @@ impl Backend for SqliteBackend {
     /// SQLite's write lock is a POSIX lock on one byte of the `-shm` file
     /// ([`WAL_WRITE_LOCK_BYTE`]); Linux lists its holder in `/proc/locks`,
     /// found here by the file's device and inode without opening it (which
-    /// would drop this process's own SQLite locks on it).
+    /// would drop this process's own SQLite locks on it). A lock missing
+    /// from several reads of the list is free ([`host::held_locks`]).
     fn write_lock(&self) -> Option<WriteLock> {
-        // The kernel hands its lock list out a page per read, each page a
-        // snapshot of its own: a lock list longer than a page, changing
-        // meanwhile (every SQLite reader takes and drops locks), can skip
-        // a line between two pages. A holder seen in any of a few reads is
-        // the holder; only a lock missing from all of them is free (fault
-        // case 30's own checker, reading once, missed a holder in 1 of 20
-        // trials).
-        for _ in 0..WRITE_LOCK_READS {
-            let locks = host::held_locks_at(&self.shm)?;
-            let holder = locks
-                .iter()
-                .find(|l| l.call == host::LockCall::Posix && l.exclusive && l.covers(WAL_WRITE_LOCK_BYTE));
-            if let Some(l) = holder {
-                return Some(l.pid.map_or(WriteLock::HeldUnnamed, |pid| {
-                    WriteLock::HeldBy(host::ProcessReport::read(pid))
-                }));
-            }
-        }
-        Some(WriteLock::Free)
+        let locks = host::held_locks_at(&self.shm)?;
+        let holder = locks
+            .iter()
+            .find(|l| l.call == host::LockCall::Posix && l.exclusive && l.covers(WAL_WRITE_LOCK_BYTE));
+        Some(holder.map_or(WriteLock::Free, |l| {
+            l.pid.map_or(WriteLock::HeldUnnamed, |pid| {
+                WriteLock::HeldBy(host::ProcessReport::read(pid))
+            })
+        }))
     }
 
     fn lease_acquire(&self, params: &LeaseAcquireParams) -> Result<LeaseAcquire, BackendError> {
