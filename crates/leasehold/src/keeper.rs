@@ -1106,7 +1106,7 @@ mod tests {
     const SEC: Duration = Duration::from_secs(1);
     const WAIT: Duration = Duration::from_secs(5);
 
-    fn keeper(renewer: Arc<Scripted>, clock: &Arc<ManualClock>, heartbeat: Duration) -> Keeper {
+    fn keeper(renewer: Arc<dyn Renewer<Lost = LostReason>>, clock: &Arc<ManualClock>, heartbeat: Duration) -> Keeper {
         let options = KeeperOptions {
             ttl: 60 * SEC,
             heartbeat: Some(heartbeat),
@@ -1442,6 +1442,198 @@ mod tests {
         release.send(()).unwrap();
         thread::sleep(2 * POLL);
         assert!(k.handle().is_lost(), "a late answer does not revive the grant");
+    }
+
+    /// Stopping ends the keeper's threads at once, not at its next
+    /// heartbeat or deadline: a worker stops a keeper per task, and
+    /// threads sleeping out their heartbeat would pile up. No renewal is
+    /// sent after `stop` returns. (cargo mutants: a stop heard only
+    /// together with a loss, in `sleep_until` or after the renewal loop's
+    /// sleep, passed every test.)
+    #[test]
+    fn a_stopped_keeper_sends_no_renewal_and_its_threads_end_at_once() {
+        let renewer = Scripted::new(vec![]);
+        let clock = Arc::new(ManualClock::new(SEC));
+        let k = keeper(renewer.clone(), &clock, 20 * SEC);
+        clock.advance(20 * SEC);
+        until(|| renewer.calls() == 1);
+        let handle = k.handle();
+        assert_eq!(k.stop(), None);
+        // The clock stands still: only the stop can end the threads.
+        until(|| Arc::strong_count(&handle.0) == 1);
+        clock.advance(120 * SEC);
+        assert_eq!(renewer.calls(), 1, "no renewal after stop");
+        assert!(!handle.is_lost(), "no loss after stop, though the window has closed");
+    }
+
+    /// A renewal that blocks until told; tells when one starts and how
+    /// many were out at once, and makes the deadline's question to the
+    /// store (`write_lock`) wait until told too.
+    #[derive(Debug)]
+    struct Gated {
+        entered: StdMutex<mpsc::Sender<()>>,
+        release: StdMutex<mpsc::Receiver<()>>,
+        out: AtomicU64,
+        most_out: AtomicU64,
+        asked: StdMutex<mpsc::Sender<()>>,
+        answer: StdMutex<mpsc::Receiver<()>>,
+    }
+
+    /// The test's ends of a [`Gated`]'s channels.
+    struct Gates {
+        entered: mpsc::Receiver<()>,
+        release: mpsc::Sender<()>,
+        asked: mpsc::Receiver<()>,
+        answer: mpsc::Sender<()>,
+    }
+
+    impl Gated {
+        fn new() -> (Arc<Self>, Gates) {
+            let (entered, entered_rx) = mpsc::channel();
+            let (release_tx, release) = mpsc::channel();
+            let (asked, asked_rx) = mpsc::channel();
+            let (answer_tx, answer) = mpsc::channel();
+            let renewer = Arc::new(Self {
+                entered: StdMutex::new(entered),
+                release: StdMutex::new(release),
+                out: AtomicU64::new(0),
+                most_out: AtomicU64::new(0),
+                asked: StdMutex::new(asked),
+                answer: StdMutex::new(answer),
+            });
+            let ends = Gates {
+                entered: entered_rx,
+                release: release_tx,
+                asked: asked_rx,
+                answer: answer_tx,
+            };
+            (renewer, ends)
+        }
+    }
+
+    impl Renewer for Gated {
+        type Lost = LostReason;
+        fn kind(&self) -> &'static str {
+            "lease"
+        }
+        fn name(&self) -> String {
+            "gated".into()
+        }
+        fn token(&self) -> Token {
+            Token(5)
+        }
+        fn renew(&self, _: &Attempt<'_>) -> Result<Renewal> {
+            let out = self.out.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_out.fetch_max(out, Ordering::SeqCst);
+            let _ = self.entered.lock().unwrap().send(());
+            let _ = self.release.lock().unwrap().recv();
+            self.out.fetch_sub(1, Ordering::SeqCst);
+            Ok(Renewal::Renewed)
+        }
+        fn write_lock(&self) -> Option<WriteLock> {
+            let _ = self.asked.lock().unwrap().send(());
+            let _ = self.answer.lock().unwrap().recv();
+            None
+        }
+    }
+
+    /// `renew_now` waits for the keeper's own renewal to be answered:
+    /// two renewals out at once could be answered out of order, and the
+    /// window moved by the older one. (cargo mutants: a wait that never
+    /// waited passed every test.)
+    #[test]
+    fn renew_now_waits_for_the_keepers_renewal_never_overlapping_it() {
+        let (renewer, gates) = Gated::new();
+        let clock = Arc::new(ManualClock::new(SEC));
+        let options = KeeperOptions {
+            ttl: 60 * SEC,
+            heartbeat: Some(20 * SEC),
+            margin: 5 * SEC,
+            owner: None,
+        };
+        let mut k = Keeper::start_with_clock(renewer.clone(), clock.now(), options, clock.clone());
+        clock.advance(20 * SEC);
+        gates.entered.recv_timeout(WAIT).expect("the keeper's renewal");
+        let now = thread::spawn(move || {
+            let outcome = k.renew_now(None);
+            (k, outcome)
+        });
+        assert!(
+            gates.entered.recv_timeout(5 * POLL).is_err(),
+            "renew_now sent a renewal while the keeper's was out"
+        );
+        gates.release.send(()).unwrap();
+        gates.entered.recv_timeout(WAIT).expect("renew_now's renewal, after");
+        gates.release.send(()).unwrap();
+        let (k, outcome) = now.join().unwrap();
+        assert_eq!(outcome.unwrap(), None);
+        assert_eq!(renewer.most_out.load(Ordering::SeqCst), 1);
+        assert_eq!(k.renewals(), 2);
+    }
+
+    /// A deadline found while the keeper is being stopped (the watchdog
+    /// asking the store who holds its write lock) is not reported after
+    /// `stop` returned: the holder stopped using the grant, and a loss
+    /// appearing afterwards would be a report for the first time.
+    /// (cargo mutants: a loss recorded over a stop passed every test.)
+    #[test]
+    fn a_deadline_found_while_stopping_is_not_reported_after_stop() {
+        let (renewer, gates) = Gated::new();
+        let clock = Arc::new(ManualClock::new(100 * SEC));
+        let options = KeeperOptions {
+            ttl: 3 * SEC,
+            heartbeat: Some(SEC),
+            margin: 300 * Duration::from_millis(1),
+            owner: None,
+        };
+        let k = Keeper::start_with_clock(renewer.clone(), clock.now(), options, clock.clone());
+        clock.advance(SEC);
+        gates.entered.recv_timeout(WAIT).expect("a renewal out");
+        clock.advance(3 * SEC); // past the window's end, the renewal still out
+        gates
+            .asked
+            .recv_timeout(WAIT)
+            .expect("the watchdog asks who holds the store");
+        let handle = k.handle();
+        assert_eq!(k.stop(), None, "not lost before the stop");
+        gates.answer.send(()).unwrap();
+        gates.release.send(()).unwrap();
+        until(|| Arc::strong_count(&handle.0) == 1);
+        assert_eq!(handle.loss(), None);
+    }
+
+    /// A renewal answered after the window had closed does not revive
+    /// the grant, though the store renewed it: the guard has stopped the
+    /// command at the window's end already. (cargo mutants: a late
+    /// "renewed" taken as a renewal passed every test.)
+    #[test]
+    fn a_renewal_answered_after_the_window_closed_is_a_loss_not_a_renewal() {
+        #[derive(Debug)]
+        struct AnsweredLate(Arc<ManualClock>);
+        impl Renewer for AnsweredLate {
+            type Lost = LostReason;
+            fn kind(&self) -> &'static str {
+                "lease"
+            }
+            fn name(&self) -> String {
+                "slow".into()
+            }
+            fn token(&self) -> Token {
+                Token(9)
+            }
+            fn renew(&self, _: &Attempt<'_>) -> Result<Renewal> {
+                self.0.advance(40 * SEC);
+                Ok(Renewal::Renewed)
+            }
+        }
+        let clock = Arc::new(ManualClock::new(SEC));
+        let k = keeper(Arc::new(AnsweredLate(clock.clone())), &clock, 20 * SEC);
+        assert_eq!(k.trusted_until(), 56 * SEC);
+        clock.advance(20 * SEC); // sent at 21 s, answered at 61 s
+        let loss = k.handle().wait_timeout(WAIT).expect("a loss");
+        assert!(matches!(loss, Loss::Deadline(_)), "{loss:?}");
+        assert_eq!(k.trusted_until(), 56 * SEC, "the window never moved");
+        assert_eq!(k.renewals(), 0);
     }
 
     /// A grant whose acquisition was answered after the window it opened
