@@ -1831,6 +1831,24 @@ mod tests {
         assert_eq!(ClaimLost::new(TaskLost::Stale, false), ClaimLost::Taken);
     }
 
+    /// A renewal may have met an expired hold exactly when the keeper's
+    /// clock, read after the answer, has reached `last_renewed + ttl`. (The
+    /// test above cannot always tell: the watchdog may report the deadline
+    /// first; cargo mutants found `could_have_expired -> false` passed it.)
+    #[test]
+    fn a_refusal_could_be_an_expiry_from_the_ttl_on() {
+        let clock = ManualClock::new(100 * SEC);
+        let attempt = Attempt {
+            ttl: 10 * SEC,
+            last_renewed: 100 * SEC,
+            clock: &clock,
+        };
+        clock.advance(Duration::from_nanos(9_999_999_999));
+        assert!(!attempt.could_have_expired(), "a nanosecond before last_renewed + ttl");
+        clock.advance(Duration::from_nanos(1));
+        assert!(attempt.could_have_expired(), "at last_renewed + ttl");
+    }
+
     /// Answers at once, except the `late_on`th renewal: its answer comes
     /// `late` after it was sent on the keeper's clock — the renewer woken
     /// late by a busy scheduler, or a slow store — and only after the

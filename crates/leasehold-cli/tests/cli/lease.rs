@@ -28,6 +28,8 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     blank_names_are_refused_and_spaced_names_kept,
     a_long_bad_value_is_cut_in_the_message,
     renew_after_expiry_and_a_new_holder_says_the_ttl_ran_out,
+    a_renewal_of_an_expired_grant_nobody_took_is_refused_not_revived,
+    a_fence_with_an_expired_grant_nobody_took_refuses_the_command,
     a_zero_limit_is_a_usage_error,
     bad_arguments_are_usage_errors,
     an_unreachable_postgres_store_is_unavailable,
@@ -405,6 +407,38 @@ fn renew_after_expiry_and_a_new_holder_says_the_ttl_ran_out() {
     }
     let (_, out, _) = env.run(&["status", "job", "--json"]);
     assert_eq!(json(&out)["grants"][0]["token"], new, "the new grant untouched");
+}
+
+/// A grant whose TTL ran out is over, though nobody took the name and the
+/// store still has it: its renewal is refused (12) and does not bring it
+/// back — a newcomer is granted the name. (The planted bug
+/// `renewal-revives-expired` passed every CLI test and fault case.)
+fn a_renewal_of_an_expired_grant_nobody_took_is_refused_not_revived() {
+    let env = Env::new();
+    let old = env.acquire(&["job", "--ttl", "1s"]).to_string();
+    std::thread::sleep(Duration::from_millis(1300));
+    let (code, _, err) = env.run(&["renew", "job", "--token", &old, "--ttl", "1h"]);
+    assert_eq!(code, 12, "{err}");
+    assert!(err.contains("its TTL ran out"), "{err}");
+    let (code, out, err) = env.run(&["acquire", "job", "--json"]);
+    assert_eq!(code, 0, "the name is free: {err}");
+    assert!(json(&out)["token"].as_u64() > old.parse().ok(), "{out}");
+}
+
+/// The same for the fence: a grant whose TTL ran out may not act through
+/// `fence`, though it is still the newest the store has (exit 13, the
+/// command not run). (The planted bug `fence-gate-passes-stale` passed
+/// every CLI test and fault case.)
+fn a_fence_with_an_expired_grant_nobody_took_refuses_the_command() {
+    let env = Env::new();
+    let marker = env.path().join("published");
+    let old = env.acquire(&["pub", "--ttl", "1s"]).to_string();
+    std::thread::sleep(Duration::from_millis(1300));
+    let touch = format!("touch {}", marker.display());
+    let (code, _, err) = env.run(&["fence", "pub", "--token", &old, "--", "sh", "-c", &touch]);
+    assert_eq!(code, 13, "{err}");
+    assert!(!marker.exists(), "a refused fence must not run the command");
+    assert_eq!(history_events(&env, "pub")[0], "fence_refused");
 }
 
 /// `history --limit 0` said "no history for NAME" of a name with history:

@@ -1,7 +1,7 @@
 //! The process fault cases run under `leasehold run` or `work` (or by hand):
 //!
 //! ```text
-//! faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced]
+//! faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced] [deaf]
 //!     # record the grant of $LEASEHOLD_NAME / $LEASEHOLD_TOKEN / $LEASEHOLD_GRANT
 //!     # (under `work`: the claim of $LEASEHOLD_QUEUE/$LEASEHOLD_TASK_ID with
 //!     # $LEASEHOLD_TASK_TOKEN; under `lock`: a holding of $FAULTS_LOCK_NAME,
@@ -9,6 +9,9 @@
 //!     # set it; write to the fenced RESOURCE ("" for none) every 2 ms for
 //!     # HOLD_MS; record the end. `fenced`: every effect goes through the fence
 //!     # (the holder is not judged by time, only by the fence's answers).
+//!     # `deaf`: SIGTERM is ignored — from then on it records its own
+//!     # activity (`fence=none`, resource `activity`) every 2 ms instead of
+//!     # writing, until SIGKILL ends it or HOLD_MS passes.
 //! faults-client write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID]
 //!     # one fenced write as the holder of GRANT (its label in the history)
 //!     # with TOKEN (and leasehold's grant id): exit 0 accepted, 13 refused
@@ -17,7 +20,8 @@
 //! Every write asks leasehold (`FencedFile` with the token and the grant)
 //! and records the attempt and the answer; this process decides nothing.
 //! `hold` records its end also when it gets SIGTERM (as the supervisor or
-//! its guard sends when stopping it), then exits 143. Otherwise it exits 1
+//! its guard sends when stopping it), then exits 143 — unless `deaf`: then
+//! only SIGKILL stops it, and the test records its end. Otherwise it exits 1
 //! when a write failed (an error, not a refusal), 13 when leasehold refused
 //! every write it made — a holder whose grant never let it write did not
 //! do what the case is named for — and 0.
@@ -27,11 +31,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold::Token;
-use leasehold_faults::history::{Acts, Answer, GrantRecord, History};
+use leasehold_faults::history::{Acts, Answer, Attempt, Fence as HistoryFence, GrantRecord, History};
 use leasehold_faults::proc::boot_ns;
 use leasehold_faults::resource::{Fence, FencedResource};
 
-const USAGE: &str = "usage: faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced] | write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID]";
+const USAGE: &str = "usage: faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced] [deaf] | write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -126,6 +130,7 @@ fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
         fail(&format!("cannot handle SIGTERM: {e}"));
     }
     let exclusive = !rest.contains(&"s");
+    let deaf = rest.contains(&"deaf");
     let acts = if rest.contains(&"fenced") {
         Acts::Fenced
     } else {
@@ -161,8 +166,22 @@ fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
     };
     let (mut written, mut accepted, mut failed) = (0u64, 0u64, None);
     let began = Instant::now();
-    while began.elapsed() < hold && !term.load(Ordering::Relaxed) {
-        if let Some((resource, fence)) = &resource {
+    while began.elapsed() < hold && (deaf || !term.load(Ordering::Relaxed)) {
+        if deaf && term.load(Ordering::Relaxed) {
+            // Told to stop, and going on: what a command that ignores
+            // SIGTERM does, recorded for the checker to judge by time.
+            let action = Attempt {
+                name: &name,
+                grant: &grant,
+                token,
+                resource: "activity",
+                fence: HistoryFence::None,
+                value: "after-sigterm",
+            };
+            if let Err(e) = history.attempt(&action, || (Answer::Accepted, ())) {
+                fail(&format!("cannot record in the history: {e}"));
+            }
+        } else if let Some((resource, fence)) = &resource {
             written += 1;
             match resource.write(&mut history, &name, &grant, *fence, &format!("{grant}.{written}")) {
                 Ok((Answer::Accepted, _)) => accepted += 1,

@@ -40,15 +40,19 @@ pub fn spawn_holder(sb: &Sandbox, name: &str, options: &[&str], hold_ms: u64) ->
 /// command the case pauses together with everything that could stop it
 /// (only the fence protects what it writes).
 pub fn spawn_holder_acting(sb: &Sandbox, name: &str, options: &[&str], hold_ms: u64, acts: Acts) -> Child {
+    let flags: &[&str] = if acts == Acts::Fenced { &["fenced"] } else { &[] };
+    spawn_holder_with(sb, name, options, hold_ms, flags)
+}
+
+/// [`spawn_holder`] with `faults-client hold`'s FLAGS (`fenced`, `deaf`).
+pub fn spawn_holder_with(sb: &Sandbox, name: &str, options: &[&str], hold_ms: u64, flags: &[&str]) -> Child {
     let history = history_path(sb).display().to_string();
     let resource = resource_path(sb).display().to_string();
     let hold = hold_ms.to_string();
     let mut args = vec!["run", name];
     args.extend_from_slice(options);
     args.extend_from_slice(&["--", client(), "hold", &history, &resource, &hold]);
-    if acts == Acts::Fenced {
-        args.push("fenced");
-    }
+    args.extend_from_slice(flags);
     asked_now(&mut sb.cmd(&args))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -22,6 +22,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case02_shared_and_exclusive_never_overlap_and_writers_are_not_starved,
     case03_kill_9_of_the_holder_at_random_points_is_taken_over_at_once,
     case26_a_queued_waiter_takes_over_from_a_killed_holder_promptly,
+    case26_a_newcomer_never_overtakes_a_queued_waiter,
     case07_a_rolled_back_store_reissues_tokens_and_the_fences_refuse_them,
     case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease,
     case15_a_reused_pid_is_judged_by_start_time_and_never_signalled,
@@ -223,19 +224,8 @@ fn case26_a_queued_waiter_takes_over_from_a_killed_holder_promptly() {
         })
         .expect("the holder's command never started");
         let asked = boot_ns();
-        let waiter = sb
-            .cmd(&["--json", "acquire", "job", "--ttl", "60s", "--wait=20s"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn the waiter");
         // The premise: the waiter is queued — the store lists it — before the kill.
-        let queued = proc::wait_until(Duration::from_secs(20), || waiter_listed(&sb, "job", waiter.id()));
-        assert!(
-            queued.is_some(),
-            "trial {trial}: the store never listed the waiter (pid {}) as waiting for job",
-            waiter.id()
-        );
+        let waiter = queued_waiter(&sb, trial);
         proc::signal(holder.id(), Signal::KILL);
         let _ = holder.wait();
         let killed = Instant::now();
@@ -282,6 +272,93 @@ fn case26_a_queued_waiter_takes_over_from_a_killed_holder_promptly() {
         max < BOUND,
         "the slowest takeover by a queued waiter took {max:?}: {took:?}"
     );
+}
+
+/// fault case 26b: the same, with the queued waiter `SIGSTOPped` before the
+/// holder is killed, so that it cannot take its turn at once: a newcomer
+/// asking then (after the holder's whole tree is dead and the name free)
+/// is refused, held for the waiter ahead of it — FIFO, not "whoever asks
+/// first once the name is free". Resumed, the waiter is granted the name.
+fn case26_a_newcomer_never_overtakes_a_queued_waiter() {
+    let trials = count(2, 50);
+    let mut reports = Vec::new();
+    for trial in 0..trials {
+        let sb = Sandbox::new();
+        let mut history = history(&sb);
+        let mut holder = spawn_holder(
+            &sb,
+            "job",
+            &["--ttl", "10s", "--heartbeat", "1s", "--grace", "200ms"],
+            60_000,
+        );
+        proc::wait_until(Duration::from_secs(20), || crate::common::starts(&sb, "job") == 1)
+            .expect("the holder's command never started");
+        let command = crate::common::grants(&sb, "job")[0].pid().expect("the command's pid");
+        let asked = boot_ns();
+        let waiter = queued_waiter(&sb, trial);
+        proc::signal(waiter.id(), Signal::STOP);
+        proc::signal(holder.id(), Signal::KILL);
+        let _ = holder.wait();
+        proc::wait_until(Duration::from_secs(10), || !proc::alive(command)).expect("the holder's command ends");
+        let mut seen = Vec::new();
+        if let Some((token, id)) = acquire_recorded(&sb, &mut history, "newcomer", "job", &["--ttl", "60s"]) {
+            seen.push(format!(
+                "trial {trial}: a newcomer was granted job (token {token}) ahead of the queued waiter"
+            ));
+            history.end("job", &id, boot_ns()).unwrap();
+            let (code, _, err) = sb.run(&["release", "job", "--token", &token.to_string()]);
+            assert_eq!(code, 0, "{err}");
+        }
+        proc::signal(waiter.id(), Signal::CONT);
+        let out = waiter.wait_with_output().expect("the waiter's output");
+        let answered = boot_ns();
+        let (code, out, err) = proc::outcome(&out);
+        assert_eq!(code, 0, "trial {trial}: the waiter: {err}");
+        let (token, id) = record_acquired(&mut history, "job", &out, "waiter", asked, answered);
+        history.end("job", &id, boot_ns()).unwrap();
+        let token = token.expect("a token").to_string();
+        let (code, _, err) = sb.run(&["release", "job", "--token", &token]);
+        assert_eq!(code, 0, "{err}");
+        let mut report = judge_sandbox(&sb);
+        for s in seen {
+            report.push("trial", s);
+        }
+        reports.push(report);
+    }
+    let mut all = Report::new("case 26b");
+    for r in &reports {
+        all.merge(r.clone());
+    }
+    figure(
+        26,
+        &format!(
+            "(b) a newcomer asking while the queued waiter was stopped: refused in {} of {trials} trials; {} grants judged, {} violations",
+            trials - all.count("trial"),
+            all.counts.grants,
+            all.total()
+        ),
+    );
+    for r in &reports {
+        r.assert_clean();
+    }
+}
+
+/// `leasehold --json acquire job --ttl 60s --wait=20s`, once the store
+/// lists it as waiting.
+fn queued_waiter(sb: &Sandbox, trial: usize) -> std::process::Child {
+    let waiter = sb
+        .cmd(&["--json", "acquire", "job", "--ttl", "60s", "--wait=20s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the waiter");
+    let queued = proc::wait_until(Duration::from_secs(20), || waiter_listed(sb, "job", waiter.id()));
+    assert!(
+        queued.is_some(),
+        "trial {trial}: the store never listed the waiter (pid {}) as waiting for job",
+        waiter.id()
+    );
+    waiter
 }
 
 /// Whether the store (read directly, not through leasehold) lists `pid`

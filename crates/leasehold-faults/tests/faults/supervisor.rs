@@ -12,7 +12,7 @@ use rustix::process::Signal;
 
 use crate::common::{
     acquire_recorded, finish, grants, history, history_path, judge_sandbox, resource_path, spawn_holder,
-    spawn_holder_acting, starts,
+    spawn_holder_acting, spawn_holder_with, starts,
 };
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
@@ -21,6 +21,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case09_a_paused_command_keeps_its_lease_while_the_supervisor_renews,
     case10_an_unavailable_store_stops_the_command_before_the_lease_can_pass_on,
     case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_passes_on,
+    case25_a_stopped_supervisor_has_a_command_deaf_to_sigterm_killed_before_the_lease_passes_on,
     case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence,
     case25_everything_stopped_writes_late_and_is_refused_then_stopped,
     case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on,
@@ -373,41 +374,83 @@ fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
 /// end before a newcomer waiting for the lease is granted it — the
 /// checker's `overlap`, against the grant's moment on the store's clock.
 fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_passes_on() {
-    let results = parallel(count(3, 100), 6, |trial| {
-        let sb = Sandbox::new();
-        let sup = spawn_holder(&sb, "job", OPTIONS, 60_000);
-        let (cmd, _) = first_command(&sb, "job");
-        proc::signal(sup.id(), Signal::STOP);
-        let asked = boot_ns();
-        let (code, out, err) = sb.run(&["--json", "acquire", "job", "--ttl", "60s", "--wait=20s"]);
-        let answered = boot_ns();
-        let alive_at_grant = proc::alive(cmd);
-        let mut seen = Vec::new();
-        assert_eq!(code, 0, "the newcomer's acquire: {err}");
-        let json: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
-        let token = json["token"].as_u64().expect("a token");
-        let granted = store_value(
-            &sb,
-            &format!("SELECT expires_ns - ttl_ms * 1000000 FROM lease_grant WHERE name = 'job' AND token = {token}"),
-        );
-        let id = json["grant_id"].as_str().expect("a grant id");
-        record_newcomer(&sb, "job", id, token, (asked, answered, granted));
-        if alive_at_grant {
-            seen.push("the command still ran when the newcomer's acquire returned".to_owned());
-        }
-        proc::signal(sup.id(), Signal::CONT);
-        let (code, err) = finish(sup, Duration::from_secs(10));
-        if code != 75 {
-            seen.push(format!("supervisor exit {code}, not 75: {err}"));
-        }
-        let last = grants(&sb, "job")[0].end.unwrap_or(u64::MAX);
-        StopTrial {
-            report: trial_report(&sb, trial, seen),
-            last_ms: ms_after(last, granted),
-            guard_stopped: None,
-        }
-    });
+    let results = parallel(count(3, 100), 6, |trial| stopped_supervisor(trial, false));
     conclude_stopped("(a) supervisor stopped alone", "the newcomer's grant", &results);
+}
+
+/// fault case 25e: 25a with a command that ignores SIGTERM and acts on: only
+/// the guard's SIGKILL, `grace` after its SIGTERM, can end it before the
+/// lease passes on (the supervisor, stopped, sends nothing). The premise is
+/// asserted: the command recorded activity after the SIGTERM it ignored.
+fn case25_a_stopped_supervisor_has_a_command_deaf_to_sigterm_killed_before_the_lease_passes_on() {
+    let results = parallel(count(3, 100), 6, |trial| stopped_supervisor(trial, true));
+    conclude_stopped(
+        "(e) supervisor stopped, command deaf to SIGTERM",
+        "the newcomer's grant",
+        &results,
+    );
+}
+
+/// One trial of case 25a, or with a `deaf` command of 25e.
+fn stopped_supervisor(trial: usize, deaf: bool) -> StopTrial {
+    let sb = Sandbox::new();
+    let flags: &[&str] = if deaf { &["deaf"] } else { &[] };
+    let sup = spawn_holder_with(&sb, "job", OPTIONS, 60_000, flags);
+    let (cmd, old) = first_command(&sb, "job");
+    proc::signal(sup.id(), Signal::STOP);
+    let asked = boot_ns();
+    let (code, out, err) = sb.run(&["--json", "acquire", "job", "--ttl", "60s", "--wait=20s"]);
+    let answered = boot_ns();
+    let alive_at_grant = proc::alive(cmd);
+    let mut seen = Vec::new();
+    assert_eq!(code, 0, "the newcomer's acquire: {err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
+    let token = json["token"].as_u64().expect("a token");
+    let granted = store_value(
+        &sb,
+        &format!("SELECT expires_ns - ttl_ms * 1000000 FROM lease_grant WHERE name = 'job' AND token = {token}"),
+    );
+    let id = json["grant_id"].as_str().expect("a grant id");
+    record_newcomer(&sb, "job", id, token, (asked, answered, granted));
+    if alive_at_grant {
+        seen.push("the command still ran when the newcomer's acquire returned".to_owned());
+    }
+    if deaf {
+        // Dead (killed here if nothing else did), so its last recorded
+        // action is its last: that is its end. The test cannot see the
+        // moment of a SIGKILL, only what the command recorded before it.
+        proc::signal(cmd, Signal::KILL);
+        proc::wait_until(Duration::from_secs(10), || !proc::alive(cmd)).expect("the command dies of SIGKILL");
+        let after_sigterm = actions_after_sigterm(&sb, &old.grant);
+        assert!(
+            after_sigterm > 0,
+            "trial {trial}: the premise: the command recorded no activity after the SIGTERM it ignores"
+        );
+        let recorded = history::attempts_of(&history_path(&sb), &old.grant).expect("read the history");
+        let last = recorded.last().map_or(old.answered, |(start, _)| *start);
+        history(&sb).end("job", &old.grant, last).unwrap();
+    }
+    proc::signal(sup.id(), Signal::CONT);
+    let (code, err) = finish(sup, Duration::from_secs(10));
+    if code != 75 {
+        seen.push(format!("supervisor exit {code}, not 75: {err}"));
+    }
+    let last = grants(&sb, "job")[0].end.unwrap_or(u64::MAX);
+    StopTrial {
+        report: trial_report(&sb, trial, seen),
+        last_ms: ms_after(last, granted),
+        guard_stopped: None,
+    }
+}
+
+/// How many actions the holder of `grant` recorded after ignoring SIGTERM
+/// (`faults-client hold ... deaf`).
+fn actions_after_sigterm(sb: &Sandbox, grant: &str) -> usize {
+    let text = std::fs::read_to_string(history_path(sb)).expect("the history");
+    let grant = format!("grant={grant} ");
+    text.lines()
+        .filter(|l| l.starts_with("write ") && l.contains(&grant) && l.contains(" value=after-sigterm"))
+        .count()
 }
 
 /// How long a resumed guard whose trust window closed while it was stopped
