@@ -103,13 +103,26 @@ fn sql_claim_done(db: &Path, queue: &str, n: usize) -> usize {
 fn lib_claim_done(store: &Store, queue: &LeaseName, n: usize) -> usize {
     let mut done = 0;
     for _ in 0..n {
-        let Some(claim) = store.task_claim(queue, Duration::from_secs(60), None).unwrap() else {
+        let Some(claim) = transient_retried(|| store.task_claim(queue, Duration::from_secs(60), None)) else {
             break;
         };
-        store.task_complete(&claim.task_ref(), None).unwrap();
+        transient_retried(|| store.task_complete(&claim.task_ref(), None));
         done += 1;
     }
     done
+}
+
+/// `call`, again while it fails with a transient error (busy: the store's
+/// lock wait ran out under a load the benchmark itself makes), as a user's
+/// worker would; any other error ends the benchmark with its message.
+fn transient_retried<T>(call: impl Fn() -> leasehold::Result<T>) -> T {
+    loop {
+        match call() {
+            Ok(v) => return v,
+            Err(e) if e.kind().is_transient() => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("{e}"),
+        }
+    }
 }
 
 /// Run `f` on `workers` threads, each doing `each` cycles; cycles per second.
