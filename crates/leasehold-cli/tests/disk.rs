@@ -15,43 +15,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A tmpfs mounted for one case, unmounted (and its directory removed) on
-/// drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// Mount a tmpfs of `size` (`mount -o size=`), or end the test: it
-    /// cannot run here.
-    fn mount(size: &str) -> Self {
-        leasehold_testkit::need_root("to mount a tmpfs");
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .unwrap_or_else(|e| leasehold_testkit::unavailable(format!("cannot run mount: {e}")));
-        if !out.status.success() {
-            leasehold_testkit::unavailable(format!(
-                "cannot mount a tmpfs here: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Self { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
 /// `leasehold ARGS` with the store at `store`, in a sandbox of its own.
 fn leasehold(store: &Path, args: &[&str]) -> Output {
     let home = tempfile::tempdir().expect("temp dir");
@@ -100,7 +63,7 @@ fn not_an_io_error(err: &str) {
 /// afresh): every command says the disk is full (exit 69), changes
 /// nothing, and works again once there is room.
 fn a_full_disk_says_the_disk_is_full() {
-    let fs = Tmpfs::mount("512k");
+    let fs = leasehold_testkit::Tmpfs::mount("512k");
     let store = fs.path().join("leasehold.db");
     let (code, err) = outcome(&leasehold(&store, &["acquire", "before", "--ttl", "1h"]));
     check(code == 0, || format!("acquire with room: exit {code}: {err}"));
@@ -129,7 +92,7 @@ fn a_full_disk_says_the_disk_is_full() {
 /// shared-memory file): the first command says so plainly — too small,
 /// can never be opened there, use a larger filesystem — not "I/O error".
 fn a_filesystem_too_small_for_a_store_says_so() {
-    let fs = Tmpfs::mount("64k");
+    let fs = leasehold_testkit::Tmpfs::mount("64k");
     let store = fs.path().join("leasehold.db");
     for _ in 0..2 {
         let (code, err) = outcome(&leasehold(&store, &["acquire", "job", "--ttl", "1h"]));

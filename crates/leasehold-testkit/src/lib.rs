@@ -359,6 +359,79 @@ fn recorded_for_root(file: &Path, trials: Vec<Trial>) -> Vec<Trial> {
     trials.into_iter().filter(|t| names.contains(&t.name())).collect()
 }
 
+/// A tmpfs mounted for one test (root only), unmounted and its directory
+/// removed on drop: a small disk to fill, or to remount read-only. Where
+/// none can be mounted the test ends as [`unavailable`] (a failure under
+/// `CI=true`), never as passed.
+#[derive(Debug)]
+pub struct Tmpfs {
+    dir: std::path::PathBuf,
+}
+
+impl Tmpfs {
+    /// Mount a tmpfs of `size` (`mount -o size=`, `64k`, `1m`), private to
+    /// root, on a directory of its own under the system's temp directory.
+    #[must_use]
+    pub fn mount(size: &str) -> Self {
+        use std::os::unix::fs::DirBuilderExt as _;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static MOUNTS: AtomicUsize = AtomicUsize::new(0);
+        need_root("to mount a tmpfs");
+        let dir = std::env::temp_dir().join(format!(
+            "leasehold-tmpfs-{}-{}",
+            std::process::id(),
+            MOUNTS.fetch_add(1, Ordering::Relaxed)
+        ));
+        // A new directory (never one found there): nothing planted is followed.
+        if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            unavailable(format!("cannot make {} for a tmpfs: {e}", dir.display()));
+        }
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .arg(&dir)
+            .output();
+        let refused = match out {
+            Ok(out) if out.status.success() => None,
+            Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+            Err(e) => Some(format!("cannot run mount: {e}")),
+        };
+        if let Some(why) = refused {
+            let _ = std::fs::remove_dir(&dir);
+            unavailable(format!("cannot mount a tmpfs here: {why}"));
+        }
+        Self { dir }
+    }
+
+    #[must_use]
+    pub fn path(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// `mount -o remount,HOW` (`ro`, `rw`).
+    ///
+    /// # Panics
+    /// When the remount fails: the test cannot go on as written.
+    pub fn remount(&self, how: &str) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,{how}")])
+            .arg(&self.dir)
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "remount {how} of {}",
+            self.dir.display()
+        );
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily: a process the test left behind may still have a file open.
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.dir).status();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

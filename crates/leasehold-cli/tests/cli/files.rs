@@ -6,7 +6,7 @@
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::{PermissionsExt as _, symlink};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -425,55 +425,11 @@ fn kill_9_mid_write_leaves_a_complete_version() {
     assert_eq!(temps(env.path()), Vec::<String>::new());
 }
 
-/// A tmpfs mounted for one test, unmounted on drop. Where none can be
-/// mounted (not root, or mount fails), the test cannot run here.
-struct Mount {
-    dir: tempfile::TempDir,
-}
-
-impl Mount {
-    fn tmpfs(size: &str) -> Self {
-        leasehold_testkit::need_root("to mount a tmpfs");
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .unwrap_or_else(|e| leasehold_testkit::unavailable(format!("cannot run mount: {e}")));
-        if !out.status.success() {
-            leasehold_testkit::unavailable(format!(
-                "cannot mount a tmpfs here: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Self { dir }
-    }
-
-    fn path(&self) -> PathBuf {
-        self.dir.path().to_owned()
-    }
-
-    fn remount(&self, how: &str) {
-        let status = Command::new("mount")
-            .args(["-o", &format!("remount,{how}")])
-            .arg(self.dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "remount {how}");
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
 /// Fill a 64 KiB tmpfs to every level in 256-byte steps and try a write at
 /// each: it succeeds, or fails with a clear disk-full error (exit 1), the
 /// old content intact and no temp file left.
 fn disk_full_at_every_fill_level_is_reported_and_changes_nothing() {
-    let mount = Mount::tmpfs("64k");
+    let mount = leasehold_testkit::Tmpfs::mount("64k");
     let env = Env::new();
     let d = mount.path();
     let f = d.join("state.json");
@@ -500,8 +456,8 @@ fn disk_full_at_every_fill_level_is_reported_and_changes_nothing() {
             1 if err.contains("disk full: ") && err.contains("state.json unchanged") && content == Ok(0) => full += 1,
             _ => violations.push(format!("level {level}: exit {code}, {content:?}, {err}")),
         }
-        if !temps(&d).is_empty() {
-            violations.push(format!("level {level}: temp files left {:?}", temps(&d)));
+        if !temps(d).is_empty() {
+            violations.push(format!("level {level}: temp files left {:?}", temps(d)));
         }
     }
     println!(
@@ -514,7 +470,7 @@ fn disk_full_at_every_fill_level_is_reported_and_changes_nothing() {
 }
 
 fn a_read_only_filesystem_is_reported_and_changes_nothing() {
-    let mount = Mount::tmpfs("1m");
+    let mount = leasehold_testkit::Tmpfs::mount("1m");
     let env = Env::new();
     let f = mount.path().join("state.json");
     assert_eq!(run_in(&env, &["write", arg(&f), "--json"], b"{\"v\":1}").0, 0);

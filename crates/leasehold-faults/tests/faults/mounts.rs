@@ -12,45 +12,13 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case19_a_read_only_store_is_reported_without_a_panic_and_left_intact,
 ];
 
-/// A tmpfs of `size` mounted at DIR/mnt, unmounted on drop.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(sb: &Sandbox, size: &str) -> Self {
-        let dir = sb.file("mnt");
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mount tmpfs");
-        Self(dir)
-    }
-
-    fn remount(&self, how: &str) {
-        let ok = Command::new("mount")
-            .args(["-o", &format!("remount,{how}")])
-            .arg(&self.0)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "remount {how}");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
+use leasehold_testkit::Tmpfs;
 
 fn sandbox_on(tmpfs: &Tmpfs, sb: &Sandbox) -> Vec<(&'static str, String)> {
     let _ = sb;
     vec![(
         "LEASEHOLD_STORE",
-        format!("sqlite://{}/leasehold.db", tmpfs.0.display()),
+        format!("sqlite://{}/leasehold.db", tmpfs.path().display()),
     )]
 }
 
@@ -61,9 +29,9 @@ fn sandbox_on(tmpfs: &Tmpfs, sb: &Sandbox) -> Vec<(&'static str, String)> {
 fn case18_a_full_disk_under_the_store_hands_out_only_durable_tokens() {
     leasehold_testkit::need_root("to mount a tmpfs");
     let sb = Sandbox::new();
-    let fs = Tmpfs::mount(&sb, "512k");
+    let fs = Tmpfs::mount("512k");
     let env = sandbox_on(&fs, &sb);
-    let filler = fs.0.join("filler");
+    let filler = fs.path().join("filler");
     let mut printed = Vec::new();
     let (mut refused, mut bad) = (0, Vec::new());
     // Fill the disk, then free it 1 KiB per level.
@@ -90,7 +58,7 @@ fn case18_a_full_disk_under_the_store_hands_out_only_durable_tokens() {
         let f = std::fs::OpenOptions::new().write(true).open(&filler).unwrap();
         f.set_len(len.saturating_sub(1024)).unwrap();
     }
-    let store = fs.0.join("leasehold.db");
+    let store = fs.path().join("leasehold.db");
     let conn = rusqlite::Connection::open(&store).unwrap();
     for (name, token) in &printed {
         let found: Option<i64> = conn
@@ -131,7 +99,7 @@ fn case19_a_read_only_store_is_reported_without_a_panic_and_left_intact() {
     let mut bad = Vec::new();
     for trial in 0..trials {
         let sb = Sandbox::new();
-        let fs = Tmpfs::mount(&sb, "4m");
+        let fs = Tmpfs::mount("4m");
         let env = sandbox_on(&fs, &sb);
         let run = |args: &[&str]| proc::outcome(&sb.cmd(args).envs(env.clone()).output().unwrap());
         let (code, out, _) = run(&["acquire", "job", "--ttl", "1h"]);
@@ -155,7 +123,7 @@ fn case19_a_read_only_store_is_reported_without_a_panic_and_left_intact() {
             }
         }
         fs.remount("rw");
-        let integrity = proc::integrity(&fs.0.join("leasehold.db"));
+        let integrity = proc::integrity(&fs.path().join("leasehold.db"));
         let (code, out, _) = run(&["status", "job", "--json"]);
         if integrity != "ok"
             || code != 0
