@@ -1571,6 +1571,38 @@ mod tests {
         assert_eq!(k.renewals(), 2);
     }
 
+    /// `renew_now` whose renewal is answered after the watchdog declared
+    /// the deadline says the hold is lost — never "renewed", though the
+    /// store's answer was (cargo mutants: taking that answer passed every
+    /// test). Also what the keeper shows of itself in logs.
+    #[test]
+    fn renew_now_answered_after_the_deadline_reports_the_loss() {
+        let (renewer, gates) = Gated::new();
+        let clock = Arc::new(ManualClock::new(100 * SEC));
+        let mut k = keeper(renewer, &clock, 20 * SEC);
+        assert_eq!(
+            format!("{k:?}"),
+            r#"Keeper { kind: "lease", name: "gated", token: Token(5), .. }"#
+        );
+        let handle = k.handle();
+        let now = thread::spawn(move || {
+            let outcome = k.renew_now(None);
+            (k, outcome)
+        });
+        gates.entered.recv_timeout(WAIT).expect("renew_now's renewal");
+        clock.advance(60 * SEC); // past the window (155 s), the renewal out
+        gates
+            .asked
+            .recv_timeout(WAIT)
+            .expect("the watchdog asks who holds the store");
+        gates.answer.send(()).unwrap();
+        let loss = handle.wait_timeout(WAIT).expect("the deadline");
+        gates.release.send(()).unwrap(); // the store renewed, too late
+        let (k, outcome) = now.join().unwrap();
+        assert_eq!(outcome.unwrap(), Some(loss));
+        assert_eq!(k.trusted_until(), 155 * SEC, "the window never moved");
+    }
+
     /// A deadline found while the keeper is being stopped (the watchdog
     /// asking the store who holds its write lock) is not reported after
     /// `stop` returned: the holder stopped using the grant, and a loss
