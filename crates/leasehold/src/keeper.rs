@@ -1466,6 +1466,53 @@ mod tests {
         assert!(!handle.is_lost(), "no loss after stop, though the window has closed");
     }
 
+    /// Dropping a keeper stops it as `stop` does: its threads end at once
+    /// and send nothing more (cargo mutants: a `Drop` that did nothing
+    /// passed every test).
+    #[test]
+    fn a_dropped_keeper_stops_as_a_stopped_one_does() {
+        let renewer = Scripted::new(vec![]);
+        let clock = Arc::new(ManualClock::new(SEC));
+        let k = keeper(renewer.clone(), &clock, 20 * SEC);
+        clock.advance(20 * SEC);
+        until(|| renewer.calls() == 1);
+        let handle = k.handle();
+        assert_eq!(format!("{handle:?}"), "LossHandle(Token(7))");
+        drop(k);
+        until(|| Arc::strong_count(&handle.0) == 1);
+        clock.advance(120 * SEC);
+        assert_eq!(renewer.calls(), 1, "no renewal after drop");
+    }
+
+    /// A handle's wait ends as soon as the hold is lost or the keeper
+    /// stopped — not when its timeout runs out (cargo mutants: a wait
+    /// that needed both passed every test, only slower); `loss` is the
+    /// loss once there is one.
+    #[test]
+    fn a_handle_answers_at_once_once_lost_or_stopped() {
+        const LONG: Duration = Duration::from_secs(20);
+        let clock = Arc::new(ManualClock::new(SEC));
+        let lost = keeper(Scripted::new(vec![]), &clock, 20 * SEC);
+        let handle = lost.handle();
+        assert_eq!(handle.loss(), None);
+        clock.advance(120 * SEC); // past the window: lost, not stopped
+        let asked = std::time::Instant::now();
+        let loss = handle.wait_timeout(LONG).expect("the deadline");
+        assert!(asked.elapsed() < WAIT, "waited {:?} for a loss", asked.elapsed());
+        assert_eq!(handle.loss(), Some(loss));
+
+        let stopped = keeper(Scripted::new(vec![]), &Arc::new(ManualClock::new(SEC)), 20 * SEC);
+        let handle = stopped.handle();
+        assert_eq!(stopped.stop(), None);
+        let asked = std::time::Instant::now();
+        assert_eq!(handle.wait_timeout(LONG), None);
+        assert!(
+            asked.elapsed() < WAIT,
+            "waited {:?} on a stopped keeper",
+            asked.elapsed()
+        );
+    }
+
     /// A renewal that blocks until told; tells when one starts and how
     /// many were out at once, and makes the deadline's question to the
     /// store (`write_lock`) wait until told too.
