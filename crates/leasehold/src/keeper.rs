@@ -1497,9 +1497,9 @@ mod tests {
         assert_eq!(handle.loss(), None);
         clock.advance(120 * SEC); // past the window: lost, not stopped
         let asked = std::time::Instant::now();
-        let loss = handle.wait_timeout(LONG).expect("the deadline");
+        let deadline = handle.wait_timeout(LONG).expect("the deadline");
         assert!(asked.elapsed() < WAIT, "waited {:?} for a loss", asked.elapsed());
-        assert_eq!(handle.loss(), Some(loss));
+        assert_eq!(handle.loss(), Some(deadline));
 
         let stopped = keeper(Scripted::new(vec![]), &Arc::new(ManualClock::new(SEC)), 20 * SEC);
         let handle = stopped.handle();
