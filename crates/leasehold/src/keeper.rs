@@ -1490,7 +1490,7 @@ mod tests {
     /// loss once there is one.
     #[test]
     fn a_handle_answers_at_once_once_lost_or_stopped() {
-        const LONG: Duration = Duration::from_secs(20);
+        const LONG: Duration = Duration::from_secs(10);
         let clock = Arc::new(ManualClock::new(SEC));
         let lost = keeper(Scripted::new(vec![]), &clock, 20 * SEC);
         let handle = lost.handle();
