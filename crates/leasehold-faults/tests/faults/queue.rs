@@ -61,6 +61,17 @@ fn report_task(
     (code, err)
 }
 
+/// How long a queue worker waits with nothing to claim before it gives up
+/// on the tasks left (far above the 2.5 s a retry's backoff can take here).
+const IDLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Whether every task of queue `q` is done or dead (none pending or running).
+fn all_finished(sb: &Sandbox) -> bool {
+    let (code, out, _) = sb.run(&["task", "stats", "q", "--json"]);
+    let stats = &json(&out)["queues"][0];
+    code == 0 && stats["pending"].as_u64() == Some(0) && stats["running"].as_u64() == Some(0)
+}
+
 /// One run: TASKS tasks (one poison: always fails), WORKERS workers; 10% of
 /// claims abandoned (the worker "died"), 5% paused past their lease before
 /// completing. Each claim is a grant of its task (`q/ID`) in the history,
@@ -88,19 +99,29 @@ fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, 
             std::thread::spawn(move || {
                 let mut rng = Rng::new((run * 100 + w) as u64);
                 let mut history = history(&sb);
-                let mut idle = 0;
-                while idle < 20 {
+                let mut idle_since: Option<std::time::Instant> = None;
+                loop {
                     let claimed_at = std::time::Instant::now();
                     let asked = boot_ns();
                     let (code, out, err) = sb.run(&["task", "claim", "q", "--ttl", "1s"]);
                     let answered = boot_ns();
                     if code == 10 {
-                        idle += 1;
+                        // Nothing to claim now: a task may still come back
+                        // (a failed attempt's backoff, 2 s ± 25 % after the
+                        // second; an abandoned claim's lapse). Done when
+                        // every task is done or dead — or when nothing came
+                        // for IDLE_LIMIT, and the run counts what is left
+                        // as lost. (Stopping after 2 s idle lost the poison
+                        // task's last attempt on a slow run.)
+                        let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+                        if all_finished(&sb) || since.elapsed() > IDLE_LIMIT {
+                            break;
+                        }
                         std::thread::sleep(Duration::from_millis(100));
                         continue;
                     }
                     assert_eq!(code, 0, "claim: {err}");
-                    idle = 0;
+                    idle_since = None;
                     let c = json(&out);
                     let id = c["id"].as_str().unwrap().to_owned();
                     let token = c["token"].as_u64().unwrap().to_string();
