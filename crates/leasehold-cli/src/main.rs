@@ -19,6 +19,7 @@ mod commands;
 mod exit_codes;
 mod output;
 mod run;
+mod version;
 
 #[cfg(not(test))]
 #[unsafe(no_mangle)]

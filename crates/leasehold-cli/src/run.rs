@@ -131,8 +131,8 @@ fn json_asked() -> bool {
 
 /// Arguments that do not parse: clap's message on stderr, and with
 /// `--json` one JSON document on stdout too. Help and version are not
-/// errors: as clap prints them, or with `--json` as one document
-/// (`{"help": TEXT}`, `{"name": "leasehold", "version": V}`), exit 0.
+/// errors: as clap prints help and [`crate::version`] the version, or with
+/// `--json` as one document (`{"help": TEXT}`, the version's), exit 0.
 fn usage_error(e: clap::Error) -> u8 {
     use clap::error::ErrorKind;
     let e = cut_long_value(e);
@@ -143,15 +143,16 @@ fn usage_error(e: clap::Error) -> u8 {
             return ExitCode::Success.code();
         }
         ErrorKind::DisplayVersion if json => {
-            crate::output::print_json(&serde_json::json!({
-                "name": "leasehold",
-                "version": env!("CARGO_PKG_VERSION"),
-            }));
+            crate::output::print_json(&crate::version::document());
+            return ExitCode::Success.code();
+        }
+        ErrorKind::DisplayVersion => {
+            let _ = write!(std::io::stdout(), "{}", crate::version::text());
             return ExitCode::Success.code();
         }
         _ => {}
     }
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !json {
+    if matches!(e.kind(), ErrorKind::DisplayHelp) || !json {
         let _ = e.print();
         return u8::try_from(e.exit_code()).unwrap_or(2);
     }

@@ -75,5 +75,6 @@ pub use leasehold_backend::{
 pub use overdue::{NOT_RUN, Overdue, Unanswered};
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::{
-    Acquire, AcquireOptions, DEFAULT_POLL, ETCD_PASSWORD_VAR, EtcdSecurity, Kept, Store, StoreOptions, StoreUrl,
+    Acquire, AcquireOptions, BUILT_IN_STORES, DEFAULT_POLL, ETCD_PASSWORD_VAR, EtcdSecurity, Kept, Store, StoreOptions,
+    StoreUrl,
 };

@@ -254,6 +254,17 @@ impl StoreUrl {
     }
 }
 
+/// The stores this build includes, by URL scheme (SQLite always; the
+/// network stores, each with TLS, by cargo feature): what
+/// `leasehold --version` reports.
+pub const BUILT_IN_STORES: &[&str] = &[
+    "sqlite",
+    #[cfg(feature = "postgres")]
+    "postgres",
+    #[cfg(feature = "etcd")]
+    "etcd",
+];
+
 /// The error for a store this build does not include.
 #[cfg(not(all(feature = "postgres", feature = "etcd")))]
 fn not_built(url: &StoreUrl, what: &str) -> Error {

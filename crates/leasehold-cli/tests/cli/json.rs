@@ -16,6 +16,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     lock_and_state_files,
     task_commands_and_work,
     every_subcommand_describes_itself_as_the_top_level_help_does,
+    the_version_names_the_commit_the_target_and_exactly_the_stores_that_open,
 ];
 
 /// The JSON documents on stdout, in order.
@@ -62,12 +63,26 @@ fn usage_errors_are_json_too() {
     // (issue 22: they printed plain text).
     let version = one(&env, &["--version"], 0);
     assert_eq!(version["name"], "leasehold", "{version}");
-    let (_, plain, _) = env.run(&["--version"]);
-    assert_eq!(
-        plain.trim(),
-        format!("leasehold {}", version["version"].as_str().unwrap()),
-        "the version as without --json"
-    );
+    let stores: Vec<&str> = version["stores"]
+        .as_array()
+        .expect("stores")
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    for flag in ["--version", "-V"] {
+        let (_, plain, _) = env.run(&[flag]);
+        assert_eq!(
+            plain,
+            format!(
+                "leasehold {}\ncommit: {}\ntarget: {}\nstores: {}\n",
+                version["version"].as_str().unwrap(),
+                version["commit"].as_str().unwrap(),
+                version["target"].as_str().unwrap(),
+                stores.join(", ")
+            ),
+            "{flag}: the version as with --json"
+        );
+    }
     for args in [
         &["help"][..],
         &["--help"],
@@ -296,4 +311,41 @@ fn every_subcommand_describes_itself_as_the_top_level_help_does() {
         }
     }
     assert!(checked >= 20, "{checked}");
+}
+
+/// `--version` names what a bug report needs: the commit this binary was
+/// built from (git's, in a checkout), the target it runs on, and the
+/// stores built in — exactly those whose URLs this binary opens (a store
+/// left out answers "does not include"; one built in gets as far as
+/// connecting).
+fn the_version_names_the_commit_the_target_and_exactly_the_stores_that_open() {
+    let env = Env::new();
+    let version = one(&env, &["--version"], 0);
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match head {
+        Some(head) => assert_eq!(version["commit"], head.as_str(), "{version}"),
+        None => assert_eq!(version["commit"], "unknown", "not a git checkout: {version}"),
+    }
+    let target = version["target"].as_str().unwrap();
+    assert!(
+        target.starts_with(std::env::consts::ARCH) && target.contains(std::env::consts::OS),
+        "{target}"
+    );
+    let stores = version["stores"].as_array().unwrap();
+    assert_eq!(stores[0], "sqlite", "{version}");
+    // Port 1 on loopback: refused at once where a store is built in.
+    for (scheme, url) in [("postgres", "postgres://127.0.0.1:1/x"), ("etcd", "etcd://127.0.0.1:1")] {
+        let (code, _, err) = env.run(&["--store", url, "status", "job"]);
+        let built_in = stores.iter().any(|s| s == scheme);
+        assert_eq!(
+            err.contains("does not include"),
+            !built_in,
+            "{scheme} listed: {built_in}; exit {code}: {err}"
+        );
+    }
 }
