@@ -92,16 +92,19 @@ pub const READS: usize = 3;
 fn locks_of(meta: &Metadata) -> Option<Vec<HeldLock>> {
     #[allow(clippy::useless_conversion, reason = "dev_t is u64 on Linux but i32 on macOS")]
     let dev = rustix::fs::Dev::try_from(meta.dev()).ok()?;
-    let mut seen: Vec<HeldLock> = Vec::new();
+    // The reads one after another are one list to the parser, which
+    // takes each holder once.
+    let mut text = String::new();
     for _ in 0..READS {
-        let text = super::imp::lock_list()?;
-        for held in parse_lock_list(&text, rustix::fs::major(dev), rustix::fs::minor(dev), meta.ino()) {
-            if !seen.contains(&held) {
-                seen.push(held);
-            }
-        }
+        text.push_str(&super::imp::lock_list()?);
+        text.push('\n');
     }
-    Some(seen)
+    Some(parse_lock_list(
+        &text,
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev),
+        meta.ino(),
+    ))
 }
 
 /// The holders in a `/proc/locks` text of the file with device
