@@ -505,6 +505,7 @@ def test_a_store_is_a_url_or_a_pathlib_path(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("plain")) == [], "a file was created"
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_interrupting_a_wait_gives_up_its_place_in_the_queue(store_url: str) -> None:
     """^C while waiting for a lease: the wait ends and leaves the store's
     queue at once — it used to wait on in the background, holding its
