@@ -10,7 +10,13 @@
 //! closed stdin, stdout or stderr opened on `/dev/null` (a store or lock
 //! file must never become descriptor 1), a panic is exit 101, and stdout is
 //! flushed at the end.
-#![cfg_attr(not(test), no_main)]
+//!
+//! Not on musl (the static release binaries): musl passes no arguments to
+//! `.init_array` functions, where std reads them on glibc, so under
+//! `no_main` `std::env::args()` is empty there (seen: the static binary
+//! answered `--version` with the usage message). There Rust's own start-up
+//! runs, which does all of the above itself.
+#![cfg_attr(all(not(test), not(target_env = "musl")), no_main)]
 // The unit-test build has libtest's main, and none of this is called.
 #![cfg_attr(test, allow(dead_code))]
 
@@ -21,7 +27,7 @@ mod output;
 mod run;
 mod version;
 
-#[cfg(not(test))]
+#[cfg(all(not(test), not(target_env = "musl")))]
 #[unsafe(no_mangle)]
 #[allow(
     unsafe_code,
@@ -43,4 +49,10 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     // As returning from Rust's main would.
     let _ = std::io::Write::flush(&mut std::io::stdout());
     libc::c_int::from(code)
+}
+
+#[cfg(all(not(test), target_env = "musl"))]
+fn main() -> std::process::ExitCode {
+    // A panic is exit 101 and stdout is flushed by Rust's start-up here.
+    std::process::ExitCode::from(run::run())
 }
