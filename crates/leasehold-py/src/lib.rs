@@ -58,5 +58,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fork::after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(guard::guard_main, m)?)?;
     m.add("ETCD", cfg!(feature = "etcd"))?;
+    // The workspace's version: the same as `leasehold --version` of the
+    // command a wheel installs beside the module.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

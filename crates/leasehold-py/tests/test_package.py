@@ -18,6 +18,8 @@ import pytest
 
 import leasehold as lh
 
+from conftest import REPO
+
 
 def mypy(source: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     program = tmp_path / "program.py"
@@ -171,3 +173,12 @@ def test_the_shared_object_carries_no_debug_information() -> None:
     assert ".text" in sections
     debug = [s for s in sections if s.startswith((".debug", ".zdebug")) or s == ".symtab"]
     assert debug == [], f"{native.name} ships {debug} ({native.stat().st_size / 1e6:.1f} MB)"
+
+
+def test_the_version_is_the_workspaces() -> None:
+    """`leasehold.__version__` is the version the workspace builds — the
+    same as `leasehold --version` of the command a wheel carries."""
+    manifest = (REPO / "Cargo.toml").read_text()
+    match = re.search(r'^\[workspace\.package\]\nversion = "([^"]+)"', manifest, re.M)
+    assert match, "no workspace version in Cargo.toml"
+    assert lh.__version__ == match.group(1)

@@ -37,6 +37,7 @@ from ._errors import (
 )
 from ._native import (
     ETCD,
+    __version__,
     FileLock,
     Lease,
     Queue,
@@ -63,6 +64,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 __all__ = [
     "ETCD",
+    "__version__",
     "AuthFailed",
     "BadData",
     "DiskFull",

@@ -48,10 +48,13 @@ __all__ = [
     "after_fork_in_child",
     "guard_main",
     "ETCD",
+    "__version__",
 ]
 
 #: Whether this build includes the etcd store.
 ETCD: bool
+#: The version, the same as `leasehold --version` of the command a wheel installs.
+__version__: str
 
 @final
 class Store:
