@@ -20,7 +20,7 @@
 //!
 //! # What is skipped, and how it shows
 //!
-//! A case that needs a capability the backend lacks ([`cases`] says which)
+//! A case that needs a capability the backend lacks ([`cases()`] says which)
 //! is reported as **ignored**, with the reason in its name's `[kind]`
 //! (`[skip: no clock_skew]`), and counted as ignored in the summary — never
 //! as passed. A case that runs anyway without its capability
@@ -37,7 +37,7 @@
 //!    proves. Build parameters with [`params`] (struct-update syntax for what
 //!    differs from the defaults) and call the store through the [`Case`]
 //!    helpers, which turn an unexpected outcome into a panic naming the call.
-//! 2. Add it to [`cases`] with the capabilities it needs. A case missing
+//! 2. Add it to [`cases()`] with the capabilities it needs. A case missing
 //!    there would never run; this crate's own test `every_case_is_listed`
 //!    fails until it is there.
 //!

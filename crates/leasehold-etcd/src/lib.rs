@@ -135,14 +135,17 @@ impl EtcdBackend {
     /// check that it answers.
     ///
     /// # Errors
-    /// - [`BackendError::InvalidUrl`]: no endpoints, a prefix that is not
+    /// A [`BackendError`] whose [`kind`](BackendError::kind) says what
+    /// happened, each with what to do:
+    /// - [`ErrorKind::InvalidInput`]: no endpoints, a prefix that is not
     ///   absolute, a TLS file that is missing, unreadable or not what it
     ///   should be (named with its URL parameter), a `cert` without its
     ///   `key`, an `http://` endpoint with TLS asked for.
-    /// - [`BackendError::Unavailable`]: no endpoint answers within the
-    ///   timeouts, or the cluster refuses this client (a certificate not
-    ///   accepted either way, a wrong user or password, no permission on
-    ///   the prefix) — each with what to do.
+    /// - [`ErrorKind::Unavailable`]: no endpoint answers within the
+    ///   timeouts.
+    /// - [`ErrorKind::Auth`]: the cluster refuses this client (a
+    ///   certificate not accepted either way, a wrong user or password, no
+    ///   permission on the prefix).
     ///
     /// # Examples
     /// ```no_run

@@ -130,7 +130,7 @@ pub struct Report {
     pub checked: String,
     pub counts: Counts,
     pub violations: Vec<Violation>,
-    /// Violations not kept (beyond [`KEEP_PER_KIND`] of a kind), by kind:
+    /// Violations not kept (beyond the first 200 of a kind, `KEEP_PER_KIND`), by kind:
     /// counted all the same.
     pub omitted: BTreeMap<&'static str, usize>,
 }

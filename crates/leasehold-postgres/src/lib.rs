@@ -21,7 +21,7 @@
 //!   found broken before `COMMIT` was sent is replaced and the transaction
 //!   retried (nothing was committed). A connection lost *during* `COMMIT`
 //!   leaves the outcome unknown: that is reported as
-//!   [`BackendError::Unavailable`], never as success (the task queue's
+//!   [`ErrorKind::Unavailable`], never as success (the task queue's
 //!   completion re-checks by token first, see `task::complete`).
 //! - **One round trip** for the task queue's hot operations (claim,
 //!   heartbeat, complete): each is one statement that commits on its own,
@@ -363,13 +363,15 @@ impl PostgresBackend {
     /// its schema if needed.
     ///
     /// # Errors
-    /// - [`BackendError::InvalidUrl`]: malformed URL, bad schema name, an
+    /// A [`BackendError`] whose [`kind`](BackendError::kind) says what
+    /// happened, each with what to do:
+    /// - [`ErrorKind::InvalidInput`]: malformed URL, bad schema name, an
     ///   unknown `sslmode`, or root certificates that cannot be read.
-    /// - [`BackendError::Unavailable`]: unreachable, TLS refused or not
-    ///   verified, authentication failed, database missing, permission
-    ///   denied (each with what to do).
-    /// - [`BackendError::SchemaTooNew`]: migrated by a newer leasehold.
-    /// - [`BackendError::Corrupt`]: the schema holds tables of something else.
+    /// - [`ErrorKind::Unavailable`]: unreachable, database missing.
+    /// - [`ErrorKind::Auth`] or [`ErrorKind::Permission`]: credentials,
+    ///   certificates or privileges refused.
+    /// - [`ErrorKind::Corrupt`]: migrated by a newer leasehold, or the
+    ///   schema holds tables of something else.
     pub fn open(url: &str, options: PostgresOptions) -> std::result::Result<Self, BackendError> {
         let parsed = parse_url(url)?;
         let parsed_schema = parsed.schema.clone();

@@ -3,7 +3,7 @@
 //! record yet), labelled with their tokens, and marks for what happened
 //! between (re-acquisitions, refusals, fence verdicts, takeovers).
 //!
-//! One model, two drawings: SVG for the page ([`crate::pages`]) and
+//! One model, two drawings: SVG for the page (`pages`) and
 //! Unicode blocks for the terminal ([`terminal`]). It shows only what the
 //! history holds: the store keeps the newest entries of each name (1000),
 //! and `serve` adds what it followed since it started ([`crate::watch`]).
@@ -437,7 +437,7 @@ pub fn axis_label(t: SystemTime, range: Duration) -> String {
 }
 
 /// What a bar says when hovered (and in the terminal's right column).
-/// Stored text in it is escaped ([`crate::text::plain`]): it goes into a
+/// Stored text in it is escaped (`text::plain`): it goes into a
 /// tooltip, which cannot hold markup.
 #[must_use]
 pub fn describe(bar: &Bar) -> String {

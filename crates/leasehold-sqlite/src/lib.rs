@@ -119,15 +119,22 @@ impl SqliteBackend {
     /// Open (creating if needed) the store at `path`.
     ///
     /// # Errors
-    /// - [`BackendError::Unavailable`]: the directory or file cannot be
-    ///   created or opened, the path or a file SQLite keeps beside it is a
-    ///   symlink, a directory link in the path may have been planted, the
-    ///   filesystem is a network one (and not allowed), or the store stays
-    ///   locked.
-    /// - [`BackendError::Corrupt`]: the file is not a leasehold store (not
+    /// A [`BackendError`] whose [`kind`](BackendError::kind) says what
+    /// happened:
+    /// - the directory or file cannot be created or opened (the kind of
+    ///   the operating system's error: [`ErrorKind::Permission`],
+    ///   [`ErrorKind::ReadOnly`], …), the path or a file SQLite keeps beside
+    ///   it is a symlink, a directory link in the path may have been
+    ///   planted, the filesystem is a network one (and not allowed), or the
+    ///   store stays locked;
+    /// - [`ErrorKind::Corrupt`]: the file is not a leasehold store (not
     ///   SQLite, another application's database, damaged pages, or not a
-    ///   regular file). The file is left untouched.
-    /// - [`BackendError::SchemaTooNew`]: written by a newer leasehold.
+    ///   regular file), or one written by a newer leasehold. The file is
+    ///   left untouched.
+    ///
+    /// [`ErrorKind::Permission`]: leasehold_backend::ErrorKind::Permission
+    /// [`ErrorKind::ReadOnly`]: leasehold_backend::ErrorKind::ReadOnly
+    /// [`ErrorKind::Corrupt`]: leasehold_backend::ErrorKind::Corrupt
     pub fn open(path: &Path, options: SqliteOptions) -> Result<Self, BackendError> {
         let store = path.display().to_string();
         let unavailable =
@@ -764,7 +771,7 @@ impl Backend for SqliteBackend {
     }
 
     /// SQLite's write lock is a POSIX lock on one byte of the `-shm` file
-    /// ([`WAL_WRITE_LOCK_BYTE`]); Linux lists its holder in `/proc/locks`,
+    /// (`WAL_WRITE_LOCK_BYTE`); Linux lists its holder in `/proc/locks`,
     /// found here by the file's device and inode without opening it (which
     /// would drop this process's own SQLite locks on it). A lock missing
     /// from several reads of the list is free ([`host::held_locks`]).

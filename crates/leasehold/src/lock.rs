@@ -58,7 +58,7 @@ use crate::{ErrorKind, Remedy, host, limits};
 pub const LOCK_FILE_NAME: &str = ".leasehold.lock";
 
 /// How the holder record of a lock file leasehold created begins; the
-/// pid follows, left-aligned in [`PID_WIDTH`] columns, then a newline.
+/// pid follows, left-aligned in 10 columns (`PID_WIDTH`), then a newline.
 pub const RECORD_PREFIX: &str = "leasehold lock file; last exclusive holder: pid ";
 
 /// The width of the pid in the holder record (blank until a holder).

@@ -1,6 +1,6 @@
 //! The cases, one module per area of the contract. They are re-exported flat
-//! so that [`conformance!`](crate::conformance) names each case once, and each
-//! `#[test]` is named after its case.
+//! so that [`cases()`](crate::cases()) names each case once, with the
+//! capabilities it needs.
 
 mod evict;
 mod expiry;

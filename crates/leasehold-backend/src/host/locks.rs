@@ -61,7 +61,7 @@ impl HeldLock {
 ///
 /// Linux writes `/proc/locks` a page per read, each page consistent on
 /// its own: a list longer than a page that changes between two reads may
-/// show a lock twice or not at all. So the list is read [`READS`] times
+/// show a lock twice or not at all. So the list is read `READS` (3) times
 /// and a lock seen in any of them is a holder, listed once.
 #[must_use]
 pub fn held_locks(file: &File) -> Option<Vec<HeldLock>> {
