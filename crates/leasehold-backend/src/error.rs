@@ -247,6 +247,13 @@ impl BackendError {
         self.kind
     }
 
+    /// The error underneath ([`BackendError::with_source`]), which the
+    /// message already words.
+    #[must_use]
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.source.as_deref()
+    }
+
     /// The store (or, for a malformed URL, the URL) it concerns.
     #[must_use]
     pub fn store(&self) -> &str {
@@ -316,11 +323,11 @@ impl fmt::Display for BackendError {
     }
 }
 
-impl std::error::Error for BackendError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
+/// No `source()`: the reason already words the error underneath in the
+/// library's terms, and every error prints its cause or chains it, never
+/// both (a chain printer would say it twice). [`BackendError::cause`]
+/// gives it to a program that inspects it.
+impl std::error::Error for BackendError {}
 
 impl From<crate::limits::OutOfRange> for BackendError {
     fn from(e: crate::limits::OutOfRange) -> Self {
@@ -351,6 +358,7 @@ mod tests {
         );
         let io = std::io::Error::other("EIO");
         let e = BackendError::new(ErrorKind::Unavailable, "s", "I/O error").with_source(io);
-        assert_eq!(std::error::Error::source(&e).unwrap().to_string(), "EIO");
+        assert_eq!(e.cause().unwrap().to_string(), "EIO");
+        assert!(std::error::Error::source(&e).is_none(), "worded, not chained");
     }
 }

@@ -77,23 +77,15 @@ pub enum DirError {
     Missing { path: PathBuf, resolved: PathBuf },
 
     /// [`create_dir`] could not create it.
-    #[error("cannot create the directory {}: {source}", path.display())]
-    Create {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error("cannot create the directory {}: {error}", path.display())]
+    Create { path: PathBuf, error: io::Error },
 
     /// A link appeared in the path while [`create_dir`] created it.
     #[error("{} changed while it was created (a symbolic link appeared in it)", path.display())]
     Changed { path: PathBuf },
 
-    #[error("cannot look at {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error("cannot look at {}: {error}", path.display())]
+    Io { path: PathBuf, error: io::Error },
 }
 
 /// " (that is, RESOLVED)" when following links led somewhere the path as
@@ -187,9 +179,9 @@ pub fn create_dir(dir: &Path) -> Result<PathBuf, DirError> {
             .recursive(true)
             .mode(0o700)
             .create(&resolved)
-            .map_err(|source| DirError::Create {
+            .map_err(|error| DirError::Create {
                 path: resolved.clone(),
-                source,
+                error,
             })?;
         // mkdir -p follows a link planted between the walk and the
         // creation; walking again refuses it (or sees that it moved us).
@@ -237,9 +229,9 @@ pub fn kind(file_type: FileType) -> &'static str {
 /// The walk of [`resolve_dir`]: the resolved path, and whether some of it
 /// is missing.
 fn walk(dir: &Path) -> Result<(PathBuf, bool), DirError> {
-    let io_error = |path: &Path, source| DirError::Io {
+    let io_error = |path: &Path, error| DirError::Io {
         path: path.to_owned(),
-        source,
+        error,
     };
     let mut resolved = if dir.is_absolute() {
         PathBuf::from("/")

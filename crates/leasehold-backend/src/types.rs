@@ -384,6 +384,109 @@ impl fmt::Display for SharedLimit {
     }
 }
 
+/// The most of a holder's command line its description shows, in
+/// characters.
+pub const HOLDER_COMMAND_MAX: usize = 60;
+
+/// Where a holder runs, for people: `HOST pid PID (COMMAND)`, the command
+/// cut to [`HOLDER_COMMAND_MAX`] characters.
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} pid {}", self.host, self.pid)?;
+        if !self.cmdline.is_empty() {
+            write!(f, " ({})", crate::shorten(&self.cmdline, HOLDER_COMMAND_MAX))?;
+        }
+        Ok(())
+    }
+}
+
+impl Held {
+    /// Who holds it, as every front end says it: each holder's mode,
+    /// owner, host, pid and command, token and expiry (or the waiters
+    /// queued ahead, when only they keep the acquirer out) — and the shared
+    /// limit, when that is what keeps an acquirer of `mode` out.
+    #[must_use]
+    pub fn by(&self, mode: Mode) -> HeldBy<'_> {
+        HeldBy { held: self, mode }
+    }
+
+    /// The refusal of `name` to an acquirer of `mode`, as every front end
+    /// says it: `NAME is held: WHO`, or after a wait of `waited`, `NAME is
+    /// still held after waiting D: WHO`. The front end adds its next step
+    /// (an option's name is its own).
+    #[must_use]
+    pub fn refusal<'a>(&'a self, name: &'a str, mode: Mode, waited: Option<Duration>) -> HeldRefusal<'a> {
+        HeldRefusal {
+            name,
+            by: self.by(mode),
+            waited,
+        }
+    }
+}
+
+/// Who holds it, to an exclusive acquirer ([`Held::by`]).
+impl fmt::Display for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.by(Mode::Exclusive).fmt(f)
+    }
+}
+
+/// [`Held::by`]'s wording.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldBy<'a> {
+    held: &'a Held,
+    mode: Mode,
+}
+
+impl fmt::Display for HeldBy<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.held.grants.is_empty() {
+            write!(f, "{} waiter(s) queued ahead", self.held.waiters_ahead)?;
+        }
+        for (i, g) in self.held.grants.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(
+                f,
+                "{} by {} ({}), token {}, expires in {}",
+                g.mode.label(),
+                g.owner,
+                g.holder,
+                g.token,
+                crate::format_duration(g.expires_in)
+            )?;
+        }
+        match self.held.shared_limit(self.mode) {
+            Some(limit) => write!(f, " — {limit}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// [`Held::refusal`]'s wording.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldRefusal<'a> {
+    name: &'a str,
+    by: HeldBy<'a>,
+    waited: Option<Duration>,
+}
+
+impl fmt::Display for HeldRefusal<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.waited {
+            None => write!(f, "{} is held: {}", self.name, self.by),
+            Some(d) => write!(
+                f,
+                "{} is still held after waiting {}: {}",
+                self.name,
+                crate::format_duration(d),
+                self.by
+            ),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct LeaseRenewParams {
     pub name: LeaseName,
@@ -779,6 +882,48 @@ mod tests {
             ttl: Duration::from_secs(60),
             expires_in: Duration::from_secs(60),
         }
+    }
+
+    /// The one wording of a refusal, which the CLI and Python both print.
+    #[test]
+    fn a_refusal_names_each_holder_and_what_keeps_the_acquirer_out() {
+        let mut first = grant(7, 1_700_000_000_000, 41);
+        first.holder.cmdline = "x".repeat(100);
+        let held = Held {
+            grants: vec![first, grant(8, 1_700_000_000_000, 42)],
+            waiters_ahead: 0,
+            ahead: Vec::new(),
+            ticket: None,
+        };
+        let cut = format!("{}…", "x".repeat(HOLDER_COMMAND_MAX - 1));
+        assert_eq!(
+            held.refusal("job", Mode::Exclusive, None).to_string(),
+            format!(
+                "job is held: exclusive by host:1 (host pid 41 ({cut})), token 7, expires in 1m; exclusive by host:1 (host pid 42 (cmd)), token 8, expires in 1m"
+            )
+        );
+        assert!(
+            held.refusal("job", Mode::Exclusive, Some(Duration::from_secs(2)))
+                .to_string()
+                .starts_with("job is still held after waiting 2s: exclusive by host:1 (host pid 41 (")
+        );
+        let waiting = Held {
+            grants: Vec::new(),
+            waiters_ahead: 3,
+            ..held.clone()
+        };
+        assert_eq!(waiting.to_string(), "3 waiter(s) queued ahead");
+        let mut shared = grant(9, 1_700_000_000_000, 43);
+        shared.mode = Mode::Shared { limit: Some(1) };
+        let full = Held {
+            grants: vec![shared],
+            ..waiting
+        };
+        let said = full.by(Mode::Shared { limit: None }).to_string();
+        assert!(
+            said.starts_with("shared by host:1 (host pid 43 (cmd)), token 9, expires in 1m — 1 shared holder(s), and a holder asked for at most 1"),
+            "{said}"
+        );
     }
 
     #[test]

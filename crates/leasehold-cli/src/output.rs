@@ -1,9 +1,7 @@
 //! How results look: one JSON document with `--json`, tables and plain
 //! lines for people otherwise.
 
-use std::fmt::Write as _;
 use std::io::Write as _;
-use std::time::Duration;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use leasehold::{Grant, LeaseState, format_duration};
@@ -26,18 +24,6 @@ pub use leasehold::json::{alive, from_now, rfc3339};
 
 pub fn grant_json(grant: &Grant) -> Value {
     leasehold::json::grant(grant)
-}
-
-/// The most of a holder's command line a table shows.
-pub const HOLDER_COMMAND_MAX: usize = 60;
-
-pub fn holder_summary(grant: &Grant) -> String {
-    let h = &grant.holder;
-    let mut s = format!("{} pid {}", h.host, h.pid);
-    if !h.cmdline.is_empty() {
-        let _ = write!(s, " ({})", shorten(&h.cmdline, HOLDER_COMMAND_MAX));
-    }
-    s
 }
 
 /// At most `max` characters of `s`; a cut is marked with `…`.
@@ -74,10 +60,6 @@ impl std::fmt::Display for Table {
     }
 }
 
-pub fn expires_in(d: Duration) -> String {
-    format_duration(d)
-}
-
 /// The people's table of leases: one row per live grant, one row per free name.
 pub fn lease_table(states: &[LeaseState]) -> Table {
     let mut table = Table::new(&["name", "mode", "token", "owner", "holder", "alive?", "expires in"]);
@@ -99,9 +81,9 @@ pub fn lease_table(states: &[LeaseState]) -> Table {
                 g.mode.label().into(),
                 g.token.to_string(),
                 g.owner.clone(),
-                holder_summary(g),
+                g.holder.to_string(),
                 alive(g).into(),
-                expires_in(g.expires_in),
+                format_duration(g.expires_in),
             ]);
         }
     }

@@ -200,23 +200,10 @@ pub fn run() -> u8 {
     }
 }
 
-/// The error and its causes, as `{err:#}` writes them but each once: a
-/// library error that names its cause in its own message ("cannot open
-/// f: File name too long (os error 36); it is unchanged") also exposes it
-/// as its source, and anyhow would repeat it after the message.
+/// The error and its causes, as `{err:#}` writes them: the library's
+/// errors print their cause or chain it, never both, so nothing repeats.
 fn message(err: &anyhow::Error) -> String {
-    let mut message = String::new();
-    for cause in err.chain() {
-        let text = cli_text(cause);
-        if message.contains(&text) {
-            continue;
-        }
-        if !message.is_empty() {
-            message.push_str(": ");
-        }
-        message.push_str(&text);
-    }
-    message
+    err.chain().map(cli_text).collect::<Vec<_>>().join(": ")
 }
 
 /// Print an error (stderr; with `--json` also one JSON document on stdout)

@@ -4,7 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold::supervise::{self, GuardProgram, GuardSlot, LeaseRun, Output, RunOutcome, Spec, Stop, Timing};
+use leasehold::supervise::{
+    self, GuardProgram, GuardSlot, LeaseRun, Output, Ran, RunError, RunOutcome, Spec, Stop, Timing,
+};
 use leasehold::worker::{CommandJob, Job, Outcome, Until, WorkEvent, Worker, WorkerOptions};
 use leasehold::{Acquire, AcquireOptions, Binding, ClaimLost, LeaseName, NewTask, Store, TaskState};
 
@@ -45,11 +47,12 @@ fn run_passes_the_exit_code_and_the_token_and_releases() {
     let name = LeaseName::new("job").unwrap();
     let t = timing(10_000);
     let lease = LeaseRun::new(name.clone(), t.clone());
-    let RunOutcome::Ran {
+    let RunOutcome::Ran(Ran {
         grant,
+        ended,
         finished,
         release_error,
-    } = supervise::run(
+    }) = supervise::run(
         &store,
         &lease,
         spec(r#"printf %s "$LEASEHOLD_TOKEN"; exit 3"#, &t),
@@ -59,6 +62,7 @@ fn run_passes_the_exit_code_and_the_token_and_releases() {
     else {
         panic!("held")
     };
+    assert_eq!(ended, Ok(3));
     assert_eq!(finished.code, Some(3));
     assert_eq!(finished.stopped, None);
     assert_eq!(String::from_utf8_lossy(&finished.stdout), grant.token.to_string());
@@ -97,11 +101,15 @@ fn a_stalled_command_is_stopped() {
     let mut spec = spec("echo hi; sleep 30", &t);
     spec.stall = Some((Duration::from_millis(300), None));
     let lease = LeaseRun::new(LeaseName::new("job").unwrap(), t);
-    let RunOutcome::Ran { finished, .. } = supervise::run(&store, &lease, spec, |_| {}).unwrap() else {
+    let RunOutcome::Ran(Ran { ended, finished, .. }) = supervise::run(&store, &lease, spec, |_| {}).unwrap() else {
         panic!("held")
     };
     assert_eq!(finished.stopped, Some(Stop::Stalled(Duration::from_millis(300))));
     assert_eq!(finished.code, Some(128 + 15), "SIGTERM");
+    assert!(
+        matches!(ended, Err(RunError::Stalled { limit, .. }) if limit == Duration::from_millis(300)),
+        "a stall is the run's outcome, not the SIGTERM's exit code: {ended:?}"
+    );
 }
 
 #[test]
@@ -186,10 +194,12 @@ fn a_command_that_cannot_start_is_reported_every_time() {
     spec.command = vec!["/no/such/command".into()];
     for i in 0..30 {
         let lease = LeaseRun::new(LeaseName::new(format!("job{i}")).unwrap(), t.clone());
-        let RunOutcome::Ran { finished, .. } = supervise::run(&store, &lease, spec.clone(), |_| {}).unwrap() else {
+        let RunOutcome::Ran(ran) = supervise::run(&store, &lease, spec.clone(), |_| {}).unwrap() else {
             panic!("held")
         };
-        let (code, message) = finished.spawn_error.expect("reported as a spawn error");
+        let Err(RunError::CouldNotStart { code, message }) = ran.ended else {
+            panic!("not a spawn error: {ran:?}")
+        };
         assert_eq!(code, 127, "{message}");
         assert!(message.contains("/no/such/command"), "{message}");
     }

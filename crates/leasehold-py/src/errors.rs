@@ -108,6 +108,22 @@ pub fn held(message: String, name: &str, holders: &[HolderFacts], waiters: u32) 
     })
 }
 
+/// The exception for a run that did not end by itself: `LeaseLost` for a
+/// lost grant, `Stalled` (a `Failed`) for a command stopped for making no
+/// progress — the decision the CLI makes with exit 75 — `KeyboardInterrupt`
+/// for one the caller stopped, `Failed` otherwise.
+pub fn run(error: &leasehold::supervise::RunError) -> PyErr {
+    use leasehold::supervise::RunError;
+    match error {
+        RunError::Stalled { .. } => new("Stalled", error.to_string()),
+        RunError::Interrupted { .. } => pyo3::exceptions::PyKeyboardInterrupt::new_err(error.to_string()),
+        RunError::LostBeforeStart { .. }
+        | RunError::Lost { .. }
+        | RunError::CouldNotStart { .. }
+        | RunError::GuardDied { .. } => of_kind(error.kind(), error.to_string()),
+    }
+}
+
 /// An exception of the class of `kind`.
 pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> PyErr {
     new(class_of(kind), message.into())

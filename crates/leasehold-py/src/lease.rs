@@ -148,35 +148,13 @@ pub fn notify<L: leasehold::Refusal>(keeper: &Keeper<L>, what: String, on_lost: 
 /// limit when that is what keeps an acquirer of `mode` out; the same facts
 /// as attributes (`holders`, `waiters`).
 pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyErr {
-    let by: Vec<String> = held
-        .grants
-        .iter()
-        .map(|g| {
-            format!(
-                "{} by {}, token {}, expires in {}",
-                g.mode.label(),
-                g.owner,
-                g.token,
-                leasehold::format_duration(g.expires_in)
-            )
-        })
-        .collect();
-    let mut by = if by.is_empty() {
-        format!("{} waiter(s) queued ahead", held.waiters_ahead)
-    } else {
-        by.join("; ")
-    };
-    if let Some(limit) = held.shared_limit(mode) {
-        by = format!("{by} — {limit}");
-    }
     let message = match wait {
-        Wait::No => format!("{name} is held: {by}. Try again later, or wait with wait=DURATION"),
-        Wait::Upto(d) => format!(
-            "{} is still held after waiting {}: {by}",
-            name,
-            leasehold::format_duration(d)
+        Wait::No => format!(
+            "{}. Try again later, or wait with wait=DURATION",
+            held.refusal(name.as_str(), mode, None)
         ),
-        Wait::Forever => format!("{name} is held: {by}"),
+        Wait::Upto(d) => held.refusal(name.as_str(), mode, Some(d)).to_string(),
+        Wait::Forever => held.refusal(name.as_str(), mode, None).to_string(),
     };
     let now = std::time::SystemTime::now();
     let holders: Vec<HolderFacts> = held

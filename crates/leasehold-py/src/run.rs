@@ -113,75 +113,12 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
             return Err(interrupted);
         }
     };
-    let (grant, finished, release_error) = match outcome.or_raise()? {
+    let ran = match outcome.or_raise()? {
         RunOutcome::Held(held) => return Err(crate::lease::held_error(&args.name, &held, args.mode, args.wait)),
-        RunOutcome::Ran {
-            grant,
-            finished,
-            release_error,
-        } => (grant, finished, release_error),
-        RunOutcome::LostBeforeStart {
-            grant,
-            loss,
-            release_error,
-        } => {
-            warn_release(py, &args.name, &grant, release_error)?;
-            return Err(errors::of_kind(
-                leasehold::ErrorKind::Lost,
-                format!(
-                    "lost the lease {} (token {}) before the command could start: {loss}. The command was not started; the next holder gets a new token",
-                    args.name, grant.token
-                ),
-            ));
-        }
+        RunOutcome::Ran(ran) => ran,
     };
-    warn_release(py, &args.name, &grant, release_error)?;
-    let stopped = |what: String| {
-        format!(
-            "{what}. The command was stopped (SIGTERM, then SIGKILL after {}); its work may be incomplete — the next holder gets a new token",
-            leasehold::format_duration(grace)
-        )
-    };
-    match finished.stopped {
-        Some(Stop::Lost(loss)) => {
-            return Err(errors::of_kind(
-                leasehold::ErrorKind::Lost,
-                stopped(format!(
-                    "lost the lease {} (token {}) while the command ran: {loss}",
-                    args.name, grant.token
-                )),
-            ));
-        }
-        Some(Stop::Stalled(limit)) => {
-            return Err(errors::of_kind(
-                leasehold::ErrorKind::Failed,
-                stopped(format!(
-                    "the command stalled: it wrote nothing to stdout or stderr{} for {}",
-                    args.progress_file
-                        .as_ref()
-                        .map(|p| format!(" and did not touch {}", p.display()))
-                        .unwrap_or_default(),
-                    leasehold::format_duration(limit)
-                )),
-            ));
-        }
-        Some(Stop::Shutdown) | None => {}
-    }
-    if let Some((code, message)) = finished.spawn_error {
-        return Err(errors::of_kind(
-            leasehold::ErrorKind::Failed,
-            format!("{message} (exit {code}, as a shell says)"),
-        ));
-    }
-    finished.code.ok_or_else(|| {
-        errors::of_kind(
-            leasehold::ErrorKind::Failed,
-            format!(
-                "the guard process of {} died unexpectedly; the command's process group was killed",
-                args.name
-            ),
-        )
-    })
+    warn_release(py, &args.name, &ran.grant, ran.release_error)?;
+    ran.ended.map_err(|e| errors::run(&e))
 }
 
 /// A release that failed is a warning: the grant expires by its TTL.

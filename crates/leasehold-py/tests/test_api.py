@@ -316,6 +316,26 @@ def test_run_stops_the_command_when_the_lease_is_lost(tmp_path: Path) -> None:
     blockers[0].kill()
 
 
+def test_a_stall_is_the_same_outcome_as_the_clis(tmp_path: Path) -> None:
+    """The library words a run's outcome once: a stalled command stopped by
+    `store.run` raises `Stalled` (a `Failed`) with the very message
+    `leasehold run` prints when it exits 75 for the same stall."""
+    url = f"sqlite://{tmp_path / 'l.db'}"
+    cli = subprocess.run(
+        [leasehold_cli(), "--store", url, "run", "--ttl", "1m", "--stall-timeout", "1s", "s", "--", "sleep", "30"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert cli.returncode == 75, cli.stderr
+    with pytest.raises(lh.Stalled) as raised:
+        lh.Store(url).run("s", ["sleep", "30"], ttl="1m", stall_timeout="1s")
+    assert isinstance(raised.value, lh.Failed) and raised.value.kind == "stalled"
+    assert cli.stderr.strip() == f"leasehold: {raised.value}"
+    assert "the command stalled" in str(raised.value)
+
+
 def test_lock_is_the_same_flock_as_the_cli(tmp_path: Path) -> None:
     agent = tmp_path / "my-agent"
     with lh.lock(f"{agent}/") as held:

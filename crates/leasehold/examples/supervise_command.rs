@@ -43,34 +43,27 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     // Opt in: ^C or a SIGTERM to this program reaches the command.
     lease.forward_signals = true;
 
-    let (grant, finished) = match supervise::run(&store, &lease, spec, |_| {})? {
+    let ran = match supervise::run(&store, &lease, spec, |_| {})? {
         RunOutcome::Held(held) => {
             println!("{}", serde_json::json!({ "held": true, "token": held.grants[0].token }));
             return Ok(ExitCode::from(11));
         }
-        RunOutcome::Ran { grant, finished, .. } => (grant, finished),
-        RunOutcome::LostBeforeStart { grant, loss, .. } => {
-            println!(
-                "{}",
-                serde_json::json!({ "token": grant.token, "lost_before_start": loss.to_string() })
-            );
-            return Ok(ExitCode::from(75));
-        }
+        RunOutcome::Ran(ran) => ran,
     };
-    let stopped = finished.stopped.as_ref().map(|stop| format!("{stop:?}"));
+    // `ended`: the command's own exit code, or why it did not run to its
+    // end, worded by the library (lost, stalled, could not start, …).
     println!(
         "{}",
         serde_json::json!({
-            "token": grant.token,
-            "exit_code": finished.code,
-            "stopped": stopped,
-            "spawn_error": finished.spawn_error.as_ref().map(|(_, message)| message),
-            "stdout": String::from_utf8_lossy(&finished.stdout),
+            "token": ran.grant.token,
+            "exit_code": ran.ended.as_ref().ok(),
+            "error": ran.ended.as_ref().err().map(ToString::to_string),
+            "stdout": String::from_utf8_lossy(&ran.finished.stdout),
         })
     );
-    Ok(ExitCode::from(match (&stopped, finished.code) {
-        (Some(_), _) => 75,
-        (None, Some(code)) => code,
-        (None, None) => 1,
+    Ok(ExitCode::from(match &ran.ended {
+        Ok(code) => *code,
+        Err(why) if why.stopped_it() || why.kind() == leasehold::ErrorKind::Lost => 75,
+        Err(_) => 1,
     }))
 }

@@ -101,17 +101,24 @@ pub enum LockError {
     )]
     NetworkFs { path: PathBuf, fs: String },
 
-    #[error("cannot {op} lock file {path}: {source}")]
+    #[error("cannot {op} lock file {path}: {error}")]
     Io {
         op: &'static str,
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
 
     /// The timeout is out of [`limits::WAIT`]; nothing was locked.
     #[error("{0}; nothing was locked")]
-    InvalidInput(#[from] limits::OutOfRange),
+    InvalidInput(limits::OutOfRange),
+}
+
+// Not `#[from]`, which would also make the range its source: the message
+// says it already, and every error prints its cause or chains it, not both.
+impl From<limits::OutOfRange> for LockError {
+    fn from(e: limits::OutOfRange) -> Self {
+        LockError::InvalidInput(e)
+    }
 }
 
 impl LockError {
@@ -319,10 +326,10 @@ fn named_dir(path: &Path, options: LockOptions) -> Option<&'static str> {
 fn place(path: &Path, options: LockOptions) -> Result<(PathBuf, PathBuf), LockError> {
     let lock_file = lock_file_path(path, options);
     let refused = |why| match (why, named_dir(path, options)) {
-        (DirError::Io { source, .. } | DirError::Create { source, .. }, _) => LockError::Io {
+        (DirError::Io { error, .. } | DirError::Create { error, .. }, _) => LockError::Io {
             op: "find or create the directory of",
             path: lock_file.clone(),
-            source,
+            error,
         },
         (why @ DirError::NotADirectory { .. }, Some(named_by)) => LockError::NotADirectory {
             path: path.to_owned(),
@@ -361,10 +368,10 @@ fn open_flags() -> OFlags {
 
 fn open(path: &Path, options: LockOptions) -> Result<Opened, LockError> {
     let (path, dir) = place(path, options)?;
-    let io_err = |op, source| LockError::Io {
+    let io_err = |op, error| LockError::Io {
         op,
         path: path.clone(),
-        source,
+        error,
     };
     if !options.allow_network_fs
         && let Some(fs) = host::network_filesystem(&dir).map_err(|e| io_err("check the filesystem of", e))?
@@ -516,7 +523,7 @@ pub fn try_lock(path: &Path, options: LockOptions) -> Result<TryLock, LockError>
         Err(std::fs::TryLockError::Error(e)) => Err(LockError::Io {
             op: "lock",
             path: opened.path,
-            source: e,
+            error: e,
         }),
     }
 }
@@ -535,10 +542,10 @@ pub fn lock(path: &Path, options: LockOptions, timeout: Option<Duration>) -> Res
         } else {
             opened.file.lock()
         };
-        res.map_err(|source| LockError::Io {
+        res.map_err(|error| LockError::Io {
             op: "lock",
             path: opened.path.clone(),
-            source,
+            error,
         })?;
         return Ok(TryLock::Locked(locked(opened, options.shared)));
     };

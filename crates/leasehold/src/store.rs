@@ -595,7 +595,7 @@ impl Store {
     }
 
     fn params(name: &LeaseName, options: &AcquireOptions) -> Result<LeaseAcquireParams> {
-        let holder = identity::holder(options.binding).map_err(|e| Error::Process(e.to_string()))?;
+        let holder = identity::holder(options.binding).map_err(Error::Process)?;
         Ok(LeaseAcquireParams {
             name: name.clone(),
             owner: Owner {
@@ -730,7 +730,7 @@ impl Store {
         // The waiter is this process, whatever the grant will be bound to
         // (none for a bare `acquire --wait`): its death is what frees the
         // place in the queue.
-        let waiter = identity::holder(Binding::ThisProcess).map_err(|e| Error::Process(e.to_string()))?;
+        let waiter = identity::holder(Binding::ThisProcess).map_err(Error::Process)?;
         params.waiter_holder = Some(waiter.clone());
         params.ticket = Some(self.backend.waiter_enqueue(&WaiterEnqueueParams {
             name: name.clone(),

@@ -22,8 +22,8 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use leasehold::supervise::{self, LeaseRun, RunOutcome, Spec, Stop, Supervised};
-use leasehold::{Cancel, Held, format_duration};
+use leasehold::supervise::{self, LeaseRun, RunError, RunOutcome, Spec, Supervised};
+use leasehold::{Cancel, Held};
 
 use crate::cli::{IfHeld, RunArgs};
 use crate::commands::{Ctx, guard_program, timing};
@@ -32,34 +32,49 @@ use crate::run::CliError;
 
 /// Who holds it, and what `--if-held`/`--wait` make of that.
 fn held(ctx: &Ctx, args: &RunArgs, held: &Held) -> u8 {
-    let by = crate::commands::lease::held_by(held, args.shared.mode());
+    let mode = args.shared.mode();
     let (code, message) = match (args.wait.wait, args.if_held) {
         (None, IfHeld::Skip) => (
             ExitCode::Success,
             format!(
-                "{} is held ({by}); skipped {}",
-                args.name,
+                "{}; skipped {}",
+                held.refusal(args.name.as_str(), mode, None),
                 supervise::child::display(&args.command)
             ),
         ),
         (Some(wait), _) => (
             ExitCode::Held,
-            format!(
-                "{} is still held after waiting {}: {by}",
-                args.name,
-                format_duration(wait.timeout().unwrap_or_default())
-            ),
+            held.refusal(args.name.as_str(), mode, Some(wait.timeout().unwrap_or_default()))
+                .to_string(),
         ),
         (None, IfHeld::Fail) => (
             ExitCode::Held,
             format!(
-                "{} is held: {by}. Try again later, wait with --wait [DUR], or skip with --if-held skip",
-                args.name
+                "{}. Try again later, wait with --wait [DUR], or skip with --if-held skip",
+                held.refusal(args.name.as_str(), mode, None)
             ),
         ),
     };
     let json = serde_json::json!({ "name": args.name, "held": true, "skipped": code == ExitCode::Success });
     crate::commands::refuse(ctx, &json, &CliError::new(code, message))
+}
+
+/// Why the command did not run to its own end, as an exit: a command
+/// leasehold stopped (lost, stalled, interrupted) or never started because
+/// the grant was lost exits 75 — run it again later; one that could not
+/// start exits as a shell says (127, 126); a dead guard is a failure (1).
+fn run_error(ctx: &Ctx, args: &RunArgs, token: leasehold::Token, error: &RunError) -> anyhow::Result<u8> {
+    match error {
+        RunError::LostBeforeStart { .. }
+        | RunError::Lost { .. }
+        | RunError::Stalled { .. }
+        | RunError::Interrupted { .. } => Err(CliError::new(ExitCode::LeaseLostWhileRunning, error.to_string()).into()),
+        RunError::CouldNotStart { code, .. } => {
+            let details = serde_json::json!({ "name": args.name, "token": token });
+            Ok(crate::commands::fail(ctx, &details, &error.to_string(), *code))
+        }
+        RunError::GuardDied { .. } => Err(anyhow::Error::new(error.clone())),
+    }
 }
 
 fn report_release_error(args: &RunArgs, grant: &leasehold::Grant, error: Option<leasehold::Error>) {
@@ -81,7 +96,6 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         timing.grace,
         args.stall_timeout.map(|limit| (limit, args.progress_file.clone())),
     );
-    let grace = timing.grace;
     let lease = LeaseRun {
         name: args.name.clone(),
         timing,
@@ -105,7 +119,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         |held| {
             if tty {
                 turns += 1;
-                let line = crate::commands::lease::held_by(held, args.shared.mode());
+                let line = held.by(args.shared.mode()).to_string();
                 let line: String = line.chars().take(150).collect();
                 eprint!("\r\x1b[2K{} waiting for {}: {line}", spinner[turns % 4], args.name);
             }
@@ -115,71 +129,21 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     if tty && turns > 0 {
         eprint!("\r\x1b[2K");
     }
-    let (grant, finished, release_error) = match outcome? {
+    let ran = match outcome? {
         RunOutcome::Held(h) => {
             return Ok(match lease.cancel.signal() {
                 Some(signal) => crate::commands::lease::wait_cancelled(ctx, &args.name, signal),
                 None => held(ctx, args, &h),
             });
         }
-        RunOutcome::Ran {
-            grant,
-            finished,
-            release_error,
-        } => (grant, finished, release_error),
-        RunOutcome::LostBeforeStart {
-            grant,
-            loss,
-            release_error,
-        } => {
-            report_release_error(args, &grant, release_error);
-            let err = CliError::new(
-                ExitCode::LeaseLostWhileRunning,
-                format!(
-                    "lost the lease {} (token {}) before the command could start: {loss}. The command was not started; the next holder gets a new token",
-                    args.name, grant.token
-                ),
-            );
-            return Err(err.into());
-        }
+        RunOutcome::Ran(ran) => ran,
     };
-    report_release_error(args, &grant, release_error);
-
-    if let Some(reason) = finished.stopped {
-        let what = match reason {
-            Stop::Lost(loss) => format!(
-                "lost the lease {} (token {}) while the command ran: {loss}",
-                args.name, grant.token
-            ),
-            Stop::Stalled(limit) => format!(
-                "the command stalled: it wrote nothing to stdout or stderr{} for {}",
-                args.progress_file
-                    .as_ref()
-                    .map(|p| format!(" and did not touch {}", p.display()))
-                    .unwrap_or_default(),
-                format_duration(limit)
-            ),
-            Stop::Shutdown => "run was asked to shut down".to_owned(),
-        };
-        let err = CliError::new(
-            ExitCode::LeaseLostWhileRunning,
-            format!(
-                "{what}. The command was stopped (SIGTERM, then SIGKILL after {}); its work may be incomplete — the next holder gets a new token",
-                format_duration(grace)
-            ),
-        );
-        return Err(err.into());
-    }
-    if let Some((code, message)) = finished.spawn_error {
-        let details = serde_json::json!({ "name": args.name, "token": grant.token });
-        return Ok(crate::commands::fail(ctx, &details, &message, code));
-    }
-    let code = finished.code.ok_or_else(|| {
-        anyhow::anyhow!(
-            "the guard process of {} died unexpectedly; the command's process group was killed",
-            args.name
-        )
-    })?;
+    let grant = ran.grant;
+    report_release_error(args, &grant, ran.release_error);
+    let code = match &ran.ended {
+        Ok(code) => *code,
+        Err(error) => return run_error(ctx, args, grant.token, error),
+    };
     // After the command's own output: its exit code, passed through.
     if ctx.global.json {
         crate::output::print_json(&serde_json::json!({

@@ -10,48 +10,13 @@ use std::io::{IsTerminal, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::worker::{CommandJob, Counts, Job, LostWhen, Outcome, Until, WorkEvent, Worker, WorkerOptions};
-use leasehold::{ClaimLost, format_duration};
+use leasehold::format_duration;
+use leasehold::worker::{CommandJob, Counts, Job, Outcome, Until, WorkEvent, Worker, WorkerOptions};
 
 use crate::cli::WorkArgs;
 use crate::commands::{Ctx, guard_program, timing};
 use crate::exit_codes::ExitCode;
 use crate::output;
-
-/// The label and detail of one finished task, as the line says them.
-fn describe(outcome: &Outcome) -> (&'static str, String) {
-    match outcome {
-        Outcome::Done { result_cut: None } => ("done", String::new()),
-        Outcome::Done {
-            result_cut: Some(limit),
-        } => (
-            "done",
-            format!(
-                "stdout was longer than --result-limit {limit} bytes; the result keeps the first {limit} as a string"
-            ),
-        ),
-        Outcome::Failed { error, retry_at } => ("failed", format!("{error} (retry at {})", output::rfc3339(*retry_at))),
-        Outcome::Dead { error } => ("dead", format!("{error} (no attempts left)")),
-        Outcome::Lost(when) => ("lost", lost_detail(when)),
-        Outcome::HandedBack => ("handed back", "work is shutting down".into()),
-    }
-}
-
-fn lost_detail(when: &LostWhen) -> String {
-    match when {
-        LostWhen::Starting(loss) => format!("the claim was lost before the command could start ({loss}); it was not started"),
-        LostWhen::Running(loss) => format!("the claim was lost ({loss}); the command was stopped"),
-        LostWhen::Finishing(_) => "the claim was lost as the command finished".into(),
-        LostWhen::HandingBack(_) => "the claim was lost while shutting down".into(),
-        LostWhen::Reporting(ClaimLost::Deleted) => "the task was deleted while it ran; its report was dropped".into(),
-        LostWhen::Reporting(ClaimLost::Expired) => {
-            "the claim expired before the report; the report was refused".into()
-        }
-        LostWhen::Reporting(ClaimLost::Taken) => {
-            "the claim was ended by someone else (done, failed or handed back with its token) before the report; the report was refused".into()
-        }
-    }
-}
 
 fn bar_message(c: &Counts) -> String {
     format!(
@@ -104,9 +69,10 @@ pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
     handle.shutdown_on_signals()?;
     let outcome = worker.run(|event| match event {
         WorkEvent::Finished { task, outcome, took } => {
-            let (label, detail) = describe(outcome);
+            let detail = outcome.to_string();
             let line = format!(
-                "{label} {} (attempt {}/{}, token {}) in {}{}{detail}",
+                "{} {} (attempt {}/{}, token {}) in {}{}{detail}",
+                outcome.kind(),
                 task.id,
                 task.attempt,
                 task.max_attempts,

@@ -180,6 +180,15 @@ class Failed(Error):
     kind = "failed"
 
 
+class Stalled(Failed):
+    """``store.run`` stopped the command because it wrote nothing (and did
+    not touch ``progress_file``) for ``stall_timeout``; the lease was not
+    lost. Its work may be incomplete: run it again. The CLI's exit 75, as
+    for every command leasehold stopped."""
+
+    kind = "stalled"
+
+
 __all__ = [
     "AuthFailed",
     "BadData",
@@ -196,6 +205,7 @@ __all__ = [
     "PermissionDenied",
     "ReadOnly",
     "StaleToken",
+    "Stalled",
     "StoreBusy",
     "StoreUnavailable",
     "Unsupported",

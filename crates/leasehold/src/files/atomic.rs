@@ -315,7 +315,7 @@ pub fn write_target_with<O: Ops>(
     replace(ops, &target.name, data, perm).map_err(|e| match e.step {
         Step::SyncDir => FileError::Unconfirmed {
             path: target.path.clone(),
-            source: e.source,
+            error: e.source,
         },
         step => FileError::io(&target.path, step.describe(), e.source),
     })

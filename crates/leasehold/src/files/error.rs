@@ -141,18 +141,18 @@ pub enum FileError {
     /// failed: the file holds the new content now, but it may not survive a
     /// crash, so the write is not a success.
     #[error(
-        "{} was replaced but fsync of its directory failed ({source}); the new content may not \
+        "{} was replaced but fsync of its directory failed ({error}); the new content may not \
          survive a crash, so the write did not succeed",
         path.display()
     )]
-    Unconfirmed { path: PathBuf, source: io::Error },
+    Unconfirmed { path: PathBuf, error: io::Error },
 
     /// Any other I/O failure.
-    #[error("cannot {op} for {}: {source}; it is unchanged", path.display())]
+    #[error("cannot {op} for {}: {error}; it is unchanged", path.display())]
     Io {
         path: PathBuf,
         op: String,
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -204,9 +204,9 @@ impl FileError {
                 let (path, op) = sidecar(path, op);
                 Self::PermissionDenied { path, op }
             }
-            Self::Io { path, op, source } => {
+            Self::Io { path, op, error } => {
                 let (path, op) = sidecar(path, op);
-                Self::Io { path, op, source }
+                Self::Io { path, op, error }
             }
             other => other,
         }
@@ -219,7 +219,11 @@ impl FileError {
             Some(rustix::io::Errno::NOSPC | rustix::io::Errno::DQUOT) => Self::NoSpace { path, op },
             Some(rustix::io::Errno::ROFS) => Self::ReadOnly { path, op },
             Some(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => Self::PermissionDenied { path, op },
-            _ => Self::Io { path, op, source },
+            _ => Self::Io {
+                path,
+                op,
+                error: source,
+            },
         }
     }
 }

@@ -48,7 +48,7 @@ fn named_dir(path: &Path, role: Role) -> FileError {
             role,
             why: None,
         },
-        Err(DirError::Io { source, .. }) => FileError::io(path, "look at it", source),
+        Err(DirError::Io { error, .. }) => FileError::io(path, "look at it", error),
         Err(why) => FileError::UnsafeDirectory {
             path: path.to_owned(),
             role,
@@ -69,7 +69,7 @@ impl Target {
         let dir_path = symlinks::parent_of(path);
         let open_dir = |e: io::Error| FileError::io(path, format!("open its directory {}", dir_path.display()), e);
         let resolved = symlinks::existing_dir(dir_path).map_err(|why| match why {
-            DirError::Io { source, .. } => open_dir(source),
+            DirError::Io { error, .. } => open_dir(error),
             why => FileError::UnsafeDirectory {
                 path: path.to_owned(),
                 role,

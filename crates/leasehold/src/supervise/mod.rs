@@ -96,6 +96,7 @@
 
 pub mod child;
 pub mod guard;
+mod outcome;
 mod supervised;
 mod timing;
 
@@ -103,6 +104,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
+pub use outcome::{Ran, RunError, RunOutcome};
 pub use supervised::{Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
 pub use timing::{RENEWAL_ROOM, Timing, TimingError, TimingProblem, default_grace, slack};
 
@@ -178,31 +180,6 @@ impl LeaseRun {
     }
 }
 
-/// What [`run`] did.
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant, reason = "returned once per run")]
-pub enum RunOutcome {
-    /// The lease is held by others; nothing ran.
-    Held(Held),
-    /// The command ran (or could not start) under `grant`.
-    Ran {
-        grant: Grant,
-        finished: Finished,
-        /// Releasing the grant failed; it expires by its TTL.
-        release_error: Option<Error>,
-    },
-    /// The grant was no longer to be trusted by the time the store
-    /// answered (its trust window had closed: the store answered late, or
-    /// this process did not run meanwhile), so the command was not
-    /// started. The grant was released.
-    LostBeforeStart {
-        grant: Grant,
-        loss: Loss,
-        /// Releasing the grant failed; it expires by its TTL.
-        release_error: Option<Error>,
-    },
-}
-
 /// Release `grant` — unless the store refused a renewal: then it is gone.
 fn release_unless_refused(store: &Store, lease: &LeaseRun, grant: &Grant, loss: &Loss) -> Option<Error> {
     if matches!(loss, Loss::Refused(_)) {
@@ -226,7 +203,7 @@ fn release(store: &Store, lease: &LeaseRun, grant: &Grant) -> Option<Error> {
 /// `LEASEHOLD_STORE` in its environment, wait for it
 /// and release (unless the store refused a renewal: then it is gone). A
 /// grant whose trust window had closed by the time the store answered is
-/// released without starting anything ([`RunOutcome::LostBeforeStart`]).
+/// released without starting anything ([`RunError::LostBeforeStart`]).
 ///
 /// # Errors
 /// [`Error::Store`] when acquiring fails; [`Error::Supervise`] when the
@@ -251,9 +228,11 @@ fn release(store: &Store, lease: &LeaseRun, grant: &Grant) -> Option<Error> {
 /// };
 /// let lease = LeaseRun::new(LeaseName::new("nightly").unwrap(), timing);
 /// match supervise::run(&store, &lease, spec, |_| {})? {
-///     RunOutcome::Held(_) => eprintln!("already running"),
-///     RunOutcome::Ran { finished, .. } => println!("exit {:?}", finished.code),
-///     RunOutcome::LostBeforeStart { loss, .. } => eprintln!("not started: {loss}"),
+///     RunOutcome::Held(held) => eprintln!("already running: {held}"),
+///     RunOutcome::Ran(ran) => match ran.ended {
+///         Ok(code) => println!("exit {code}"),
+///         Err(why) => eprintln!("{why}"),
+///     },
 /// }
 /// # Ok::<(), leasehold::Error>(())
 /// ```
@@ -346,12 +325,19 @@ pub fn run_spawned(
         supervised.abort();
         keeper.stop();
         let release_error = release_unless_refused(store, lease, &grant, &loss);
-        return Ok(RunOutcome::LostBeforeStart {
-            grant,
+        let ended = Err(RunError::LostBeforeStart {
+            name: lease.name.clone(),
+            token: grant.token,
             loss,
-            release_error,
         });
+        return Ok(RunOutcome::Ran(Ran {
+            grant,
+            ended,
+            finished: Finished::default(),
+            release_error,
+        }));
     }
+    let stall = supervised.stall().cloned();
     let terminal = lease
         .hand_terminal
         .then(|| supervised.group_pid().and_then(child::Terminal::hand_to))
@@ -388,9 +374,50 @@ pub fn run_spawned(
     };
     drop(terminal);
     drop(signals);
-    Ok(RunOutcome::Ran {
+    let finished = finished?;
+    Ok(RunOutcome::Ran(Ran {
+        ended: ended(lease, &grant, &finished, stall),
         grant,
-        finished: finished?,
+        finished,
         release_error,
+    }))
+}
+
+/// How the command ended, read from what the guard reported.
+#[allow(clippy::result_large_err, reason = "once per run, like the outcome it goes into")]
+fn ended(
+    lease: &LeaseRun,
+    grant: &Grant,
+    finished: &Finished,
+    stall: Option<(Duration, Option<std::path::PathBuf>)>,
+) -> std::result::Result<u8, RunError> {
+    let grace = lease.timing.grace;
+    match &finished.stopped {
+        Some(Stop::Lost(loss)) => {
+            return Err(RunError::Lost {
+                name: lease.name.clone(),
+                token: grant.token,
+                loss: loss.clone(),
+                grace,
+            });
+        }
+        Some(Stop::Stalled(limit)) => {
+            return Err(RunError::Stalled {
+                limit: *limit,
+                progress_file: stall.and_then(|(_, file)| file),
+                grace,
+            });
+        }
+        Some(Stop::Shutdown) => return Err(RunError::Interrupted { grace }),
+        None => {}
+    }
+    if let Some((code, message)) = &finished.spawn_error {
+        return Err(RunError::CouldNotStart {
+            code: *code,
+            message: message.clone(),
+        });
+    }
+    finished.code.ok_or_else(|| RunError::GuardDied {
+        name: lease.name.clone(),
     })
 }

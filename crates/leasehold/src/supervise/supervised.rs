@@ -510,6 +510,12 @@ impl<L: Refusal> Supervised<L> {
         StopHandle(self.tx.clone())
     }
 
+    /// The stall limit this command is watched for, and its progress file.
+    #[must_use]
+    pub fn stall(&self) -> Option<&(Duration, Option<PathBuf>)> {
+        self.stall.as_ref()
+    }
+
     /// The lease was not taken (or the command cannot be handed over):
     /// start nothing. A once-guard ends; a slot's guard waits for the next
     /// run.

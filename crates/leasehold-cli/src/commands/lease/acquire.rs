@@ -38,11 +38,7 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
             let mut shown = false;
             let outcome = store.acquire_wait(&args.name, &options, wait.timeout(), &cancel, |held| {
                 if tty && !shown {
-                    eprintln!(
-                        "leasehold: waiting for {}: {}",
-                        args.name,
-                        super::held_error(&args.name, held, options.mode).message
-                    );
+                    eprintln!("leasehold: waiting for {}: {}", args.name, held.by(options.mode));
                     shown = true;
                 }
             })?;

@@ -12,44 +12,16 @@ use leasehold::{Held, LeaseName, LostReason, Mode, Token};
 
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
-use crate::output;
 use crate::run::CliError;
-
-/// Who holds a lease, for people: mode, owner, host/pid/command, token,
-/// expiry — and the shared limit, when that is what keeps an acquirer of
-/// `mode` out.
-pub fn held_by(held: &Held, mode: Mode) -> String {
-    let holders: Vec<String> = held
-        .grants
-        .iter()
-        .map(|g| {
-            format!(
-                "{} by {} ({}), token {}, expires in {}",
-                g.mode.label(),
-                g.owner,
-                output::holder_summary(g),
-                g.token,
-                output::expires_in(g.expires_in)
-            )
-        })
-        .collect();
-    let by = if holders.is_empty() {
-        format!("{} waiter(s) queued ahead", held.waiters_ahead)
-    } else {
-        holders.join("; ")
-    };
-    match held.shared_limit(mode) {
-        Some(limit) => format!("{by} — {limit}"),
-        None => by,
-    }
-}
 
 /// The error for a lease that is held by others: names the holders.
 pub fn held_error(name: &LeaseName, held: &Held, mode: Mode) -> CliError {
-    let by = held_by(held, mode);
     CliError::new(
         ExitCode::Held,
-        format!("{name} is held: {by}. Try again later, or wait with --wait [DUR]"),
+        format!(
+            "{}. Try again later, or wait with --wait [DUR]",
+            held.refusal(name.as_str(), mode, None)
+        ),
     )
 }
 

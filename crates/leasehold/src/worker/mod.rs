@@ -42,12 +42,16 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+
+mod outcome;
+
+pub use outcome::{LostWhen, Outcome, TaskFailure};
 
 use crate::supervise::{self, Finished, GuardProgram, GuardSlot, Output, Spec, Stop, StopHandle, Timing};
 use crate::{
     Claim, ClaimKeeper, ClaimLost, Error, Loss, LossHandle, QueueName, Retry, Store, TaskFail, TaskId, TaskLost,
-    TaskRef, TaskUpdate, Token, format_duration, host,
+    TaskRef, TaskUpdate, Token, host,
 };
 
 /// The tail of a failed command's stderr kept as the task's error.
@@ -108,8 +112,10 @@ pub struct CommandJob {
     pub result_limit: usize,
 }
 
-/// What a handler returns: the task's result (done), or its error (fail).
-pub type HandlerResult = std::result::Result<Option<serde_json::Value>, String>;
+/// What a handler returns: the task's result (done), or its error (fail;
+/// the task records the error and its causes, as [`TaskFailure::Handler`]
+/// words them). A string is an error too: `Err("it broke".into())`.
+pub type HandlerResult = std::result::Result<Option<serde_json::Value>, Box<dyn std::error::Error + Send + Sync>>;
 
 /// A closure run for each task, on a worker thread.
 pub type Handler = Arc<dyn Fn(&Claim, &TaskContext) -> HandlerResult + Send + Sync>;
@@ -177,40 +183,6 @@ impl From<&Claim> for TaskInfo {
     }
 }
 
-/// When a task's claim was found lost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LostWhen {
-    /// Before the job started: the claim's trust window had closed by the
-    /// time the store answered (it answered late, or this process did not
-    /// run meanwhile); nothing ran.
-    Starting(Loss<ClaimLost>),
-    /// While the job ran (the keeper's word); a command was stopped.
-    Running(Loss<ClaimLost>),
-    /// Just as the job finished: its report would be refused, so none was
-    /// sent.
-    Finishing(Loss<ClaimLost>),
-    /// The store refused the report (done or fail).
-    Reporting(ClaimLost),
-    /// The store refused handing the claim back at shutdown.
-    HandingBack(ClaimLost),
-}
-
-/// How a task ended for this worker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Reported done. `result_cut`: the command's stdout was longer than
-    /// this many bytes; the result keeps that many, as a string.
-    Done { result_cut: Option<usize> },
-    /// Reported failed; retried at `retry_at`.
-    Failed { error: String, retry_at: SystemTime },
-    /// Reported failed with no attempts left.
-    Dead { error: String },
-    /// The claim was lost; the task comes back by expiry (or is gone).
-    Lost(LostWhen),
-    /// Handed back at shutdown, without charging the attempt.
-    HandedBack,
-}
-
 /// One step of a worker.
 #[derive(Debug, Clone)]
 pub enum WorkEvent {
@@ -225,7 +197,7 @@ pub enum WorkEvent {
     /// Claiming failed because the store is unavailable; the worker tries
     /// again after `retry_in`.
     StoreUnavailable {
-        error: String,
+        error: Arc<Error>,
         retry_in: Duration,
     },
 }
@@ -498,8 +470,12 @@ impl Worker {
             workers
                 .into_iter()
                 .map(|w| {
-                    w.join()
-                        .unwrap_or_else(|_| Err(WorkerError::from(Error::Process("a worker thread panicked".into()))))
+                    w.join().unwrap_or_else(|panic| {
+                        Err(WorkerError::from(Error::Panicked {
+                            what: "worker",
+                            message: panic_message(&*panic),
+                        }))
+                    })
                 })
                 .collect()
         });
@@ -560,7 +536,7 @@ impl Worker {
                             }
                             // The store may come back: say so, and try again later.
                             on_event(&WorkEvent::StoreUnavailable {
-                                error: e.to_string(),
+                                error: Arc::new(e),
                                 retry_in: idle,
                             });
                             shared.counters.claimed.fetch_sub(1, Ordering::SeqCst);
@@ -689,7 +665,7 @@ impl Worker {
             return match stop {
                 Stop::Lost(loss) => Ok(Outcome::Lost(LostWhen::Running(loss))),
                 Stop::Shutdown => report.hand_back(),
-                Stop::Stalled(limit) => report.fail(&format!("stalled for {}", format_duration(limit))),
+                Stop::Stalled(limit) => report.fail(TaskFailure::Stalled(limit)),
             };
         }
         if let Some(loss) = loss {
@@ -697,24 +673,21 @@ impl Worker {
             return Ok(Outcome::Lost(LostWhen::Finishing(loss)));
         }
         match (finished.code, &finished.spawn_error) {
-            (_, Some((code, message))) => report.fail(&format!("exit {code}: {message}")),
+            (_, Some((code, message))) => report.fail(TaskFailure::CouldNotStart {
+                code: *code,
+                message: message.clone(),
+            }),
             (Some(0), None) => self.report_done(
                 &report,
                 result_of(&finished).as_ref(),
                 finished.stdout_overflow.then_some(job.result_limit),
                 next,
             ),
-            (Some(code), None) => {
-                let tail = String::from_utf8_lossy(&finished.stderr_tail);
-                let tail = tail.trim();
-                let error = if tail.is_empty() {
-                    format!("exit {code}")
-                } else {
-                    format!("exit {code}: {tail}")
-                };
-                report.fail(&error)
-            }
-            (None, None) => report.fail("the guard process died; the command was killed"),
+            (Some(code), None) => report.fail(TaskFailure::Exited {
+                code,
+                stderr_tail: String::from_utf8_lossy(&finished.stderr_tail).trim().to_owned(),
+            }),
+            (None, None) => report.fail(TaskFailure::GuardDied),
         }
     }
 
@@ -745,15 +718,8 @@ impl Worker {
         match result {
             Ok(Ok(value)) => self.report_done(&report, value.as_ref(), None, next),
             Ok(Err(_)) if stop.load(Ordering::SeqCst) => report.hand_back(),
-            Ok(Err(error)) => report.fail(&error),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                report.fail(&format!("the handler panicked: {what}"))
-            }
+            Ok(Err(error)) => report.fail(TaskFailure::handler(&*error)),
+            Err(panic) => report.fail(TaskFailure::Panicked(panic_message(&*panic))),
         }
     }
 }
@@ -868,24 +834,31 @@ impl<'a> Report<'a> {
         }
     }
 
-    fn fail(&self, error: &str) -> Result<Outcome, WorkerError> {
+    fn fail(&self, error: TaskFailure) -> Result<Outcome, WorkerError> {
         Ok(
             match self
                 .store
-                .task_fail(&self.task, error, Retry::Backoff)
+                .task_fail(&self.task, &error.to_string(), Retry::Backoff)
                 .map_err(|e| WorkerError::new("cannot report the task failed", e))?
             {
                 TaskFail::Retrying { available_at } => Outcome::Failed {
-                    error: error.to_owned(),
+                    error,
                     retry_at: available_at,
                 },
-                TaskFail::Dead => Outcome::Dead {
-                    error: error.to_owned(),
-                },
+                TaskFail::Dead => Outcome::Dead { error },
                 TaskFail::Lost(lost) => Outcome::Lost(LostWhen::Reporting(self.refused(lost))),
             },
         )
     }
+}
+
+/// What a panic said (its `&str` or `String` payload; empty otherwise).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -928,8 +901,10 @@ mod tests {
             .unwrap();
         assert_eq!((counts.done, counts.failed), (1, 2));
         let outcomes = outcomes.into_inner().unwrap();
-        assert!(matches!(&outcomes[1], Outcome::Failed { error, .. } if error == "one is odd"));
-        assert!(matches!(&outcomes[2], Outcome::Failed { error, .. } if error == "the handler panicked: two"));
+        assert!(matches!(&outcomes[1], Outcome::Failed { error, .. } if error.to_string() == "one is odd"));
+        assert!(
+            matches!(&outcomes[2], Outcome::Failed { error, .. } if error.to_string() == "the handler panicked: two")
+        );
         let tasks = store.task_list(Some(&queue), Some(TaskState::Done), 10).unwrap();
         assert_eq!(tasks[0].result, Some(serde_json::json!("zero")));
     }

@@ -1,0 +1,220 @@
+//! How a run under a lease ended: the facts, and the one wording of each
+//! outcome. Front ends (`leasehold run`, Python's `store.run`, a schedule)
+//! map an outcome to an exit code, an exception or a JSON document; none
+//! words it again. The table of those mappings is in docs/ARCHITECTURE.md
+//! ("Outcomes").
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::Finished;
+use crate::{Error, ErrorKind, Grant, Held, LeaseName, Loss, Token, format_duration};
+
+/// What [`run`](super::run) did.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant, reason = "returned once per run")]
+pub enum RunOutcome {
+    /// The lease is held by others; nothing ran. (Also a wait ended by
+    /// [`LeaseRun::cancel`](super::LeaseRun::cancel).)
+    Held(Held),
+    /// The lease was granted: what became of the command.
+    Ran(Ran),
+}
+
+/// A run under a granted lease.
+#[derive(Debug)]
+pub struct Ran {
+    pub grant: Grant,
+    /// The command's own exit code (128+N for signal N) when it ran to its
+    /// own end; otherwise why it did not.
+    pub ended: std::result::Result<u8, RunError>,
+    /// What the guard reported, with the output collected under
+    /// [`Output::Collect`](super::Output::Collect) (empty when the command
+    /// never started). `ended` is its reading.
+    pub finished: Finished,
+    /// Releasing the grant failed; it expires by its TTL.
+    pub release_error: Option<Error>,
+}
+
+/// Why a command under a lease did not run to its own end. `Display` is
+/// the one wording; the fields are the facts a front end may show apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// The grant could no longer be trusted by the time the store answered
+    /// (its trust window had closed: the store answered late, or this
+    /// process did not run meanwhile), so the command was not started; the
+    /// grant was released.
+    LostBeforeStart { name: LeaseName, token: Token, loss: Loss },
+    /// The grant was lost while the command ran; the command was stopped
+    /// before the lease could pass on.
+    Lost {
+        name: LeaseName,
+        token: Token,
+        loss: Loss,
+        grace: Duration,
+    },
+    /// The command wrote nothing to stdout or stderr (and did not touch
+    /// `progress_file`) for `limit`, so it was stopped. The lease was not
+    /// lost.
+    Stalled {
+        limit: Duration,
+        progress_file: Option<PathBuf>,
+        grace: Duration,
+    },
+    /// The caller stopped the command ([`Stop::Shutdown`](super::Stop::Shutdown):
+    /// a cancel after the lease was granted, a `KeyboardInterrupt`).
+    Interrupted { grace: Duration },
+    /// The command could not be started: `code` is the shell's (127 not
+    /// found, 126 otherwise), `message` the reason.
+    CouldNotStart { code: u8, message: String },
+    /// The guard process died; the command's process group was killed.
+    GuardDied { name: LeaseName },
+}
+
+impl RunError {
+    /// The kind of failure, as the library classifies every error: a lost
+    /// grant is [`ErrorKind::Lost`]; the rest are [`ErrorKind::Failed`].
+    /// (A front end that tells a stall or an interrupt apart matches the
+    /// variant.)
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RunError::LostBeforeStart { .. } | RunError::Lost { .. } => ErrorKind::Lost,
+            RunError::Stalled { .. }
+            | RunError::Interrupted { .. }
+            | RunError::CouldNotStart { .. }
+            | RunError::GuardDied { .. } => ErrorKind::Failed,
+        }
+    }
+
+    /// Whether leasehold stopped a command that had started (so its work
+    /// may be incomplete, and running it again is the remedy): a loss, a
+    /// stall or an interrupt.
+    #[must_use]
+    pub fn stopped_it(&self) -> bool {
+        matches!(
+            self,
+            RunError::Lost { .. } | RunError::Stalled { .. } | RunError::Interrupted { .. }
+        )
+    }
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stopped = |f: &mut fmt::Formatter<'_>, grace: &Duration| {
+            write!(
+                f,
+                ". The command was stopped (SIGTERM, then SIGKILL after {}); its work may be incomplete — the next holder gets a new token",
+                format_duration(*grace)
+            )
+        };
+        match self {
+            RunError::LostBeforeStart { name, token, loss } => write!(
+                f,
+                "lost the lease {name} (token {token}) before the command could start: {loss}. The command was not started; the next holder gets a new token"
+            ),
+            RunError::Lost {
+                name,
+                token,
+                loss,
+                grace,
+            } => {
+                write!(f, "lost the lease {name} (token {token}) while the command ran: {loss}")?;
+                stopped(f, grace)
+            }
+            RunError::Stalled {
+                limit,
+                progress_file,
+                grace,
+            } => {
+                f.write_str("the command stalled: it wrote nothing to stdout or stderr")?;
+                if let Some(path) = progress_file {
+                    write!(f, " and did not touch {}", path.display())?;
+                }
+                write!(f, " for {}", format_duration(*limit))?;
+                stopped(f, grace)
+            }
+            RunError::Interrupted { grace } => {
+                f.write_str("run was asked to shut down")?;
+                stopped(f, grace)
+            }
+            RunError::CouldNotStart { message, .. } => f.write_str(message),
+            RunError::GuardDied { name } => write!(
+                f,
+                "the guard process of {name} died unexpectedly; the command's process group was killed"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LostReason;
+
+    fn name() -> LeaseName {
+        LeaseName::new("nightly").unwrap()
+    }
+
+    /// Each wording names what happened, to what, and what follows; a
+    /// front end prints it as it is.
+    #[test]
+    fn each_outcome_says_what_happened_to_what() {
+        let grace = Duration::from_secs(5);
+        let cases = [
+            (
+                RunError::LostBeforeStart {
+                    name: name(),
+                    token: Token(7),
+                    loss: Loss::Refused(LostReason::Expired),
+                },
+                "lost the lease nightly (token 7) before the command could start: the store refused a renewal: its TTL ran out. The command was not started; the next holder gets a new token",
+            ),
+            (
+                RunError::Lost {
+                    name: name(),
+                    token: Token(7),
+                    loss: Loss::Refused(LostReason::Gone),
+                    grace,
+                },
+                "lost the lease nightly (token 7) while the command ran: the store refused a renewal: ",
+            ),
+            (
+                RunError::Stalled {
+                    limit: Duration::from_secs(60),
+                    progress_file: Some("/tmp/p".into()),
+                    grace,
+                },
+                "the command stalled: it wrote nothing to stdout or stderr and did not touch /tmp/p for 1m. The command was stopped (SIGTERM, then SIGKILL after 5s)",
+            ),
+            (
+                RunError::Interrupted { grace },
+                "run was asked to shut down. The command was stopped",
+            ),
+            (
+                RunError::CouldNotStart {
+                    code: 127,
+                    message: "cannot run nope: not found".into(),
+                },
+                "cannot run nope: not found",
+            ),
+            (
+                RunError::GuardDied { name: name() },
+                "the guard process of nightly died unexpectedly",
+            ),
+        ];
+        for (error, start) in cases {
+            let said = error.to_string();
+            assert!(said.starts_with(start), "{said:?} does not start with {start:?}");
+            assert_eq!(
+                error.kind() == ErrorKind::Lost,
+                said.starts_with("lost the lease"),
+                "{said}"
+            );
+            assert_eq!(error.stopped_it(), said.contains("The command was stopped"), "{said}");
+        }
+    }
+}
