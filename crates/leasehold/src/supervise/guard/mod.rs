@@ -82,14 +82,11 @@
 //!
 //! # Protocol
 //!
-//! Control socket ([`host::control_socket_pair`]:
-//! `SOCK_SEQPACKET` on Linux, `SOCK_DGRAM` on macOS; one message each):
-//! `window NS` (the trust window ends at boot-clock NS), `env STREAMS
-//! JSON` (start the command with these variables added; STREAMS is `-`, or
-//! which of `0`, `1`, `2` are replaced by the descriptors that come with
-//! the message, in that order). Report pipe (one line each): `group PID`
-//! (once: G), `ready` (slot), `started PID`, `spawn-error CODE MESSAGE`,
-//! `deadline`, `exited code N` / `exited signal N`.
+//! The supervisor tells the guard the trust window (`window`) and the
+//! command's environment (`env`, with a slot's streams) over the control
+//! socket; the guard reports the group, the start, a spawn error, the
+//! deadline and the exit on the report pipe. The messages and their
+//! encoding: `protocol.rs`.
 //!
 //! # States (of one run)
 //!
@@ -115,16 +112,16 @@
 //! to act and the lease lives out its TTL.
 
 mod program;
+pub(crate) mod protocol;
 
-use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -134,10 +131,11 @@ use rustix::io::Errno;
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
-use super::child;
+use super::child::{self, Exit};
 use crate::{host, limits};
 use program::is_program;
 pub use program::{GUARD_ARG, GUARD_ENV, GUARD_NAME, GuardProgram};
+use protocol::{Control, Env, Report, Streams};
 
 /// The guard program's entry point: `args` are this process's arguments
 /// after its program name and leading arguments — `__guard
@@ -248,13 +246,9 @@ fn adopt(fd: i32) -> Result<OwnedFd, String> {
     Ok(owned)
 }
 
-/// The descriptors an `env` message may carry: stdin, stdout, stderr.
-type Streams = [Option<OwnedFd>; 3];
-
 enum Event {
-    Env(HashMap<String, String>, Streams),
-    /// The trust window now ends at this boot-clock time.
-    Window(Duration),
+    /// A message from the supervisor.
+    Control(Control),
     ControlClosed,
     Reaped(Pid, WaitStatus),
     /// No child left: a subreaper's descendants all hang from its
@@ -278,12 +272,20 @@ fn signal_tree(tree: &mut host::ProcessTree, group: Pid, sig: Signal) {
 /// (timeouts run on a clock that stops during suspend).
 const POLL: Duration = Duration::from_millis(100);
 
-/// Write one report line in one `write` (a line is far shorter than
+/// Write one report in one `write` (a line is far shorter than
 /// `PIPE_BUF`, so it lands whole): a once-guard's command process writes
 /// its spawn error to the same pipe, and must not land inside a line.
-fn report(out: &mut File, line: &str) {
+fn report(out: &mut File, report: &Report) {
     // The supervisor may be gone; then nobody is listening.
-    let _ = out.write_all(format!("{line}\n").as_bytes());
+    let _ = out.write_all(report.encode().as_bytes());
+}
+
+/// The report of a command that could not be started.
+fn spawn_error(code: u8, command: &[OsString], error: &std::io::Error) -> Report {
+    Report::SpawnError {
+        code,
+        message: format!("cannot run {}: {error}", child::display(command)),
+    }
 }
 
 /// A once-guard's command, forked but not yet executed: the leader of its
@@ -347,13 +349,13 @@ fn child_main(command: &[OsString], env_rx: OwnedFd, report: &OwnedFd) -> i32 {
     if File::from(env_rx).read_to_end(&mut json).is_err() || json.is_empty() {
         return 0;
     }
-    let Ok(env) = serde_json::from_slice::<HashMap<String, String>>(&json) else {
+    let Ok(env) = serde_json::from_slice::<Env>(&json) else {
         return 1;
     };
     let error = Command::new(&command[0]).args(&command[1..]).envs(&env).exec();
     let code = child::spawn_error_code(&error);
     // One write of one short line: whole, as the guard's own lines are.
-    let line = format!("spawn-error {code} cannot run {}: {error}\n", child::display(command));
+    let line = spawn_error(code, command, &error).encode();
     let _ = rustix::io::write(report, line.as_bytes());
     i32::from(code)
 }
@@ -373,12 +375,7 @@ fn resolve(program: &OsStr) -> Option<PathBuf> {
 /// Start one run of a slot's command (`program`: where it was found, see
 /// [`resolve`]): the leader of a new group, with the streams that came with
 /// its `env` message (the guard's own otherwise).
-fn spawn_run(
-    argv: &[OsString],
-    program: Option<&Path>,
-    env: &HashMap<String, String>,
-    streams: Streams,
-) -> std::io::Result<Pid> {
+fn spawn_run(argv: &[OsString], program: Option<&Path>, env: &Env, streams: Streams) -> std::io::Result<Pid> {
     let mut command = match program {
         Some(path) => {
             let mut command = Command::new(path);
@@ -401,21 +398,6 @@ fn spawn_run(
     let child = command.spawn()?;
     // `command` goes here, and with it this process's copies of the streams.
     pid_of(child.id()).ok_or_else(|| std::io::Error::other("the command has no pid"))
-}
-
-/// One `env` message: `env STREAMS JSON` with its descriptors.
-fn parse_env(rest: &str, mut fds: Vec<OwnedFd>) -> Option<Event> {
-    let (streams, json) = rest.split_once(' ')?;
-    let env = serde_json::from_str(json).ok()?;
-    let mut slots: Streams = [None, None, None];
-    if streams != "-" {
-        fds.reverse();
-        for c in streams.chars() {
-            let i = c.to_digit(10).filter(|i| *i < 3)? as usize;
-            slots[i] = Some(fds.pop()?);
-        }
-    }
-    Some(Event::Env(env, slots))
 }
 
 /// Read one control message (the socket is readable): an event, `None`
@@ -449,12 +431,9 @@ fn read_control(control: &OwnedFd, buf: &mut [u8]) -> Option<Event> {
     if received.bytes == 0 {
         return Some(Event::ControlClosed);
     }
-    let line = std::str::from_utf8(&buf[..received.bytes]).ok()?;
-    match line.split_once(' ') {
-        Some(("env", rest)) => parse_env(rest, fds),
-        Some(("window", ns)) => ns.parse().ok().map(Duration::from_nanos).map(Event::Window),
-        _ => None,
-    }
+    // A message that does not decode is ignored: the guard has nowhere
+    // to log it (its stderr is the command's).
+    Control::decode(&buf[..received.bytes], fds).ok().map(Event::Control)
 }
 
 /// Reap every child that has ended: `Reaped` events, then `NoChildren`
@@ -519,8 +498,8 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
         .map_err(|e| format!("cannot watch for SIGCHLD: {e}"))?;
     let mut out = File::from(report_fd);
     match &forked {
-        Some(f) => report(&mut out, &format!("group {}", f.pid.as_raw_nonzero())),
-        None => report(&mut out, "ready"),
+        Some(f) => report(&mut out, &Report::Group(f.pid)),
+        None => report(&mut out, &Report::Ready),
     }
 
     let program = if args.slot { resolve(&args.command[0]) } else { None };
@@ -539,7 +518,7 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
             .trusted_until
             .filter(|until| run.running() && run.kill_at.is_none() && now >= *until)
         {
-            report(&mut out, "deadline");
+            report(&mut out, &Report::Deadline);
             run.stop(&mut tree, until + args.grace);
         }
         if let (Some(at), Some(group)) = (run.kill_at.filter(|at| now >= *at), run.command) {
@@ -604,7 +583,7 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
         }
         for event in std::mem::take(&mut events) {
             match event {
-                Event::Env(env, streams) => {
+                Event::Control(Control::Env(env, streams)) => {
                     if run.command.is_some() || closed {
                         continue;
                     }
@@ -617,27 +596,24 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
                         drop(env_tx);
                         run.command = Some(f.pid);
                         tree.watch(f.pid);
-                        report(&mut out, &format!("started {}", f.pid.as_raw_nonzero()));
+                        report(&mut out, &Report::Started(f.pid));
                     } else if args.slot {
                         match spawn_run(&args.command, program.as_deref(), &env, streams) {
                             Ok(pid) => {
                                 run.command = Some(pid);
                                 tree.watch(pid);
-                                report(&mut out, &format!("started {}", pid.as_raw_nonzero()));
+                                report(&mut out, &Report::Started(pid));
                             }
                             Err(e) => {
                                 let code = child::spawn_error_code(&e);
-                                report(
-                                    &mut out,
-                                    &format!("spawn-error {code} cannot run {}: {e}", child::display(&args.command)),
-                                );
-                                report(&mut out, &format!("exited code {code}"));
+                                report(&mut out, &spawn_error(code, &args.command, &e));
+                                report(&mut out, &Report::Exited(Exit::Code(code)));
                                 run = Run::default();
                             }
                         }
                     }
                 }
-                Event::Window(until) => run.trusted_until = run.trusted_until.max(Some(until)),
+                Event::Control(Control::Window(until)) => run.trusted_until = run.trusted_until.max(Some(until)),
                 Event::ControlClosed => {
                     closed = true;
                     if run.running() {
@@ -670,12 +646,8 @@ fn run(args: &GuardArgs) -> Result<u8, String> {
                     orphans_left = false;
                     // The run's whole tree is gone (or nothing ran yet).
                     if let (Some(_), Some(st)) = (run.command, run.status) {
-                        let line = match (st.exit_status(), st.terminating_signal()) {
-                            (Some(code), _) => format!("exited code {code}"),
-                            (None, Some(sig)) => format!("exited signal {sig}"),
-                            _ => "exited code 1".into(),
-                        };
-                        report(&mut out, &line);
+                        let exit = Exit::from(ExitStatus::from_raw(st.as_raw()));
+                        report(&mut out, &Report::Exited(exit));
                         run = Run::default();
                         tree.forget();
                     }
