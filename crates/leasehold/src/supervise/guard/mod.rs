@@ -482,185 +482,259 @@ impl Run {
 /// SIGCHLD (a self-pipe) with the trust window's timeout — no hand-over
 /// between threads on a run's way in or out.
 fn run(args: &GuardArgs) -> Result<u8, String> {
-    let control = adopt(args.control_fd)?;
-    let report_fd = adopt(args.report_fd)?;
-    // Before the command's process exists: Linux makes this a subreaper.
-    let mut tree = host::ProcessTree::keep().map_err(|e| format!("cannot keep the command's tree: {e}"))?;
-    // A once-guard forks its command's process while it is one thread.
-    let mut forked = if args.slot {
-        None
-    } else {
-        Some(fork_command(&args.command, &report_fd)?)
-    };
-    survive_group_signals();
-    let (chld, chld_tx) = host::pipe(true).map_err(|e| format!("cannot create the guard's signal pipe: {e}"))?;
-    signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, chld_tx)
-        .map_err(|e| format!("cannot watch for SIGCHLD: {e}"))?;
-    let mut out = File::from(report_fd);
-    match &forked {
-        Some(f) => report(&mut out, &Report::Group(f.pid)),
-        None => report(&mut out, &Report::Ready),
-    }
-
-    let program = if args.slot { resolve(&args.command[0]) } else { None };
-    let mut run = Run::default();
-    let mut closed = false;
-    // No child left, but the tree is not gone yet: orphans the guard cannot
-    // reap (macOS; see `host::ProcessTree`). Looked at again on each wake.
-    let mut orphans_left = false;
-    let mut buf = vec![0u8; host::CONTROL_MESSAGE_MAX];
+    let mut guard = Guard::start(args)?;
     let mut events: Vec<Event> = Vec::new();
     // A once-guard's child may have ended before the handler was there.
     reap(&mut events);
     loop {
         let now = host::boot_clock();
-        if let Some(until) = run
-            .trusted_until
-            .filter(|until| run.running() && run.kill_at.is_none() && now >= *until)
-        {
-            report(&mut out, &Report::Deadline);
-            run.stop(&mut tree, until + args.grace);
-        }
-        if let (Some(at), Some(group)) = (run.kill_at.filter(|at| now >= *at), run.command) {
-            // Planted bug (scripts/mutants): SIGKILL never sent.
-            if !leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::GuardNeverKills, || true) {
-                signal_tree(&mut tree, group, Signal::KILL);
-            }
-            run.kill_at = Some(at.max(now) + Duration::from_secs(1));
-        }
+        guard.keep_time(now);
         if events.is_empty() {
-            let next = match run.kill_at {
-                Some(at) => Some(at),
-                None => run.trusted_until.filter(|_| run.running()),
-            };
-            let timeout = next.map(|next| {
-                let wait = next.saturating_sub(now).min(POLL);
-                rustix::time::Timespec {
-                    tv_sec: wait.as_secs() as i64,
-                    tv_nsec: i64::from(wait.subsec_nanos()),
-                }
-            });
-            // After EOF the control socket stays readable: left out.
-            let wakeup = tree.wakeup();
-            let mut fds = vec![PollFd::new(&chld, PollFlags::IN)];
-            if let Some(fd) = &wakeup {
-                fds.push(PollFd::new(fd, PollFlags::IN));
-            }
-            let control_at = fds.len();
-            if !closed {
-                fds.push(PollFd::new(&control, PollFlags::IN));
-            }
-            match poll(&mut fds, timeout.as_ref()) {
-                Ok(_) | Err(Errno::INTR) => {}
-                Err(e) => return Err(format!("cannot wait for events: {e}")),
-            }
-            let chld_ready = !fds[0].revents().is_empty();
-            let tree_ready = wakeup.is_some() && !fds[1].revents().is_empty();
-            let control_ready = fds.get(control_at).is_some_and(|fd| !fd.revents().is_empty());
-            drop(fds);
-            if tree_ready {
-                tree.refresh();
-                if tree.supervisor_gone() && !closed {
-                    // macOS: the control socket is a datagram pair, which
-                    // has no EOF; the supervisor's exit note stands for it.
-                    events.push(Event::ControlClosed);
-                }
-            }
-            if chld_ready {
-                let mut drain = [0u8; 64];
-                while matches!(rustix::io::read(&chld, &mut drain), Ok(n) if n > 0) {}
-                reap(&mut events);
-            }
-            if control_ready && !closed {
-                events.extend(read_control(&control, &mut buf));
-            }
-            if orphans_left {
-                events.push(Event::NoChildren);
-            }
+            events = guard.wait(now)?;
             if events.is_empty() {
                 continue;
             }
         }
         for event in std::mem::take(&mut events) {
-            match event {
-                Event::Control(Control::Env(env, streams)) => {
-                    if run.command.is_some() || closed {
-                        continue;
-                    }
-                    if let Some(f) = forked.take() {
-                        // Hand the environment over; the child executes the
-                        // command (or reports why it could not).
-                        let json = serde_json::to_vec(&env).unwrap_or_default();
-                        let mut env_tx = f.env;
-                        let _ = env_tx.write_all(&json);
-                        drop(env_tx);
-                        run.command = Some(f.pid);
-                        tree.watch(f.pid);
-                        report(&mut out, &Report::Started(f.pid));
-                    } else if args.slot {
-                        match spawn_run(&args.command, program.as_deref(), &env, streams) {
-                            Ok(pid) => {
-                                run.command = Some(pid);
-                                tree.watch(pid);
-                                report(&mut out, &Report::Started(pid));
-                            }
-                            Err(e) => {
-                                let code = child::spawn_error_code(&e);
-                                report(&mut out, &spawn_error(code, &args.command, &e));
-                                report(&mut out, &Report::Exited(Exit::Code(code)));
-                                run = Run::default();
-                            }
-                        }
-                    }
+            if let Some(code) = guard.handle(event) {
+                return Ok(code);
+            }
+        }
+        guard.stop_leftovers();
+    }
+}
+
+/// The guard between events.
+struct Guard<'a> {
+    args: &'a GuardArgs,
+    control: OwnedFd,
+    /// Where a control message is received.
+    buf: Vec<u8>,
+    /// Readable after SIGCHLD.
+    chld: OwnedFd,
+    /// The report pipe.
+    out: File,
+    tree: host::ProcessTree,
+    /// A once-guard's command process, forked and waiting for its
+    /// environment.
+    forked: Option<Forked>,
+    /// Where a slot's command is ([`resolve`]).
+    program: Option<PathBuf>,
+    run: Run,
+    /// The control socket reached its end: the supervisor is gone.
+    closed: bool,
+    /// No child left, but the tree is not gone yet: orphans the guard cannot
+    /// reap (macOS; see `host::ProcessTree`). Looked at again on each wake.
+    orphans_left: bool,
+}
+
+impl<'a> Guard<'a> {
+    /// Take the descriptors the supervisor passed, keep the tree, fork a
+    /// once-guard's command process, watch SIGCHLD, and report `group` (or,
+    /// for a slot, `ready`).
+    fn start(args: &'a GuardArgs) -> Result<Self, String> {
+        let control = adopt(args.control_fd)?;
+        let report_fd = adopt(args.report_fd)?;
+        // Before the command's process exists: Linux makes this a subreaper.
+        let tree = host::ProcessTree::keep().map_err(|e| format!("cannot keep the command's tree: {e}"))?;
+        // A once-guard forks its command's process while it is one thread.
+        let forked = if args.slot {
+            None
+        } else {
+            Some(fork_command(&args.command, &report_fd)?)
+        };
+        survive_group_signals();
+        let (chld, chld_tx) = host::pipe(true).map_err(|e| format!("cannot create the guard's signal pipe: {e}"))?;
+        signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, chld_tx)
+            .map_err(|e| format!("cannot watch for SIGCHLD: {e}"))?;
+        let mut out = File::from(report_fd);
+        match &forked {
+            Some(f) => report(&mut out, &Report::Group(f.pid)),
+            None => report(&mut out, &Report::Ready),
+        }
+        Ok(Self {
+            args,
+            control,
+            buf: vec![0u8; host::CONTROL_MESSAGE_MAX],
+            chld,
+            out,
+            tree,
+            forked,
+            program: if args.slot { resolve(&args.command[0]) } else { None },
+            run: Run::default(),
+            closed: false,
+            orphans_left: false,
+        })
+    }
+
+    /// At the end of the trust window: report `deadline` and stop the run.
+    /// When its grace period is over: SIGKILL, again every second.
+    fn keep_time(&mut self, now: Duration) {
+        let run = &mut self.run;
+        if let Some(until) = run
+            .trusted_until
+            .filter(|until| run.running() && run.kill_at.is_none() && now >= *until)
+        {
+            report(&mut self.out, &Report::Deadline);
+            run.stop(&mut self.tree, until + self.args.grace);
+        }
+        if let (Some(at), Some(group)) = (run.kill_at.filter(|at| now >= *at), run.command) {
+            // Planted bug (scripts/mutants): SIGKILL never sent.
+            if !leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::GuardNeverKills, || true) {
+                signal_tree(&mut self.tree, group, Signal::KILL);
+            }
+            run.kill_at = Some(at.max(now) + Duration::from_secs(1));
+        }
+    }
+
+    /// Sleep until something happens — a child ends, the supervisor speaks
+    /// or goes, the tree changes — or the clock needs looking at; then say
+    /// what happened (nothing, when only the clock did).
+    fn wait(&mut self, now: Duration) -> Result<Vec<Event>, String> {
+        let next = match self.run.kill_at {
+            Some(at) => Some(at),
+            None => self.run.trusted_until.filter(|_| self.run.running()),
+        };
+        let timeout = next.map(|next| {
+            let wait = next.saturating_sub(now).min(POLL);
+            rustix::time::Timespec {
+                tv_sec: wait.as_secs() as i64,
+                tv_nsec: i64::from(wait.subsec_nanos()),
+            }
+        });
+        // After EOF the control socket stays readable: left out.
+        let wakeup = self.tree.wakeup();
+        let mut fds = vec![PollFd::new(&self.chld, PollFlags::IN)];
+        if let Some(fd) = &wakeup {
+            fds.push(PollFd::new(fd, PollFlags::IN));
+        }
+        let control_at = fds.len();
+        if !self.closed {
+            fds.push(PollFd::new(&self.control, PollFlags::IN));
+        }
+        match poll(&mut fds, timeout.as_ref()) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(format!("cannot wait for events: {e}")),
+        }
+        let chld_ready = !fds[0].revents().is_empty();
+        let tree_ready = wakeup.is_some() && !fds[1].revents().is_empty();
+        let control_ready = fds.get(control_at).is_some_and(|fd| !fd.revents().is_empty());
+        drop(fds);
+        let mut events = Vec::new();
+        if tree_ready {
+            self.tree.refresh();
+            if self.tree.supervisor_gone() && !self.closed {
+                // macOS: the control socket is a datagram pair, which
+                // has no EOF; the supervisor's exit note stands for it.
+                events.push(Event::ControlClosed);
+            }
+        }
+        if chld_ready {
+            let mut drain = [0u8; 64];
+            while matches!(rustix::io::read(&self.chld, &mut drain), Ok(n) if n > 0) {}
+            reap(&mut events);
+        }
+        if control_ready && !self.closed {
+            events.extend(read_control(&self.control, &mut self.buf));
+        }
+        if self.orphans_left {
+            events.push(Event::NoChildren);
+        }
+        Ok(events)
+    }
+
+    /// The command ended and left something behind (no `NoChildren` came
+    /// with its reaping): it goes with it.
+    fn stop_leftovers(&mut self) {
+        if self.run.status.is_some() && self.run.kill_at.is_none() {
+            self.run.stop(&mut self.tree, host::boot_clock() + self.args.grace);
+        }
+    }
+
+    /// Act on one event; `Some(code)` when the guard is done.
+    fn handle(&mut self, event: Event) -> Option<u8> {
+        match event {
+            Event::Control(Control::Env(env, streams)) => self.start_run(&env, streams),
+            Event::Control(Control::Window(until)) => self.run.trusted_until = self.run.trusted_until.max(Some(until)),
+            Event::ControlClosed => {
+                self.closed = true;
+                if self.run.running() {
+                    // The supervisor is gone while the command runs.
+                    self.run.stop(&mut self.tree, host::boot_clock() + self.args.grace);
                 }
-                Event::Control(Control::Window(until)) => run.trusted_until = run.trusted_until.max(Some(until)),
-                Event::ControlClosed => {
-                    closed = true;
-                    if run.running() {
-                        // The supervisor is gone while the command runs.
-                        run.stop(&mut tree, host::boot_clock() + args.grace);
-                    }
-                    // Never started: the forked child reads EOF and exits.
-                    forked = None;
-                    if run.command.is_none() && args.slot {
-                        return Ok(0);
-                    }
+                // Never started: the forked child reads EOF and exits.
+                self.forked = None;
+                if self.run.command.is_none() && self.args.slot {
+                    return Some(0);
                 }
-                Event::Reaped(pid, st) => {
-                    if Some(pid) == run.command && (st.exited() || st.signaled()) {
-                        run.status = Some(st);
-                    }
-                    if forked.as_ref().is_some_and(|f| f.pid == pid) {
-                        // Killed before it was started (a stop sent to its
-                        // group): nothing is left to start.
-                        forked = None;
-                    }
+            }
+            Event::Reaped(pid, st) => {
+                if Some(pid) == self.run.command && (st.exited() || st.signaled()) {
+                    self.run.status = Some(st);
                 }
-                Event::NoChildren => {
-                    if let Some(group) = run.command
-                        && !tree.gone_without_children(group)
-                    {
-                        orphans_left = true;
-                        continue;
-                    }
-                    orphans_left = false;
-                    // The run's whole tree is gone (or nothing ran yet).
-                    if let (Some(_), Some(st)) = (run.command, run.status) {
-                        let exit = Exit::from(ExitStatus::from_raw(st.as_raw()));
-                        report(&mut out, &Report::Exited(exit));
-                        run = Run::default();
-                        tree.forget();
-                    }
-                    if forked.is_none() && run.command.is_none() && (closed || !args.slot) {
-                        return Ok(0);
-                    }
+                if self.forked.as_ref().is_some_and(|f| f.pid == pid) {
+                    // Killed before it was started (a stop sent to its
+                    // group): nothing is left to start.
+                    self.forked = None;
+                }
+            }
+            Event::NoChildren => return self.no_children(),
+        }
+        None
+    }
+
+    /// Start the command with `env`: hand it to a once-guard's forked
+    /// process, or spawn a slot's run. Not while a run is in progress, nor
+    /// once the supervisor is gone.
+    fn start_run(&mut self, env: &Env, streams: Streams) {
+        if self.run.command.is_some() || self.closed {
+            return;
+        }
+        if let Some(f) = self.forked.take() {
+            // Hand the environment over; the child executes the command (or
+            // reports why it could not).
+            let json = serde_json::to_vec(env).unwrap_or_default();
+            let mut env_tx = f.env;
+            let _ = env_tx.write_all(&json);
+            drop(env_tx);
+            self.started(f.pid);
+        } else if self.args.slot {
+            match spawn_run(&self.args.command, self.program.as_deref(), env, streams) {
+                Ok(pid) => self.started(pid),
+                Err(e) => {
+                    let code = child::spawn_error_code(&e);
+                    report(&mut self.out, &spawn_error(code, &self.args.command, &e));
+                    report(&mut self.out, &Report::Exited(Exit::Code(code)));
+                    self.run = Run::default();
                 }
             }
         }
-        if run.status.is_some() && run.kill_at.is_none() {
-            // The command ended and left something behind (no `NoChildren`
-            // came with its reaping): it goes with it.
-            run.stop(&mut tree, host::boot_clock() + args.grace);
+    }
+
+    fn started(&mut self, command: Pid) {
+        self.run.command = Some(command);
+        self.tree.watch(command);
+        report(&mut self.out, &Report::Started(command));
+    }
+
+    /// No child is left: when the run's whole tree is gone, report how its
+    /// command ended. `Some(0)` when the guard is done.
+    fn no_children(&mut self) -> Option<u8> {
+        if let Some(group) = self.run.command
+            && !self.tree.gone_without_children(group)
+        {
+            self.orphans_left = true;
+            return None;
         }
+        self.orphans_left = false;
+        // The run's whole tree is gone (or nothing ran yet).
+        if let (Some(_), Some(st)) = (self.run.command, self.run.status) {
+            let exit = Exit::from(ExitStatus::from_raw(st.as_raw()));
+            report(&mut self.out, &Report::Exited(exit));
+            self.run = Run::default();
+            self.tree.forget();
+        }
+        let done = self.forked.is_none() && self.run.command.is_none() && (self.closed || !self.args.slot);
+        done.then_some(0)
     }
 }
