@@ -1,7 +1,7 @@
 //! `leasehold-guard`: the guard program of `leasehold::supervise`. A
 //! supervisor starts it as `leasehold-guard __guard ...`; everything it
 //! does is in
-//! `crates/leasehold/src/supervise/guard.rs`. Programs that embed the
+//! `crates/leasehold/src/supervise/guard/`. Programs that embed the
 //! library find it through `leasehold::supervise::GuardProgram::find`:
 //! `$LEASEHOLD_GUARD`, else beside their executable, else on `$PATH`.
 

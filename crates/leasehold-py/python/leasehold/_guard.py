@@ -4,7 +4,7 @@
 ``python -I -S -c "...; from leasehold._guard import main; main()" __guard ...``.
 The guard itself is the library's (``leasehold::supervise::guard``), compiled into
 the extension module: this only hands it the arguments. Why a separate
-process, and what it guarantees: ``crates/leasehold/src/supervise/guard.rs``.
+process, and what it guarantees: ``crates/leasehold/src/supervise/guard/mod.rs``.
 """
 
 from __future__ import annotations

@@ -14,10 +14,35 @@ use std::process::ExitStatus;
 /// The shell's exit code for a command's status.
 #[must_use]
 pub fn exit_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(sig)) => 128u8.saturating_add(sig as u8),
-        (None, None) => 1,
+    Exit::from(status).shell_code()
+}
+
+/// How a command ended: the code it exited with, or the signal that
+/// killed it (as the guard reports it; on Unix both fit in a byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Code(u8),
+    Signal(u8),
+}
+
+impl Exit {
+    /// The shell's exit code: the code, or 128+N for signal N.
+    pub(crate) fn shell_code(self) -> u8 {
+        match self {
+            Self::Code(code) => code,
+            Self::Signal(sig) => 128u8.saturating_add(sig),
+        }
+    }
+}
+
+impl From<ExitStatus> for Exit {
+    fn from(status: ExitStatus) -> Self {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Self::Code(code as u8),
+            (None, Some(sig)) => Self::Signal(sig as u8),
+            // Neither: a stopped or continued status, never a final one.
+            (None, None) => Self::Code(1),
+        }
     }
 }
 
@@ -86,5 +111,21 @@ fn block_sigttou(block: bool) {
         libc::sigaddset(&raw mut set, libc::SIGTTOU);
         let how = if block { libc::SIG_BLOCK } else { libc::SIG_UNBLOCK };
         libc::pthread_sigmask(how, &raw const set, std::ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_is_128_plus_its_number_and_a_code_is_itself() {
+        // Wait statuses as the kernel encodes them: the code in the second
+        // byte, the signal in the low bits.
+        assert_eq!(Exit::from(ExitStatus::from_raw(3 << 8)), Exit::Code(3));
+        assert_eq!(Exit::from(ExitStatus::from_raw(9)), Exit::Signal(9));
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
+        assert_eq!(Exit::Signal(200).shell_code(), 255);
     }
 }

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, IoSlice, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +18,7 @@ use rustix::io::Errno;
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
 use rustix::process::{Pid, Signal};
 
+use super::guard::protocol::{Control, Env, Report, Streams};
 use super::{GuardProgram, SuperviseError};
 use crate::{Keeper, Loss, LostReason, Overdue, Refusal, host};
 
@@ -37,10 +38,10 @@ pub enum Stop<L = LostReason> {
 #[derive(Debug)]
 enum Event<L> {
     /// A once-guard's command process leads this group.
-    Group(u32),
+    Group(Pid),
     /// A slot's guard is up.
     Ready,
-    Started(u32),
+    Started(Pid),
     SpawnError(u8, String),
     Exited(u8),
     /// The guard found the trust window closed and stopped the command.
@@ -479,7 +480,7 @@ impl<L: Refusal> Supervised<L> {
     pub fn await_group(&mut self) -> Result<u32, SuperviseError> {
         while self.group.is_none() {
             match self.rx.recv() {
-                Ok(Event::Group(group)) => self.group = i32::try_from(group).ok().and_then(Pid::from_raw),
+                Ok(Event::Group(group)) => self.group = Some(group),
                 Ok(Event::GuardGone) | Err(_) => {
                     return Err(SuperviseError::GuardSilent {
                         program: self.guard.program.clone(),
@@ -546,7 +547,7 @@ impl<L: Refusal> Supervised<L> {
         });
         let control = self.guard.control.clone();
         keeper.on_window(move |until| {
-            let _ = send(&control, &format!("window {}", until.as_nanos()), &[]);
+            let _ = send(&control, &Control::Window(until));
         });
     }
 
@@ -554,11 +555,16 @@ impl<L: Refusal> Supervised<L> {
     /// its environment.
     ///
     /// # Errors
-    /// When the guard cannot be told (it is gone).
+    /// When `env` is not a JSON object of strings, or the guard cannot be
+    /// told (it is gone).
     pub fn start(&mut self, env: &serde_json::Value) -> Result<(), SuperviseError> {
+        let env: Env = serde_json::from_value(env.clone()).map_err(|e| SuperviseError::Io {
+            what: "the command's environment is not a JSON object of strings",
+            error: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+        })?;
         let activity = Arc::new(AtomicU64::new(0));
         let pipe_output = self.output != Output::Inherit || self.stall.is_some();
-        let (mut streams, mut passed) = (String::new(), Vec::new());
+        let mut passed: Streams = [None, None, None];
         let (input, out, err) = if self.once {
             let mut child = lock(&self.guard.child);
             (
@@ -571,18 +577,16 @@ impl<L: Refusal> Supervised<L> {
             let input = match self.stdin {
                 Some(_) => {
                     let (r, w) = pipe()?;
-                    streams.push('0');
-                    passed.push(r);
+                    passed[0] = Some(r);
                     Some(w)
                 }
                 None => None,
             };
             let (mut out, mut err) = (None, None);
             if pipe_output {
-                for (n, ours) in [('1', &mut out), ('2', &mut err)] {
+                for (i, ours) in [(1, &mut out), (2, &mut err)] {
                     let (r, w) = pipe()?;
-                    streams.push(n);
-                    passed.push(w);
+                    passed[i] = Some(w);
                     *ours = Some(r);
                 }
             }
@@ -595,20 +599,18 @@ impl<L: Refusal> Supervised<L> {
         if let (Some(bytes), Some(input)) = (self.stdin.take(), input) {
             feed(input, bytes);
         }
-        if streams.is_empty() {
-            streams.push('-');
-        }
-        send(&self.guard.control, &format!("env {streams} {env}"), &passed).map_err(|error| SuperviseError::Io {
+        // The message goes once sent, and with it our copies of the streams
+        // it passed (the guard has its own).
+        send(&self.guard.control, &Control::Env(env, passed)).map_err(|error| SuperviseError::Io {
             what: "cannot hand the command to the guard process",
             error,
         })?;
-        drop(passed);
         if !self.once {
             // Its group is known once the guard started it.
             loop {
                 match self.rx.recv() {
                     Ok(Event::Started(pid)) => {
-                        self.group = i32::try_from(pid).ok().and_then(Pid::from_raw);
+                        self.group = Some(pid);
                         break;
                     }
                     Ok(ended @ (Event::Exited(_) | Event::GuardGone)) => {
@@ -810,7 +812,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// that does not fit (the guard is stopped and does not read) is an error
 /// — for a trust window, dropped, and the guard, when it runs again, stops
 /// the command at the last window it heard of: early, never late.
-fn send(control: &Mutex<Option<OwnedFd>>, message: &str, fds: &[OwnedFd]) -> std::io::Result<()> {
+fn send(control: &Mutex<Option<OwnedFd>>, message: &Control) -> std::io::Result<()> {
+    let (message, fds) = message.encode();
     let control = lock(control);
     let socket = control
         .as_ref()
@@ -823,10 +826,9 @@ fn send(control: &Mutex<Option<OwnedFd>>, message: &str, fds: &[OwnedFd]) -> std
             host::CONTROL_MESSAGE_MAX
         )));
     }
-    let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(AsFd::as_fd).collect();
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    if !borrowed.is_empty() && !ancillary.push(SendAncillaryMessage::ScmRights(&borrowed)) {
+    if !fds.is_empty() && !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
         return Err(std::io::Error::other("too many descriptors for one message"));
     }
     let sent = sendmsg(
@@ -864,24 +866,19 @@ fn read_reports<L: Refusal>(report: OwnedFd, sink: Arc<Mutex<Sink<L>>>) {
     thread::spawn(move || {
         for line in BufReader::new(std::fs::File::from(report)).lines() {
             let Ok(line) = line else { break };
-            let (kind, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
-            let event = match kind {
-                "group" => rest.parse().map(Event::Group).ok(),
-                "ready" => Some(Event::Ready),
-                "started" => rest.parse().map(Event::Started).ok(),
-                "deadline" => Some(Event::GuardDeadline),
-                "spawn-error" => {
-                    let (code, msg) = rest.split_once(' ').unwrap_or(("126", rest));
-                    Some(Event::SpawnError(code.parse().unwrap_or(126), msg.to_owned()))
+            let event = match Report::decode(&line) {
+                Ok(Report::Group(group)) => Event::Group(group),
+                Ok(Report::Ready) => Event::Ready,
+                Ok(Report::Started(pid)) => Event::Started(pid),
+                Ok(Report::SpawnError { code, message }) => Event::SpawnError(code, message),
+                Ok(Report::Deadline) => Event::GuardDeadline,
+                Ok(Report::Exited(exit)) => Event::Exited(exit.shell_code()),
+                Err(e) => {
+                    tracing::debug!("ignored: {e}");
+                    continue;
                 }
-                "exited" => match rest.split_once(' ') {
-                    Some(("code", n)) => n.parse::<i32>().ok().map(|c| Event::Exited(c as u8)),
-                    Some(("signal", n)) => n.parse::<u8>().ok().map(|s| Event::Exited(128u8.saturating_add(s))),
-                    _ => None,
-                },
-                _ => None,
             };
-            if let (Some(event), Some(tx)) = (event, &lock(&sink).tx) {
+            if let Some(tx) = &lock(&sink).tx {
                 let _ = tx.send(event);
             }
         }

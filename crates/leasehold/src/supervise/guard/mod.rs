@@ -12,16 +12,7 @@
 //! `leasehold-guard`) does nothing else, and the `leasehold` binary does it
 //! for `leasehold __guard`. The supervisor starts [`GuardProgram`] — a path
 //! and optional leading arguments, then `__guard` and the guard's own
-//! arguments. [`GuardProgram::find`] is the default lookup, for a program
-//! that does not configure one:
-//!
-//! 1. `$LEASEHOLD_GUARD`, the path of the guard program, when set;
-//! 2. `leasehold-guard` in the directory of the current executable — or
-//!    its parent, when that directory is Cargo's `deps` or `examples` (so
-//!    tests and examples find the workspace's build) — which is where an
-//!    installer puts it beside an interpreter too (a Python virtualenv's
-//!    `bin/`);
-//! 3. `leasehold-guard` on `$PATH`.
+//! arguments; [`GuardProgram::find`] is the default lookup (`program.rs`).
 //!
 //! # Why a separate process
 //!
@@ -91,14 +82,11 @@
 //!
 //! # Protocol
 //!
-//! Control socket ([`host::control_socket_pair`]:
-//! `SOCK_SEQPACKET` on Linux, `SOCK_DGRAM` on macOS; one message each):
-//! `window NS` (the trust window ends at boot-clock NS), `env STREAMS
-//! JSON` (start the command with these variables added; STREAMS is `-`, or
-//! which of `0`, `1`, `2` are replaced by the descriptors that come with
-//! the message, in that order). Report pipe (one line each): `group PID`
-//! (once: G), `ready` (slot), `started PID`, `spawn-error CODE MESSAGE`,
-//! `deadline`, `exited code N` / `exited signal N`.
+//! The supervisor tells the guard the trust window (`window`) and the
+//! command's environment (`env`, with a slot's streams) over the control
+//! socket; the guard reports the group, the start, a spawn error, the
+//! deadline and the exit on the report pipe. The messages and their
+//! encoding: `protocol.rs`.
 //!
 //! # States (of one run)
 //!
@@ -123,16 +111,17 @@
 //! once (a kill -9 of the supervisor's whole process group), nothing is left
 //! to act and the lease lives out its TTL.
 
-use std::collections::HashMap;
+mod program;
+pub(crate) mod protocol;
+
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::fs::File;
 use std::io::{IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -142,125 +131,11 @@ use rustix::io::Errno;
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
-use super::SuperviseError;
-use super::child;
+use super::child::{self, Exit};
 use crate::{host, limits};
-
-/// The word that makes a guard program act as the guard.
-pub const GUARD_ARG: &str = "__guard";
-/// The environment variable [`GuardProgram::find`] reads first.
-pub const GUARD_ENV: &str = "LEASEHOLD_GUARD";
-/// The guard program's file name ([`GuardProgram::find`]).
-pub const GUARD_NAME: &str = "leasehold-guard";
-
-/// How a supervisor starts its guard: a program and leading arguments,
-/// followed by `__guard` and the guard's own arguments. See the module
-/// docs for the default lookup.
-///
-/// # Examples
-/// ```
-/// use leasehold::supervise::GuardProgram;
-/// // A program that is its own guard (as `leasehold` is: `leasehold __guard ...`).
-/// let guard = GuardProgram::new("/usr/bin/leasehold");
-/// // One that needs leading arguments to get there.
-/// let guard = GuardProgram::new("/usr/bin/python3").with_args(["-m", "myapp.guard"]);
-/// assert_eq!(guard.to_string(), "/usr/bin/python3 -m myapp.guard __guard");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuardProgram {
-    program: PathBuf,
-    args: Vec<OsString>,
-}
-
-impl GuardProgram {
-    /// The program at `program`, with no leading arguments.
-    #[must_use]
-    pub fn new(program: impl Into<PathBuf>) -> Self {
-        Self {
-            program: program.into(),
-            args: Vec::new(),
-        }
-    }
-
-    /// Arguments that go before `__guard`.
-    #[must_use]
-    pub fn with_args<A: Into<OsString>>(mut self, args: impl IntoIterator<Item = A>) -> Self {
-        self.args = args.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// The default guard program: `$LEASEHOLD_GUARD`, else
-    /// `leasehold-guard` beside the current executable (or one directory
-    /// up from Cargo's `deps`/`examples`), else on `$PATH`.
-    ///
-    /// # Errors
-    /// [`SuperviseError::GuardNotFound`], naming every place looked at.
-    pub fn find() -> Result<Self, SuperviseError> {
-        let mut searched = Vec::new();
-        if let Some(path) = std::env::var_os(GUARD_ENV).filter(|p| !p.is_empty()) {
-            let path = PathBuf::from(path);
-            if is_program(&path) {
-                return Ok(Self::new(path));
-            }
-            return Err(SuperviseError::GuardNotFound {
-                searched: format!("${GUARD_ENV} is {}, which is not an executable file", path.display()),
-            });
-        }
-        let mut candidates = Vec::new();
-        if let Some(dir) = std::env::current_exe().ok().as_deref().and_then(Path::parent) {
-            candidates.push(dir.join(GUARD_NAME));
-            if matches!(dir.file_name().and_then(OsStr::to_str), Some("deps" | "examples"))
-                && let Some(up) = dir.parent()
-            {
-                candidates.push(up.join(GUARD_NAME));
-            }
-        }
-        if let Some(path) = std::env::var_os("PATH") {
-            candidates.extend(std::env::split_paths(&path).map(|dir| dir.join(GUARD_NAME)));
-        }
-        for candidate in candidates {
-            if is_program(&candidate) {
-                return Ok(Self::new(candidate));
-            }
-            searched.push(candidate.display().to_string());
-        }
-        Err(SuperviseError::GuardNotFound {
-            searched: format!("${GUARD_ENV} is not set; looked at {}", searched.join(", ")),
-        })
-    }
-
-    #[must_use]
-    pub fn program(&self) -> &Path {
-        &self.program
-    }
-
-    #[must_use]
-    pub fn args(&self) -> &[OsString] {
-        &self.args
-    }
-
-    /// The command that starts the guard, before its own arguments.
-    pub(crate) fn command(&self) -> Command {
-        let mut command = Command::new(&self.program);
-        command.args(&self.args).arg(GUARD_ARG);
-        command
-    }
-}
-
-impl fmt::Display for GuardProgram {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.program.display())?;
-        for arg in &self.args {
-            write!(f, " {}", arg.to_string_lossy())?;
-        }
-        write!(f, " {GUARD_ARG}")
-    }
-}
-
-fn is_program(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
+use program::is_program;
+pub use program::{GUARD_ARG, GUARD_ENV, GUARD_NAME, GuardProgram};
+use protocol::{Control, Env, Report, Streams};
 
 /// The guard program's entry point: `args` are this process's arguments
 /// after its program name and leading arguments — `__guard
@@ -371,13 +246,9 @@ fn adopt(fd: i32) -> Result<OwnedFd, String> {
     Ok(owned)
 }
 
-/// The descriptors an `env` message may carry: stdin, stdout, stderr.
-type Streams = [Option<OwnedFd>; 3];
-
 enum Event {
-    Env(HashMap<String, String>, Streams),
-    /// The trust window now ends at this boot-clock time.
-    Window(Duration),
+    /// A message from the supervisor.
+    Control(Control),
     ControlClosed,
     Reaped(Pid, WaitStatus),
     /// No child left: a subreaper's descendants all hang from its
@@ -401,12 +272,20 @@ fn signal_tree(tree: &mut host::ProcessTree, group: Pid, sig: Signal) {
 /// (timeouts run on a clock that stops during suspend).
 const POLL: Duration = Duration::from_millis(100);
 
-/// Write one report line in one `write` (a line is far shorter than
+/// Write one report in one `write` (a line is far shorter than
 /// `PIPE_BUF`, so it lands whole): a once-guard's command process writes
 /// its spawn error to the same pipe, and must not land inside a line.
-fn report(out: &mut File, line: &str) {
+fn report(out: &mut File, report: &Report) {
     // The supervisor may be gone; then nobody is listening.
-    let _ = out.write_all(format!("{line}\n").as_bytes());
+    let _ = out.write_all(report.encode().as_bytes());
+}
+
+/// The report of a command that could not be started.
+fn spawn_error(code: u8, command: &[OsString], error: &std::io::Error) -> Report {
+    Report::SpawnError {
+        code,
+        message: format!("cannot run {}: {error}", child::display(command)),
+    }
 }
 
 /// A once-guard's command, forked but not yet executed: the leader of its
@@ -470,13 +349,13 @@ fn child_main(command: &[OsString], env_rx: OwnedFd, report: &OwnedFd) -> i32 {
     if File::from(env_rx).read_to_end(&mut json).is_err() || json.is_empty() {
         return 0;
     }
-    let Ok(env) = serde_json::from_slice::<HashMap<String, String>>(&json) else {
+    let Ok(env) = serde_json::from_slice::<Env>(&json) else {
         return 1;
     };
     let error = Command::new(&command[0]).args(&command[1..]).envs(&env).exec();
     let code = child::spawn_error_code(&error);
     // One write of one short line: whole, as the guard's own lines are.
-    let line = format!("spawn-error {code} cannot run {}: {error}\n", child::display(command));
+    let line = spawn_error(code, command, &error).encode();
     let _ = rustix::io::write(report, line.as_bytes());
     i32::from(code)
 }
@@ -496,12 +375,7 @@ fn resolve(program: &OsStr) -> Option<PathBuf> {
 /// Start one run of a slot's command (`program`: where it was found, see
 /// [`resolve`]): the leader of a new group, with the streams that came with
 /// its `env` message (the guard's own otherwise).
-fn spawn_run(
-    argv: &[OsString],
-    program: Option<&Path>,
-    env: &HashMap<String, String>,
-    streams: Streams,
-) -> std::io::Result<Pid> {
+fn spawn_run(argv: &[OsString], program: Option<&Path>, env: &Env, streams: Streams) -> std::io::Result<Pid> {
     let mut command = match program {
         Some(path) => {
             let mut command = Command::new(path);
@@ -524,21 +398,6 @@ fn spawn_run(
     let child = command.spawn()?;
     // `command` goes here, and with it this process's copies of the streams.
     pid_of(child.id()).ok_or_else(|| std::io::Error::other("the command has no pid"))
-}
-
-/// One `env` message: `env STREAMS JSON` with its descriptors.
-fn parse_env(rest: &str, mut fds: Vec<OwnedFd>) -> Option<Event> {
-    let (streams, json) = rest.split_once(' ')?;
-    let env = serde_json::from_str(json).ok()?;
-    let mut slots: Streams = [None, None, None];
-    if streams != "-" {
-        fds.reverse();
-        for c in streams.chars() {
-            let i = c.to_digit(10).filter(|i| *i < 3)? as usize;
-            slots[i] = Some(fds.pop()?);
-        }
-    }
-    Some(Event::Env(env, slots))
 }
 
 /// Read one control message (the socket is readable): an event, `None`
@@ -572,12 +431,9 @@ fn read_control(control: &OwnedFd, buf: &mut [u8]) -> Option<Event> {
     if received.bytes == 0 {
         return Some(Event::ControlClosed);
     }
-    let line = std::str::from_utf8(&buf[..received.bytes]).ok()?;
-    match line.split_once(' ') {
-        Some(("env", rest)) => parse_env(rest, fds),
-        Some(("window", ns)) => ns.parse().ok().map(Duration::from_nanos).map(Event::Window),
-        _ => None,
-    }
+    // A message that does not decode is ignored: the guard has nowhere
+    // to log it (its stderr is the command's).
+    Control::decode(&buf[..received.bytes], fds).ok().map(Event::Control)
 }
 
 /// Reap every child that has ended: `Reaped` events, then `NoChildren`
@@ -626,192 +482,259 @@ impl Run {
 /// SIGCHLD (a self-pipe) with the trust window's timeout — no hand-over
 /// between threads on a run's way in or out.
 fn run(args: &GuardArgs) -> Result<u8, String> {
-    let control = adopt(args.control_fd)?;
-    let report_fd = adopt(args.report_fd)?;
-    // Before the command's process exists: Linux makes this a subreaper.
-    let mut tree = host::ProcessTree::keep().map_err(|e| format!("cannot keep the command's tree: {e}"))?;
-    // A once-guard forks its command's process while it is one thread.
-    let mut forked = if args.slot {
-        None
-    } else {
-        Some(fork_command(&args.command, &report_fd)?)
-    };
-    survive_group_signals();
-    let (chld, chld_tx) = host::pipe(true).map_err(|e| format!("cannot create the guard's signal pipe: {e}"))?;
-    signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, chld_tx)
-        .map_err(|e| format!("cannot watch for SIGCHLD: {e}"))?;
-    let mut out = File::from(report_fd);
-    match &forked {
-        Some(f) => report(&mut out, &format!("group {}", f.pid.as_raw_nonzero())),
-        None => report(&mut out, "ready"),
-    }
-
-    let program = if args.slot { resolve(&args.command[0]) } else { None };
-    let mut run = Run::default();
-    let mut closed = false;
-    // No child left, but the tree is not gone yet: orphans the guard cannot
-    // reap (macOS; see `host::ProcessTree`). Looked at again on each wake.
-    let mut orphans_left = false;
-    let mut buf = vec![0u8; host::CONTROL_MESSAGE_MAX];
+    let mut guard = Guard::start(args)?;
     let mut events: Vec<Event> = Vec::new();
     // A once-guard's child may have ended before the handler was there.
     reap(&mut events);
     loop {
         let now = host::boot_clock();
-        if let Some(until) = run
-            .trusted_until
-            .filter(|until| run.running() && run.kill_at.is_none() && now >= *until)
-        {
-            report(&mut out, "deadline");
-            run.stop(&mut tree, until + args.grace);
-        }
-        if let (Some(at), Some(group)) = (run.kill_at.filter(|at| now >= *at), run.command) {
-            // Planted bug (scripts/mutants): SIGKILL never sent.
-            if !leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::GuardNeverKills, || true) {
-                signal_tree(&mut tree, group, Signal::KILL);
-            }
-            run.kill_at = Some(at.max(now) + Duration::from_secs(1));
-        }
+        guard.keep_time(now);
         if events.is_empty() {
-            let next = match run.kill_at {
-                Some(at) => Some(at),
-                None => run.trusted_until.filter(|_| run.running()),
-            };
-            let timeout = next.map(|next| {
-                let wait = next.saturating_sub(now).min(POLL);
-                rustix::time::Timespec {
-                    tv_sec: wait.as_secs() as i64,
-                    tv_nsec: i64::from(wait.subsec_nanos()),
-                }
-            });
-            // After EOF the control socket stays readable: left out.
-            let wakeup = tree.wakeup();
-            let mut fds = vec![PollFd::new(&chld, PollFlags::IN)];
-            if let Some(fd) = &wakeup {
-                fds.push(PollFd::new(fd, PollFlags::IN));
-            }
-            let control_at = fds.len();
-            if !closed {
-                fds.push(PollFd::new(&control, PollFlags::IN));
-            }
-            match poll(&mut fds, timeout.as_ref()) {
-                Ok(_) | Err(Errno::INTR) => {}
-                Err(e) => return Err(format!("cannot wait for events: {e}")),
-            }
-            let chld_ready = !fds[0].revents().is_empty();
-            let tree_ready = wakeup.is_some() && !fds[1].revents().is_empty();
-            let control_ready = fds.get(control_at).is_some_and(|fd| !fd.revents().is_empty());
-            drop(fds);
-            if tree_ready {
-                tree.refresh();
-                if tree.supervisor_gone() && !closed {
-                    // macOS: the control socket is a datagram pair, which
-                    // has no EOF; the supervisor's exit note stands for it.
-                    events.push(Event::ControlClosed);
-                }
-            }
-            if chld_ready {
-                let mut drain = [0u8; 64];
-                while matches!(rustix::io::read(&chld, &mut drain), Ok(n) if n > 0) {}
-                reap(&mut events);
-            }
-            if control_ready && !closed {
-                events.extend(read_control(&control, &mut buf));
-            }
-            if orphans_left {
-                events.push(Event::NoChildren);
-            }
+            events = guard.wait(now)?;
             if events.is_empty() {
                 continue;
             }
         }
         for event in std::mem::take(&mut events) {
-            match event {
-                Event::Env(env, streams) => {
-                    if run.command.is_some() || closed {
-                        continue;
-                    }
-                    if let Some(f) = forked.take() {
-                        // Hand the environment over; the child executes the
-                        // command (or reports why it could not).
-                        let json = serde_json::to_vec(&env).unwrap_or_default();
-                        let mut env_tx = f.env;
-                        let _ = env_tx.write_all(&json);
-                        drop(env_tx);
-                        run.command = Some(f.pid);
-                        tree.watch(f.pid);
-                        report(&mut out, &format!("started {}", f.pid.as_raw_nonzero()));
-                    } else if args.slot {
-                        match spawn_run(&args.command, program.as_deref(), &env, streams) {
-                            Ok(pid) => {
-                                run.command = Some(pid);
-                                tree.watch(pid);
-                                report(&mut out, &format!("started {}", pid.as_raw_nonzero()));
-                            }
-                            Err(e) => {
-                                let code = child::spawn_error_code(&e);
-                                report(
-                                    &mut out,
-                                    &format!("spawn-error {code} cannot run {}: {e}", child::display(&args.command)),
-                                );
-                                report(&mut out, &format!("exited code {code}"));
-                                run = Run::default();
-                            }
-                        }
-                    }
+            if let Some(code) = guard.handle(event) {
+                return Ok(code);
+            }
+        }
+        guard.stop_leftovers();
+    }
+}
+
+/// The guard between events.
+struct Guard<'a> {
+    args: &'a GuardArgs,
+    control: OwnedFd,
+    /// Where a control message is received.
+    buf: Vec<u8>,
+    /// Readable after SIGCHLD.
+    chld: OwnedFd,
+    /// The report pipe.
+    out: File,
+    tree: host::ProcessTree,
+    /// A once-guard's command process, forked and waiting for its
+    /// environment.
+    forked: Option<Forked>,
+    /// Where a slot's command is ([`resolve`]).
+    program: Option<PathBuf>,
+    run: Run,
+    /// The control socket reached its end: the supervisor is gone.
+    closed: bool,
+    /// No child left, but the tree is not gone yet: orphans the guard cannot
+    /// reap (macOS; see `host::ProcessTree`). Looked at again on each wake.
+    orphans_left: bool,
+}
+
+impl<'a> Guard<'a> {
+    /// Take the descriptors the supervisor passed, keep the tree, fork a
+    /// once-guard's command process, watch SIGCHLD, and report `group` (or,
+    /// for a slot, `ready`).
+    fn start(args: &'a GuardArgs) -> Result<Self, String> {
+        let control = adopt(args.control_fd)?;
+        let report_fd = adopt(args.report_fd)?;
+        // Before the command's process exists: Linux makes this a subreaper.
+        let tree = host::ProcessTree::keep().map_err(|e| format!("cannot keep the command's tree: {e}"))?;
+        // A once-guard forks its command's process while it is one thread.
+        let forked = if args.slot {
+            None
+        } else {
+            Some(fork_command(&args.command, &report_fd)?)
+        };
+        survive_group_signals();
+        let (chld, chld_tx) = host::pipe(true).map_err(|e| format!("cannot create the guard's signal pipe: {e}"))?;
+        signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, chld_tx)
+            .map_err(|e| format!("cannot watch for SIGCHLD: {e}"))?;
+        let mut out = File::from(report_fd);
+        match &forked {
+            Some(f) => report(&mut out, &Report::Group(f.pid)),
+            None => report(&mut out, &Report::Ready),
+        }
+        Ok(Self {
+            args,
+            control,
+            buf: vec![0u8; host::CONTROL_MESSAGE_MAX],
+            chld,
+            out,
+            tree,
+            forked,
+            program: if args.slot { resolve(&args.command[0]) } else { None },
+            run: Run::default(),
+            closed: false,
+            orphans_left: false,
+        })
+    }
+
+    /// At the end of the trust window: report `deadline` and stop the run.
+    /// When its grace period is over: SIGKILL, again every second.
+    fn keep_time(&mut self, now: Duration) {
+        let run = &mut self.run;
+        if let Some(until) = run
+            .trusted_until
+            .filter(|until| run.running() && run.kill_at.is_none() && now >= *until)
+        {
+            report(&mut self.out, &Report::Deadline);
+            run.stop(&mut self.tree, until + self.args.grace);
+        }
+        if let (Some(at), Some(group)) = (run.kill_at.filter(|at| now >= *at), run.command) {
+            // Planted bug (scripts/mutants): SIGKILL never sent.
+            if !leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::GuardNeverKills, || true) {
+                signal_tree(&mut self.tree, group, Signal::KILL);
+            }
+            run.kill_at = Some(at.max(now) + Duration::from_secs(1));
+        }
+    }
+
+    /// Sleep until something happens — a child ends, the supervisor speaks
+    /// or goes, the tree changes — or the clock needs looking at; then say
+    /// what happened (nothing, when only the clock did).
+    fn wait(&mut self, now: Duration) -> Result<Vec<Event>, String> {
+        let next = match self.run.kill_at {
+            Some(at) => Some(at),
+            None => self.run.trusted_until.filter(|_| self.run.running()),
+        };
+        let timeout = next.map(|next| {
+            let wait = next.saturating_sub(now).min(POLL);
+            rustix::time::Timespec {
+                tv_sec: wait.as_secs() as i64,
+                tv_nsec: i64::from(wait.subsec_nanos()),
+            }
+        });
+        // After EOF the control socket stays readable: left out.
+        let wakeup = self.tree.wakeup();
+        let mut fds = vec![PollFd::new(&self.chld, PollFlags::IN)];
+        if let Some(fd) = &wakeup {
+            fds.push(PollFd::new(fd, PollFlags::IN));
+        }
+        let control_at = fds.len();
+        if !self.closed {
+            fds.push(PollFd::new(&self.control, PollFlags::IN));
+        }
+        match poll(&mut fds, timeout.as_ref()) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(format!("cannot wait for events: {e}")),
+        }
+        let chld_ready = !fds[0].revents().is_empty();
+        let tree_ready = wakeup.is_some() && !fds[1].revents().is_empty();
+        let control_ready = fds.get(control_at).is_some_and(|fd| !fd.revents().is_empty());
+        drop(fds);
+        let mut events = Vec::new();
+        if tree_ready {
+            self.tree.refresh();
+            if self.tree.supervisor_gone() && !self.closed {
+                // macOS: the control socket is a datagram pair, which
+                // has no EOF; the supervisor's exit note stands for it.
+                events.push(Event::ControlClosed);
+            }
+        }
+        if chld_ready {
+            let mut drain = [0u8; 64];
+            while matches!(rustix::io::read(&self.chld, &mut drain), Ok(n) if n > 0) {}
+            reap(&mut events);
+        }
+        if control_ready && !self.closed {
+            events.extend(read_control(&self.control, &mut self.buf));
+        }
+        if self.orphans_left {
+            events.push(Event::NoChildren);
+        }
+        Ok(events)
+    }
+
+    /// The command ended and left something behind (no `NoChildren` came
+    /// with its reaping): it goes with it.
+    fn stop_leftovers(&mut self) {
+        if self.run.status.is_some() && self.run.kill_at.is_none() {
+            self.run.stop(&mut self.tree, host::boot_clock() + self.args.grace);
+        }
+    }
+
+    /// Act on one event; `Some(code)` when the guard is done.
+    fn handle(&mut self, event: Event) -> Option<u8> {
+        match event {
+            Event::Control(Control::Env(env, streams)) => self.start_run(&env, streams),
+            Event::Control(Control::Window(until)) => self.run.trusted_until = self.run.trusted_until.max(Some(until)),
+            Event::ControlClosed => {
+                self.closed = true;
+                if self.run.running() {
+                    // The supervisor is gone while the command runs.
+                    self.run.stop(&mut self.tree, host::boot_clock() + self.args.grace);
                 }
-                Event::Window(until) => run.trusted_until = run.trusted_until.max(Some(until)),
-                Event::ControlClosed => {
-                    closed = true;
-                    if run.running() {
-                        // The supervisor is gone while the command runs.
-                        run.stop(&mut tree, host::boot_clock() + args.grace);
-                    }
-                    // Never started: the forked child reads EOF and exits.
-                    forked = None;
-                    if run.command.is_none() && args.slot {
-                        return Ok(0);
-                    }
+                // Never started: the forked child reads EOF and exits.
+                self.forked = None;
+                if self.run.command.is_none() && self.args.slot {
+                    return Some(0);
                 }
-                Event::Reaped(pid, st) => {
-                    if Some(pid) == run.command && (st.exited() || st.signaled()) {
-                        run.status = Some(st);
-                    }
-                    if forked.as_ref().is_some_and(|f| f.pid == pid) {
-                        // Killed before it was started (a stop sent to its
-                        // group): nothing is left to start.
-                        forked = None;
-                    }
+            }
+            Event::Reaped(pid, st) => {
+                if Some(pid) == self.run.command && (st.exited() || st.signaled()) {
+                    self.run.status = Some(st);
                 }
-                Event::NoChildren => {
-                    if let Some(group) = run.command
-                        && !tree.gone_without_children(group)
-                    {
-                        orphans_left = true;
-                        continue;
-                    }
-                    orphans_left = false;
-                    // The run's whole tree is gone (or nothing ran yet).
-                    if let (Some(_), Some(st)) = (run.command, run.status) {
-                        let line = match (st.exit_status(), st.terminating_signal()) {
-                            (Some(code), _) => format!("exited code {code}"),
-                            (None, Some(sig)) => format!("exited signal {sig}"),
-                            _ => "exited code 1".into(),
-                        };
-                        report(&mut out, &line);
-                        run = Run::default();
-                        tree.forget();
-                    }
-                    if forked.is_none() && run.command.is_none() && (closed || !args.slot) {
-                        return Ok(0);
-                    }
+                if self.forked.as_ref().is_some_and(|f| f.pid == pid) {
+                    // Killed before it was started (a stop sent to its
+                    // group): nothing is left to start.
+                    self.forked = None;
+                }
+            }
+            Event::NoChildren => return self.no_children(),
+        }
+        None
+    }
+
+    /// Start the command with `env`: hand it to a once-guard's forked
+    /// process, or spawn a slot's run. Not while a run is in progress, nor
+    /// once the supervisor is gone.
+    fn start_run(&mut self, env: &Env, streams: Streams) {
+        if self.run.command.is_some() || self.closed {
+            return;
+        }
+        if let Some(f) = self.forked.take() {
+            // Hand the environment over; the child executes the command (or
+            // reports why it could not).
+            let json = serde_json::to_vec(env).unwrap_or_default();
+            let mut env_tx = f.env;
+            let _ = env_tx.write_all(&json);
+            drop(env_tx);
+            self.started(f.pid);
+        } else if self.args.slot {
+            match spawn_run(&self.args.command, self.program.as_deref(), env, streams) {
+                Ok(pid) => self.started(pid),
+                Err(e) => {
+                    let code = child::spawn_error_code(&e);
+                    report(&mut self.out, &spawn_error(code, &self.args.command, &e));
+                    report(&mut self.out, &Report::Exited(Exit::Code(code)));
+                    self.run = Run::default();
                 }
             }
         }
-        if run.status.is_some() && run.kill_at.is_none() {
-            // The command ended and left something behind (no `NoChildren`
-            // came with its reaping): it goes with it.
-            run.stop(&mut tree, host::boot_clock() + args.grace);
+    }
+
+    fn started(&mut self, command: Pid) {
+        self.run.command = Some(command);
+        self.tree.watch(command);
+        report(&mut self.out, &Report::Started(command));
+    }
+
+    /// No child is left: when the run's whole tree is gone, report how its
+    /// command ended. `Some(0)` when the guard is done.
+    fn no_children(&mut self) -> Option<u8> {
+        if let Some(group) = self.run.command
+            && !self.tree.gone_without_children(group)
+        {
+            self.orphans_left = true;
+            return None;
         }
+        self.orphans_left = false;
+        // The run's whole tree is gone (or nothing ran yet).
+        if let (Some(_), Some(st)) = (self.run.command, self.run.status) {
+            let exit = Exit::from(ExitStatus::from_raw(st.as_raw()));
+            report(&mut self.out, &Report::Exited(exit));
+            self.run = Run::default();
+            self.tree.forget();
+        }
+        let done = self.forked.is_none() && self.run.command.is_none() && (self.closed || !self.args.slot);
+        done.then_some(0)
     }
 }
