@@ -49,6 +49,7 @@ pub mod migration;
 pub mod mutant;
 mod name;
 pub mod plan;
+mod registration;
 pub mod rules;
 pub mod symlinks;
 pub mod task;
@@ -61,6 +62,7 @@ pub use human::{
     parse_duration_within, parse_time_within, quoted, shorten,
 };
 pub use name::{LeaseName, NameError};
+pub use registration::{StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password};
 pub use task::{
     Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams,
     TaskCompleteAndClaim, TaskCompleteAndClaimParams, TaskCompleteParams, TaskDifference, TaskFail, TaskFailParams,

@@ -10,7 +10,7 @@ const TARGET: &str = env!("LEASEHOLD_TARGET");
 pub fn text() -> String {
     format!(
         "leasehold {VERSION}\ncommit: {COMMIT}\ntarget: {TARGET}\nstores: {}\n",
-        leasehold::BUILT_IN_STORES.join(", ")
+        leasehold::built_in_stores().join(", ")
     )
 }
 
@@ -20,6 +20,6 @@ pub fn document() -> serde_json::Value {
         "version": VERSION,
         "commit": COMMIT,
         "target": TARGET,
-        "stores": leasehold::BUILT_IN_STORES,
+        "stores": leasehold::built_in_stores(),
     })
 }

@@ -34,6 +34,8 @@ use std::time::Duration;
 use etcd_client::{ConnectOptions, Identity, TlsOptions};
 use leasehold_tls::Refusal;
 
+use crate::ETCD_PASSWORD_VAR;
+
 /// TLS towards the cluster (URL parameters `cacert`, `cert`, `key`, named
 /// as etcdctl names its flags).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -223,14 +225,21 @@ impl Access {
         Some(
             if found("authentication failed, invalid user ID or password") || found("user name not found") {
                 (
-                format!("authentication failed for etcd user {:?}: wrong user or password", user.unwrap_or("")),
-                "check the password (password-file=PATH or LEASEHOLD_ETCD_PASSWORD, whichever you set) and that the user exists (etcdctl user get NAME); see docs/ETCD.md".to_owned(),
-            )
+                    format!(
+                        "authentication failed for etcd user {:?}: wrong user or password",
+                        user.unwrap_or("")
+                    ),
+                    format!(
+                        "check the password (password-file=PATH or {ETCD_PASSWORD_VAR}, whichever you set) and that the user exists (etcdctl user get NAME); see docs/ETCD.md"
+                    ),
+                )
             } else if found("user name is empty") {
                 (
-                "the cluster has authentication on, and this client gave no user".to_owned(),
-                "pass user=NAME with the password in password-file=PATH or LEASEHOLD_ETCD_PASSWORD (or a client certificate whose common name is an etcd user); see docs/ETCD.md".to_owned(),
-            )
+                    "the cluster has authentication on, and this client gave no user".to_owned(),
+                    format!(
+                        "pass user=NAME with the password in password-file=PATH or {ETCD_PASSWORD_VAR} (or a client certificate whose common name is an etcd user); see docs/ETCD.md"
+                    ),
+                )
             } else if found("authentication is not enabled") {
                 (
                 format!("user={} was given, but the cluster has authentication off", user.unwrap_or("")),

@@ -42,11 +42,13 @@
 //!   scan per claim and a sweep by every writer — not an acceptable cost
 //!   next to SQLite's and PostgreSQL's indexes, and not a weaker guarantee
 //!   we would ship silently.
-//! - TLS (a CA, a client certificate) and etcd users: see `access`.
+//! - TLS (a CA, a client certificate) and etcd users: see `access`; how
+//!   an `etcd://` URL asks for them: `url`.
 
 mod access;
 mod keys;
 mod lease;
+mod url;
 mod watch;
 
 use std::fmt;
@@ -66,6 +68,7 @@ use tokio::runtime::Runtime;
 pub use access::{EtcdCredentials, EtcdTls, Password};
 pub use keys::DEFAULT_PREFIX;
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
+pub use url::{ETCD_PASSWORD_VAR, STORE};
 
 use crate::access::Access;
 use crate::keys::Keys;

@@ -41,6 +41,7 @@
 
 mod lease;
 mod notify;
+mod register;
 mod schema;
 mod task;
 mod tls;
@@ -69,6 +70,7 @@ use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Client, Row, Statement};
 
+pub use register::STORE;
 pub use schema::VERSION as SCHEMA_VERSION;
 #[doc(hidden)]
 pub use schema::objects as schema_objects;

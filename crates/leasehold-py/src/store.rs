@@ -95,7 +95,7 @@ impl Store {
                 }
                 StoreUrl::parse(&text).or_raise()
             }
-            Some(path) => Ok(StoreUrl::Sqlite(convert::path(path)?)),
+            Some(path) => Ok(StoreUrl::sqlite(convert::path(path)?)),
             None => match std::env::var(STORE_VAR).ok().filter(|v| !v.is_empty()) {
                 Some(url) => StoreUrl::parse(&url).or_raise(),
                 None => StoreUrl::default_location().or_raise(),

@@ -20,10 +20,12 @@
 //!   instead of each sleeping out its poll interval (`wake.rs`).
 
 mod lease;
+mod register;
 mod schema;
 mod task;
 mod wake;
 
+pub use register::STORE;
 #[doc(hidden)]
 pub use task::CLAIM_SQL;
 

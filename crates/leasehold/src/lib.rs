@@ -72,9 +72,8 @@ pub use leasehold_backend::{
     VALUE_SHOWN_MAX, duration_millis, duration_nanos, escape_hidden, format_duration, format_time, hides_or_reorders,
     later, limits, parse_duration, parse_duration_within, parse_time_within, quoted, shorten,
 };
+#[cfg(feature = "etcd")]
+pub use leasehold_etcd::ETCD_PASSWORD_VAR;
 pub use overdue::{NOT_RUN, Overdue, Unanswered};
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
-pub use store::{
-    Acquire, AcquireOptions, BUILT_IN_STORES, DEFAULT_POLL, ETCD_PASSWORD_VAR, EtcdSecurity, Kept, Store, StoreOptions,
-    StoreUrl,
-};
+pub use store::{Acquire, AcquireOptions, DEFAULT_POLL, Kept, Store, StoreOptions, StoreUrl, built_in_stores};

@@ -41,6 +41,15 @@ compile_error!(
     "leasehold runs on Linux and macOS only: its guarantees rest on facts each platform file of leasehold-backend/src/host reads (docs/PLATFORMS.md)"
 );
 
+/// The user's home directory (`$HOME`, when set and not empty): where `~/`
+/// in a store URL and the default store lead.
+#[must_use]
+pub fn home_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
 /// Time since boot on a clock that keeps counting while the machine is
 /// suspended and never jumps (Linux: `CLOCK_BOOTTIME`; macOS:
 /// `CLOCK_MONOTONIC`, which on macOS counts through sleep, unlike

@@ -78,8 +78,8 @@ pub fn run(ctx: &Ctx) -> u8 {
         }
     }
 
-    match &url {
-        Ok(StoreUrl::Sqlite(path)) => {
+    match url.as_ref().map(StoreUrl::local_file) {
+        Ok(Some(path)) => {
             let dir = path
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
@@ -109,7 +109,7 @@ pub fn run(ctx: &Ctx) -> u8 {
                 Err(e) => checks.push(check("store path", Err(format!("{e}; {}", e.hint())))),
             }
         }
-        Ok(_) => {}
+        Ok(None) => {}
         Err(e) => checks.push(check("store URL", Err(e.to_string()))),
     }
     let all_ok = checks.iter().all(|c| c.ok);

@@ -1,0 +1,43 @@
+//! `sqlite://PATH` URLs: how the `leasehold` crate opens this store by URL
+//! ([`STORE`]).
+
+use std::path::PathBuf;
+
+use leasehold_backend::{
+    Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, host, redact_password,
+};
+
+use crate::{SqliteBackend, SqliteOptions};
+
+/// The SQLite store, by `sqlite:///absolute/path.db`, `sqlite://relative.db`
+/// or `sqlite://~/path.db`.
+pub const STORE: StoreRegistration = StoreRegistration {
+    kind: StoreKind {
+        schemes: &["sqlite"],
+        name: "the SQLite store",
+        feature: None,
+        example: "sqlite:///path/to/leasehold.db",
+    },
+    parse,
+    redact: redact_password,
+    open,
+};
+
+fn parse(url: &str) -> Result<StoreLocation, String> {
+    let path = url.split_once("://").map_or(url, |(_, path)| path);
+    if path.is_empty() {
+        return Err("the path is empty; write sqlite:///absolute/path.db or sqlite://relative.db".into());
+    }
+    Ok(StoreLocation::File(match path.strip_prefix("~/") {
+        Some(tail) => host::home_dir().ok_or("~ used but $HOME is not set")?.join(tail),
+        None => PathBuf::from(path),
+    }))
+}
+
+fn open(location: &StoreLocation, options: &StoreOpenOptions) -> Result<Box<dyn Backend>, BackendError> {
+    let options = SqliteOptions {
+        allow_network_fs: options.allow_network_fs,
+        ..SqliteOptions::default()
+    };
+    Ok(Box::new(SqliteBackend::open(location.file(STORE.kind.name)?, options)?))
+}

@@ -1,0 +1,363 @@
+//! Store URLs: which store a URL names — through the registrations of the
+//! stores this build includes, one line each in [`STORES`] — how it is
+//! shown (passwords redacted), and opening it. What a URL of a store may
+//! say is its own crate's business (`leasehold_etcd::STORE`, …).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use leasehold_backend::{
+    Backend, BackendError, Remedy, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, host, redact_password,
+};
+
+use super::StoreOptions;
+use crate::Result;
+
+/// A store as this build knows it.
+#[derive(Debug, Clone, Copy)]
+enum Listed {
+    /// Built in: its crate's registration.
+    Built(&'static StoreRegistration),
+    /// Left out of this build (its cargo feature off): its URLs parse, and
+    /// opening one says how to get the store.
+    #[allow(dead_code, reason = "none in a build with every store")]
+    LeftOut(&'static StoreKind),
+}
+
+impl Listed {
+    fn kind(self) -> &'static StoreKind {
+        match self {
+            Listed::Built(store) => &store.kind,
+            Listed::LeftOut(kind) => kind,
+        }
+    }
+}
+
+/// Every store, in the order messages name them. A store a build may leave
+/// out has a line for either case.
+const STORES: &[Listed] = &[
+    Listed::Built(&leasehold_sqlite::STORE),
+    #[cfg(feature = "postgres")]
+    Listed::Built(&leasehold_postgres::STORE),
+    #[cfg(not(feature = "postgres"))]
+    Listed::LeftOut(&left_out::POSTGRES),
+    #[cfg(feature = "etcd")]
+    Listed::Built(&leasehold_etcd::STORE),
+    #[cfg(not(feature = "etcd"))]
+    Listed::LeftOut(&left_out::ETCD),
+];
+
+/// Of each store a build may leave out, its crate's [`StoreKind`], for a
+/// build without that crate (a test checks they agree).
+mod left_out {
+    #[cfg(any(test, not(feature = "postgres")))]
+    pub const POSTGRES: super::StoreKind = super::StoreKind {
+        schemes: &["postgres", "postgresql"],
+        name: "the PostgreSQL store",
+        feature: Some("postgres"),
+        example: "postgres://host/db",
+    };
+
+    #[cfg(any(test, not(feature = "etcd")))]
+    pub const ETCD: super::StoreKind = super::StoreKind {
+        schemes: &["etcd"],
+        name: "the etcd store",
+        feature: Some("etcd"),
+        example: "etcd://host:2379",
+    };
+}
+
+/// The stores this build includes, by their first URL scheme (SQLite
+/// always; the network stores, each with TLS, by cargo feature): what
+/// `leasehold --version` reports.
+#[must_use]
+pub fn built_in_stores() -> Vec<&'static str> {
+    STORES
+        .iter()
+        .filter(|s| matches!(s, Listed::Built(_)))
+        .map(|s| s.kind().schemes[0])
+        .collect()
+}
+
+/// Where lease state lives: a URL of one of the stores —
+/// `sqlite://PATH`, `postgres://…`, `postgresql://…` or
+/// `etcd://HOST:PORT[,HOST:PORT…][?prefix=/KEY/PREFIX]` (TLS and users:
+/// `leasehold_etcd::STORE`) — or a name for a store of the caller's
+/// ([`StoreUrl::custom`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl(Target);
+
+#[derive(Clone)]
+enum Target {
+    /// A URL of a store built in, as its registration parsed it.
+    Built(&'static StoreRegistration, StoreLocation),
+    /// A URL of a store this build leaves out, as given.
+    #[allow(dead_code, reason = "none in a build with every store")]
+    LeftOut(&'static StoreKind, String),
+    /// A store built from a backend of the caller's, named by the caller.
+    Custom(String),
+}
+
+impl PartialEq for Target {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Target::Built(a, at), Target::Built(b, to)) => a.kind == b.kind && at == to,
+            (Target::LeftOut(a, at), Target::LeftOut(b, to)) => a == b && at == to,
+            (Target::Custom(a), Target::Custom(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Target {}
+
+impl StoreUrl {
+    /// Parse a store URL.
+    ///
+    /// # Errors
+    /// [`BackendError`] of kind [`crate::ErrorKind::InvalidInput`] for an
+    /// unknown scheme, or a URL its store refuses (an empty path, …).
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::StoreUrl;
+    /// assert_eq!(
+    ///     StoreUrl::parse("sqlite:///var/lib/jobs.db").unwrap(),
+    ///     StoreUrl::sqlite("/var/lib/jobs.db")
+    /// );
+    /// assert!(StoreUrl::parse("redis://localhost").is_err());
+    /// let url = StoreUrl::parse("etcd://10.0.0.5:2379,10.0.0.6:2379/?prefix=/myapp").unwrap();
+    /// assert_eq!(url.to_string(), "etcd://10.0.0.5:2379,10.0.0.6:2379?prefix=/myapp");
+    /// // Never a password in an etcd URL itself (see leasehold_etcd::STORE).
+    /// assert!(StoreUrl::parse("etcd://h:2379?user=agent&password=hunter2").is_err());
+    /// ```
+    pub fn parse(url: &str) -> std::result::Result<Self, BackendError> {
+        let Some((scheme, _)) = url.split_once("://") else {
+            let examples = STORES.iter().map(|s| s.kind().example.to_owned());
+            return Err(BackendError::invalid_url(
+                redact_password(url),
+                format!("expected SCHEME://…, e.g. {}", one_of(examples)),
+            ));
+        };
+        let Some(listed) = STORES.iter().find(|s| s.kind().schemes.contains(&scheme)) else {
+            let schemes = STORES.iter().map(|s| format!("{}://", s.kind().schemes[0]));
+            return Err(BackendError::invalid_url(
+                redact_password(url),
+                format!("unknown scheme {scheme:?}; use {}", one_of(schemes)),
+            ));
+        };
+        match *listed {
+            Listed::Built(store) => match (store.parse)(url) {
+                Ok(location) => Ok(StoreUrl(Target::Built(store, location))),
+                Err(reason) => Err(BackendError::invalid_url((store.redact)(url), reason)),
+            },
+            Listed::LeftOut(kind) => Ok(StoreUrl(Target::LeftOut(kind, url.to_owned()))),
+        }
+    }
+
+    /// The SQLite store in the file at `path`.
+    #[must_use]
+    pub fn sqlite(path: impl Into<PathBuf>) -> Self {
+        StoreUrl(Target::Built(
+            &leasehold_sqlite::STORE,
+            StoreLocation::File(path.into()),
+        ))
+    }
+
+    /// The name of a store built from a backend of the caller's
+    /// ([`Store::from_backend`](super::Store::from_backend)), which
+    /// [`Store::open`](super::Store::open) cannot open.
+    #[must_use]
+    pub fn custom(name: impl Into<String>) -> Self {
+        StoreUrl(Target::Custom(name.into()))
+    }
+
+    /// The file of a store kept in one file on this machine (SQLite).
+    #[must_use]
+    pub fn local_file(&self) -> Option<&Path> {
+        match &self.0 {
+            Target::Built(_, StoreLocation::File(path)) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The URL for messages: as [`Display`](fmt::Display) shows it (which
+    /// a child process can open again), with any password replaced by
+    /// `***`.
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold::StoreUrl;
+    /// let url = StoreUrl::parse("postgres://agent:s3cret@db/leases?sslmode=verify-full").unwrap();
+    /// assert_eq!(url.redacted(), "postgres://agent:***@db/leases?sslmode=verify-full");
+    /// ```
+    #[must_use]
+    pub fn redacted(&self) -> String {
+        match &self.0 {
+            Target::Built(store, _) => (store.redact)(&self.to_string()),
+            Target::LeftOut(..) | Target::Custom(_) => redact_password(&self.to_string()),
+        }
+    }
+
+    /// The embedded default: `$XDG_STATE_HOME/leasehold/leasehold.db`, or
+    /// `~/.local/state/leasehold/leasehold.db` when it is unset.
+    ///
+    /// # Errors
+    /// When neither `$XDG_STATE_HOME` nor `$HOME` is set.
+    pub fn default_location() -> std::result::Result<Self, BackendError> {
+        let state = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| host::home_dir().map(|h| h.join(".local/state")))
+            .ok_or_else(|| {
+                BackendError::invalid_url(
+                    String::new(),
+                    "neither $XDG_STATE_HOME nor $HOME is set, so there is no default store",
+                )
+                .remedy(Remedy::AnotherStore)
+            })?;
+        Ok(StoreUrl::sqlite(state.join("leasehold").join("leasehold.db")))
+    }
+
+    /// Open the store's backend (for [`Store::open`](super::Store::open)).
+    pub(super) fn open_backend(&self, options: &StoreOptions) -> Result<Box<dyn Backend>> {
+        match &self.0 {
+            Target::Built(store, location) => Ok((store.open)(
+                location,
+                &StoreOpenOptions {
+                    allow_network_fs: options.allow_network_fs,
+                },
+            )?),
+            Target::LeftOut(kind, _) => {
+                let what = match kind.feature {
+                    Some(feature) => format!("{} (cargo feature `{feature}`)", kind.name),
+                    None => kind.name.to_owned(),
+                };
+                Err(BackendError::unsupported(
+                    self.redacted(),
+                    "this store",
+                    format!("this build of leasehold does not include {what}; use sqlite://PATH or another build"),
+                )
+                .into())
+            }
+            Target::Custom(_) => Err(BackendError::unsupported(
+                self.to_string(),
+                "opening a store by a name of the caller's",
+                "build it with Store::from_backend",
+            )
+            .into()),
+        }
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn one_of(items: impl Iterator<Item = String>) -> String {
+    let mut items: Vec<String> = items.collect();
+    let last = items.pop().unwrap_or_default();
+    if items.is_empty() {
+        last
+    } else {
+        format!("{} or {last}", items.join(", "))
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Target::Built(store, StoreLocation::File(path)) => {
+                write!(f, "{}://{}", store.kind.schemes[0], path.display())
+            }
+            Target::Built(_, StoreLocation::Url(url)) | Target::LeftOut(_, url) | Target::Custom(url) => {
+                f.write_str(url)
+            }
+        }
+    }
+}
+
+impl fmt::Debug for StoreUrl {
+    /// Redacted, as in messages: a `{:?}` may end up in a log.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("StoreUrl").field(&self.redacted()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leasehold_backend::ErrorKind;
+
+    use super::*;
+
+    fn invalid_reason(url: &str) -> (String, String) {
+        match StoreUrl::parse(url) {
+            Err(e) if e.kind() == ErrorKind::InvalidInput => (e.store().to_owned(), e.reason().to_owned()),
+            other => panic!("{url} must be refused: {other:?}"),
+        }
+    }
+
+    /// Whatever the build includes, the messages name every store.
+    #[test]
+    fn an_unknown_or_missing_scheme_names_every_store() {
+        assert_eq!(
+            invalid_reason("redis://u:pw@h"),
+            (
+                "redis://u:***@h".into(),
+                "unknown scheme \"redis\"; use sqlite://, postgres:// or etcd://".into()
+            )
+        );
+        assert_eq!(
+            invalid_reason("/var/lib/jobs.db").1,
+            "expected SCHEME://…, e.g. sqlite:///path/to/leasehold.db, postgres://host/db or etcd://host:2379"
+        );
+        let (_, reason) = invalid_reason("sqlite://");
+        assert!(reason.starts_with("the path is empty"), "{reason}");
+    }
+
+    #[test]
+    fn passwords_are_redacted_for_messages_and_kept_for_children() {
+        let parsed = StoreUrl::parse("postgres://u:pw@h/db").unwrap();
+        assert_eq!(
+            parsed.to_string(),
+            "postgres://u:pw@h/db",
+            "Display must round-trip for children"
+        );
+        assert_eq!(parsed.redacted(), "postgres://u:***@h/db");
+        assert_eq!(format!("{parsed:?}"), "StoreUrl(\"postgres://u:***@h/db\")");
+    }
+
+    #[test]
+    fn a_sqlite_url_is_its_path() {
+        let url = StoreUrl::parse("sqlite://rel/l.db").unwrap();
+        assert_eq!(url, StoreUrl::sqlite("rel/l.db"));
+        assert_eq!(url.local_file(), Some(Path::new("rel/l.db")));
+        assert_eq!(url.to_string(), "sqlite://rel/l.db");
+        assert_eq!(StoreUrl::parse("postgres://h/db").unwrap().local_file(), None);
+    }
+
+    /// Run by `cargo test -p leasehold --no-default-features`.
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn a_store_left_out_parses_and_says_so_when_opened() {
+        let url = StoreUrl::parse("postgres://u:pw@h/db").unwrap();
+        assert_eq!(url.to_string(), "postgres://u:pw@h/db");
+        let Err(crate::Error::Store(e)) = url.open_backend(&StoreOptions::default()) else {
+            panic!("{url:?} opened");
+        };
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(e.store(), "postgres://u:***@h/db");
+        assert_eq!(
+            e.hint_text(),
+            "this build of leasehold does not include the PostgreSQL store (cargo feature `postgres`); use sqlite://PATH or another build"
+        );
+    }
+
+    /// What a build that leaves a store out says of it is what its crate
+    /// says.
+    #[test]
+    fn the_stores_left_out_are_described_as_their_crates_describe_them() {
+        #[cfg(feature = "postgres")]
+        assert_eq!(leasehold_postgres::STORE.kind, left_out::POSTGRES);
+        #[cfg(feature = "etcd")]
+        assert_eq!(leasehold_etcd::STORE.kind, left_out::ETCD);
+        assert_eq!(built_in_stores()[0], "sqlite");
+    }
+}
