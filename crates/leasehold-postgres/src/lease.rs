@@ -28,7 +28,9 @@ use leasehold_backend::{
 };
 use postgres::Row as PgRow;
 
-use crate::{Db, Error, NOW, Result, micros, notify, plus, until};
+use crate::clock::{NOW, micros, plus, until};
+use crate::db::{Db, Error, Result};
+use crate::notify;
 
 fn mode_columns(mode: Mode) -> (bool, Option<i64>) {
     match mode {

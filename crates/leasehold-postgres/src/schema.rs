@@ -12,7 +12,7 @@
 use leasehold_backend::migration::{self, Migration};
 use postgres::Client;
 
-use crate::quote_ident;
+use crate::url::quote_ident;
 
 /// Each entry migrates from version `index` to `index + 1`.
 const MIGRATIONS: &[Migration] = &[

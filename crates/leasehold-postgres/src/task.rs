@@ -33,7 +33,9 @@ use leasehold_backend::{
 use postgres::Row;
 use postgres::types::ToSql;
 
-use crate::{Db, Error, NOW, Result, micros, notify, plus, until};
+use crate::clock::{NOW, micros, plus, until};
+use crate::db::{Db, Error, Result};
+use crate::notify;
 
 fn json_text(v: &serde_json::Value) -> String {
     serde_json::to_string(v).expect("a JSON value always serializes")
