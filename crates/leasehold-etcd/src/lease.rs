@@ -38,7 +38,8 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, duration_millis, signed,
+    LeaseState, Token, TokensBumpParams, TokensBumpRefused, TokensBumped, WaiterEnqueueParams, WaiterTicket,
+    duration_millis, signed,
 };
 
 use crate::keys::{GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, WaiterValue, parse_offset, slot, snapshots};
@@ -378,7 +379,10 @@ impl Conn<'_> {
     /// revision now plus the old offset (which bounds every token issued)
     /// plus `p.by`. A grant made meanwhile with the old offset fails its
     /// compare of the offset key and is made again.
-    pub async fn tokens_bump(&mut self, p: &TokensBumpParams) -> Result<std::result::Result<TokensBumped, String>> {
+    pub async fn tokens_bump(
+        &mut self,
+        p: &TokensBumpParams,
+    ) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
         let key = self.keys.token_offset();
         for _ in 0..MAX_ROUNDS {
             let resp = self.client.get(key.clone(), None).await?;

@@ -291,7 +291,7 @@ impl Backend for PostgresBackend {
 
     fn tokens_bump(&self, params: &TokensBumpParams) -> std::result::Result<TokensBumped, BackendError> {
         self.write(|db| lease::tokens_bump(db, params))?
-            .map_err(|reason| BackendError::new(ErrorKind::InvalidInput, &self.display, reason))
+            .map_err(|refused| BackendError::tokens_bump_refused(&self.display, refused))
     }
 
     fn tasks(&self) -> Option<&dyn TaskBackend> {

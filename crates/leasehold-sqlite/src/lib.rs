@@ -832,7 +832,7 @@ impl Backend for SqliteBackend {
 
     fn tokens_bump(&self, params: &TokensBumpParams) -> Result<TokensBumped, BackendError> {
         self.write("bump-tokens", |tx, _| lease::tokens_bump(tx, params))?
-            .map_err(|reason| BackendError::new(ErrorKind::InvalidInput, self.store(), reason))
+            .map_err(|refused| BackendError::tokens_bump_refused(self.store(), refused))
     }
 
     fn tasks(&self) -> Option<&dyn TaskBackend> {
