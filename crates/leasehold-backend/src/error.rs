@@ -215,6 +215,13 @@ impl BackendError {
         e
     }
 
+    /// `store` refused a token bump (kind [`ErrorKind::InvalidInput`]): the
+    /// refusal says why, as the reason.
+    #[must_use]
+    pub fn tokens_bump_refused(store: impl Into<String>, refused: crate::TokensBumpRefused) -> Self {
+        Self::new(ErrorKind::InvalidInput, store, refused.to_string())
+    }
+
     /// `what` is not supported by `store`.
     #[must_use]
     pub fn unsupported(store: impl Into<String>, what: impl Into<String>, hint: impl Into<String>) -> Self {

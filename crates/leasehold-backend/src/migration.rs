@@ -1,6 +1,7 @@
 //! Versioned schemas of the SQL stores: each store keeps its own list of
-//! migrations (its SQL), and this module says, once, what a store of a
-//! version must have and what to tell the user when it does not.
+//! migrations (its SQL), and this module says, once, which of them run
+//! for a store of a version ([`run`]), what a store of a version must have
+//! and what to tell the user when it does not.
 //!
 //! A store lacking a table or index of its version (one dropped by hand, or
 //! lost) is damaged: bad data, refused at open, never repaired in place — a
@@ -14,6 +15,31 @@ pub struct Migration {
     /// its own), which a store of this version or later must have. Each
     /// store has a test that keeps this true.
     pub objects: &'static [&'static str],
+}
+
+/// Run the migrations that take a store from version `from` to `to`, in
+/// order, inside the transaction the store holds: `step` gets the SQL of
+/// each and the version it brings the store to (for a store that records
+/// its version step by step). A `from` below zero (a version no leasehold
+/// writes) runs nothing.
+///
+/// # Errors
+/// The first error of `step`, after which nothing more runs.
+pub fn run<E>(
+    migrations: &[Migration],
+    from: i64,
+    to: i64,
+    mut step: impl FnMut(&'static str, i64) -> Result<(), E>,
+) -> Result<(), E> {
+    let pending = migrations
+        .iter()
+        .zip(1..)
+        .take(usize::try_from(to).unwrap_or(0))
+        .skip(usize::try_from(from).unwrap_or(usize::MAX));
+    for (migration, version) in pending {
+        step(migration.sql, version)?;
+    }
+    Ok(())
 }
 
 /// The tables and indexes a store at `version` has, in creation order.
@@ -56,11 +82,11 @@ mod tests {
 
     const MIGRATIONS: &[Migration] = &[
         Migration {
-            sql: "",
+            sql: "CREATE a",
             objects: &["a", "a_index"],
         },
         Migration {
-            sql: "",
+            sql: "CREATE b",
             objects: &["b"],
         },
     ];
@@ -79,5 +105,23 @@ mod tests {
             missing(MIGRATIONS, 2, |n| n != "b"),
             Some("its schema (version 2) is damaged: missing b".into())
         );
+    }
+
+    #[test]
+    fn a_run_takes_the_steps_between_two_versions_in_order() {
+        let steps = |from, to| {
+            let mut ran = Vec::new();
+            run(MIGRATIONS, from, to, |sql, version| {
+                ran.push((sql, version));
+                Ok::<_, ()>(())
+            })
+            .unwrap();
+            ran
+        };
+        assert_eq!(steps(0, 2), [("CREATE a", 1), ("CREATE b", 2)]);
+        assert_eq!(steps(1, 2), [("CREATE b", 2)]);
+        assert_eq!(steps(0, 1), [("CREATE a", 1)]);
+        assert_eq!(steps(2, 2), []);
+        assert_eq!(steps(-1, 2), []);
     }
 }

@@ -197,6 +197,31 @@ impl TaskAdd {
     }
 }
 
+/// Add `tasks` one after the other, each through the store's
+/// `insert_or_read`: it inserts the task unless its id is taken, and then
+/// reads the task stored under that id (`Some`). Returns what each add did
+/// ([`TaskAdd::again`] for a taken id) and whether to commit: a conflict
+/// refuses the whole batch.
+///
+/// # Errors
+/// The first error of `insert_or_read`.
+pub fn add_each<E>(
+    tasks: &[TaskAddParams],
+    mut insert_or_read: impl FnMut(&TaskAddParams) -> Result<Option<Task>, E>,
+) -> Result<(Vec<TaskAdd>, bool), E> {
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    let mut clean = true;
+    for t in tasks {
+        let outcome = match insert_or_read(t)? {
+            None => TaskAdd::Added,
+            Some(existing) => TaskAdd::again(t, existing),
+        };
+        clean &= !matches!(outcome, TaskAdd::Conflict { .. });
+        outcomes.push(outcome);
+    }
+    Ok((outcomes, clean))
+}
+
 /// One way a task added under an existing id differs from the task stored
 /// under it: the field (`payload`, `priority`, `max attempts`), its value
 /// as stored and as given (JSON and numbers as text).
@@ -411,6 +436,21 @@ pub enum Retry {
     Never,
 }
 
+impl Retry {
+    /// How long after a failure of attempt `attempts` (of `max_attempts`)
+    /// the task is claimable again; `None`: it is dead (no retry asked, or
+    /// its attempts used up). `entropy` spreads the [`backoff`].
+    #[must_use]
+    pub fn delay(self, attempts: u32, max_attempts: u32, entropy: u64) -> Option<Duration> {
+        match self {
+            Retry::Never => None,
+            _ if attempts >= max_attempts => None,
+            Retry::After(d) => Some(d),
+            Retry::Backoff => Some(backoff(attempts, entropy)),
+        }
+    }
+}
+
 /// The default retry delay after failed attempt `attempt` (1-based):
 /// exponential from 1 s, doubling, capped at 1 h, with ±25% jitter from
 /// `entropy` (any varying number, e.g. the clock's nanoseconds) so that
@@ -532,6 +572,32 @@ pub struct QueueStats {
     pub dead: u64,
 }
 
+/// Each queue's counts from `(queue, state, count)` rows that come queue by
+/// queue (as `GROUP BY queue, state ORDER BY queue` returns them).
+#[must_use]
+pub fn queue_stats(counts: impl IntoIterator<Item = (QueueName, TaskState, u64)>) -> Vec<QueueStats> {
+    let mut out: Vec<QueueStats> = Vec::new();
+    for (queue, state, n) in counts {
+        if out.last().is_none_or(|s| s.queue != queue) {
+            out.push(QueueStats {
+                queue,
+                pending: 0,
+                running: 0,
+                done: 0,
+                dead: 0,
+            });
+        }
+        let s = out.last_mut().expect("pushed above");
+        match state {
+            TaskState::Pending => s.pending = n,
+            TaskState::Running => s.running = n,
+            TaskState::Done => s.done = n,
+            TaskState::Dead => s.dead = n,
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -547,6 +613,85 @@ mod tests {
         }
         let spread: std::collections::HashSet<_> = (0..20).map(|e| backoff(3, e)).collect();
         assert!(spread.len() > 10, "jitter spreads retries");
+    }
+
+    fn params(id: &str, priority: i64) -> TaskAddParams {
+        TaskAddParams {
+            queue: LeaseName::new("q").unwrap(),
+            id: LeaseName::new(id).unwrap(),
+            payload: serde_json::json!(1),
+            priority,
+            available: Available::Now,
+            max_attempts: 5,
+        }
+    }
+
+    fn stored(p: &TaskAddParams) -> Task {
+        Task {
+            queue: p.queue.clone(),
+            id: p.id.clone(),
+            payload: p.payload.clone(),
+            priority: p.priority,
+            state: TaskState::Pending,
+            attempts: 0,
+            max_attempts: p.max_attempts,
+            token: Token(0),
+            owner: None,
+            available_at: SystemTime::UNIX_EPOCH,
+            lease_remaining: None,
+            expirations: 0,
+            failures: 0,
+            last_error: None,
+            result: None,
+            created_at: SystemTime::UNIX_EPOCH,
+            updated_at: SystemTime::UNIX_EPOCH,
+            claim_ttl: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_commits_unless_one_of_its_tasks_conflicts() {
+        let (new, same, other) = (params("new", 0), params("same", 0), params("other", 0));
+        let add = |tasks: &[TaskAddParams]| {
+            add_each(tasks, |t| {
+                Ok::<_, ()>(match t.id.as_str() {
+                    "new" => None,
+                    "same" => Some(stored(t)),
+                    _ => Some(stored(&params("other", 9))),
+                })
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            add(&[new.clone(), same.clone()]),
+            (vec![TaskAdd::Added, TaskAdd::Exists], true)
+        );
+        let (outcomes, commit) = add(&[new, other, same]);
+        assert!(!commit);
+        assert!(matches!(&outcomes[1], TaskAdd::Conflict { differences, .. } if differences[0].field == "priority"));
+        assert_eq!(outcomes[2], TaskAdd::Exists);
+    }
+
+    #[test]
+    fn a_failed_task_retries_until_its_attempts_are_used_up() {
+        let later = Duration::from_secs(7);
+        assert_eq!(Retry::After(later).delay(1, 3, 0), Some(later));
+        assert_eq!(Retry::After(later).delay(3, 3, 0), None);
+        assert_eq!(Retry::Never.delay(1, 3, 0), None);
+        assert_eq!(Retry::Backoff.delay(2, 3, 5), Some(backoff(2, 5)));
+    }
+
+    #[test]
+    fn stats_count_each_queue_once() {
+        let q = |n: &str| LeaseName::new(n).unwrap();
+        let stats = queue_stats([
+            (q("a"), TaskState::Pending, 2),
+            (q("a"), TaskState::Dead, 1),
+            (q("b"), TaskState::Done, 4),
+        ]);
+        assert_eq!(stats.len(), 2);
+        assert_eq!((stats[0].pending, stats[0].dead, stats[0].done), (2, 1, 0));
+        assert_eq!((stats[1].queue.as_str(), stats[1].done), ("b", 4));
     }
 }
 

@@ -212,28 +212,42 @@ impl TokensBumpParams {
     pub const MAX: u64 = 1_000_000_000_000_000;
 
     /// `highest + by`, the new floor, when `by` is within `1..=MAX` and the
-    /// sum fits a stored token; the reason otherwise (said for the user).
-    pub fn floor_above(&self, highest: Token) -> Result<Token, String> {
-        if self.by == 0 || self.by > Self::MAX {
-            return Err(format!(
-                "--bump-tokens {} is out of range (1 to {})",
-                self.by,
-                Self::MAX
-            ));
+    /// sum fits a stored token.
+    ///
+    /// # Errors
+    /// Why not ([`TokensBumpRefused`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use leasehold_backend::{Token, TokensBumpParams, TokensBumpRefused};
+    /// assert_eq!(TokensBumpParams { by: 10 }.floor_above(Token(5)), Ok(Token(15)));
+    /// assert_eq!(TokensBumpParams { by: 0 }.floor_above(Token(5)), Err(TokensBumpRefused::OutOfRange { by: 0 }));
+    /// ```
+    pub fn floor_above(&self, highest: Token) -> Result<Token, TokensBumpRefused> {
+        let by = self.by;
+        if by == 0 || by > Self::MAX {
+            return Err(TokensBumpRefused::OutOfRange { by });
         }
         highest
             .0
-            .checked_add(self.by)
+            .checked_add(by)
             .filter(|floor| i64::try_from(*floor).is_ok())
             .map(Token)
-            .ok_or_else(|| {
-                format!(
-                    "tokens would pass the largest storable token ({}) after a bump of {}",
-                    i64::MAX,
-                    self.by
-                )
-            })
+            .ok_or(TokensBumpRefused::PastLargest { highest, by })
     }
+}
+
+/// Why a store refused a token bump (nothing was changed), said for the
+/// user by `Display`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TokensBumpRefused {
+    /// `by` is 0 or above [`TokensBumpParams::MAX`].
+    #[error("--bump-tokens {by} is out of range (1 to {max})", max = TokensBumpParams::MAX)]
+    OutOfRange { by: u64 },
+    /// `highest + by` would not fit a stored token (a signed 64-bit
+    /// integer).
+    #[error("tokens would pass the largest storable token ({max}) after a bump of {by}", max = i64::MAX)]
+    PastLargest { highest: Token, by: u64 },
 }
 
 /// What [`Backend::tokens_bump`](crate::Backend::tokens_bump) did.
@@ -860,6 +874,33 @@ pub mod millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_bump_says_why_with_its_numbers() {
+        let refused = |by, highest| TokensBumpParams { by }.floor_above(Token(highest)).unwrap_err();
+        assert_eq!(
+            refused(0, 1).to_string(),
+            "--bump-tokens 0 is out of range (1 to 1000000000000000)"
+        );
+        assert_eq!(
+            refused(TokensBumpParams::MAX + 1, 1),
+            TokensBumpRefused::OutOfRange {
+                by: TokensBumpParams::MAX + 1
+            }
+        );
+        let past = refused(10, i64::MAX as u64 - 5);
+        assert_eq!(
+            past,
+            TokensBumpRefused::PastLargest {
+                highest: Token(i64::MAX as u64 - 5),
+                by: 10
+            }
+        );
+        assert_eq!(
+            past.to_string(),
+            "tokens would pass the largest storable token (9223372036854775807) after a bump of 10"
+        );
+    }
 
     fn grant(token: u64, acquired_ms: i64, pid: u32) -> Grant {
         Grant {

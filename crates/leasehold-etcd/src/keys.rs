@@ -172,15 +172,43 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// A key under the prefix, or its value, that leasehold could not have
+/// written: the store's data is damaged or not leasehold's (the store
+/// reports it as corrupt). `Display` says which key and why, the cause
+/// included (so there is no `source()`).
+#[derive(Debug)]
+pub enum BadKey {
+    /// A key outside leasehold's layout.
+    Foreign { key: String },
+    /// A token offset key whose value is not a decimal.
+    NotAnOffset { key: String, value: String },
+    /// A JSON value that does not read as what its key holds.
+    Unreadable { key: String, error: serde_json::Error },
+}
+
+impl std::fmt::Display for BadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadKey::Foreign { key } => write!(f, "key {key:?} is not one leasehold writes"),
+            BadKey::NotAnOffset { key, value } => write!(f, "key {key:?} holds {value:?}, not a token offset"),
+            BadKey::Unreadable { key, error } => write!(f, "key {key:?} holds an unreadable value: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for BadKey {}
+
 /// The value of the token key and of [`Keys::token_offset`]: a decimal
 /// offset, empty for 0.
-pub fn parse_offset(kv: &KeyValue) -> Result<u64, String> {
+pub fn parse_offset(kv: &KeyValue) -> Result<u64, BadKey> {
     let text = std::str::from_utf8(kv.value()).unwrap_or("?");
     if text.is_empty() {
         return Ok(0);
     }
-    text.parse()
-        .map_err(|_| format!("key {:?} holds {text:?}, not a token offset", key_str(kv)))
+    text.parse().map_err(|_| BadKey::NotAnOffset {
+        key: key_str(kv),
+        value: text.to_owned(),
+    })
 }
 
 /// What a waiter key (`w/SLOT`) holds.
@@ -301,8 +329,11 @@ impl Snapshot {
     }
 }
 
-fn json<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, String> {
-    serde_json::from_slice(kv.value()).map_err(|e| format!("key {:?} holds an unreadable value: {e}", key_str(kv)))
+fn json<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, BadKey> {
+    serde_json::from_slice(kv.value()).map_err(|error| BadKey::Unreadable {
+        key: key_str(kv),
+        error,
+    })
 }
 
 pub fn key_str(kv: &KeyValue) -> String {
@@ -312,14 +343,14 @@ pub fn key_str(kv: &KeyValue) -> String {
 /// Group the keys of one or more names (a range read under
 /// [`Keys::leases`] or a name directory) into a snapshot per name, ordered
 /// by name.
-pub fn snapshots(keys: &Keys, resp: &GetResponse) -> Result<Vec<(LeaseName, Snapshot)>, String> {
+pub fn snapshots(keys: &Keys, resp: &GetResponse) -> Result<Vec<(LeaseName, Snapshot)>, BadKey> {
     let mut out: Vec<(LeaseName, Snapshot)> = Vec::new();
     let mut records: Vec<(LeaseName, String, i64, Record)> = Vec::new();
     let mut live: Vec<(LeaseName, String, i64)> = Vec::new();
     for kv in resp.kvs() {
         let key = key_str(kv);
         let Some((name, tail)) = keys.split(&key) else {
-            return Err(format!("key {key:?} is not one leasehold writes"));
+            return Err(BadKey::Foreign { key });
         };
         let idx = if let Some(i) = out.iter().position(|(n, _)| *n == name) {
             i
@@ -342,7 +373,7 @@ pub fn snapshots(keys: &Keys, resp: &GetResponse) -> Result<Vec<(LeaseName, Snap
                 lease: kv.lease(),
                 value: json(kv)?,
             }),
-            _ => return Err(format!("key {key:?} is not one leasehold writes")),
+            _ => return Err(BadKey::Foreign { key }),
         }
     }
     for (name, slot, revision, record) in records {

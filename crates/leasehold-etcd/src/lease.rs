@@ -38,10 +38,13 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, duration_millis, signed,
+    LeaseState, Token, TokensBumpParams, TokensBumpRefused, TokensBumped, WaiterEnqueueParams, WaiterTicket,
+    duration_millis, signed,
 };
 
-use crate::keys::{GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, WaiterValue, parse_offset, slot, snapshots};
+use crate::keys::{
+    BadKey, GuardValue, HistoryValue, Keys, Record, Slot, Snapshot, WaiterValue, parse_offset, slot, snapshots,
+};
 
 /// How often one call re-reads and re-decides after losing a race before
 /// it gives up with an error.
@@ -59,6 +62,12 @@ pub enum Error {
 impl From<etcd_client::Error> for Error {
     fn from(e: etcd_client::Error) -> Self {
         Error::Etcd(e)
+    }
+}
+
+impl From<BadKey> for Error {
+    fn from(e: BadKey) -> Self {
+        Error::Corrupt(e.to_string())
     }
 }
 
@@ -362,7 +371,7 @@ impl Conn<'_> {
         }
         let resp = self.client.get(self.keys.token_offset(), None).await?;
         let read = match resp.kvs().first() {
-            Some(kv) => (parse_offset(kv).map_err(Error::Corrupt)?, kv.mod_revision()),
+            Some(kv) => (parse_offset(kv)?, kv.mod_revision()),
             None => (0, 0),
         };
         *self.offset.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(read);
@@ -378,13 +387,16 @@ impl Conn<'_> {
     /// revision now plus the old offset (which bounds every token issued)
     /// plus `p.by`. A grant made meanwhile with the old offset fails its
     /// compare of the offset key and is made again.
-    pub async fn tokens_bump(&mut self, p: &TokensBumpParams) -> Result<std::result::Result<TokensBumped, String>> {
+    pub async fn tokens_bump(
+        &mut self,
+        p: &TokensBumpParams,
+    ) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
         let key = self.keys.token_offset();
         for _ in 0..MAX_ROUNDS {
             let resp = self.client.get(key.clone(), None).await?;
             let revision = resp.header().map_or(0, etcd_client::ResponseHeader::revision);
             let (offset, mod_revision) = match resp.kvs().first() {
-                Some(kv) => (parse_offset(kv).map_err(Error::Corrupt)?, kv.mod_revision()),
+                Some(kv) => (parse_offset(kv)?, kv.mod_revision()),
                 None => (0, 0),
             };
             let highest = Token(revision as u64 + offset);
@@ -409,7 +421,7 @@ impl Conn<'_> {
             .client
             .get(self.keys.name_dir(name), Some(GetOptions::new().with_prefix()))
             .await?;
-        let mut all = snapshots(self.keys, &resp).map_err(Error::Corrupt)?;
+        let mut all = snapshots(self.keys, &resp)?;
         Ok(all.pop().map(|(_, s)| s).unwrap_or_default())
     }
 
@@ -730,7 +742,7 @@ impl Conn<'_> {
             .get(self.keys.leases(), Some(GetOptions::new().with_prefix()))
             .await?;
         let mut out = Vec::new();
-        for (name, snap) in snapshots(self.keys, &resp).map_err(Error::Corrupt)? {
+        for (name, snap) in snapshots(self.keys, &resp)? {
             if p.live_only && snap.live().next().is_none() {
                 continue;
             }

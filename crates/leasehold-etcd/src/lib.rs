@@ -417,7 +417,7 @@ impl Backend for EtcdBackend {
 
     fn tokens_bump(&self, params: &TokensBumpParams) -> Result<TokensBumped, BackendError> {
         self.call(|mut c| async move { c.tokens_bump(params).await })?
-            .map_err(|reason| BackendError::new(ErrorKind::InvalidInput, self.store(), reason))
+            .map_err(|refused| BackendError::tokens_bump_refused(self.store(), refused))
     }
 
     /// An etcd watch on the name's keys (see `watch`): returns when a

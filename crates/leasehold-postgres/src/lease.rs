@@ -23,12 +23,14 @@ use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, New
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Mode, QueuedWaiter, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket, Watched,
-    duration_millis, signed, stored_millis,
+    LeaseState, Mode, QueuedWaiter, Token, TokensBumpParams, TokensBumpRefused, TokensBumped, WaiterEnqueueParams,
+    WaiterTicket, Watched, duration_millis, signed, stored_millis,
 };
 use postgres::Row as PgRow;
 
-use crate::{Db, Error, NOW, Result, micros, notify, plus, until};
+use crate::clock::{NOW, micros, plus, until};
+use crate::db::{Db, Error, Result};
+use crate::notify;
 
 fn mode_columns(mode: Mode) -> (bool, Option<i64>) {
     match mode {
@@ -463,7 +465,10 @@ pub(crate) fn fence(db: &mut Db<'_>, p: &LeaseFenceParams) -> Result<LeaseFence>
 /// `p.by`. The table lock waits for grants in flight and holds new ones
 /// back until the commit, so none is issued between the read and the
 /// floor; the reason when the bump is out of range.
-pub(crate) fn tokens_bump(db: &mut Db<'_>, p: &TokensBumpParams) -> Result<std::result::Result<TokensBumped, String>> {
+pub(crate) fn tokens_bump(
+    db: &mut Db<'_>,
+    p: &TokensBumpParams,
+) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
     db.execute("LOCK TABLE lease_name IN SHARE MODE", &[])?;
     let highest: i64 = db
         .query_one(

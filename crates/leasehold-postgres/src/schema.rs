@@ -12,7 +12,7 @@
 use leasehold_backend::migration::{self, Migration};
 use postgres::Client;
 
-use crate::quote_ident;
+use crate::url::quote_ident;
 
 /// Each entry migrates from version `index` to `index + 1`.
 const MIGRATIONS: &[Migration] = &[
@@ -224,9 +224,7 @@ pub(crate) fn prepare(client: &mut Client, schema: &str) -> Result<i64, Error> {
         )?;
         0
     };
-    for migration in MIGRATIONS.iter().skip(from as usize) {
-        tx.batch_execute(migration.sql)?;
-    }
+    migration::run(MIGRATIONS, from, VERSION, |sql, _| tx.batch_execute(sql))?;
     tx.execute("UPDATE leasehold_schema SET version = $1", &[&(VERSION as i32)])?;
     tx.commit()?;
     Ok(from)

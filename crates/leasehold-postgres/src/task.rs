@@ -24,7 +24,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use leasehold_backend::task::backoff;
+use leasehold_backend::task::{add_each, queue_stats};
 use leasehold_backend::{
     Claim, LeaseName, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
     TaskListParams, TaskLost, TaskPage, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, Watched, duration_millis,
@@ -33,7 +33,9 @@ use leasehold_backend::{
 use postgres::Row;
 use postgres::types::ToSql;
 
-use crate::{Db, Error, NOW, Result, micros, notify, plus, until};
+use crate::clock::{NOW, micros, plus, until};
+use crate::db::{Db, Error, Result};
+use crate::notify;
 
 fn json_text(v: &serde_json::Value) -> String {
     serde_json::to_string(v).expect("a JSON value always serializes")
@@ -105,9 +107,7 @@ fn get_at(db: &mut Db<'_>, now: SystemTime, queue: &QueueName, id: &TaskId) -> R
 /// Add tasks; returns the outcomes and whether to commit (no conflict).
 pub(crate) fn add(db: &mut Db<'_>, tasks: &[TaskAddParams]) -> Result<(Vec<TaskAdd>, bool)> {
     let now = db.now()?;
-    let mut outcomes = Vec::with_capacity(tasks.len());
-    let mut clean = true;
-    for t in tasks {
+    add_each(tasks, |t| {
         let inserted = db.execute(
             "INSERT INTO task (queue, id, payload, priority, state, max_attempts, available_at, created_at, updated_at) \
              VALUES ($1, $2, $3::text::jsonb, $4, 'pending', $5, $6, $7, $7) ON CONFLICT (queue, id) DO NOTHING",
@@ -123,16 +123,12 @@ pub(crate) fn add(db: &mut Db<'_>, tasks: &[TaskAddParams]) -> Result<(Vec<TaskA
         )?;
         if inserted == 1 {
             db.notify(&Watched::Queue(t.queue.clone()))?;
-            outcomes.push(TaskAdd::Added);
-            continue;
+            return Ok(None);
         }
-        let existing =
-            get_at(db, now, &t.queue, &t.id)?.ok_or_else(|| Error::BadRow("conflicting task vanished".into()))?;
-        let outcome = TaskAdd::again(t, existing);
-        clean &= outcome == TaskAdd::Exists;
-        outcomes.push(outcome);
-    }
-    Ok((outcomes, clean))
+        get_at(db, now, &t.queue, &t.id)?
+            .map(Some)
+            .ok_or_else(|| Error::BadRow("conflicting task vanished".into()))
+    })
 }
 
 /// A claim, in one statement: return the expired claims of `$1` to
@@ -314,13 +310,7 @@ pub(crate) fn fail(db: &mut Db<'_>, task: &TaskRef, error: &str, retry: Retry) -
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos().into())
         ^ seq as u64;
-    let delay = match retry {
-        Retry::Never => None,
-        _ if attempts >= max_attempts => None,
-        Retry::After(d) => Some(d),
-        Retry::Backoff => Some(backoff(attempts as u32, entropy)),
-    };
-    let (state, available_at) = match delay {
+    let (state, available_at) = match retry.delay(attempts as u32, max_attempts as u32, entropy) {
         None => ("dead", None),
         Some(d) => ("pending", Some(plus(now, d))),
     };
@@ -510,30 +500,14 @@ pub(crate) fn stats(db: &mut Db<'_>, queue: Option<&QueueName>) -> Result<Vec<Qu
          GROUP BY queue, state ORDER BY queue",
         &[&queue.map(QueueName::as_str)],
     )?;
-    let mut out: Vec<QueueStats> = Vec::new();
+    let mut counts = Vec::new();
     for row in rows {
         let q = name("queue name", row.get::<_, &str>(0))?;
         let state: String = row.get(1);
-        let n = row.get::<_, i64>(2) as u64;
-        if out.last().is_none_or(|s| s.queue != q) {
-            out.push(QueueStats {
-                queue: q,
-                pending: 0,
-                running: 0,
-                done: 0,
-                dead: 0,
-            });
-        }
-        let s = out.last_mut().expect("pushed above");
-        match TaskState::parse(&state) {
-            Some(TaskState::Pending) => s.pending = n,
-            Some(TaskState::Running) => s.running = n,
-            Some(TaskState::Done) => s.done = n,
-            Some(TaskState::Dead) => s.dead = n,
-            None => return Err(Error::BadRow(format!("unknown task state {state:?}"))),
-        }
+        let state = TaskState::parse(&state).ok_or_else(|| Error::BadRow(format!("unknown task state {state:?}")))?;
+        counts.push((q, state, row.get::<_, i64>(2) as u64));
     }
-    Ok(out)
+    Ok(queue_stats(counts))
 }
 
 pub(crate) fn purge(db: &mut Db<'_>, queue: &QueueName, state: TaskState, older_than: Duration) -> Result<u64> {

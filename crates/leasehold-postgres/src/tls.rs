@@ -92,7 +92,7 @@ impl Tls {
 /// What to tell the user when connecting failed because of TLS: the
 /// reason and what to do, or `None` when TLS was not the problem.
 pub(crate) fn failure(e: &postgres::Error, client_cert: bool) -> Option<(String, &'static str)> {
-    let detail = crate::detail(e);
+    let detail = crate::classify::detail(e);
     if detail.contains("does not support TLS") {
         return Some((
             format!("TLS failed: {detail}"),

@@ -17,8 +17,8 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Mode, QueuedWaiter, Token, TokensBumpParams, TokensBumped, WaiterEnqueueParams, WaiterTicket,
-    duration_millis, duration_nanos, signed, stored_millis,
+    LeaseState, Mode, QueuedWaiter, Token, TokensBumpParams, TokensBumpRefused, TokensBumped, WaiterEnqueueParams,
+    WaiterTicket, duration_millis, duration_nanos, signed, stored_millis,
 };
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -461,7 +461,7 @@ fn token_floor(tx: &Transaction<'_>) -> Result<i64> {
 pub(crate) fn tokens_bump(
     tx: &Transaction<'_>,
     p: &TokensBumpParams,
-) -> Result<std::result::Result<TokensBumped, String>> {
+) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
     let newest: i64 = tx.query_row("SELECT coalesce(max(last_token), 0) FROM lease_name", [], |r| r.get(0))?;
     let highest = Token(newest.max(token_floor(tx)?) as u64);
     let floor = match p.floor_above(highest) {

@@ -157,11 +157,10 @@ pub fn prepare(conn: &mut Connection) -> rusqlite::Result<Result<(), Problem>> {
     if let Err(problem) = check(&tx)? {
         return Ok(Err(problem));
     }
-    let from = user_version(&tx)?;
-    for (version, migration) in MIGRATIONS.iter().enumerate().skip(from as usize) {
-        tx.execute_batch(migration.sql)?;
-        tx.pragma_update(None, "user_version", version as i64 + 1)?;
-    }
+    migration::run(MIGRATIONS, user_version(&tx)?, VERSION, |sql, version| {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)
+    })?;
     tx.pragma_update(None, "application_id", APPLICATION_ID)?;
     tx.commit()?;
     Ok(Ok(()))
@@ -213,9 +212,7 @@ pub fn differences(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut fresh = Connection::open_in_memory()?;
     {
         let tx = fresh.transaction()?;
-        for migration in MIGRATIONS.iter().take(usize::try_from(version).unwrap_or(0)) {
-            tx.execute_batch(migration.sql)?;
-        }
+        migration::run(MIGRATIONS, 0, version, |sql, _| tx.execute_batch(sql))?;
         tx.commit()?;
     }
     let objects = |c: &Connection| -> rusqlite::Result<Vec<(String, String, Option<String>)>> {

@@ -11,7 +11,7 @@
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::failpoint;
-use leasehold_backend::task::backoff;
+use leasehold_backend::task::{add_each, queue_stats};
 use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams, TaskFail, TaskId,
@@ -115,9 +115,7 @@ pub(crate) fn add(tx: &Transaction<'_>, now: &Now, tasks: &[TaskAddParams]) -> R
         "INSERT INTO task (queue, id, payload, priority, state, max_attempts, available_ms, created_ms, updated_ms) \
          VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?7) ON CONFLICT (queue, id) DO NOTHING",
     )?;
-    let mut outcomes = Vec::with_capacity(tasks.len());
-    let mut clean = true;
-    for t in tasks {
+    add_each(tasks, |t| {
         let inserted = insert.execute(params![
             t.queue.as_str(),
             t.id.as_str(),
@@ -128,16 +126,12 @@ pub(crate) fn add(tx: &Transaction<'_>, now: &Now, tasks: &[TaskAddParams]) -> R
             wall_ms(now),
         ])?;
         if inserted == 1 {
-            outcomes.push(TaskAdd::Added);
-            continue;
+            return Ok(None);
         }
-        let existing =
-            get(tx, now, &t.queue, &t.id)?.ok_or_else(|| Error::BadRow("conflicting task vanished".into()))?;
-        let outcome = TaskAdd::again(t, existing);
-        clean &= outcome == TaskAdd::Exists;
-        outcomes.push(outcome);
-    }
-    Ok((outcomes, clean))
+        get(tx, now, &t.queue, &t.id)?
+            .map(Some)
+            .ok_or_else(|| Error::BadRow("conflicting task vanished".into()))
+    })
 }
 
 /// Return expired claims of `queue` to pending, or to dead when their
@@ -261,13 +255,7 @@ pub(crate) fn fail(tx: &Transaction<'_>, now: &Now, task: &TaskRef, error: &str,
     let (attempts, max_attempts): (u32, u32) = tx
         .prepare_cached("SELECT attempts, max_attempts FROM task WHERE seq = ?1")?
         .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let delay = match retry {
-        Retry::Never => None,
-        _ if attempts >= max_attempts => None,
-        Retry::After(d) => Some(d),
-        Retry::Backoff => Some(backoff(attempts, now.ns as u64 ^ seq as u64)),
-    };
-    let (state, available_at) = match delay {
+    let (state, available_at) = match retry.delay(attempts, max_attempts, now.ns as u64 ^ seq as u64) {
         None => ("dead", None),
         Some(d) => ("pending", Some(later(now.wall, d))),
     };
@@ -450,30 +438,14 @@ pub(crate) fn stats(tx: &Transaction<'_>, queue: Option<&QueueName>) -> Result<V
     let rows = stmt.query_map(params![queue.map(QueueName::as_str)], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
     })?;
-    let mut out: Vec<QueueStats> = Vec::new();
+    let mut counts = Vec::new();
     for row in rows {
         let (q, state, n) = row?;
         let q = QueueName::stored(q.clone()).map_err(|_| Error::BadRow(format!("invalid queue name {q:?}")))?;
-        if out.last().is_none_or(|s| s.queue != q) {
-            out.push(QueueStats {
-                queue: q,
-                pending: 0,
-                running: 0,
-                done: 0,
-                dead: 0,
-            });
-        }
-        let s = out.last_mut().expect("pushed above");
-        let n = n as u64;
-        match TaskState::parse(&state) {
-            Some(TaskState::Pending) => s.pending = n,
-            Some(TaskState::Running) => s.running = n,
-            Some(TaskState::Done) => s.done = n,
-            Some(TaskState::Dead) => s.dead = n,
-            None => return Err(Error::BadRow(format!("unknown task state {state:?}"))),
-        }
+        let state = TaskState::parse(&state).ok_or_else(|| Error::BadRow(format!("unknown task state {state:?}")))?;
+        counts.push((q, state, n as u64));
     }
-    Ok(out)
+    Ok(queue_stats(counts))
 }
 
 pub(crate) fn purge(
