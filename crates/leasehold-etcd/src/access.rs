@@ -272,14 +272,16 @@ const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// The client's TLS options, and the same as a rustls configuration for
 /// [`Access::probe`].
 fn tls_options(tls: &EtcdTls) -> Result<(TlsOptions, rustls::ClientConfig), String> {
-    let roots = leasehold_tls::roots("cacert", tls.ca.as_deref())?;
+    let roots = leasehold_tls::roots("cacert", tls.ca.as_deref()).map_err(|e| e.to_string())?;
     let identity = match (tls.cert.as_deref(), tls.key.as_deref()) {
         (None, None) => None,
-        (Some(cert), Some(key)) => Some(leasehold_tls::identity(("cert", cert), ("key", key))?),
+        (Some(cert), Some(key)) => {
+            Some(leasehold_tls::identity(("cert", cert), ("key", key)).map_err(|e| e.to_string())?)
+        }
         (Some(_), None) => return Err("cert=PATH needs key=PATH too: the certificate's private key (PEM)".into()),
         (None, Some(_)) => return Err("key=PATH needs cert=PATH too: the certificate of that key (PEM)".into()),
     };
-    let config = leasehold_tls::client_config(roots.clone(), identity.as_ref(), &[b"h2"])?;
+    let config = leasehold_tls::client_config(roots.clone(), identity.as_ref(), &[b"h2"]).map_err(|e| e.to_string())?;
     let mut options = TlsOptions::new().trust_anchors(roots.roots);
     if let Some(id) = identity {
         options = options.identity(Identity::from_pem(id.cert_pem, id.key_pem));

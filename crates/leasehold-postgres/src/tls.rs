@@ -129,7 +129,7 @@ pub(crate) fn connector(
     client: Option<ClientCert<'_>>,
 ) -> Result<Tls, String> {
     let root_cert = root_cert.filter(|&p| p != "system").map(Path::new);
-    let roots = leasehold_tls::roots("sslrootcert", root_cert)?;
+    let roots = leasehold_tls::roots("sslrootcert", root_cert).map_err(|e| e.to_string())?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
@@ -146,7 +146,8 @@ pub(crate) fn connector(
     let config = match client {
         None => config.with_no_client_auth(),
         Some((cert, key)) => {
-            let id = leasehold_tls::identity(("sslcert", Path::new(cert)), ("sslkey", Path::new(key)))?;
+            let id = leasehold_tls::identity(("sslcert", Path::new(cert)), ("sslkey", Path::new(key)))
+                .map_err(|e| e.to_string())?;
             config
                 .with_client_auth_cert(id.chain, id.key)
                 .map_err(|e| format!("cannot use sslcert={cert} with sslkey={key}: {e}"))?

@@ -15,6 +15,7 @@
 //! ([`Config::check`]), read-only unless `allow_actions`, and actions
 //! always need the token and a same-origin form.
 
+mod error;
 pub mod http;
 mod metrics;
 mod pages;
@@ -31,6 +32,7 @@ use std::time::{Duration, SystemTime};
 use leasehold::{LeaseName, Store, TaskRetry, TaskState};
 use serde_json::json;
 
+pub use crate::error::ServeError;
 use crate::http::{Body, Request, Response};
 use crate::watch::Shared;
 
@@ -65,38 +67,22 @@ impl Default for Config {
     }
 }
 
-/// Why `serve` cannot start.
-#[derive(Debug)]
-pub enum ServeError {
-    /// Arguments that are not safe or not usable (exit 2).
-    Usage(String),
-    /// The address cannot be listened on, the token file cannot be read.
-    Io(String),
-}
-
-impl std::fmt::Display for ServeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ServeError::Usage(s) | ServeError::Io(s) => f.write_str(s),
-        }
-    }
-}
-
-impl std::error::Error for ServeError {}
-
 /// Where `serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
 /// The addresses `listen` (`HOST:PORT`) names, resolved.
 fn resolve(listen: &str) -> Result<Vec<SocketAddr>, ServeError> {
-    let unusable = |why: String| {
-        ServeError::Usage(format!(
-            "cannot listen on {listen}: {why}; write HOST:PORT, e.g. 127.0.0.1:7878, [::1]:7878 or localhost:7878"
-        ))
-    };
-    let addresses: Vec<SocketAddr> = listen.to_socket_addrs().map_err(|e| unusable(e.to_string()))?.collect();
+    let addresses: Vec<SocketAddr> = listen
+        .to_socket_addrs()
+        .map_err(|error| ServeError::Unresolvable {
+            listen: listen.to_owned(),
+            error,
+        })?
+        .collect();
     if addresses.is_empty() {
-        return Err(unusable("the name resolves to no address".to_owned()));
+        return Err(ServeError::NoAddress {
+            listen: listen.to_owned(),
+        });
     }
     Ok(addresses)
 }
@@ -121,39 +107,31 @@ impl Config {
         let token = match &self.token_file {
             None => None,
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| ServeError::Io(format!("cannot read the token file {}: {e}", path.display())))?;
+                let text = std::fs::read_to_string(path).map_err(|error| ServeError::TokenFile {
+                    path: path.clone(),
+                    error,
+                })?;
                 let token = text.lines().next().unwrap_or("").trim().to_owned();
                 if token.len() < 16 {
-                    return Err(ServeError::Usage(format!(
-                        "the token in {} is {} characters; use at least 16 (e.g. `head -c 32 /dev/urandom | base64 > {}`)",
-                        path.display(),
-                        token.len(),
-                        path.display()
-                    )));
+                    return Err(ServeError::ShortToken {
+                        path: path.clone(),
+                        length: token.len(),
+                    });
                 }
                 Some(token)
             }
         };
         if !all_loopback(&addresses) && token.is_none() {
-            let resolved = addresses.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-            let shown = if resolved == self.listen {
-                resolved
-            } else {
-                format!("{} ({resolved})", self.listen)
-            };
-            return Err(ServeError::Usage(format!(
-                "refusing to listen on {shown} without a token: anyone who can reach it could read every lease holder and \
-                 task payload. Pass --token-file FILE (readers then need the token), or listen on 127.0.0.1 or localhost",
-            )));
+            return Err(ServeError::OpenWithoutToken {
+                listen: self.listen.clone(),
+                addresses,
+            });
         }
         if self.allow_actions && token.is_none() {
-            return Err(ServeError::Usage(
-                "--allow-actions needs --token-file FILE: retrying and purging tasks always need the token".to_owned(),
-            ));
+            return Err(ServeError::ActionsWithoutToken);
         }
         if self.refresh < Duration::from_millis(100) || self.refresh > Duration::from_secs(3600) {
-            return Err(ServeError::Usage("--refresh must lie between 100ms and 1h".to_owned()));
+            return Err(ServeError::Refresh { refresh: self.refresh });
         }
         Ok((token, addresses))
     }
@@ -191,9 +169,11 @@ impl std::fmt::Debug for App {
 /// address on stderr once it listens.
 pub fn run(store: Store, config: &Config) -> Result<(), ServeError> {
     let (token, addresses) = config.admit()?;
-    let listener = TcpListener::bind(&addresses[..])
-        .map_err(|e| ServeError::Io(format!("cannot listen on {}: {e}", config.listen)))?;
-    let address = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?;
+    let listener = TcpListener::bind(&addresses[..]).map_err(|error| ServeError::Listen {
+        listen: config.listen.clone(),
+        error,
+    })?;
+    let address = listener.local_addr().map_err(ServeError::Serving)?;
     let app = Arc::new(App::with(store, config, token, !address.ip().is_loopback()));
     eprintln!(
         "leasehold serve: http://{address}/ ({}, {})",
@@ -205,7 +185,7 @@ pub fn run(store: Store, config: &Config) -> Result<(), ServeError> {
         }
     );
     let handler: http::Handler = Arc::new(move |r| app.handle(&r));
-    http::serve(&listener, &handler).map_err(|e| ServeError::Io(e.to_string()))
+    http::serve(&listener, &handler).map_err(ServeError::Serving)
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -619,15 +599,18 @@ mod tests {
             assert!(config(ok).check().is_ok(), "{ok}");
         }
         for refused in ["0.0.0.0:0", "[::]:0", "192.0.2.1:7878"] {
-            let Err(ServeError::Usage(m)) = config(refused).check() else {
+            let Err(e @ ServeError::OpenWithoutToken { .. }) = config(refused).check() else {
                 panic!("{refused} accepted without a token")
             };
-            assert!(m.contains("without a token"), "{m}");
+            assert!(e.is_usage());
+            assert!(e.to_string().contains("without a token"), "{e}");
         }
         for unusable in ["localhost", "127.0.0.1", ":7878", "localhost:http"] {
-            let Err(ServeError::Usage(m)) = config(unusable).check() else {
+            let Err(e) = config(unusable).check() else {
                 panic!("{unusable} accepted")
             };
+            assert!(e.is_usage());
+            let m = e.to_string();
             assert!(m.contains("HOST:PORT") && m.contains(unusable), "{m}");
         }
     }

@@ -6,12 +6,12 @@
 //! start again at zero when `serve` restarts, as Prometheus expects of a
 //! counter. A name's counters appear at its first event since then.
 
-use std::fmt::Write as _;
-use std::time::SystemTime;
+use std::fmt::{self, Write as _};
+use std::time::{Duration, SystemTime};
 
-use leasehold::HistoryEvent;
+use leasehold::{HistoryEvent, LeaseName};
 
-use crate::watch::{COUNTED, Counters, Snapshot};
+use crate::watch::{COUNTED, Counters, QueueView, Snapshot};
 
 /// A label value: backslash, double quote and newline escaped.
 fn label(s: &str) -> String {
@@ -21,6 +21,28 @@ fn label(s: &str) -> String {
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// One line of a family: `name{key="value",...} value`.
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl fmt::Display) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (key, value)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{key}=\"{}\"", label(value));
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+/// A family of one value, without labels.
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: impl fmt::Display) {
+    family(out, name, kind, help);
+    sample(out, name, &[], value);
 }
 
 /// The counter family of each counted event.
@@ -55,9 +77,64 @@ fn counter_of(event: HistoryEvent) -> (&'static str, &'static str) {
 #[must_use]
 pub fn render(snapshot: &Snapshot, counters: &Counters) -> String {
     let mut out = String::with_capacity(64 * 1024);
+    holders(&mut out, snapshot);
+    waiters(&mut out, snapshot);
+    single(
+        &mut out,
+        "leasehold_leases_held",
+        "gauge",
+        "Names with at least one grant whose holder is not provably gone.",
+        snapshot.leases.iter().filter(|s| snapshot.held(s)).count(),
+    );
+    single(
+        &mut out,
+        "leasehold_lease_names",
+        "gauge",
+        "Names ever granted.",
+        snapshot.leases.len(),
+    );
+    lease_counters(&mut out, counters);
+    if let Some(queues) = &snapshot.queues {
+        queue_tasks(&mut out, queues);
+        queue_gauges(&mut out, queues, SystemTime::now());
+        queue_counters(&mut out, counters);
+    }
+    single(
+        &mut out,
+        "leasehold_serve_refresh_seconds",
+        "gauge",
+        "How long the last reading of the store took.",
+        format_args!("{:.6}", counters.last_refresh.as_secs_f64()),
+    );
+    single(
+        &mut out,
+        "leasehold_serve_refreshes_total",
+        "counter",
+        "Readings of the store.",
+        counters.refreshes,
+    );
+    single(
+        &mut out,
+        "leasehold_serve_refresh_errors_total",
+        "counter",
+        "Readings that failed.",
+        counters.refresh_errors,
+    );
+    single(
+        &mut out,
+        "leasehold_serve_history_gaps_total",
+        "counter",
+        "Times a name had more new history than the store keeps between two visits (events may be missed).",
+        counters.history_gaps,
+    );
+    out
+}
+
+/// Grants per name and mode.
+fn holders(out: &mut String, snapshot: &Snapshot) {
     // A grant whose holder is provably gone is no holder: it is counted
     // apart, as takeable (the next acquisition takes it over).
-    for (family_name, help, dead) in [
+    for (name, help, dead) in [
         (
             "leasehold_lease_holders",
             "Grants per name and mode whose holder is not provably gone.",
@@ -69,7 +146,7 @@ pub fn render(snapshot: &Snapshot, counters: &Counters) -> String {
             true,
         ),
     ] {
-        family(&mut out, family_name, "gauge", help);
+        family(out, name, "gauge", help);
         for s in &snapshot.leases {
             for mode in ["exclusive", "shared"] {
                 let n = s
@@ -78,208 +155,152 @@ pub fn render(snapshot: &Snapshot, counters: &Counters) -> String {
                     .filter(|g| g.mode.label() == mode && snapshot.dead(g) == dead)
                     .count();
                 if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "{family_name}{{name=\"{}\",mode=\"{mode}\"}} {n}",
-                        label(s.name.as_str())
-                    );
+                    sample(out, name, &[("name", s.name.as_str()), ("mode", mode)], n);
                 }
             }
         }
     }
-    family(
-        &mut out,
-        "leasehold_lease_waiters",
-        "gauge",
-        "Waiters queued per name (only names with waiters).",
-    );
-    for s in snapshot.leases.iter().filter(|s| !s.waiters.is_empty()) {
-        let _ = writeln!(
-            out,
-            "leasehold_lease_waiters{{name=\"{}\"}} {}",
-            label(s.name.as_str()),
-            s.waiters.len()
-        );
-    }
-    family(
-        &mut out,
-        "leasehold_leases_held",
-        "gauge",
-        "Names with at least one grant whose holder is not provably gone.",
-    );
-    let _ = writeln!(
-        out,
-        "leasehold_leases_held {}",
-        snapshot.leases.iter().filter(|s| snapshot.held(s)).count()
-    );
-    family(&mut out, "leasehold_lease_names", "gauge", "Names ever granted.");
-    let _ = writeln!(out, "leasehold_lease_names {}", snapshot.leases.len());
+}
 
-    for (k, event) in COUNTED.iter().enumerate() {
-        let (name, help) = counter_of(*event);
-        family(&mut out, name, "counter", help);
-        for (lease, counts) in &counters.events {
-            if counts[k] > 0 {
-                let _ = writeln!(out, "{name}{{name=\"{}\"}} {}", label(lease.as_str()), counts[k]);
-            }
-        }
+fn waiters(out: &mut String, snapshot: &Snapshot) {
+    let name = "leasehold_lease_waiters";
+    family(out, name, "gauge", "Waiters queued per name (only names with waiters).");
+    for s in snapshot.leases.iter().filter(|s| !s.waiters.is_empty()) {
+        sample(out, name, &[("name", s.name.as_str())], s.waiters.len());
     }
-    family(
-        &mut out,
+}
+
+/// Per name, the counter of each counted event, then of takeovers after
+/// expiry: the order of [`Counters::events`].
+fn lease_counters(out: &mut String, counters: &Counters) {
+    let takeovers_by_expiry = (
         "leasehold_lease_takeovers_by_expiry_total",
-        "counter",
         "Grants given right after the previous holder's grant expired.",
     );
-    for (lease, counts) in &counters.events {
-        if counts[COUNTED.len()] > 0 {
-            let _ = writeln!(
-                out,
-                "leasehold_lease_takeovers_by_expiry_total{{name=\"{}\"}} {}",
-                label(lease.as_str()),
-                counts[COUNTED.len()]
-            );
-        }
-    }
-
-    if let Some(queues) = &snapshot.queues {
-        family(
-            &mut out,
-            "leasehold_queue_tasks",
-            "gauge",
-            "Tasks per queue and state (from the store's indexes).",
-        );
-        for q in queues {
-            let s = &q.stats;
-            for (state, n) in [
-                ("pending", s.pending),
-                ("running", s.running),
-                ("done", s.done),
-                ("dead", s.dead),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "leasehold_queue_tasks{{queue=\"{}\",state=\"{state}\"}} {n}",
-                    label(s.queue.as_str())
-                );
+    let families = COUNTED.iter().map(|e| counter_of(*e)).chain([takeovers_by_expiry]);
+    for (k, (name, help)) in families.enumerate() {
+        family(out, name, "counter", help);
+        for (lease, counts) in &counters.events {
+            if counts[k] > 0 {
+                sample(out, name, &[("name", lease.as_str())], counts[k]);
             }
         }
-        family(
-            &mut out,
-            "leasehold_queue_oldest_pending_age_seconds",
-            "gauge",
-            "How long the next task to be claimed has been claimable (0 when none is).",
-        );
-        let now = SystemTime::now();
-        for q in queues {
-            let age = q.oldest_pending_age(now).map_or(0.0, |d| d.as_secs_f64());
-            let _ = writeln!(
-                out,
-                "leasehold_queue_oldest_pending_age_seconds{{queue=\"{}\"}} {age:.3}",
-                label(q.stats.queue.as_str())
-            );
+    }
+}
+
+fn queue_tasks(out: &mut String, queues: &[QueueView]) {
+    let name = "leasehold_queue_tasks";
+    family(
+        out,
+        name,
+        "gauge",
+        "Tasks per queue and state (from the store's indexes).",
+    );
+    for q in queues {
+        let s = &q.stats;
+        for (state, n) in [
+            ("pending", s.pending),
+            ("running", s.running),
+            ("done", s.done),
+            ("dead", s.dead),
+        ] {
+            sample(out, name, &[("queue", s.queue.as_str()), ("state", state)], n);
         }
-        family(
-            &mut out,
-            "leasehold_queue_claim_age_seconds",
-            "gauge",
-            "Longest time since a running task was claimed (heartbeats do not reset it; 0 when none runs).",
-        );
-        for q in queues {
-            let age = q
+    }
+}
+
+/// A family with one sample per queue.
+fn by_queue<'a>(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl Iterator<Item = (&'a LeaseName, impl fmt::Display)>,
+) {
+    family(out, name, kind, help);
+    for (queue, value) in samples {
+        sample(out, name, &[("queue", queue.as_str())], value);
+    }
+}
+
+/// The gauges with one value per queue, the ages as of `now`.
+fn queue_gauges(out: &mut String, queues: &[QueueView], now: SystemTime) {
+    let seconds = |age: Option<Duration>| format!("{:.3}", age.map_or(0.0, |d| d.as_secs_f64()));
+    by_queue(
+        out,
+        "leasehold_queue_oldest_pending_age_seconds",
+        "gauge",
+        "How long the next task to be claimed has been claimable (0 when none is).",
+        queues
+            .iter()
+            .map(|q| (&q.stats.queue, seconds(q.oldest_pending_age(now)))),
+    );
+    by_queue(
+        out,
+        "leasehold_queue_claim_age_seconds",
+        "gauge",
+        "Longest time since a running task was claimed (heartbeats do not reset it; 0 when none runs).",
+        queues.iter().map(|q| {
+            let longest = q
                 .running
                 .iter()
                 .filter_map(|t| now.duration_since(t.claimed_at()?).ok())
-                .max()
-                .map_or(0.0, |d| d.as_secs_f64());
-            let _ = writeln!(
-                out,
-                "leasehold_queue_claim_age_seconds{{queue=\"{}\"}} {age:.3}",
-                label(q.stats.queue.as_str())
-            );
-        }
-        family(
-            &mut out,
-            "leasehold_queue_claims_late",
-            "gauge",
-            "Running claims overdue for a heartbeat (less than half their TTL left).",
-        );
-        for q in queues {
-            let _ = writeln!(
-                out,
-                "leasehold_queue_claims_late{{queue=\"{}\"}} {}",
-                label(q.stats.queue.as_str()),
-                q.late
-            );
-        }
-        family(
-            &mut out,
-            "leasehold_queue_claims_expired",
-            "gauge",
-            "Running claims whose lease ran out (the task comes back).",
-        );
-        for q in queues {
-            let _ = writeln!(
-                out,
-                "leasehold_queue_claims_expired{{queue=\"{}\"}} {}",
-                label(q.stats.queue.as_str()),
-                q.expired
-            );
-        }
-        for (name, help, pick) in [
-            (
-                "leasehold_queue_claims_total",
-                "Claims seen since serve started (a lower bound: one that starts and fails back within a refresh is missed).",
-                0,
-            ),
-            (
-                "leasehold_queue_completions_total",
-                "Tasks that became done since serve started.",
-                1,
-            ),
-            (
-                "leasehold_queue_deaths_total",
-                "Tasks that became dead since serve started.",
-                2,
-            ),
-        ] {
-            family(&mut out, name, "counter", help);
-            for (queue, c) in &counters.queues {
-                let v = [c.claims, c.completions, c.deaths][pick];
-                let _ = writeln!(out, "{name}{{queue=\"{}\"}} {v}", label(queue.as_str()));
-            }
-        }
-    }
-    family(
-        &mut out,
-        "leasehold_serve_refresh_seconds",
-        "gauge",
-        "How long the last reading of the store took.",
+                .max();
+            (&q.stats.queue, seconds(longest))
+        }),
     );
-    let _ = writeln!(
+    by_queue(
         out,
-        "leasehold_serve_refresh_seconds {:.6}",
-        counters.last_refresh.as_secs_f64()
+        "leasehold_queue_claims_late",
+        "gauge",
+        "Running claims overdue for a heartbeat (less than half their TTL left).",
+        queues.iter().map(|q| (&q.stats.queue, q.late)),
     );
-    family(
-        &mut out,
-        "leasehold_serve_refreshes_total",
+    by_queue(
+        out,
+        "leasehold_queue_claims_expired",
+        "gauge",
+        "Running claims whose lease ran out (the task comes back).",
+        queues.iter().map(|q| (&q.stats.queue, q.expired)),
+    );
+}
+
+fn queue_counters(out: &mut String, counters: &Counters) {
+    by_queue(
+        out,
+        "leasehold_queue_claims_total",
         "counter",
-        "Readings of the store.",
+        "Claims seen since serve started (a lower bound: one that starts and fails back within a refresh is missed).",
+        counters.queues.iter().map(|(queue, c)| (queue, c.claims)),
     );
-    let _ = writeln!(out, "leasehold_serve_refreshes_total {}", counters.refreshes);
-    family(
-        &mut out,
-        "leasehold_serve_refresh_errors_total",
+    by_queue(
+        out,
+        "leasehold_queue_completions_total",
         "counter",
-        "Readings that failed.",
+        "Tasks that became done since serve started.",
+        counters.queues.iter().map(|(queue, c)| (queue, c.completions)),
     );
-    let _ = writeln!(out, "leasehold_serve_refresh_errors_total {}", counters.refresh_errors);
-    family(
-        &mut out,
-        "leasehold_serve_history_gaps_total",
+    by_queue(
+        out,
+        "leasehold_queue_deaths_total",
         "counter",
-        "Times a name had more new history than the store keeps between two visits (events may be missed).",
+        "Tasks that became dead since serve started.",
+        counters.queues.iter().map(|(queue, c)| (queue, c.deaths)),
     );
-    let _ = writeln!(out, "leasehold_serve_history_gaps_total {}", counters.history_gaps);
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_escapes_its_label_values_and_omits_empty_braces() {
+        let mut out = String::new();
+        sample(&mut out, "m", &[("name", "a\"b\\c\nd"), ("mode", "shared")], 2);
+        single(&mut out, "t", "counter", "Things.", format_args!("{:.3}", 1.5));
+        assert_eq!(
+            out,
+            "m{name=\"a\\\"b\\\\c\\nd\",mode=\"shared\"} 2\n# HELP t Things.\n# TYPE t counter\nt 1.500\n"
+        );
+    }
 }

@@ -14,6 +14,8 @@
 //! words; [`probe`] finds out by a handshake of its own where a client
 //! library reports such a refusal only as a closed connection.
 
+mod error;
+
 use std::error::Error;
 use std::fmt;
 use std::io::{Read as _, Write as _};
@@ -28,6 +30,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use rustls::{AlertDescription, ClientConfig, ClientConnection, RootCertStore};
 
+pub use crate::error::{ParamFile, TlsError};
+
 /// A file named by a URL parameter: `("cacert", path)`.
 pub type Param<'a> = (&'a str, &'a Path);
 
@@ -41,25 +45,22 @@ pub type Param<'a> = (&'a str, &'a Path);
 ///
 /// # Examples
 /// ```
-/// let e = leasehold_tls::roots("cacert", Some("/nonexistent/ca.pem".as_ref())).unwrap_err();
+/// let e = leasehold_tls::roots("cacert", Some("/nonexistent/ca.pem".as_ref())).unwrap_err().to_string();
 /// assert!(e.starts_with("cacert=/nonexistent/ca.pem: no such file"), "{e}");
 /// ```
-pub fn roots(param: &str, ca: Option<&Path>) -> Result<RootCertStore, String> {
+pub fn roots(param: &str, ca: Option<&Path>) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     if let Some(path) = ca {
         let (added, _) = roots.add_parsable_certificates(certificates((param, path))?);
         if added == 0 {
-            return Err(format!(
-                "{param}={}: none of its certificates can be used as a root (X.509 v3 CA certificates are expected)",
-                path.display()
-            ));
+            return Err(TlsError::NoRoot((param, path).into()));
         }
     } else {
         roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
         if roots.is_empty() {
-            return Err(format!(
-                "no system root certificates found (install the ca-certificates package), and no {param}=PATH given"
-            ));
+            return Err(TlsError::NoSystemRoots {
+                param: param.to_owned(),
+            });
         }
     }
     Ok(roots)
@@ -90,7 +91,7 @@ impl fmt::Debug for Identity {
 /// A file missing or unreadable; no certificate in `cert`; no usable key
 /// in `key` (an encrypted one says how to decrypt it); a key that is not
 /// the certificate's.
-pub fn identity(cert: Param<'_>, key: Param<'_>) -> Result<Identity, String> {
+pub fn identity(cert: Param<'_>, key: Param<'_>) -> Result<Identity, TlsError> {
     let cert_pem = read(cert)?;
     let chain = parse_certificates(cert, &cert_pem)?;
     let key_pem = read(key)?;
@@ -103,14 +104,11 @@ pub fn identity(cert: Param<'_>, key: Param<'_>) -> Result<Identity, String> {
             cert_pem,
             key_pem,
         }),
-        Err(rustls::Error::InconsistentKeys(_)) => Err(format!(
-            "{}={} is not the private key of {}={} (their public keys differ): name the key the certificate was issued for",
-            key.0,
-            key.1.display(),
-            cert.0,
-            cert.1.display()
-        )),
-        Err(e) => Err(format!("{}={}: cannot use this key: {e}", key.0, key.1.display())),
+        Err(rustls::Error::InconsistentKeys(_)) => Err(TlsError::KeyMismatch {
+            key: key.into(),
+            cert: cert.into(),
+        }),
+        Err(error) => Err(TlsError::UnusableKey { key: key.into(), error }),
     }
 }
 
@@ -158,16 +156,16 @@ pub fn client_config(
     roots: RootCertStore,
     identity: Option<&Identity>,
     alpn: &[&[u8]],
-) -> Result<ClientConfig, String> {
+) -> Result<ClientConfig, TlsError> {
     let builder = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS set-up failed: {e}"))?
+        .map_err(TlsError::Setup)?
         .with_root_certificates(roots);
     let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some(id) => builder
             .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
-            .map_err(|e| format!("cannot use the client certificate: {e}"))?,
+            .map_err(TlsError::ClientCertificate)?,
     };
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(config)
@@ -235,50 +233,42 @@ fn classify(e: &rustls::Error) -> Refusal {
 }
 
 /// The certificates of a PEM file (at least one).
-fn certificates(file: Param<'_>) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certificates(file: Param<'_>) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     parse_certificates(file, &read(file)?)
 }
 
-fn parse_certificates(file: Param<'_>, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    let (param, path) = file;
+fn parse_certificates(file: Param<'_>, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{param}={}: not a valid PEM file ({e})", path.display()))?;
+        .map_err(|error| TlsError::NotPem {
+            file: file.into(),
+            error,
+        })?;
     if certs.is_empty() {
-        return Err(format!(
-            "{param}={} holds no PEM certificate (a block starting -----BEGIN CERTIFICATE-----)",
-            path.display()
-        ));
+        return Err(TlsError::NoCertificate(file.into()));
     }
     Ok(certs)
 }
 
 /// What is wrong with a key file, without quoting it.
-fn key_error(file: Param<'_>, pem: &[u8], e: &pem::Error) -> String {
-    let (param, path) = file;
-    let path = path.display();
-    let encrypted = String::from_utf8_lossy(pem).contains("ENCRYPTED");
-    match e {
-        _ if encrypted => format!(
-            "{param}={path} is encrypted, and leasehold reads only unencrypted keys: decrypt it \
-             (openssl pkey -in {path} -out PLAIN.key) and keep that file private (chmod 600)"
-        ),
-        pem::Error::NoItemsFound => format!(
-            "{param}={path} holds no private key (expected an unencrypted PEM key: \
-             -----BEGIN PRIVATE KEY-----, EC PRIVATE KEY or RSA PRIVATE KEY)"
-        ),
-        _ => format!("{param}={path}: not a valid PEM private key file"),
+fn key_error(file: Param<'_>, pem: &[u8], e: &pem::Error) -> TlsError {
+    let file = file.into();
+    if String::from_utf8_lossy(pem).contains("ENCRYPTED") {
+        TlsError::EncryptedKey(file)
+    } else if matches!(e, pem::Error::NoItemsFound) {
+        TlsError::NoKey(file)
+    } else {
+        TlsError::InvalidKey(file)
     }
 }
 
-fn read(file: Param<'_>) -> Result<Vec<u8>, String> {
-    let (param, path) = file;
-    std::fs::read(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "{param}={}: no such file (a relative path is taken from the current directory)",
-            path.display()
-        ),
-        _ => format!("cannot read {param}={}: {e}", path.display()),
+fn read(file: Param<'_>) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(file.1).map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound => TlsError::Missing(file.into()),
+        _ => TlsError::Unreadable {
+            file: file.into(),
+            error,
+        },
     })
 }
 
@@ -297,14 +287,20 @@ mod tests {
     fn roots_from_a_file_and_what_is_wrong_with_one() {
         let (dir, pki) = pki();
         assert_eq!(roots("cacert", Some(&pki.ca())).unwrap().len(), 1);
-        let e = roots("cacert", Some(&dir.path().join("missing.pem"))).unwrap_err();
+        let missing = dir.path().join("missing.pem");
+        let e = roots("cacert", Some(&missing)).unwrap_err();
+        assert!(
+            matches!(&e, TlsError::Missing(file) if *file == ParamFile::from(("cacert", missing.as_path()))),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("cacert=") && e.contains("missing.pem: no such file"), "{e}");
-        let e = roots("sslrootcert", Some(&pki.client_key())).unwrap_err();
+        let e = roots("sslrootcert", Some(&pki.client_key())).unwrap_err().to_string();
         assert!(
             e.contains("sslrootcert=") && e.contains("holds no PEM certificate"),
             "{e}"
         );
-        let e = roots("cacert", Some(dir.path())).unwrap_err();
+        let e = roots("cacert", Some(dir.path())).unwrap_err().to_string();
         assert!(e.starts_with("cannot read cacert="), "{e}");
     }
 
@@ -316,13 +312,19 @@ mod tests {
         assert_eq!(id.chain.len(), 1);
         assert!(!format!("{id:?}").contains("BEGIN"));
 
-        let e = identity(("sslcert", &cert), ("sslkey", &pki.foreign_key())).unwrap_err();
+        let e = identity(("sslcert", &cert), ("sslkey", &pki.foreign_key()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not the private key of sslcert="), "{e}");
-        let e = identity(("sslcert", &pki.client_key()), ("sslkey", &pki.client_key())).unwrap_err();
+        let e = identity(("sslcert", &pki.client_key()), ("sslkey", &pki.client_key()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sslcert=") && e.contains("holds no PEM certificate"), "{e}");
-        let e = identity(("cert", &cert), ("key", &cert)).unwrap_err();
+        let e = identity(("cert", &cert), ("key", &cert)).unwrap_err().to_string();
         assert!(e.contains("holds no private key"), "{e}");
-        let e = identity(("cert", &cert), ("key", &dir.path().join("nope.key"))).unwrap_err();
+        let e = identity(("cert", &cert), ("key", &dir.path().join("nope.key")))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("key=") && e.contains("nope.key: no such file"), "{e}");
 
         let encrypted = dir.path().join("encrypted.key");
@@ -334,7 +336,7 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
-        let e = identity(("cert", &cert), ("key", &encrypted)).unwrap_err();
+        let e = identity(("cert", &cert), ("key", &encrypted)).unwrap_err().to_string();
         assert!(e.contains("is encrypted") && e.contains("openssl pkey"), "{e}");
         assert!(!e.contains("BEGIN"), "{e}");
     }

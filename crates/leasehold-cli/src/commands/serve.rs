@@ -10,11 +10,13 @@ use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
 use crate::run::CliError;
 
-fn cli_error(e: ServeError) -> anyhow::Error {
-    match e {
-        ServeError::Usage(m) => CliError::new(ExitCode::Usage, m).into(),
-        ServeError::Io(m) => CliError::new(ExitCode::Failure, m).into(),
-    }
+fn cli_error(e: &ServeError) -> anyhow::Error {
+    let code = if e.is_usage() {
+        ExitCode::Usage
+    } else {
+        ExitCode::Failure
+    };
+    CliError::new(code, e.to_string()).into()
 }
 
 pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<u8> {
@@ -26,8 +28,8 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<u8> {
         retention: args.retention,
     };
     // Unsafe arguments are refused before the store is even opened.
-    config.check().map_err(cli_error)?;
+    config.check().map_err(|e| cli_error(&e))?;
     let store = ctx.open_store().context("leasehold serve")?;
-    leasehold_serve::run(store, &config).map_err(cli_error)?;
+    leasehold_serve::run(store, &config).map_err(|e| cli_error(&e))?;
     Ok(ExitCode::Success.code())
 }
