@@ -285,7 +285,7 @@ fn read(file: Param<'_>) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use leasehold_backend_tests::pki::Pki;
+    use leasehold_testkit::pki::Pki;
 
     fn pki() -> (tempfile::TempDir, Pki) {
         let dir = tempfile::tempdir().unwrap();
