@@ -60,7 +60,6 @@ use leasehold_backend::{
 pub mod cases;
 pub mod opening;
 pub mod params;
-pub mod pki;
 
 /// How the suite makes, inspects and restarts one backend's stores.
 pub trait Harness: Sized {

@@ -51,6 +51,19 @@ pub fn holder() -> Holder {
     }
 }
 
+/// A holder record of this test process with the command line `cmdline`,
+/// bound to it in name only: it lives by its TTL alone.
+#[must_use]
+pub fn this_process(cmdline: &str) -> Holder {
+    Holder {
+        pid_ns: None,
+        pid: std::process::id(),
+        start_time: None,
+        cmdline: cmdline.into(),
+        ..holder()
+    }
+}
+
 /// An owner label the caller chose (`--owner`).
 #[must_use]
 pub fn explicit(label: &str) -> Owner {

@@ -4,16 +4,14 @@
 //! server without it is exit 69, and a task's availability is on the
 //! server's clock, whatever the adding client's wall clock says.
 
-#[path = "faketime/mod.rs"]
-mod faketime;
-#[path = "../../leasehold-postgres/tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::Server;
+use assert_cmd::cargo::cargo_bin;
+use leasehold_testkit::faketime;
+use leasehold_testkit::postgres::Server;
+use leasehold_testkit::wait::wait_until;
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![
@@ -25,7 +23,7 @@ fn main() {
 }
 
 fn leasehold(url: &str, dir: &Path) -> Command {
-    on_store(Command::new(assert_cmd::cargo::cargo_bin("leasehold")), url, dir)
+    on_store(Command::new(cargo_bin("leasehold")), url, dir)
 }
 
 /// `cmd` (a `leasehold`, maybe wrapped) on the store `url`, at home in `dir`.
@@ -46,17 +44,6 @@ fn output(cmd: &mut Command) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn wait_until(limit: Duration, mut what: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    while start.elapsed() <= limit {
-        if what() {
-            return Some(start.elapsed());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
 }
 
 fn a_run_is_stopped_before_the_holder_side_deadline_while_the_server_is_down() {
@@ -127,7 +114,7 @@ fn sslmode_require_against_a_server_without_tls_is_exit_69() {
 /// real clock: the claim's (exit code, stdout, stderr).
 fn claim_after_add_at(offset: &str, url: &str, dir: &Path, extra: &[&str]) -> (i32, String, String) {
     let (code, _, err) = output(
-        on_store(faketime::leasehold(offset), url, dir)
+        on_store(faketime::command(offset, cargo_bin("leasehold")), url, dir)
             .args(["task", "add", "q", "--id", "a"])
             .args(extra),
     );

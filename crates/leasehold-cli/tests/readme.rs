@@ -8,16 +8,12 @@
 //! Each example line must exit 0 — or exit N where its own comment says
 //! "exit N" (`# exit 11 if held`).
 
-#[path = "../../leasehold-postgres/tests/support/mod.rs"]
-mod postgres;
-
-#[path = "../../leasehold-etcd/tests/support/mod.rs"]
-mod etcd;
-
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use leasehold_testkit::{etcd, postgres};
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![

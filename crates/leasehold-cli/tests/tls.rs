@@ -6,16 +6,11 @@
 //! file that does not exist, or a password in the URL (2). No secret is
 //! ever echoed.
 
-#[path = "../../leasehold-postgres/tests/support/mod.rs"]
-mod postgres;
-
-#[path = "../../leasehold-etcd/tests/support/mod.rs"]
-mod etcd;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use etcd::Security;
+use leasehold_testkit::{etcd, postgres};
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![

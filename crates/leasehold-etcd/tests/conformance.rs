@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use leasehold_backend::{Backend, ClockSkew};
 use leasehold_etcd::EtcdBackend;
+use leasehold_testkit::etcd;
 
 #[derive(Debug)]
 struct EtcdHarness {
@@ -25,7 +26,7 @@ impl leasehold_backend_tests::Harness for EtcdHarness {
             std::process::id(),
             CASE.fetch_add(1, Ordering::Relaxed)
         );
-        let backend = support::shared().open(&prefix);
+        let backend = support::open(etcd::shared(), &prefix);
         Self {
             backend,
             prefix,
@@ -43,7 +44,7 @@ impl leasehold_backend_tests::Harness for EtcdHarness {
 
     /// A new client connection to the same cluster and prefix.
     fn reopen(&mut self) {
-        self.backend = support::shared().open(&self.prefix);
+        self.backend = support::open(etcd::shared(), &self.prefix);
     }
 }
 

@@ -23,7 +23,8 @@ use leasehold_backend::{
     LeaseHistoryParams, LeaseName, LeaseReleaseParams, LeaseRenew, LeaseRenewParams, Mode, Owner, Token,
     WaiterEnqueueParams,
 };
-use support::EtcdServer;
+use leasehold_backend_tests::params;
+use leasehold_testkit::etcd::{self, EtcdServer};
 
 fn main() {
     // The paused holder (this binary, started again by its test) runs no
@@ -55,7 +56,7 @@ fn acquire_params(lease: &str, owner: &str, ttl: Duration) -> LeaseAcquireParams
         },
         mode: Mode::Exclusive,
         ttl,
-        holder: support::holder("faults"),
+        holder: params::this_process("faults"),
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
@@ -97,7 +98,7 @@ fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 fn grants_and_waiters_expire_on_the_server_clock() {
-    let b = support::shared().open(&support::unique_prefix("faults", "expiry"));
+    let b = support::open(etcd::shared(), &etcd::unique_prefix("faults", "expiry"));
     let ttl = Duration::from_secs(2);
     let LeaseAcquire::Acquired(first) = b.lease_acquire(&acquire_params("job", "a", ttl)).unwrap() else {
         panic!("a free name must be granted");
@@ -107,7 +108,7 @@ fn grants_and_waiters_expire_on_the_server_clock() {
         .waiter_enqueue(&WaiterEnqueueParams {
             name: name("job"),
             mode: Mode::Exclusive,
-            holder: support::holder("faults"),
+            holder: params::this_process("faults"),
             ttl,
         })
         .unwrap();
@@ -159,7 +160,7 @@ fn grants_and_waiters_expire_on_the_server_clock() {
 }
 
 fn renew_keeps_a_short_grant_alive_past_its_ttl() {
-    let b = support::shared().open(&support::unique_prefix("faults", "renew"));
+    let b = support::open(etcd::shared(), &etcd::unique_prefix("faults", "renew"));
     let ttl = Duration::from_secs(2);
     let LeaseAcquire::Acquired(g) = b.lease_acquire(&acquire_params("job", "a", ttl)).unwrap() else {
         panic!("granted");
@@ -183,8 +184,8 @@ fn renew_keeps_a_short_grant_alive_past_its_ttl() {
 }
 
 fn racing_acquirers_never_overlap_nor_share_a_token() {
-    let server = support::shared();
-    let prefix = support::unique_prefix("faults", "race");
+    let server = etcd::shared();
+    let prefix = etcd::unique_prefix("faults", "race");
     let inside = Arc::new(AtomicBool::new(false));
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -193,7 +194,7 @@ fn racing_acquirers_never_overlap_nor_share_a_token() {
             let (inside, tokens, prefix) = (inside.clone(), tokens.clone(), prefix.clone());
             std::thread::spawn(move || {
                 // Its own connection: an independent client of the cluster.
-                let b = server.open(&prefix);
+                let b = support::open(server, &prefix);
                 let mut mine = 0;
                 while mine < 15 && Instant::now() < deadline {
                     let p = acquire_params("job", &format!("racer-{i}"), Duration::from_secs(10));
@@ -229,7 +230,7 @@ fn racing_acquirers_never_overlap_nor_share_a_token() {
 fn kill9_and_restart_never_reissue_a_token() {
     let mut server = EtcdServer::start();
     let endpoint = server.endpoint();
-    let prefix = support::unique_prefix("faults", "kill9");
+    let prefix = etcd::unique_prefix("faults", "kill9");
     let done = Arc::new(AtomicBool::new(false));
     // A client doing 1,000 operations while the server is killed under it.
     let worker = {
@@ -372,8 +373,8 @@ fn paused_holder(endpoint: String, prefix: String) {
 }
 
 fn paused_holder_loses_its_grant_and_its_late_fence_is_refused() {
-    let server = support::shared();
-    let prefix = support::unique_prefix("faults", "paused");
+    let server = etcd::shared();
+    let prefix = etcd::unique_prefix("faults", "paused");
     let mut child = Command::new(std::env::current_exe().expect("this test binary"))
         .env("LH_HELPER_ENDPOINT", server.endpoint())
         .env("LH_HELPER_PREFIX", &prefix)
@@ -393,7 +394,7 @@ fn paused_holder_loses_its_grant_and_its_late_fence_is_refused() {
     let pid = rustix::process::Pid::from_child(&child);
     rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP the holder");
 
-    let b = server.open(&prefix);
+    let b = support::open(server, &prefix);
     let successor = acquire_params("job", "successor", Duration::from_secs(30));
     let mut granted = None;
     assert!(
@@ -442,7 +443,7 @@ fn paused_holder_loses_its_grant_and_its_late_fence_is_refused() {
 /// One backend (one runtime, one connection) used by several threads at
 /// once, as a library holder's keeper thread and its main thread do.
 fn one_backend_serves_many_threads_at_once() {
-    let b = Arc::new(support::shared().open(&support::unique_prefix("faults", "threads")));
+    let b = Arc::new(support::open(etcd::shared(), &etcd::unique_prefix("faults", "threads")));
     let threads: Vec<_> = (0..4)
         .map(|i| {
             let b = b.clone();

@@ -13,7 +13,7 @@ use leasehold_backend::{
     Backend, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseHistoryParams, Token, TokensBumpParams,
 };
 use leasehold_backend_tests::params;
-use support::EtcdServer;
+use leasehold_testkit::etcd::{self, EtcdServer};
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![
@@ -38,8 +38,8 @@ fn a_restored_snapshot_reissues_tokens_until_the_offset_is_bumped() {
     let mut server = EtcdServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let snapshot = dir.path().join("snapshot.db");
-    let prefix = support::unique_prefix("restore", "snapshot");
-    let store = server.open(&prefix);
+    let prefix = etcd::unique_prefix("restore", "snapshot");
+    let store = support::open(&server, &prefix);
     for _ in 0..3 {
         grant(&store);
     }
@@ -49,9 +49,9 @@ fn a_restored_snapshot_reissues_tokens_until_the_offset_is_bumped() {
     drop(store);
 
     server.restore(&snapshot);
-    let store = server.open(&prefix);
+    let store = support::open(&server, &prefix);
     // A client that reads the offset now, before the bump.
-    let early = server.open(&prefix);
+    let early = support::open(&server, &prefix);
     let reissued = grant(&early);
     assert!(
         reissued <= highest_lost,
@@ -64,7 +64,7 @@ fn a_restored_snapshot_reissues_tokens_until_the_offset_is_bumped() {
     assert!(bumped.floor > highest_lost, "{bumped:?} after the lost {lost:?}");
     // Every client, the one that read the offset before the bump included,
     // grants above the floor from now on.
-    for client in [&early, &store, &server.open(&prefix)] {
+    for client in [&early, &store, &support::open(&server, &prefix)] {
         let token = grant(client);
         assert!(token > bumped.floor, "token {token} after a bump to {}", bumped.floor);
     }

@@ -1,19 +1,18 @@
 //! TLS and authentication against real etcd servers configured at test time
-//! (`support::Security`): one with TLS and `--client-cert-auth`, one with
-//! TLS and users (`auth enable`, a role granted one key prefix). The
+//! (`leasehold_testkit::etcd::Security`): one with TLS and
+//! `--client-cert-auth`, one with TLS and users (`auth enable`, a role
+//! granted one key prefix). The
 //! certificates are made by `openssl` for 127.0.0.1: a test CA, and a
 //! second CA that signed nothing the servers trust.
-
-mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use leasehold_backend::{Backend, BackendError};
 use leasehold_backend_tests::opening::{acquire_and_release, invalid_url, unavailable};
-use leasehold_backend_tests::pki::Pki;
 use leasehold_etcd::{EtcdBackend, EtcdCredentials, EtcdOptions, EtcdTls, Password};
-use support::{EtcdServer, GRANTED, PASSWORD, Security, USER, shared_with};
+use leasehold_testkit::etcd::{self, EtcdServer, GRANTED, PASSWORD, Security, USER, shared_with};
+use leasehold_testkit::pki::Pki;
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![
@@ -98,7 +97,7 @@ fn certificates_the_other_side_does_not_trust_are_refused_with_what_to_do() {
     // No TLS at all towards a TLS cluster, and TLS towards a plain one.
     let (_, hint) = unavailable(open(server, "/mtls", None, None));
     assert!(hint.contains("add cacert=PATH"), "{hint}");
-    let (reason, hint) = unavailable(open(support::shared(), "/mtls", tls(&pki.ca(), None), None));
+    let (reason, hint) = unavailable(open(etcd::shared(), "/mtls", tls(&pki.ca(), None), None));
     assert!(reason.contains("during the TLS handshake"), "{reason}");
     assert!(hint.contains("serves TLS"), "{hint}");
 }

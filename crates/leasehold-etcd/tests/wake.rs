@@ -22,7 +22,9 @@ use leasehold_backend::{
     Backend, LeaseAcquire, LeaseAcquireParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams,
 };
+use leasehold_backend_tests::params;
 use leasehold_etcd::EtcdBackend;
+use leasehold_testkit::etcd;
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![
@@ -37,7 +39,7 @@ const POLL: Duration = Duration::from_secs(5);
 const BOUND: Duration = Duration::from_secs(1);
 
 fn open(prefix: &str) -> EtcdBackend {
-    support::shared().open(prefix)
+    support::open(etcd::shared(), prefix)
 }
 
 fn name() -> LeaseName {
@@ -53,7 +55,7 @@ fn params(owner: &str, ttl: Duration) -> LeaseAcquireParams {
         },
         mode: Mode::Exclusive,
         ttl,
-        holder: support::holder(owner),
+        holder: params::this_process(owner),
         ticket: None,
         waiter_ttl: Duration::from_secs(10),
         evict: Vec::new(),
@@ -131,7 +133,7 @@ fn check(latency: Duration, change: &str) {
 }
 
 fn a_waiter_is_woken_by_the_release() {
-    let prefix = support::unique_prefix("wake", "release");
+    let prefix = etcd::unique_prefix("wake", "release");
     let holder = open(&prefix);
     let token = grant(&holder, "holder", Duration::from_secs(60));
     let (rx, handle) = waiter(prefix);
@@ -162,7 +164,7 @@ fn a_waiter_is_woken_by_the_release() {
 }
 
 fn a_waiter_is_woken_by_the_expiry_of_the_grant() {
-    let prefix = support::unique_prefix("wake", "expiry");
+    let prefix = etcd::unique_prefix("wake", "expiry");
     let holder = open(&prefix);
     // A 1 s grant, never renewed nor released (etcd may round a lease up
     // to its minimum TTL, 2 s with default timing; its lessor revokes
@@ -195,7 +197,7 @@ fn a_waiter_is_woken_by_the_expiry_of_the_grant() {
 }
 
 fn waits_on_a_quiet_name_never_outlast_their_timeout() {
-    let b = open(&support::unique_prefix("wake", "quiet"));
+    let b = open(&etcd::unique_prefix("wake", "quiet"));
     let topic = WaitTopic::lease(&name());
     for timeout in [
         Duration::from_millis(50),
@@ -210,7 +212,7 @@ fn waits_on_a_quiet_name_never_outlast_their_timeout() {
 }
 
 fn renewals_wake_nobody() {
-    let prefix = support::unique_prefix("wake", "renew");
+    let prefix = etcd::unique_prefix("wake", "renew");
     let b = open(&prefix);
     let token = grant(&b, "holder", Duration::from_secs(30));
     let topic = WaitTopic::lease(&name());

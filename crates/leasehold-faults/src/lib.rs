@@ -31,9 +31,9 @@
 //!   `LEASEHOLD_FAILPOINT=OP/STEP` in a binary built with the `failpoints`
 //!   feature (the `cargo test --workspace` build has it).
 //! - [`proc`] — where the `leasehold` binary is, a sandbox per trial (its
-//!   own store and HOME), and process helpers (alive, root, boot clock).
-//! - [`netns`] — a second test host: a network namespace linked by a
-//!   veth pair on private addresses, to cut and heal (partition cases).
+//!   own store and HOME), and process helpers (signals, root, boot clock).
+//!   The servers, the test network of the partition cases and the other
+//!   test support come from `leasehold_testkit`.
 //! - [`tier`] — counts: the CI tier runs reduced counts; `LEASEHOLD_SOAK=1`
 //!   (`scripts/soak`) runs the full counts of docs/RELIABILITY.md.
 //! - The `faults-client` binary of this crate: the process a case runs
@@ -64,7 +64,6 @@
 
 pub mod checker;
 pub mod history;
-pub mod netns;
 pub mod proc;
 pub mod resource;
 pub mod rng;

@@ -1,9 +1,8 @@
 //! Processes: the `leasehold` binary under test, a sandbox per trial, and
-//! small helpers (liveness, root, the boot clock).
+//! small helpers (signals, root, the boot clock).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
@@ -36,15 +35,6 @@ pub fn boot_ns() -> u64 {
     leasehold::duration_nanos(leasehold::host::boot_clock())
 }
 
-/// Whether `pid` runs (a zombie does not).
-#[must_use]
-pub fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
-}
-
 #[must_use]
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -54,20 +44,6 @@ pub fn is_root() -> bool {
 pub fn signal(pid: u32, sig: rustix::process::Signal) {
     if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
         let _ = rustix::process::kill_process(pid, sig);
-    }
-}
-
-/// Poll `what` every 5 ms for up to `limit`; the time it took, or `None`.
-pub fn wait_until(limit: Duration, mut what: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    loop {
-        if what() {
-            return Some(start.elapsed());
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -1,11 +1,9 @@
 //! The backend conformance suite (`leasehold-backend-tests`), unchanged, on
 //! a throwaway PostgreSQL: every case gets a schema of its own.
 
-mod support;
-
 use leasehold_backend::{Backend, ClockSkew};
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
-use support::Server;
+use leasehold_testkit::postgres::Server;
 
 #[derive(Debug)]
 struct PostgresHarness {

@@ -11,8 +11,6 @@
 //! follow the new primary with no change of URL. An operation cut
 //! off by the failover may fail (unavailable); it is never reported done.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -21,7 +19,7 @@ use std::time::{Duration, Instant};
 use leasehold_backend::{Backend, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseHistoryParams, Token};
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
-use support::Server;
+use leasehold_testkit::postgres::Server;
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![

@@ -2,8 +2,6 @@
 //! versioning and races, errors, concurrent claims and acquirers, and the
 //! task queue end to end (until the conformance suite has task cases).
 
-mod support;
-
 use std::collections::HashSet;
 
 use postgres::fallible_iterator::FallibleIterator as _;
@@ -18,7 +16,7 @@ use leasehold_backend::{
 };
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions, SCHEMA_VERSION};
-use support::Server;
+use leasehold_testkit::postgres::Server;
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![

@@ -14,8 +14,6 @@
 //!
 //!     LEASEHOLD_SOAK=1 cargo test -p leasehold-postgres --test restart -- --nocapture soak
 
-mod support;
-
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
@@ -30,7 +28,7 @@ use leasehold_backend::{
 };
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
-use support::Server;
+use leasehold_testkit::postgres::Server;
 
 fn main() {
     // A client process of the soak (this binary, started again by it) runs

@@ -4,15 +4,13 @@
 //! certificates: role `leasehold` logs in with one (`hostssl ... cert`),
 //! role `with_password` with a password (`hostssl ... scram-sha-256`).
 
-mod support;
-
 use std::path::Path;
 
 use leasehold_backend::{Backend, BackendError, ErrorKind, LeaseAcquire};
 use leasehold_backend_tests::opening::{acquire_and_release, invalid_url, unavailable};
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions};
-use support::{CERT_USER, OTHER_CERT_USER, PASSWORD_USER, Server};
+use leasehold_testkit::postgres::{CERT_USER, OTHER_CERT_USER, PASSWORD, PASSWORD_USER, Server};
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![
@@ -204,7 +202,7 @@ fn client_certificate_files_are_checked_before_connecting() {
 
 fn a_password_role_over_tls_and_what_a_wrong_or_missing_password_says() {
     let user = |password: &str| format!("{PASSWORD_USER}:{}", password.replace(' ', "%20"));
-    acquire_and_release(&open(&url_as(&user(support::PASSWORD), "verify-full", None)).unwrap());
+    acquire_and_release(&open(&url_as(&user(PASSWORD), "verify-full", None)).unwrap());
 
     let (reason, hint) = unavailable(open(&url_as(&user("wrong"), "verify-full", None)));
     assert!(reason.contains("authentication failed"), "{reason}");

@@ -5,8 +5,6 @@
 //! change is timed so that polling alone would notice it only after 2 s or
 //! more: a wake-up within 1 s is a notification.
 
-mod support;
-
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -14,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use leasehold::{Acquire, AcquireOptions, Cancel, LeaseRelease, Store, StoreOptions, StoreUrl, WaitTopic};
 use leasehold_backend::{Available, TaskAddParams, TaskClaimParams};
 use leasehold_backend_tests::params;
-use support::Server;
+use leasehold_testkit::postgres::Server;
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![

@@ -1,5 +1,25 @@
-//! The runner of leasehold's test targets, and how a test says it cannot
-//! run here.
+//! The test support of leasehold: the runner of its test targets and how a
+//! test says it cannot run here (this module), and what the tests start.
+//!
+//! # The modules
+//!
+//! - `postgres` (feature `postgres`, which brings the PostgreSQL client): a
+//!   throwaway PostgreSQL server — plain, durable, TLS, or a primary with a
+//!   synchronous standby.
+//! - [`etcd`]: a throwaway etcd server (plain, mutual TLS, or TLS with
+//!   users), and clusters of members.
+//! - [`netns`]: a second test host, a network namespace to cut off and heal
+//!   (partitions).
+//! - [`pki`]: test certificates (a CA, server and client certificates).
+//! - [`faketime`]: a program with its wall clock shifted.
+//! - [`wait`]: polling with a bound; [`process`]: whether a pid runs, and
+//!   cleaning up once the test process has exited; [`port`]: a free port.
+//!
+//! Servers are processes, listening on 127.0.0.1 (or a test network's
+//! address) on free ports, with data in temp dirs, stopped by pid: a test
+//! gets their URLs, endpoints, data directories and pids, and opens the
+//! store under test itself — this crate depends on no store crate, so
+//! every crate can dev-depend on it.
 //!
 //! # The rule
 //!
@@ -39,7 +59,7 @@
 //!
 //! A test that finds something it needs missing calls [`unavailable`] with
 //! the reason — or a helper that checks: [`need_root`], [`need_program`]; the
-//! stores' test support calls it when their server is not installed. That
+//! servers of this crate call it when theirs is not installed. That
 //! ends the test (a panic carrying an [`Unavailable`]), and the runner
 //! reports it. A test never returns early instead: that would be a pass.
 //!
@@ -57,6 +77,16 @@
 //!   tests FILE records for this test binary.
 //! - `LEASEHOLD_SOAK=1`: the soak tier; the tests of that tier only
 //!   ([`soak_only`]) are ignored in every other run, CI's included.
+
+pub mod etcd;
+pub mod faketime;
+pub mod netns;
+pub mod pki;
+pub mod port;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+pub mod process;
+pub mod wait;
 
 use std::fmt;
 use std::io::Write as _;

@@ -275,7 +275,7 @@ fn read(file: Param<'_>) -> Result<Vec<u8>, TlsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use leasehold_backend_tests::pki::Pki;
+    use leasehold_testkit::pki::Pki;
 
     fn pki() -> (tempfile::TempDir, Pki) {
         let dir = tempfile::tempdir().unwrap();

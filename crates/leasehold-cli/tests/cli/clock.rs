@@ -3,7 +3,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::faketime;
+use assert_cmd::cargo::cargo_bin;
+use leasehold_testkit::faketime;
+
 use crate::util::Env;
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
@@ -13,7 +15,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
 
 /// Run leasehold under a faked wall clock; returns (code, stdout).
 fn faked(env: &Env, offset: &str, args: &[&str]) -> (i32, String) {
-    let out = faketime::leasehold(offset)
+    let out = faketime::command(offset, cargo_bin("leasehold"))
         .args(args)
         .env("LEASEHOLD_STORE", env.store_url())
         .output()

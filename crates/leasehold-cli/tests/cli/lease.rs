@@ -7,6 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use leasehold_testkit::{etcd, postgres};
 use serde_json::Value;
 
 use crate::util::Env;
@@ -185,10 +186,10 @@ fn mixed_shared_limits_keep_the_smallest(env: &Env) {
 
 fn mixed_shared_limits_keep_the_smallest_on_every_store() {
     mixed_shared_limits_keep_the_smallest(&Env::new());
-    let server = crate::postgres::Server::shared();
+    let server = postgres::Server::shared();
     mixed_shared_limits_keep_the_smallest(&Env::on(server.url("mixed_limits")));
-    let prefix = crate::etcd::unique_prefix("cli", "mixed-limits");
-    let etcd = crate::etcd::shared();
+    let prefix = etcd::unique_prefix("cli", "mixed-limits");
+    let etcd = etcd::shared();
     mixed_shared_limits_keep_the_smallest(&Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint())));
 }
 

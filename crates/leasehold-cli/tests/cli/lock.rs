@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use crate::util::{Env, alive, finish, signal, wait_until};
+use leasehold_testkit::process::alive;
+use leasehold_testkit::wait::wait_until;
+
+use crate::util::{Env, finish, signal};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_held_lock_fails_at_once_naming_the_holder_pid_and_frees_when_it_ends,

@@ -2,7 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::util::{Env, alive, finish, signal, wait_until};
+use leasehold_testkit::process::alive;
+use leasehold_testkit::wait::wait_until;
+
+use crate::util::{Env, finish, signal};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     exit_codes_pass_through_and_death_by_signal_is_128_plus_n,

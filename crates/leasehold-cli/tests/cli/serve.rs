@@ -9,6 +9,8 @@ use std::net::TcpStream;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use leasehold_testkit::wait::wait_until;
+use leasehold_testkit::{etcd, postgres};
 use serde_json::Value;
 
 use crate::util::Env;
@@ -289,13 +291,13 @@ fn run_killed(env: &Env, name: &str) {
     let mut holder = env.spawn(&["run", name, "--ttl", "2m", "--", "sleep", "600"]);
     let live = |env: &Env| env.run(&["list", "--live"]).1.contains(name);
     assert!(
-        crate::util::wait_until(Duration::from_secs(20), || live(env)).is_some(),
+        wait_until(Duration::from_secs(20), || live(env)).is_some(),
         "{name} is held"
     );
     holder.kill().expect("kill -9 the supervisor");
     holder.wait().expect("reap the supervisor");
     assert!(
-        crate::util::wait_until(Duration::from_secs(20), || !live(env)).is_some(),
+        wait_until(Duration::from_secs(20), || !live(env)).is_some(),
         "{name}'s command ended with its supervisor"
     );
 }
@@ -408,13 +410,13 @@ fn serves_the_store(env: &Env, queues: Option<&str>) {
 /// The page works on every store: PostgreSQL with its queue, etcd with
 /// leases only (its queue section says the store has none).
 fn the_page_works_on_postgres_and_etcd() {
-    let server = crate::postgres::Server::shared();
+    let server = postgres::Server::shared();
     let env = Env::on(server.url("serve"));
     env.run(&["task", "add", "emails", "--id", "welcome-42"]);
     serves_the_store(&env, Some("emails"));
 
-    let etcd = crate::etcd::shared();
-    let prefix = crate::etcd::unique_prefix("cli", "serve");
+    let etcd = etcd::shared();
+    let prefix = etcd::unique_prefix("cli", "serve");
     let env = Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint()));
     serves_the_store(&env, None);
 }

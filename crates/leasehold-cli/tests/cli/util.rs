@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use leasehold_testkit::wait::wait_until;
 use tempfile::TempDir;
 
 pub struct Env {
@@ -133,20 +134,6 @@ impl Env {
     }
 }
 
-/// Poll `what` every 10 ms for up to `limit`; the time it took, or `None`.
-pub fn wait_until(limit: Duration, mut what: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    loop {
-        if what() {
-            return Some(start.elapsed());
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Wait for a child up to `limit`; kill it (and fail) if it does not exit.
 pub fn finish(mut child: Child, limit: Duration) -> (i32, String, String) {
     if wait_until(limit, || child.try_wait().expect("try_wait").is_some()).is_none() {
@@ -163,14 +150,6 @@ pub fn finish(mut child: Child, limit: Duration) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Whether `pid` is a live process (a zombie is dead: it runs nothing).
-pub fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
-        .is_some_and(|zombie| !zombie)
 }
 
 pub fn signal(pid: u32, sig: &str) {

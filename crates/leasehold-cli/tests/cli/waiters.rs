@@ -13,7 +13,10 @@
 use std::process::Child;
 use std::time::Duration;
 
-use crate::util::{Env, finish, signal, wait_until};
+use leasehold_testkit::wait::wait_until;
+use leasehold_testkit::{etcd, postgres};
+
+use crate::util::{Env, finish, signal};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_killed_waiter_never_blocks_a_released_lease,
@@ -54,8 +57,8 @@ impl Store {
     }
 
     fn postgres() -> Self {
-        let server = crate::postgres::Server::shared();
-        let schema = crate::postgres::Server::fresh_schema();
+        let server = postgres::Server::shared();
+        let schema = postgres::Server::fresh_schema();
         let env = Env::on(server.url(&schema));
         Store {
             what: "postgres",
@@ -75,8 +78,8 @@ impl Store {
     }
 
     fn etcd() -> Self {
-        let etcd = crate::etcd::shared();
-        let prefix = crate::etcd::unique_prefix("cli", "waiters");
+        let etcd = etcd::shared();
+        let prefix = etcd::unique_prefix("cli", "waiters");
         let env = Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint()));
         Store {
             what: "etcd",

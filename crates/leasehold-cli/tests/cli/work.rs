@@ -5,6 +5,8 @@ use std::io::Write as _;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use leasehold_testkit::process::alive;
+use leasehold_testkit::wait::wait_until;
 use serde_json::Value;
 
 use crate::util::Env;
@@ -377,13 +379,11 @@ fn sigkill_of_the_worker_mid_task_leaves_no_process_behind() {
     std::thread::sleep(Duration::from_millis(100));
     let pids = env.pids("pids");
     assert_eq!(pids.len(), 8, "two tasks: two children, the command, its guard");
-    assert!(pids.iter().all(|&p| crate::util::alive(p)));
+    assert!(pids.iter().all(|&p| alive(p)));
     work.kill().unwrap();
     work.wait().unwrap();
-    crate::util::wait_until(Duration::from_secs(20), || pids.iter().all(|&p| !crate::util::alive(p))).unwrap_or_else(
-        || {
-            let left: Vec<_> = pids.iter().filter(|&&p| crate::util::alive(p)).collect();
-            panic!("still alive after the worker's SIGKILL: {left:?}")
-        },
-    );
+    wait_until(Duration::from_secs(20), || pids.iter().all(|&p| !alive(p))).unwrap_or_else(|| {
+        let left: Vec<_> = pids.iter().filter(|&&p| alive(p)).collect();
+        panic!("still alive after the worker's SIGKILL: {left:?}")
+    });
 }

@@ -18,13 +18,14 @@ use std::time::Duration;
 
 use leasehold_faults::checker::Report;
 use leasehold_faults::history::{Answer, Attempt, Fence, Recorded};
-use leasehold_faults::netns::TestNet;
-use leasehold_faults::proc::{Sandbox, boot_ns, outcome, wait_until};
+
+use leasehold_faults::proc::{Sandbox, boot_ns, outcome};
 use leasehold_faults::tier;
+use leasehold_testkit::netns::TestNet;
+use leasehold_testkit::wait::wait_until;
+use leasehold_testkit::{etcd, postgres};
 
 use crate::common::{client, finish, grants, history, history_path, judge, record_acquired, resource_of, store_holder};
-use crate::etcd_support::{self, EtcdCluster};
-use crate::pg_support;
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant,
@@ -67,8 +68,8 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     // leader past the TTL, restart of a follower.
     let fault_rounds = tier::count(1, 12);
     let sb = Sandbox::new();
-    let mut cluster = EtcdCluster::start(&[("127.0.0.1", &[]), ("127.0.0.1", &[]), ("127.0.0.1", &[])]);
-    let store = store_url(&cluster.endpoints(), &etcd_support::unique_prefix("faults", "cluster"));
+    let mut cluster = etcd::EtcdCluster::start(&[("127.0.0.1", &[]), ("127.0.0.1", &[]), ("127.0.0.1", &[])]);
+    let store = store_url(&cluster.endpoints(), &etcd::unique_prefix("faults", "cluster"));
 
     let faults_over = Arc::new(AtomicBool::new(false));
     let finished = Arc::new(AtomicUsize::new(0));
@@ -244,31 +245,26 @@ fn inside_until_answered(net: &TestNet, sb: &Sandbox, store: &str, program: &[&s
 }
 
 fn case28_a_holder_cut_off_from_the_etcd_majority_stops_before_the_other_side_is_granted() {
-    etcd_support::need_etcd();
+    etcd::need_etcd();
     let net = TestNet::for_case();
     // Two members on the host's side of the link, one inside the
     // namespace: cut, the namespace keeps a minority member only.
     let inside = net.exec_prefix();
-    let cluster = EtcdCluster::start(&[
+    let cluster = etcd::EtcdCluster::start(&[
         (net.host_addr.as_str(), &[]),
         (net.host_addr.as_str(), &[]),
         (net.ns_addr.as_str(), &inside),
     ]);
     partition_trials(28, "etcd", &net, || {
-        store_url(
-            &cluster.endpoints(),
-            &etcd_support::unique_prefix("faults", "partition"),
-        )
+        store_url(&cluster.endpoints(), &etcd::unique_prefix("faults", "partition"))
     });
 }
 
 fn case29_a_holder_cut_off_from_postgres_stops_before_the_other_side_is_granted() {
     let net = TestNet::for_case();
     // Listening on the host's end of the link only, letting in both ends.
-    let server = pg_support::Server::start_on(&net.host_addr, &net.cidr);
-    partition_trials(29, "PostgreSQL", &net, || {
-        server.url(&pg_support::Server::fresh_schema())
-    });
+    let server = postgres::Server::start_on(&net.host_addr, &net.cidr);
+    partition_trials(29, "PostgreSQL", &net, || server.url(&postgres::Server::fresh_schema()));
 }
 
 /// Trials of a partition: a `run` holder inside the namespace is cut off

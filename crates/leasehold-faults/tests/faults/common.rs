@@ -9,6 +9,7 @@ use leasehold_faults::checker::{self, Report};
 use leasehold_faults::history::{self, Acts, GrantRecord, History};
 use leasehold_faults::proc::{Sandbox, boot_ns};
 use leasehold_faults::resource::FencedResource;
+use leasehold_testkit::wait::wait_until;
 
 /// The client process of this crate (see `src/bin/faults-client.rs`).
 pub fn client() -> &'static str {
@@ -103,7 +104,7 @@ pub fn asked_now(cmd: &mut Command) -> &mut Command {
 
 /// Wait for a child, killing it (and failing) after `limit`.
 pub fn finish(mut child: Child, limit: Duration) -> (i32, String) {
-    if leasehold_faults::proc::wait_until(limit, || child.try_wait().expect("try_wait").is_some()).is_none() {
+    if wait_until(limit, || child.try_wait().expect("try_wait").is_some()).is_none() {
         let _ = child.kill();
         let out = child.wait_with_output().expect("output");
         panic!(

@@ -13,6 +13,7 @@ use leasehold_faults::checker::Report;
 use leasehold_faults::proc::{self, Sandbox};
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure, soak};
+use leasehold_testkit::wait::wait_until;
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case21_corrupt_store_files_get_a_clear_error_and_are_never_reset_or_overwritten,
@@ -100,7 +101,7 @@ fn run_bounded(sb: &Sandbox, args: &[&str]) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    if proc::wait_until(Duration::from_secs(20), || child.try_wait().unwrap().is_some()).is_none() {
+    if wait_until(Duration::from_secs(20), || child.try_wait().unwrap().is_some()).is_none() {
         let _ = child.kill();
         return (-999, String::new(), "hung for 20 s".into());
     }

@@ -13,6 +13,8 @@ use leasehold_faults::proc::{self, Sandbox, boot_ns};
 use leasehold_faults::resource::FencedResource;
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure};
+use leasehold_testkit::process;
+use leasehold_testkit::wait::wait_until;
 use rustix::process::Signal;
 
 use crate::common::{acquire_recorded, history, judge, judge_sandbox, percentile, record_acquired, spawn_holder};
@@ -219,7 +221,7 @@ fn case26_a_queued_waiter_takes_over_from_a_killed_holder_promptly() {
             60_000,
         );
         // Holders' commands and the waiters (below) both record grants.
-        proc::wait_until(Duration::from_secs(20), || {
+        wait_until(Duration::from_secs(20), || {
             crate::common::starts(&sb, "job") > 2 * trial
         })
         .expect("the holder's command never started");
@@ -291,7 +293,7 @@ fn case26_a_newcomer_never_overtakes_a_queued_waiter() {
             &["--ttl", "10s", "--heartbeat", "1s", "--grace", "200ms"],
             60_000,
         );
-        proc::wait_until(Duration::from_secs(20), || crate::common::starts(&sb, "job") == 1)
+        wait_until(Duration::from_secs(20), || crate::common::starts(&sb, "job") == 1)
             .expect("the holder's command never started");
         let command = crate::common::grants(&sb, "job")[0].pid().expect("the command's pid");
         let asked = boot_ns();
@@ -299,7 +301,7 @@ fn case26_a_newcomer_never_overtakes_a_queued_waiter() {
         proc::signal(waiter.id(), Signal::STOP);
         proc::signal(holder.id(), Signal::KILL);
         let _ = holder.wait();
-        proc::wait_until(Duration::from_secs(10), || !proc::alive(command)).expect("the holder's command ends");
+        wait_until(Duration::from_secs(10), || !process::alive(command)).expect("the holder's command ends");
         let mut seen = Vec::new();
         if let Some((token, id)) = acquire_recorded(&sb, &mut history, "newcomer", "job", &["--ttl", "60s"]) {
             seen.push(format!(
@@ -352,7 +354,7 @@ fn queued_waiter(sb: &Sandbox, trial: usize) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn the waiter");
-    let queued = proc::wait_until(Duration::from_secs(20), || waiter_listed(sb, "job", waiter.id()));
+    let queued = wait_until(Duration::from_secs(20), || waiter_listed(sb, "job", waiter.id()));
     assert!(
         queued.is_some(),
         "trial {trial}: the store never listed the waiter (pid {}) as waiting for job",
@@ -542,18 +544,6 @@ fn case07_a_rolled_back_store_reissues_tokens_and_the_fences_refuse_them() {
     );
 }
 
-/// Go on only where `faketime` runs (otherwise the case cannot run here).
-fn need_faketime() {
-    leasehold_testkit::need_program("faketime", "faketime");
-    let runs = Command::new("faketime")
-        .args(["-f", "+0", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !runs {
-        leasehold_testkit::unavailable("`faketime -f +0 true` fails here; reinstall the Debian package faketime");
-    }
-}
-
 /// `leasehold ARGS` with the wall clock shifted by `offset` ("+0" for none):
 /// (exit code, stdout).
 fn faked(sb: &Sandbox, offset: &str, args: &[&str]) -> (i32, String) {
@@ -596,7 +586,7 @@ fn faked_acquire(
 /// that is an overlap the checker reports; a lease that outlives its TTL
 /// is a contender refused at 1.8 s.
 fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
-    need_faketime();
+    leasehold_testkit::faketime::need();
     let jumps = count(1, 50);
     let scenarios: Vec<(&str, &str, &str)> = ["+1h", "-10m", "+1d"]
         .iter()
@@ -709,7 +699,7 @@ fn case15_a_reused_pid_is_judged_by_start_time_and_never_signalled() {
             None => misjudged += 1, // the reused pid was taken for the holder
         }
         std::thread::sleep(Duration::from_millis(100));
-        if marker.exists() || !proc::alive(pid) {
+        if marker.exists() || !process::alive(pid) {
             stray += 1;
         }
         let _ = second.kill();

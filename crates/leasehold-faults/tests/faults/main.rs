@@ -21,13 +21,6 @@ mod queue;
 mod supervisor;
 mod wedge;
 
-// The etcd store's test support (one server, or a cluster of members).
-#[path = "../../../leasehold-etcd/tests/support/mod.rs"]
-mod etcd_support;
-// The PostgreSQL store's (throwaway servers).
-#[path = "../../../leasehold-postgres/tests/support/mod.rs"]
-mod pg_support;
-
 fn main() {
     leasehold_testkit::main(&[
         cluster::TESTS,

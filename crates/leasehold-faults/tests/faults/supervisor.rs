@@ -8,6 +8,8 @@ use leasehold_faults::history::{self, Acts, Answer, GrantRecord, Recorded};
 use leasehold_faults::proc::{self, Sandbox, boot_ns};
 use leasehold_faults::resource::FencedResource;
 use leasehold_faults::tier::{count, figure};
+use leasehold_testkit::process;
+use leasehold_testkit::wait::wait_until;
 use rustix::process::Signal;
 
 use crate::common::{
@@ -45,7 +47,7 @@ fn parallel<T: Send + 'static>(trials: usize, parallel: usize, trial: fn(usize) 
 /// The first holder's command, once it recorded its grant of `name`: its
 /// pid and its grant.
 fn first_command(sb: &Sandbox, name: &str) -> (u32, Recorded) {
-    proc::wait_until(Duration::from_secs(20), || starts(sb, name) >= 1).expect("the command never started");
+    wait_until(Duration::from_secs(20), || starts(sb, name) >= 1).expect("the command never started");
     let grant = grants(sb, name).swap_remove(0);
     (grant.pid().expect("recorded by a process"), grant)
 }
@@ -140,7 +142,7 @@ fn case08_a_paused_holder_and_command_are_refused_and_stopped_on_resume() {
                 "supervisor exit {code}, not 75 with the boot-clock message: {err}"
             ));
         }
-        if proc::alive(cmd) {
+        if process::alive(cmd) {
             seen.push("the command outlived its supervisor".into());
         }
         if starts(&sb, "job") != 2 {
@@ -175,7 +177,7 @@ fn case09_a_paused_supervisor_leaves_its_command_fenced_off() {
         if code != 75 {
             seen.push(format!("supervisor exit {code}, not 75: {err}"));
         }
-        if proc::alive(cmd) {
+        if process::alive(cmd) {
             seen.push("the command outlived its supervisor".into());
         }
         if starts(&sb, "job") != 2 {
@@ -401,7 +403,7 @@ fn stopped_supervisor(trial: usize, deaf: bool) -> StopTrial {
     let asked = boot_ns();
     let (code, out, err) = sb.run(&["--json", "acquire", "job", "--ttl", "60s", "--wait=20s"]);
     let answered = boot_ns();
-    let alive_at_grant = proc::alive(cmd);
+    let alive_at_grant = process::alive(cmd);
     let mut seen = Vec::new();
     assert_eq!(code, 0, "the newcomer's acquire: {err}");
     let json: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
@@ -420,7 +422,7 @@ fn stopped_supervisor(trial: usize, deaf: bool) -> StopTrial {
         // action is its last: that is its end. The test cannot see the
         // moment of a SIGKILL, only what the command recorded before it.
         proc::signal(cmd, Signal::KILL);
-        proc::wait_until(Duration::from_secs(10), || !proc::alive(cmd)).expect("the command dies of SIGKILL");
+        wait_until(Duration::from_secs(10), || !process::alive(cmd)).expect("the command dies of SIGKILL");
         let after_sigterm = actions_after_sigterm(&sb, &old.grant);
         assert!(
             after_sigterm > 0,
@@ -486,7 +488,7 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
     // The newcomer is granted and its first write answered — accepted: the
     // fence's mark moved on.
     let attempts = |grant: &str| history::attempts_of(&history_path(&sb), grant).expect("read the history");
-    let answered = proc::wait_until(Duration::from_secs(20), || {
+    let answered = wait_until(Duration::from_secs(20), || {
         grants(&sb, "job")
             .get(1)
             .is_some_and(|n| attempts(&n.grant).iter().any(|(_, a)| a.is_some()))
@@ -514,12 +516,12 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
         proc::signal(cmd, Signal::CONT);
         // It writes with its stale token (answered, refused) before its
         // guard can react.
-        proc::wait_until(Duration::from_secs(10), || late_attempts().iter().any(Option::is_some));
+        wait_until(Duration::from_secs(10), || late_attempts().iter().any(Option::is_some));
     }
     proc::signal(guard, Signal::CONT);
     // Its grace ran out long ago too: SIGTERM and SIGKILL go out together,
     // and the command may die without recording its end.
-    let stopped_after = proc::wait_until(GUARD_RESUMED_STOPS_WITHIN, || !proc::alive(cmd));
+    let stopped_after = wait_until(GUARD_RESUMED_STOPS_WITHIN, || !process::alive(cmd));
     if stopped_after.is_none() {
         seen.push(format!(
             "the guard, resumed {} ms after the newcomer's grant (its window closed before it), had not stopped the command (pid {cmd}) {GUARD_RESUMED_STOPS_WITHIN:?} later",
@@ -535,7 +537,7 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
     if code != 75 {
         seen.push(format!("supervisor exit {code}, not 75: {err}"));
     }
-    if proc::alive(cmd) {
+    if process::alive(cmd) {
         seen.push("the command outlived its resumed supervisor".into());
     }
     let late = late_attempts();
@@ -611,7 +613,7 @@ fn case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on
         let (out, alive_at_claim) = loop {
             let (code, out, err) = sb.run(&["task", "claim", "q", "--ttl", "60s"]);
             match code {
-                0 => break (out, proc::alive(cmd)),
+                0 => break (out, process::alive(cmd)),
                 10 if boot_ns() - asked < 20_000_000_000 => std::thread::sleep(Duration::from_millis(20)),
                 _ => panic!(
                     "the newcomer's claim: exit {code} after {} ms: {err}",

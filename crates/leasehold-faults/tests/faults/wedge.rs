@@ -36,13 +36,14 @@ use std::time::{Duration, Instant};
 
 use leasehold_faults::checker::Report;
 use leasehold_faults::history::{Acts, GrantRecord, Recorded};
-use leasehold_faults::proc::{Sandbox, alive, outcome, signal, wait_until};
+use leasehold_faults::proc::{Sandbox, outcome, signal};
 use leasehold_faults::tier::{self, figure};
+use leasehold_testkit::process::alive;
+use leasehold_testkit::wait::wait_until;
+use leasehold_testkit::{etcd, postgres};
 use rustix::process::Signal;
 
 use crate::common::{finish, grants, history, judge, record_acquired, resource_of, store_holder};
-use crate::etcd_support;
-use crate::pg_support;
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case30_a_writer_stopped_inside_its_sqlite_transaction_is_named_and_nothing_is_lost,
@@ -493,8 +494,8 @@ fn network_trial(
 /// server's `idle_in_transaction_session_timeout` (60 s), which ends its
 /// session and frees the name.
 fn case30_a_client_stopped_inside_its_postgres_transaction_holds_up_its_own_name_only() {
-    let server = pg_support::Server::start(false);
-    let store = server.url(&pg_support::Server::fresh_schema());
+    let server = postgres::Server::start(false);
+    let store = server.url(&postgres::Server::fresh_schema());
     let soak = tier::soak();
     let (report, same) = network_trial(
         "PostgreSQL",
@@ -562,11 +563,11 @@ fn case30_a_client_stopped_inside_its_postgres_transaction_holds_up_its_own_name
 /// the same name is granted to another at once; resumed, the stopped
 /// client's compare fails and it finds the name held (exit 11).
 fn case30_a_client_stopped_inside_its_etcd_transaction_holds_up_nothing() {
-    let server = etcd_support::shared();
+    let server = etcd::shared();
     let store = format!(
         "etcd://{}?prefix={}",
         server.endpoint(),
-        etcd_support::unique_prefix("faults", "wedge")
+        etcd::unique_prefix("faults", "wedge")
     );
     let (report, same) = network_trial(
         "etcd",

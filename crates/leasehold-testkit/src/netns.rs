@@ -7,8 +7,7 @@
 //!
 //! Made with `ip netns` and `ip link` (Debian: iproute2), as root; where
 //! it cannot be made, [`TestNet::for_case`] ends the case as one that
-//! cannot run here (leasehold-testkit: ignored with the reason, a failure
-//! under `CI=true`). The namespace and its veth pair are removed on drop;
+//! cannot run here (ignored with the reason, a failure under `CI=true`). The namespace and its veth pair are removed on drop;
 //! ones left by a test process that was killed are removed by the next
 //! test.
 
@@ -60,7 +59,7 @@ fn remove_leftovers() {
             .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<u32>().ok());
         if let Some(pid) = pid
-            && !crate::proc::alive(pid)
+            && !crate::process::alive(pid)
         {
             let _ = ip(&["netns", "del", name]);
         }
@@ -124,9 +123,9 @@ impl TestNet {
     /// the case cannot run here (see the module docs).
     #[must_use]
     pub fn for_case() -> Self {
-        leasehold_testkit::need_root("to make a network namespace");
-        leasehold_testkit::need_program("ip", "iproute2");
-        Self::create().unwrap_or_else(|why| leasehold_testkit::unavailable(format!("no test network: {why}")))
+        crate::need_root("to make a network namespace");
+        crate::need_program("ip", "iproute2");
+        Self::create().unwrap_or_else(|why| crate::unavailable(format!("no test network: {why}")))
     }
 
     /// `ip netns exec NS`: the prefix that runs a command inside (`ip`

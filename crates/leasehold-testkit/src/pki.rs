@@ -29,10 +29,10 @@ impl Pki {
     ///
     /// # Panics
     /// When `openssl` fails. Without it, the test that asked cannot run
-    /// here, and is reported so (`leasehold_testkit::need_program`).
+    /// here, and is reported so ([`need_program`](crate::need_program)).
     #[must_use]
     pub fn make(dir: &Path, client_cn: &str) -> Pki {
-        leasehold_testkit::need_program("openssl", "openssl");
+        crate::need_program("openssl", "openssl");
         let pki = Pki { dir: dir.to_owned() };
         pki.write(
             "server.ext",

@@ -11,23 +11,20 @@
 //!
 //! Without PostgreSQL installed (or with `postgres` in
 //! `LEASEHOLD_TEST_HIDE`), starting a server ends the test as one that
-//! cannot run here: leasehold-testkit reports it as ignored with the reason,
-//! or as a failure under `CI=true`.
+//! cannot run here: the runner reports it as ignored with the reason, or as
+//! a failure under `CI=true`.
 //!
 //! [`Server::start_on`] listens on another private address of the test
-//! instead (a test network's, for clients in a network namespace); the
-//! fault suite (`crates/leasehold-faults`) uses this module too.
-
-#![allow(dead_code, reason = "each test binary uses a part of the harness")]
+//! instead (a test network's, for clients in a network namespace: see
+//! [`netns`](crate::netns)).
 
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use leasehold_backend_tests::pki::Pki;
+use crate::pki::Pki;
 
 /// The role of a TLS server that logs in with its client certificate (the
 /// certificate's common name).
@@ -71,20 +68,6 @@ fn find_bin() -> Option<PathBuf> {
     found.pop().map(|(_, bin)| bin)
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port on 127.0.0.1")
-        .port()
-}
-
 const MISSING: &str =
     "no PostgreSQL server binaries at /usr/lib/postgresql/*/bin; install the Debian package postgresql";
 
@@ -97,12 +80,14 @@ impl Server {
     }
 
     /// Start a new server; `durable` keeps fsync on (restart tests).
+    #[must_use]
     pub fn start(durable: bool) -> Server {
         Self::start_with(durable, false, "127.0.0.1", None)
     }
 
     /// Start a new server (`fsync=off`) listening on `host` only, letting
     /// in (`trust`, as postgres) the clients of `clients` (CIDR) as well.
+    #[must_use]
     pub fn start_on(host: &str, clients: &str) -> Server {
         Self::start_with(false, false, host, Some(clients))
     }
@@ -113,19 +98,20 @@ impl Server {
     /// over TLS with a client certificate that CA signed, and
     /// [`PASSWORD_USER`] over TLS with [`PASSWORD`]; `postgres` needs
     /// nothing. Needs the `openssl` command.
+    #[must_use]
     pub fn start_tls() -> Server {
         Self::start_with(false, true, "127.0.0.1", None)
     }
 
     fn start_with(durable: bool, tls: bool, host: &str, clients: Option<&str>) -> Server {
         static N: AtomicU32 = AtomicU32::new(0);
-        if leasehold_testkit::hidden("postgres") {
-            leasehold_testkit::unavailable(
+        if crate::hidden("postgres") {
+            crate::unavailable(
                 "no PostgreSQL server binaries (hidden by LEASEHOLD_TEST_HIDE); install the Debian package postgresql",
             );
         }
         let Some(bin) = find_bin() else {
-            leasehold_testkit::unavailable(MISSING)
+            crate::unavailable(MISSING)
         };
         let dir = std::env::temp_dir().join(format!(
             "leasehold-pg-{}-{}",
@@ -134,7 +120,9 @@ impl Server {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the server's directory");
-        let as_postgres = is_root();
+        // Whoever this process is (LEASEHOLD_TEST_HIDE=root hides root from
+        // the tests, not from initdb, which refuses it).
+        let as_postgres = rustix::process::geteuid().is_root();
         if as_postgres {
             run(Command::new("chown").arg("postgres:postgres").arg(&dir));
         }
@@ -163,7 +151,7 @@ impl Server {
         }
         // A port found free may be taken before the server binds it: retry.
         for _ in 0..5 {
-            server.port = free_port();
+            server.port = crate::port::free();
             if server.try_start() {
                 server.watch();
                 if tls {
@@ -179,6 +167,7 @@ impl Server {
     /// standby ([`STANDBY_NAME`]), and that standby: a base backup of the
     /// primary (`pg_basebackup -R`), streaming from it on its own port.
     /// Returns once the primary reports the standby as `sync`.
+    #[must_use]
     pub fn start_replicated() -> (Server, Server) {
         let primary = Self::start(true);
         let mut client = primary.client();
@@ -229,7 +218,7 @@ impl Server {
             .and_then(|mut f| f.write_all(conninfo.as_bytes()))
             .expect("name the standby in postgresql.auto.conf");
         for _ in 0..5 {
-            standby.port = free_port();
+            standby.port = crate::port::free();
             if standby.try_start() {
                 standby.watch();
                 break;
@@ -295,6 +284,7 @@ impl Server {
     }
 
     /// The certificates of a TLS server (made by `openssl` at start).
+    #[must_use]
     pub fn pki(&self) -> Pki {
         assert!(self.tls, "not a TLS server");
         Pki::from_dir(&self.dir)
@@ -402,11 +392,8 @@ impl Server {
 
     /// Stop the server once this test binary has exited.
     fn watch(&self) {
-        // Run in the background of a shell that exits at once (waited for
-        // below), so the watchdog outlives this process.
-        let stop = format!(
-            "(while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {runuser}'{pg_ctl}' -D '{data}' -m fast -w stop; rm -rf '{dir}') >/dev/null 2>&1 &",
-            pid = std::process::id(),
+        crate::process::after_exit(&format!(
+            "{runuser}'{pg_ctl}' -D '{data}' -m fast -w stop; rm -rf '{dir}'",
             runuser = if self.as_postgres {
                 "runuser -u postgres -- "
             } else {
@@ -415,14 +402,7 @@ impl Server {
             pg_ctl = self.bin.join("pg_ctl").display(),
             data = self.data().display(),
             dir = self.dir.display(),
-        );
-        Command::new("sh")
-            .args(["-c", &stop])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("start the server's watchdog");
+        ));
     }
 
     /// Stop the server at once, as a crash would (`-m immediate`: no
@@ -444,15 +424,18 @@ impl Server {
         );
     }
 
+    #[must_use]
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    #[must_use]
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// A URL for the schema `schema` of database `postgres`.
+    #[must_use]
     pub fn url(&self, schema: &str) -> String {
         format!(
             "postgres://postgres@{}:{}/postgres?schema={schema}&connect_timeout=5",
@@ -461,6 +444,7 @@ impl Server {
     }
 
     /// A plain connection to database `postgres` as the superuser.
+    #[must_use]
     pub fn client(&self) -> postgres::Client {
         postgres::Client::connect(
             &format!("host={} port={} user=postgres dbname=postgres", self.host, self.port),
@@ -476,6 +460,7 @@ impl Server {
     }
 
     /// A path to pgbench and friends.
+    #[must_use]
     pub fn bin(&self) -> &Path {
         &self.bin
     }

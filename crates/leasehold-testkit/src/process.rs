@@ -1,0 +1,32 @@
+//! The processes a test starts or leaves behind: whether one runs, by pid,
+//! and a watchdog that cleans up after this test process.
+
+use std::process::{Command, Stdio};
+
+/// Whether `pid` runs (a zombie does not).
+#[must_use]
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+/// Run the shell command `cleanup` (stop a server, remove its directory)
+/// once this test process has exited, however it exited: a shared server
+/// is a static, never dropped, and a killed test drops nothing.
+pub fn after_exit(cleanup: &str) {
+    // Run in the background of a shell that exits at once (waited for
+    // below), so the watchdog outlives this process.
+    let watchdog = format!(
+        "(while kill -0 {me} 2>/dev/null; do sleep 0.5; done; {cleanup}) >/dev/null 2>&1 &",
+        me = std::process::id()
+    );
+    Command::new("sh")
+        .args(["-c", &watchdog])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("start a watchdog");
+}
