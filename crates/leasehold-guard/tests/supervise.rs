@@ -213,6 +213,29 @@ fn a_command_that_cannot_start_is_reported_every_time() {
     assert!(slot.is_alive(), "a run that cannot start leaves the slot's guard up");
 }
 
+/// A command line far longer than a pipe's atomic write still gets its
+/// reason through: the report shows the command cut, and the error whole.
+#[test]
+fn a_command_too_long_to_show_is_reported_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let t = timing(10_000);
+    let mut spec = spec("unused", &t);
+    let program = format!("/no/such/{}", "a".repeat(20_000));
+    // What the OS says to this path, as it says it to exec.
+    let reason = std::fs::File::open(&program).unwrap_err().to_string();
+    spec.command = vec![program.into()];
+    let lease = LeaseRun::new(LeaseName::new("long").unwrap(), t);
+    let RunOutcome::Ran(ran) = supervise::run(&store, &lease, spec, |_| {}).unwrap() else {
+        panic!("held")
+    };
+    let Err(RunError::CouldNotStart { message, .. }) = ran.ended else {
+        panic!("not a spawn error: {ran:?}")
+    };
+    assert!(message.ends_with(&reason), "{message}");
+    assert!(message.len() < 512, "{} bytes: {message}", message.len());
+}
+
 /// A slot runs its command once per run, each run the leader of a new
 /// process group, with its own stdin and stdout; what a run leaves behind
 /// is stopped before the run is reported finished.

@@ -272,19 +272,27 @@ fn signal_tree(tree: &mut host::ProcessTree, group: Pid, sig: Signal) {
 /// (timeouts run on a clock that stops during suspend).
 const POLL: Duration = Duration::from_millis(100);
 
-/// Write one report in one `write` (a line is far shorter than
-/// `PIPE_BUF`, so it lands whole): a once-guard's command process writes
-/// its spawn error to the same pipe, and must not land inside a line.
+/// Write one report in one `write` (a line is at most
+/// [`protocol::LINE_MAX`], within `PIPE_BUF`, so it lands whole): a
+/// once-guard's command process writes its spawn error to the same pipe,
+/// and must not land inside a line.
 fn report(out: &mut File, report: &Report) {
     // The supervisor may be gone; then nobody is listening.
     let _ = out.write_all(report.encode().as_bytes());
 }
 
+/// The most of a command line a spawn error shows, in characters.
+const COMMAND_SHOWN_MAX: usize = 200;
+
 /// The report of a command that could not be started.
 fn spawn_error(code: u8, command: &[OsString], error: &std::io::Error) -> Report {
     Report::SpawnError {
         code,
-        message: format!("cannot run {}: {error}", child::display(command)),
+        // The command cut, so that the reason fits the report's line too.
+        message: format!(
+            "cannot run {}: {error}",
+            crate::shorten(&child::display(command), COMMAND_SHOWN_MAX)
+        ),
     }
 }
 

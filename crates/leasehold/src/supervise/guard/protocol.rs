@@ -64,6 +64,29 @@ pub(crate) enum Report {
     Exited(Exit),
 }
 
+/// The longest report line: POSIX's least `PIPE_BUF` (macOS's own), so
+/// that each report is one write that lands whole — a once-guard's
+/// command process writes its spawn error to the pipe the guard reports
+/// on, and neither may land inside the other's line.
+pub(crate) const LINE_MAX: usize = 512;
+
+/// A spawn error's line, its message (a JSON string: a newline in it
+/// cannot end the line) cut with `…` until the line fits [`LINE_MAX`] —
+/// a command line can be far longer.
+fn spawn_error_line(code: u8, message: &str) -> String {
+    let mut keep = message.chars().count();
+    loop {
+        let shown = crate::shorten(message, keep);
+        let json = serde_json::to_string(&shown).expect("a string always serializes");
+        let line = format!("spawn-error {code} {json}\n");
+        if line.len() <= LINE_MAX || keep == 0 {
+            return line;
+        }
+        // Escapes make the JSON longer than the text: cut by what is over.
+        keep = keep.saturating_sub((line.len() - LINE_MAX).max(1).div_ceil(6).max(1));
+    }
+}
+
 impl Report {
     /// The report's line, with its newline: one `write`.
     pub(crate) fn encode(&self) -> String {
@@ -71,10 +94,7 @@ impl Report {
             Self::Group(pid) => format!("group {}\n", pid.as_raw_nonzero()),
             Self::Ready => "ready\n".into(),
             Self::Started(pid) => format!("started {}\n", pid.as_raw_nonzero()),
-            Self::SpawnError { code, message } => {
-                let message = serde_json::to_string(message).expect("a string always serializes");
-                format!("spawn-error {code} {message}\n")
-            }
+            Self::SpawnError { code, message } => spawn_error_line(*code, message),
             Self::Deadline => "deadline\n".into(),
             Self::Exited(Exit::Code(code)) => format!("exited code {code}\n"),
             Self::Exited(Exit::Signal(sig)) => format!("exited signal {sig}\n"),
@@ -273,6 +293,32 @@ mod tests {
             message: "cannot run a\nb".into(),
         };
         assert_eq!(spawn_error.encode(), "spawn-error 127 \"cannot run a\\nb\"\n");
+    }
+
+    /// A report longer than the least `PIPE_BUF` could be torn by the
+    /// command process's own write to the same pipe.
+    #[test]
+    fn every_report_fits_one_atomic_pipe_write() {
+        for message in ["x".repeat(100_000), "\u{1}".repeat(10_000), "ü\n".repeat(5_000)] {
+            let report = Report::SpawnError {
+                code: 126,
+                message: message.clone(),
+            };
+            let line = report.encode();
+            assert!(line.len() <= LINE_MAX, "{} bytes", line.len());
+            assert!(
+                line.len() > LINE_MAX - 16,
+                "cut no more than it must: {} bytes",
+                line.len()
+            );
+            let Ok(Report::SpawnError { message: shown, .. }) = Report::decode(line.trim_end_matches('\n')) else {
+                panic!("{line:?} does not decode")
+            };
+            assert!(
+                shown.ends_with('…') && message.starts_with(shown.trim_end_matches('…')),
+                "{shown:?}"
+            );
+        }
     }
 
     #[test]
