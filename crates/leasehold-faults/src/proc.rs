@@ -28,6 +28,41 @@ pub fn leasehold_bin() -> PathBuf {
     bin
 }
 
+/// Arm `point` (`OP/STEP[=ACTION]`) in the `leasehold` that `cmd` runs —
+/// after checking, once per test process, that the binary has failpoints
+/// at all: without them it ignores `LEASEHOLD_FAILPOINT`, and a case would
+/// fail on a crash that never came, far from the cause. (`cargo test
+/// --workspace` builds it with them; a narrower `cargo test -p
+/// leasehold-cli` rebuilds it without.)
+///
+/// # Panics
+/// When the binary was built without the `failpoints` feature.
+pub fn arm_failpoint(cmd: &mut Command, point: &str) {
+    static ARMABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let armable = *ARMABLE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let probe = Command::new(leasehold_bin())
+            .args(["acquire", "failpoint-probe"])
+            .env(
+                "LEASEHOLD_STORE",
+                format!("sqlite://{}", dir.path().join("probe.db").display()),
+            )
+            .env("LEASEHOLD_FAILPOINT", "acquire/begin=abort")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run leasehold");
+        // Armed, the point aborts it; unarmed, it acquires and exits 0.
+        std::os::unix::process::ExitStatusExt::signal(&probe) == Some(rustix::process::Signal::ABORT.as_raw())
+    });
+    assert!(
+        armable,
+        "{} was built without failpoints (LEASEHOLD_FAILPOINT is ignored): build it with `cargo build -p leasehold-cli --features failpoints`, or run the suite with `cargo test --workspace`",
+        leasehold_bin().display()
+    );
+    cmd.env("LEASEHOLD_FAILPOINT", point);
+}
+
 /// The boot clock (`CLOCK_BOOTTIME`) in nanoseconds: shared by every
 /// process of the host, and it keeps counting through suspend.
 #[must_use]

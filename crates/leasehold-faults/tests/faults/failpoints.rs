@@ -22,9 +22,9 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
 
 /// `leasehold ARGS` with `point` armed (and `stdin` fed); its exit code.
 fn crash(sb: &Sandbox, point: &str, args: &[&str], stdin: &[u8]) -> i32 {
-    let mut child = sb
-        .cmd(args)
-        .env("LEASEHOLD_FAILPOINT", point)
+    let mut cmd = sb.cmd(args);
+    proc::arm_failpoint(&mut cmd, point);
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

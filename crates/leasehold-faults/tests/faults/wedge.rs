@@ -60,7 +60,7 @@ const TTL_MS: u64 = 3000;
 fn holder(sb: &Sandbox, store: &str, name: &str, hold_ms: u64, failpoint: Option<&str>) -> Child {
     let mut cmd = store_holder(sb, &[], store, name, hold_ms);
     if let Some(point) = failpoint {
-        cmd.env("LEASEHOLD_FAILPOINT", point);
+        leasehold_faults::proc::arm_failpoint(&mut cmd, point);
     }
     cmd.spawn().expect("spawn leasehold run")
 }
