@@ -2,9 +2,13 @@
 //! the shapes of store data here (a grant, a lease's state, history, a
 //! task), the commands' documents and [`Failure`] — the shape of every
 //! failure — in `json/commands.rs`. Written once, so every front (the
-//! CLI, the status page's `/api`, Python) prints the same document.
+//! CLI, the status page's `/api`, Python) prints the same document; the
+//! CLI's tests check each document, and a unit test docs/JSON.md's table,
+//! against [`Document::FIELDS`].
 
 mod commands;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, SystemTime};
 
