@@ -4,27 +4,23 @@
 use std::io::Write as _;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use leasehold::{Grant, LeaseState, format_duration};
-use serde_json::Value;
+use leasehold::{LeaseState, format_duration};
+use serde::Serialize;
 
-/// Print one JSON document on stdout. A closed stdout (a pipe to `head`) is
-/// not an error worth reporting.
-pub fn print_json(value: &Value) {
+/// Print one JSON document (a type of [`leasehold::json`], the one place
+/// the JSON shapes are written) on stdout. A closed stdout (a pipe to
+/// `head`) is not an error worth reporting.
+pub fn print_json(document: &impl Serialize) {
     let mut out = std::io::stdout().lock();
-    let _ = serde_json::to_writer_pretty(&mut out, value);
+    let _ = serde_json::to_writer_pretty(&mut out, &leasehold::json::value(document));
     let _ = writeln!(out);
     // Flushed now: `fence` and `lock` print before they run a command,
     // which may then write to the same stdout (or replace this process).
     let _ = out.flush();
 }
 
-/// A time for people and JSON (see [`leasehold::json`], the one place
-/// the JSON shapes are written).
+/// A time for people and JSON, as [`leasehold::json`] writes it.
 pub use leasehold::json::{alive, from_now, rfc3339};
-
-pub fn grant_json(grant: &Grant) -> Value {
-    leasehold::json::grant(grant)
-}
 
 /// At most `max` characters of `s`; a cut is marked with `…`.
 pub use leasehold::shorten;
@@ -88,8 +84,4 @@ pub fn lease_table(states: &[LeaseState]) -> Table {
         }
     }
     table
-}
-
-pub fn task_json(t: &leasehold::Task) -> Value {
-    leasehold::json::task(t)
 }

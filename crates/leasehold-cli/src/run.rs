@@ -139,7 +139,9 @@ fn usage_error(e: clap::Error) -> u8 {
     let json = json_asked();
     match e.kind() {
         ErrorKind::DisplayHelp if json => {
-            crate::output::print_json(&serde_json::json!({ "help": e.render().to_string() }));
+            crate::output::print_json(&leasehold::json::Help {
+                help: &e.render().to_string(),
+            });
             return ExitCode::Success.code();
         }
         ErrorKind::DisplayVersion if json => {
@@ -161,7 +163,7 @@ fn usage_error(e: clap::Error) -> u8 {
     // The message is clap's first paragraph (usage and tips follow).
     let message = text.trim().trim_start_matches("error: ");
     let message = message.split("\n\n").next().unwrap_or(message).trim();
-    crate::output::print_json(&serde_json::json!({ "error": message, "exit_code": ExitCode::Usage.code() }));
+    print_failure(message, ExitCode::Usage);
     ExitCode::Usage.code()
 }
 
@@ -213,7 +215,16 @@ fn report(global: &Global, err: &anyhow::Error) -> ExitCode {
     let message = message(err);
     let _ = writeln!(std::io::stderr(), "leasehold: {message}");
     if global.json {
-        crate::output::print_json(&serde_json::json!({ "error": message, "exit_code": code.code() }));
+        print_failure(&message, code);
     }
     code
+}
+
+/// A failure without details of its own, as JSON.
+fn print_failure(message: &str, code: ExitCode) {
+    crate::output::print_json(&leasehold::json::Failure {
+        words: leasehold::json::Words::Error(message),
+        exit_code: code.code(),
+        details: (),
+    });
 }

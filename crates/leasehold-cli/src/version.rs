@@ -14,12 +14,12 @@ pub fn text() -> String {
     )
 }
 
-pub fn document() -> serde_json::Value {
-    serde_json::json!({
-        "name": "leasehold",
-        "version": VERSION,
-        "commit": COMMIT,
-        "target": TARGET,
-        "stores": leasehold::built_in_stores(),
-    })
+pub fn document() -> leasehold::json::Version<'static> {
+    leasehold::json::Version {
+        name: "leasehold",
+        version: VERSION,
+        commit: COMMIT,
+        target: TARGET,
+        stores: leasehold::built_in_stores(),
+    }
 }

@@ -250,14 +250,20 @@ pub fn datetime(py: Python<'_>, t: SystemTime) -> PyResult<Bound<'_, PyAny>> {
 
 /// A document of `leasehold::json` (docs/JSON.md) as Python values: times
 /// as `datetime`, durations as `timedelta` (`leasehold/_documents.py`).
-pub fn document<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+pub fn document<'py>(py: Python<'py>, document: &impl leasehold::json::Document) -> PyResult<Bound<'py, PyAny>> {
     py.import("leasehold._documents")?
-        .call_method1("document", (from_json(py, value)?,))
+        .call_method1("document", (from_json(py, &leasehold::json::value(document))?,))
 }
 
 /// A list of documents, as [`document`] converts each.
-pub fn documents<'py>(py: Python<'py>, values: &[serde_json::Value]) -> PyResult<Bound<'py, pyo3::types::PyList>> {
-    let items = values.iter().map(|v| document(py, v)).collect::<PyResult<Vec<_>>>()?;
+pub fn documents<'py>(
+    py: Python<'py>,
+    documents: &[impl leasehold::json::Document],
+) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+    let items = documents
+        .iter()
+        .map(|d| document(py, d))
+        .collect::<PyResult<Vec<_>>>()?;
     pyo3::types::PyList::new(py, items)
 }
 

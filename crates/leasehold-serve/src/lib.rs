@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use leasehold::{LeaseName, Store, TaskRetry, TaskState};
+use leasehold::{LeaseName, Store, TaskRetry, TaskState, json};
 use serde_json::json;
 
 pub use crate::error::ServeError;
@@ -489,7 +489,7 @@ impl App {
                 let live = r.param("live").is_some_and(|v| v != "0");
                 let states = pages::filtered(&snapshot, r.param("q"), live);
                 let (offset, limit) = paging(r, usize::MAX);
-                Ok(leasehold::json::leases(
+                Ok(json::value(&json::leases(
                     states
                         .iter()
                         .skip(offset)
@@ -497,27 +497,27 @@ impl App {
                         .map(|s| pages::aged(&snapshot, s.as_ref()))
                         .collect::<Vec<_>>()
                         .iter(),
-                ))
+                )))
             }
             ["leases", n] => {
                 let n = name(n)?;
                 Ok(snapshot.lease(&n).map_or_else(
-                    || leasehold::json::never_granted(&n),
-                    |s| leasehold::json::lease_state(&pages::aged(&snapshot, s)),
+                    || json::value(&json::never_granted(&n)),
+                    |s| json::value(&json::lease_state(&pages::aged(&snapshot, s))),
                 ))
             }
             ["leases", n, "history"] => {
                 let n = name(n)?;
                 let limit = r.param("limit").and_then(|l| l.parse().ok()).unwrap_or(20);
                 let entries = self.store.history(&n, limit).map_err(|e| refuse(503, &e.to_string()))?;
-                Ok(leasehold::json::history(&n, &entries))
+                Ok(json::value(&json::history(&n, &entries)))
             }
             ["queues"] => {
                 let Some(queues) = &snapshot.queues else {
                     return Err(refuse(404, "this store has no task queue"));
                 };
                 let stats: Vec<_> = queues.iter().map(|q| q.stats.clone()).collect();
-                Ok(leasehold::json::queues(&stats))
+                Ok(json::value(&json::queues(&stats)))
             }
             ["queues", q, "tasks"] => {
                 let q = name(q)?;
@@ -532,12 +532,12 @@ impl App {
                     .store
                     .task_list_page(Some(&q), state, limit)
                     .map_err(|e| refuse(503, &e.to_string()))?;
-                Ok(leasehold::json::tasks(&q, &tasks, more))
+                Ok(json::value(&json::tasks(&q, &tasks, more)))
             }
             ["queues", q, "tasks", id] => {
                 let (q, id) = (name(q)?, name(id)?);
                 match self.store.task_get(&q, &id).map_err(|e| refuse(503, &e.to_string()))? {
-                    Some(t) => Ok(leasehold::json::task(&t)),
+                    Some(t) => Ok(json::value(&json::task(&t))),
                     None => Err(refuse(404, "no such task")),
                 }
             }

@@ -4,8 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use leasehold::{StoreUrl, host, identity, symlinks};
-use serde_json::json;
+use leasehold::{StoreUrl, host, identity, json, symlinks};
 
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
@@ -15,6 +14,16 @@ struct Check {
     name: &'static str,
     ok: bool,
     detail: String,
+}
+
+impl Check {
+    fn document(&self) -> json::DoctorCheck<'_> {
+        json::DoctorCheck {
+            check: self.name,
+            ok: self.ok,
+            detail: &self.detail,
+        }
+    }
 }
 
 fn check(name: &'static str, result: Result<String, String>) -> Check {
@@ -113,10 +122,10 @@ pub fn run(ctx: &Ctx) -> u8 {
         Err(e) => checks.push(check("store URL", Err(e.to_string()))),
     }
     let all_ok = checks.iter().all(|c| c.ok);
-    let details = json!({
-        "ok": all_ok,
-        "checks": checks.iter().map(|c| json!({"check": c.name, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>(),
-    });
+    let details = json::Doctor {
+        ok: all_ok,
+        checks: checks.iter().map(Check::document).collect(),
+    };
     if !ctx.global.json {
         for c in &checks {
             println!("{} {:<17} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
@@ -130,7 +139,7 @@ pub fn run(ctx: &Ctx) -> u8 {
     }
     let failed: Vec<&str> = checks.iter().filter(|c| !c.ok).map(|c| c.name).collect();
     let message = format!("{} failed: see each check's detail for what to do", failed.join(", "));
-    crate::commands::fail(ctx, &details, &message, ExitCode::Failure.code())
+    crate::commands::fail(ctx, details, &message, ExitCode::Failure.code())
 }
 
 fn filesystem(dir: &Path) -> Result<String, String> {

@@ -17,6 +17,7 @@ use std::thread;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
+use leasehold::json;
 use leasehold::lock::{self, LockOptions, TryLock};
 use leasehold::supervise::child;
 
@@ -29,8 +30,11 @@ use crate::run::CliError;
 /// With `--json` this follows the document that said the lock was taken.
 fn cannot_run(ctx: &Ctx, args: &LockArgs, e: &std::io::Error) -> u8 {
     let message = format!("cannot run {}: {e}", child::display(&args.command));
-    let details = serde_json::json!({ "path": args.path, "locked": false });
-    crate::commands::fail(ctx, &details, &message, child::spawn_error_code(e))
+    let details = json::LockNotRun {
+        path: &args.path,
+        locked: false,
+    };
+    crate::commands::fail(ctx, details, &message, child::spawn_error_code(e))
 }
 
 pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
@@ -48,9 +52,12 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
     let held = match outcome {
         TryLock::Locked(held) => held,
         TryLock::Held { path, holders } => {
-            let json = serde_json::json!({
-                "path": path, "held": true, "pid": holders.exclusive_pid(), "pids": holders.pids(),
-            });
+            let details = json::LockHeld {
+                path: &path,
+                held: true,
+                pid: holders.exclusive_pid(),
+                pids: holders.pids(),
+            };
             let wait = if args.wait.wait.is_some() { "still " } else { "" };
             let err = CliError::new(
                 ExitCode::Held,
@@ -59,15 +66,18 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
                     path.display()
                 ),
             );
-            return Ok(crate::commands::refuse(ctx, &json, &err));
+            return Ok(crate::commands::refuse(ctx, details, &err));
         }
     };
     // Printed before the command runs: with the descriptor inherited, it
     // replaces this process.
     if ctx.global.json {
-        crate::output::print_json(&serde_json::json!({
-            "path": held.path(), "locked": true, "shared": args.shared, "pid": std::process::id(),
-        }));
+        crate::output::print_json(&json::Locked {
+            path: held.path(),
+            locked: true,
+            shared: args.shared,
+            pid: std::process::id(),
+        });
     }
     let mut command = Command::new(&args.command[0]);
     command.args(&args.command[1..]);

@@ -4,8 +4,6 @@
 //! `--bump-tokens N`, after a restore from a backup: raise the token floor
 //! (README.md, "Restoring a store").
 
-use serde_json::json;
-
 use crate::cli::MigrateArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
@@ -19,15 +17,12 @@ pub fn run(ctx: &Ctx, args: &MigrateArgs) -> anyhow::Result<u8> {
     let bumped = args.bump_tokens.map(|by| store.bump_tokens(by)).transpose()?;
     let version = info.schema_version.map_or_else(|| "?".to_owned(), |v| v.to_string());
     if ctx.global.json {
-        let mut doc = json!({
-            "store": info.kind,
-            "location": info.location,
-            "schema_version": info.schema_version,
+        output::print_json(&leasehold::json::Migrated {
+            store: info.kind,
+            location: &info.location,
+            schema_version: info.schema_version,
+            tokens_bumped: bumped,
         });
-        if let Some(b) = bumped {
-            doc["tokens_bumped"] = json!({ "highest": b.highest, "floor": b.floor });
-        }
-        output::print_json(&doc);
     } else {
         println!(
             "{} store at {} is at schema version {version}",

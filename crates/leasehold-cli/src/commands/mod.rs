@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use leasehold::supervise::{GuardProgram, Timing, TimingProblem};
-use leasehold::{Store, StoreOptions, StoreUrl, format_duration};
+use leasehold::{Store, StoreOptions, StoreUrl, format_duration, json};
+use serde::Serialize;
 
 use crate::cli::{Cli, Command, Global};
 use crate::exit_codes::ExitCode;
@@ -69,8 +70,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// End a command with an expected refusal (held, stale, nothing to
-/// claim): see [`fail`].
 /// A fence for `token`: with the grant given, or else the grant of the
 /// `leasehold run` this runs under when the token is its
 /// (`LEASEHOLD_TOKEN`/`LEASEHOLD_GRANT`), so a command under `run` names
@@ -91,25 +90,29 @@ pub fn fence_of(
         .map_err(|e| CliError::new(ExitCode::Usage, format!("{e}; {}", unchanged())).into())
 }
 
-pub fn refuse(ctx: &Ctx, details: &serde_json::Value, err: &crate::run::CliError) -> u8 {
+/// End a command with an expected refusal (held, stale, nothing to
+/// claim): see [`fail`].
+pub fn refuse(ctx: &Ctx, details: impl Serialize, err: &crate::run::CliError) -> u8 {
     fail(ctx, details, &err.message, err.code.code())
 }
 
 /// End a command that failed in a way it reports itself (a refusal, a
 /// command that could not start): `message` on stderr, `code` as the exit
 /// code, and with `--json` on stdout `details` in the shape every failure
-/// has — `error` and `exit_code` beside them (docs/JSON.md).
-pub fn fail(ctx: &Ctx, details: &serde_json::Value, message: &str, code: u8) -> u8 {
+/// has ([`json::Failure`], docs/JSON.md).
+pub fn fail(ctx: &Ctx, details: impl Serialize, message: &str, code: u8) -> u8 {
     if ctx.global.json {
-        let mut doc = details.clone();
-        if let serde_json::Value::Object(fields) = &mut doc {
+        crate::output::print_json(&json::Failure {
             // A refusal that is no failure (`run --if-held skip`, exit 0)
             // says why as a message, not as an error.
-            let key = if code == 0 { "message" } else { "error" };
-            fields.insert(key.into(), message.into());
-            fields.insert("exit_code".into(), code.into());
-        }
-        crate::output::print_json(&doc);
+            words: if code == 0 {
+                json::Words::Message(message)
+            } else {
+                json::Words::Error(message)
+            },
+            exit_code: code,
+            details,
+        });
     }
     eprintln!("leasehold: {message}");
     code

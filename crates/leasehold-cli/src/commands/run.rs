@@ -23,7 +23,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use leasehold::supervise::{self, LeaseRun, RunError, RunOutcome, Spec, Supervised};
-use leasehold::{Cancel, Held};
+use leasehold::{Cancel, Held, json};
 
 use crate::cli::{IfHeld, RunArgs};
 use crate::commands::{Ctx, guard_program, timing};
@@ -55,8 +55,12 @@ fn held(ctx: &Ctx, args: &RunArgs, held: &Held) -> u8 {
             ),
         ),
     };
-    let json = serde_json::json!({ "name": args.name, "held": true, "skipped": code == ExitCode::Success });
-    crate::commands::refuse(ctx, &json, &CliError::new(code, message))
+    let details = json::RunHeld {
+        name: &args.name,
+        held: true,
+        skipped: code == ExitCode::Success,
+    };
+    crate::commands::refuse(ctx, details, &CliError::new(code, message))
 }
 
 /// Why the command did not run to its own end, as an exit: a command
@@ -70,8 +74,11 @@ fn run_error(ctx: &Ctx, args: &RunArgs, token: leasehold::Token, error: &RunErro
         | RunError::Stalled { .. }
         | RunError::Interrupted { .. } => Err(CliError::new(ExitCode::LeaseLostWhileRunning, error.to_string()).into()),
         RunError::CouldNotStart { code, .. } => {
-            let details = serde_json::json!({ "name": args.name, "token": token });
-            Ok(crate::commands::fail(ctx, &details, &error.to_string(), *code))
+            let details = json::RunNotStarted {
+                name: &args.name,
+                token,
+            };
+            Ok(crate::commands::fail(ctx, details, &error.to_string(), *code))
         }
         RunError::GuardDied { .. } => Err(anyhow::Error::new(error.clone())),
     }
@@ -146,9 +153,12 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     };
     // After the command's own output: its exit code, passed through.
     if ctx.global.json {
-        crate::output::print_json(&serde_json::json!({
-            "name": args.name, "token": grant.token, "owner": grant.owner, "exit_code": code,
-        }));
+        crate::output::print_json(&json::RunEnded {
+            name: &args.name,
+            token: grant.token,
+            owner: &grant.owner,
+            exit_code: code,
+        });
     }
     Ok(code)
 }

@@ -10,8 +10,8 @@ use std::io::{IsTerminal, Write as _};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::format_duration;
-use leasehold::worker::{CommandJob, Counts, Job, Outcome, Until, WorkEvent, Worker, WorkerOptions};
+use leasehold::worker::{CommandJob, Counts, Job, Outcome, Until, WorkEvent, Worker, WorkerHandle, WorkerOptions};
+use leasehold::{format_duration, json};
 
 use crate::cli::WorkArgs;
 use crate::commands::{Ctx, guard_program, timing};
@@ -25,6 +25,7 @@ fn bar_message(c: &Counts) -> String {
     )
 }
 
+/// Run CMD for each task until the worker stops, then print the summary.
 pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
     let timing = timing(args.ttl, args.heartbeat, args.grace, args.owner.clone())?;
     // One store for every worker thread.
@@ -33,21 +34,49 @@ pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
         .task_stats(Some(&args.queue))?
         .first()
         .map(|s| s.pending + s.running);
-    let progress = std::io::stderr().is_terminal().then(|| {
-        let bar = match total {
-            Some(n) if args.until_empty || args.drain => indicatif::ProgressBar::new(n),
-            _ => indicatif::ProgressBar::new_spinner(),
-        };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {pos}/{len} tasks [{elapsed}] {per_sec} eta {eta} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
+    let progress = std::io::stderr().is_terminal().then(|| progress_bar(args, total));
+    let job = Job::Command(CommandJob {
+        command: args.command.clone(),
+        guard: guard_program()?,
+        result_limit: args.result_limit,
     });
-    let options = WorkerOptions {
+    let worker = Worker::new(store, worker_options(args, timing), job);
+    let handle = worker.handle();
+    handle.shutdown_on_signals()?;
+    let outcome = worker.run(|event| show(event, progress.as_ref(), &handle));
+    if let Some(bar) = &progress {
+        bar.finish_and_clear();
+    }
+    summary(ctx, &args.queue, handle.counts());
+    match outcome {
+        Ok(_) => Ok(ExitCode::Success.code()),
+        Err(e) => {
+            let error = anyhow::Error::from(e.error);
+            Err(match e.context {
+                Some(context) => error.context(context),
+                None => error,
+            })
+        }
+    }
+}
+
+/// A bar towards `total` when the worker stops at an empty queue, a
+/// spinner otherwise.
+fn progress_bar(args: &WorkArgs, total: Option<u64>) -> indicatif::ProgressBar {
+    let bar = match total {
+        Some(n) if args.until_empty || args.drain => indicatif::ProgressBar::new(n),
+        _ => indicatif::ProgressBar::new_spinner(),
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} tasks [{elapsed}] {per_sec} eta {eta} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn worker_options(args: &WorkArgs, timing: leasehold::supervise::Timing) -> WorkerOptions {
+    WorkerOptions {
         queue: args.queue.clone(),
         timing,
         concurrency: args.concurrency as usize,
@@ -58,16 +87,13 @@ pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
         },
         max_tasks: args.max_tasks,
         shutdown_timeout: args.shutdown_timeout,
-    };
-    let job = Job::Command(CommandJob {
-        command: args.command.clone(),
-        guard: guard_program()?,
-        result_limit: args.result_limit,
-    });
-    let worker = Worker::new(store, options, job);
-    let handle = worker.handle();
-    handle.shutdown_on_signals()?;
-    let outcome = worker.run(|event| match event {
+    }
+}
+
+/// One event for a person: a finished task on the bar (and above it
+/// unless done), or as a line when stderr is not a terminal.
+fn show(event: &WorkEvent, progress: Option<&indicatif::ProgressBar>, handle: &WorkerHandle) {
+    match event {
         WorkEvent::Finished { task, outcome, took } => {
             let detail = outcome.to_string();
             let line = format!(
@@ -80,7 +106,7 @@ pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
                 format_duration(*took),
                 if detail.is_empty() { "" } else { ": " }
             );
-            match &progress {
+            match progress {
                 Some(bar) => {
                     if !matches!(outcome, Outcome::Done { .. }) {
                         bar.println(line);
@@ -98,35 +124,24 @@ pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
             eprintln!("leasehold: {error}; retrying in {}", format_duration(*retry_in));
         }
         WorkEvent::Claimed(_) | WorkEvent::Started(_) => {}
-    });
-    if let Some(bar) = &progress {
-        bar.finish_and_clear();
     }
-    let c = handle.counts();
-    let summary = serde_json::json!({
-        "queue": args.queue,
-        "done": c.done,
-        "failed": c.failed,
-        "dead": c.dead,
-        "lost": c.lost,
-        "handed_back": c.handed_back,
-    });
+}
+
+/// What the worker did, once it stopped.
+fn summary(ctx: &Ctx, queue: &leasehold::QueueName, c: Counts) {
     if ctx.global.json {
-        output::print_json(&summary);
+        output::print_json(&json::WorkSummary {
+            queue,
+            done: c.done,
+            failed: c.failed,
+            dead: c.dead,
+            lost: c.lost,
+            handed_back: c.handed_back,
+        });
     } else {
         eprintln!(
-            "leasehold: {}: {} done, {} failed (will retry), {} dead, {} lost, {} handed back",
-            args.queue, summary["done"], summary["failed"], summary["dead"], summary["lost"], summary["handed_back"]
+            "leasehold: {queue}: {} done, {} failed (will retry), {} dead, {} lost, {} handed back",
+            c.done, c.failed, c.dead, c.lost, c.handed_back
         );
-    }
-    match outcome {
-        Ok(_) => Ok(ExitCode::Success.code()),
-        Err(e) => {
-            let error = anyhow::Error::from(e.error);
-            Err(match e.context {
-                Some(context) => error.context(context),
-                None => error,
-            })
-        }
     }
 }

@@ -1,10 +1,14 @@
 //! `--json`: every command prints one JSON document on stdout for success
 //! and for each refusal, usage errors included (docs/JSON.md). A failure
 //! always has `error` (a string) and `exit_code` (the process's code).
+//! Each document has exactly the fields of its type in `leasehold::json`
+//! (which docs/JSON.md is checked against there).
 
+use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::time::Duration;
 
+use leasehold::json::{self, Document};
 use serde_json::Value;
 
 use crate::util::{Env, finish};
@@ -27,9 +31,36 @@ fn documents(out: &str) -> Vec<Value> {
         .unwrap_or_else(|e| panic!("stdout is not a stream of JSON documents ({e}): {out:?}"))
 }
 
+/// A failure with no details of its own.
+#[derive(serde::Serialize)]
+struct Plain;
+
+impl Document for Plain {
+    const FIELDS: &'static [&'static str] = &[];
+}
+
+/// `doc` has exactly the fields of `D`, and `words` (a failure's
+/// `error`/`message` and `exit_code`) beside them.
+#[track_caller]
+fn has_fields<D: Document>(doc: &Value, words: &[&str]) {
+    let keys: BTreeSet<&str> = doc
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {doc}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let fields: BTreeSet<&str> = D::FIELDS.iter().chain(words).copied().collect();
+    assert_eq!(keys, fields, "the fields of {}: {doc}", std::any::type_name::<D>());
+}
+
+/// The words beside a failure's details.
+const FAILURE: &[&str] = &["error", "exit_code"];
+
 /// Run `leasehold --json ARGS`, expect exit `code` and exactly one
-/// document, and return it. A failure must carry `error` and `exit_code`.
-fn one(env: &Env, args: &[&str], code: i32) -> Value {
+/// document of type `D`, and return it. A failure must carry `error` and
+/// `exit_code` (`message` for a refusal that is no failure, exit 0).
+#[track_caller]
+fn one<D: Document>(env: &Env, args: &[&str], code: i32) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let (got, out, err) = env.run(&all);
@@ -41,8 +72,15 @@ fn one(env: &Env, args: &[&str], code: i32) -> Value {
     if code != 0 {
         assert!(doc["error"].as_str().is_some_and(|e| !e.is_empty()), "{all:?}: {doc}");
         assert_eq!(doc["exit_code"], code, "{all:?}: {doc}");
+        has_fields::<D>(&doc, FAILURE);
     } else {
         assert!(doc.get("error").is_none(), "{all:?}: success without an error: {doc}");
+        let words: &[&str] = if doc.get("message").is_some() {
+            &["message", "exit_code"]
+        } else {
+            &[]
+        };
+        has_fields::<D>(&doc, words);
     }
     doc
 }
@@ -56,12 +94,12 @@ fn usage_errors_are_json_too() {
         &["acquire", "bad\nname"],
         &["task", "add"],
     ] {
-        let doc = one(&env, args, 2);
+        let doc = one::<Plain>(&env, args, 2);
         assert!(!doc["error"].as_str().unwrap().contains("Usage:"), "{doc}");
     }
     // Help and version are not errors, and with --json they are JSON too
     // (issue 22: they printed plain text).
-    let version = one(&env, &["--version"], 0);
+    let version = one::<json::Version>(&env, &["--version"], 0);
     assert_eq!(version["name"], "leasehold", "{version}");
     let stores: Vec<&str> = version["stores"]
         .as_array()
@@ -90,7 +128,7 @@ fn usage_errors_are_json_too() {
         &["task", "add", "--help"],
         &["-h"],
     ] {
-        let help = one(&env, args, 0)["help"].as_str().unwrap().to_owned();
+        let help = one::<json::Help>(&env, args, 0)["help"].as_str().unwrap().to_owned();
         let (code, plain, _) = env.run(args);
         assert_eq!(code, 0);
         assert_eq!(help.trim(), plain.trim(), "{args:?}: the help as without --json");
@@ -104,36 +142,59 @@ fn usage_errors_are_json_too() {
 
 fn lease_commands() {
     let env = Env::new();
-    let doc = one(&env, &["acquire", "job", "--ttl", "1m"], 0);
+    let doc = one::<json::Grant>(&env, &["acquire", "job", "--ttl", "1m"], 0);
     let t = doc["token"].as_u64().unwrap().to_string();
     assert_eq!(doc["name"], "job");
-    let doc = one(&env, &["acquire", "job"], 11);
+    let doc = one::<json::LeaseHeld>(&env, &["acquire", "job"], 11);
+    has_fields::<json::Grant>(&doc["grants"][0], &[]);
     assert_eq!((doc["held"].as_bool(), doc["name"].as_str()), (Some(true), Some("job")));
     assert_eq!(
-        one(&env, &["renew", "job", "--token", &t], 0)["token"],
+        one::<json::Grant>(&env, &["renew", "job", "--token", &t], 0)["token"],
         doc["grants"][0]["token"]
     );
-    one(&env, &["renew", "job", "--token", "999"], 12);
-    assert_eq!(one(&env, &["fence", "job", "--token", &t], 0)["passed"], true);
+    one::<Plain>(&env, &["renew", "job", "--token", "999"], 12);
+    let doc = one::<json::FencePassed>(&env, &["fence", "job", "--token", &t], 0);
+    assert_eq!(doc["passed"], true);
+    has_fields::<json::Grant>(&doc["grant"], &[]);
     assert_eq!(
-        one(&env, &["fence", "job", "--token", &t, "--", "true"], 0)["passed"],
+        one::<json::FencePassed>(&env, &["fence", "job", "--token", &t, "--", "true"], 0)["passed"],
         true
     );
-    assert_eq!(one(&env, &["fence", "job", "--token", "0"], 13)["passed"], false);
-    assert_eq!(one(&env, &["status", "job"], 0)["name"], "job");
-    assert!(one(&env, &["list"], 0)["leases"].is_array());
-    assert!(one(&env, &["history", "job"], 0)["history"].is_array());
-    assert_eq!(one(&env, &["release", "job", "--token", &t], 0)["released"], true);
-    one(&env, &["release", "job", "--token", &t], 12);
-    one(&env, &["--store", "bogus://x", "status", "job"], 2);
-    assert_eq!(one(&env, &["doctor"], 0)["ok"], true);
     assert_eq!(
-        one(&env, &["--store", "sqlite:///proc/nope/s.db", "doctor"], 1)["ok"],
+        one::<json::FenceRefused>(&env, &["fence", "job", "--token", "0"], 13)["passed"],
         false
     );
-    assert!(one(&env, &["migrate"], 0).is_object());
+    let doc = one::<json::LeaseState>(&env, &["status", "job"], 0);
+    assert_eq!(doc["name"], "job");
+    has_fields::<json::Grant>(&doc["grants"][0], &[]);
+    has_fields::<json::LeaseState>(&one::<json::Leases>(&env, &["list"], 0)["leases"][0], &[]);
+    let doc = one::<json::History>(&env, &["history", "job"], 0);
+    has_fields::<json::HistoryEntry>(&doc["history"][0], &[]);
+    has_fields::<json::LeaseState>(&one::<json::LeaseState>(&env, &["status", "never"], 0), &[]);
+    assert_eq!(
+        one::<json::Released>(&env, &["release", "job", "--token", &t], 0)["released"],
+        true
+    );
+    one::<Plain>(&env, &["release", "job", "--token", &t], 12);
+    one::<Plain>(&env, &["--store", "bogus://x", "status", "job"], 2);
+    let doc = one::<json::Doctor>(&env, &["doctor"], 0);
+    assert_eq!(doc["ok"], true);
+    has_fields::<json::DoctorCheck>(&doc["checks"][0], &[]);
+    assert_eq!(
+        one::<json::Doctor>(&env, &["--store", "sqlite:///proc/nope/s.db", "doctor"], 1)["ok"],
+        false
+    );
+    // `tokens_bumped` only with --bump-tokens.
+    let doc = one::<json::Migrated>(&env, &["migrate", "--bump-tokens", "1"], 0);
+    assert!(doc["tokens_bumped"]["floor"].is_u64(), "{doc}");
+    let (code, out, err) = env.run(&["--json", "migrate"]);
+    assert_eq!(code, 0, "{err}");
+    let mut doc = documents(&out).remove(0);
+    assert!(doc.get("tokens_bumped").is_none(), "{doc}");
+    doc["tokens_bumped"] = Value::Null;
+    has_fields::<json::Migrated>(&doc, &[]);
     assert!(
-        one(&env, &["completions", "bash"], 0)["script"]
+        one::<json::Completions>(&env, &["completions", "bash"], 0)["script"]
             .as_str()
             .unwrap()
             .contains("leasehold")
@@ -149,12 +210,16 @@ fn run_reports_after_the_command_and_refusals_in_the_failure_shape() {
     let docs = documents(&out);
     assert_eq!(docs.len(), 1, "{docs:?}");
     assert_eq!((docs[0]["exit_code"].as_u64(), docs[0].get("error")), (Some(3), None));
-    let doc = one(&env, &["run", "r", "--", "true"], 0);
+    has_fields::<json::RunEnded>(&docs[0], &[]);
+    let doc = one::<json::RunEnded>(&env, &["run", "r", "--", "true"], 0);
     assert_eq!((doc["name"].as_str(), doc["exit_code"].as_u64()), (Some("r"), Some(0)));
-    one(&env, &["run", "r", "--", "/no/such/command"], 127);
+    one::<json::RunNotStarted>(&env, &["run", "r", "--", "/no/such/command"], 127);
     let t = env.acquire(&["r", "--ttl", "1m"]);
-    assert_eq!(one(&env, &["run", "r", "--", "true"], 11)["held"], true);
-    let doc = one(&env, &["run", "r", "--if-held", "skip", "--", "true"], 0);
+    assert_eq!(
+        one::<json::RunHeld>(&env, &["run", "r", "--", "true"], 11)["held"],
+        true
+    );
+    let doc = one::<json::RunHeld>(&env, &["run", "r", "--if-held", "skip", "--", "true"], 0);
     assert_eq!(doc["skipped"], true, "{doc}");
     assert_eq!(env.run(&["release", "r", "--token", &t.to_string()]).0, 0);
 }
@@ -163,7 +228,7 @@ fn lock_and_state_files() {
     let env = Env::new();
     let path = env.path().join("l");
     let p = path.to_str().unwrap();
-    let doc = one(&env, &["lock", p, "--", "true"], 0);
+    let doc = one::<json::Locked>(&env, &["lock", p, "--", "true"], 0);
     assert_eq!(doc["locked"], true);
     // The holder says when it holds the lock: probing before that could
     // itself hold the lock the moment the holder tries, and the holder
@@ -184,7 +249,10 @@ fn lock_and_state_files() {
         .spawn()
         .unwrap();
     env.wait_for("held");
-    assert_eq!(one(&env, &["lock", p, "--", "true"], 11)["held"], true);
+    assert_eq!(
+        one::<json::LockHeld>(&env, &["lock", p, "--", "true"], 11)["held"],
+        true
+    );
     crate::util::signal(holder.id(), "KILL");
     let _ = finish(holder, Duration::from_secs(10));
     // Printed before the command runs; a command that cannot start is a
@@ -198,59 +266,70 @@ fn lock_and_state_files() {
         (Some(true), Some(false))
     );
     assert_eq!(docs[1]["exit_code"], 127);
+    has_fields::<json::Locked>(&docs[0], &[]);
+    has_fields::<json::LockNotRun>(&docs[1], FAILURE);
 
     let f = env.path().join("s.json");
     let f = f.to_str().unwrap();
     let mut write = env.cmd(&["--json", "write", f]);
     let out = write.write_stdin("{\"a\":1}").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(documents(&String::from_utf8_lossy(&out.stdout)).len(), 1);
+    let docs = documents(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(docs.len(), 1);
+    has_fields::<json::Written>(&docs[0], &[]);
     let out = env.cmd(&["--json", "write", f]).write_stdin("{oops").output().unwrap();
     assert_eq!(out.status.code(), Some(65));
     let docs = documents(&String::from_utf8_lossy(&out.stdout));
     assert_eq!((docs.len(), docs[0]["exit_code"].as_i64()), (1, Some(65)));
-    one(&env, &["update", f, "--", "cat"], 0);
-    assert_eq!(one(&env, &["update", f, "--", "false"], 1)["written"], false);
+    has_fields::<Plain>(&docs[0], FAILURE);
+    one::<json::Written>(&env, &["update", f, "--", "cat"], 0);
+    assert_eq!(
+        one::<json::NotWritten>(&env, &["update", f, "--", "false"], 1)["written"],
+        false
+    );
 }
 
 fn task_commands_and_work() {
     let env = Env::new();
     assert_eq!(
-        one(&env, &["task", "add", "q", "--id", "a", "--payload", "1"], 0)["added"],
+        one::<json::TasksAdded>(&env, &["task", "add", "q", "--id", "a", "--payload", "1"], 0)["added"],
         1
     );
-    one(&env, &["task", "add", "q", "--id", "a", "--payload", "2"], 65);
-    let claim = one(&env, &["task", "claim", "q"], 0);
+    one::<Plain>(&env, &["task", "add", "q", "--id", "a", "--payload", "2"], 65);
+    let claim = one::<json::Claim>(&env, &["task", "claim", "q"], 0);
     let token = claim["token"].as_u64().unwrap().to_string();
-    assert_eq!(one(&env, &["task", "claim", "q"], 10)["claimed"], false);
     assert_eq!(
-        one(&env, &["task", "heartbeat", "q", "a", "--token", &token], 0)["state"],
+        one::<json::NothingToClaim>(&env, &["task", "claim", "q"], 10)["claimed"],
+        false
+    );
+    assert_eq!(
+        one::<json::TaskHeartbeat>(&env, &["task", "heartbeat", "q", "a", "--token", &token], 0)["state"],
         "running"
     );
-    one(&env, &["task", "heartbeat", "q", "a", "--token", "999"], 12);
-    one(&env, &["task", "retry", "q", "a"], 11);
+    one::<Plain>(&env, &["task", "heartbeat", "q", "a", "--token", "999"], 12);
+    one::<Plain>(&env, &["task", "retry", "q", "a"], 11);
     assert_eq!(
-        one(&env, &["task", "done", "q", "a", "--token", &token], 0)["state"],
+        one::<json::TaskDone>(&env, &["task", "done", "q", "a", "--token", &token], 0)["state"],
         "done"
     );
-    one(&env, &["task", "done", "q", "a", "--token", &token], 12);
-    one(&env, &["task", "fail", "q", "a", "--token", &token], 12);
-    assert_eq!(one(&env, &["task", "show", "q", "a"], 0)["state"], "done");
-    one(&env, &["task", "show", "q", "nope"], 14);
-    one(&env, &["task", "retry", "q", "nope"], 14);
-    assert!(one(&env, &["task", "list", "q"], 0)["tasks"].is_array());
-    assert!(one(&env, &["task", "stats"], 0)["queues"].is_array());
+    one::<Plain>(&env, &["task", "done", "q", "a", "--token", &token], 12);
+    one::<Plain>(&env, &["task", "fail", "q", "a", "--token", &token], 12);
+    assert_eq!(one::<json::Task>(&env, &["task", "show", "q", "a"], 0)["state"], "done");
+    one::<Plain>(&env, &["task", "show", "q", "nope"], 14);
+    one::<Plain>(&env, &["task", "retry", "q", "nope"], 14);
+    has_fields::<json::Task>(&one::<json::Tasks>(&env, &["task", "list", "q"], 0)["tasks"][0], &[]);
+    assert!(one::<json::Queues>(&env, &["task", "stats"], 0)["queues"].is_array());
     assert_eq!(
-        one(
+        one::<json::Purged>(
             &env,
             &["task", "purge", "q", "--state", "done", "--older-than", "0s"],
             0
         )["purged"],
         1
     );
-    one(&env, &["task", "add", "q", "--id", "b"], 0);
-    let c = one(&env, &["task", "claim", "q"], 0);
-    let doc = one(
+    one::<json::TasksAdded>(&env, &["task", "add", "q", "--id", "b"], 0);
+    let c = one::<json::Claim>(&env, &["task", "claim", "q"], 0);
+    let doc = one::<json::TaskFailed>(
         &env,
         &[
             "task",
@@ -264,8 +343,14 @@ fn task_commands_and_work() {
         0,
     );
     assert_eq!(doc["state"], "dead");
-    assert_eq!(one(&env, &["task", "retry", "q", "b"], 0)["revived"], true);
-    assert_eq!(one(&env, &["work", "q", "--until-empty", "--", "true"], 0)["done"], 1);
+    assert_eq!(
+        one::<json::TaskRetried>(&env, &["task", "retry", "q", "b"], 0)["revived"],
+        true
+    );
+    assert_eq!(
+        one::<json::WorkSummary>(&env, &["work", "q", "--until-empty", "--", "true"], 0)["done"],
+        1
+    );
 }
 
 /// Each subcommand's own help opens with the line the top-level help lists
@@ -320,7 +405,7 @@ fn every_subcommand_describes_itself_as_the_top_level_help_does() {
 /// connecting).
 fn the_version_names_the_commit_the_target_and_exactly_the_stores_that_open() {
     let env = Env::new();
-    let version = one(&env, &["--version"], 0);
+    let version = one::<json::Version>(&env, &["--version"], 0);
     let head = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .output()

@@ -39,13 +39,13 @@ fn fence(args: &FileArgs) -> anyhow::Result<Option<Fence>> {
 /// Success is quiet, as `cp`; with `--json`, one document saying what was written.
 fn written(ctx: &Ctx, args: &FileArgs, fence: Option<Fence>, bytes: usize) {
     if ctx.global.json {
-        crate::output::print_json(&serde_json::json!({
-            "file": args.file,
-            "written": true,
-            "bytes": bytes,
-            "fence_token": args.fence_token,
-            "fence_grant": fence.and_then(|f| f.grant).map(|g| g.to_string()),
-            "fence_file": args.fence_token.map(|_| fenced(args).fence_path()),
-        }));
+        crate::output::print_json(&leasehold::json::Written {
+            file: &args.file,
+            written: true,
+            bytes,
+            fence_token: args.fence_token,
+            fence_grant: fence.and_then(|f| f.grant).map(|g| g.to_string()),
+            fence_file: args.fence_token.map(|_| fenced(args).fence_path()),
+        });
     }
 }

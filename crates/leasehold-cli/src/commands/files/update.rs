@@ -113,8 +113,11 @@ pub fn run(ctx: &Ctx, args: &UpdateArgs) -> anyhow::Result<u8> {
         Err(UpdateError::File(e)) => Err(e.into()),
         Err(UpdateError::Filter(e)) => {
             let message = format!("{e}; {} is unchanged", file.file.display());
-            let details = serde_json::json!({ "file": file.file, "written": false });
-            Ok(crate::commands::fail(ctx, &details, &message, e.code()))
+            let details = leasehold::json::NotWritten {
+                file: &file.file,
+                written: false,
+            };
+            Ok(crate::commands::fail(ctx, details, &message, e.code()))
         }
     }
 }

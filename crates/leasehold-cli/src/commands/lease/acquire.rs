@@ -2,7 +2,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use leasehold::{Acquire, AcquireOptions, Binding, Cancel};
+use leasehold::{Acquire, AcquireOptions, Binding, Cancel, json};
 
 use crate::cli::AcquireArgs;
 use crate::commands::Ctx;
@@ -58,22 +58,22 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
     match outcome {
         Acquire::Acquired(grant) => {
             if ctx.global.json {
-                output::print_json(&output::grant_json(&grant));
+                output::print_json(&json::grant(&grant));
             } else {
                 println!("{}", grant.token);
             }
             Ok(ExitCode::Success.code())
         }
         Acquire::Held(held) => {
-            let json = serde_json::json!({
-                "name": args.name,
-                "held": true,
-                "waiters_ahead": held.waiters_ahead,
-                "grants": held.grants.iter().map(output::grant_json).collect::<Vec<_>>(),
-            });
+            let details = json::LeaseHeld {
+                name: &args.name,
+                held: true,
+                waiters_ahead: held.waiters_ahead,
+                grants: held.grants.iter().map(json::grant).collect(),
+            };
             Ok(crate::commands::refuse(
                 ctx,
-                &json,
+                details,
                 &super::held_error(&args.name, &held, options.mode),
             ))
         }

@@ -1,7 +1,7 @@
 use std::os::unix::process::CommandExt;
 
 use anyhow::Context as _;
-use leasehold::LeaseFence;
+use leasehold::{LeaseFence, json};
 
 use crate::cli::FenceArgs;
 use crate::commands::Ctx;
@@ -18,9 +18,12 @@ pub fn run(ctx: &Ctx, args: &FenceArgs) -> anyhow::Result<u8> {
         LeaseFence::Passed(grant) => {
             // With a command, printed before it runs (it becomes us).
             if ctx.global.json {
-                output::print_json(
-                    &serde_json::json!({ "name": args.name, "token": args.token, "passed": true, "grant": output::grant_json(&grant) }),
-                );
+                output::print_json(&json::FencePassed {
+                    name: &args.name,
+                    token: args.token,
+                    passed: true,
+                    grant: json::grant(&grant),
+                });
             }
             let Some((program, rest)) = args.command.split_first() else {
                 return Ok(ExitCode::Success.code());
@@ -32,7 +35,6 @@ pub fn run(ctx: &Ctx, args: &FenceArgs) -> anyhow::Result<u8> {
         }
         LeaseFence::Refused { newest, reason } => {
             let newest = newest.map_or_else(|| "none".to_owned(), |t| t.to_string());
-            let json = serde_json::json!({ "name": args.name, "token": args.token, "passed": false, "reason": reason, "newest_token": newest });
             let err = CliError::new(
                 ExitCode::StaleToken,
                 format!(
@@ -40,7 +42,14 @@ pub fn run(ctx: &Ctx, args: &FenceArgs) -> anyhow::Result<u8> {
                     args.token, args.name, args.token
                 ),
             );
-            Ok(crate::commands::refuse(ctx, &json, &err))
+            let details = json::FenceRefused {
+                name: &args.name,
+                token: args.token,
+                passed: false,
+                reason,
+                newest_token: newest,
+            };
+            Ok(crate::commands::refuse(ctx, details, &err))
         }
     }
 }

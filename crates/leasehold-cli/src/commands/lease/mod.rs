@@ -31,10 +31,9 @@ pub fn held_error(name: &LeaseName, held: &Held, mode: Mode) -> CliError {
 /// document that says so (docs/JSON.md).
 pub fn wait_cancelled(ctx: &Ctx, name: &LeaseName, signal: i32) -> u8 {
     let what = signal_hook::low_level::signal_name(signal).unwrap_or("a signal");
-    let details = serde_json::json!({ "name": name, "signal": what });
     crate::commands::fail(
         ctx,
-        &details,
+        leasehold::json::WaitCancelled { name, signal: what },
         &format!("stopped waiting for {name} on {what}; left the queue, holding nothing"),
         crate::exit_codes::by_signal(signal),
     )

@@ -1,4 +1,4 @@
-use leasehold::LeaseRelease;
+use leasehold::{LeaseRelease, json};
 
 use crate::cli::ReleaseArgs;
 use crate::commands::Ctx;
@@ -11,7 +11,11 @@ pub fn run(ctx: &Ctx, args: &ReleaseArgs) -> anyhow::Result<u8> {
     match store.release(&lease.name, lease.token, lease.owner.as_deref())? {
         LeaseRelease::Released => {
             if ctx.global.json {
-                output::print_json(&serde_json::json!({ "name": lease.name, "token": lease.token, "released": true }));
+                output::print_json(&json::Released {
+                    name: &lease.name,
+                    token: lease.token,
+                    released: true,
+                });
             }
             Ok(ExitCode::Success.code())
         }

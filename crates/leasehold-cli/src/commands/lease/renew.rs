@@ -22,7 +22,7 @@ pub fn run(ctx: &Ctx, args: &RenewArgs) -> anyhow::Result<u8> {
     match store.renew(&lease.name, lease.token, lease.owner.as_deref(), ttl)? {
         LeaseRenew::Renewed(grant) => {
             if ctx.global.json {
-                output::print_json(&output::grant_json(&grant));
+                output::print_json(&leasehold::json::grant(&grant));
             }
             Ok(ExitCode::Success.code())
         }

@@ -94,12 +94,12 @@ pub fn run(ctx: &Ctx, args: &TaskAddArgs) -> anyhow::Result<u8> {
     }
     let added = outcomes.iter().filter(|(_, o)| *o == TaskAdd::Added).count();
     if ctx.global.json {
-        output::print_json(&serde_json::json!({
-            "queue": args.queue,
-            "added": added,
-            "existing": outcomes.len() - added,
-            "ids": outcomes.iter().map(|(id, _)| id).collect::<Vec<_>>(),
-        }));
+        output::print_json(&leasehold::json::TasksAdded {
+            queue: &args.queue,
+            added,
+            existing: outcomes.len() - added,
+            ids: outcomes.iter().map(|(id, _)| id).collect(),
+        });
     } else if args.batch {
         eprintln!(
             "added {added} tasks to {} ({} already there)",

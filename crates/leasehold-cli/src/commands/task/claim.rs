@@ -1,3 +1,5 @@
+use leasehold::json;
+
 use crate::cli::TaskClaimArgs;
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
@@ -11,21 +13,21 @@ pub fn run(ctx: &Ctx, args: &TaskClaimArgs) -> anyhow::Result<u8> {
             ExitCode::NothingToClaim,
             format!("nothing to claim in queue {}", args.queue),
         );
-        return Ok(crate::commands::refuse(
-            ctx,
-            &serde_json::json!({ "queue": args.queue, "claimed": false }),
-            &err,
-        ));
+        let details = json::NothingToClaim {
+            queue: &args.queue,
+            claimed: false,
+        };
+        return Ok(crate::commands::refuse(ctx, details, &err));
     };
     // One JSON object, with or without --json: it is the claim.
-    output::print_json(&serde_json::json!({
-        "queue": claim.queue,
-        "id": claim.id,
-        "payload": claim.payload,
-        "attempt": claim.attempt,
-        "max_attempts": claim.max_attempts,
-        "token": claim.token,
-        "lease_until": output::from_now(claim.ttl),
-    }));
+    output::print_json(&json::Claim {
+        queue: &claim.queue,
+        id: &claim.id,
+        payload: &claim.payload,
+        attempt: claim.attempt,
+        max_attempts: claim.max_attempts,
+        token: claim.token,
+        lease_until: output::from_now(claim.ttl),
+    });
     Ok(ExitCode::Success.code())
 }

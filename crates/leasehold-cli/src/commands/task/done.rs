@@ -15,9 +15,12 @@ pub fn run(ctx: &Ctx, args: &TaskDoneArgs) -> anyhow::Result<u8> {
     match store.task_complete(&task, args.result.as_ref())? {
         TaskUpdate::Applied => {
             if ctx.global.json {
-                crate::output::print_json(
-                    &serde_json::json!({ "queue": t.queue, "id": t.id, "token": t.token, "state": "done" }),
-                );
+                crate::output::print_json(&leasehold::json::TaskDone {
+                    queue: &t.queue,
+                    id: &t.id,
+                    token: t.token,
+                    state: "done",
+                });
             }
             Ok(ExitCode::Success.code())
         }

@@ -24,7 +24,12 @@ pub fn run(ctx: &Ctx, args: &TaskFailArgs) -> anyhow::Result<u8> {
         TaskFail::Lost(lost) => return Err(super::lost_error("fail", &t.queue, &t.id, t.token, lost).into()),
     };
     if ctx.global.json {
-        output::print_json(&serde_json::json!({ "queue": t.queue, "id": t.id, "state": state, "retry_at": retry_at }));
+        output::print_json(&leasehold::json::TaskFailed {
+            queue: &t.queue,
+            id: &t.id,
+            state,
+            retry_at: retry_at.clone(),
+        });
     } else if let Some(at) = retry_at {
         eprintln!("task {} will be retried at {at}", t.id);
     } else {

@@ -24,9 +24,13 @@ pub fn run(ctx: &Ctx, args: &TaskHeartbeatArgs) -> anyhow::Result<u8> {
     match store.task_heartbeat(&task, ttl)? {
         TaskUpdate::Applied => {
             if ctx.global.json {
-                crate::output::print_json(&serde_json::json!({
-                    "queue": t.queue, "id": t.id, "token": t.token, "state": "running", "ttl_ms": ttl.as_millis() as u64,
-                }));
+                crate::output::print_json(&leasehold::json::TaskHeartbeat {
+                    queue: &t.queue,
+                    id: &t.id,
+                    token: t.token,
+                    state: "running",
+                    ttl_ms: ttl.as_millis() as u64,
+                });
             }
             Ok(ExitCode::Success.code())
         }

@@ -17,7 +17,10 @@ pub fn run(ctx: &Ctx, args: &TaskPurgeArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     let n = store.task_purge(&args.queue, args.state, args.older_than)?;
     if ctx.global.json {
-        output::print_json(&serde_json::json!({ "queue": args.queue, "purged": n }));
+        output::print_json(&leasehold::json::Purged {
+            queue: &args.queue,
+            purged: n,
+        });
     } else {
         eprintln!("purged {n} {} tasks from {}", args.state.as_str(), args.queue);
     }

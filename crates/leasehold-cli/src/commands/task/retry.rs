@@ -15,9 +15,12 @@ pub fn run(ctx: &Ctx, args: &TaskIdArgs) -> anyhow::Result<u8> {
     let refuse = |code, why: &str| Err(CliError::new(code, format!("task {id} of queue {queue} {why}")).into());
     let pending = |revived: bool| {
         if ctx.global.json {
-            crate::output::print_json(
-                &serde_json::json!({ "queue": queue, "id": id, "state": "pending", "revived": revived }),
-            );
+            crate::output::print_json(&leasehold::json::TaskRetried {
+                queue,
+                id,
+                state: "pending",
+                revived,
+            });
         }
         Ok(ExitCode::Success.code())
     };

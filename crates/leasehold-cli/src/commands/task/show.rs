@@ -9,6 +9,6 @@ pub fn run(ctx: &Ctx, args: &TaskIdArgs) -> anyhow::Result<u8> {
         .task_get(&args.queue, &args.id)?
         .ok_or_else(|| super::not_found(&args.queue, &args.id))?;
     // A task is a record: JSON is its most readable form, too.
-    output::print_json(&output::task_json(&task));
+    output::print_json(&leasehold::json::task(&task));
     Ok(ExitCode::Success.code())
 }
