@@ -73,7 +73,7 @@ fn expected() -> Vec<(&'static str, Fields, Fields)> {
             all_fields(&[Written::FIELDS]),
             all_fields(&[NotWritten::FIELDS]),
         ),
-        ("`doctor`", all_fields(&[Doctor::FIELDS]), Fields::new()),
+        ("`doctor`", all_fields(&[Doctor::FIELDS]), all_fields(&[Doctor::FIELDS])),
         ("`migrate`", migrated, Fields::new()),
         ("`completions SHELL`", all_fields(&[Completions::FIELDS]), Fields::new()),
         ("`task add`", all_fields(&[TasksAdded::FIELDS]), Fields::new()),
