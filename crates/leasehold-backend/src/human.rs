@@ -20,14 +20,9 @@ use crate::limits::Limit;
 /// assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
 /// assert!(parse_duration("soon").is_err());
 /// ```
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
     let t = s.trim();
-    let bad = || {
-        format!(
-            "{} is not a duration; write e.g. 90s, 5m, 1h30m, 250ms, or a bare number of seconds",
-            quoted(s)
-        )
-    };
+    let bad = || ParseError::NotADuration(s.to_owned());
     if t.is_empty() {
         return Err(bad());
     }
@@ -51,8 +46,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// assert!(parse_duration_within("0", limits::TTL).is_err());
 /// assert!(parse_duration_within("101y", limits::DELAY).is_err());
 /// ```
-pub fn parse_duration_within(s: &str, limit: Limit) -> Result<Duration, String> {
-    limit.check(parse_duration(s)?).map_err(|e| e.to_string())
+pub fn parse_duration_within(s: &str, limit: Limit) -> Result<Duration, ParseError> {
+    Ok(limit.check(parse_duration(s)?)?)
 }
 
 /// Parse an RFC 3339 time (`2026-12-01T08:00:00Z`, or without the zone:
@@ -60,10 +55,30 @@ pub fn parse_duration_within(s: &str, limit: Limit) -> Result<Duration, String> 
 ///
 /// # Errors
 /// A message naming the input, or the [`crate::limits::OutOfRange`] message.
-pub fn parse_time_within(s: &str, limit: Limit, now: SystemTime) -> Result<SystemTime, String> {
-    let at = humantime::parse_rfc3339_weak(s.trim())
-        .map_err(|_| format!("{} is not a time; write e.g. 2026-12-01T08:00:00Z", quoted(s)))?;
-    limit.check_from(now, at).map_err(|e| e.to_string())
+pub fn parse_time_within(s: &str, limit: Limit, now: SystemTime) -> Result<SystemTime, ParseError> {
+    let at = humantime::parse_rfc3339_weak(s.trim()).map_err(|_| ParseError::NotATime(s.to_owned()))?;
+    Ok(limit.check_from(now, at)?)
+}
+
+/// Why a duration or time as a person wrote it is refused; the message
+/// quotes the input ([`quoted`]) and shows the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("{} is not a duration; write e.g. 90s, 5m, 1h30m, 250ms, or a bare number of seconds", quoted(.0))]
+    NotADuration(String),
+    #[error("{} is not a time; write e.g. 2026-12-01T08:00:00Z", quoted(.0))]
+    NotATime(String),
+    /// It parses, but lies outside its limit.
+    #[error("{0}")]
+    OutOfRange(crate::limits::OutOfRange),
+}
+
+// Not `#[from]`, which would also chain the range as the source: the
+// message says it already (print the cause or chain it, never both).
+impl From<crate::limits::OutOfRange> for ParseError {
+    fn from(e: crate::limits::OutOfRange) -> Self {
+        ParseError::OutOfRange(e)
+    }
 }
 
 /// Format a duration for people: `1m 30s`, `2s 250ms`, `250ms`. Exact to
@@ -241,7 +256,8 @@ mod tests {
     fn refuses_garbage_with_a_helpful_message() {
         for s in ["", "-5", "5 parsecs", "1e400", "nan", "."] {
             let e = parse_duration(s).unwrap_err();
-            assert!(e.contains("90s"), "{s}: {e}");
+            assert_eq!(e, ParseError::NotADuration(s.to_owned()));
+            assert!(e.to_string().contains("90s"), "{s}: {e}");
         }
     }
 
@@ -271,10 +287,12 @@ mod tests {
         assert!(parse_time_within("2125-12-01T00:00:00Z", limit, now).is_ok());
         assert!(parse_time_within("1999-01-01T00:00:00Z", limit, now).is_ok());
         let e = parse_time_within("9999-01-01T00:00:00Z", limit, now).unwrap_err();
-        assert!(e.contains("at most 100years"), "{e}");
+        assert!(matches!(e, ParseError::OutOfRange(_)), "{e:?}");
+        assert!(e.to_string().contains("at most 100years"), "{e}");
         assert!(
             parse_time_within("tomorrow", limit, now)
                 .unwrap_err()
+                .to_string()
                 .contains("not a time")
         );
     }

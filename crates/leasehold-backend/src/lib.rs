@@ -58,7 +58,7 @@ mod wait;
 
 pub use error::{BackendError, ErrorKind, Remedy};
 pub use human::{
-    VALUE_SHOWN_MAX, escape_hidden, format_duration, format_time, hides_or_reorders, parse_duration,
+    ParseError, VALUE_SHOWN_MAX, escape_hidden, format_duration, format_time, hides_or_reorders, parse_duration,
     parse_duration_within, parse_time_within, quoted, shorten,
 };
 pub use name::{LeaseName, NameError};

@@ -29,10 +29,10 @@ pub struct StoreKind {
 #[derive(Debug, Clone, Copy)]
 pub struct StoreRegistration {
     pub kind: StoreKind,
-    /// Check a URL and return where it leads. `Err`: why it is refused —
-    /// shown after the URL as `redact` shows it, so it must not repeat a
-    /// value that may be a secret.
-    pub parse: fn(url: &str) -> Result<StoreLocation, String>,
+    /// Check a URL and return where it leads. `Err`: why it is refused
+    /// ([`BackendError::invalid_url`], the URL as `redact` shows it; the
+    /// reason must not repeat a value that may be a secret).
+    pub parse: fn(url: &str) -> Result<StoreLocation, BackendError>,
     /// The URL for messages, with every secret in it replaced (most
     /// stores: [`redact_password`]).
     pub redact: fn(url: &str) -> String,

@@ -135,7 +135,7 @@ proptest! {
         match parse_duration(&text) {
             Ok(d) if d >= limit.min && d <= limit.max => prop_assert_eq!(within, Ok(d)),
             Ok(d) => {
-                let message = within.unwrap_err();
+                let message = within.unwrap_err().to_string();
                 prop_assert!(message.contains(&format_duration(limit.max)), "{} for {:?}: {}", text, d, message);
             }
             Err(e) => prop_assert_eq!(within, Err(e)),

@@ -125,7 +125,7 @@ pub fn parse_name(s: &str) -> Result<LeaseName, String> {
 /// The parser of a duration flag: humane text (90s, 5m, 1h30m; a bare
 /// number is seconds) within `limit` — the library's parser, which the
 /// fuzz suite (fault case 21) runs over every limit.
-fn within(limit: Limit) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+fn within(limit: Limit) -> impl Fn(&str) -> Result<Duration, leasehold::ParseError> + Clone + Send + Sync + 'static {
     move |s| leasehold::parse_duration_within(s, limit)
 }
 
@@ -459,7 +459,7 @@ fn parse_max_attempts(s: &str) -> Result<u32, String> {
 }
 
 /// A start time (RFC 3339) at most [`limits::DELAY`] from now.
-fn parse_start(s: &str) -> Result<std::time::SystemTime, String> {
+fn parse_start(s: &str) -> Result<std::time::SystemTime, leasehold::ParseError> {
     leasehold::parse_time_within(s, limits::DELAY, std::time::SystemTime::now())
 }
 

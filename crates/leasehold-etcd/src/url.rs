@@ -54,13 +54,19 @@ pub const STORE: StoreRegistration = StoreRegistration {
     open,
 };
 
-fn parse(url: &str) -> Result<StoreLocation, String> {
-    Ok(StoreLocation::Url(EtcdUrl::parse(url)?.to_string()))
+fn parse(url: &str) -> Result<StoreLocation, BackendError> {
+    Ok(StoreLocation::Url(checked(url)?.to_string()))
+}
+
+/// `url` as an [`EtcdUrl`], or the invalid-URL error that names it
+/// redacted.
+fn checked(url: &str) -> Result<EtcdUrl, BackendError> {
+    EtcdUrl::parse(url).map_err(|reason| BackendError::invalid_url(redact_password(url), reason))
 }
 
 fn open(location: &StoreLocation, _: &StoreOpenOptions) -> Result<Box<dyn Backend>, BackendError> {
     let url = location.url(STORE.kind.name)?;
-    let url = EtcdUrl::parse(url).map_err(|reason| BackendError::invalid_url(redact_password(url), reason))?;
+    let url = checked(url)?;
     let defaults = EtcdOptions::default();
     let options = EtcdOptions {
         prefix: url.prefix.clone().unwrap_or(defaults.prefix.clone()),

@@ -23,7 +23,7 @@ pub const STORE: StoreRegistration = StoreRegistration {
 /// Taken as written: the URL is checked when the store is opened (its
 /// certificates read then, its password taken from `PGPASSWORD` then).
 #[allow(clippy::unnecessary_wraps, reason = "the signature of every store's parse")]
-fn parse(url: &str) -> Result<StoreLocation, String> {
+fn parse(url: &str) -> Result<StoreLocation, BackendError> {
     Ok(StoreLocation::Url(url.to_owned()))
 }
 

@@ -23,13 +23,18 @@ pub const STORE: StoreRegistration = StoreRegistration {
     open,
 };
 
-fn parse(url: &str) -> Result<StoreLocation, String> {
+fn parse(url: &str) -> Result<StoreLocation, BackendError> {
+    let refused = |reason: &str| BackendError::invalid_url(redact_password(url), reason);
     let path = url.split_once("://").map_or(url, |(_, path)| path);
     if path.is_empty() {
-        return Err("the path is empty; write sqlite:///absolute/path.db or sqlite://relative.db".into());
+        return Err(refused(
+            "the path is empty; write sqlite:///absolute/path.db or sqlite://relative.db",
+        ));
     }
     Ok(StoreLocation::File(match path.strip_prefix("~/") {
-        Some(tail) => host::home_dir().ok_or("~ used but $HOME is not set")?.join(tail),
+        Some(tail) => host::home_dir()
+            .ok_or_else(|| refused("~ used but $HOME is not set"))?
+            .join(tail),
         None => PathBuf::from(path),
     }))
 }

@@ -69,8 +69,8 @@ pub use leasehold_backend::{
     Remedy, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, WriteLock, host, symlinks,
 };
 pub use leasehold_backend::{
-    VALUE_SHOWN_MAX, duration_millis, duration_nanos, escape_hidden, format_duration, format_time, hides_or_reorders,
-    later, limits, parse_duration, parse_duration_within, parse_time_within, quoted, shorten,
+    ParseError, VALUE_SHOWN_MAX, duration_millis, duration_nanos, escape_hidden, format_duration, format_time,
+    hides_or_reorders, later, limits, parse_duration, parse_duration_within, parse_time_within, quoted, shorten,
 };
 #[cfg(feature = "etcd")]
 pub use leasehold_etcd::ETCD_PASSWORD_VAR;

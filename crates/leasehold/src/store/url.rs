@@ -147,10 +147,7 @@ impl StoreUrl {
             ));
         };
         match *listed {
-            Listed::Built(store) => match (store.parse)(url) {
-                Ok(location) => Ok(StoreUrl(Target::Built(store, location))),
-                Err(reason) => Err(BackendError::invalid_url((store.redact)(url), reason)),
-            },
+            Listed::Built(store) => Ok(StoreUrl(Target::Built(store, (store.parse)(url)?))),
             Listed::LeftOut(kind) => Ok(StoreUrl(Target::LeftOut(kind, url.to_owned()))),
         }
     }

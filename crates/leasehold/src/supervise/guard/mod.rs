@@ -198,7 +198,7 @@ fn parse(args: &[OsString]) -> Result<GuardArgs, String> {
         match key {
             "--control-fd" => control_fd = Some(fd()?),
             "--report-fd" => report_fd = Some(fd()?),
-            "--grace" => grace = Some(crate::parse_duration_within(value, limits::GRACE)?),
+            "--grace" => grace = Some(crate::parse_duration_within(value, limits::GRACE).map_err(|e| e.to_string())?),
             _ => return Err(format!("unknown guard argument {arg}")),
         }
     }
