@@ -11,6 +11,7 @@
 //! | [`POLL_INTERVAL`] | 1 ms – 1 year | `StoreOptions::poll_interval` |
 //! | [`DELAY`] | 0 – 100 years | `task add --delay`, `--at` (from now), `task fail --retry-in`, [`crate::Available`] |
 //! | [`AGE`] | 0 – 100 years | `task purge --older-than` |
+//! | [`EVERY`] | 100 ms – 1 year | a schedule's `@every` interval |
 //!
 //! A year is 365.25 days, what `1y` means. Why these bounds: a TTL is
 //! renewed by its holder, so a year is far past any real one, and the
@@ -19,7 +20,13 @@
 //! resolution stores keep a TTL in, so a shorter TTL would be stored as a
 //! dead grant. A delay or an age of a century keeps every stored time in
 //! the years RFC 3339 can print (up to 9999) and in PostgreSQL's
-//! timestamps.
+//! timestamps. An `@every` slot is claimed in the store with a
+//! transaction (and usually runs a command with a lease of its own): at
+//! 100 ms a schedule asks about ten transactions a second of a store whose
+//! durable commit takes milliseconds, and the interval is still longer
+//! than the 100 ms the daemon aims to fire a slot within — below it, the
+//! next slot would be due before the last one is fired. A longer interval
+//! than a year is a cron pattern's job (`@yearly`).
 //!
 //! Where they are checked, each before anything is written: the CLI parses
 //! every duration flag with [`crate::parse_duration_within`] and its limit
@@ -64,9 +71,21 @@ pub const WAIT: Limit = Limit::new("a wait timeout", Duration::ZERO, YEAR);
 pub const POLL_INTERVAL: Limit = Limit::new("a poll interval", MS, YEAR);
 pub const DELAY: Limit = Limit::new("a delay", Duration::ZERO, CENTURY);
 pub const AGE: Limit = Limit::new("an age", Duration::ZERO, CENTURY);
+pub const EVERY: Limit = Limit::new("an @every interval", Duration::from_millis(100), YEAR);
 
 /// Every limit, for tests that go through all of them.
-pub const ALL: [Limit; 9] = [TTL, HEARTBEAT, MARGIN, GRACE, STALL, WAIT, POLL_INTERVAL, DELAY, AGE];
+pub const ALL: [Limit; 10] = [
+    TTL,
+    HEARTBEAT,
+    MARGIN,
+    GRACE,
+    STALL,
+    WAIT,
+    POLL_INTERVAL,
+    DELAY,
+    AGE,
+    EVERY,
+];
 
 impl Limit {
     const fn new(what: &'static str, min: Duration, max: Duration) -> Self {

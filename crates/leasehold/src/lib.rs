@@ -17,6 +17,9 @@
 //!   group, a guard process that stops it before the trust window closes
 //!   even when this process cannot, stall detection, opt-in signal
 //!   forwarding.
+//! - [`schedule`]: when a schedule fires — cron (with or without seconds)
+//!   or `@every` in a time zone, with daylight-saving rules stated and
+//!   tested; the store's schedules and the cron daemon build on it.
 //! - [`worker`]: claim tasks and run a command or a Rust closure for each,
 //!   heartbeating the claim; progress as an event stream.
 //!
@@ -46,6 +49,7 @@ pub mod lock;
 mod overdue;
 mod pool;
 mod queue;
+pub mod schedule;
 mod store;
 pub mod supervise;
 pub mod worker;
