@@ -25,6 +25,7 @@ fn bar_message(c: &Counts) -> String {
     )
 }
 
+#[expect(clippy::too_many_lines, reason = "split in the jsontypes branch")]
 pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
     let timing = timing(args.ttl, args.heartbeat, args.grace, args.owner.clone())?;
     // One store for every worker thread.
