@@ -383,20 +383,34 @@ pub fn names(states: &[LeaseState]) -> Vec<&str> {
     states.iter().map(|s| s.name.as_str()).collect()
 }
 
+/// One row of the suite's table: a case's name, the capabilities it
+/// needs, and the case.
+pub type CaseEntry<H> = (&'static str, &'static [Capability], fn(&mut Case<H>));
+
+/// A [`CaseEntry`] for `cases::NAME`, needing the capabilities named after
+/// it. `H` is the harness type parameter of the function it is used in.
+macro_rules! case {
+    ($name:ident $(, $need:ident)*) => {
+        (
+            stringify!($name),
+            &[$(Capability::$need),*] as &'static [Capability],
+            cases::$name::<H> as fn(&mut Case<H>),
+        )
+    };
+}
+
 /// Every case, with the capabilities it needs; in the order they were
 /// written (by area).
 #[must_use]
-#[allow(clippy::type_complexity, reason = "a table of (name, needs, case)")]
-pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut Case<H>))> {
-    macro_rules! case {
-        ($name:ident $(, $need:ident)*) => {
-            (
-                stringify!($name),
-                &[$(Capability::$need),*] as &'static [Capability],
-                cases::$name::<H> as fn(&mut Case<H>),
-            )
-        };
-    }
+pub fn cases<H: Harness>() -> Vec<CaseEntry<H>> {
+    let mut all = lease_cases::<H>();
+    all.extend(task_cases::<H>());
+    all
+}
+
+/// The cases of leases: tokens, modes, renew, release, waiters, fences,
+/// history and names.
+fn lease_cases<H: Harness>() -> Vec<CaseEntry<H>> {
     vec![
         case!(tokens_first_grant_is_positive),
         case!(tokens_increase_across_release),
@@ -456,6 +470,12 @@ pub fn cases<H: Harness>() -> Vec<(&'static str, &'static [Capability], fn(&mut 
         case!(names_are_independent),
         case!(expiry_on_the_store_clock),
         case!(limits_lease_ttls_out_of_range_are_refused),
+    ]
+}
+
+/// The cases of the task queue (stores with [`Capability::Tasks`]).
+fn task_cases<H: Harness>() -> Vec<CaseEntry<H>> {
+    vec![
         case!(limits_task_durations_out_of_range_are_refused, Tasks),
         case!(task_add_stores_a_pending_task, Tasks),
         case!(task_add_is_idempotent_by_id, Tasks),

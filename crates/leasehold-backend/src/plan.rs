@@ -275,30 +275,7 @@ fn expire(ops: &mut Vec<Op>, g: &Grant) {
 #[must_use]
 pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[QueuedWaiter]) -> Plan<Acquire> {
     let mut ops = Vec::new();
-    let mut live = Vec::with_capacity(grants.len());
-    for (g, is_live) in grants {
-        if *is_live {
-            live.push(g);
-        } else {
-            expire(&mut ops, g);
-        }
-    }
-    for token in &p.evict {
-        if let Some(i) = live.iter().position(|g| g.token == *token) {
-            let g = live.remove(i);
-            ops.push(Op::RemoveGrant {
-                token: g.token,
-                live: true,
-            });
-            record(
-                &mut ops,
-                HistoryEvent::FastTakeover,
-                Issued::Existing(g.token),
-                Some(&g.owner),
-                detail::fast_takeover(&g.holder, &p.holder),
-            );
-        }
-    }
+    let live = live_grants(&mut ops, p, grants);
     // Waiters proved dead leave before anyone is judged: a killed waiter
     // must not hold back a name that is free.
     let mut queue = Vec::with_capacity(waiters.len());
@@ -361,23 +338,7 @@ pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[QueuedWaiter]
         };
     }
 
-    let ticket = p.ticket.map(|ticket| {
-        if mine.is_some() {
-            ops.push(Op::RefreshWaiter {
-                ticket,
-                ttl: p.waiter_ttl,
-            });
-            Issued::Existing(ticket)
-        } else {
-            // The registration expired: re-make it, at the back.
-            ops.push(Op::EnqueueWaiter(NewWaiter {
-                mode: p.mode,
-                holder: p.waiter_holder.as_ref().unwrap_or(&p.holder).clone(),
-                ttl: p.waiter_ttl,
-            }));
-            Issued::New
-        }
-    });
+    let ticket = p.ticket.map(|ticket| keep_waiting(&mut ops, p, ticket, mine.is_some()));
     Plan {
         ops,
         outcome: Acquire::Held(Waiting {
@@ -386,6 +347,56 @@ pub fn acquire(p: &LeaseAcquireParams, grants: &[Seen], waiters: &[QueuedWaiter]
             ahead: ahead.iter().map(|w| (*w).clone()).collect(),
             ticket,
         }),
+    }
+}
+
+/// The grants of the name that stay live: expired ones are removed, and
+/// so are those the caller proved dead (`p.evict`, a fast takeover).
+fn live_grants<'g>(ops: &mut Vec<Op>, p: &LeaseAcquireParams, grants: &'g [Seen]) -> Vec<&'g Grant> {
+    let mut live = Vec::with_capacity(grants.len());
+    for (g, is_live) in grants {
+        if *is_live {
+            live.push(g);
+        } else {
+            expire(ops, g);
+        }
+    }
+    for token in &p.evict {
+        if let Some(i) = live.iter().position(|g| g.token == *token) {
+            let g = live.remove(i);
+            ops.push(Op::RemoveGrant {
+                token: g.token,
+                live: true,
+            });
+            record(
+                ops,
+                HistoryEvent::FastTakeover,
+                Issued::Existing(g.token),
+                Some(&g.owner),
+                detail::fast_takeover(&g.holder, &p.holder),
+            );
+        }
+    }
+    live
+}
+
+/// Keep a refused caller's waiter `ticket` in the queue: refreshed if it is
+/// still `queued`, otherwise registered again.
+fn keep_waiting(ops: &mut Vec<Op>, p: &LeaseAcquireParams, ticket: WaiterTicket, queued: bool) -> Issued<WaiterTicket> {
+    if queued {
+        ops.push(Op::RefreshWaiter {
+            ticket,
+            ttl: p.waiter_ttl,
+        });
+        Issued::Existing(ticket)
+    } else {
+        // The registration expired: re-make it, at the back.
+        ops.push(Op::EnqueueWaiter(NewWaiter {
+            mode: p.mode,
+            holder: p.waiter_holder.as_ref().unwrap_or(&p.holder).clone(),
+            ttl: p.waiter_ttl,
+        }));
+        Issued::New
     }
 }
 

@@ -314,17 +314,12 @@ impl<'a> Fields<'a> {
             Some(_) => self.ns(key).map(Some),
         }
     }
-}
-
-fn parse(text: &str) -> Result<History, String> {
-    let mut h = History::default();
-    let mut grant_index: HashMap<(String, String), usize> = HashMap::new();
-    let mut write_index: HashMap<String, usize> = HashMap::new();
-    for (n, raw) in text.lines().enumerate() {
-        let line = n + 1;
+    /// The event kind and fields of history line number `line`; `None`
+    /// for a blank line.
+    fn of_line(line: usize, raw: &'a str) -> Result<Option<(&'a str, Self)>, String> {
         let mut parts = raw.split(' ').filter(|p| !p.is_empty());
         let Some(kind) = parts.next() else {
-            continue;
+            return Ok(None);
         };
         let mut map = HashMap::new();
         for part in parts {
@@ -333,101 +328,23 @@ fn parse(text: &str) -> Result<History, String> {
                 .ok_or_else(|| format!("line {line}: {part:?} is not key=value in {raw:?}"))?;
             map.insert(k, v);
         }
-        let f = Fields { line, map };
+        Ok(Some((kind, Fields { line, map })))
+    }
+}
+
+fn parse(text: &str) -> Result<History, String> {
+    let mut parser = Parser::default();
+    for (n, raw) in text.lines().enumerate() {
+        let line = n + 1;
+        let Some((kind, f)) = Fields::of_line(line, raw)? else {
+            continue;
+        };
         match kind {
-            "grant" => {
-                let name = f.text("name")?.to_owned();
-                let id = f.text("grant")?.to_owned();
-                let mode = f.text("mode")?;
-                if !["x", "s"].contains(&mode) {
-                    return Err(format!("line {line}: mode={mode} is neither x nor s"));
-                }
-                let acts = f.map.get("acts").copied().unwrap_or("own");
-                if !["own", "fenced"].contains(&acts) {
-                    return Err(format!("line {line}: acts={acts} is neither own nor fenced"));
-                }
-                if grant_index.contains_key(&(name.clone(), id.clone())) {
-                    return Err(format!("line {line}: grant {id} of {name} recorded twice"));
-                }
-                grant_index.insert((name.clone(), id.clone()), h.grants.len());
-                h.grants.push(Grant {
-                    line,
-                    name,
-                    token: f.maybe("token")?,
-                    id,
-                    exclusive: mode == "x",
-                    by: f.text("by")?.to_owned(),
-                    asked: f.maybe("asked")?,
-                    answered: f.ns("answered")?,
-                    granted: f.maybe("granted")?,
-                    acts_own: acts == "own",
-                    end: None,
-                    expires: None,
-                });
-            }
-            "end" | "expires" => {
-                let key = (f.text("name")?.to_owned(), f.text("grant")?.to_owned());
-                let at = f.ns("at")?;
-                let &i = grant_index
-                    .get(&key)
-                    .ok_or_else(|| format!("line {line}: {kind} of grant {} of {}, never granted", key.1, key.0))?;
-                let slot = if kind == "end" {
-                    &mut h.grants[i].end
-                } else {
-                    &mut h.grants[i].expires
-                };
-                // Several readings: the holder's own and the test's; the
-                // first is the one closest to the fact.
-                slot.get_or_insert(at);
-            }
-            "write" => {
-                let id = f.text("id")?.to_owned();
-                if write_index.contains_key(&id) {
-                    return Err(format!("line {line}: write id {id} recorded twice"));
-                }
-                let fence = match f.text("fence")? {
-                    "store" => FenceKind::Store,
-                    "record" => FenceKind::Record,
-                    "none" => FenceKind::None,
-                    other => return Err(format!("line {line}: fence={other} is not store, record or none")),
-                };
-                write_index.insert(id.clone(), h.writes.len());
-                h.writes.push(Write {
-                    line,
-                    id,
-                    name: f.text("name")?.to_owned(),
-                    grant: f.text("grant")?.to_owned(),
-                    token: f.maybe("token")?,
-                    resource: f.text("resource")?.to_owned(),
-                    fence,
-                    start: f.ns("start")?,
-                    end: None,
-                    answer: Answer::Unknown,
-                    value: f.text("value")?.to_owned(),
-                });
-            }
-            "answer" => {
-                let id = f.text("id")?;
-                let &i = write_index
-                    .get(id)
-                    .ok_or_else(|| format!("line {line}: answer to write {id}, never begun"))?;
-                let w = &mut h.writes[i];
-                if w.end.is_some() {
-                    return Err(format!("line {line}: write {id} answered twice"));
-                }
-                w.end = Some(f.ns("end")?);
-                w.answer = match f.text("answer")? {
-                    "accepted" => Answer::Accepted,
-                    "refused" => Answer::Refused,
-                    "failed" => Answer::Unknown,
-                    other => {
-                        return Err(format!(
-                            "line {line}: answer={other} is not accepted, refused or failed"
-                        ));
-                    }
-                };
-            }
-            "read" => h.reads.push(Read {
+            "grant" => parser.grant(&f)?,
+            "end" | "expires" => parser.grant_end(kind, &f)?,
+            "write" => parser.write(&f)?,
+            "answer" => parser.answer(&f)?,
+            "read" => parser.history.reads.push(Read {
                 resource: f.text("resource")?.to_owned(),
                 at: f.ns("at")?,
                 value: f.text("value")?.to_owned(),
@@ -435,7 +352,128 @@ fn parse(text: &str) -> Result<History, String> {
             other => return Err(format!("line {line}: unknown event {other:?}")),
         }
     }
-    Ok(h)
+    Ok(parser.history)
+}
+
+/// The history read so far, with where each grant and write is in it (a
+/// later `end`, `expires` or `answer` line refers to them).
+#[derive(Default)]
+struct Parser {
+    history: History,
+    grant_index: HashMap<(String, String), usize>,
+    write_index: HashMap<String, usize>,
+}
+
+impl Parser {
+    /// A `grant` line: one grant answered to one holder.
+    fn grant(&mut self, f: &Fields<'_>) -> Result<(), String> {
+        let line = f.line;
+        let name = f.text("name")?.to_owned();
+        let id = f.text("grant")?.to_owned();
+        let mode = f.text("mode")?;
+        if !["x", "s"].contains(&mode) {
+            return Err(format!("line {line}: mode={mode} is neither x nor s"));
+        }
+        let acts = f.map.get("acts").copied().unwrap_or("own");
+        if !["own", "fenced"].contains(&acts) {
+            return Err(format!("line {line}: acts={acts} is neither own nor fenced"));
+        }
+        if self.grant_index.contains_key(&(name.clone(), id.clone())) {
+            return Err(format!("line {line}: grant {id} of {name} recorded twice"));
+        }
+        self.grant_index
+            .insert((name.clone(), id.clone()), self.history.grants.len());
+        self.history.grants.push(Grant {
+            line,
+            name,
+            token: f.maybe("token")?,
+            id,
+            exclusive: mode == "x",
+            by: f.text("by")?.to_owned(),
+            asked: f.maybe("asked")?,
+            answered: f.ns("answered")?,
+            granted: f.maybe("granted")?,
+            acts_own: acts == "own",
+            end: None,
+            expires: None,
+        });
+        Ok(())
+    }
+
+    /// An `end` or `expires` line (`kind`) of a grant read before.
+    fn grant_end(&mut self, kind: &str, f: &Fields<'_>) -> Result<(), String> {
+        let key = (f.text("name")?.to_owned(), f.text("grant")?.to_owned());
+        let at = f.ns("at")?;
+        let &i = self
+            .grant_index
+            .get(&key)
+            .ok_or_else(|| format!("line {}: {kind} of grant {} of {}, never granted", f.line, key.1, key.0))?;
+        let slot = if kind == "end" {
+            &mut self.history.grants[i].end
+        } else {
+            &mut self.history.grants[i].expires
+        };
+        // Several readings: the holder's own and the test's; the
+        // first is the one closest to the fact.
+        slot.get_or_insert(at);
+        Ok(())
+    }
+
+    /// A `write` line: a write to a resource begun under a grant.
+    fn write(&mut self, f: &Fields<'_>) -> Result<(), String> {
+        let line = f.line;
+        let id = f.text("id")?.to_owned();
+        if self.write_index.contains_key(&id) {
+            return Err(format!("line {line}: write id {id} recorded twice"));
+        }
+        let fence = match f.text("fence")? {
+            "store" => FenceKind::Store,
+            "record" => FenceKind::Record,
+            "none" => FenceKind::None,
+            other => return Err(format!("line {line}: fence={other} is not store, record or none")),
+        };
+        self.write_index.insert(id.clone(), self.history.writes.len());
+        self.history.writes.push(Write {
+            line,
+            id,
+            name: f.text("name")?.to_owned(),
+            grant: f.text("grant")?.to_owned(),
+            token: f.maybe("token")?,
+            resource: f.text("resource")?.to_owned(),
+            fence,
+            start: f.ns("start")?,
+            end: None,
+            answer: Answer::Unknown,
+            value: f.text("value")?.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// An `answer` line: how the resource answered a write begun before.
+    fn answer(&mut self, f: &Fields<'_>) -> Result<(), String> {
+        let line = f.line;
+        let id = f.text("id")?;
+        let &i = self
+            .write_index
+            .get(id)
+            .ok_or_else(|| format!("line {line}: answer to write {id}, never begun"))?;
+        let w = &mut self.history.writes[i];
+        if w.end.is_some() {
+            return Err(format!("line {line}: write {id} answered twice"));
+        }
+        w.end = Some(f.ns("end")?);
+        w.answer = match f.text("answer")? {
+            "accepted" => Answer::Accepted,
+            "refused" => Answer::Refused,
+            "failed" => Answer::Unknown,
+            other => {
+                return Err(format!(
+                    "line {line}: answer={other} is not accepted, refused or failed"
+                ));
+            }
+        };
+        Ok(())
+    }
 }
 
 // ---------------------------------------------------------------------------

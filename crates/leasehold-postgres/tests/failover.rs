@@ -42,6 +42,38 @@ struct Seen {
     last_error: Option<String>,
 }
 
+/// One client: acquire and release "job" through `url` until `running`
+/// is cleared, telling `seen` (and counting in `acks`) every grant
+/// acknowledged, and `seen` every failure.
+fn acquire_and_release_until_stopped(url: &str, seen: &Mutex<Seen>, acks: &AtomicUsize, running: &AtomicBool) {
+    let store = PostgresBackend::open(url, PostgresOptions::default()).expect("open");
+    let acquire = LeaseAcquireParams {
+        ttl: TTL,
+        ..params::acquire("job")
+    };
+    while running.load(Ordering::SeqCst) {
+        match store.lease_acquire(&acquire) {
+            Ok(LeaseAcquire::Acquired(g)) => {
+                // Recorded before the release, so the next grant
+                // is recorded after this one.
+                seen.lock().unwrap().acked.push(g.token);
+                acks.fetch_add(1, Ordering::SeqCst);
+                if store.lease_release(&params::release("job", g.token)).is_err() {
+                    seen.lock().unwrap().errors += 1;
+                }
+            }
+            Ok(LeaseAcquire::Held(_)) => thread::sleep(Duration::from_millis(5)),
+            Err(e) => {
+                let mut seen = seen.lock().unwrap();
+                seen.errors += 1;
+                seen.last_error = Some(e.to_string());
+                drop(seen);
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
 fn a_promoted_synchronous_standby_reissues_no_acknowledged_token() {
     let (primary, standby) = Server::start_replicated();
     let url = format!(
@@ -58,34 +90,7 @@ fn a_promoted_synchronous_standby_reissues_no_acknowledged_token() {
     let workers: Vec<_> = (0..WORKERS)
         .map(|_| {
             let (url, seen, acks, running) = (url.clone(), seen.clone(), acks.clone(), running.clone());
-            thread::spawn(move || {
-                let store = PostgresBackend::open(&url, PostgresOptions::default()).expect("open");
-                let acquire = LeaseAcquireParams {
-                    ttl: TTL,
-                    ..params::acquire("job")
-                };
-                while running.load(Ordering::SeqCst) {
-                    match store.lease_acquire(&acquire) {
-                        Ok(LeaseAcquire::Acquired(g)) => {
-                            // Recorded before the release, so the next grant
-                            // is recorded after this one.
-                            seen.lock().unwrap().acked.push(g.token);
-                            acks.fetch_add(1, Ordering::SeqCst);
-                            if store.lease_release(&params::release("job", g.token)).is_err() {
-                                seen.lock().unwrap().errors += 1;
-                            }
-                        }
-                        Ok(LeaseAcquire::Held(_)) => thread::sleep(Duration::from_millis(5)),
-                        Err(e) => {
-                            let mut seen = seen.lock().unwrap();
-                            seen.errors += 1;
-                            seen.last_error = Some(e.to_string());
-                            drop(seen);
-                            thread::sleep(Duration::from_millis(50));
-                        }
-                    }
-                }
-            })
+            thread::spawn(move || acquire_and_release_until_stopped(&url, &seen, &acks, &running))
         })
         .collect();
 

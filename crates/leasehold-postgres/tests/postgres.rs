@@ -10,9 +10,9 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Available, Backend, ErrorKind, LeaseAcquire, QueueName, Retry, TaskAddParams, TaskBackend as _, TaskClaimParams,
-    TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskLost, TaskPurgeParams, TaskState,
-    TaskStatsParams, TaskUpdate, Token,
+    Available, Backend, Claim, ErrorKind, LeaseAcquire, QueueName, Retry, TaskAddParams, TaskBackend as _,
+    TaskClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskLost, TaskPurgeParams,
+    TaskState, TaskStatsParams, TaskUpdate, Token,
 };
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions, SCHEMA_VERSION};
@@ -234,22 +234,14 @@ fn concurrent_claimers_take_distinct_tasks_and_finish_the_queue() {
     assert_eq!((stats[0].done, stats[0].pending, stats[0].running), (200, 0, 0));
 }
 
-fn task_lifecycle_on_the_server_clock() {
-    let skew = leasehold_backend::ClockSkew::default();
-    let url = Server::shared().url(&Server::fresh_schema());
-    let store = PostgresBackend::open(
-        &url,
-        PostgresOptions {
-            skew: skew.clone(),
-            ..PostgresOptions::default()
-        },
-    )
-    .unwrap();
-    let q: QueueName = params::name("q");
-    add(&store, "q", ["a".to_owned()]);
+/// Task a of `q`, added twice (the second a no-op); then a batch that
+/// repeats a with another payload: a conflict, and b of the same batch is
+/// not added either.
+fn add_a_then_conflict(store: &PostgresBackend, q: &QueueName) {
+    add(store, "q", ["a".to_owned()]);
     // The same id again: a no-op; with another payload: a conflict, and
     // the batch adds nothing.
-    add(&store, "q", ["a".to_owned()]);
+    add(store, "q", ["a".to_owned()]);
     let conflict = TaskAddParams {
         queue: q.clone(),
         id: params::name("a"),
@@ -268,6 +260,55 @@ fn task_lifecycle_on_the_server_clock() {
         store.task_get(&params::task_id("q", "b")).unwrap().is_none(),
         "a conflicting batch adds nothing"
     );
+}
+
+/// `claim` completes once (a second completion is stale), its result is
+/// kept, and an hour later (on the skewed clock) the purge deletes it.
+fn complete_once_then_purge(
+    store: &PostgresBackend,
+    skew: &leasehold_backend::ClockSkew,
+    q: &QueueName,
+    claim: &Claim,
+) {
+    let result = serde_json::json!({"ok": true});
+    let complete = || {
+        store
+            .task_complete(&TaskCompleteParams {
+                task: claim.task_ref(),
+                result: Some(result.clone()),
+            })
+            .unwrap()
+    };
+    assert_eq!(complete(), TaskUpdate::Applied);
+    assert_eq!(complete(), TaskUpdate::Lost(TaskLost::Stale));
+    let task = store.task_get(&params::task_id("q", "a")).unwrap().unwrap();
+    assert_eq!((task.state, task.result), (TaskState::Done, Some(result)));
+    skew.advance(Duration::from_secs(3600));
+    assert_eq!(
+        store
+            .task_purge(&TaskPurgeParams {
+                queue: q.clone(),
+                state: TaskState::Done,
+                older_than: Duration::from_secs(60)
+            })
+            .unwrap(),
+        1
+    );
+}
+
+fn task_lifecycle_on_the_server_clock() {
+    let skew = leasehold_backend::ClockSkew::default();
+    let url = Server::shared().url(&Server::fresh_schema());
+    let store = PostgresBackend::open(
+        &url,
+        PostgresOptions {
+            skew: skew.clone(),
+            ..PostgresOptions::default()
+        },
+    )
+    .unwrap();
+    let q: QueueName = params::name("q");
+    add_a_then_conflict(&store, &q);
 
     let ttl = Duration::from_secs(30);
     let c1 = store.task_claim(&claim_params("q", ttl)).unwrap().unwrap();
@@ -340,38 +381,7 @@ fn task_lifecycle_on_the_server_clock() {
         (1, Token(5)),
         "a release does not charge the attempt"
     );
-    let result = serde_json::json!({"ok": true});
-    assert_eq!(
-        store
-            .task_complete(&TaskCompleteParams {
-                task: c5.task_ref(),
-                result: Some(result.clone())
-            })
-            .unwrap(),
-        TaskUpdate::Applied
-    );
-    assert_eq!(
-        store
-            .task_complete(&TaskCompleteParams {
-                task: c5.task_ref(),
-                result: Some(result.clone())
-            })
-            .unwrap(),
-        TaskUpdate::Lost(TaskLost::Stale)
-    );
-    let task = store.task_get(&params::task_id("q", "a")).unwrap().unwrap();
-    assert_eq!((task.state, task.result), (TaskState::Done, Some(result)));
-    skew.advance(Duration::from_secs(3600));
-    assert_eq!(
-        store
-            .task_purge(&TaskPurgeParams {
-                queue: q.clone(),
-                state: TaskState::Done,
-                older_than: Duration::from_secs(60)
-            })
-            .unwrap(),
-        1
-    );
+    complete_once_then_purge(&store, &skew, &q, &c5);
 }
 
 fn claim_order_is_priority_then_available_at_then_insertion() {

@@ -31,6 +31,14 @@ fn get(path: &str) -> Request {
     }
 }
 
+/// The bytes of a response's body (a streamed one counts 0).
+fn size(r: leasehold_serve::http::Response) -> usize {
+    match r.body {
+        leasehold_serve::http::Body::Bytes(b) => b.len(),
+        leasehold_serve::http::Body::Stream(_) => 0,
+    }
+}
+
 fn timed(label: &str, mut f: impl FnMut() -> usize) {
     let mut times: Vec<Duration> = (0..ROUNDS)
         .map(|_| {
@@ -50,6 +58,50 @@ fn timed(label: &str, mut f: impl FnMut() -> usize) {
     );
 }
 
+/// Fill a new store: the leases, the tasks, and some tasks claimed and
+/// failed, completed or left running.
+fn build(store: &Store) -> Result<(), Box<dyn std::error::Error>> {
+    let t = Instant::now();
+    let options = AcquireOptions {
+        ttl: Duration::from_secs(3600),
+        ..AcquireOptions::default()
+    };
+    for i in 0..LEASES {
+        store.try_acquire(&LeaseName::new(format!("agent-{i:05}"))?, &options)?;
+    }
+    let queue = LeaseName::new("crawl")?;
+    for batch in 0..TASKS / 10_000 {
+        let tasks = (0..10_000)
+            .map(|i| {
+                let mut t = NewTask::new(serde_json::json!({ "url": format!("https://example.org/{batch}/{i}") }));
+                t.id = Some(LeaseName::new(format!("t{batch}-{i}")).unwrap());
+                t
+            })
+            .collect();
+        store.task_add(&queue, tasks)?;
+    }
+    // Some dead and done tasks with errors, some running.
+    for i in 0..200 {
+        let c = store
+            .task_claim(&queue, Duration::from_secs(600), None)?
+            .expect("a task");
+        match i % 4 {
+            0 => {
+                store.task_fail(&c.task_ref(), "HTTP 503 from upstream", leasehold::Retry::Never)?;
+            }
+            1 => {
+                store.task_complete(&c.task_ref(), None)?;
+            }
+            _ => {}
+        }
+    }
+    eprintln!(
+        "built {LEASES} leases and {TASKS} tasks in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = match std::env::args().nth(1) {
         Some(d) => std::path::PathBuf::from(d),
@@ -59,44 +111,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fresh = !path.exists();
     let store = Store::open_sqlite(&path)?;
     if fresh {
-        let t = Instant::now();
-        let options = AcquireOptions {
-            ttl: Duration::from_secs(3600),
-            ..AcquireOptions::default()
-        };
-        for i in 0..LEASES {
-            store.try_acquire(&LeaseName::new(format!("agent-{i:05}"))?, &options)?;
-        }
-        let queue = LeaseName::new("crawl")?;
-        for batch in 0..TASKS / 10_000 {
-            let tasks = (0..10_000)
-                .map(|i| {
-                    let mut t = NewTask::new(serde_json::json!({ "url": format!("https://example.org/{batch}/{i}") }));
-                    t.id = Some(LeaseName::new(format!("t{batch}-{i}")).unwrap());
-                    t
-                })
-                .collect();
-            store.task_add(&queue, tasks)?;
-        }
-        // Some dead and done tasks with errors, some running.
-        for i in 0..200 {
-            let c = store
-                .task_claim(&queue, Duration::from_secs(600), None)?
-                .expect("a task");
-            match i % 4 {
-                0 => {
-                    store.task_fail(&c.task_ref(), "HTTP 503 from upstream", leasehold::Retry::Never)?;
-                }
-                1 => {
-                    store.task_complete(&c.task_ref(), None)?;
-                }
-                _ => {}
-            }
-        }
-        eprintln!(
-            "built {LEASES} leases and {TASKS} tasks in {:.1} s",
-            t.elapsed().as_secs_f64()
-        );
+        build(&store)?;
     }
     let config = Config {
         refresh: Duration::from_secs(3600),
@@ -116,10 +131,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         snapshot.took.as_secs_f64() * 1e3
     );
     assert_eq!(snapshot.leases.len(), LEASES);
-    let size = |r: leasehold_serve::http::Response| match r.body {
-        leasehold_serve::http::Body::Bytes(b) => b.len(),
-        leasehold_serve::http::Body::Stream(_) => 0,
-    };
     timed("GET / (leases page, 100 of 10,000 names)", || {
         size(app.handle(&get("/")))
     });

@@ -188,6 +188,73 @@ fn granted_ttl(detail: &str) -> Option<Duration> {
         .map(Duration::from_secs_f64)
 }
 
+/// How a live grant's bar ends now: live, or takeable at once when its
+/// holder is provably gone.
+fn still(g: &Grant, dead: &dyn Fn(&Grant) -> bool) -> End {
+    if dead(g) {
+        End::Dead(g.expires_in)
+    } else {
+        End::Live(g.expires_in)
+    }
+}
+
+/// End the bars the history left `open`: live grants run to now, the
+/// others lapsed (when seen to end, else at their TTL). Then add the live
+/// grants the history does not show (granted before its reach).
+fn close_open_bars(
+    bars: &mut Vec<Bar>,
+    open: HashMap<Token, usize>,
+    live: &[Grant],
+    dead: &dyn Fn(&Grant) -> bool,
+    ends: &HashMap<Token, SystemTime>,
+    now: SystemTime,
+) {
+    for (token, i) in open {
+        let bar = &mut bars[i];
+        if let Some(g) = live.iter().find(|g| g.token == token) {
+            bar.end = still(g, dead);
+            bar.end_at = now;
+        } else {
+            let by_ttl = granted_ttl(&bar.detail).map(|ttl| leasehold::later(bar.start, ttl));
+            bar.end_at = ends.get(&token).copied().or(by_ttl).unwrap_or(now).min(now);
+        }
+    }
+    for g in live {
+        if !bars.iter().any(|b| b.token == g.token) {
+            bars.push(Bar {
+                token: g.token,
+                owner: g.owner.clone(),
+                detail: String::new(),
+                start: g.acquired_at,
+                start_known: true,
+                end_at: now,
+                end: still(g, dead),
+                after_expiry: false,
+                lane: 0,
+            });
+        }
+    }
+}
+
+/// Put each bar (sorted by start) in the first lane free at its start, so
+/// overlapping grants never share one; how many lanes that took.
+fn assign_lanes(bars: &mut [Bar]) -> usize {
+    let mut lane_ends: Vec<SystemTime> = Vec::new();
+    for b in bars {
+        let lane = lane_ends
+            .iter()
+            .position(|end| *end <= b.start)
+            .unwrap_or(lane_ends.len());
+        if lane == lane_ends.len() {
+            lane_ends.push(b.end_at);
+        } else {
+            lane_ends[lane] = b.end_at;
+        }
+        b.lane = lane;
+    }
+    lane_ends.len()
+}
+
 /// Build the timeline of `name` over the `range` before `now`.
 ///
 /// `entries`: its history, oldest first; `live`: its live grants now, and
@@ -204,13 +271,6 @@ pub fn build(
     now: SystemTime,
     range: Duration,
 ) -> Timeline {
-    let still = |g: &Grant| {
-        if dead(g) {
-            End::Dead(g.expires_in)
-        } else {
-            End::Live(g.expires_in)
-        }
-    };
     let from = now.checked_sub(range).unwrap_or(SystemTime::UNIX_EPOCH);
     let reach = entries.first().map(|e| e.at);
     let mut bars: Vec<Bar> = Vec::new();
@@ -277,48 +337,10 @@ pub fn build(
             HistoryEvent::FenceRefused => marks.push(mark(MarkKind::FenceRefused)),
         }
     }
-    // Grants still open: live ones run to now; the others lapsed.
-    for (token, i) in open {
-        let bar = &mut bars[i];
-        if let Some(g) = live.iter().find(|g| g.token == token) {
-            bar.end = still(g);
-            bar.end_at = now;
-        } else {
-            let by_ttl = granted_ttl(&bar.detail).map(|ttl| leasehold::later(bar.start, ttl));
-            bar.end_at = ends.get(&token).copied().or(by_ttl).unwrap_or(now).min(now);
-        }
-    }
-    // Live grants the history does not show (granted before its reach).
-    for g in live {
-        if !bars.iter().any(|b| b.token == g.token) {
-            bars.push(Bar {
-                token: g.token,
-                owner: g.owner.clone(),
-                detail: String::new(),
-                start: g.acquired_at,
-                start_known: true,
-                end_at: now,
-                end: still(g),
-                after_expiry: false,
-                lane: 0,
-            });
-        }
-    }
+    close_open_bars(&mut bars, open, live, dead, ends, now);
     bars.retain(|b| b.end_at >= from && b.start <= now);
     bars.sort_by_key(|b| (b.start, b.token));
-    let mut lane_ends: Vec<SystemTime> = Vec::new();
-    for b in &mut bars {
-        let lane = lane_ends
-            .iter()
-            .position(|end| *end <= b.start)
-            .unwrap_or(lane_ends.len());
-        if lane == lane_ends.len() {
-            lane_ends.push(b.end_at);
-        } else {
-            lane_ends[lane] = b.end_at;
-        }
-        b.lane = lane;
-    }
+    let lanes = assign_lanes(&mut bars);
     marks.retain(|m| m.at >= from && m.at <= now);
     Timeline {
         name: name.clone(),
@@ -326,7 +348,7 @@ pub fn build(
         to: now,
         bars,
         marks,
-        lanes: lane_ends.len().max(1),
+        lanes: lanes.max(1),
         reach,
         entries: entries.len(),
     }
@@ -475,7 +497,7 @@ pub fn describe(bar: &Bar) -> String {
 
 /// Unicode-block drawing for the terminal.
 pub mod terminal {
-    use super::{End, Timeline, axis_label};
+    use super::{Bar, End, Timeline, axis_label};
     use std::fmt::Write as _;
     use std::time::SystemTime;
 
@@ -489,6 +511,9 @@ pub mod terminal {
 
     /// Bars drawn at most; older ones are summed up in one line.
     pub const MAX_ROWS: usize = 40;
+
+    /// The width of the labels left of the bars ("token 12").
+    const LABEL_W: usize = 10;
 
     fn column(t: SystemTime, tl: &Timeline, width: usize) -> usize {
         let span = tl
@@ -514,9 +539,7 @@ pub mod terminal {
                 s.to_owned()
             }
         };
-        let range = tl.to.duration_since(tl.from).unwrap_or_default();
-        let label_w = 10;
-        let area = width.saturating_sub(label_w + 1).clamp(20, 400);
+        let area = width.saturating_sub(LABEL_W + 1).clamp(20, 400);
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -544,7 +567,40 @@ pub mod terminal {
                 let _ = writeln!(out, "{}", paint(DIM, "no history kept for this name"));
             }
         }
-        // Axis: five ticks.
+        write_axis(&mut out, tl, area);
+        let shown = tl.bars.len().min(MAX_ROWS);
+        if tl.bars.len() > shown {
+            let _ = writeln!(
+                out,
+                "{}",
+                paint(DIM, &format!("… {} earlier grants not drawn", tl.bars.len() - shown))
+            );
+        }
+        for bar in &tl.bars[tl.bars.len() - shown..] {
+            write_bar(&mut out, bar, tl, area, &paint, clean);
+        }
+        if !tl.marks.is_empty() {
+            write_marks(&mut out, tl, area, &paint, clean);
+        }
+        if tl.bars.is_empty() && tl.marks.is_empty() {
+            let _ = writeln!(out, "{}", paint(DIM, "nothing happened in this range"));
+        }
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                DIM,
+                "█ held  ▶ live  † holder proved dead, takeable now  ▏ released  ✕ expired  \
+                 ⚡ taken over (holder proved dead)  ? lapsed, not yet recorded  \
+                 ◇ takeover after expiry  ↻ reacquired  ✓ fence passed  ✗ fence refused  ! stale token refused"
+            )
+        );
+        out
+    }
+
+    /// The time axis: five ticks, labelled where the labels fit.
+    fn write_axis(out: &mut String, tl: &Timeline, area: usize) {
+        let range = tl.to.duration_since(tl.from).unwrap_or_default();
         let mut ticks = vec![' '; area];
         let mut labels = String::new();
         for i in 0..=4u32 {
@@ -562,95 +618,92 @@ pub mod terminal {
             }
         }
         let axis: String = ticks.iter().map(|c| if *c == ' ' { '─' } else { *c }).collect();
-        let _ = writeln!(out, "{:label_w$} {labels}", "");
-        let _ = writeln!(out, "{:label_w$} {axis}", "");
-        let shown = tl.bars.len().min(MAX_ROWS);
-        if tl.bars.len() > shown {
-            let _ = writeln!(
-                out,
-                "{}",
-                paint(DIM, &format!("… {} earlier grants not drawn", tl.bars.len() - shown))
-            );
+        let _ = writeln!(out, "{:LABEL_W$} {labels}", "");
+        let _ = writeln!(out, "{:LABEL_W$} {axis}", "");
+    }
+
+    /// One grant's row: its bar across the axis, its holder and how it
+    /// ended.
+    fn write_bar(
+        out: &mut String,
+        bar: &Bar,
+        tl: &Timeline,
+        area: usize,
+        paint: &dyn Fn(&str, &str) -> String,
+        clean: &dyn Fn(&str) -> String,
+    ) {
+        let a = column(bar.start.max(tl.from), tl, area);
+        let b = column(bar.end_at.min(tl.to), tl, area).max(a);
+        let mut row: Vec<String> = vec![" ".to_owned(); area];
+        let (code, last) = match bar.end {
+            End::Live(_) => (GREEN, '▶'),
+            End::Released => (BLUE, '▏'),
+            End::Expired => (YELLOW, '✕'),
+            End::TakenOver => (RED, '⚡'),
+            End::Lapsed => (DIM, '?'),
+            End::Dead(_) => (RED, '†'),
+        };
+        for cell in row.iter_mut().take(b + 1).skip(a) {
+            *cell = paint(code, "█");
         }
-        for bar in &tl.bars[tl.bars.len() - shown..] {
-            let a = column(bar.start.max(tl.from), tl, area);
-            let b = column(bar.end_at.min(tl.to), tl, area).max(a);
-            let mut row: Vec<String> = vec![" ".to_owned(); area];
-            let (code, last) = match bar.end {
-                End::Live(_) => (GREEN, '▶'),
-                End::Released => (BLUE, '▏'),
-                End::Expired => (YELLOW, '✕'),
-                End::TakenOver => (RED, '⚡'),
-                End::Lapsed => (DIM, '?'),
-                End::Dead(_) => (RED, '†'),
-            };
-            for cell in row.iter_mut().take(b + 1).skip(a) {
-                *cell = paint(code, "█");
-            }
-            row[b] = paint(code, &last.to_string());
-            if !bar.start_known {
-                row[a] = paint(code, "…");
-            }
-            let end = match bar.end {
-                End::Live(left) => format!("live, expires in {}", leasehold::format_duration(left)),
-                End::Dead(_) => bar.end.label().to_owned(),
-                End::Expired if bar.after_expiry => "expired (after a takeover by expiry)".to_owned(),
-                e => e.label().to_owned(),
-            };
-            let took = if bar.after_expiry {
-                ", took over after expiry"
-            } else {
-                ""
-            };
-            let _ = writeln!(
-                out,
-                "{:>label_w$} {}  {} {}{}",
-                format!("token {}", bar.token),
-                row.concat(),
-                clean(&bar.owner),
-                end,
-                took
-            );
+        row[b] = paint(code, &last.to_string());
+        if !bar.start_known {
+            row[a] = paint(code, "…");
         }
-        if !tl.marks.is_empty() {
-            let mut row: Vec<String> = vec![" ".to_owned(); area];
-            for m in &tl.marks {
-                let c = column(m.at, tl, area);
-                let glyph = m.kind.glyph().to_string();
-                row[c] = if m.kind.alarming() {
-                    paint(RED, &glyph)
-                } else {
-                    paint(GREEN, &glyph)
-                };
-            }
-            let _ = writeln!(out, "{:>label_w$} {}", "events", row.concat());
-            for m in tl.marks.iter().rev().take(10).rev() {
-                let token = m.token.map(|t| format!(" token {t}")).unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "{:>label_w$} {} {} {}{}: {}",
-                    "",
-                    m.kind.glyph(),
-                    leasehold::format_time(m.at),
-                    m.kind.label(),
-                    token,
-                    clean(&m.detail)
-                );
-            }
-        }
-        if tl.bars.is_empty() && tl.marks.is_empty() {
-            let _ = writeln!(out, "{}", paint(DIM, "nothing happened in this range"));
-        }
+        let end = match bar.end {
+            End::Live(left) => format!("live, expires in {}", leasehold::format_duration(left)),
+            End::Dead(_) => bar.end.label().to_owned(),
+            End::Expired if bar.after_expiry => "expired (after a takeover by expiry)".to_owned(),
+            e => e.label().to_owned(),
+        };
+        let took = if bar.after_expiry {
+            ", took over after expiry"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "{}",
-            paint(
-                DIM,
-                "█ held  ▶ live  † holder proved dead, takeable now  ▏ released  ✕ expired  \
-                 ⚡ taken over (holder proved dead)  ? lapsed, not yet recorded  \
-                 ◇ takeover after expiry  ↻ reacquired  ✓ fence passed  ✗ fence refused  ! stale token refused"
-            )
+            "{:>LABEL_W$} {}  {} {}{}",
+            format!("token {}", bar.token),
+            row.concat(),
+            clean(&bar.owner),
+            end,
+            took
         );
-        out
+    }
+
+    /// The events row (a glyph at each mark) and the ten newest marks
+    /// spelled out.
+    fn write_marks(
+        out: &mut String,
+        tl: &Timeline,
+        area: usize,
+        paint: &dyn Fn(&str, &str) -> String,
+        clean: &dyn Fn(&str) -> String,
+    ) {
+        let mut row: Vec<String> = vec![" ".to_owned(); area];
+        for m in &tl.marks {
+            let c = column(m.at, tl, area);
+            let glyph = m.kind.glyph().to_string();
+            row[c] = if m.kind.alarming() {
+                paint(RED, &glyph)
+            } else {
+                paint(GREEN, &glyph)
+            };
+        }
+        let _ = writeln!(out, "{:>LABEL_W$} {}", "events", row.concat());
+        for m in tl.marks.iter().rev().take(10).rev() {
+            let token = m.token.map(|t| format!(" token {t}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{:>LABEL_W$} {} {} {}{}: {}",
+                "",
+                m.kind.glyph(),
+                leasehold::format_time(m.at),
+                m.kind.label(),
+                token,
+                clean(&m.detail)
+            );
+        }
     }
 }

@@ -21,6 +21,7 @@
 
 mod classify;
 mod lease;
+mod open;
 mod register;
 mod schema;
 mod task;
@@ -30,9 +31,7 @@ pub use register::STORE;
 #[doc(hidden)]
 pub use task::CLAIM_SQL;
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -42,18 +41,17 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, Remedy, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
-    WaiterTicket, WriteLock, duration_nanos, format_duration, host, later, migration, signed, symlinks,
+    LeaseRenewParams, LeaseState, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
+    WaiterTicket, WriteLock, duration_nanos, format_duration, host, later, migration, signed,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
     TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskIdParams,
     TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
-use rusqlite::config::DbConfig;
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-use crate::classify::{damaged_schema, io_kind, is_busy, map_error};
+use crate::classify::map_error;
 
 /// How to open a SQLite store.
 #[derive(Debug, Clone)]
@@ -121,214 +119,6 @@ pub(crate) struct Now {
 }
 
 impl SqliteBackend {
-    /// Open (creating if needed) the store at `path`.
-    ///
-    /// # Errors
-    /// A [`BackendError`] whose [`kind`](BackendError::kind) says what
-    /// happened:
-    /// - the directory or file cannot be created or opened (the kind of
-    ///   the operating system's error: [`ErrorKind::Permission`],
-    ///   [`ErrorKind::ReadOnly`], …), the path or a file SQLite keeps beside
-    ///   it is a symlink, a directory link in the path may have been
-    ///   planted, the filesystem is a network one (and not allowed), or the
-    ///   store stays locked;
-    /// - [`ErrorKind::Corrupt`]: the file is not a leasehold store (not
-    ///   SQLite, another application's database, damaged pages, or not a
-    ///   regular file), or one written by a newer leasehold. The file is
-    ///   left untouched.
-    ///
-    /// [`ErrorKind::Permission`]: leasehold_backend::ErrorKind::Permission
-    /// [`ErrorKind::ReadOnly`]: leasehold_backend::ErrorKind::ReadOnly
-    /// [`ErrorKind::Corrupt`]: leasehold_backend::ErrorKind::Corrupt
-    pub fn open(path: &Path, options: SqliteOptions) -> Result<Self, BackendError> {
-        let store = path.display().to_string();
-        let unavailable =
-            |reason: String, hint: &str| BackendError::new(ErrorKind::Unavailable, &store, reason).hint(hint);
-        let given = path;
-        let (dir, path) = place(given).map_err(|(reason, hint)| unavailable(reason, hint))?;
-        let path = path.as_path();
-        if !options.allow_network_fs {
-            match host::network_filesystem(&dir) {
-                Ok(Some(fs)) => {
-                    return Err(unavailable(
-                        format!(
-                            "it is on a network filesystem ({fs}), where SQLite's locking and durability cannot be trusted"
-                        ),
-                        "put the store on a local disk, or use a postgres:// or etcd:// store for many machines",
-                    )
-                    .remedy(Remedy::AllowNetworkFs));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    return Err(unavailable(
-                        format!("cannot inspect directory {}: {e}", dir.display()),
-                        "check the path",
-                    ));
-                }
-            }
-        }
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(unavailable(
-                    "the path is a symbolic link, which leasehold never follows at a store path".into(),
-                    "name the real file",
-                )
-                .remedy(Remedy::AnotherStore));
-            }
-            Ok(meta) if !meta.is_file() => {
-                let what = if meta.is_dir() {
-                    "a directory"
-                } else if meta.file_type().is_fifo() {
-                    "a FIFO"
-                } else {
-                    "not a regular file"
-                };
-                return Err(
-                    BackendError::new(ErrorKind::Corrupt, store, format!("the path is {what}"))
-                        .hint("name a database file")
-                        .remedy(Remedy::AnotherStore),
-                );
-            }
-            Ok(meta) if meta.len() < SQLITE_HEADER_LEN => {
-                // A new store is created whole (see `create`), so a file this
-                // short was cut off — SQLite would take it for an empty
-                // database and start the token counters again at 1.
-                return Err(BackendError::new(
-                    ErrorKind::Corrupt,
-                    store,
-                    format!(
-                        "it is {} bytes long, shorter than a SQLite header: truncated (or left by an interrupted first start of leasehold 0.1)",
-                        meta.len()
-                    ),
-                )
-                .hint("restore it from a backup; only if no token of this store was ever used, remove it to start a new store (tokens restart at 1)"));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                create(path, &dir, &options).map_err(|e| {
-                    BackendError::new(io_kind(&e), &store, format!("cannot create the database file: {e}"))
-                        .hint("check the directory's permissions and free space")
-                        .with_source(e)
-                })?;
-            }
-            Err(e) => {
-                return Err(
-                    BackendError::new(io_kind(&e), store, format!("cannot inspect the database file: {e}"))
-                        .hint("check the path")
-                        .with_source(e),
-                );
-            }
-        }
-
-        // SQLite opens these by name beside the store: through a link it
-        // would write someone else's file, or roll a planted "hot journal"
-        // back into the store.
-        for suffix in ["-wal", "-shm", "-journal"] {
-            let mut sibling = path.as_os_str().to_owned();
-            sibling.push(suffix);
-            if std::fs::symlink_metadata(&sibling).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(unavailable(
-                    format!(
-                        "{} is a symbolic link, which leasehold never follows beside a store (SQLite would write through it)",
-                        Path::new(&sibling).display()
-                    ),
-                    "remove the link (SQLite's own files are never links)",
-                )
-                .remedy(Remedy::AnotherStore));
-            }
-        }
-        let flags =
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        // SQLite says only "unable to open database file" on a read-only
-        // filesystem (it cannot make the WAL's shared-memory file): name it.
-        let read_only =
-            || rustix::fs::statvfs(&dir).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
-        let open_error = |e: rusqlite::Error| {
-            if read_only() {
-                BackendError::new(ErrorKind::ReadOnly, &store, "it is on a read-only filesystem")
-                    .hint("remount it read-write; nothing was changed")
-                    .remedy(Remedy::AnotherStore)
-                    .with_source(e)
-            } else {
-                map_error(&store, e)
-            }
-        };
-        let mut conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
-        let setup = |conn: &mut Connection| -> rusqlite::Result<Result<(), schema::Problem>> {
-            conn.busy_timeout(options.busy_timeout)?;
-            // Reading the schema first makes a non-database fail with
-            // NotADatabase before any pragma could write to it.
-            conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
-            // Judge the file before changing anything in it: switching the
-            // journal mode rewrites the header of someone else's database.
-            if let Err(problem) = schema::check(conn)? {
-                return Ok(Err(problem));
-            }
-            let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
-            if !mode.eq_ignore_ascii_case("wal") {
-                return Ok(Err(schema::Problem::NoWal(mode)));
-            }
-            conn.pragma_update(None, "synchronous", "FULL")?;
-            // The same plan whatever the bound values. Without it, SQLite
-            // marks the parameters its planner weighed (most `column = ?`)
-            // as worth re-planning for, and clearing bindings — which the
-            // statement cache does after every use — then makes the next
-            // use prepare the statement again: half of a lease cycle's
-            // instructions (bench/callgrind). Our plans do not depend on
-            // values: they follow keys, and the partial indexes are
-            // matched by literals.
-            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-            schema::prepare(conn)
-        };
-        // Two connections that both read a new file and then both want it
-        // exclusively (the first switch to write-ahead logging) get
-        // SQLITE_BUSY at once, without waiting out the busy timeout:
-        // SQLite's deadlock avoidance. Eight processes starting together
-        // on a new store hit it. Setting up is idempotent (every step
-        // re-checks what it finds), so try again within the busy timeout.
-        let begun = Instant::now();
-        let outcome = loop {
-            match setup(&mut conn) {
-                Err(e) if is_busy(&e) && begun.elapsed() < options.busy_timeout => {
-                    // Staggered by pid, so the racers do not meet again.
-                    std::thread::sleep(Duration::from_millis(2 + u64::from(std::process::id() % 13)));
-                }
-                outcome => break outcome,
-            }
-        };
-        match outcome {
-            Ok(Ok(())) => {}
-            Ok(Err(schema::Problem::TooNew(found))) => {
-                return Err(BackendError::schema_too_new(store, found, schema::VERSION));
-            }
-            Ok(Err(schema::Problem::Foreign(reason))) => {
-                return Err(BackendError::new(ErrorKind::Corrupt, store, reason)
-                    .hint("name a leasehold database (or a new path)")
-                    .remedy(Remedy::AnotherStore));
-            }
-            Ok(Err(schema::Problem::Damaged(reason))) => return Err(damaged_schema(&store, reason)),
-            Ok(Err(schema::Problem::NoWal(mode))) => {
-                return Err(BackendError::new(
-                    ErrorKind::Unavailable,
-                    store,
-                    format!("SQLite cannot use write-ahead logging there (journal mode stays {mode:?})"),
-                )
-                .hint("put the store on a local filesystem that supports shared memory"));
-            }
-            Err(e) => return Err(open_error(e)),
-        }
-        let mut shm = path.as_os_str().to_owned();
-        shm.push("-shm");
-        Ok(Self {
-            path: given.to_path_buf(),
-            file: path.to_path_buf(),
-            waker: std::sync::OnceLock::new(),
-            shm: PathBuf::from(shm),
-            options,
-            conn: Mutex::new(conn),
-        })
-    }
-
     fn store(&self) -> String {
         self.path.display().to_string()
     }
@@ -427,91 +217,11 @@ impl SqliteBackend {
     }
 }
 
-/// Where the store given as `given` is: its directory resolved (links
-/// followed, planted ones refused: SQLite's NOFOLLOW refuses a link
-/// anywhere in the path) and created if missing (private, with its
-/// parents: [`symlinks::create_dir`]), and the file's path in it. The file
-/// itself is never resolved. Errors are (reason, hint).
-fn place(given: &Path) -> Result<(PathBuf, PathBuf), (String, &'static str)> {
-    let dir_error = |e: symlinks::DirError| (format!("its directory: {e}"), e.hint());
-    let (dir, path) = if let Some(name) = given.file_name() {
-        let dir = symlinks::create_dir(symlinks::parent_of(given)).map_err(dir_error)?;
-        let path = dir.join(name);
-        (dir, path)
-    } else {
-        // "/" or "x/..": a directory, refused as such by the caller.
-        let path = symlinks::resolve_dir(given).map_err(dir_error)?;
-        let dir = symlinks::create_dir(path.parent().unwrap_or(&path)).map_err(dir_error)?;
-        (dir, path)
-    };
-    Ok((dir, path))
-}
-
 /// The byte of the `-shm` file on which SQLite in WAL mode takes its write
 /// lock, exclusively, for the length of every write transaction (`os_unix.c`:
 /// `UNIX_SHM_BASE` = (22 + `SQLITE_SHM_NLOCK`) × 4 = 120, plus
 /// `WAL_WRITE_LOCK` = 0 in `wal.c`).
 const WAL_WRITE_LOCK_BYTE: u64 = 120;
-
-/// The length of a SQLite database header; a store file is never shorter.
-const SQLITE_HEADER_LEN: u64 = 100;
-
-/// Create a new store at `path` whole: build it under a temporary name in
-/// the same directory (private, schema in place), then link it into place
-/// and fsync the directory. A crash leaves no half-made store at `path`,
-/// so a short file there is always damage. If another process created the
-/// store first, its store is kept and ours discarded.
-fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<()> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(
-        ".{name}.leasehold-new.{}.{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&temp); // a leftover of a crashed process with our pid
-    let result = (|| {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&temp)?;
-        let mut conn = Connection::open_with_flags(
-            &temp,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-        )
-        .map_err(std::io::Error::other)?;
-        conn.busy_timeout(options.busy_timeout).map_err(std::io::Error::other)?;
-        // A rollback journal, not the WAL, while it is made: each commit is
-        // then in the file itself, so nothing can be left behind in a WAL
-        // whose checkpoint failed (a full disk) when the file is linked.
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(std::io::Error::other)?;
-        match schema::prepare(&mut conn).map_err(std::io::Error::other)? {
-            Ok(()) => {}
-            Err(problem) => return Err(std::io::Error::other(format!("{problem:?}"))),
-        }
-        conn.close().map_err(|(_, e)| std::io::Error::other(e))?;
-        std::fs::File::open(&temp)?.sync_all()?;
-        match std::fs::hard_link(&temp, path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    for suffix in ["", "-wal", "-shm"] {
-        let mut leftover = temp.clone().into_os_string();
-        leftover.push(suffix);
-        let _ = std::fs::remove_file(leftover);
-    }
-    result
-}
 
 impl Backend for SqliteBackend {
     fn capabilities(&self) -> Capabilities {

@@ -151,8 +151,8 @@ fn a_host_name_on_loopback_is_served_without_a_token() {
     assert_eq!(code, 2, "no port: {err}");
 }
 
-fn reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests() {
-    let env = Env::new();
+/// Task t1 of queue q, dead: claimed and failed without a retry.
+fn add_dead_task(env: &Env) {
     env.run(&["task", "add", "q", "--id", "t1"]);
     let (_, claim, _) = env.run(&["task", "claim", "q"]);
     let claim: Value = serde_json::from_str(&claim).unwrap();
@@ -168,6 +168,43 @@ fn reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests()
         "--error",
         "boom",
     ]);
+}
+
+/// Reading from `addr`: 401 without the token (JSON for the API and
+/// metrics, a login form for pages), 200 with it (`bearer`); the assets
+/// are public.
+fn assert_reading_needs_the_token(addr: &str, bearer: &str) {
+    for path in ["/api/leases", "/metrics", "/events"] {
+        assert_eq!(request(addr, "GET", path, &[], "").0, 401, "{path}");
+    }
+    let (status, _, body) = request(addr, "GET", "/queues/q", &[], "");
+    assert_eq!(status, 401);
+    assert!(body.contains("name=\"token\""), "a login form: {body}");
+    assert_eq!(
+        request(
+            addr,
+            "GET",
+            "/api/leases",
+            &[("Authorization", "Bearer wrong-wrong-wrong-wrong")],
+            ""
+        )
+        .0,
+        401
+    );
+    assert_eq!(
+        request(addr, "GET", "/api/leases", &[("Authorization", bearer)], "").0,
+        200
+    );
+    assert_eq!(
+        request(addr, "GET", "/assets/app.js", &[], "").0,
+        200,
+        "assets are public"
+    );
+}
+
+fn reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests() {
+    let env = Env::new();
+    add_dead_task(&env);
     let token_file = env.file("ui-token");
     let secret = "0123456789abcdef0123456789abcdef";
     fixture(&token_file, &format!("{secret}\n"));
@@ -183,34 +220,7 @@ fn reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests()
     );
     let bearer = format!("Bearer {secret}");
 
-    // Reading: 401 without the token (JSON for the API and metrics, a
-    // login form for pages), 200 with it.
-    for path in ["/api/leases", "/metrics", "/events"] {
-        assert_eq!(request(&s.addr, "GET", path, &[], "").0, 401, "{path}");
-    }
-    let (status, _, body) = request(&s.addr, "GET", "/queues/q", &[], "");
-    assert_eq!(status, 401);
-    assert!(body.contains("name=\"token\""), "a login form: {body}");
-    assert_eq!(
-        request(
-            &s.addr,
-            "GET",
-            "/api/leases",
-            &[("Authorization", "Bearer wrong-wrong-wrong-wrong")],
-            ""
-        )
-        .0,
-        401
-    );
-    assert_eq!(
-        request(&s.addr, "GET", "/api/leases", &[("Authorization", &bearer)], "").0,
-        200
-    );
-    assert_eq!(
-        request(&s.addr, "GET", "/assets/app.js", &[], "").0,
-        200,
-        "assets are public"
-    );
+    assert_reading_needs_the_token(&s.addr, &bearer);
 
     // The page, logged in by cookie, offers Retry with its form secret.
     let cookie = format!("leasehold_token={secret}");

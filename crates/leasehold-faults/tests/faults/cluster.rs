@@ -60,6 +60,40 @@ fn acquire_after_all(sb: &Sandbox, store: &str, name: &str) {
     history.end(name, &id, answered).unwrap();
 }
 
+/// `rounds` rounds of the three faults of case 27, 1.5 s apart: kill -9
+/// of the leader, SIGSTOP of the leader past the TTL, restart of a
+/// follower. How many of each were injected.
+fn inject_leader_faults(cluster: &mut etcd::EtcdCluster, rounds: usize) -> BTreeMap<&'static str, usize> {
+    let mut injected: BTreeMap<&str, usize> = BTreeMap::new();
+    for round in 0..rounds * 3 {
+        std::thread::sleep(Duration::from_millis(1500));
+        let leader = cluster.wait_leader();
+        let kind = match round % 3 {
+            0 => {
+                cluster.members[leader].kill9();
+                std::thread::sleep(Duration::from_secs(1));
+                cluster.members[leader].restart();
+                "kill -9 of the leader"
+            }
+            1 => {
+                cluster.members[leader].stop();
+                std::thread::sleep(TTL + Duration::from_secs(1));
+                cluster.members[leader].cont();
+                "SIGSTOP of the leader for TTL + 1 s"
+            }
+            _ => {
+                let follower = (leader + 1) % cluster.members.len();
+                cluster.members[follower].terminate();
+                std::thread::sleep(Duration::from_millis(500));
+                cluster.members[follower].restart();
+                "restart of a follower"
+            }
+        };
+        *injected.entry(kind).or_default() += 1;
+    }
+    injected
+}
+
 fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
     const NAMES: [&str; 4] = ["a", "b", "c", "d"];
     const CLIENTS: usize = 8;
@@ -115,33 +149,7 @@ fn case27_etcd_cluster_losing_its_leader_never_reissues_nor_loses_a_grant() {
         })
         .collect();
 
-    let mut injected: BTreeMap<&str, usize> = BTreeMap::new();
-    for round in 0..fault_rounds * 3 {
-        std::thread::sleep(Duration::from_millis(1500));
-        let leader = cluster.wait_leader();
-        let kind = match round % 3 {
-            0 => {
-                cluster.members[leader].kill9();
-                std::thread::sleep(Duration::from_secs(1));
-                cluster.members[leader].restart();
-                "kill -9 of the leader"
-            }
-            1 => {
-                cluster.members[leader].stop();
-                std::thread::sleep(TTL + Duration::from_secs(1));
-                cluster.members[leader].cont();
-                "SIGSTOP of the leader for TTL + 1 s"
-            }
-            _ => {
-                let follower = (leader + 1) % cluster.members.len();
-                cluster.members[follower].terminate();
-                std::thread::sleep(Duration::from_millis(500));
-                cluster.members[follower].restart();
-                "restart of a follower"
-            }
-        };
-        *injected.entry(kind).or_default() += 1;
-    }
+    let injected = inject_leader_faults(&mut cluster, fault_rounds);
     faults_over.store(true, Ordering::SeqCst);
     for c in clients {
         c.join().expect("a client thread failed");
@@ -267,6 +275,77 @@ fn case29_a_holder_cut_off_from_postgres_stops_before_the_other_side_is_granted(
     partition_trials(29, "PostgreSQL", &net, || server.url(&postgres::Server::fresh_schema()));
 }
 
+/// The host's side tries to take "job" until granted (held: 11;
+/// unavailable: 69): whether it was, and its last exit code and error.
+fn take_from_the_other_side(sb: &Sandbox, store: &str) -> (bool, i32, String) {
+    let mut granted = false;
+    let (mut other_code, mut other_err) = (0, String::new());
+    wait_until(Duration::from_secs(60), || {
+        let child = store_holder(sb, &[], store, "job", 1000)
+            .spawn()
+            .expect("spawn the other holder");
+        (other_code, other_err) = finish(child, Duration::from_secs(60));
+        granted = other_code == 0;
+        if !granted {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        granted || ![11, 69].contains(&other_code)
+    });
+    (granted, other_code, other_err)
+}
+
+/// The late side, healed, tries the store's fence gate (recorded as an
+/// attempt through it) and a fenced write (recorded by the client) with
+/// its old grant: the exit code and error of each (both must be refused).
+fn late_side_writes(net: &TestNet, sb: &Sandbox, store: &str, late_grant: &Recorded) -> ((i32, String), (i32, String)) {
+    let late_token = late_grant.token.expect("a token");
+    let attempt = Attempt {
+        name: "job",
+        grant: &late_grant.grant,
+        token: Some(late_token),
+        resource: "gate:job",
+        fence: Fence::Store,
+        value: "-",
+    };
+    let (_, fence) = history(sb)
+        .attempt(&attempt, || {
+            let (code, err) = inside_until_answered(
+                net,
+                sb,
+                store,
+                &[
+                    "leasehold",
+                    "fence",
+                    "job",
+                    "--token",
+                    &late_token.to_string(),
+                    "--grant",
+                    &late_grant.grant,
+                ],
+            );
+            (Answer::of_exit(code), (code, err))
+        })
+        .expect("record in the history");
+    let resource = resource_of(sb, "job").display().to_string();
+    let history_file = history_path(sb).display().to_string();
+    let write = inside_until_answered(
+        net,
+        sb,
+        store,
+        &[
+            client(),
+            "write",
+            &history_file,
+            &resource,
+            "job",
+            &late_grant.grant,
+            &late_token.to_string(),
+            &late_grant.grant,
+        ],
+    );
+    (fence, write)
+}
+
 /// Trials of a partition: a `run` holder inside the namespace is cut off
 /// from the store (`store()`: a fresh store URL per trial) while the host's
 /// side tries to take the lease. Its command must be stopped before the
@@ -288,20 +367,7 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
         std::thread::sleep(Duration::from_millis(500));
         net.cut();
         let cut_ns = boot_ns();
-        // The other side tries until granted (held: 11; unavailable: 69).
-        let mut granted = false;
-        let (mut other_code, mut other_err) = (0, String::new());
-        wait_until(Duration::from_secs(60), || {
-            let child = store_holder(&sb, &[], &store, "job", 1000)
-                .spawn()
-                .expect("spawn the other holder");
-            (other_code, other_err) = finish(child, Duration::from_secs(60));
-            granted = other_code == 0;
-            if !granted {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            granted || ![11, 69].contains(&other_code)
-        });
+        let (granted, other_code, other_err) = take_from_the_other_side(&sb, &store);
         // The late command's end is logged (it was stopped) before the
         // heal: a `run` blocked on a lost connection may need the heal to
         // notice, but its command must not.
@@ -318,53 +384,7 @@ fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl 
             granted,
             "trial {trial}: the other side was never granted (last exit {other_code}: {other_err})"
         );
-        // The late side, healed: the store's fence gate (recorded as an
-        // attempt through it) and a fenced write (recorded by the client)
-        // are refused.
-        let attempt = Attempt {
-            name: "job",
-            grant: &late_grant.grant,
-            token: Some(late_token),
-            resource: "gate:job",
-            fence: Fence::Store,
-            value: "-",
-        };
-        let (_, (fence_code, fence_err)) = history(&sb)
-            .attempt(&attempt, || {
-                let (code, err) = inside_until_answered(
-                    net,
-                    &sb,
-                    &store,
-                    &[
-                        "leasehold",
-                        "fence",
-                        "job",
-                        "--token",
-                        &late_token.to_string(),
-                        "--grant",
-                        &late_grant.grant,
-                    ],
-                );
-                (Answer::of_exit(code), (code, err))
-            })
-            .expect("record in the history");
-        let resource = resource_of(&sb, "job").display().to_string();
-        let history_file = history_path(&sb).display().to_string();
-        let (write_code, write_err) = inside_until_answered(
-            net,
-            &sb,
-            &store,
-            &[
-                client(),
-                "write",
-                &history_file,
-                &resource,
-                "job",
-                &late_grant.grant,
-                &late_token.to_string(),
-                &late_grant.grant,
-            ],
-        );
+        let ((fence_code, fence_err), (write_code, write_err)) = late_side_writes(net, &sb, &store, &late_grant);
         if fence_code != 13 || write_code != 13 {
             report.push(
                 "late-write-not-refused",

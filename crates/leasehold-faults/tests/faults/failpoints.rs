@@ -80,49 +80,7 @@ fn trial(point: &str, report: &mut Report) {
                 crash(&sb, point, &["task", "done", "q", "t1", "--token", &t], b"")
             }
         }
-        "write" => {
-            let state = sb.file("state.json");
-            let path = state.to_str().unwrap();
-            assert_eq!(
-                sb.cmd(&["write", path, "--fence-token", "5"])
-                    .stdin(Stdio::piped())
-                    .spawn()
-                    .map(|mut c| {
-                        let _ = c.stdin.take().unwrap().write_all(b"{\"v\":\"old\"}");
-                        proc::outcome(&c.wait_with_output().unwrap()).0
-                    })
-                    .unwrap(),
-                0
-            );
-            let code = crash(
-                &sb,
-                point,
-                &["--json", "write", path, "--fence-token", "6"],
-                b"{\"v\":\"new\"}",
-            );
-            let content = std::fs::read_to_string(&state).unwrap_or_default();
-            if content != "{\"v\":\"old\"}" && content != "{\"v\":\"new\"}" {
-                push(format!("state file is neither old nor new: {content:?}"));
-            }
-            let fence = std::fs::read_to_string(sb.file("state.json.fence")).unwrap_or_default();
-            if content.contains("new") && fence.trim() != "6" {
-                push(format!("new content written but the fence record says {fence:?}"));
-            }
-            // Token 5 must be refused once 6 may have landed anywhere.
-            if fence.trim() == "6" {
-                let mut c = sb
-                    .cmd(&["write", path, "--fence-token", "5"])
-                    .stdin(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap();
-                let _ = c.stdin.take().unwrap().write_all(b"stale");
-                if proc::outcome(&c.wait_with_output().unwrap()).0 != 13 {
-                    push("a stale token was accepted after the crash".into());
-                }
-            }
-            code
-        }
+        "write" => crash_write(&sb, point, &mut push),
         other => panic!("no scenario for failpoint operation {other}"),
     };
     if crashed != -9 {
@@ -156,34 +114,86 @@ fn trial(point: &str, report: &mut Report) {
         push("not recoverable within TTL + 1 s: still held after 3 s".to_owned());
     }
     if op == "claim" || op == "complete" {
-        // The task ends done exactly once: claim it again (after its claim
-        // expired) unless the completion was committed before the crash.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let (code, out, _) = sb.run(&["task", "show", "q", "t1", "--json"]);
-            assert_eq!(code, 0);
-            let task = json(&out);
-            if task["state"] == "done" {
-                break;
-            }
-            if Instant::now() > deadline {
-                push(format!("task lost: still {} after 5 s", task["state"]));
-                break;
-            }
-            let (code, out, _) = sb.run(&["task", "claim", "q", "--ttl", "60s"]);
-            if code == 0 {
-                let t = json(&out)["token"].as_u64().unwrap().to_string();
-                assert_eq!(sb.run(&["task", "done", "q", "t1", "--token", &t]).0, 0);
-            } else {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
+        finish_task_once(&sb, &mut push);
     }
     let integrity = sb.integrity();
     if integrity != "ok" {
         push(format!("integrity check: {integrity}"));
     }
     conclude_trial(&sb, point, found, report);
+}
+
+/// The `write` trial: a state file written with token 5, then token 6
+/// with `point` armed; the file must be old or new, its fence record must
+/// match, and token 5 must be refused once 6 may have landed. Findings go
+/// to `push`; the crashed write's exit code is returned.
+fn crash_write(sb: &Sandbox, point: &str, push: &mut dyn FnMut(String)) -> i32 {
+    let state = sb.file("state.json");
+    let path = state.to_str().unwrap();
+    assert_eq!(
+        sb.cmd(&["write", path, "--fence-token", "5"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .map(|mut c| {
+                let _ = c.stdin.take().unwrap().write_all(b"{\"v\":\"old\"}");
+                proc::outcome(&c.wait_with_output().unwrap()).0
+            })
+            .unwrap(),
+        0
+    );
+    let code = crash(
+        sb,
+        point,
+        &["--json", "write", path, "--fence-token", "6"],
+        b"{\"v\":\"new\"}",
+    );
+    let content = std::fs::read_to_string(&state).unwrap_or_default();
+    if content != "{\"v\":\"old\"}" && content != "{\"v\":\"new\"}" {
+        push(format!("state file is neither old nor new: {content:?}"));
+    }
+    let fence = std::fs::read_to_string(sb.file("state.json.fence")).unwrap_or_default();
+    if content.contains("new") && fence.trim() != "6" {
+        push(format!("new content written but the fence record says {fence:?}"));
+    }
+    // Token 5 must be refused once 6 may have landed anywhere.
+    if fence.trim() == "6" {
+        let mut c = sb
+            .cmd(&["write", path, "--fence-token", "5"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let _ = c.stdin.take().unwrap().write_all(b"stale");
+        if proc::outcome(&c.wait_with_output().unwrap()).0 != 13 {
+            push("a stale token was accepted after the crash".into());
+        }
+    }
+    code
+}
+
+/// The task ends done exactly once: claim it again (after its claim
+/// expired) unless the completion was committed before the crash.
+fn finish_task_once(sb: &Sandbox, push: &mut dyn FnMut(String)) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (code, out, _) = sb.run(&["task", "show", "q", "t1", "--json"]);
+        assert_eq!(code, 0);
+        let task = json(&out);
+        if task["state"] == "done" {
+            break;
+        }
+        if Instant::now() > deadline {
+            push(format!("task lost: still {} after 5 s", task["state"]));
+            break;
+        }
+        let (code, out, _) = sb.run(&["task", "claim", "q", "--ttl", "60s"]);
+        if code == 0 {
+            let t = json(&out)["token"].as_u64().unwrap().to_string();
+            assert_eq!(sb.run(&["task", "done", "q", "t1", "--token", &t]).0, 0);
+        } else {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 /// What the trial of `point` found, and the checker's verdict on its

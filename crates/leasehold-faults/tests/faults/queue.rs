@@ -72,6 +72,100 @@ fn all_finished(sb: &Sandbox) -> bool {
     code == 0 && stats["pending"].as_u64() == Some(0) && stats["running"].as_u64() == Some(0)
 }
 
+/// Worker `w` of run `run`: claims until the queue is finished (or idle
+/// for [`IDLE_LIMIT`]); fails the poison task, abandons or pauses some
+/// claims as the run says, and counts its acknowledged completions in
+/// `accepted` and those accepted after a pause past the lease in `late`.
+fn queue_worker(sb: &Sandbox, run: usize, w: usize, accepted: &Mutex<HashMap<String, u32>>, late: &Mutex<usize>) {
+    let mut rng = Rng::new((run * 100 + w) as u64);
+    let mut history = history(sb);
+    let mut idle_since: Option<std::time::Instant> = None;
+    loop {
+        let claimed_at = std::time::Instant::now();
+        let asked = boot_ns();
+        let (code, out, err) = sb.run(&["task", "claim", "q", "--ttl", "1s"]);
+        let answered = boot_ns();
+        if code == 10 {
+            // Nothing to claim now: a task may still come back
+            // (a failed attempt's backoff, 2 s ± 25 % after the
+            // second; an abandoned claim's lapse). Done when
+            // every task is done or dead — or when nothing came
+            // for IDLE_LIMIT, and the run counts what is left
+            // as lost. (Stopping after 2 s idle lost the poison
+            // task's last attempt on a slow run.)
+            let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+            if all_finished(sb) || since.elapsed() > IDLE_LIMIT {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(code, 0, "claim: {err}");
+        idle_since = None;
+        let c = json(&out);
+        let id = c["id"].as_str().unwrap().to_owned();
+        let token = c["token"].as_u64().unwrap().to_string();
+        let (task, claim) = (format!("q/{id}"), format!("claim{token}.w{w}"));
+        // The worker's only effect is its report, which the store
+        // judges: it acts through that fence alone.
+        history
+            .grant(&GrantRecord {
+                name: task.clone(),
+                token: token.parse().ok(),
+                grant: claim.clone(),
+                exclusive: true,
+                by: format!("worker:{w}"),
+                asked: Some(asked),
+                answered,
+                granted: None,
+                acts: Acts::Fenced,
+            })
+            .unwrap();
+        let me = (task.as_str(), claim.as_str(), token.as_str());
+        if id == "t0" {
+            let _ = report_task(
+                sb,
+                &mut history,
+                me,
+                &["task", "fail", "q", &id, "--token", &token, "--error", "poison"],
+            );
+            continue;
+        }
+        let roll = rng.below(100);
+        if roll < 10 {
+            continue; // died holding the claim
+        }
+        let paused = roll < 15;
+        if paused {
+            std::thread::sleep(Duration::from_millis(1300));
+        }
+        let (code, err) = report_task(sb, &mut history, me, &["task", "done", "q", &id, "--token", &token]);
+        match code {
+            0 => {
+                *accepted.lock().unwrap().entry(id).or_default() += 1;
+                if paused {
+                    // Accepted after its lease ran out: only if no one else claimed it.
+                    let (_, out, _) = sb.run(&["task", "show", "q", c["id"].as_str().unwrap(), "--json"]);
+                    if json(&out)["attempts"].as_u64() != c["attempt"].as_u64() {
+                        *late.lock().unwrap() += 1;
+                    }
+                }
+            }
+            12 if paused => {}
+            // Refused without a pause: the machine was slow enough
+            // that the 1 s claim lapsed anyway. That is a refusal,
+            // not a violation — unless the claim was certainly
+            // still live (the `done` finished within 1 s of the
+            // claim being asked for, so before it could expire).
+            12 if claimed_at.elapsed() >= Duration::from_secs(1) => {}
+            _ => panic!(
+                "done {id}: exit {code} {:?} after the claim: {err}",
+                claimed_at.elapsed()
+            ),
+        }
+    }
+}
+
 /// One run: TASKS tasks (one poison: always fails), WORKERS workers; 10% of
 /// claims abandoned (the worker "died"), 5% paused past their lease before
 /// completing. Each claim is a grant of its task (`q/ID`) in the history,
@@ -96,96 +190,7 @@ fn queue_run(run: usize, tasks: usize, workers: usize) -> (usize, usize, usize, 
     let threads: Vec<_> = (0..workers)
         .map(|w| {
             let (sb, accepted, late) = (sb.clone(), accepted.clone(), late.clone());
-            std::thread::spawn(move || {
-                let mut rng = Rng::new((run * 100 + w) as u64);
-                let mut history = history(&sb);
-                let mut idle_since: Option<std::time::Instant> = None;
-                loop {
-                    let claimed_at = std::time::Instant::now();
-                    let asked = boot_ns();
-                    let (code, out, err) = sb.run(&["task", "claim", "q", "--ttl", "1s"]);
-                    let answered = boot_ns();
-                    if code == 10 {
-                        // Nothing to claim now: a task may still come back
-                        // (a failed attempt's backoff, 2 s ± 25 % after the
-                        // second; an abandoned claim's lapse). Done when
-                        // every task is done or dead — or when nothing came
-                        // for IDLE_LIMIT, and the run counts what is left
-                        // as lost. (Stopping after 2 s idle lost the poison
-                        // task's last attempt on a slow run.)
-                        let since = *idle_since.get_or_insert_with(std::time::Instant::now);
-                        if all_finished(&sb) || since.elapsed() > IDLE_LIMIT {
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(100));
-                        continue;
-                    }
-                    assert_eq!(code, 0, "claim: {err}");
-                    idle_since = None;
-                    let c = json(&out);
-                    let id = c["id"].as_str().unwrap().to_owned();
-                    let token = c["token"].as_u64().unwrap().to_string();
-                    let (task, claim) = (format!("q/{id}"), format!("claim{token}.w{w}"));
-                    // The worker's only effect is its report, which the store
-                    // judges: it acts through that fence alone.
-                    history
-                        .grant(&GrantRecord {
-                            name: task.clone(),
-                            token: token.parse().ok(),
-                            grant: claim.clone(),
-                            exclusive: true,
-                            by: format!("worker:{w}"),
-                            asked: Some(asked),
-                            answered,
-                            granted: None,
-                            acts: Acts::Fenced,
-                        })
-                        .unwrap();
-                    let me = (task.as_str(), claim.as_str(), token.as_str());
-                    if id == "t0" {
-                        let _ = report_task(
-                            &sb,
-                            &mut history,
-                            me,
-                            &["task", "fail", "q", &id, "--token", &token, "--error", "poison"],
-                        );
-                        continue;
-                    }
-                    let roll = rng.below(100);
-                    if roll < 10 {
-                        continue; // died holding the claim
-                    }
-                    let paused = roll < 15;
-                    if paused {
-                        std::thread::sleep(Duration::from_millis(1300));
-                    }
-                    let (code, err) =
-                        report_task(&sb, &mut history, me, &["task", "done", "q", &id, "--token", &token]);
-                    match code {
-                        0 => {
-                            *accepted.lock().unwrap().entry(id).or_default() += 1;
-                            if paused {
-                                // Accepted after its lease ran out: only if no one else claimed it.
-                                let (_, out, _) = sb.run(&["task", "show", "q", c["id"].as_str().unwrap(), "--json"]);
-                                if json(&out)["attempts"].as_u64() != c["attempt"].as_u64() {
-                                    *late.lock().unwrap() += 1;
-                                }
-                            }
-                        }
-                        12 if paused => {}
-                        // Refused without a pause: the machine was slow enough
-                        // that the 1 s claim lapsed anyway. That is a refusal,
-                        // not a violation — unless the claim was certainly
-                        // still live (the `done` finished within 1 s of the
-                        // claim being asked for, so before it could expire).
-                        12 if claimed_at.elapsed() >= Duration::from_secs(1) => {}
-                        _ => panic!(
-                            "done {id}: exit {code} {:?} after the claim: {err}",
-                            claimed_at.elapsed()
-                        ),
-                    }
-                }
-            })
+            std::thread::spawn(move || queue_worker(&sb, run, w, &accepted, &late))
         })
         .collect();
     for t in threads {

@@ -236,6 +236,33 @@ struct SqliteTrial {
     min_margin_ms: i64,
 }
 
+/// The stopped `run`, resumed, exits 75 saying why: its grant came too
+/// late to start the command (which never ran), or it did not run for
+/// longer than its window.
+fn check_resumed_run(sb: &Sandbox, inside: Inside, code: i32, err: &str, report: &mut Report) {
+    match inside {
+        Inside::Acquire => {
+            if code != 75 || !err.contains("before the command could start") || !err.contains("answered") {
+                report.push(
+                    "stopped run",
+                    format!("exit {code}, not 75 saying its grant came too late to start: {err}"),
+                );
+            }
+            if commands_started(sb, "wedge") {
+                report.push("stopped run", "its command ran under a grant whose window had closed");
+            }
+        }
+        Inside::Renew => {
+            if code != 75 || !err.contains("this process did not run for") {
+                report.push(
+                    "stopped run",
+                    format!("exit {code}, not 75 saying it did not run: {err}"),
+                );
+            }
+        }
+    }
+}
+
 fn sqlite_trial(inside: Inside) -> SqliteTrial {
     let sb = Sandbox::new();
     let store = format!("sqlite://{}", sb.store_path().display());
@@ -307,27 +334,7 @@ fn sqlite_trial(inside: Inside) -> SqliteTrial {
     // Resumed, the stopped `run` finishes its transaction and stops.
     signal(pid, Signal::CONT);
     let (code, err) = finish(wedge, Duration::from_secs(30));
-    match inside {
-        Inside::Acquire => {
-            if code != 75 || !err.contains("before the command could start") || !err.contains("answered") {
-                report.push(
-                    "stopped run",
-                    format!("exit {code}, not 75 saying its grant came too late to start: {err}"),
-                );
-            }
-            if commands_started(&sb, "wedge") {
-                report.push("stopped run", "its command ran under a grant whose window had closed");
-            }
-        }
-        Inside::Renew => {
-            if code != 75 || !err.contains("this process did not run for") {
-                report.push(
-                    "stopped run",
-                    format!("exit {code}, not 75 saying it did not run: {err}"),
-                );
-            }
-        }
-    }
+    check_resumed_run(&sb, inside, code, &err, &mut report);
 
     // Everything works again; no token was issued twice.
     if inside == Inside::Acquire {

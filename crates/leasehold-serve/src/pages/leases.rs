@@ -115,48 +115,9 @@ pub fn leases(app: &App, r: &Request, page: &mut Page) -> Markup {
         form method="get" action="/timeline" {
             div.scroll {
                 table.leases {
-                    thead { tr {
-                        th { span.sr { "select" } }
-                        @for (param, header) in SORTS.iter().take(1) {
-                            th { (sort_link(sort, desc, param, header, &query)) }
-                        }
-                        th { "holder state" }
-                        @for (param, header) in SORTS.iter().skip(1).take(2) {
-                            th { (sort_link(sort, desc, param, header, &query)) }
-                        }
-                        th { "mode" } th { "token" } th { "owner" } th { "holder" }
-                        @for (param, header) in SORTS.iter().skip(3) {
-                            th { (sort_link(sort, desc, param, header, &query)) }
-                        }
-                    } }
+                    thead { (header_row(sort, desc, &query)) }
                     tbody {
-                        @for s in &shown_states {
-                            @if s.grants.is_empty() {
-                                tr.free {
-                                    td { input type="checkbox" name="name" value=(s.name.as_str()); }
-                                    td { (name_link(&s.name)) }
-                                    td.muted { "free" }
-                                    td {} td {}
-                                    td {} td.muted { "last " (s.last_token) }
-                                    td {} td {}
-                                    td.num { (s.waiters.len()) }
-                                }
-                            }
-                            @for g in &s.grants {
-                                tr.held.takeable[snapshot.dead(g)] {
-                                    td { input type="checkbox" name="name" value=(s.name.as_str()); }
-                                    td { (name_link(&s.name)) }
-                                    td { (liveness_cell(snapshot.liveness(g))) }
-                                    td { (expiry_cell(&snapshot, g)) }
-                                    td { (since(g.acquired_at, now)) }
-                                    td { (mode_words(g)) }
-                                    td.token { (g.token) }
-                                    td { (shown(&g.owner)) }
-                                    td { (holder(g)) }
-                                    td.num { (s.waiters.len()) }
-                                }
-                            }
-                        }
+                        @for s in &shown_states { (name_rows(&snapshot, s, now)) }
                         @if shown_states.is_empty() { tr { td colspan="10" .muted { "No names match." } } }
                     }
                 }
@@ -167,6 +128,57 @@ pub fn leases(app: &App, r: &Request, page: &mut Page) -> Markup {
                 @if offset + shown_states.len() < states.len() { a href=(query(sort, desc, offset + limit)) { "next →" } }
             }
             button type="submit" { "Timeline of the selected names, side by side" }
+        }
+    }
+}
+
+/// The list's column headers, the sortable ones as links.
+fn header_row(sort: &str, desc: bool, query: &dyn Fn(&str, bool, usize) -> String) -> Markup {
+    html! {
+        tr {
+            th { span.sr { "select" } }
+            @for (param, header) in SORTS.iter().take(1) {
+                th { (sort_link(sort, desc, param, header, query)) }
+            }
+            th { "holder state" }
+            @for (param, header) in SORTS.iter().skip(1).take(2) {
+                th { (sort_link(sort, desc, param, header, query)) }
+            }
+            th { "mode" } th { "token" } th { "owner" } th { "holder" }
+            @for (param, header) in SORTS.iter().skip(3) {
+                th { (sort_link(sort, desc, param, header, query)) }
+            }
+        }
+    }
+}
+
+/// A name's rows in the list: one per grant, or one saying it is free.
+fn name_rows(snapshot: &Snapshot, s: &LeaseState, now: SystemTime) -> Markup {
+    html! {
+        @if s.grants.is_empty() {
+            tr.free {
+                td { input type="checkbox" name="name" value=(s.name.as_str()); }
+                td { (name_link(&s.name)) }
+                td.muted { "free" }
+                td {} td {}
+                td {} td.muted { "last " (s.last_token) }
+                td {} td {}
+                td.num { (s.waiters.len()) }
+            }
+        }
+        @for g in &s.grants {
+            tr.held.takeable[snapshot.dead(g)] {
+                td { input type="checkbox" name="name" value=(s.name.as_str()); }
+                td { (name_link(&s.name)) }
+                td { (liveness_cell(snapshot.liveness(g))) }
+                td { (expiry_cell(snapshot, g)) }
+                td { (since(g.acquired_at, now)) }
+                td { (mode_words(g)) }
+                td.token { (g.token) }
+                td { (shown(&g.owner)) }
+                td { (holder(g)) }
+                td.num { (s.waiters.len()) }
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ use super::{Page, countdown, enc, since, status_line};
 use crate::App;
 use crate::http::{Request, percent_encode};
 use crate::text::{self, shown};
-use crate::watch::{QueueView, Rate};
+use crate::watch::{QueueView, Rate, Snapshot};
 
 /// A rate as the page words it: per minute only over a window of at least
 /// a minute, and always with the window measured; otherwise how many over
@@ -111,6 +111,27 @@ fn page_of(r: &Request) -> Option<TaskPage> {
     }
 }
 
+/// Cut a page listed with one task more than `limit` (the one that tells
+/// whether there is a page beyond) down to `limit`, at the end away from
+/// `from`; whether there are pages before and after it.
+fn trim_page(tasks: &mut Vec<Task>, from: Option<&TaskPage>, limit: usize) -> (bool, bool) {
+    let more = tasks.len() > limit;
+    let backward = matches!(from, Some(TaskPage::Before(_) | TaskPage::Last));
+    if more {
+        if backward {
+            tasks.remove(0);
+        } else {
+            tasks.truncate(limit);
+        }
+    }
+    match from {
+        None => (false, more),
+        Some(TaskPage::After(_)) => (true, more),
+        Some(TaskPage::Before(_)) => (more, true),
+        Some(TaskPage::Last) => (more, false),
+    }
+}
+
 /// When a task became claimable, was claimed, finished or died: what
 /// the list's "when" column says for its state.
 fn when(t: &Task, now: SystemTime) -> Markup {
@@ -187,19 +208,7 @@ pub fn queue(app: &App, r: &Request, q: &LeaseName, page: &mut Page) -> Markup {
         }
         h2 { "Running" }
         @if view.running.is_empty() { p.muted { "Nothing is running." } } @else {
-            div.scroll { table.tasks {
-                thead { tr { th { "task" } th { "attempt" } th { "claimed" } th { "claim left" } th { "owner" } th { "token" } } }
-                tbody { @for t in &view.running {
-                    tr.late[t.lease_remaining.zip(t.claim_ttl).is_some_and(|(l, ttl)| l < ttl / 2)] {
-                        td { a href={ "/queues/" (qe) "/tasks/" (enc(t.id.as_str())) } { (shown(t.id.as_str())) } }
-                        td { (t.attempts) " of " (t.max_attempts) }
-                        td { (when(t, now)) }
-                        td { @match t.lease_remaining { Some(l) if !l.is_zero() => (countdown(snapshot.remaining(l))), _ => span.dead { "expired" } } }
-                        td { (shown(t.owner.as_deref().unwrap_or(""))) }
-                        td.token { (t.token) }
-                    }
-                } }
-            } }
+            (running_table(&snapshot, view, &qe, now))
         }
         h2 { "Tasks" }
         p.tabs {
@@ -217,38 +226,9 @@ pub fn queue(app: &App, r: &Request, q: &LeaseName, page: &mut Page) -> Markup {
         @match listed {
             Err(e) => p.error { "Cannot list the tasks: " (shown(&e.to_string())) }
             Ok(mut tasks) => {
-                @let more = tasks.len() > limit;
-                @let (earlier, later) = {
-                    let backward = matches!(from, Some(TaskPage::Before(_) | TaskPage::Last));
-                    if more {
-                        if backward { tasks.remove(0); } else { tasks.truncate(limit); }
-                    }
-                    match from {
-                        None => (false, more),
-                        Some(TaskPage::After(_)) => (true, more),
-                        Some(TaskPage::Before(_)) => (more, true),
-                        Some(TaskPage::Last) => (more, false),
-                    }
-                };
+                @let (earlier, later) = trim_page(&mut tasks, from.as_ref(), limit);
                 @if tasks.is_empty() { p.muted { "No " (state.as_str()) " tasks here." } } @else {
-                    div.scroll { table.tasks {
-                        thead { tr {
-                            th { "task" } th { (when_header(state)) } th { "priority" } th { "attempts" } th { "last error" }
-                            @if page.actions && state == TaskState::Dead { th { span.sr { "retry" } } }
-                        } }
-                        tbody { @for t in &tasks {
-                            tr.later[t.state == TaskState::Pending && t.available_at > now] {
-                                td { a href={ "/queues/" (qe) "/tasks/" (enc(t.id.as_str())) } { (shown(t.id.as_str())) } }
-                                td { (when(t, now)) }
-                                td.num { (t.priority) }
-                                td { (t.attempts) " of " (t.max_attempts) }
-                                td.err { (shown(&text::shorten(t.last_error.as_deref().unwrap_or(""), 120))) }
-                                @if page.actions && state == TaskState::Dead {
-                                    td { (retry_form(page, q, &t.id)) }
-                                }
-                            }
-                        } }
-                    } }
+                    (tasks_table(page, q, state, &tasks, now))
                     p.pager {
                         (text::count(tasks.len() as u64, "task", "tasks")) " of " (counts(state)) " " (state.as_str()) ", in claim order. "
                         @if earlier {
@@ -271,6 +251,51 @@ pub fn queue(app: &App, r: &Request, q: &LeaseName, page: &mut Page) -> Markup {
                 button type="submit" { "Purge" }
             }
         }
+    }
+}
+
+/// The running claims: attempt, age, time left (late ones marked), owner.
+fn running_table(snapshot: &Snapshot, view: &QueueView, qe: &str, now: SystemTime) -> Markup {
+    html! {
+        div.scroll { table.tasks {
+            thead { tr { th { "task" } th { "attempt" } th { "claimed" } th { "claim left" } th { "owner" } th { "token" } } }
+            tbody { @for t in &view.running {
+                tr.late[t.lease_remaining.zip(t.claim_ttl).is_some_and(|(l, ttl)| l < ttl / 2)] {
+                    td { a href={ "/queues/" (qe) "/tasks/" (enc(t.id.as_str())) } { (shown(t.id.as_str())) } }
+                    td { (t.attempts) " of " (t.max_attempts) }
+                    td { (when(t, now)) }
+                    td { @match t.lease_remaining { Some(l) if !l.is_zero() => (countdown(snapshot.remaining(l))), _ => span.dead { "expired" } } }
+                    td { (shown(t.owner.as_deref().unwrap_or(""))) }
+                    td.token { (t.token) }
+                }
+            } }
+        } }
+    }
+}
+
+/// A page of the queue's tasks in `state`, with a retry button for dead
+/// ones when the page allows actions.
+fn tasks_table(page: &Page, q: &LeaseName, state: TaskState, tasks: &[Task], now: SystemTime) -> Markup {
+    let qe = enc(q.as_str());
+    html! {
+        div.scroll { table.tasks {
+            thead { tr {
+                th { "task" } th { (when_header(state)) } th { "priority" } th { "attempts" } th { "last error" }
+                @if page.actions && state == TaskState::Dead { th { span.sr { "retry" } } }
+            } }
+            tbody { @for t in tasks {
+                tr.later[t.state == TaskState::Pending && t.available_at > now] {
+                    td { a href={ "/queues/" (qe) "/tasks/" (enc(t.id.as_str())) } { (shown(t.id.as_str())) } }
+                    td { (when(t, now)) }
+                    td.num { (t.priority) }
+                    td { (t.attempts) " of " (t.max_attempts) }
+                    td.err { (shown(&text::shorten(t.last_error.as_deref().unwrap_or(""), 120))) }
+                    @if page.actions && state == TaskState::Dead {
+                        td { (retry_form(page, q, &t.id)) }
+                    }
+                }
+            } }
+        } }
     }
 }
 

@@ -293,21 +293,7 @@ pub fn run_spawned(
     } else {
         None
     };
-    let options = AcquireOptions {
-        ttl: lease.timing.ttl(),
-        owner: lease.timing.keeper.owner.clone(),
-        mode: lease.mode,
-        binding: Binding::Process {
-            pid: std::process::id(),
-            pgid: supervised.group(),
-        },
-    };
-    let keep = lease.timing.keeper.clone();
-    let kept = match lease.wait {
-        None => store.acquire_and_keep(&lease.name, &options, keep),
-        Some(timeout) => store.acquire_wait_and_keep(&lease.name, &options, timeout, &lease.cancel, on_held, keep),
-    };
-    let (grant, keeper) = match kept {
+    let (grant, keeper) = match acquire_and_keep(store, lease, supervised.group(), on_held) {
         Ok(Kept::Acquired(grant, keeper)) => (grant, keeper),
         Ok(Kept::Held(held)) => {
             supervised.abort();
@@ -324,18 +310,7 @@ pub fn run_spawned(
     if let Some(loss) = keeper.check() {
         supervised.abort();
         keeper.stop();
-        let release_error = release_unless_refused(store, lease, &grant, &loss);
-        let ended = Err(RunError::LostBeforeStart {
-            name: lease.name.clone(),
-            token: grant.token,
-            loss,
-        });
-        return Ok(RunOutcome::Ran(Ran {
-            grant,
-            ended,
-            finished: Finished::default(),
-            release_error,
-        }));
+        return Ok(lost_before_start(store, lease, grant, loss));
     }
     let stall = supervised.stall().cloned();
     let terminal = lease
@@ -354,13 +329,7 @@ pub fn run_spawned(
         let _ = supervised.stop_handle().stop(Stop::Shutdown);
     }
     on_start(supervised.stop_handle());
-    let started = supervised.start(&serde_json::json!({
-        "LEASEHOLD_NAME": lease.name.to_string(),
-        "LEASEHOLD_TOKEN": grant.token.to_string(),
-        "LEASEHOLD_GRANT": grant.id().to_string(),
-        "LEASEHOLD_OWNER": grant.owner,
-        "LEASEHOLD_STORE": store.url().to_string(),
-    }));
+    let started = supervised.start(&command_env(store, lease, &grant));
     let finished = match started {
         Ok(()) => Ok(supervised.wait()),
         Err(e) => {
@@ -381,6 +350,58 @@ pub fn run_spawned(
         finished,
         release_error,
     }))
+}
+
+/// Acquire the lease for the command in process group `pgid` (waiting if
+/// the run says so) and start keeping it.
+fn acquire_and_keep(
+    store: &Arc<Store>,
+    lease: &LeaseRun,
+    pgid: Option<u32>,
+    on_held: impl FnMut(&Held),
+) -> Result<Kept> {
+    let options = AcquireOptions {
+        ttl: lease.timing.ttl(),
+        owner: lease.timing.keeper.owner.clone(),
+        mode: lease.mode,
+        binding: Binding::Process {
+            pid: std::process::id(),
+            pgid,
+        },
+    };
+    let keep = lease.timing.keeper.clone();
+    match lease.wait {
+        None => store.acquire_and_keep(&lease.name, &options, keep),
+        Some(timeout) => store.acquire_wait_and_keep(&lease.name, &options, timeout, &lease.cancel, on_held, keep),
+    }
+}
+
+/// The outcome of a run whose grant was lost before the command started
+/// (its keeper already stopped): the command never ran.
+fn lost_before_start(store: &Store, lease: &LeaseRun, grant: Grant, loss: Loss) -> RunOutcome {
+    let release_error = release_unless_refused(store, lease, &grant, &loss);
+    let ended = Err(RunError::LostBeforeStart {
+        name: lease.name.clone(),
+        token: grant.token,
+        loss,
+    });
+    RunOutcome::Ran(Ran {
+        grant,
+        ended,
+        finished: Finished::default(),
+        release_error,
+    })
+}
+
+/// The environment the command starts with: which grant it runs under.
+fn command_env(store: &Store, lease: &LeaseRun, grant: &Grant) -> serde_json::Value {
+    serde_json::json!({
+        "LEASEHOLD_NAME": lease.name.to_string(),
+        "LEASEHOLD_TOKEN": grant.token.to_string(),
+        "LEASEHOLD_GRANT": grant.id().to_string(),
+        "LEASEHOLD_OWNER": grant.owner,
+        "LEASEHOLD_STORE": store.url().to_string(),
+    })
 }
 
 /// How the command ended, read from what the guard reported.
