@@ -427,16 +427,25 @@ mod tests {
         assert_eq!((seen.owner.as_str(), seen.token), ("a", first.token()));
         assert_eq!(observer.next_timeout(Duration::from_millis(300)).unwrap(), None);
 
-        let cancel = Cancel::new();
-        let waiting = {
-            let (store, name, cancel) = (store.clone(), name.clone(), cancel.clone());
-            std::thread::spawn(move || store.campaign(&name, &options("c"), &cancel).unwrap().is_some())
+        // b queues first, then c: b is next in line.
+        let waiters = |n: usize| {
+            let started = Instant::now();
+            while store.status(&name).unwrap().map_or(0, |s| s.waiters.len()) < n {
+                assert!(started.elapsed() < Duration::from_secs(5), "{n} waiters never queued");
+                std::thread::sleep(Duration::from_millis(5));
+            }
         };
         let second = {
             let (store, name) = (store.clone(), name.clone());
             std::thread::spawn(move || store.campaign(&name, &options("b"), &Cancel::new()).unwrap().unwrap())
         };
-        std::thread::sleep(Duration::from_millis(200));
+        waiters(1);
+        let cancel = Cancel::new();
+        let waiting = {
+            let (store, name, cancel) = (store.clone(), name.clone(), cancel.clone());
+            std::thread::spawn(move || store.campaign(&name, &options("c"), &cancel).unwrap().is_some())
+        };
+        waiters(2);
         let first_token = first.token();
         first.resign().unwrap();
         let second = second.join().unwrap();
