@@ -75,6 +75,12 @@ pub enum Command {
     List(ListArgs),
     /// Show what happened to a lease: grants, releases, expiries, takeovers, refusals.
     History(HistoryArgs),
+    /// Show who leads NAME (a lease campaigned for; `run --wait` makes a command a candidate).
+    ///
+    /// Prints the leader once (exit 0, also when nobody leads). With
+    /// --observe, prints each change of leader as it happens — the first
+    /// line the current state — until SIGINT or SIGTERM (then exit 0).
+    Leader(LeaderArgs),
     /// Replace FILE atomically and durably with standard input.
     ///
     /// Temp file beside FILE, fsync, rename, fsync of the directory; under
@@ -338,6 +344,16 @@ pub struct HistoryArgs {
     /// With --timeline: how far back to draw (1m to 7d and more).
     #[arg(long, default_value = "1h", value_parser = within(limits::AGE), requires = "timeline", value_name = "DUR")]
     pub since: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    #[arg(value_parser = parse_name)]
+    pub name: LeaseName,
+
+    /// Print each change of leader (with --json one document per line) until SIGINT or SIGTERM.
+    #[arg(long)]
+    pub observe: bool,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,15 @@ pub fn print_json(document: &impl Serialize) {
     let _ = out.flush();
 }
 
+/// A document on one line, flushed at once: one of a stream that a
+/// reader takes line by line (`leader --observe`).
+pub fn print_json_line(document: &impl Serialize) {
+    let mut out = std::io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, &leasehold::json::value(document));
+    let _ = writeln!(out);
+    let _ = out.flush();
+}
+
 /// A time for people and JSON, as [`leasehold::json`] writes it.
 pub use leasehold::json::{alive, from_now, rfc3339};
 

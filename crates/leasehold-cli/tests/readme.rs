@@ -166,6 +166,9 @@ fn run_lines(dir: &Path, store: &str, lines: &[(usize, String)]) {
             line.replacen("leasehold work", "LH_TIMEOUT=3 leasehold work", 1)
         } else if line.contains("leasehold serve") {
             serving(line)
+        } else if line.contains("leader") && line.contains("--observe") {
+            // Observes until stopped: SIGTERM after two seconds (exit 0).
+            line.replacen("leasehold ", "LH_TIMEOUT=2 leasehold ", 1)
         } else {
             line.clone()
         };

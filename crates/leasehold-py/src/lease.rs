@@ -94,7 +94,7 @@ fn keeper_options(ttl: Duration, heartbeat: Option<Duration>, margin: Option<Dur
 
 /// `on_lost`: a callable, or `"interrupt"` (whose callable
 /// `leasehold._interrupt.arm()` returns, in the main thread).
-fn on_lost_handler(value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+pub fn on_lost_handler(value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     if let Ok(text) = value.cast::<PyString>() {
         if text.to_cow()? == "interrupt" {
             let py = value.py();
@@ -134,14 +134,20 @@ pub fn forked_error(forked: Forked, what: &str) -> PyErr {
 pub fn notify<L: leasehold::Refusal>(keeper: &Keeper<L>, what: String, on_lost: Option<&Py<PyAny>>) {
     let Some(on_lost) = on_lost else { return };
     let on_lost = Python::attach(|py| on_lost.clone_ref(py));
-    keeper.on_loss(move |loss| {
+    keeper.on_loss(loss_callback(what, on_lost));
+}
+
+/// What a keeper calls on loss to call `on_lost` with the `LeaseLost` of
+/// `what` (taking the GIL).
+pub fn loss_callback<L: std::fmt::Display>(what: String, on_lost: Py<PyAny>) -> impl FnOnce(Loss<L>) + Send + 'static {
+    move |loss| {
         Python::attach(|py| {
             let exc = lost_error(&what, &loss);
             if let Err(e) = on_lost.call1(py, (exc.value(py),)) {
                 e.write_unraisable(py, Some(on_lost.bind(py)));
             }
         });
-    });
+    }
 }
 
 /// `Held`, naming the holders (and how long it waited), and the shared

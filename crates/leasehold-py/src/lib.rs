@@ -10,6 +10,7 @@
 //! |---|---|
 //! | `store` | `lh.Store`: open by URL (or `$LEASEHOLD_STORE`, or the embedded default) |
 //! | `lease` | `lh.Lease`: acquire (wait), keep (the library's keeper), push loss, release |
+//! | `leadership` | `store.campaign`: `lh.Leadership` (the library's, resigned on exit); `store.observe`: `lh.Observer` of leader changes (`for`, `async for`) |
 //! | `queue` | `lh.Queue`, `lh.Task`: add, claim (kept), done / fail / hand back |
 //! | `run`, `guard` | `store.run`: a command under a lease; the guard shipped in the package |
 //! | `files`, `lock` | state files; `flock` single-instance locks |
@@ -35,6 +36,7 @@ mod errors;
 mod files;
 mod fork;
 mod guard;
+mod leadership;
 mod lease;
 mod lock;
 mod queue;
@@ -47,6 +49,8 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Store>()?;
     m.add_class::<lease::Lease>()?;
+    m.add_class::<leadership::Leadership>()?;
+    m.add_class::<leadership::Observer>()?;
     m.add_class::<queue::Queue>()?;
     m.add_class::<queue::Task>()?;
     m.add_class::<queue::TaskIter>()?;

@@ -194,6 +194,54 @@ impl Store {
         ))
     }
 
+    /// Campaign for leadership of the lease ``name`` as candidate ``id``:
+    /// wait, first come first served, until this candidate leads; returns
+    /// the ``Leadership`` (``with`` resigns at the end), or None when
+    /// ``wait`` passed first.
+    ///
+    /// ``id``: stable across this candidate's restarts — a restarted
+    /// candidate whose grant is still live leads again at once, with the
+    /// same token — and unique among live candidates (two processes with
+    /// one id would both lead). ``ttl``: how long a leader that stops
+    /// renewing keeps the others waiting, when it cannot be proved dead
+    /// (default 15 s). ``wait``: True (default) as long as it takes, a
+    /// duration up to that long, False not at all. ``on_lost``: as for
+    /// ``lease()``. A candidate that never led is never told it lost.
+    #[pyo3(signature = (name, *, id, ttl=None, wait=None, on_lost=None))]
+    fn campaign(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        id: String,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<crate::leadership::Leadership>> {
+        let mut options = leasehold::CampaignOptions::new(id);
+        if let Some(ttl) = convert::opt_duration(ttl, "ttl")? {
+            options.ttl = ttl;
+        }
+        let wait = match wait {
+            None => convert::Wait::Forever,
+            Some(wait) => convert::Wait::from_py(Some(wait))?,
+        };
+        let on_lost = on_lost
+            .filter(|v| !v.is_none())
+            .map(crate::lease::on_lost_handler)
+            .transpose()?;
+        crate::leadership::campaign(py, self.handle(py)?, convert::lease_name(name)?, options, wait, on_lost)
+    }
+
+    /// The leader changes of the lease ``name``, from who leads now on: an
+    /// ``Observer`` (``for change in store.observe(name)``, or ``async
+    /// for``).
+    fn observe(&self, py: Python<'_>, name: &str) -> PyResult<crate::leadership::Observer> {
+        Ok(crate::leadership::Observer::new(
+            &self.handle(py)?,
+            &convert::lease_name(name)?,
+        ))
+    }
+
     /// The task queue ``name`` of this store (SQLite and PostgreSQL; etcd
     /// has none).
     fn queue(slf: &Bound<'_, Self>, name: &str) -> PyResult<crate::queue::Queue> {

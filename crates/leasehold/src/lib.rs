@@ -12,6 +12,8 @@
 //!   heartbeat renewals, a holder-side deadline on the boot clock, and loss
 //!   pushed to the holder; [`Store::acquire_and_keep`] and
 //!   [`Store::claim_and_keep`] take and keep in one call.
+//! - Leader election ([`Store::campaign`], [`Leadership`]) and who leads
+//!   ([`Store::observe`], [`Observer`]), on a lease.
 //! - [`lock`]: single-instance `flock` locks on one machine.
 //! - [`supervise`]: run a command under a kept grant — its own process
 //!   group, a guard process that stops it before the trust window closes
@@ -45,6 +47,7 @@ pub mod files;
 pub mod identity;
 pub mod json;
 mod keeper;
+mod leadership;
 pub mod lock;
 mod overdue;
 mod pool;
@@ -61,6 +64,7 @@ pub use keeper::{
     Attempt, BootClock, ClaimKeeper, ClaimLost, ClaimRenewer, Clock, Keeper, KeeperOptions, LeaseRenewer, Loss,
     LossHandle, POLL, Refusal, Renewal, Renewer,
 };
+pub use leadership::{CampaignOptions, Leader, LeaderChange, Leadership, Observer};
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
 pub use leasehold_backend::task::{backoff, differences_text};
 pub use leasehold_backend::{

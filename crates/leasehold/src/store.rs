@@ -168,6 +168,11 @@ impl Store {
         &self.url
     }
 
+    /// The longest pause of a waiter between two reads of the store.
+    pub(crate) fn poll_interval(&self) -> Duration {
+        self.poll
+    }
+
     /// The backend behind the seam (for `doctor` and tests).
     #[must_use]
     pub fn backend(&self) -> &dyn Backend {

@@ -3,6 +3,7 @@
 mod completions;
 mod doctor;
 mod files;
+mod leader;
 mod lease;
 mod lock;
 mod migrate;
@@ -57,6 +58,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Status(args) => lease::status::run(&ctx, &args),
         Command::List(args) => lease::list::run(&ctx, &args),
         Command::History(args) => lease::history::run(&ctx, &args),
+        Command::Leader(args) => leader::run(&ctx, &args),
         Command::Write(args) => files::write::run(&ctx, &args),
         Command::Update(args) => files::update::run(&ctx, &args),
         Command::Run(args) => run::run(&ctx, &args),

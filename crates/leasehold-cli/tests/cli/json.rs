@@ -5,6 +5,7 @@
 //! (which docs/JSON.md is checked against there).
 
 use std::collections::BTreeSet;
+use std::io::BufRead as _;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use crate::util::{Env, finish};
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     usage_errors_are_json_too,
     lease_commands,
+    leader_once_and_observed,
     run_reports_after_the_command_and_refusals_in_the_failure_shape,
     lock_and_state_files,
     task_commands_and_work,
@@ -138,6 +140,41 @@ fn usage_errors_are_json_too() {
     let (code, out, _) = env.run(&["run", "j", "--ttl", "bad", "--", "echo", "--json"]);
     assert_eq!(code, 2);
     assert!(out.is_empty(), "{out}");
+}
+
+/// `leader NAME` once (nobody leads: `leader: null`, exit 0), and
+/// `--observe`: one document per line, per change, until SIGTERM (exit 0).
+fn leader_once_and_observed() {
+    let env = Env::new();
+    let doc = one::<json::LeaderChange>(&env, &["leader", "job"], 0);
+    assert_eq!(
+        (doc["name"].as_str(), doc["leader"].is_null()),
+        (Some("job"), true),
+        "{doc}"
+    );
+    let (code, plain, _) = env.run(&["leader", "job"]);
+    assert_eq!((code, plain.trim()), (0, "job: no leader"));
+    let mut observer = env.spawn(&["--json", "leader", "job", "--observe"]);
+    let mut lines = std::io::BufReader::new(observer.stdout.take().unwrap()).lines();
+    let mut line = || serde_json::from_str::<Value>(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(line()["leader"].is_null());
+    let t = env.acquire(&["job", "--ttl", "1m", "--owner", "w1"]);
+    let seen = line();
+    has_fields::<json::LeaderChange>(&seen, &[]);
+    has_fields::<json::Leader>(&seen["leader"], &[]);
+    assert_eq!(
+        (seen["leader"]["owner"].as_str(), seen["leader"]["token"].as_u64()),
+        (Some("w1"), Some(t))
+    );
+    assert_eq!(
+        one::<json::LeaderChange>(&env, &["leader", "job"], 0)["leader"],
+        seen["leader"]
+    );
+    env.run(&["release", "job", "--token", &t.to_string(), "--owner", "w1"]);
+    assert!(line()["leader"].is_null(), "the release is a change");
+    crate::util::signal(observer.id(), "TERM");
+    let (code, _, err) = finish(observer, Duration::from_secs(10));
+    assert_eq!(code, 0, "{err}");
 }
 
 fn lease_commands() {

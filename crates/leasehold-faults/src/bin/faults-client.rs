@@ -15,6 +15,10 @@
 //! faults-client write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID]
 //!     # one fenced write as the holder of GRANT (its label in the history)
 //!     # with TOKEN (and leasehold's grant id): exit 0 accepted, 13 refused
+//! faults-client candidate HISTORY STORE NAME ID TTL_MS
+//!     # campaign for NAME as candidate ID (`Store::campaign`) until killed:
+//!     # record each grant it leads with (`ID.pidPID.tokenT`, acting on its
+//!     # own), and its end when leadership is lost, then campaign again
 //! ```
 //!
 //! Every write asks leasehold (`FencedFile` with the token and the grant)
@@ -35,7 +39,7 @@ use leasehold_faults::history::{Acts, Answer, Attempt, Fence as HistoryFence, Gr
 use leasehold_faults::proc::boot_ns;
 use leasehold_faults::resource::{Fence, FencedResource};
 
-const USAGE: &str = "usage: faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced] [deaf] | write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID]";
+const USAGE: &str = "usage: faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced] [deaf] | write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID] | candidate HISTORY STORE NAME ID TTL_MS";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -64,6 +68,7 @@ fn main() {
                 Err(e) => fail(&format!("cannot record in the history: {e}")),
             }
         }
+        ["candidate", history, store, name, id, ttl_ms] => candidate(history, store, name, id, ttl_ms),
         _ => {
             eprintln!("{USAGE}");
             2
@@ -211,4 +216,54 @@ fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
         return 13;
     }
     0
+}
+
+/// Lead `name` whenever this candidate can, recording each leadership;
+/// only SIGKILL (or a failing store) ends it.
+fn candidate(history: &str, store: &str, name: &str, id: &str, ttl_ms: &str) -> i32 {
+    let url = leasehold::StoreUrl::parse(store).unwrap_or_else(|e| fail(&format!("STORE {store:?}: {e}")));
+    let store = leasehold::Store::open(&url, &leasehold::StoreOptions::default())
+        .unwrap_or_else(|e| fail(&format!("cannot open the store: {e}")));
+    let store = Arc::new(store);
+    let lease = leasehold::LeaseName::new(name).unwrap_or_else(|e| fail(&format!("NAME {name:?}: {e}")));
+    let ttl = ttl_ms.parse().map_or_else(
+        |_| fail(&format!("TTL_MS {ttl_ms:?} is not a number")),
+        Duration::from_millis,
+    );
+    let options = leasehold::CampaignOptions {
+        ttl,
+        ..leasehold::CampaignOptions::new(id)
+    };
+    let mut history = open_history(history);
+    let by = format!("pid:{}", std::process::id());
+    loop {
+        let asked = boot_ns();
+        let leadership = match store.campaign(&lease, &options, &leasehold::Cancel::new()) {
+            Ok(Some(leadership)) => leadership,
+            Ok(None) => fail("the campaign ended without a cancel"),
+            Err(e) => fail(&format!("the campaign failed: {e}")),
+        };
+        let grant = format!("{id}.pid{}.token{}", std::process::id(), leadership.token());
+        let record = GrantRecord {
+            name: name.to_owned(),
+            token: Some(leadership.token().0),
+            grant: grant.clone(),
+            exclusive: true,
+            by: by.clone(),
+            asked: Some(asked),
+            answered: boot_ns(),
+            granted: None,
+            acts: Acts::Own,
+        };
+        if let Err(e) = history.grant(&record) {
+            fail(&format!("cannot record the grant: {e}"));
+        }
+        // Leads until the grant is lost; the test's SIGKILL usually comes first.
+        let lost = leadership.loss_handle().expect("a leadership has a keeper");
+        while lost.wait_timeout(Duration::from_secs(1)).is_none() && leadership.is_leader() {}
+        if let Err(e) = history.end(name, &grant, boot_ns()) {
+            fail(&format!("cannot record the end: {e}"));
+        }
+        eprintln!("faults-client: {by} lost {name}: {:?}", leadership.lost());
+    }
 }

@@ -15,6 +15,7 @@ mod common;
 mod corrupt;
 mod failpoints;
 mod fuzz;
+mod leadership;
 mod leases;
 mod mounts;
 mod queue;
@@ -27,6 +28,7 @@ fn main() {
         corrupt::TESTS,
         failpoints::TESTS,
         fuzz::TESTS,
+        leadership::TESTS,
         leases::TESTS,
         mounts::TESTS,
         queue::TESTS,

@@ -41,6 +41,8 @@ from ._native import (
     __version__,
     FileLock,
     Lease,
+    Leadership,
+    Observer,
     Queue,
     Store,
     Task,
@@ -51,7 +53,7 @@ from ._native import (
     write_json,
 )
 from ._native import after_fork_in_child as _native_after_fork
-from ._types import GrantInfo, HistoryEntry, LeaseStatus, TaskInfo
+from ._types import GrantInfo, HistoryEntry, Leader, LeaderChange, LeaseStatus, TaskInfo
 
 
 def _after_fork_in_child() -> None:
@@ -78,11 +80,15 @@ __all__ = [
     "Holder",
     "InvalidInput",
     "InvalidName",
+    "Leader",
+    "LeaderChange",
+    "Leadership",
     "Lease",
     "LeaseLost",
     "LeaseStatus",
     "NoSuchTask",
     "NothingToClaim",
+    "Observer",
     "PermissionDenied",
     "Queue",
     "ReadOnly",

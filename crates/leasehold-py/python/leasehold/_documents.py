@@ -1,7 +1,7 @@
 """The documents of ``docs/JSON.md`` as Python values.
 
-``store.status()``, ``store.list()``, ``store.history()``, ``queue.get()``
-and ``queue.list()`` return the documents ``leasehold --json`` prints
+``store.status()``, ``store.list()``, ``store.history()``, ``queue.get()``,
+``queue.list()`` and ``store.observe()`` return the documents ``leasehold --json`` prints
 (built once, by ``leasehold::json`` in Rust), with two changes made here
 and nowhere else: a time (RFC 3339 text) becomes an aware
 ``datetime.datetime`` in UTC, and a duration in milliseconds (a field
@@ -18,9 +18,11 @@ from typing import Any, Dict
 
 #: The fields of the documents that are times (RFC 3339, as
 #: ``leasehold::json::rfc3339`` writes them).
-TIMES = frozenset({"acquired", "expires", "at", "available_at", "created_at", "updated_at"})
+TIMES = frozenset({"acquired", "expires", "at", "available_at", "created_at", "updated_at", "since"})
 #: Fields holding a list of sub-documents converted the same way.
 NESTED = frozenset({"grants"})
+#: Fields holding one sub-document (or None) converted the same way.
+NESTED_ONE = frozenset({"leader"})
 
 _UTC = datetime.timezone.utc
 
@@ -50,6 +52,8 @@ def document(doc: Dict[str, Any]) -> Dict[str, Any]:
             out[key[: -len("_ms")]] = None if value is None else datetime.timedelta(milliseconds=value)
         elif key in NESTED and isinstance(value, list):
             out[key] = [document(item) for item in value]
+        elif key in NESTED_ONE and isinstance(value, dict):
+            out[key] = document(value)
         else:
             out[key] = value
     return out

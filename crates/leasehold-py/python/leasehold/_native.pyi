@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Type, Union, final
 
 from ._errors import LeaseLost
-from ._types import HistoryEntry, LeaseStatus, TaskInfo
+from ._types import HistoryEntry, LeaderChange, LeaseStatus, TaskInfo
 
 #: A duration: ``"90s"``, ``"5m"``, ``"1h30m"``, ``"250ms"``, a number of
 #: seconds, or a ``datetime.timedelta``.
@@ -37,6 +37,8 @@ _TaskState = Literal["pending", "running", "done", "dead"]
 __all__ = [
     "Store",
     "Lease",
+    "Leadership",
+    "Observer",
     "Queue",
     "Task",
     "TaskIter",
@@ -77,6 +79,16 @@ class Store:
         margin: Optional[_Duration] = None,
         on_lost: _OnLost = None,
     ) -> "Lease": ...
+    def campaign(
+        self,
+        name: str,
+        *,
+        id: str,
+        ttl: Optional[_Duration] = None,
+        wait: _Wait = None,
+        on_lost: _OnLost = None,
+    ) -> Optional["Leadership"]: ...
+    def observe(self, name: str) -> "Observer": ...
     def queue(self, name: str) -> "Queue": ...
     def run(
         self,
@@ -99,6 +111,32 @@ class Store:
     def close(self) -> None: ...
     def __enter__(self) -> "Store": ...
     def __exit__(self, *_exc: object) -> None: ...
+
+@final
+class Leadership:
+    """Leadership of a lease name, won by ``store.campaign()``; ``with`` resigns."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def lost(self) -> Optional[str]: ...
+    def resign(self) -> None: ...
+    def __enter__(self) -> "Leadership": ...
+    def __exit__(self, *_exc: object) -> None: ...
+
+@final
+class Observer:
+    """The leader changes of a lease name (``store.observe()``): ``for`` or ``async for``."""
+
+    def __iter__(self) -> "Observer": ...
+    def __next__(self) -> LeaderChange: ...
+    def __aiter__(self) -> "Observer": ...
+    def __anext__(self) -> Awaitable[LeaderChange]: ...
+    def close(self) -> None: ...
 
 @final
 class Lease:

@@ -70,4 +70,21 @@ class TaskInfo(TypedDict):
     updated_at: datetime.datetime
 
 
-__all__ = ["GrantInfo", "HistoryEntry", "LeaseStatus", "TaskInfo"]
+class Leader(TypedDict):
+    """Who leads a lease name (``LeaderChange['leader']``)."""
+
+    owner: str
+    token: int
+    host: str
+    pid: int
+    since: datetime.datetime
+
+
+class LeaderChange(TypedDict):
+    """One change of leader (each item of ``store.observe(name)``)."""
+
+    name: str
+    leader: Optional[Leader]
+
+
+__all__ = ["GrantInfo", "HistoryEntry", "Leader", "LeaderChange", "LeaseStatus", "TaskInfo"]

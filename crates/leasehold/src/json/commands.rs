@@ -226,6 +226,23 @@ documents! {
         pub purged: u64,
     }
 
+    /// `leader NAME`, and each line of `leader NAME --observe`: who leads
+    /// (`null`: nobody).
+    pub struct LeaderChange<'a> {
+        pub name: &'a LeaseName,
+        pub leader: Option<Leader<'a>>,
+    }
+
+    /// The leader of a [`LeaderChange`].
+    pub struct Leader<'a> {
+        /// The candidate's id.
+        pub owner: &'a str,
+        pub token: Token,
+        pub host: &'a str,
+        pub pid: u32,
+        pub since: String,
+    }
+
     /// `work`, when the worker stops.
     pub struct WorkSummary<'a> {
         pub queue: &'a QueueName,
@@ -234,6 +251,21 @@ documents! {
         pub dead: u64,
         pub lost: u64,
         pub handed_back: u64,
+    }
+}
+
+/// A leader change's document.
+#[must_use]
+pub fn leader_change(change: &crate::LeaderChange) -> LeaderChange<'_> {
+    LeaderChange {
+        name: &change.name,
+        leader: change.leader.as_ref().map(|l| Leader {
+            owner: &l.owner,
+            token: l.token,
+            host: &l.host,
+            pid: l.pid,
+            since: super::rfc3339(l.since),
+        }),
     }
 }
 

@@ -91,6 +91,11 @@ fn expected() -> Vec<(&'static str, Fields, Fields)> {
         ("`task stats`", stats, Fields::new()),
         ("`task purge`", all_fields(&[Purged::FIELDS]), Fields::new()),
         ("`work`", all_fields(&[WorkSummary::FIELDS]), Fields::new()),
+        (
+            "`leader`",
+            all_fields(&[LeaderChange::FIELDS, Leader::FIELDS]),
+            Fields::new(),
+        ),
     ]
 }
 
