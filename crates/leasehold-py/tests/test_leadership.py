@@ -9,6 +9,8 @@ import threading
 import time
 from typing import List, Optional
 
+import pytest
+
 import leasehold as lh
 
 from conftest import unique
@@ -50,14 +52,21 @@ def test_candidates_lead_in_turn_and_the_observer_sees_each(store_url: str) -> N
     assert list(observer) == []
 
 
-def test_the_same_id_resumes_its_live_grant(sqlite_url: str) -> None:
+def test_a_live_namesake_is_refused_not_resumed(sqlite_url: str) -> None:
+    """Two live candidates under one id would both lead with one token: the
+    second is refused (`Held`); once the first resigns, the id leads again.
+    (A restarted candidate whose predecessor is provably gone resumes its
+    grant: fault case 31.)"""
     store = lh.Store(sqlite_url)
     first = store.campaign("job", id="a", ttl="5s")
     assert first is not None
-    started = time.monotonic()
+    token = first.token
+    with pytest.raises(lh.Held, match='candidate id "a" already leads job'):
+        store.campaign("job", id="a", ttl="5s", wait=False)
+    assert first.is_leader and first.token == token
+    first.resign()
     again = store.campaign("job", id="a", ttl="5s", wait=False)
-    assert again is not None and again.token == first.token
-    assert time.monotonic() - started < 1
+    assert again is not None and again.token > token
     again.resign()
 
 

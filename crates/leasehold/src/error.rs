@@ -13,6 +13,11 @@ pub enum Error {
     )]
     Process(std::io::Error),
 
+    /// A candidate id already leads in a process that may still run
+    /// ([`Store::campaign`](crate::Store::campaign)).
+    #[error(transparent)]
+    CandidateInUse(Box<crate::leadership::CandidateInUse>),
+
     /// A thread of the library panicked: a bug in leasehold.
     #[error("a {what} thread panicked ({message}); this is a bug in leasehold: please report it")]
     Panicked { what: &'static str, message: String },
@@ -37,6 +42,7 @@ impl Error {
             Error::Store(e) => e.kind(),
             Error::Process(_) | Error::InvalidInput(_) => ErrorKind::InvalidInput,
             Error::Panicked { .. } => ErrorKind::Failed,
+            Error::CandidateInUse { .. } => ErrorKind::Held,
             Error::Supervise(e) => e.kind(),
         }
     }

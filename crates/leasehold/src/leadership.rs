@@ -25,9 +25,11 @@
 //!
 //! Required, not defaulted: it must be *stable across restarts* (so a
 //! restarted candidate re-acquires its own unexpired grant — same token,
-//! no wait, [`rules::reacquires`](leasehold_backend::rules::reacquires))
-//! and *unique among live candidates* (two live processes with one id
-//! share one grant, and both would lead). No default gives both: `host:pid`
+//! no wait, [`rules::reacquires`](leasehold_backend::rules::reacquires) —
+//! once its predecessor is provably gone) and *unique among live
+//! candidates* (two live processes with one id would share one grant and
+//! both lead: a campaign under an id whose grant's process may still run
+//! is refused, `Error::CandidateInUse`). No default gives both: `host:pid`
 //! changes on restart, and host + program name is the same for two copies
 //! of a program on one host. The grant is bound to the campaigning
 //! process, so a leader that dies is replaced at once by a candidate on
@@ -52,6 +54,22 @@ use std::time::{Duration, Instant, SystemTime};
 use leasehold_backend::{Grant, LeaseName, Mode, Token, WaitTopic};
 
 use crate::{AcquireOptions, Binding, Cancel, Keeper, KeeperOptions, Kept, Loss, LossHandle, Result, Store};
+
+/// A campaign under an id whose grant is held by a process that may
+/// still run: resuming it would make two leaders with one token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "candidate id {id:?} already leads {name} (token {token}, held by {holder}, expires in {}): ids must be unique among live candidates — give this candidate another id, or stop that process (a restarted candidate resumes once its predecessor is provably gone, or after the grant expires)",
+    crate::format_duration(*expires_in)
+)]
+pub struct CandidateInUse {
+    pub name: LeaseName,
+    pub id: String,
+    pub token: Token,
+    /// Where the grant's process runs (host, pid, command).
+    pub holder: String,
+    pub expires_in: Duration,
+}
 
 /// How to campaign.
 #[derive(Debug, Clone)]
@@ -309,11 +327,13 @@ impl Store {
     /// candidate leads, and keep leading (heartbeats) until the
     /// [`Leadership`] is resigned, dropped or lost. `None`: `cancel` ended
     /// the wait first. A restarted candidate whose grant is still live
-    /// resumes it at once, with its token (see the module docs on the id).
+    /// resumes it at once, with its token, when its predecessor is
+    /// provably gone (see the module docs on the id).
     ///
     /// # Errors
     /// As [`Store::acquire_wait`]: the store fails, or refuses a TTL out of
-    /// [`limits::TTL`](crate::limits::TTL).
+    /// [`limits::TTL`](crate::limits::TTL); [`Error::CandidateInUse`](crate::Error::CandidateInUse)
+    /// when a grant under this id is held by a process that may still run.
     ///
     /// # Examples
     /// ```
@@ -334,6 +354,7 @@ impl Store {
         options: &CampaignOptions,
         cancel: &Cancel,
     ) -> Result<Option<Leadership>> {
+        self.refuse_a_live_namesake(name, &options.id)?;
         let acquire = AcquireOptions {
             ttl: options.ttl,
             owner: Some(options.id.clone()),
@@ -354,6 +375,31 @@ impl Store {
                 Kept::Held(_) => None,
             },
         )
+    }
+
+    /// Refuse to resume a grant under `id` whose process may still run.
+    /// Re-acquiring by explicit owner keeps the grant's token, so two live
+    /// processes campaigning under one id would both lead with one token —
+    /// the double run this library exists to prevent. A restarted
+    /// candidate resumes only a predecessor that is provably gone (on this
+    /// host); otherwise it waits for the grant to expire, or is told here
+    /// that its id is taken. (Two candidates with one id starting in the
+    /// same instant can both pass this check: ids must be unique.)
+    fn refuse_a_live_namesake(&self, name: &LeaseName, id: &str) -> Result<()> {
+        let Some(state) = self.status(name)? else { return Ok(()) };
+        let Some(g) = state.grants.iter().find(|g| g.owner_explicit && g.owner == id) else {
+            return Ok(());
+        };
+        if crate::identity::liveness(&g.holder) == crate::identity::Liveness::Dead {
+            return Ok(());
+        }
+        Err(crate::Error::CandidateInUse(Box::new(CandidateInUse {
+            name: name.clone(),
+            id: id.to_owned(),
+            token: g.token,
+            holder: g.holder.to_string(),
+            expires_in: g.expires_in,
+        })))
     }
 
     /// Watch who leads `name`: an iterator of [`LeaderChange`]s, the first
@@ -411,6 +457,33 @@ mod tests {
             .leader
     }
 
+    /// A second campaign under an id whose grant's process still runs
+    /// (here: this very process) is refused, not handed the same grant:
+    /// two leaders with one token. Once resigned, the id may lead again.
+    #[test]
+    fn a_live_namesake_is_refused_not_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        let name = LeaseName::new("leader").unwrap();
+        let first = store.campaign(&name, &options("a"), &Cancel::new()).unwrap().unwrap();
+        let Err(e) = store.campaign(&name, &options("a"), &Cancel::new()) else {
+            panic!("a second leader under id a")
+        };
+        assert!(
+            matches!(&e, crate::Error::CandidateInUse(c) if c.token == first.token()),
+            "{e}"
+        );
+        assert_eq!(e.kind(), crate::ErrorKind::Held);
+        assert!(
+            e.to_string()
+                .starts_with("candidate id \"a\" already leads leader (token "),
+            "{e}"
+        );
+        first.resign().unwrap();
+        let again = store.campaign(&name, &options("a"), &Cancel::new()).unwrap().unwrap();
+        assert!(again.is_leader());
+    }
+
     /// The observer sees no leader, then each leader in turn as they
     /// resign, the next candidate leading at once, never one twice in a
     /// row; a cancelled campaign never leads.
@@ -461,24 +534,6 @@ mod tests {
         assert_eq!(seen.map(|l| (l.owner, l.token)), Some(("b".to_owned(), second.token())));
         drop(second);
         assert_eq!(next(&mut observer), None, "dropping resigns");
-    }
-
-    /// The same id campaigning again while its grant is live resumes it:
-    /// the same token, at once — how a restarted candidate picks up its
-    /// own leadership.
-    #[test]
-    fn the_same_id_resumes_its_live_grant() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = store(&dir);
-        let name = LeaseName::new("leader").unwrap();
-        let first = store.campaign(&name, &options("a"), &Cancel::new()).unwrap().unwrap();
-        let started = Instant::now();
-        let again = store.campaign(&name, &options("a"), &Cancel::new()).unwrap().unwrap();
-        assert_eq!(again.token(), first.token());
-        assert!(started.elapsed() < Duration::from_secs(1), "it waited");
-        std::mem::forget(first);
-        again.resign().unwrap();
-        assert_eq!(store.observe(&name).current().unwrap(), None);
     }
 
     #[test]

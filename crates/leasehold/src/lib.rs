@@ -64,7 +64,7 @@ pub use keeper::{
     Attempt, BootClock, ClaimKeeper, ClaimLost, ClaimRenewer, Clock, Keeper, KeeperOptions, LeaseRenewer, Loss,
     LossHandle, POLL, Refusal, Renewal, Renewer,
 };
-pub use leadership::{CampaignOptions, Leader, LeaderChange, Leadership, Observer};
+pub use leadership::{CampaignOptions, CandidateInUse, Leader, LeaderChange, Leadership, Observer};
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
 pub use leasehold_backend::task::{backoff, differences_text};
 pub use leasehold_backend::{
