@@ -178,11 +178,11 @@ fn an_hourly_schedule_fires_every_elapsed_hour_across_both_changes() {
 }
 
 #[test]
-fn several_times_in_the_changing_hour_follow_the_hourly_rule() {
-    // A pattern with more than one value (or a wildcard, a step) in its
-    // second, minute or hour field follows elapsed time as an hourly one
-    // does: its times in the skipped hour do not happen, and those in the
-    // repeated hour happen twice. croner's rule, pinned here.
+fn a_list_of_fixed_times_is_as_many_fixed_times() {
+    // `0,30 2 * * *` is 02:00 and 02:30, each a fixed time (Vixie cron's
+    // reading): both fall in the skipped hour and fire once right after
+    // the change — one slot, 03:00, for both; in the repeated hour each
+    // fires once, the first time round.
     assert_eq!(
         slots(
             "0,30 2 * * *",
@@ -190,7 +190,11 @@ fn several_times_in_the_changing_hour_follow_the_hourly_rule() {
             "2026-03-28T12:00:00Z",
             "2026-03-30T02:00:00Z"
         ),
-        ["2026-03-30T02:00:00+02:00", "2026-03-30T02:30:00+02:00"]
+        [
+            "2026-03-29T03:00:00+02:00",
+            "2026-03-30T02:00:00+02:00",
+            "2026-03-30T02:30:00+02:00"
+        ]
     );
     assert_eq!(
         slots(
@@ -199,11 +203,45 @@ fn several_times_in_the_changing_hour_follow_the_hourly_rule() {
             "2026-10-24T12:00:00Z",
             "2026-10-25T12:00:00Z"
         ),
+        ["2026-10-25T02:00:00+02:00", "2026-10-25T02:30:00+02:00"]
+    );
+    // New York, both changes of 2026, hours listed too.
+    assert_eq!(
+        slots(
+            "15 1,2 * * *",
+            "America/New_York",
+            "2026-03-07T12:00:00Z",
+            "2026-03-08T12:00:00Z"
+        ),
+        ["2026-03-08T01:15:00-05:00", "2026-03-08T03:00:00-04:00"]
+    );
+    assert_eq!(
+        slots(
+            "15 1,2 * * *",
+            "America/New_York",
+            "2026-10-31T12:00:00Z",
+            "2026-11-01T12:00:00Z"
+        ),
+        ["2026-11-01T01:15:00-04:00", "2026-11-01T02:15:00-05:00"]
+    );
+}
+
+#[test]
+fn a_range_or_a_step_in_the_changing_hour_follows_elapsed_time() {
+    // Not a list of fixed times: a range (or a step, a wildcard) follows
+    // elapsed time as an hourly pattern does — its times in the skipped
+    // hour do not happen, those in the repeated hour happen twice.
+    assert_eq!(
+        slots(
+            "0 2-3 * * *",
+            "Europe/Berlin",
+            "2026-10-24T12:00:00Z",
+            "2026-10-25T12:00:00Z"
+        ),
         [
             "2026-10-25T02:00:00+02:00",
-            "2026-10-25T02:30:00+02:00",
             "2026-10-25T02:00:00+01:00",
-            "2026-10-25T02:30:00+01:00"
+            "2026-10-25T03:00:00+01:00"
         ]
     );
 }

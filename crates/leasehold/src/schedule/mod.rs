@@ -43,22 +43,24 @@
 //! time. docs/SCHEDULES.md ("Daylight saving") has them with examples;
 //! each is a test in `daylight_saving.rs`.
 //!
-//! 1. A schedule at a fixed time of day — one value each in its second,
-//!    minute and hour fields, such as `30 2 * * *` or `@daily` — whose
-//!    time is skipped when clocks go forward fires once, at the first
-//!    instant after the gap (03:00 in Berlin on 2026-03-29).
+//! 1. A schedule at fixed times of day — plain numbers in its second,
+//!    minute and hour fields, one value each or lists (`30 2 * * *`,
+//!    `0,30 2 * * *`, `@daily`; a list is one pattern per listed time, up
+//!    to 64: croner alone would read it as rule 3) — whose time is skipped
+//!    when clocks go forward fires once, at the first instant after the
+//!    gap (03:00 in Berlin on 2026-03-29; times listed in the gap share
+//!    that one slot).
 //! 2. Such a schedule whose time happens twice when clocks go back fires
 //!    once, the first time round (02:30 CEST, not 02:30 CET, in Berlin on
 //!    2026-10-25); a daemon that asks again inside the repeated hour is
 //!    told the next day's slot.
-//! 3. Every other cron schedule — a wildcard, step, list or range in the
-//!    second, minute or hour field, such as `@hourly`, `30 * * * *`,
-//!    `*/15 * * * *` or `0,30 2 * * *` — follows elapsed time: a skipped
-//!    time does not happen and is not made up, a repeated time happens
-//!    twice, an hour apart. So an hourly schedule fires every hour that
-//!    passes, 23 on the short day and 25 on the long one. (Vixie cron
-//!    treats only `*` in the minute or hour field this way; a list such
-//!    as `0,30 2` is a fixed time to it.)
+//! 3. Every other cron schedule — a wildcard, step or range in the second,
+//!    minute or hour field, such as `@hourly`, `30 * * * *`, `*/15 * * * *`
+//!    or `0 2-3 * * *` — follows elapsed time: a skipped time does not
+//!    happen and is not made up, a repeated time happens twice, an hour
+//!    apart. So an hourly schedule fires every hour that passes, 23 on the
+//!    short day and 25 on the long one. (Vixie cron treats only `*` in the
+//!    minute or hour field this way.)
 //! 4. `@every` is elapsed time from the epoch: no zone, no change of clock
 //!    moves it.
 

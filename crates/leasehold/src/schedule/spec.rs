@@ -65,7 +65,10 @@ pub struct ScheduleSpec {
 
 #[derive(Debug, Clone)]
 enum Rule {
-    Cron(Box<Cron>),
+    /// A cron pattern — or, for a list of fixed times (`0,30 2 * * *`),
+    /// one pattern per time ([`fixed_times`]); a slot is the earliest of
+    /// theirs.
+    Cron(Vec<Cron>),
     /// Slot k is the epoch + k × the interval.
     Every(Duration),
 }
@@ -128,10 +131,13 @@ impl ScheduleSpec {
     pub fn next_after(&self, t: SystemTime) -> Option<SystemTime> {
         match &self.rule {
             Rule::Every(interval) => every_next(*interval, t),
-            Rule::Cron(cron) => {
+            Rule::Cron(crons) => {
                 let from = Local(Timestamp::try_from(t).ok()?.to_zoned_datetime(self.zone.clone()));
-                let next = cron.find_next_occurrence(&from, false).ok()?;
-                SystemTime::try_from(next.0.timestamp()).ok()
+                crons
+                    .iter()
+                    .filter_map(|cron| cron.find_next_occurrence(&from, false).ok())
+                    .filter_map(|next| SystemTime::try_from(next.0.timestamp()).ok())
+                    .min()
             }
         }
     }
@@ -195,13 +201,59 @@ fn parse_rule(text: &str) -> Result<Rule, Problem> {
             return Err(Problem::FieldCount(fields));
         }
     }
-    let cron = CronParser::builder()
-        .seconds(Seconds::Optional)
-        .year(Year::Disallowed)
-        .build()
-        .parse(text)
-        .map_err(|e| Problem::Pattern(e.to_string()))?;
-    Ok(Rule::Cron(Box::new(cron)))
+    let parse = |text: &str| {
+        CronParser::builder()
+            .seconds(Seconds::Optional)
+            .year(Year::Disallowed)
+            .build()
+            .parse(text)
+            .map_err(|e| Problem::Pattern(e.to_string()))
+    };
+    // The whole pattern first: its errors name what the user wrote.
+    let whole = parse(text)?;
+    match fixed_times(text) {
+        Some(patterns) => Ok(Rule::Cron(patterns.iter().map(|p| parse(p)).collect::<Result<_, _>>()?)),
+        None => Ok(Rule::Cron(vec![whole])),
+    }
+}
+
+/// The most fixed times one pattern may list and still be read as fixed
+/// times (`0,15,30,45 1,2 * * *` is 8); beyond it, a pattern is the
+/// elapsed-time kind (rule 3 of the module docs).
+const FIXED_TIMES_MAX: usize = 64;
+
+/// A cron pattern whose second, minute and hour fields are plain numbers
+/// with at least one list among them (`0,30 2 * * *`), as one pattern per
+/// time of day (`0 2 * * *`, `30 2 * * *`): each then follows the
+/// fixed-time rules (1 and 2 of the module docs), as Vixie cron reads such
+/// a list — its times in a skipped hour fire once right after the change,
+/// those in a repeated hour once, the first time round. croner alone reads
+/// a list as elapsed time: on the spring night none of them would fire,
+/// on the autumn night each twice. `None` for any other pattern.
+fn fixed_times(text: &str) -> Option<Vec<String>> {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    let (time, rest) = match fields.len() {
+        5 => (vec!["0", fields[0], fields[1]], &fields[2..]),
+        6 => (fields[..3].to_vec(), &fields[3..]),
+        _ => return None,
+    };
+    let plain = |field: &str| !field.is_empty() && field.bytes().all(|b| b.is_ascii_digit() || b == b',');
+    if !time.iter().all(|f| plain(f)) || !time.iter().any(|f| f.contains(',')) {
+        return None;
+    }
+    let values: Vec<Vec<&str>> = time.iter().map(|f| f.split(',').collect()).collect();
+    if values.iter().map(Vec::len).product::<usize>() > FIXED_TIMES_MAX {
+        return None;
+    }
+    let mut patterns = Vec::new();
+    for second in &values[0] {
+        for minute in &values[1] {
+            for hour in &values[2] {
+                patterns.push(format!("{second} {minute} {hour} {}", rest.join(" ")));
+            }
+        }
+    }
+    Some(patterns)
 }
 
 fn parse_every(text: &str) -> Result<Duration, Problem> {
