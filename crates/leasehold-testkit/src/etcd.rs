@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::pki::Pki;
+use crate::process::succeed;
 
 /// How a test server is secured.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -192,12 +193,7 @@ impl EtcdServer {
             &["auth", "enable"],
         ];
         for args in steps {
-            let out = self.etcdctl().args(args).output().expect("run etcdctl");
-            assert!(
-                out.status.success(),
-                "etcdctl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            succeed(self.etcdctl().args(args));
         }
     }
 
@@ -317,17 +313,7 @@ impl EtcdServer {
 
     /// Save a snapshot of the cluster to `path` (`etcdctl snapshot save`).
     pub fn snapshot(&self, path: &Path) {
-        let out = self
-            .etcdctl()
-            .args(["snapshot", "save"])
-            .arg(path)
-            .output()
-            .expect("run etcdctl");
-        assert!(
-            out.status.success(),
-            "etcdctl snapshot save: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeed(self.etcdctl().args(["snapshot", "save"]).arg(path));
     }
 
     /// Stop the server, replace its data with the snapshot at `path`
@@ -337,20 +323,15 @@ impl EtcdServer {
         self.kill9();
         std::fs::remove_dir_all(&self.data).expect("remove the lost data");
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let out = Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
-            .args(["snapshot", "restore"])
-            .arg(path)
-            .arg("--data-dir")
-            .arg(&self.data)
-            .args(["--name", "t", "--initial-cluster", &format!("t={peer}")])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .output()
-            .expect("run etcdctl");
-        assert!(
-            out.status.success(),
-            "etcdctl snapshot restore: {}",
-            String::from_utf8_lossy(&out.stderr)
+        succeed(
+            Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["snapshot", "restore"])
+                .arg(path)
+                .arg("--data-dir")
+                .arg(&self.data)
+                .args(["--name", "t", "--initial-cluster", &format!("t={peer}")])
+                .args(["--initial-advertise-peer-urls", &peer]),
         );
         self.spawn();
     }

@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::pki::Pki;
+use crate::process::succeed;
 
 /// The role of a TLS server that logs in with its client certificate (the
 /// certificate's common name).
@@ -124,7 +125,7 @@ impl Server {
         // the tests, not from initdb, which refuses it).
         let as_postgres = rustix::process::geteuid().is_root();
         if as_postgres {
-            run(Command::new("chown").arg("postgres:postgres").arg(&dir));
+            succeed(Command::new("chown").arg("postgres:postgres").arg(&dir));
         }
         let mut server = Server {
             bin,
@@ -139,10 +140,12 @@ impl Server {
         if tls {
             server.make_certificates();
         }
-        run(server
-            .pg("initdb")
-            .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D"])
-            .arg(server.data()));
+        succeed(
+            server
+                .pg("initdb")
+                .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D"])
+                .arg(server.data()),
+        );
         if tls {
             server.authenticate_over_tls();
         }
@@ -196,13 +199,15 @@ impl Server {
         let _ = std::fs::remove_dir_all(&standby.dir);
         std::fs::create_dir_all(&standby.dir).expect("create the standby's directory");
         if standby.as_postgres {
-            run(Command::new("chown").arg("postgres:postgres").arg(&standby.dir));
+            succeed(Command::new("chown").arg("postgres:postgres").arg(&standby.dir));
         }
-        run(standby
-            .pg("pg_basebackup")
-            .args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres"])
-            .args(["-X", "stream", "-R", "--no-sync", "-D"])
-            .arg(standby.data()));
+        succeed(
+            standby
+                .pg("pg_basebackup")
+                .args(["-h", "127.0.0.1", "-p", &primary.port.to_string(), "-U", "postgres"])
+                .args(["-X", "stream", "-R", "--no-sync", "-D"])
+                .arg(standby.data()),
+        );
         // -R wrote primary_conninfo; name the standby for
         // synchronous_standby_names (the later line wins). Once promoted it
         // has no standby of its own, so it must not wait for one (the copied
@@ -271,16 +276,17 @@ impl Server {
             .expect("postmaster.pid names the pid")
             .trim()
             .to_owned();
-        run(Command::new("kill").args(["-KILL", &pid]));
+        succeed(Command::new("kill").args(["-KILL", &pid]));
     }
 
     /// Promote a standby to a primary, and wait until it is one.
     pub fn promote(&self) {
-        run(self
-            .pg("pg_ctl")
-            .arg("-D")
-            .arg(self.data())
-            .args(["-w", "-t", "60", "promote"]));
+        succeed(
+            self.pg("pg_ctl")
+                .arg("-D")
+                .arg(self.data())
+                .args(["-w", "-t", "60", "promote"]),
+        );
     }
 
     /// The certificates of a TLS server (made by `openssl` at start).
@@ -295,11 +301,13 @@ impl Server {
     fn make_certificates(&self) {
         let pki = Pki::make(&self.dir, CERT_USER);
         if self.as_postgres {
-            run(Command::new("chown")
-                .arg("postgres:postgres")
-                .arg(pki.server_key())
-                .arg(pki.server_cert())
-                .arg(pki.ca()));
+            succeed(
+                Command::new("chown")
+                    .arg("postgres:postgres")
+                    .arg(pki.server_key())
+                    .arg(pki.server_cert())
+                    .arg(pki.ca()),
+            );
         }
     }
 
@@ -408,11 +416,12 @@ impl Server {
     /// Stop the server at once, as a crash would (`-m immediate`: no
     /// checkpoint, clients cut off).
     pub fn crash(&self) {
-        run(self
-            .pg("pg_ctl")
-            .arg("-D")
-            .arg(self.data())
-            .args(["-m", "immediate", "-w", "stop"]));
+        succeed(
+            self.pg("pg_ctl")
+                .arg("-D")
+                .arg(self.data())
+                .args(["-m", "immediate", "-w", "stop"]),
+        );
     }
 
     /// Start it again on the same port (crash recovery runs first).
@@ -464,14 +473,4 @@ impl Server {
     pub fn bin(&self) -> &Path {
         &self.bin
     }
-}
-
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

@@ -1,7 +1,7 @@
 //! The processes a test starts or leaves behind: whether one runs, by pid,
 //! and a watchdog that cleans up after this test process.
 
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// Whether `pid` runs (a zombie does not).
 #[must_use]
@@ -10,6 +10,22 @@ pub fn alive(pid: u32) -> bool {
         .ok()
         .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
         .is_some_and(|zombie| !zombie)
+}
+
+/// Run `cmd` to its end and return what it printed; a command that cannot
+/// start or fails fails the test, with the command line and its output.
+///
+/// # Panics
+/// When `cmd` cannot be started or exits unsuccessfully.
+pub fn succeed(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Run the shell command `cleanup` (stop a server, remove its directory)

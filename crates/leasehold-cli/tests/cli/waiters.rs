@@ -87,16 +87,12 @@ impl Store {
             // The waiter keys, PREFIX/lease/NAME/w/SLOT (the layout of
             // leasehold-etcd's keys.rs; the names here need no encoding).
             entries: Box::new(move |name| {
-                let out = etcd
-                    .etcdctl()
-                    .args(["get", "--prefix", "--keys-only", &format!("{prefix}/lease/{name}/w/")])
-                    .output()
-                    .expect("run etcdctl");
-                assert!(
-                    out.status.success(),
-                    "etcdctl: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                let out = leasehold_testkit::process::succeed(etcd.etcdctl().args([
+                    "get",
+                    "--prefix",
+                    "--keys-only",
+                    &format!("{prefix}/lease/{name}/w/"),
+                ]));
                 String::from_utf8_lossy(&out.stdout)
                     .lines()
                     .filter(|l| !l.is_empty())
