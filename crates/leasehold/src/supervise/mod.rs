@@ -105,7 +105,7 @@ use std::time::Duration;
 
 pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
 pub use outcome::{Ran, RunError, RunOutcome};
-pub use supervised::{Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
+pub use supervised::{Ending, Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
 pub use timing::{RENEWAL_ROOM, Timing, TimingError, TimingProblem, default_grace, slack};
 
 use crate::{AcquireOptions, Binding, Cancel, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
@@ -413,32 +413,26 @@ fn ended(
     stall: Option<(Duration, Option<std::path::PathBuf>)>,
 ) -> std::result::Result<u8, RunError> {
     let grace = lease.timing.grace;
-    match &finished.stopped {
-        Some(Stop::Lost(loss)) => {
-            return Err(RunError::Lost {
-                name: lease.name.clone(),
-                token: grant.token,
-                loss: loss.clone(),
-                grace,
-            });
-        }
-        Some(Stop::Stalled(limit)) => {
-            return Err(RunError::Stalled {
-                limit: *limit,
-                progress_file: stall.and_then(|(_, file)| file),
-                grace,
-            });
-        }
-        Some(Stop::Shutdown) => return Err(RunError::Interrupted { grace }),
-        None => {}
-    }
-    if let Some((code, message)) = &finished.spawn_error {
-        return Err(RunError::CouldNotStart {
-            code: *code,
-            message: message.clone(),
-        });
-    }
-    finished.code.ok_or_else(|| RunError::GuardDied {
-        name: lease.name.clone(),
+    Err(match finished.ending() {
+        Ending::Exited(code) => return Ok(code),
+        Ending::Stopped(Stop::Lost(loss)) => RunError::Lost {
+            name: lease.name.clone(),
+            token: grant.token,
+            loss: loss.clone(),
+            grace,
+        },
+        Ending::Stopped(Stop::Stalled(limit)) => RunError::Stalled {
+            limit: *limit,
+            progress_file: stall.and_then(|(_, file)| file),
+            grace,
+        },
+        Ending::Stopped(Stop::Shutdown) => RunError::Interrupted { grace },
+        Ending::CouldNotStart { code, message } => RunError::CouldNotStart {
+            code,
+            message: message.to_owned(),
+        },
+        Ending::GuardDied => RunError::GuardDied {
+            name: lease.name.clone(),
+        },
     })
 }

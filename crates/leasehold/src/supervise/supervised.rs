@@ -174,6 +174,37 @@ pub struct Finished<L = LostReason> {
     pub stderr_tail: Vec<u8>,
 }
 
+/// How a command ended, as [`Finished::ending`] reads the guard's report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending<'a, L = LostReason> {
+    /// We stopped it, for this reason (its exit code is then the
+    /// signal's, not its own).
+    Stopped(&'a Stop<L>),
+    /// It could not be started: the shell's code (127/126) and why.
+    CouldNotStart { code: u8, message: &'a str },
+    /// It exited by itself with this code (128+N for signal N).
+    Exited(u8),
+    /// The guard died; the command's group was killed.
+    GuardDied,
+}
+
+impl<L> Finished<L> {
+    /// How the command ended, in the order that decides it — a stop of
+    /// ours, then a start that failed, then its own exit, else a dead
+    /// guard: the one reading of the report for every supervisor
+    /// ([`run`](super::run), the worker).
+    #[must_use]
+    pub fn ending(&self) -> Ending<'_, L> {
+        if let Some(stop) = &self.stopped {
+            Ending::Stopped(stop)
+        } else if let Some((code, message)) = &self.spawn_error {
+            Ending::CouldNotStart { code: *code, message }
+        } else {
+            self.code.map_or(Ending::GuardDied, Ending::Exited)
+        }
+    }
+}
+
 impl<L> Default for Finished<L> {
     fn default() -> Self {
         Self {

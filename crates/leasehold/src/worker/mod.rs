@@ -48,7 +48,7 @@ mod outcome;
 
 pub use outcome::{LostWhen, Outcome, TaskFailure};
 
-use crate::supervise::{self, Finished, GuardProgram, GuardSlot, Output, Spec, Stop, StopHandle, Timing};
+use crate::supervise::{self, Ending, Finished, GuardProgram, GuardSlot, Output, Spec, Stop, StopHandle, Timing};
 use crate::{
     Claim, ClaimKeeper, ClaimLost, Error, Loss, LossHandle, QueueName, Retry, Store, TaskFail, TaskId, TaskLost,
     TaskRef, TaskUpdate, Token, host,
@@ -661,33 +661,32 @@ impl Worker {
         self.shared.unregister(run_id);
         let report = Report::new(store, claim, &keeper, self.options.timing.ttl());
         let loss = keeper.stop();
-        if let Some(stop) = finished.stopped {
-            return match stop {
-                Stop::Lost(loss) => Ok(Outcome::Lost(LostWhen::Running(loss))),
-                Stop::Shutdown => report.hand_back(),
-                Stop::Stalled(limit) => report.fail(TaskFailure::Stalled(limit)),
-            };
-        }
-        if let Some(loss) = loss {
+        let ending = finished.ending();
+        if !matches!(ending, Ending::Stopped(_))
+            && let Some(loss) = loss
+        {
             // Lost just as the command finished: its report would be refused.
             return Ok(Outcome::Lost(LostWhen::Finishing(loss)));
         }
-        match (finished.code, &finished.spawn_error) {
-            (_, Some((code, message))) => report.fail(TaskFailure::CouldNotStart {
-                code: *code,
-                message: message.clone(),
+        match ending {
+            Ending::Stopped(Stop::Lost(loss)) => Ok(Outcome::Lost(LostWhen::Running(loss.clone()))),
+            Ending::Stopped(Stop::Shutdown) => report.hand_back(),
+            Ending::Stopped(Stop::Stalled(limit)) => report.fail(TaskFailure::Stalled(*limit)),
+            Ending::CouldNotStart { code, message } => report.fail(TaskFailure::CouldNotStart {
+                code,
+                message: message.to_owned(),
             }),
-            (Some(0), None) => self.report_done(
+            Ending::Exited(0) => self.report_done(
                 &report,
                 result_of(&finished).as_ref(),
                 finished.stdout_overflow.then_some(job.result_limit),
                 next,
             ),
-            (Some(code), None) => report.fail(TaskFailure::Exited {
+            Ending::Exited(code) => report.fail(TaskFailure::Exited {
                 code,
                 stderr_tail: String::from_utf8_lossy(&finished.stderr_tail).trim().to_owned(),
             }),
-            (None, None) => report.fail(TaskFailure::GuardDied),
+            Ending::GuardDied => report.fail(TaskFailure::GuardDied),
         }
     }
 
