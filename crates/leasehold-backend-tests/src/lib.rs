@@ -54,7 +54,8 @@ use std::time::Duration;
 use leasehold_backend::{
     Backend, ClockSkew, Grant, Held, HistoryEntry, HistoryEvent, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, TaskBackend, Token, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket,
+    LeaseRenewParams, LeaseState, RecordBackend, TaskBackend, Token, WaiterEnqueueParams, WaiterRemoveParams,
+    WaiterTicket,
 };
 
 pub mod cases;
@@ -88,6 +89,8 @@ pub enum Capability {
     Reopenable,
     /// The task queue methods are implemented.
     Tasks,
+    /// The record methods are implemented (schedules).
+    Records,
 }
 
 /// Real time a case may take between a write and the read that reports the
@@ -106,6 +109,7 @@ impl Capability {
             Capability::ClockSkew => caps.clock_skew,
             Capability::Reopenable => caps.reopenable,
             Capability::Tasks => backend.tasks().is_some(),
+            Capability::Records => backend.records().is_some(),
         }
     }
 
@@ -114,6 +118,7 @@ impl Capability {
             Capability::ClockSkew => "clock_skew",
             Capability::Reopenable => "reopenable",
             Capability::Tasks => "tasks",
+            Capability::Records => "records",
         }
     }
 }
@@ -168,6 +173,14 @@ impl<H: Harness> Case<H> {
         self.backend()
             .tasks()
             .unwrap_or_else(|| panic!("case {} uses the task queue, which this store lacks", self.name))
+    }
+
+    /// The backend's records (a case that calls this is listed as needing
+    /// [`Capability::Records`]).
+    pub fn records(&self) -> &dyn RecordBackend {
+        self.backend()
+            .records()
+            .unwrap_or_else(|| panic!("case {} uses records, which this store lacks", self.name))
     }
 
     /// Move the store's clock forward (no sleeping).
@@ -405,7 +418,20 @@ macro_rules! case {
 pub fn cases<H: Harness>() -> Vec<CaseEntry<H>> {
     let mut all = lease_cases::<H>();
     all.extend(task_cases::<H>());
+    all.extend(record_cases::<H>());
     all
+}
+
+/// The cases of records (stores with [`Capability::Records`]).
+fn record_cases<H: Harness>() -> Vec<CaseEntry<H>> {
+    vec![
+        case!(records_put_creates_then_compares_versions, Records),
+        case!(records_batch_is_all_or_nothing, Records),
+        case!(records_versions_never_repeat_for_a_key, Records),
+        case!(records_list_by_prefix_in_key_order, Records),
+        case!(records_limits_are_refused, Records),
+        case!(records_racing_writers_lose_no_update, Records),
+    ]
 }
 
 /// The cases of leases: tokens, modes, renew, release, waiters, fences,
@@ -531,10 +557,15 @@ pub fn main<H: Harness + 'static>() -> ! {
     // made here, which then ends every case.
     let present = leasehold_testkit::probe(|| {
         let probe = H::new();
-        [Capability::ClockSkew, Capability::Reopenable, Capability::Tasks]
-            .into_iter()
-            .filter(|c| c.of(probe.backend()))
-            .collect::<Vec<_>>()
+        [
+            Capability::ClockSkew,
+            Capability::Reopenable,
+            Capability::Tasks,
+            Capability::Records,
+        ]
+        .into_iter()
+        .filter(|c| c.of(probe.backend()))
+        .collect::<Vec<_>>()
     });
     let trials = cases::<H>()
         .into_iter()

@@ -49,6 +49,7 @@ pub mod migration;
 pub mod mutant;
 mod name;
 pub mod plan;
+pub mod record;
 mod registration;
 pub mod rules;
 pub mod symlinks;
@@ -62,6 +63,10 @@ pub use human::{
     parse_duration_within, parse_time_within, quoted, shorten,
 };
 pub use name::{LeaseName, NameError};
+pub use record::{
+    Expect, Record, RecordBackend, RecordChange, RecordKey, RecordListParams, RecordVersion, RecordWrite,
+    RecordWriteParams,
+};
 pub use registration::{StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password};
 pub use task::{
     Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams,
@@ -178,6 +183,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The task queue of this store, if it has one (a backend without a
     /// queue keeps this default: `None`).
     fn tasks(&self) -> Option<&dyn TaskBackend> {
+        None
+    }
+
+    /// The records of this store (what schedules are kept in), if it keeps
+    /// them (a backend without records keeps this default: `None`, and
+    /// the library refuses schedules on it with that reason).
+    fn records(&self) -> Option<&dyn RecordBackend> {
         None
     }
 }

@@ -22,6 +22,7 @@
 mod classify;
 mod lease;
 mod open;
+mod record;
 mod register;
 mod schema;
 mod task;
@@ -49,6 +50,7 @@ use leasehold_backend::{
     TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskIdParams,
     TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
+use leasehold_backend::{Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::classify::map_error;
@@ -360,6 +362,26 @@ impl Backend for SqliteBackend {
 
     fn tasks(&self) -> Option<&dyn TaskBackend> {
         Some(self)
+    }
+
+    fn records(&self) -> Option<&dyn RecordBackend> {
+        Some(self)
+    }
+}
+
+impl RecordBackend for SqliteBackend {
+    fn record_get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
+        self.read(|tx, _| record::get(tx, key))
+    }
+
+    fn record_list(&self, params: &RecordListParams) -> Result<Vec<Record>, BackendError> {
+        params.check()?;
+        self.read(|tx, _| record::list(tx, params))
+    }
+
+    fn record_write(&self, params: &RecordWriteParams) -> Result<RecordWrite, BackendError> {
+        params.check()?;
+        self.write_if("record", |tx, _| record::write(tx, params))
     }
 }
 

@@ -126,6 +126,25 @@ const MIGRATIONS: &[Migration] = &[
     ) STRICT;
     ",
     },
+    // 4: records (schedules and their slots).
+    Migration {
+        objects: &["record", "record_version"],
+        sql: "
+    -- Small documents written by compare-and-swap (leasehold_backend::record).
+    CREATE TABLE record (
+        key TEXT PRIMARY KEY NOT NULL,
+        version INTEGER NOT NULL,
+        body TEXT NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    -- The last version given to any record: versions come from this one
+    -- counter so that a key deleted and written again never gets a
+    -- version it had (one row, or none before the first write).
+    CREATE TABLE record_version (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        last INTEGER NOT NULL
+    ) STRICT;
+    ",
+    },
 ];
 
 /// The schema version this build writes.
