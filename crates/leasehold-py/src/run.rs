@@ -67,6 +67,7 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
         // The host process's signals and terminal are its own.
         forward_signals: false,
         hand_terminal: false,
+        env: Vec::new(),
     };
     let control = Arc::new(Mutex::new(Control::NotStarted));
     let call = {
@@ -77,7 +78,7 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
                 &lease,
                 spec,
                 |_| {},
-                move |handle| {
+                move |_, handle| {
                     let mut control = control.lock().unwrap_or_else(PoisonError::into_inner);
                     if matches!(*control, Control::Cancelled) {
                         handle.stop(Stop::Shutdown);

@@ -3,11 +3,13 @@
 mod completions;
 mod doctor;
 mod files;
+mod cron;
 mod leader;
 mod lease;
 mod lock;
 mod migrate;
 mod run;
+mod schedule;
 mod serve;
 mod task;
 mod work;
@@ -68,6 +70,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Completions(args) => Ok(completions::run(&ctx, &args)),
         Command::Task(command) => task::dispatch(&ctx, command),
         Command::Serve(args) => serve::run(&ctx, &args),
+        Command::Schedule(command) => schedule::dispatch(&ctx, command),
+        Command::Cron(args) => cron::run(&ctx, &args),
         Command::Work(args) => work::run(&ctx, &args),
     }
 }

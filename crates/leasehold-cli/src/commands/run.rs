@@ -111,6 +111,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         cancel: Cancel::new(),
         forward_signals: true,
         hand_terminal: true,
+        env: Vec::new(),
     };
     // The guard first: its start-up (a process's) overlaps opening the
     // store. Dropped on an error, it ends with nothing started.
@@ -131,7 +132,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
                 eprint!("\r\x1b[2K{} waiting for {}: {line}", spinner[turns % 4], args.name);
             }
         },
-        |_| {},
+        |_, _| {},
     );
     if tty && turns > 0 {
         eprint!("\r\x1b[2K");

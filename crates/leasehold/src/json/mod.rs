@@ -7,6 +7,7 @@
 //! against [`Document::FIELDS`].
 
 mod commands;
+mod schedules;
 #[cfg(test)]
 mod tests;
 
@@ -20,6 +21,7 @@ use crate::{
 };
 
 pub use commands::*;
+pub use schedules::*;
 
 /// A time as RFC 3339 (or what it is when RFC 3339 cannot write it).
 #[must_use]

@@ -65,10 +65,16 @@
 //!    moves it.
 
 mod civil;
+pub mod daemon;
 mod error;
+mod kept;
 mod spec;
 
 pub use error::{Problem, ScheduleError};
+pub use kept::{
+    Action, CatchUp, Decision, Kept, ON_TIME, Overlap, PRUNE_EVERY, SLOTS_KEPT, Schedule, ScheduleState, Schedules,
+    SlotClaim, SlotOutcome, SlotRecord, decide, queue_of, slot_task_id,
+};
 pub use spec::{DEFAULT_ZONE, SCHEDULE_TEXT_MAX, ScheduleSpec, Slots, SlotsBetween};
 
 #[cfg(test)]

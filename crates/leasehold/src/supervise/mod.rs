@@ -162,6 +162,9 @@ pub struct LeaseRun {
     /// Hand the terminal to the command while it runs, when this process
     /// is the terminal's foreground.
     pub hand_terminal: bool,
+    /// More variables for the command's environment, beside the lease's
+    /// (`leasehold cron` adds `LEASEHOLD_SLOT`).
+    pub env: Vec<(String, String)>,
 }
 
 impl LeaseRun {
@@ -176,6 +179,7 @@ impl LeaseRun {
             cancel: Cancel::new(),
             forward_signals: false,
             hand_terminal: false,
+            env: Vec::new(),
         }
     }
 }
@@ -237,11 +241,11 @@ fn release(store: &Store, lease: &LeaseRun, grant: &Grant) -> Option<Error> {
 /// # Ok::<(), leasehold::Error>(())
 /// ```
 pub fn run(store: &Arc<Store>, lease: &LeaseRun, spec: Spec, on_held: impl FnMut(&Held)) -> Result<RunOutcome> {
-    run_with(store, lease, spec, on_held, |_| {})
+    run_with(store, lease, spec, on_held, |_, _| {})
 }
 
-/// As [`run`], handing `on_start` the command's [`StopHandle`] just before
-/// the command starts — for a caller that stops it from elsewhere without
+/// As [`run`], handing `on_start` the grant and the command's
+/// [`StopHandle`] just before the command starts — for a caller that stops it from elsewhere without
 /// process-wide signal handlers (the Python package, on a
 /// `KeyboardInterrupt`). A stop asked for before the command has started
 /// takes effect as soon as it has.
@@ -253,7 +257,7 @@ pub fn run_with(
     lease: &LeaseRun,
     spec: Spec,
     on_held: impl FnMut(&Held),
-    on_start: impl FnOnce(StopHandle),
+    on_start: impl FnOnce(&Grant, StopHandle),
 ) -> Result<RunOutcome> {
     run_spawned(store, lease, Supervised::spawn(spec)?, on_held, on_start)
 }
@@ -270,7 +274,7 @@ pub fn run_spawned(
     lease: &LeaseRun,
     mut supervised: Supervised,
     on_held: impl FnMut(&Held),
-    on_start: impl FnOnce(StopHandle),
+    on_start: impl FnOnce(&Grant, StopHandle),
 ) -> Result<RunOutcome> {
     if let Err(e) = supervised.await_group() {
         supervised.abort();
@@ -328,7 +332,7 @@ pub fn run_spawned(
         // command is stopped as soon as it starts.
         let _ = supervised.stop_handle().stop(Stop::Shutdown);
     }
-    on_start(supervised.stop_handle());
+    on_start(&grant, supervised.stop_handle());
     let started = supervised.start(&command_env(store, lease, &grant));
     let finished = match started {
         Ok(()) => Ok(supervised.wait()),
@@ -395,13 +399,17 @@ fn lost_before_start(store: &Store, lease: &LeaseRun, grant: Grant, loss: Loss) 
 
 /// The environment the command starts with: which grant it runs under.
 fn command_env(store: &Store, lease: &LeaseRun, grant: &Grant) -> serde_json::Value {
-    serde_json::json!({
+    let mut env = serde_json::json!({
         "LEASEHOLD_NAME": lease.name.to_string(),
         "LEASEHOLD_TOKEN": grant.token.to_string(),
         "LEASEHOLD_GRANT": grant.id().to_string(),
         "LEASEHOLD_OWNER": grant.owner,
         "LEASEHOLD_STORE": store.url().to_string(),
-    })
+    });
+    for (key, value) in &lease.env {
+        env[key] = value.clone().into();
+    }
+    env
 }
 
 /// How the command ended, read from what the guard reported.

@@ -1,0 +1,916 @@
+//! Schedules kept in the store, and their slots: what `leasehold schedule`
+//! edits and `leasehold cron` fires.
+//!
+//! Everything is a record of the store (`leasehold_backend::record`),
+//! written by compare-and-swap:
+//!
+//! | key | body | written by |
+//! |---|---|---|
+//! | `schedule/NAME` | the [`Schedule`] | `schedule add`, `pause`, `resume`, `remove` |
+//! | `schedule-state/NAME` | [`ScheduleState`]: the last slot accounted for | every claim |
+//! | `schedule-slot/LEN:NAME/MS` | a [`SlotRecord`]: what became of the slot at `MS` | its claim, then its daemon |
+//!
+//! **A slot is claimed once.** A claim is one write of two or three
+//! records: the state moves past the slot (expecting the version the
+//! claimer read), the slot's record is created (expecting none), and the
+//! slots it passed over are recorded as missed in one record. Two daemons
+//! that read the same state both try; the store applies one write and
+//! refuses the other whole ([`RecordWrite::Conflict`]). So no slot is
+//! fired twice, whichever daemons die when — a daemon that dies after
+//! claiming leaves its slot's record saying so (`claimed` or `running`,
+//! with its process), never a slot for another daemon to fire again.
+//!
+//! The slot keys carry the name's length (`schedule-slot/3:a/b/…`) so that
+//! the slots of `a` and of `a/b` are never listed together.
+
+use std::time::{Duration, SystemTime};
+
+use leasehold_backend::{
+    BackendError, ErrorKind, Expect, Holder, LeaseName, QueueName, Record, RecordBackend, RecordChange, RecordKey,
+    RecordListParams, RecordVersion, RecordWrite, RecordWriteParams, unix_ms,
+};
+use serde::{Deserialize, Serialize};
+
+use super::ScheduleSpec;
+use crate::{Result, Store};
+
+/// Slot records kept per schedule: the newest are kept, older ones pruned
+/// as new ones are written (as a name's history is).
+pub const SLOTS_KEPT: u32 = 1000;
+
+/// How often (in claims of a schedule) its old slot records are pruned.
+pub const PRUNE_EVERY: u64 = 64;
+
+/// What a schedule does at each slot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Run a command under the lease named after the schedule, as
+    /// `leasehold run` does.
+    Run { command: Vec<String> },
+    /// Add a task to a queue, its id naming the slot (so a slot's task is
+    /// added once, whoever adds it).
+    Enqueue { queue: String, payload: serde_json::Value },
+}
+
+/// What a slot does when the previous slot's command still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Overlap {
+    /// Do not run; the slot is recorded as skipped.
+    #[default]
+    Skip,
+    /// Wait for it to end (until the next slot is due, or the deadline).
+    Wait,
+    /// Stop it (SIGTERM, then SIGKILL after its grace), then run.
+    StopPrevious,
+}
+
+/// What becomes of slots whose time passed while no daemon could fire
+/// them (all down, or the store unreachable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CatchUp {
+    /// None runs: each is recorded as missed (cron's way).
+    #[default]
+    None,
+    /// The newest runs, the others are recorded as missed (systemd's
+    /// `Persistent=true`).
+    Latest,
+    /// Each runs, oldest first.
+    All,
+}
+
+macro_rules! word_enum {
+    ($ty:ident { $($variant:ident => $word:literal),* $(,)? }) => {
+        impl $ty {
+            /// Every value's word, as flags and JSON spell it.
+            pub const WORDS: &'static [&'static str] = &[$($word),*];
+
+            /// The word for this value.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$variant => $word),* }
+            }
+
+            /// The value a word names.
+            #[must_use]
+            pub fn from_word(word: &str) -> Option<Self> {
+                match word { $($word => Some($ty::$variant),)* _ => None }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+word_enum!(Overlap { Skip => "skip", Wait => "wait", StopPrevious => "stop-previous" });
+word_enum!(CatchUp { None => "none", Latest => "latest", All => "all" });
+
+/// A schedule as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// Its name, which is also the name of the lease its commands run
+    /// under.
+    pub name: LeaseName,
+    pub spec: ScheduleSpec,
+    pub action: Action,
+    pub overlap: Overlap,
+    pub catch_up: CatchUp,
+    /// A slot not started within this long of its time is missed, never
+    /// run late. `None`: no limit.
+    #[serde(with = "opt_ms")]
+    pub deadline: Option<Duration>,
+    /// Each daemon waits a random part of this after a slot's time before
+    /// it claims the slot (the first to claim fires it).
+    #[serde(with = "ms")]
+    pub jitter: Duration,
+    /// The TTL of the lease a command runs under.
+    #[serde(with = "ms")]
+    pub ttl: Duration,
+    /// SIGTERM to SIGKILL when a command is stopped (`None`: `run`'s
+    /// default for the TTL).
+    #[serde(with = "opt_ms")]
+    pub grace: Option<Duration>,
+    pub paused: bool,
+    /// When it was added: its first slot is the first after this.
+    #[serde(with = "unix_ms")]
+    pub created: SystemTime,
+}
+
+/// The last slot of a schedule accounted for (fired, skipped or missed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleState {
+    #[serde(with = "unix_ms")]
+    pub last_slot: SystemTime,
+    /// The newest slot that was claimed to fire (not missed), whose record
+    /// the next claim looks at.
+    #[serde(with = "opt_unix_ms")]
+    pub last_fired: Option<SystemTime>,
+    /// Claims written so far (pruning counts them).
+    #[serde(default)]
+    pub claims: u64,
+}
+
+/// What became of a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotOutcome {
+    /// Claimed by a daemon, which has not reported since.
+    Claimed,
+    /// Its command runs under the lease (token recorded).
+    Running,
+    /// Its command exited 0.
+    Ran,
+    /// Its command exited non-zero, or could not start, or was stopped
+    /// (lease lost, stalled, shut down).
+    Failed,
+    /// Stopped for the next slot (`--overlap stop-previous`).
+    Stopped,
+    /// Not run: the previous slot's command still ran (`--overlap skip`,
+    /// or `wait` until the next slot or the deadline).
+    Skipped,
+    /// Not run: no daemon fired it in time (the deadline, the catch-up
+    /// policy). A record of missed slots may stand for many (`count`).
+    Missed,
+    /// Its task was added to the queue.
+    Enqueued,
+    /// Its daemon died before reporting (proved dead by a daemon on its
+    /// host); its command was stopped with it.
+    Lost,
+}
+
+impl SlotOutcome {
+    /// Whether the slot is still in its daemon's hands.
+    #[must_use]
+    pub fn is_open(self) -> bool {
+        matches!(self, SlotOutcome::Claimed | SlotOutcome::Running)
+    }
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotOutcome::Claimed => "claimed",
+            SlotOutcome::Running => "running",
+            SlotOutcome::Ran => "ran",
+            SlotOutcome::Failed => "failed",
+            SlotOutcome::Stopped => "stopped",
+            SlotOutcome::Skipped => "skipped",
+            SlotOutcome::Missed => "missed",
+            SlotOutcome::Enqueued => "enqueued",
+            SlotOutcome::Lost => "lost",
+        }
+    }
+}
+
+impl std::fmt::Display for SlotOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What became of one slot (or of `count` missed slots from `slot` to
+/// `through`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRecord {
+    #[serde(with = "unix_ms")]
+    pub slot: SystemTime,
+    pub outcome: SlotOutcome,
+    /// Slots this record stands for (more than 1 only for missed ones).
+    pub count: u64,
+    /// The last of them.
+    #[serde(with = "unix_ms")]
+    pub through: SystemTime,
+    /// The daemon that claimed it (`None` for missed slots).
+    pub daemon: Option<Holder>,
+    #[serde(with = "unix_ms")]
+    pub claimed: SystemTime,
+    #[serde(with = "opt_unix_ms")]
+    pub started: Option<SystemTime>,
+    #[serde(with = "opt_unix_ms")]
+    pub ended: Option<SystemTime>,
+    /// The token of the lease its command ran under.
+    pub token: Option<u64>,
+    pub exit_code: Option<i32>,
+    /// Why, in words ("exit 3", "held by pid 4242 on h1", "3m late; the
+    /// deadline is 1m").
+    pub detail: String,
+}
+
+impl SlotRecord {
+    /// How late the slot was started, if it was.
+    #[must_use]
+    pub fn lateness(&self) -> Option<Duration> {
+        self.started.map(|s| s.duration_since(self.slot).unwrap_or_default())
+    }
+
+    /// How long its command ran, if it ended.
+    #[must_use]
+    pub fn duration(&self) -> Option<Duration> {
+        Some(self.ended?.duration_since(self.started?).unwrap_or_default())
+    }
+}
+
+/// A schedule with the store's versions of its records, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    pub schedule: Schedule,
+    pub version: RecordVersion,
+    pub state: Option<(ScheduleState, RecordVersion)>,
+}
+
+impl Kept {
+    /// The last slot accounted for: the state's, or the schedule's
+    /// creation before its first slot.
+    #[must_use]
+    pub fn accounted_until(&self) -> SystemTime {
+        self.state.map_or(self.schedule.created, |(s, _)| s.last_slot)
+    }
+}
+
+/// The first slot to fire among the due ones and those passed over, as
+/// [`decide`] decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Slots passed over: recorded as missed (with why).
+    pub missed: Vec<SystemTime>,
+    pub missed_why: String,
+    /// The slot to fire now, if any.
+    pub fire: Option<SystemTime>,
+}
+
+impl Decision {
+    /// The last slot this decision accounts for.
+    #[must_use]
+    pub fn last(&self) -> Option<SystemTime> {
+        self.fire.or_else(|| self.missed.last().copied())
+    }
+}
+
+/// How long after its time a slot still counts as on time: a daemon alive
+/// at the slot's time claims it within milliseconds, so a slot claimed
+/// later than this (plus the schedule's jitter) was missed at its time —
+/// no daemon could fire it — and the catch-up policy decides.
+pub const ON_TIME: Duration = Duration::from_secs(1);
+
+/// Which of `due` (slots not yet accounted for, at most `now`, oldest
+/// first; `more`: later due slots were not listed) to fire first, and
+/// which to record as missed before it:
+/// - a slot later than the deadline is missed, never run;
+/// - the newest due slot fires if it is on time ([`ON_TIME`] + jitter),
+///   or late with `--catch-up latest` or `all`;
+/// - an older due slot (its time passed while no daemon fired it) fires
+///   only with `--catch-up all`.
+#[must_use]
+pub fn decide(schedule: &Schedule, due: &[SystemTime], more: bool, now: SystemTime) -> Decision {
+    let late_after = ON_TIME + schedule.jitter;
+    let mut missed = Vec::new();
+    let mut why = String::new();
+    for (i, &slot) in due.iter().enumerate() {
+        let age = now.duration_since(slot).unwrap_or_default();
+        let newest = i + 1 == due.len() && !more;
+        let past_deadline = schedule.deadline.is_some_and(|d| age > d);
+        let fires = !past_deadline
+            && match schedule.catch_up {
+                CatchUp::All => true,
+                CatchUp::Latest => newest,
+                CatchUp::None => newest && age <= late_after,
+            };
+        if fires {
+            return Decision {
+                missed,
+                missed_why: why,
+                fire: Some(slot),
+            };
+        }
+        why = if let (true, Some(d)) = (past_deadline, schedule.deadline) {
+            format!(
+                "{} late; the deadline is {}",
+                crate::format_duration(age),
+                crate::format_duration(d)
+            )
+        } else {
+            format!("no daemon fired it in time; --catch-up {}", schedule.catch_up)
+        };
+        missed.push(slot);
+    }
+    Decision {
+        missed,
+        missed_why: why,
+        fire: None,
+    }
+}
+
+/// The schedules of a store ([`Store::schedules`]).
+pub struct Schedules<'a> {
+    store: &'a Store,
+    records: &'a dyn RecordBackend,
+}
+
+impl std::fmt::Debug for Schedules<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Schedules").field("store", &self.store.url()).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// The schedules kept in this store.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unsupported`] for a store that keeps no records.
+    pub fn schedules(&self) -> Result<Schedules<'_>> {
+        let records = self.backend().records().ok_or_else(|| {
+            BackendError::unsupported(
+                self.url().to_string(),
+                "keeping schedules",
+                "keep schedules in a SQLite, PostgreSQL or etcd store",
+            )
+        })?;
+        Ok(Schedules { store: self, records })
+    }
+}
+
+fn key(text: String) -> RecordKey {
+    RecordKey::new(text).expect("keys built from a lease name are valid")
+}
+
+fn schedule_key(name: &LeaseName) -> RecordKey {
+    key(format!("schedule/{name}"))
+}
+
+fn state_key(name: &LeaseName) -> RecordKey {
+    key(format!("schedule-state/{name}"))
+}
+
+fn slots_prefix(name: &LeaseName) -> String {
+    format!("schedule-slot/{}:{name}/", name.as_str().len())
+}
+
+/// The key of the slot at `slot` (milliseconds, zero-padded so that keys
+/// sort as times do).
+fn slot_key(name: &LeaseName, slot: SystemTime) -> RecordKey {
+    key(format!("{}{:016}", slots_prefix(name), unix_ms::to_ms(slot)))
+}
+
+/// The id of the task a slot adds: the schedule and the slot time, so a
+/// slot's task is one task whoever adds it.
+#[must_use]
+pub fn slot_task_id(name: &LeaseName, slot: SystemTime) -> String {
+    format!("{name}@{}", crate::format_time(slot))
+}
+
+fn corrupt(key: &RecordKey, e: &serde_json::Error) -> crate::Error {
+    BackendError::new(
+        ErrorKind::Corrupt,
+        String::new(),
+        format!("the record {key} is not what leasehold writes ({e}); it was left as found"),
+    )
+    .into()
+}
+
+fn decode<T: serde::de::DeserializeOwned>(record: &Record) -> Result<T> {
+    serde_json::from_str(&record.body).map_err(|e| corrupt(&record.key, &e))
+}
+
+fn encode<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("schedule records are plain data")
+}
+
+/// How a claim ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotClaim {
+    /// Written: the slots passed over, recorded as missed in one record,
+    /// and the slot this daemon fires (its record written as claimed).
+    Claimed {
+        missed: Option<SlotRecord>,
+        fired: Option<SlotRecord>,
+    },
+    /// Nothing was due.
+    NothingDue,
+    /// Another daemon claimed first (read again).
+    Lost,
+}
+
+impl Schedules<'_> {
+    /// The store they are kept in.
+    #[must_use]
+    pub fn store(&self) -> &Store {
+        self.store
+    }
+
+    /// Add `schedule`. An existing schedule of the name is replaced only
+    /// when `replace` (its slots' records and its place in time are kept);
+    /// otherwise refused as held.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Held`] when it exists and not `replace`; store errors.
+    pub fn add(&self, schedule: &Schedule, replace: bool) -> Result<()> {
+        let expect = if replace { Expect::Anything } else { Expect::Absent };
+        let change = RecordChange::Put {
+            key: schedule_key(&schedule.name),
+            body: encode(schedule),
+            expect,
+        };
+        match self.write(vec![change])? {
+            RecordWrite::Written { .. } => Ok(()),
+            RecordWrite::Conflict { .. } => Err(BackendError::new(
+                ErrorKind::Held,
+                self.store.url().to_string(),
+                format!(
+                    "a schedule named {} exists; nothing was changed (replace it with --replace, or remove it first)",
+                    crate::quoted(schedule.name.as_str())
+                ),
+            )
+            .into()),
+        }
+    }
+
+    fn write(&self, changes: Vec<RecordChange>) -> Result<RecordWrite> {
+        Ok(self.records.record_write(&RecordWriteParams { changes })?)
+    }
+
+    /// The schedule `name` with its state, if there is one.
+    ///
+    /// # Errors
+    /// Store errors; [`ErrorKind::Corrupt`] for a record leasehold did not
+    /// write.
+    pub fn get(&self, name: &LeaseName) -> Result<Option<Kept>> {
+        let Some(record) = self.records.record_get(&schedule_key(name))? else {
+            return Ok(None);
+        };
+        let state = self
+            .records
+            .record_get(&state_key(name))?
+            .map(|r| Ok::<_, crate::Error>((decode(&r)?, r.version)))
+            .transpose()?;
+        Ok(Some(Kept {
+            schedule: decode(&record)?,
+            version: record.version,
+            state,
+        }))
+    }
+
+    /// Every schedule, by name.
+    ///
+    /// # Errors
+    /// As [`Schedules::get`].
+    pub fn list(&self) -> Result<Vec<Kept>> {
+        let mut kept = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.records.record_list(&RecordListParams {
+                prefix: "schedule/".into(),
+                after: after.clone(),
+                descending: false,
+                limit: leasehold_backend::record::RECORD_LIST_MAX,
+            })?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.key.clone());
+            for record in &page {
+                let schedule: Schedule = decode(record)?;
+                let state = self
+                    .records
+                    .record_get(&state_key(&schedule.name))?
+                    .map(|r| Ok::<_, crate::Error>((decode(&r)?, r.version)))
+                    .transpose()?;
+                kept.push(Kept {
+                    schedule,
+                    version: record.version,
+                    state,
+                });
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Pause or resume `name`: `Ok(false)` when there is no such schedule.
+    /// A paused schedule's slots pass unfired and unrecorded; resuming
+    /// starts it afresh from now (its state moves to now), so a long pause
+    /// leaves no backlog to catch up on.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn set_paused(&self, name: &LeaseName, paused: bool) -> Result<bool> {
+        loop {
+            let Some(kept) = self.get(name)? else { return Ok(false) };
+            let mut schedule = kept.schedule.clone();
+            schedule.paused = paused;
+            let mut changes = vec![RecordChange::Put {
+                key: schedule_key(name),
+                body: encode(&schedule),
+                expect: Expect::Version(kept.version),
+            }];
+            if !paused && kept.schedule.paused {
+                let state = ScheduleState {
+                    last_slot: SystemTime::now(),
+                    last_fired: kept.state.and_then(|(s, _)| s.last_fired),
+                    claims: kept.state.map_or(0, |(s, _)| s.claims),
+                };
+                changes.push(RecordChange::Put {
+                    key: state_key(name),
+                    body: encode(&state),
+                    expect: kept.state.map_or(Expect::Absent, |(_, v)| Expect::Version(v)),
+                });
+            }
+            if let RecordWrite::Written { .. } = self.write(changes)? {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Remove `name` with its state and slot records: `Ok(false)` when
+    /// there is no such schedule. A daemon firing one of its slots now
+    /// finishes that slot.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn remove(&self, name: &LeaseName) -> Result<bool> {
+        if self.records.record_get(&schedule_key(name))?.is_none() {
+            return Ok(false);
+        }
+        loop {
+            let slots = self.records.record_list(&RecordListParams {
+                prefix: slots_prefix(name),
+                after: None,
+                descending: false,
+                limit: (leasehold_backend::record::RECORD_CHANGES_MAX - 2) as u32,
+            })?;
+            let last_round = slots.is_empty();
+            let mut changes: Vec<RecordChange> = slots
+                .into_iter()
+                .map(|r| RecordChange::Delete {
+                    key: r.key,
+                    expect: Expect::Anything,
+                })
+                .collect();
+            if last_round {
+                changes.push(RecordChange::Delete {
+                    key: schedule_key(name),
+                    expect: Expect::Anything,
+                });
+                changes.push(RecordChange::Delete {
+                    key: state_key(name),
+                    expect: Expect::Anything,
+                });
+            }
+            self.write(changes)?;
+            if last_round {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The newest `limit` slot records of `name`, newest first.
+    ///
+    /// # Errors
+    /// Store errors; [`ErrorKind::Corrupt`] for a record leasehold did not
+    /// write.
+    pub fn slots(&self, name: &LeaseName, limit: u32) -> Result<Vec<SlotRecord>> {
+        self.slot_records(name, None, limit)?
+            .iter()
+            .map(|r| decode(r))
+            .collect()
+    }
+
+    fn slot_records(&self, name: &LeaseName, before: Option<SystemTime>, limit: u32) -> Result<Vec<Record>> {
+        Ok(self.records.record_list(&RecordListParams {
+            prefix: slots_prefix(name),
+            after: before.map(|t| slot_key(name, t)),
+            descending: true,
+            limit: limit.clamp(1, leasehold_backend::record::RECORD_LIST_MAX),
+        })?)
+    }
+
+    /// The record of `name`'s slot at `slot`, with its version.
+    ///
+    /// # Errors
+    /// As [`Schedules::slots`].
+    pub fn slot(&self, name: &LeaseName, slot: SystemTime) -> Result<Option<(SlotRecord, RecordVersion)>> {
+        self.records
+            .record_get(&slot_key(name, slot))?
+            .map(|r| Ok((decode(&r)?, r.version)))
+            .transpose()
+    }
+
+    /// Write what became of a slot this daemon claimed (or, `expect`ing
+    /// the version read, one whose daemon was proved dead). `Ok(false)`:
+    /// the record changed meanwhile (or was removed with its schedule).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn report(&self, name: &LeaseName, record: &SlotRecord, expect: Expect) -> Result<bool> {
+        if expect == Expect::Anything && self.records.record_get(&slot_key(name, record.slot))?.is_none() {
+            return Ok(false);
+        }
+        let change = RecordChange::Put {
+            key: slot_key(name, record.slot),
+            body: encode(record),
+            expect,
+        };
+        Ok(matches!(self.write(vec![change])?, RecordWrite::Written { .. }))
+    }
+
+    /// Claim what is due of `kept` at `now`, as [`decide`] decides, for the
+    /// daemon `daemon`: one write that moves the state past the slots it
+    /// accounts for, records the missed ones and creates the fired slot's
+    /// record (see the module docs). At most `max_due` due slots are
+    /// looked at per claim.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn claim(&self, kept: &Kept, now: SystemTime, daemon: &Holder, max_due: usize) -> Result<SlotClaim> {
+        let schedule = &kept.schedule;
+        let due = schedule.spec.slots_between(kept.accounted_until(), now, max_due);
+        let decision = decide(schedule, &due.slots, due.more, now);
+        let Some(last) = decision.last() else {
+            return Ok(SlotClaim::NothingDue);
+        };
+        let state = ScheduleState {
+            last_slot: last,
+            last_fired: decision
+                .fire
+                .or_else(|| kept.state.and_then(|(s, _)| s.last_fired)),
+            claims: kept.state.map_or(0, |(s, _)| s.claims) + 1,
+        };
+        let mut changes = vec![RecordChange::Put {
+            key: state_key(&schedule.name),
+            body: encode(&state),
+            expect: kept.state.map_or(Expect::Absent, |(_, v)| Expect::Version(v)),
+        }];
+        let missed = if let (Some(&first), Some(&through)) = (decision.missed.first(), decision.missed.last()) {
+            let missed = SlotRecord {
+                slot: first,
+                outcome: SlotOutcome::Missed,
+                count: decision.missed.len() as u64,
+                through,
+                daemon: None,
+                claimed: now,
+                started: None,
+                ended: None,
+                token: None,
+                exit_code: None,
+                detail: decision.missed_why.clone(),
+            };
+            changes.push(RecordChange::Put {
+                key: slot_key(&schedule.name, first),
+                body: encode(&missed),
+                expect: Expect::Absent,
+            });
+            Some(missed)
+        } else {
+            None
+        };
+        let fired = decision.fire.map(|slot| SlotRecord {
+            slot,
+            outcome: SlotOutcome::Claimed,
+            count: 1,
+            through: slot,
+            daemon: Some(daemon.clone()),
+            claimed: now,
+            started: None,
+            ended: None,
+            token: None,
+            exit_code: None,
+            detail: String::new(),
+        });
+        if let Some(record) = &fired {
+            changes.push(RecordChange::Put {
+                key: slot_key(&schedule.name, record.slot),
+                body: encode(record),
+                expect: Expect::Absent,
+            });
+        }
+        // The schedule itself must still be there, unchanged (not paused or
+        // removed since it was read): re-put at the version read.
+        changes.push(RecordChange::Put {
+            key: schedule_key(&schedule.name),
+            body: encode(schedule),
+            expect: Expect::Version(kept.version),
+        });
+        match self.write(changes)? {
+            RecordWrite::Conflict { .. } => Ok(SlotClaim::Lost),
+            RecordWrite::Written { .. } => {
+                if state.claims % PRUNE_EVERY == 0 {
+                    self.prune(&schedule.name)?;
+                }
+                Ok(SlotClaim::Claimed { missed, fired })
+            }
+        }
+    }
+
+    /// Delete the slot records of `name` older than the newest
+    /// [`SLOTS_KEPT`] — every [`PRUNE_EVERY`]th claim, so a schedule keeps
+    /// at most `SLOTS_KEPT + PRUNE_EVERY` records and a claim rarely pays
+    /// for reading them.
+    fn prune(&self, name: &LeaseName) -> Result<()> {
+        let newest = self.slot_records(name, None, SLOTS_KEPT)?;
+        let Some(oldest_kept) = newest.get(SLOTS_KEPT as usize - 1).map(|r| r.key.clone()) else {
+            return Ok(());
+        };
+        loop {
+            let older: Vec<RecordChange> = self
+                .records
+                .record_list(&RecordListParams {
+                    prefix: slots_prefix(name),
+                    after: None,
+                    descending: false,
+                    limit: leasehold_backend::record::RECORD_CHANGES_MAX as u32,
+                })?
+                .into_iter()
+                .filter(|r| r.key < oldest_kept)
+                .map(|r| RecordChange::Delete {
+                    key: r.key,
+                    expect: Expect::Anything,
+                })
+                .collect();
+            if older.is_empty() {
+                return Ok(());
+            }
+            self.write(older)?;
+        }
+    }
+}
+
+mod opt_unix_ms {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[allow(clippy::ref_option, reason = "serde's with = signature")]
+    pub fn serialize<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_some(&super::unix_ms::to_ms(*t)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SystemTime>, D::Error> {
+        Ok(Option::<i64>::deserialize(d)?.map(super::unix_ms::from_ms))
+    }
+}
+
+mod ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+mod opt_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[allow(clippy::ref_option, reason = "serde's with = signature")]
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+/// A queue name from an action (validated when the schedule was added).
+///
+/// # Errors
+/// [`ErrorKind::Corrupt`] for a queue name no leasehold would store.
+pub fn queue_of(queue: &str) -> Result<QueueName> {
+    QueueName::new(queue).map_err(|e| {
+        BackendError::new(
+            ErrorKind::Corrupt,
+            String::new(),
+            format!("a schedule names the queue {queue:?}, which is not a queue name ({e})"),
+        )
+        .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+
+    fn schedule(catch_up: CatchUp, deadline: Option<Duration>) -> Schedule {
+        Schedule {
+            name: LeaseName::new("s").unwrap(),
+            spec: ScheduleSpec::parse("@every 1m", None).unwrap(),
+            action: Action::Run {
+                command: vec!["true".into()],
+            },
+            overlap: Overlap::Skip,
+            catch_up,
+            deadline,
+            jitter: Duration::ZERO,
+            ttl: Duration::from_secs(30),
+            grace: None,
+            paused: false,
+            created: UNIX_EPOCH,
+        }
+    }
+
+    fn at(mins: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(60 * mins)
+    }
+
+    #[test]
+    fn an_on_time_slot_fires_under_every_policy() {
+        for catch_up in [CatchUp::None, CatchUp::Latest, CatchUp::All] {
+            let d = decide(&schedule(catch_up, None), &[at(10)], false, at(10) + Duration::from_millis(20));
+            assert_eq!((d.fire, d.missed.len()), (Some(at(10)), 0), "{catch_up}");
+        }
+    }
+
+    #[test]
+    fn slots_due_after_downtime_follow_the_catch_up_policy() {
+        let due = [at(1), at(2), at(3)];
+        let now = at(3) + Duration::from_secs(30);
+        let none = decide(&schedule(CatchUp::None, None), &due, false, now);
+        assert_eq!((none.fire, none.missed), (None, due.to_vec()));
+        let latest = decide(&schedule(CatchUp::Latest, None), &due, false, now);
+        assert_eq!((latest.fire, latest.missed), (Some(at(3)), vec![at(1), at(2)]));
+        let all = decide(&schedule(CatchUp::All, None), &due, false, now);
+        assert_eq!((all.fire, all.missed), (Some(at(1)), vec![]));
+    }
+
+    #[test]
+    fn a_slot_past_its_deadline_is_missed_never_run() {
+        let due = [at(1), at(2), at(3)];
+        let now = at(3) + Duration::from_secs(90);
+        let d = decide(&schedule(CatchUp::All, Some(Duration::from_secs(100))), &due, false, now);
+        assert_eq!((d.fire, d.missed), (Some(at(3)), vec![at(1), at(2)]));
+        assert!(d.missed_why.contains("deadline"), "{}", d.missed_why);
+        let d = decide(&schedule(CatchUp::Latest, Some(Duration::from_secs(60))), &due, false, now);
+        assert_eq!((d.fire, d.missed), (None, due.to_vec()));
+    }
+
+    #[test]
+    fn the_newest_listed_slot_is_not_the_newest_due_when_more_are() {
+        let d = decide(&schedule(CatchUp::Latest, None), &[at(1), at(2)], true, at(9));
+        assert_eq!((d.fire, d.missed), (None, vec![at(1), at(2)]));
+    }
+
+    #[test]
+    fn slot_keys_sort_as_times_and_keep_names_apart() {
+        let a = LeaseName::new("a").unwrap();
+        let ab = LeaseName::new("a/b").unwrap();
+        assert!(slot_key(&a, at(2)) > slot_key(&a, at(1)));
+        assert!(slot_key(&a, at(100_000)) > slot_key(&a, at(3)));
+        assert!(!slot_key(&ab, at(1)).as_str().starts_with(&slots_prefix(&a)));
+    }
+}
