@@ -14,7 +14,8 @@
 //! - **Serialization**: every lease operation that may change a name takes a
 //!   transaction-scoped advisory lock on it, then row locks; renewals take
 //!   the row lock alone (one statement on the happy path). Task claims use
-//!   `FOR UPDATE SKIP LOCKED` on a partial index in claim order.
+//!   `FOR UPDATE SKIP LOCKED` on a partial index in claim order. Record
+//!   writes take turns on the one row of `record_version` (see `record`).
 //! - **TLS**: rustls, as `sslmode` / `sslrootcert` ask (see `tls`).
 //! - **Connections**: a small pool of lazily opened connections (`pool`),
 //!   each a `Mutex<Client>` with its own prepared-statement cache. A
@@ -47,6 +48,7 @@ mod db;
 mod lease;
 mod notify;
 mod pool;
+mod record;
 mod register;
 mod schema;
 mod task;
@@ -71,6 +73,7 @@ use leasehold_backend::{
     TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskIdParams,
     TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
+use leasehold_backend::{Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams};
 
 use crate::classify::detail;
 use crate::db::Result;
@@ -298,6 +301,26 @@ impl Backend for PostgresBackend {
 
     fn tasks(&self) -> Option<&dyn TaskBackend> {
         Some(self)
+    }
+
+    fn records(&self) -> Option<&dyn RecordBackend> {
+        Some(self)
+    }
+}
+
+impl RecordBackend for PostgresBackend {
+    fn record_get(&self, key: &RecordKey) -> std::result::Result<Option<Record>, BackendError> {
+        self.read(|db| record::get(db, key))
+    }
+
+    fn record_list(&self, params: &RecordListParams) -> std::result::Result<Vec<Record>, BackendError> {
+        params.check()?;
+        self.read(|db| record::list(db, params))
+    }
+
+    fn record_write(&self, params: &RecordWriteParams) -> std::result::Result<RecordWrite, BackendError> {
+        params.check()?;
+        self.transact(Kind::Write, |db| record::write(db, params))
     }
 }
 

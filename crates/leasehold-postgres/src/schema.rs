@@ -124,6 +124,30 @@ const MIGRATIONS: &[Migration] = &[
     );
     ",
     },
+    // 4: records (schedules and their slots).
+    Migration {
+        objects: &["record", "record_version"],
+        sql: "
+    -- Small documents written by compare-and-swap (leasehold_backend::record).
+    -- COLLATE \"C\": keys are ordered and bounded bytewise, as the
+    -- other stores order them, whatever the database's collation.
+    CREATE TABLE record (
+        key text COLLATE \"C\" PRIMARY KEY,
+        version bigint NOT NULL,
+        body text NOT NULL
+    );
+    -- The last version given to any record: versions come from this one
+    -- counter so that a key deleted and written again never gets a
+    -- version it had, and every write locks its row first, so writes of
+    -- records take turns (see record.rs). Its one row exists from the
+    -- start, so there is always a row to lock.
+    CREATE TABLE record_version (
+        id int PRIMARY KEY CHECK (id = 1),
+        last bigint NOT NULL
+    );
+    INSERT INTO record_version (id, last) VALUES (1, 0);
+    ",
+    },
 ];
 
 /// The schema version this build writes.

@@ -1,6 +1,7 @@
 //! What only the PostgreSQL store does, on a throwaway server: schema
-//! versioning and races, errors, concurrent claims and acquirers, and the
-//! task queue end to end (until the conformance suite has task cases).
+//! versioning and races, errors, concurrent claims and acquirers, the
+//! task queue end to end (until the conformance suite has task cases), and
+//! records' bytewise order under another collation.
 
 use std::collections::HashSet;
 
@@ -10,9 +11,10 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Available, Backend, Claim, ErrorKind, LeaseAcquire, QueueName, Retry, TaskAddParams, TaskBackend as _,
-    TaskClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskLost, TaskPurgeParams,
-    TaskState, TaskStatsParams, TaskUpdate, Token,
+    Available, Backend, Claim, ErrorKind, Expect, LeaseAcquire, QueueName, RecordBackend as _, RecordChange, RecordKey,
+    RecordListParams, RecordWriteParams, Retry, TaskAddParams, TaskBackend as _, TaskClaimParams, TaskCompleteParams,
+    TaskFail, TaskFailParams, TaskHeartbeatParams, TaskLost, TaskPurgeParams, TaskState, TaskStatsParams, TaskUpdate,
+    Token,
 };
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions, SCHEMA_VERSION};
@@ -32,6 +34,7 @@ fn main() {
         a_release_and_an_expired_waiter_notify_the_name,
         history_keeps_the_newest_entries_of_a_name,
         a_claim_that_returns_expired_claims_notifies_the_queue,
+        records_are_listed_bytewise_whatever_the_database_collation,
     ]]);
 }
 
@@ -508,4 +511,44 @@ fn a_claim_that_returns_expired_claims_notifies_the_queue() {
         "the expired claim comes first in claim order"
     );
     assert_eq!(received(&mut listener), ["queue:q"]);
+}
+
+/// The conformance suite's server orders text bytewise already (`C.UTF-8`);
+/// in a database whose collation does not (ICU's `en-US`: `a` < `B` <
+/// `é` < `z`), keys are still listed and bounded bytewise.
+fn records_are_listed_bytewise_whatever_the_database_collation() {
+    let db = Server::fresh_schema();
+    psql(&format!(
+        "CREATE DATABASE {db} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+    ));
+    let url = Server::shared()
+        .url("leasehold")
+        .replace("/postgres?", &format!("/{db}?"));
+    let store = open(&url);
+    let keys = ["slot/a/z", "slot/a/\u{e9}", "slot/a/B", "slot/a/a", "slot/a0", "slot/B"];
+    let changes = keys
+        .iter()
+        .map(|k| RecordChange::Put {
+            key: RecordKey::new(*k).unwrap(),
+            body: String::new(),
+            expect: Expect::Absent,
+        })
+        .collect();
+    store.record_write(&RecordWriteParams { changes }).unwrap();
+    let list = |after: Option<&str>| -> Vec<String> {
+        let params = RecordListParams {
+            prefix: "slot/a/".into(),
+            after: after.map(|k| RecordKey::new(k).unwrap()),
+            descending: false,
+            limit: 100,
+        };
+        store
+            .record_list(&params)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.key.as_str().to_owned())
+            .collect()
+    };
+    assert_eq!(list(None), ["slot/a/B", "slot/a/a", "slot/a/z", "slot/a/\u{e9}"]);
+    assert_eq!(list(Some("slot/a/a")), ["slot/a/z", "slot/a/\u{e9}"]);
 }
