@@ -13,6 +13,7 @@
 mod cluster;
 mod common;
 mod corrupt;
+mod cron;
 mod failpoints;
 mod fuzz;
 mod leadership;
@@ -26,6 +27,7 @@ fn main() {
     leasehold_testkit::main(&[
         cluster::TESTS,
         corrupt::TESTS,
+        cron::TESTS,
         failpoints::TESTS,
         fuzz::TESTS,
         leadership::TESTS,

@@ -2,6 +2,7 @@
 //! output pumps, the stall watcher and the event loop that stops it. The
 //! life of a supervised command is told in [`crate::supervise`].
 
+use std::os::unix::process::CommandExt as _;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, IoSlice, Write};
 use std::mem::MaybeUninit;
@@ -311,6 +312,13 @@ fn spawn_guard<L: Refusal>(
             .stdin(stdin)
             .stdout(output)
             .stderr(errput)
+            // A group of its own: a kill -9 of the supervisor's whole
+            // process group (a shell's `kill -9 %1`, a process manager
+            // killing what it started) leaves the guard alive to see the
+            // control socket close and stop the command — in the
+            // supervisor's group, both died at once and the command ran
+            // on past the lease's TTL.
+            .process_group(0)
             .spawn()
             .map_err(|error| SuperviseError::GuardSpawn {
                 program: program.clone(),
