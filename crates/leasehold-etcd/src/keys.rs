@@ -23,6 +23,10 @@
 //! PREFIX/token-offset          the token offset of `--bump-tokens` (decimal;
 //!                              absent: 0), added to the revision of every
 //!                              grant made from then on
+//! PREFIX/record/KEY            a record (`leasehold_backend::record`): the
+//!                              body; its `mod_revision` is its version. KEY
+//!                              as given, unencoded, so that etcd's key order
+//!                              is the records' bytewise order
 //! ```
 //!
 //! A token is a revision plus the token offset in force when the grant was
@@ -125,6 +129,27 @@ impl Keys {
 
     pub fn waiter(&self, name: &LeaseName, slot: &str) -> String {
         format!("{}w/{slot}", self.name_dir(name))
+    }
+
+    /// The directory of records (outside `lease/` and `history/`: no
+    /// record key is ever one of a name's keys).
+    pub fn records(&self) -> String {
+        format!("{}/record/", self.prefix)
+    }
+
+    /// The least key after every key under [`Keys::records`].
+    pub fn records_end(&self) -> String {
+        format!("{}/record0", self.prefix)
+    }
+
+    /// The key of the record `key`.
+    pub fn record_key(&self, key: &str) -> String {
+        format!("{}{key}", self.records())
+    }
+
+    /// The record key of a key under [`Keys::records`].
+    pub fn split_record<'k>(&self, key: &'k str) -> Option<&'k str> {
+        key.strip_prefix(&self.records())
     }
 
     pub fn history_dir(&self, name: &LeaseName) -> String {
@@ -417,5 +442,20 @@ mod tests {
         assert!(!keys.name_dir(&LeaseName::new("job2").unwrap()).starts_with(&job));
         assert!(!keys.name_dir(&LeaseName::new("job/1").unwrap()).starts_with(&job));
         assert_eq!(decode("bad%2"), None);
+    }
+
+    #[test]
+    fn records_are_kept_apart_from_names_and_in_their_own_range() {
+        let keys = Keys::new("/app/");
+        let record = keys.record_key("lease/job/v");
+        assert_eq!(record, "/app/record/lease/job/v");
+        assert!(keys.split(&record).is_none(), "a record key read as a name's key");
+        assert_eq!(keys.split_record(&record), Some("lease/job/v"));
+        let (start, end) = (keys.records(), keys.records_end());
+        assert!(start < record && record < end && keys.record_key("\u{10FFFF}") < end);
+        let name = LeaseName::new("job").unwrap();
+        for other in [keys.guard(&name), keys.history(&name, 1), keys.token_offset()] {
+            assert!(!(start <= other && other < end), "{other} lies among the records");
+        }
     }
 }

@@ -57,6 +57,9 @@ pub enum Error {
     Corrupt(String),
     /// Lost the race `MAX_ROUNDS` times in a row.
     Contended(String),
+    /// A request over the cluster's size limit (`--max-request-bytes`),
+    /// refused before anything was written: what it was.
+    TooLarge(String),
 }
 
 impl From<etcd_client::Error> for Error {

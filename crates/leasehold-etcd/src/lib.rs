@@ -42,12 +42,16 @@
 //!   scan per claim and a sweep by every writer — not an acceptable cost
 //!   next to SQLite's and PostgreSQL's indexes, and not a weaker guarantee
 //!   we would ship silently.
+//! - Records (what schedules are kept in) are keys under `PREFIX/record/`,
+//!   versioned by their `mod_revision`, a batch one transaction guarded by
+//!   a compare per expectation (see `record`).
 //! - TLS (a CA, a client certificate) and etcd users: see `access`; how
 //!   an `etcd://` URL asks for them: `url`.
 
 mod access;
 mod keys;
 mod lease;
+mod record;
 mod url;
 mod watch;
 
@@ -60,8 +64,9 @@ use etcd_client::{Client, ConnectOptions, GetOptions};
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
-    WaiterRemoveParams, WaiterTicket, Watched,
+    LeaseRenewParams, LeaseState, Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams,
+    StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket,
+    Watched,
 };
 use tokio::runtime::Runtime;
 
@@ -319,6 +324,12 @@ impl EtcdBackend {
                 format!("{what} kept losing races with other clients"),
             )
             .hint("retry; nothing was changed by this call"),
+            lease::Error::TooLarge(what) => BackendError::new(
+                ErrorKind::InvalidInput,
+                self.store(),
+                format!("{what} is larger than the cluster accepts in one request"),
+            )
+            .hint("write fewer or smaller records at once, or raise etcd's --max-request-bytes"),
         })
     }
 }
@@ -444,5 +455,25 @@ impl Backend for EtcdBackend {
             std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
         }
         Ok(())
+    }
+
+    fn records(&self) -> Option<&dyn RecordBackend> {
+        Some(self)
+    }
+}
+
+impl RecordBackend for EtcdBackend {
+    fn record_get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
+        self.call(|mut c| async move { c.record_get(key).await })
+    }
+
+    fn record_list(&self, params: &RecordListParams) -> Result<Vec<Record>, BackendError> {
+        params.check()?;
+        self.call(|mut c| async move { c.record_list(params).await })
+    }
+
+    fn record_write(&self, params: &RecordWriteParams) -> Result<RecordWrite, BackendError> {
+        params.check()?;
+        self.call(|mut c| async move { c.record_write(params).await })
     }
 }

@@ -69,9 +69,17 @@ impl<H: Harness> Case<H> {
 
 /// A put expecting absence creates the record; a second one conflicts and
 /// names the version found; a put at the right version replaces it with a
-/// new version.
+/// new version. No record has the version 0 (an absent key is not at 0).
 pub fn records_put_creates_then_compares_versions<H: Harness>(t: &mut Case<H>) {
     assert_eq!(t.body("schedule/a"), None);
+    assert_eq!(
+        t.write(vec![put("schedule/a", "zero", Expect::Version(RecordVersion(0)))]),
+        RecordWrite::Conflict {
+            key: key("schedule/a"),
+            found: None
+        },
+        "a write expecting the version 0 of an absent key must not apply"
+    );
     let v1 = t.written(vec![put("schedule/a", "one", Expect::Absent)])[0].expect("a put has a version");
     assert_eq!(t.body("schedule/a"), Some((v1, "one".into())));
     assert_eq!(
