@@ -1,9 +1,9 @@
 //! One module per command (`commands/<area>/<verb>.rs`); `dispatch` routes.
 
 mod completions;
+mod cron;
 mod doctor;
 mod files;
-mod cron;
 mod leader;
 mod lease;
 mod lock;

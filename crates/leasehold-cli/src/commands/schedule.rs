@@ -84,7 +84,12 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs) -> anyhow::Result<u8> {
         output::print_json(&json::schedule(&kept));
     } else {
         let next = json::schedule(&kept).next.unwrap_or_else(|| "none (paused)".into());
-        println!("added schedule {}: {} ({}); next slot {next}", args.name, kept.schedule.spec.text(), kept.schedule.spec.zone_name());
+        println!(
+            "added schedule {}: {} ({}); next slot {next}",
+            args.name,
+            kept.schedule.spec.text(),
+            kept.schedule.spec.zone_name()
+        );
     }
     Ok(ExitCode::Success.code())
 }
@@ -203,7 +208,13 @@ fn pause(ctx: &Ctx, args: &ScheduleNameArg, paused: bool) -> anyhow::Result<u8> 
     if !store.schedules()?.set_paused(&args.name, paused)? {
         return Err(not_found(&args.name));
     }
-    changed(ctx, &args.name, paused, false, if paused { "paused" } else { "resumed" });
+    changed(
+        ctx,
+        &args.name,
+        paused,
+        false,
+        if paused { "paused" } else { "resumed" },
+    );
     Ok(ExitCode::Success.code())
 }
 

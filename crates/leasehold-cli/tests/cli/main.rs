@@ -11,6 +11,7 @@ mod mutants;
 mod race;
 mod restore;
 mod run;
+mod schedule;
 mod serve;
 mod task;
 mod util;
@@ -29,6 +30,7 @@ fn main() {
         race::TESTS,
         restore::TESTS,
         run::TESTS,
+        schedule::TESTS,
         serve::TESTS,
         task::TESTS,
         waiters::TESTS,

@@ -88,7 +88,7 @@ fn last_claim(d: &Daemon) -> Option<String> {
 }
 
 fn ms_of(rfc3339: &str) -> u64 {
-    let t = leasehold::parse_time_within(rfc3339, std::time::SystemTime::UNIX_EPOCH, leasehold::limits::CENTURY)
+    let t = leasehold::parse_time_within(rfc3339, leasehold::limits::DELAY, std::time::SystemTime::now())
         .unwrap_or_else(|e| panic!("not a time: {rfc3339}: {e}"));
     u64::try_from(leasehold::unix_ms::to_ms(t)).expect("after the epoch")
 }
@@ -100,10 +100,22 @@ fn case32(store: &str, mode: Mode, what: &str) {
     let lock = sb.file("run.lock");
     let add = |extra: &[&str]| {
         let mut args = vec![
-            "schedule", "add", NAME, "--cron", "@every 200ms", "--ttl", "3s", "--overlap", "skip",
+            "schedule",
+            "add",
+            NAME,
+            "--cron",
+            "@every 200ms",
+            "--ttl",
+            "3s",
+            "--overlap",
+            "skip",
         ];
         args.extend_from_slice(extra);
-        let out = sb.cmd(&args).env("LEASEHOLD_STORE", store).output().expect("schedule add");
+        let out = sb
+            .cmd(&args)
+            .env("LEASEHOLD_STORE", store)
+            .output()
+            .expect("schedule add");
         let (code, _, err) = proc::outcome(&out);
         assert_eq!(code, 0, "schedule add: {err}");
     };
@@ -120,6 +132,8 @@ fn case32(store: &str, mode: Mode, what: &str) {
     let started = Instant::now();
     let length = Duration::from_millis(EVERY_MS * slots as u64);
     let mut kills = 0;
+    // What every daemon ever started printed (the killed ones' too).
+    let mut told: Vec<Arc<Mutex<Vec<serde_json::Value>>>> = Vec::new();
     while started.elapsed() < length {
         std::thread::sleep(Duration::from_secs(3).min(length.saturating_sub(started.elapsed())));
         if started.elapsed() >= length {
@@ -139,7 +153,8 @@ fn case32(store: &str, mode: Mode, what: &str) {
         );
         let _ = daemons[i].child.wait();
         kills += 1;
-        daemons[i] = start_daemon(&sb, store);
+        let dead = std::mem::replace(&mut daemons[i], start_daemon(&sb, store));
+        told.push(dead.lines);
     }
     for d in &mut daemons {
         proc::signal(d.child.id(), Signal::TERM);
@@ -148,6 +163,18 @@ fn case32(store: &str, mode: Mode, what: &str) {
         let status = d.child.wait().unwrap();
         assert!(status.success(), "a daemon ended with {status} on SIGTERM");
     }
+    told.extend(daemons.iter().map(|d| d.lines.clone()));
+    // Slots two daemons each said they claimed: the claim itself doubled,
+    // whatever the lease or the task id then caught.
+    let mut claims: BTreeMap<String, usize> = BTreeMap::new();
+    for lines in &told {
+        for l in lines.lock().unwrap().iter().filter(|l| l["outcome"] == "claimed") {
+            *claims
+                .entry(l["slot"].as_str().unwrap_or_default().to_owned())
+                .or_default() += 1;
+        }
+    }
+    let claimed_twice: Vec<&String> = claims.iter().filter(|(_, n)| **n > 1).map(|(s, _)| s).collect();
     // Let the last commands' lines land (a killed daemon's command is
     // stopped by its guard within its grace).
     std::thread::sleep(Duration::from_millis(500));
@@ -165,7 +192,10 @@ fn case32(store: &str, mode: Mode, what: &str) {
     let mut covered: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     for r in &records {
-        let (first, through) = (ms_of(r["slot"].as_str().unwrap()), ms_of(r["through"].as_str().unwrap()));
+        let (first, through) = (
+            ms_of(r["slot"].as_str().unwrap()),
+            ms_of(r["through"].as_str().unwrap()),
+        );
         let outcome = r["outcome"].as_str().unwrap().to_owned();
         *outcomes.entry(outcome.clone()).or_default() += r["count"].as_u64().unwrap();
         let mut t = first;
@@ -179,8 +209,11 @@ fn case32(store: &str, mode: Mode, what: &str) {
     };
     let grid: Vec<u64> = (first..=last).step_by(EVERY_MS as usize).collect();
     let missing: Vec<u64> = grid.iter().copied().filter(|t| !covered.contains_key(t)).collect();
-    let twice_recorded: Vec<(u64, Vec<String>)> =
-        covered.iter().filter(|(_, o)| o.len() > 1).map(|(t, o)| (*t, o.clone())).collect();
+    let twice_recorded: Vec<(u64, Vec<String>)> = covered
+        .iter()
+        .filter(|(_, o)| o.len() > 1)
+        .map(|(t, o)| (*t, o.clone()))
+        .collect();
 
     // What fired, from outside the store.
     let mut starts: BTreeMap<u64, usize> = BTreeMap::new();
@@ -224,10 +257,11 @@ fn case32(store: &str, mode: Mode, what: &str) {
     figure(
         32,
         &format!(
-            "{what}: 3 daemons, @every 200ms, {kills} kills of the firing daemon's process group over {} slots: {} fired ({} distinct), outcomes {outcomes:?}; fired twice {}, slots missing from the records {}, recorded twice {}, commands overlapping {}, fired but unrecorded {}, recorded {fired_word} but not seen {}",
+            "{what}: 3 daemons, @every 200ms, {kills} kills of the firing daemon's process group over {} slots: {} fired ({} distinct), outcomes {outcomes:?}; claimed twice {}, fired twice {}, slots missing from the records {}, recorded twice {}, commands overlapping {}, fired but unrecorded {}, recorded {fired_word} but not seen {}",
             grid.len(),
             starts.values().sum::<usize>(),
             unique.len(),
+            claimed_twice.len(),
             fired_twice.len(),
             missing.len(),
             twice_recorded.len(),
@@ -237,12 +271,22 @@ fn case32(store: &str, mode: Mode, what: &str) {
         ),
     );
     assert!(kills > 0 || slots < 20, "no daemon was killed");
+    assert!(
+        claimed_twice.is_empty(),
+        "slots claimed by two daemons: {claimed_twice:?}"
+    );
     assert!(fired_twice.is_empty(), "slots fired twice: {fired_twice:?}");
     assert!(overlaps.is_empty(), "commands ran at once: {overlaps:?}");
     assert!(missing.is_empty(), "slots accounted for by no record: {missing:?}");
     assert!(twice_recorded.is_empty(), "slots recorded twice: {twice_recorded:?}");
-    assert!(not_recorded.is_empty(), "slots fired without a record: {not_recorded:?}");
-    assert!(fired_unseen.is_empty(), "slots recorded as {fired_word} that did not fire: {fired_unseen:?}");
+    assert!(
+        not_recorded.is_empty(),
+        "slots fired without a record: {not_recorded:?}"
+    );
+    assert!(
+        fired_unseen.is_empty(),
+        "slots recorded as {fired_word} that did not fire: {fired_unseen:?}"
+    );
     assert!(
         grid.len() * 10 >= slots * 8,
         "only {} slots recorded of about {slots}",
@@ -277,13 +321,21 @@ fn case32_cron_on_sqlite_enqueues_each_slot_once_under_kill_9() {
 /// fault case 32 on PostgreSQL, run mode.
 fn case32_cron_on_postgres_fires_each_slot_once_under_kill_9() {
     let server = postgres::Server::shared();
-    case32(&server.url(&postgres::Server::fresh_schema()), Mode::Run, "PostgreSQL, run");
+    case32(
+        &server.url(&postgres::Server::fresh_schema()),
+        Mode::Run,
+        "PostgreSQL, run",
+    );
 }
 
 /// fault case 32 on PostgreSQL, queue mode.
 fn case32_cron_on_postgres_enqueues_each_slot_once_under_kill_9() {
     let server = postgres::Server::shared();
-    case32(&server.url(&postgres::Server::fresh_schema()), Mode::Queue, "PostgreSQL, queue");
+    case32(
+        &server.url(&postgres::Server::fresh_schema()),
+        Mode::Queue,
+        "PostgreSQL, queue",
+    );
 }
 
 /// fault case 32 on etcd, run mode (etcd has no queue: queue mode does not
@@ -291,6 +343,10 @@ fn case32_cron_on_postgres_enqueues_each_slot_once_under_kill_9() {
 fn case32_cron_on_etcd_fires_each_slot_once_under_kill_9() {
     etcd::need_etcd();
     let server = etcd::EtcdServer::start();
-    let store = format!("etcd://{}?prefix={}", server.endpoint(), etcd::unique_prefix("faults", "cron"));
+    let store = format!(
+        "etcd://{}?prefix={}",
+        server.endpoint(),
+        etcd::unique_prefix("faults", "cron")
+    );
     case32(&store, Mode::Run, "etcd, run");
 }

@@ -70,10 +70,19 @@ impl CronOptions {
 #[derive(Debug)]
 pub enum CronEvent<'a> {
     /// A slot's record was written: claimed, missed, or what became of it.
-    Slot { name: &'a LeaseName, record: &'a SlotRecord },
+    Slot {
+        name: &'a LeaseName,
+        record: &'a SlotRecord,
+    },
     /// Something failed; the daemon goes on (the store may be down).
-    Failed { name: Option<&'a LeaseName>, error: &'a Error },
+    Failed {
+        name: Option<&'a LeaseName>,
+        error: &'a Error,
+    },
 }
+
+/// The longest sleep of the loop between looks at `cancel`.
+const NAP: Duration = Duration::from_millis(50);
 
 type Sink = Arc<dyn Fn(&CronEvent<'_>) + Send + Sync>;
 
@@ -116,7 +125,10 @@ pub fn run(
                     read_at = Some(Instant::now());
                 }
                 Err(error) => {
-                    sink(&CronEvent::Failed { name: None, error: &error });
+                    sink(&CronEvent::Failed {
+                        name: None,
+                        error: &error,
+                    });
                     read_at = Some(Instant::now());
                 }
             }
@@ -158,8 +170,11 @@ pub fn run(
         let until_due = next_due.map_or(until_refresh, |at| {
             at.duration_since(SystemTime::now()).unwrap_or_default()
         });
-        // Short naps, so that a cancel is seen within 50 ms.
-        std::thread::sleep(until_due.min(until_refresh).min(Duration::from_millis(50)));
+        // Naps of at most 50 ms, so that a cancel is seen soon — but the
+        // last one ends exactly when the slot is due: a daemon woken at the
+        // slot's time fires it then, not up to a nap later.
+        let nap = until_due.min(until_refresh);
+        std::thread::sleep(if nap <= NAP { nap } else { NAP });
     }
     for (running, _) in &fires {
         if let Some(handle) = running.handle.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
@@ -230,10 +245,12 @@ fn fire_due(
                     record: &record,
                 });
             })
-            .map_err(|e| Error::Supervise(supervise::SuperviseError::Io {
-                what: "cannot start a thread for a slot",
-                error: e,
-            }))?
+            .map_err(|e| {
+                Error::Supervise(supervise::SuperviseError::Io {
+                    what: "cannot start a thread for a slot",
+                    error: e,
+                })
+            })?
     };
     Ok(Some((running, thread)))
 }
@@ -253,7 +270,10 @@ fn settle_previous(store: &Store, fresh: &Kept, sink: &Sink) -> Result<()> {
     if !dead {
         return Ok(());
     }
-    let who = record.daemon.as_ref().map_or_else(String::new, |d| format!("pid {} on {}", d.pid, d.host));
+    let who = record
+        .daemon
+        .as_ref()
+        .map_or_else(String::new, |d| format!("pid {} on {}", d.pid, d.host));
     match &fresh.schedule.action {
         Action::Enqueue { queue, payload } => {
             let id = enqueue(store, name, last, queue, payload)?;
@@ -262,9 +282,7 @@ fn settle_previous(store: &Store, fresh: &Kept, sink: &Sink) -> Result<()> {
         }
         Action::Run { .. } => {
             record.outcome = SlotOutcome::Lost;
-            record.detail = format!(
-                "its daemon ({who}) died before it reported; its command was stopped with it"
-            );
+            record.detail = format!("its daemon ({who}) died before it reported; its command was stopped with it");
         }
     }
     record.ended = Some(SystemTime::now());
@@ -379,23 +397,36 @@ fn run_command(
         ..LeaseRun::new(name.clone(), timing)
     };
     let watcher_stop = Arc::new(AtomicBool::new(false));
-    let outcome = supervise::run_with(store, &lease, spec, |_| {}, |grant, handle| {
-        *running.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.clone());
-        record.outcome = SlotOutcome::Running;
-        record.token = Some(grant.token.0);
-        record.started = Some(SystemTime::now());
-        if let Ok(s) = store.schedules()
-            && let Err(error) = s.report(name, record, Expect::Anything)
-        {
-            sink(&CronEvent::Failed {
-                name: Some(name),
-                error: &error,
-            });
-        }
-        if schedule.overlap == Overlap::StopPrevious {
-            watch_for_next(store.clone(), name.clone(), record.slot, handle, running.clone(), watcher_stop.clone());
-        }
-    });
+    let outcome = supervise::run_with(
+        store,
+        &lease,
+        spec,
+        |_| {},
+        |grant, handle| {
+            *running.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.clone());
+            record.outcome = SlotOutcome::Running;
+            record.token = Some(grant.token.0);
+            record.started = Some(SystemTime::now());
+            if let Ok(s) = store.schedules()
+                && let Err(error) = s.report(name, record, Expect::Anything)
+            {
+                sink(&CronEvent::Failed {
+                    name: Some(name),
+                    error: &error,
+                });
+            }
+            if schedule.overlap == Overlap::StopPrevious {
+                watch_for_next(
+                    store.clone(),
+                    name.clone(),
+                    record.slot,
+                    handle,
+                    running.clone(),
+                    watcher_stop.clone(),
+                );
+            }
+        },
+    );
     watcher_stop.store(true, Ordering::SeqCst);
     match outcome {
         Ok(RunOutcome::Held(held)) => {
@@ -473,7 +504,11 @@ fn watch_for_next(
 pub fn describe(name: &LeaseName, record: &SlotRecord) -> String {
     let mut line = format!("{name} {} {}", format_time(record.slot), record.outcome);
     if record.count > 1 {
-        line.push_str(&format!(" ({} slots, through {})", record.count, format_time(record.through)));
+        line.push_str(&format!(
+            " ({} slots, through {})",
+            record.count,
+            format_time(record.through)
+        ));
     }
     if let Some(d) = record.duration() {
         line.push_str(&format!(" after {}", format_duration(d)));

@@ -353,7 +353,9 @@ pub struct Schedules<'a> {
 
 impl std::fmt::Debug for Schedules<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Schedules").field("store", &self.store.url()).finish_non_exhaustive()
+        f.debug_struct("Schedules")
+            .field("store", &self.store.url())
+            .finish_non_exhaustive()
     }
 }
 
@@ -671,9 +673,7 @@ impl Schedules<'_> {
         };
         let state = ScheduleState {
             last_slot: last,
-            last_fired: decision
-                .fire
-                .or_else(|| kept.state.and_then(|(s, _)| s.last_fired)),
+            last_fired: decision.fire.or_else(|| kept.state.and_then(|(s, _)| s.last_fired)),
             claims: kept.state.map_or(0, |(s, _)| s.claims) + 1,
         };
         let mut changes = vec![RecordChange::Put {
@@ -871,7 +871,12 @@ mod tests {
     #[test]
     fn an_on_time_slot_fires_under_every_policy() {
         for catch_up in [CatchUp::None, CatchUp::Latest, CatchUp::All] {
-            let d = decide(&schedule(catch_up, None), &[at(10)], false, at(10) + Duration::from_millis(20));
+            let d = decide(
+                &schedule(catch_up, None),
+                &[at(10)],
+                false,
+                at(10) + Duration::from_millis(20),
+            );
             assert_eq!((d.fire, d.missed.len()), (Some(at(10)), 0), "{catch_up}");
         }
     }
@@ -892,10 +897,20 @@ mod tests {
     fn a_slot_past_its_deadline_is_missed_never_run() {
         let due = [at(1), at(2), at(3)];
         let now = at(3) + Duration::from_secs(90);
-        let d = decide(&schedule(CatchUp::All, Some(Duration::from_secs(100))), &due, false, now);
+        let d = decide(
+            &schedule(CatchUp::All, Some(Duration::from_secs(100))),
+            &due,
+            false,
+            now,
+        );
         assert_eq!((d.fire, d.missed), (Some(at(3)), vec![at(1), at(2)]));
         assert!(d.missed_why.contains("deadline"), "{}", d.missed_why);
-        let d = decide(&schedule(CatchUp::Latest, Some(Duration::from_secs(60))), &due, false, now);
+        let d = decide(
+            &schedule(CatchUp::Latest, Some(Duration::from_secs(60))),
+            &due,
+            false,
+            now,
+        );
         assert_eq!((d.fire, d.missed), (None, due.to_vec()));
     }
 

@@ -2,11 +2,11 @@
 //! output pumps, the stall watcher and the event loop that stops it. The
 //! life of a supervised command is told in [`crate::supervise`].
 
-use std::os::unix::process::CommandExt as _;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, IoSlice, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
