@@ -437,6 +437,7 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per call")]
 pub enum ScheduleCommand {
     /// Add a schedule: a command to run (`-- CMD...`) or a task to enqueue (--queue), at each slot.
     Add(ScheduleAddArgs),

@@ -6,7 +6,7 @@
 //!
 //! Judged without the code it judges:
 //! - **each slot fired at most once**: the command appends `start SLOT`
-//!   to a file (O_APPEND) — two lines of one slot is a double fire; in
+//!   to a file (`O_APPEND`) — two lines of one slot is a double fire; in
 //!   queue mode the store's task ids name the slots;
 //! - **no two commands at once**: each command runs under `flock -n` of
 //!   one file (the kernel's lock, released when its process dies) and
@@ -128,84 +128,10 @@ fn case32(store: &str, mode: Mode, what: &str) {
         Mode::Run => add(&["--", "sh", "-c", &script]),
         Mode::Queue => add(&["--queue", "q", "--payload", "{}"]),
     }
-    let mut daemons: Vec<Daemon> = (0..3).map(|_| start_daemon(&sb, store)).collect();
-    let started = Instant::now();
-    let length = Duration::from_millis(EVERY_MS * slots as u64);
-    let mut kills = 0;
-    // What every daemon ever started printed (the killed ones' too).
-    let mut told: Vec<Arc<Mutex<Vec<serde_json::Value>>>> = Vec::new();
-    while started.elapsed() < length {
-        std::thread::sleep(Duration::from_secs(3).min(length.saturating_sub(started.elapsed())));
-        if started.elapsed() >= length {
-            break;
-        }
-        // The daemon that claimed the newest slot: the one firing now.
-        let firing = (0..daemons.len())
-            .filter_map(|i| last_claim(&daemons[i]).map(|slot| (slot, i)))
-            .max()
-            .map(|(_, i)| i);
-        let Some(i) = firing else { continue };
-        let pid = daemons[i].child.id();
-        // The whole process group: the daemon and everything in it.
-        let _ = rustix::process::kill_process_group(
-            rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
-            Signal::KILL,
-        );
-        let _ = daemons[i].child.wait();
-        kills += 1;
-        let dead = std::mem::replace(&mut daemons[i], start_daemon(&sb, store));
-        told.push(dead.lines);
-    }
-    for d in &mut daemons {
-        proc::signal(d.child.id(), Signal::TERM);
-    }
-    for d in &mut daemons {
-        let status = d.child.wait().unwrap();
-        assert!(status.success(), "a daemon ended with {status} on SIGTERM");
-    }
-    told.extend(daemons.iter().map(|d| d.lines.clone()));
-    // Slots two daemons each said they claimed: the claim itself doubled,
-    // whatever the lease or the task id then caught.
-    let mut claims: BTreeMap<String, usize> = BTreeMap::new();
-    for lines in &told {
-        for l in lines.lock().unwrap().iter().filter(|l| l["outcome"] == "claimed") {
-            *claims
-                .entry(l["slot"].as_str().unwrap_or_default().to_owned())
-                .or_default() += 1;
-        }
-    }
-    let claimed_twice: Vec<&String> = claims.iter().filter(|(_, n)| **n > 1).map(|(s, _)| s).collect();
-    // Let the last commands' lines land (a killed daemon's command is
-    // stopped by its guard within its grace).
-    std::thread::sleep(Duration::from_millis(500));
-
-    let out = sb
-        .cmd(&["--json", "schedule", "show", NAME, "-n", "1000"])
-        .env("LEASEHOLD_STORE", store)
-        .output()
-        .expect("schedule show");
-    let (code, out, err) = proc::outcome(&out);
-    assert_eq!(code, 0, "schedule show: {err}");
-    let doc: serde_json::Value = serde_json::from_str(&out).expect("schedule show --json");
-    let records = doc["slots"].as_array().expect("slots").clone();
-    // slot (ms) -> outcome, each record's slots spread over the grid.
-    let mut covered: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
-    for r in &records {
-        let (first, through) = (
-            ms_of(r["slot"].as_str().unwrap()),
-            ms_of(r["through"].as_str().unwrap()),
-        );
-        let outcome = r["outcome"].as_str().unwrap().to_owned();
-        *outcomes.entry(outcome.clone()).or_default() += r["count"].as_u64().unwrap();
-        let mut t = first;
-        while t <= through {
-            covered.entry(t).or_default().push(outcome.clone());
-            t += EVERY_MS;
-        }
-    }
+    let (kills, claimed_twice) = drive(&sb, store, slots);
+    let (covered, outcomes) = recorded(&sb, store);
     let (Some(&first), Some(&last)) = (covered.keys().next(), covered.keys().next_back()) else {
-        panic!("no slot recorded: {out}");
+        panic!("no slot recorded");
     };
     let grid: Vec<u64> = (first..=last).step_by(EVERY_MS as usize).collect();
     let missing: Vec<u64> = grid.iter().copied().filter(|t| !covered.contains_key(t)).collect();
@@ -214,37 +140,7 @@ fn case32(store: &str, mode: Mode, what: &str) {
         .filter(|(_, o)| o.len() > 1)
         .map(|(t, o)| (*t, o.clone()))
         .collect();
-
-    // What fired, from outside the store.
-    let mut starts: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut overlaps = Vec::new();
-    match mode {
-        Mode::Run => {
-            for line in std::fs::read_to_string(&log).unwrap_or_default().lines() {
-                let mut words = line.split_whitespace();
-                match (words.next(), words.next()) {
-                    (Some("start"), Some(slot)) => *starts.entry(ms_of(slot)).or_default() += 1,
-                    (Some("overlap"), Some(slot)) => overlaps.push(slot.to_owned()),
-                    _ => {}
-                }
-            }
-        }
-        Mode::Queue => {
-            let out = sb
-                .cmd(&["--json", "task", "list", "q", "--limit", "100000"])
-                .env("LEASEHOLD_STORE", store)
-                .output()
-                .expect("task list");
-            let (code, out, err) = proc::outcome(&out);
-            assert_eq!(code, 0, "task list: {err}");
-            let doc: serde_json::Value = serde_json::from_str(&out).expect("task list --json");
-            for task in doc["tasks"].as_array().expect("tasks") {
-                let id = task["id"].as_str().unwrap();
-                let slot = id.strip_prefix("tick@").unwrap_or_else(|| panic!("a task id {id}"));
-                *starts.entry(ms_of(slot)).or_default() += 1;
-            }
-        }
-    }
+    let (starts, overlaps) = fired(&sb, store, mode, &log);
     let fired_twice: Vec<u64> = starts.iter().filter(|(_, n)| **n > 1).map(|(t, _)| *t).collect();
     let fired_word = if mode == Mode::Run { "ran" } else { "enqueued" };
     let fired_unseen: Vec<u64> = covered
@@ -300,6 +196,131 @@ fn case32(store: &str, mode: Mode, what: &str) {
         "only {fired} of {} slots fired: {outcomes:?}",
         grid.len()
     );
+}
+
+/// Three daemons for `slots` slots, the firing one's process group
+/// killed every 3 s and restarted; the kills, and the slots two daemons
+/// each said they claimed.
+fn drive(sb: &Sandbox, store: &str, slots: usize) -> (usize, Vec<String>) {
+    let mut daemons: Vec<Daemon> = (0..3).map(|_| start_daemon(sb, store)).collect();
+    let started = Instant::now();
+    let length = Duration::from_millis(EVERY_MS * slots as u64);
+    let mut kills = 0;
+    // What every daemon ever started printed (the killed ones' too).
+    let mut told: Vec<Arc<Mutex<Vec<serde_json::Value>>>> = Vec::new();
+    while started.elapsed() < length {
+        std::thread::sleep(Duration::from_secs(3).min(length.saturating_sub(started.elapsed())));
+        if started.elapsed() >= length {
+            break;
+        }
+        // The daemon that claimed the newest slot: the one firing now.
+        let firing = (0..daemons.len())
+            .filter_map(|i| last_claim(&daemons[i]).map(|slot| (slot, i)))
+            .max()
+            .map(|(_, i)| i);
+        let Some(i) = firing else { continue };
+        let pid = daemons[i].child.id();
+        // The whole process group: the daemon and everything in it.
+        let _ = rustix::process::kill_process_group(
+            rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
+            Signal::KILL,
+        );
+        let _ = daemons[i].child.wait();
+        kills += 1;
+        let dead = std::mem::replace(&mut daemons[i], start_daemon(sb, store));
+        told.push(dead.lines);
+    }
+    for d in &mut daemons {
+        proc::signal(d.child.id(), Signal::TERM);
+    }
+    for d in &mut daemons {
+        let status = d.child.wait().unwrap();
+        assert!(status.success(), "a daemon ended with {status} on SIGTERM");
+    }
+    told.extend(daemons.iter().map(|d| d.lines.clone()));
+    // Slots two daemons each said they claimed: the claim itself doubled,
+    // whatever the lease or the task id then caught.
+    let mut claims: BTreeMap<String, usize> = BTreeMap::new();
+    for lines in &told {
+        for l in lines.lock().unwrap().iter().filter(|l| l["outcome"] == "claimed") {
+            *claims
+                .entry(l["slot"].as_str().unwrap_or_default().to_owned())
+                .or_default() += 1;
+        }
+    }
+    let claimed_twice: Vec<&String> = claims.iter().filter(|(_, n)| **n > 1).map(|(s, _)| s).collect();
+    // Let the last commands' lines land (a killed daemon's command is
+    // stopped by its guard within its grace).
+    std::thread::sleep(Duration::from_millis(500));
+
+    (kills, claimed_twice.into_iter().cloned().collect())
+}
+
+/// The schedule's records: slot (ms) → the outcomes recorded for it, each
+/// record spread over the grid; and the slots per outcome.
+fn recorded(sb: &Sandbox, store: &str) -> (BTreeMap<u64, Vec<String>>, BTreeMap<String, u64>) {
+    let out = sb
+        .cmd(&["--json", "schedule", "show", NAME, "-n", "1000"])
+        .env("LEASEHOLD_STORE", store)
+        .output()
+        .expect("schedule show");
+    let (code, out, err) = proc::outcome(&out);
+    assert_eq!(code, 0, "schedule show: {err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("schedule show --json");
+    let records = doc["slots"].as_array().expect("slots").clone();
+    // slot (ms) -> outcome, each record's slots spread over the grid.
+    let mut covered: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &records {
+        let (first, through) = (
+            ms_of(r["slot"].as_str().unwrap()),
+            ms_of(r["through"].as_str().unwrap()),
+        );
+        let outcome = r["outcome"].as_str().unwrap().to_owned();
+        *outcomes.entry(outcome.clone()).or_default() += r["count"].as_u64().unwrap();
+        let mut t = first;
+        while t <= through {
+            covered.entry(t).or_default().push(outcome.clone());
+            t += EVERY_MS;
+        }
+    }
+    (covered, outcomes)
+}
+
+/// What fired, from outside the store: slot (ms) → starts (run: the start
+/// lines; queue: the tasks), and the slots whose command found another
+/// running.
+fn fired(sb: &Sandbox, store: &str, mode: Mode, log: &std::path::Path) -> (BTreeMap<u64, usize>, Vec<String>) {
+    let mut starts: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut overlaps = Vec::new();
+    match mode {
+        Mode::Run => {
+            for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+                let mut words = line.split_whitespace();
+                match (words.next(), words.next()) {
+                    (Some("start"), Some(slot)) => *starts.entry(ms_of(slot)).or_default() += 1,
+                    (Some("overlap"), Some(slot)) => overlaps.push(slot.to_owned()),
+                    _ => {}
+                }
+            }
+        }
+        Mode::Queue => {
+            let out = sb
+                .cmd(&["--json", "task", "list", "q", "--limit", "100000"])
+                .env("LEASEHOLD_STORE", store)
+                .output()
+                .expect("task list");
+            let (code, out, err) = proc::outcome(&out);
+            assert_eq!(code, 0, "task list: {err}");
+            let doc: serde_json::Value = serde_json::from_str(&out).expect("task list --json");
+            for task in doc["tasks"].as_array().expect("tasks") {
+                let id = task["id"].as_str().unwrap();
+                let slot = id.strip_prefix("tick@").unwrap_or_else(|| panic!("a task id {id}"));
+                *starts.entry(ms_of(slot)).or_default() += 1;
+            }
+        }
+    }
+    (starts, overlaps)
 }
 
 fn sqlite_url(sb_store: &std::path::Path) -> String {

@@ -96,6 +96,20 @@ fn expected() -> Vec<(&'static str, Fields, Fields)> {
             all_fields(&[LeaderChange::FIELDS, Leader::FIELDS]),
             Fields::new(),
         ),
+        ("`schedule add`", all_fields(&[Schedule::FIELDS]), Fields::new()),
+        ("`schedule list`", all_fields(&[Schedules::FIELDS]), Fields::new()),
+        (
+            "`schedule show`",
+            all_fields(&[ScheduleShown::FIELDS, Slot::FIELDS]),
+            Fields::new(),
+        ),
+        ("`schedule next`", all_fields(&[ScheduleNext::FIELDS]), Fields::new()),
+        (
+            "`schedule pause`, `resume`, `remove`",
+            all_fields(&[ScheduleChanged::FIELDS]),
+            Fields::new(),
+        ),
+        ("`cron`", Fields::new(), Fields::new()),
     ]
 }
 

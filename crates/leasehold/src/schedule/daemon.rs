@@ -89,7 +89,13 @@ type Sink = Arc<dyn Fn(&CronEvent<'_>) + Send + Sync>;
 /// A command of a slot that runs now: its stop handle, once started.
 #[derive(Default)]
 struct Running {
+    /// Ends its wait for the lease, or stops its command as soon as it
+    /// starts (the daemon is shutting down).
+    cancel: Cancel,
     handle: Mutex<Option<StopHandle>>,
+    /// Fired as part of a backlog: later slots were due when it was
+    /// claimed (`--catch-up all`).
+    behind: AtomicBool,
     /// Stopped for the next slot (`stop-previous`).
     superseded: AtomicBool,
 }
@@ -110,11 +116,11 @@ pub fn run(
     store.schedules()?;
     let daemon = identity::holder(Binding::ThisProcess).map_err(Error::Process)?;
     let sink: Sink = Arc::new(on_event);
-    let mut fires: Vec<(Arc<Running>, JoinHandle<()>)> = Vec::new();
+    let mut fires: Vec<(LeaseName, Arc<Running>, JoinHandle<()>)> = Vec::new();
     let mut kept: Vec<Kept> = Vec::new();
     let mut read_at: Option<Instant> = None;
     while !cancel.is_cancelled() {
-        fires.retain(|(_, thread)| !thread.is_finished());
+        fires.retain(|(_, _, thread)| !thread.is_finished());
         if read_at.is_none_or(|at| at.elapsed() >= options.refresh) {
             match store.schedules().and_then(|s| s.list()) {
                 Ok(all) => {
@@ -147,8 +153,19 @@ pub fn run(
                 next_due = Some(next_due.map_or(at, |n| n.min(at)));
                 continue;
             }
+            // While this daemon works through a backlog (slots claimed
+            // while later ones were due too: `--catch-up all`), each slot
+            // waits for its run of the one before: one after another, not
+            // all at once and then skipped as overlapping.
+            let behind = fires
+                .iter()
+                .any(|(n, r, t)| *n == entry.schedule.name && r.behind.load(Ordering::SeqCst) && !t.is_finished());
+            if behind {
+                next_due = Some(now + NAP / 5);
+                continue;
+            }
             match fire_due(store, options, entry, &daemon, &sink) {
-                Ok(Some(fired)) => fires.push(fired),
+                Ok(Some((running, thread))) => fires.push((entry.schedule.name.clone(), running, thread)),
                 Ok(None) => {}
                 Err(error) => sink(&CronEvent::Failed {
                     name: Some(&entry.schedule.name),
@@ -176,12 +193,13 @@ pub fn run(
         let nap = until_due.min(until_refresh);
         std::thread::sleep(if nap <= NAP { nap } else { NAP });
     }
-    for (running, _) in &fires {
+    for (_, running, _) in &fires {
+        running.cancel.cancel();
         if let Some(handle) = running.handle.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
             handle.stop(Stop::Shutdown);
         }
     }
-    for (_, thread) in fires {
+    for (_, _, thread) in fires {
         let _ = thread.join();
     }
     Ok(())
@@ -222,7 +240,7 @@ fn fire_due(
     settle_previous(store, &fresh, sink)?;
     let now = SystemTime::now();
     let claim = schedules.claim(&fresh, now, daemon, options.max_due)?;
-    let SlotClaim::Claimed { missed, fired } = claim else {
+    let SlotClaim::Claimed { missed, fired, behind } = claim else {
         return Ok(None);
     };
     for record in missed.iter().chain(&fired) {
@@ -230,6 +248,7 @@ fn fire_due(
     }
     let Some(record) = fired else { return Ok(None) };
     let running = Arc::new(Running::default());
+    running.behind.store(behind, Ordering::SeqCst);
     let thread = {
         let store = store.clone();
         let schedule = fresh.schedule.clone();
@@ -390,6 +409,7 @@ fn run_command(
     };
     let lease = LeaseRun {
         wait,
+        cancel: running.cancel.clone(),
         env: vec![
             ("LEASEHOLD_SLOT".into(), format_time(record.slot)),
             ("LEASEHOLD_SCHEDULE".into(), name.to_string()),
@@ -428,13 +448,18 @@ fn run_command(
         },
     );
     watcher_stop.store(true, Ordering::SeqCst);
+    settle(record, outcome, schedule.overlap, running);
+}
+
+/// What a slot's run came to, into its record.
+fn settle(record: &mut SlotRecord, outcome: Result<RunOutcome>, overlap: Overlap, running: &Running) {
     match outcome {
         Ok(RunOutcome::Held(held)) => {
             record.outcome = SlotOutcome::Skipped;
             record.detail = format!(
                 "the previous slot's command still ran ({}); --overlap {}",
                 held.by(Mode::Exclusive),
-                schedule.overlap
+                overlap
             );
         }
         Ok(RunOutcome::Ran(ran)) => {
@@ -502,16 +527,18 @@ fn watch_for_next(
 /// A line for a slot's record, as `leasehold cron` logs it.
 #[must_use]
 pub fn describe(name: &LeaseName, record: &SlotRecord) -> String {
+    use std::fmt::Write as _;
     let mut line = format!("{name} {} {}", format_time(record.slot), record.outcome);
     if record.count > 1 {
-        line.push_str(&format!(
+        let _ = write!(
+            line,
             " ({} slots, through {})",
             record.count,
             format_time(record.through)
-        ));
+        );
     }
     if let Some(d) = record.duration() {
-        line.push_str(&format!(" after {}", format_duration(d)));
+        let _ = write!(line, " after {}", format_duration(d));
     }
     if !record.detail.is_empty() {
         line.push_str(": ");

@@ -424,12 +424,15 @@ fn encode<T: Serialize>(value: &T) -> String {
 
 /// How a claim ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant, reason = "one per claim, never stored")]
 pub enum SlotClaim {
     /// Written: the slots passed over, recorded as missed in one record,
     /// and the slot this daemon fires (its record written as claimed).
     Claimed {
         missed: Option<SlotRecord>,
         fired: Option<SlotRecord>,
+        /// Later slots were due too: the fired one is part of a backlog.
+        behind: bool,
     },
     /// Nothing was due.
     NothingDue,
@@ -612,10 +615,7 @@ impl Schedules<'_> {
     /// Store errors; [`ErrorKind::Corrupt`] for a record leasehold did not
     /// write.
     pub fn slots(&self, name: &LeaseName, limit: u32) -> Result<Vec<SlotRecord>> {
-        self.slot_records(name, None, limit)?
-            .iter()
-            .map(|r| decode(r))
-            .collect()
+        self.slot_records(name, None, limit)?.iter().map(decode).collect()
     }
 
     fn slot_records(&self, name: &LeaseName, before: Option<SystemTime>, limit: u32) -> Result<Vec<Record>> {
@@ -734,10 +734,13 @@ impl Schedules<'_> {
         match self.write(changes)? {
             RecordWrite::Conflict { .. } => Ok(SlotClaim::Lost),
             RecordWrite::Written { .. } => {
-                if state.claims % PRUNE_EVERY == 0 {
+                if state.claims.is_multiple_of(PRUNE_EVERY) {
                     self.prune(&schedule.name)?;
                 }
-                Ok(SlotClaim::Claimed { missed, fired })
+                let behind = decision
+                    .fire
+                    .is_some_and(|f| due.more || due.slots.last().is_some_and(|last| *last > f));
+                Ok(SlotClaim::Claimed { missed, fired, behind })
             }
         }
     }
