@@ -311,14 +311,15 @@ fn the_cron_line_is_valid() {
     }
 }
 
-/// The systemd unit: sections and Key=Value lines of keys systemd knows,
-/// and an `ExecStart` bash can parse.
+/// The systemd units (`run` under systemd, `cron` as a service): sections
+/// and Key=Value lines of keys systemd knows, and an `ExecStart` bash can
+/// parse.
 fn the_systemd_unit_is_valid() {
     let blocks: Vec<Block> = readme()
         .into_iter()
         .filter(|b| b.lang.as_deref() == Some("ini"))
         .collect();
-    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks.len(), 2, "the unit of `run` and the service of `cron`");
     let known = [
         "Type",
         "ExecStart",
@@ -329,29 +330,34 @@ fn the_systemd_unit_is_valid() {
         "KillMode",
         "Description",
         "WantedBy",
+        "Wants",
         "After",
+        "Environment",
+        "User",
     ];
-    let mut exec = None;
-    for line in blocks[0]
-        .lines
-        .iter()
-        .map(|l| l.trim())
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        if line.starts_with('[') {
-            assert!(["[Unit]", "[Service]", "[Install]"].contains(&line), "{line}");
-            continue;
+    for block in &blocks {
+        let mut exec = None;
+        for line in block
+            .lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            if line.starts_with('[') {
+                assert!(["[Unit]", "[Service]", "[Install]"].contains(&line), "{line}");
+                continue;
+            }
+            let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("not Key=Value: {line}"));
+            assert!(known.contains(&key), "unknown key {key}");
+            assert!(!value.is_empty(), "{line}");
+            if key == "ExecStart" {
+                exec = Some(value.to_owned());
+            }
         }
-        let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("not Key=Value: {line}"));
-        assert!(known.contains(&key), "unknown key {key}");
-        assert!(!value.is_empty(), "{line}");
-        if key == "ExecStart" {
-            exec = Some(value.to_owned());
-        }
+        let exec = exec.expect("an ExecStart");
+        assert!(exec.starts_with('/'), "systemd wants an absolute path: {exec}");
+        bash_parses(&exec);
     }
-    let exec = exec.expect("an ExecStart");
-    assert!(exec.starts_with('/'), "systemd wants an absolute path: {exec}");
-    bash_parses(&exec);
 }
 
 fn bash_parses(command: &str) {

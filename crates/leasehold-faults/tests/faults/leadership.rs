@@ -18,6 +18,7 @@ use leasehold_faults::proc::{self, Sandbox, boot_ns};
 use leasehold_faults::rng::Rng;
 use leasehold_faults::tier::{count, figure};
 use leasehold_testkit::wait::wait_until;
+use leasehold_testkit::{etcd, postgres};
 use rustix::process::Signal;
 
 use crate::common::{client, grants, history, history_path, judge, percentile};
@@ -25,6 +26,8 @@ use crate::common::{client, grants, history, history_path, judge, percentile};
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case31_kill_9_of_the_leader_every_change_observed_no_two_leaders_at_once,
     case31_a_restarted_leader_resumes_its_live_grant,
+    case31_on_postgres_kill_9_of_the_leader_every_change_observed,
+    case31_on_etcd_kill_9_of_the_leader_every_change_observed,
 ];
 
 const NAME: &str = "leader";
@@ -32,8 +35,13 @@ const NAME: &str = "leader";
 /// Long enough that only proof of death (not expiry) passes leadership on.
 const TTL_MS: &str = "10000";
 
-fn candidate(sb: &Sandbox, id: &str) -> Child {
-    let store = format!("sqlite://{}", sb.store_path().display());
+/// The store of a trial: the sandbox's SQLite file, or a server's URL.
+fn store_of(sb: &Sandbox, store: Option<&str>) -> String {
+    store.map_or_else(|| format!("sqlite://{}", sb.store_path().display()), str::to_owned)
+}
+
+fn candidate(sb: &Sandbox, store: Option<&str>, id: &str) -> Child {
+    let store = store_of(sb, store);
     let history = history_path(sb).display().to_string();
     Command::new(client())
         .args(["candidate", &history, &store, NAME, id, TTL_MS])
@@ -61,9 +69,10 @@ fn nth_grant(sb: &Sandbox, n: usize, limit: Duration) -> Recorded {
 
 /// The observer: `leasehold --json leader NAME --observe`, its lines
 /// collected by a thread as they come.
-fn observe(sb: &Sandbox) -> (Child, Arc<Mutex<Vec<serde_json::Value>>>) {
+fn observe(sb: &Sandbox, store: Option<&str>) -> (Child, Arc<Mutex<Vec<serde_json::Value>>>) {
     let mut child = sb
         .cmd(&["--json", "leader", NAME, "--observe"])
+        .env("LEASEHOLD_STORE", store_of(sb, store))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -84,8 +93,13 @@ fn observe(sb: &Sandbox) -> (Child, Arc<Mutex<Vec<serde_json::Value>>>) {
 /// Grants issued while another was live, judged from the store's history
 /// alone (oldest first): a grant begins at `granted` and ends at the first
 /// `released`, `expired` or `fast_takeover` of its token.
-fn overlaps_in_store_history(sb: &Sandbox) -> (usize, Vec<String>) {
-    let (code, out, err) = sb.run(&["--json", "history", NAME, "--limit", "100000"]);
+fn overlaps_in_store_history(sb: &Sandbox, store: Option<&str>) -> (usize, Vec<String>) {
+    let out = sb
+        .cmd(&["--json", "history", NAME, "--limit", "100000"])
+        .env("LEASEHOLD_STORE", store_of(sb, store))
+        .output()
+        .expect("leasehold history");
+    let (code, out, err) = proc::outcome(&out);
     assert_eq!(code, 0, "history: {err}");
     let doc: serde_json::Value = serde_json::from_str(&out).expect("history --json");
     let mut entries = doc["history"].as_array().expect("entries").clone();
@@ -113,14 +127,40 @@ fn overlaps_in_store_history(sb: &Sandbox) -> (usize, Vec<String>) {
 /// candidates, each after it led for 0–300 ms; the killed one restarted
 /// once the next leader is recorded.
 fn case31_kill_9_of_the_leader_every_change_observed_no_two_leaders_at_once() {
-    let kills = count(50, 500);
+    kills_of_the_leader(None, "SQLite", count(50, 500));
+}
+
+/// fault case 31 on PostgreSQL (its observer woken by LISTEN/NOTIFY).
+fn case31_on_postgres_kill_9_of_the_leader_every_change_observed() {
+    let server = postgres::Server::shared();
+    let url = server.url(&postgres::Server::fresh_schema());
+    kills_of_the_leader(Some(&url), "PostgreSQL", count(20, 200));
+}
+
+/// fault case 31 on etcd (its observer woken by a watch).
+fn case31_on_etcd_kill_9_of_the_leader_every_change_observed() {
+    etcd::need_etcd();
+    let server = etcd::EtcdServer::start();
+    let url = format!(
+        "etcd://{}?prefix={}",
+        server.endpoint(),
+        etcd::unique_prefix("faults", "leader")
+    );
+    kills_of_the_leader(Some(&url), "etcd", count(20, 200));
+}
+
+/// `kills` kills of the leader of three candidates on `store` (`None`:
+/// the sandbox's SQLite file).
+fn kills_of_the_leader(store: Option<&str>, what: &str, kills: usize) {
     let sb = Sandbox::new();
     let mut rng = Rng::from_env("case 31");
     let mut history = history(&sb);
-    let _ = sb.try_acquire("warm-up", "1s"); // create the store first
-    let (mut watcher, lines) = observe(&sb);
+    if store.is_none() {
+        let _ = sb.try_acquire("warm-up", "1s"); // create the store first
+    }
+    let (mut watcher, lines) = observe(&sb, store);
     let mut candidates: Vec<(String, Child)> = (0..3)
-        .map(|i| (format!("c{i}"), candidate(&sb, &format!("c{i}"))))
+        .map(|i| (format!("c{i}"), candidate(&sb, store, &format!("c{i}"))))
         .collect();
     let mut takeovers = Vec::new();
     for n in 1..=kills {
@@ -150,7 +190,7 @@ fn case31_kill_9_of_the_leader_every_change_observed_no_two_leaders_at_once() {
         // Restarted only once the next leader leads: a restart before
         // would resume the dead one's live grant (case 31, resume).
         nth_grant(&sb, n + 1, Duration::from_secs(20));
-        candidates[i].1 = candidate(&sb, &candidates[i].0);
+        candidates[i].1 = candidate(&sb, store, &candidates[i].0);
     }
     let all = nth_grant(&sb, kills + 1, Duration::from_secs(20));
     // Let the observer catch up with the last leader, then stop it.
@@ -170,7 +210,7 @@ fn case31_kill_9_of_the_leader_every_change_observed_no_two_leaders_at_once() {
     }
 
     let report = judge(&sb, &[]);
-    let (store_grants, overlaps) = overlaps_in_store_history(&sb);
+    let (store_grants, overlaps) = overlaps_in_store_history(&sb, store);
     let lines = lines.lock().unwrap().clone();
     let observed: Vec<Option<u64>> = lines.iter().map(|l| l["leader"]["token"].as_u64()).collect();
     let repeated = observed.windows(2).filter(|w| w[0] == w[1]).count();
@@ -179,7 +219,7 @@ fn case31_kill_9_of_the_leader_every_change_observed_no_two_leaders_at_once() {
     figure(
         31,
         &format!(
-            "{kills} kills of the leader of 3 candidates: {} leaders recorded, {} observed ({} lines, {repeated} repeated), {store_grants} grants in the store's history with {} overlapping; checker: {} violations in {} grants; takeover median {:?}, p99 {:?}",
+            "{what}: {kills} kills of the leader of 3 candidates: {} leaders recorded, {} observed ({} lines, {repeated} repeated), {store_grants} grants in the store's history with {} overlapping; checker: {} violations in {} grants; takeover median {:?}, p99 {:?}",
             led.len(),
             observed_leaders.len(),
             lines.len(),
@@ -212,7 +252,7 @@ fn case31_a_restarted_leader_resumes_its_live_grant() {
     let trials = count(5, 50);
     let sb = Sandbox::new();
     let mut history = history(&sb);
-    let mut child = candidate(&sb, "solo");
+    let mut child = candidate(&sb, None, "solo");
     let mut resumed = Vec::new();
     for n in 1..=trials {
         let leader = nth_grant(&sb, n, Duration::from_secs(20));
@@ -221,7 +261,7 @@ fn case31_a_restarted_leader_resumes_its_live_grant() {
         let _ = child.wait();
         history.end(NAME, &leader.grant, boot_ns()).unwrap();
         let restarted = Instant::now();
-        child = candidate(&sb, "solo");
+        child = candidate(&sb, None, "solo");
         let again = nth_grant(&sb, n + 1, Duration::from_secs(20));
         let took = restarted.elapsed();
         assert_eq!(
