@@ -18,6 +18,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     overlap_wait_runs_the_next_slot_after_the_previous_one,
     overlap_stop_previous_stops_the_running_command_for_the_next_slot,
     catch_up_and_deadline_decide_what_runs_after_downtime,
+    a_task_schedule_on_a_store_without_a_queue_is_refused_when_added,
 ];
 
 fn json(s: &str) -> Value {
@@ -280,8 +281,17 @@ fn catch_up_and_deadline_decide_what_runs_after_downtime() {
     std::thread::sleep(Duration::from_millis(1500));
     let started = Instant::now();
     let daemon = cron(&env);
-    // Long enough to work through the backlog, short of many new slots.
-    std::thread::sleep(Duration::from_millis(300));
+    // Until `all` has worked through its backlog (about 7 slots, one after
+    // another), however loaded the machine.
+    let show_all = || json(&ok(&env, &["--json", "schedule", "show", "all", "-n", "1000"]));
+    let caught_up = leasehold_testkit::wait::wait_until(Duration::from_secs(30), || {
+        count(show_all()["slots"].as_array().unwrap(), "ran") >= 8
+    });
+    assert!(
+        caught_up.is_some(),
+        "catch-up all did not work through its backlog: {}",
+        show_all()
+    );
     signal(daemon.id(), "TERM");
     let _ = finish(daemon, Duration::from_secs(30));
     let ran_in = started.elapsed();
@@ -342,4 +352,19 @@ fn catch_up_and_deadline_decide_what_runs_after_downtime() {
         let ran = text.lines().filter(|l| l.starts_with(&format!("{name} "))).count();
         assert_eq!(ran, count(records, "ran"), "{name}: runs in the file vs records");
     }
+}
+
+/// etcd keeps schedules but has no queue: a schedule that enqueues is
+/// refused when added (exit 2, saying so), not failed at every slot.
+fn a_task_schedule_on_a_store_without_a_queue_is_refused_when_added() {
+    let endpoint = leasehold_testkit::etcd::shared().endpoint();
+    let prefix = leasehold_testkit::etcd::unique_prefix("cli", "schedule");
+    let env = Env::on(format!("etcd://{endpoint}?prefix={prefix}"));
+    let (code, _, err) = env.run(&["schedule", "add", "sweep", "--cron", "@hourly", "--queue", "jobs"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("queue"), "{err}");
+    let list = json(&ok(&env, &["--json", "schedule", "list"]));
+    assert_eq!(list["schedules"].as_array().unwrap().len(), 0, "{list}");
+    // A command schedule is kept there.
+    ok(&env, &["schedule", "add", "sweep", "--cron", "@hourly", "--", "true"]);
 }

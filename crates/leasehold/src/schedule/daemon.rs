@@ -3,7 +3,7 @@
 //!
 //! One thread watches the schedules: it reads them every `refresh`, sleeps
 //! until the next slot is due (plus this daemon's jitter for it), and then
-//! claims it ([`Schedules::claim`]: one compare-and-swap write; the daemon
+//! claims it ([`Schedules::claim`](super::Schedules::claim): one compare-and-swap write; the daemon
 //! that loses the race reads again and finds nothing due). A claimed slot
 //! fires on a thread of its own:
 //! - **run**: the command runs as `leasehold run` runs one

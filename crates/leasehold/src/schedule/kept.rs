@@ -452,8 +452,16 @@ impl Schedules<'_> {
     /// otherwise refused as held.
     ///
     /// # Errors
-    /// [`ErrorKind::Held`] when it exists and not `replace`; store errors.
+    /// [`ErrorKind::Held`] when it exists and not `replace`;
+    /// [`ErrorKind::Unsupported`] for a task on a store without a queue;
+    /// store errors.
     pub fn add(&self, schedule: &Schedule, replace: bool) -> Result<()> {
+        if let Action::Enqueue { queue, .. } = &schedule.action {
+            queue_of(queue)?;
+            // Refused now, not at the first slot: a store without a queue
+            // would fail every slot.
+            self.store.tasks()?;
+        }
         let expect = if replace { Expect::Anything } else { Expect::Absent };
         let change = RecordChange::Put {
             key: schedule_key(&schedule.name),

@@ -75,6 +75,8 @@ pub use kept::{
     Action, CatchUp, Decision, Kept, ON_TIME, Overlap, PRUNE_EVERY, SLOTS_KEPT, Schedule, ScheduleState, Schedules,
     SlotClaim, SlotOutcome, SlotRecord, decide, queue_of, slot_task_id,
 };
+/// What a record write expects to find ([`Schedules::report`]).
+pub use leasehold_backend::Expect;
 pub use spec::{DEFAULT_ZONE, SCHEDULE_TEXT_MAX, ScheduleSpec, Slots, SlotsBetween};
 
 #[cfg(test)]
