@@ -125,7 +125,7 @@ pub enum Command {
     /// exits 0). Prints a line per slot (with --json one document per
     /// line). See docs/SCHEDULES.md.
     Cron(CronArgs),
-    /// Serve a live status page: leases, timelines, queues; /metrics for Prometheus; /api JSON.
+    /// Serve a live status page: leases, timelines, queues, schedules; /metrics for Prometheus; /api JSON.
     ///
     /// Listens on 127.0.0.1:7878 by default, read-only. Another address needs
     /// --token-file (exit 2 without it); retry and purge need --allow-actions

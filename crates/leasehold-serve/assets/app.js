@@ -31,7 +31,8 @@
     var spans = document.querySelectorAll(".countdown[data-ms]");
     for (var i = 0; i < spans.length; i++) {
       var left = Math.round(Number(spans[i].getAttribute("data-ms")) - passed);
-      spans[i].textContent = left <= 0 ? "expired" : duration(left);
+      // A countdown to something due rather than an expiry says so at 0.
+      spans[i].textContent = left <= 0 ? (spans[i].getAttribute("data-zero") || "expired") : duration(left);
       spans[i].classList.toggle("soon", left < 5000);
     }
     // "held since …": how long ago, counting up the same way.

@@ -1,6 +1,7 @@
 //! `leasehold serve`: a live status page of a store's leases, their
-//! timelines and its queues, Prometheus metrics at `/metrics`, and the
-//! CLI's `--json` documents at `/api/...` — over the library only.
+//! timelines, its queues and its schedules, Prometheus metrics at
+//! `/metrics`, and the CLI's `--json` documents at `/api/...` — over the
+//! library only.
 //!
 //! The server is synchronous, like the rest of leasehold: [`http`] is a
 //! small HTTP/1.1 server on `std::net` with a thread per connection, and
@@ -224,6 +225,9 @@ fn secure(r: Response) -> Response {
         .with("cache-control", "no-store")
 }
 
+/// What `/api/schedules` answers (404) for a store without records.
+const NO_SCHEDULES: &str = "this store keeps no schedules";
+
 /// Why a request is refused.
 fn refuse(status: u16, message: &str) -> Response {
     Response::json(status, &json!({ "error": message, "status": status }))
@@ -317,6 +321,11 @@ impl App {
             ("GET" | "HEAD", ["queues", q, "tasks", id]) => match (LeaseName::new(*q), LeaseName::new(*id)) {
                 (Ok(q), Ok(id)) => self.page(r, |p| pages::task(self, &q, &id, p)),
                 _ => pages::not_found("no such task"),
+            },
+            ("GET" | "HEAD", ["schedules"]) => self.page(r, |p| pages::schedules(self, p)),
+            ("GET" | "HEAD", ["schedules", n]) => match LeaseName::new(*n) {
+                Ok(n) => self.page(r, |p| pages::schedule(self, r, &n, p)),
+                Err(_) => pages::not_found("no such schedule"),
             },
             ("GET" | "HEAD", ["login"]) => pages::login(200, r.param("next").unwrap_or("/"), None),
             ("POST", ["login"]) => self.login(r),
@@ -540,6 +549,34 @@ impl App {
                     Some(t) => Ok(json::value(&json::task(&t))),
                     None => Err(refuse(404, "no such task")),
                 }
+            }
+            ["schedules"] => {
+                let Some(views) = &snapshot.schedules else {
+                    return Err(refuse(404, NO_SCHEDULES));
+                };
+                Ok(json::value(&json::Schedules {
+                    schedules: views.iter().map(|v| json::schedule(&v.kept)).collect(),
+                }))
+            }
+            ["schedules", n] => {
+                let n = name(n)?;
+                if snapshot.schedules.is_none() {
+                    return Err(refuse(404, NO_SCHEDULES));
+                }
+                // Read from the store, as `schedule show` reads it: any
+                // number of the records it keeps, as they are now.
+                let limit = r.param("limit").and_then(|l| l.parse().ok()).unwrap_or(20);
+                let unavailable = |e: leasehold::Error| refuse(503, &e.to_string());
+                let schedules = self.store.schedules().map_err(unavailable)?;
+                let kept = schedules
+                    .get(&n)
+                    .map_err(unavailable)?
+                    .ok_or_else(|| refuse(404, "no such schedule"))?;
+                let slots = schedules.slots(&n, limit).map_err(unavailable)?;
+                Ok(json::value(&json::ScheduleShown {
+                    schedule: json::schedule(&kept),
+                    slots: slots.iter().map(|r| json::slot(&n, r)).collect(),
+                }))
             }
             _ => Err(refuse(404, "no such API")),
         })();

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use leasehold::{HistoryEvent, LeaseName};
 
-use crate::watch::{COUNTED, Counters, QueueView, Snapshot};
+use crate::watch::{COUNTED, Counters, OUTCOMES, QueueView, ScheduleView, Snapshot};
 
 /// A label value: backslash, double quote and newline escaped.
 fn label(s: &str) -> String {
@@ -98,6 +98,9 @@ pub fn render(snapshot: &Snapshot, counters: &Counters) -> String {
         queue_tasks(&mut out, queues);
         queue_gauges(&mut out, queues, SystemTime::now());
         queue_counters(&mut out, counters);
+    }
+    if let Some(schedules) = &snapshot.schedules {
+        schedule_gauges(&mut out, schedules, SystemTime::now());
     }
     single(
         &mut out,
@@ -287,6 +290,81 @@ fn queue_counters(out: &mut String, counters: &Counters) {
         "Tasks that became dead since serve started.",
         counters.queues.iter().map(|(queue, c)| (queue, c.deaths)),
     );
+}
+
+/// A time as Unix seconds, to the millisecond (what a store keeps).
+fn unix_seconds(t: SystemTime) -> String {
+    let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    format!("{:.3}", since.as_secs_f64())
+}
+
+/// A family with one sample per schedule that has a value.
+fn by_schedule<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    samples: impl Iterator<Item = (&'a LeaseName, Option<String>)>,
+) {
+    family(out, name, "gauge", help);
+    for (schedule, value) in samples {
+        if let Some(value) = value {
+            sample(out, name, &[("schedule", schedule.as_str())], value);
+        }
+    }
+}
+
+/// The gauges of each schedule; its next slot as of `now`.
+fn schedule_gauges(out: &mut String, schedules: &[ScheduleView], now: SystemTime) {
+    by_schedule(
+        out,
+        "leasehold_schedule_paused",
+        "Whether the schedule is paused (1: its slots pass unfired) or fires (0).",
+        schedules.iter().map(|v| {
+            (
+                &v.kept.schedule.name,
+                Some(u8::from(v.kept.schedule.paused).to_string()),
+            )
+        }),
+    );
+    by_schedule(
+        out,
+        "leasehold_schedule_next_fire_timestamp_seconds",
+        "When the schedule's next slot is due, in Unix seconds (absent while it is paused).",
+        schedules
+            .iter()
+            .map(|v| (&v.kept.schedule.name, v.kept.next_slot(now).map(unix_seconds))),
+    );
+    by_schedule(
+        out,
+        "leasehold_schedule_last_slot_timestamp_seconds",
+        "The schedule's last slot accounted for (fired, skipped or missed), in Unix seconds (absent before its first).",
+        schedules.iter().map(|v| {
+            (
+                &v.kept.schedule.name,
+                v.kept.state.map(|(s, _)| unix_seconds(s.last_slot)),
+            )
+        }),
+    );
+    let slots = "leasehold_schedule_slots";
+    family(
+        out,
+        slots,
+        "gauge",
+        "Slots per schedule and outcome among its slot records the store keeps (the newest 1000; a record of missed slots counts each slot it stands for).",
+    );
+    for v in schedules {
+        for (outcome, n) in OUTCOMES.iter().zip(v.outcomes()) {
+            sample(
+                out,
+                slots,
+                &[
+                    ("schedule", v.kept.schedule.name.as_str()),
+                    ("outcome", outcome.as_str()),
+                ],
+                n,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 //! a scraper cost the store one read per refresh, not one each.
 //!
 //! Each refresh it reads every name's state (`Store::list`), the queues'
-//! counts, and follows lease history from a cursor per name: the names
+//! counts, the schedules with their slot records (the newest
+//! [`SLOTS_KEPT`] of each, read again only where something moved: see
+//! `Follower::schedule`), and follows lease history from a cursor per
+//! name: the names
 //! whose state changed, then as many others as fit in a time budget, in
 //! turn, so a quiet name's fence verdicts are seen too. The cursor is the
 //! newest entries seen of the name; what lies after them in the store's
@@ -21,6 +24,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use leasehold::identity::{Liveness, Vantage};
+use leasehold::schedule::{Kept, SLOTS_KEPT, Schedules, SlotOutcome, SlotRecord};
 use leasehold::{
     Grant, GrantId, HistoryEntry, HistoryEvent, LeaseName, LeaseState, QueueStats, Store, Task, TaskState, Token,
 };
@@ -37,6 +41,9 @@ const CURSOR_LEN: usize = 16;
 pub const RUNNING_MAX: u32 = 500;
 /// Entries kept in memory per name, whatever the retention.
 const MEMORY_PER_NAME: usize = 10_000;
+/// Slot records read of a schedule whose state moved: the newest, enough
+/// for every claim between two readings but a long outage of `serve`'s.
+const SLOT_WINDOW: u32 = 32;
 
 /// The events counted per name, in the order of the metrics.
 pub const COUNTED: [HistoryEvent; 8] = [
@@ -49,6 +56,36 @@ pub const COUNTED: [HistoryEvent; 8] = [
     HistoryEvent::FencePassed,
     HistoryEvent::FenceRefused,
 ];
+
+/// Every outcome of a slot, in the order of [`ScheduleView::outcomes`]
+/// and the metrics.
+pub const OUTCOMES: [SlotOutcome; 9] = [
+    SlotOutcome::Ran,
+    SlotOutcome::Failed,
+    SlotOutcome::Stopped,
+    SlotOutcome::Skipped,
+    SlotOutcome::Missed,
+    SlotOutcome::Enqueued,
+    SlotOutcome::Lost,
+    SlotOutcome::Claimed,
+    SlotOutcome::Running,
+];
+
+/// Where `outcome` is in [`OUTCOMES`]; a match, so that an outcome added
+/// to the library does not compile until it is counted.
+fn outcome_index(outcome: SlotOutcome) -> usize {
+    match outcome {
+        SlotOutcome::Ran => 0,
+        SlotOutcome::Failed => 1,
+        SlotOutcome::Stopped => 2,
+        SlotOutcome::Skipped => 3,
+        SlotOutcome::Missed => 4,
+        SlotOutcome::Enqueued => 5,
+        SlotOutcome::Lost => 6,
+        SlotOutcome::Claimed => 7,
+        SlotOutcome::Running => 8,
+    }
+}
 
 /// The window a rate per minute is measured over: never shown for less.
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
@@ -144,6 +181,31 @@ impl QueueView {
     }
 }
 
+/// What one schedule looks like now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleView {
+    /// The schedule and its state.
+    pub kept: Kept,
+    /// Its slot records, newest first: the newest [`SLOTS_KEPT`], what the
+    /// store keeps (it prunes older ones every few claims, so a few more
+    /// may still be there; they are not read).
+    pub slots: Vec<SlotRecord>,
+}
+
+impl ScheduleView {
+    /// Slots per outcome among [`ScheduleView::slots`], in the order of
+    /// [`OUTCOMES`]: a record of missed slots counts each slot it stands
+    /// for.
+    #[must_use]
+    pub fn outcomes(&self) -> [u64; OUTCOMES.len()] {
+        let mut counts = [0; OUTCOMES.len()];
+        for r in &self.slots {
+            counts[outcome_index(r.outcome)] += r.count;
+        }
+        counts
+    }
+}
+
 /// One reading of the store.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -157,6 +219,9 @@ pub struct Snapshot {
     pub liveness: HashMap<(LeaseName, Token), Liveness>,
     /// `None`: the store has no queue (etcd).
     pub queues: Option<Vec<QueueView>>,
+    /// Every schedule, ordered by name. `None`: the store keeps no
+    /// schedules (no records).
+    pub schedules: Option<Vec<ScheduleView>>,
     /// How long the reading took.
     pub took: Duration,
     /// The store could not be read (the previous reading is kept).
@@ -166,13 +231,14 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    fn empty(has_queue: bool) -> Self {
+    fn empty(has_queue: bool, has_schedules: bool) -> Self {
         Self {
             read_at: Instant::now(),
             wall: SystemTime::now(),
             leases: Vec::new(),
             liveness: HashMap::new(),
             queues: has_queue.then(Vec::new),
+            schedules: has_schedules.then(Vec::new),
             took: Duration::ZERO,
             error: None,
             generation: 0,
@@ -182,7 +248,7 @@ impl Snapshot {
     /// A reading of nothing (pages drawn without the store).
     #[must_use]
     pub fn placeholder() -> Self {
-        Self::empty(false)
+        Self::empty(false, false)
     }
 
     /// Time left on a grant as of now (not as of the reading).
@@ -219,6 +285,11 @@ impl Snapshot {
             .binary_search_by(|s| s.name.as_str().cmp(name.as_str()))
             .ok()
             .map(|i| &self.leases[i])
+    }
+
+    #[must_use]
+    pub fn schedule(&self, name: &LeaseName) -> Option<&ScheduleView> {
+        self.schedules.as_ref()?.iter().find(|v| &v.kept.schedule.name == name)
     }
 }
 
@@ -267,6 +338,8 @@ pub struct Shared {
     /// of a grant that lapsed unrecorded.
     ends: Mutex<HashMap<(LeaseName, Token), SystemTime>>,
     pub has_queue: bool,
+    /// The store keeps records, so schedules.
+    pub has_schedules: bool,
     pub retention: Duration,
     pub refresh: Duration,
 }
@@ -325,13 +398,15 @@ impl Shared {
 #[must_use]
 pub fn start(store: Arc<Store>, refresh: Duration, retention: Duration) -> Arc<Shared> {
     let has_queue = store.backend().tasks().is_some();
+    let has_schedules = store.schedules().is_ok();
     let shared = Arc::new(Shared {
-        snapshot: RwLock::new(Arc::new(Snapshot::empty(has_queue))),
+        snapshot: RwLock::new(Arc::new(Snapshot::empty(has_queue, has_schedules))),
         changed: (Mutex::new(0), Condvar::new()),
         counters: Mutex::new(Counters::default()),
         follows: Mutex::new(HashMap::new()),
         ends: Mutex::new(HashMap::new()),
         has_queue,
+        has_schedules,
         retention,
         refresh,
     });
@@ -368,6 +443,8 @@ struct Follower {
     /// When the previous reading was made (a queue first seen now was
     /// empty then: its first claims count from there).
     previous_reading: Option<Instant>,
+    /// Each schedule as last read: what the next reading reuses.
+    schedules_seen: HashMap<LeaseName, ScheduleView>,
     /// Grants whose holder was found provably gone.
     dead: HashSet<GrantId>,
     generation: u64,
@@ -393,6 +470,7 @@ impl Follower {
             queue_seen: HashMap::new(),
             rates: HashMap::new(),
             previous_reading: None,
+            schedules_seen: HashMap::new(),
             dead: HashSet::new(),
             generation: 0,
             baseline: true,
@@ -409,6 +487,14 @@ impl Follower {
         let queues = if self.shared.has_queue {
             match self.queues() {
                 Ok(q) => Some(q),
+                Err(e) => return self.failed(&e.to_string()),
+            }
+        } else {
+            None
+        };
+        let schedules = if self.shared.has_schedules {
+            match self.schedules() {
+                Ok(s) => Some(s),
                 Err(e) => return self.failed(&e.to_string()),
             }
         } else {
@@ -435,7 +521,8 @@ impl Follower {
                 != previous
                     .queues
                     .as_ref()
-                    .map(|q| q.iter().map(|v| v.stats.clone()).collect::<Vec<_>>());
+                    .map(|q| q.iter().map(|v| v.stats.clone()).collect::<Vec<_>>())
+            || schedules != previous.schedules;
         self.follow(&leases, &changed, started);
         if moved || previous.error.is_some() {
             self.generation += 1;
@@ -446,6 +533,7 @@ impl Follower {
             leases,
             liveness,
             queues,
+            schedules,
             took: started.elapsed(),
             error: None,
             generation: self.generation,
@@ -588,6 +676,73 @@ impl Follower {
         follow.cursor = tail(&newest, CURSOR_LEN);
     }
 
+    /// Every schedule with its slot records, each read as
+    /// [`Follower::schedule`] says.
+    fn schedules(&mut self) -> leasehold::Result<Vec<ScheduleView>> {
+        let schedules = self.store.schedules()?;
+        let mut seen = std::mem::take(&mut self.schedules_seen);
+        let mut out = Vec::new();
+        for kept in schedules.list()? {
+            let before = seen.remove(&kept.schedule.name);
+            out.push(Self::schedule(&schedules, kept, before)?);
+        }
+        // Removed schedules are forgotten with what was left in `seen`.
+        self.schedules_seen = out.iter().map(|v| (v.kept.schedule.name.clone(), v.clone())).collect();
+        Ok(out)
+    }
+
+    /// One schedule's slot records, reading no more than moved since
+    /// `before` (its previous reading). A record changes only while it is
+    /// open (claimed, running: its daemon reports, or proves the daemon
+    /// dead); every other change — a claim, a pause, a resume, a removal —
+    /// moves the schedule's state. So a schedule whose state did not move
+    /// has only its open records read again; one whose state moved has its
+    /// newest [`SLOT_WINDOW`] records read, which join the records held if
+    /// they reach the newest of them (new records are newer than every
+    /// old one), and all of them read again if not (more new records than
+    /// the window, or the schedule removed and added again).
+    fn schedule(
+        schedules: &Schedules<'_>,
+        kept: Kept,
+        before: Option<ScheduleView>,
+    ) -> leasehold::Result<ScheduleView> {
+        let name = &kept.schedule.name;
+        let mut slots = match before {
+            Some(before) if before.kept.state == kept.state => before.slots,
+            Some(before) => {
+                let window = schedules.slots(name, SLOT_WINDOW)?;
+                let joins = before
+                    .slots
+                    .first()
+                    .is_some_and(|newest| window.iter().any(|r| r.slot == newest.slot));
+                if window.len() < SLOT_WINDOW as usize {
+                    // Fewer than asked for: the window is every record.
+                    window
+                } else if joins {
+                    let oldest = window[window.len() - 1].slot;
+                    let mut slots = window;
+                    slots.extend(before.slots.into_iter().filter(|r| r.slot < oldest));
+                    slots.truncate(SLOTS_KEPT as usize);
+                    slots
+                } else {
+                    schedules.slots(name, SLOTS_KEPT)?
+                }
+            }
+            None => schedules.slots(name, SLOTS_KEPT)?,
+        };
+        // Open records read again (those just read are too: one read each,
+        // and few are open at once).
+        let mut gone = Vec::new();
+        for r in slots.iter_mut().filter(|r| r.outcome.is_open()) {
+            match schedules.slot(name, r.slot)? {
+                Some((fresh, _)) => *r = fresh,
+                None => gone.push(r.slot),
+            }
+        }
+        slots.retain(|r| !gone.contains(&r.slot));
+        Ok(ScheduleView { kept, slots })
+    }
+
     fn queues(&mut self) -> leasehold::Result<Vec<QueueView>> {
         let stats = self.store.task_stats(None)?;
         let now = Instant::now();
@@ -715,6 +870,8 @@ fn new_entries(cursor: &[HistoryEntry], newest: &[HistoryEntry]) -> Option<usize
 
 #[cfg(test)]
 mod tests {
+    use leasehold_backend::Expect;
+
     use super::*;
 
     fn e(at: u64, event: HistoryEvent, token: u64) -> HistoryEntry {
@@ -753,6 +910,102 @@ mod tests {
             }
             total += 2;
         }
+    }
+
+    /// However a schedule's records changed between two readings — an
+    /// open record reported, more new records than the window, a few, the
+    /// schedule removed and added again — the reading that follows holds
+    /// what a full read of the store holds (the checker: `slots` of every
+    /// record kept, sharing nothing with how the follower joins readings).
+    #[test]
+    fn a_schedule_read_again_holds_what_the_store_holds() {
+        use leasehold::schedule::{Action, CatchUp, Overlap, Schedule, ScheduleSpec, SlotClaim};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("s.db")).unwrap();
+        let schedules = store.schedules().unwrap();
+        let name = LeaseName::new("hourly").unwrap();
+        let hour = |h: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600 + h * 3600);
+        let add = || {
+            let schedule = Schedule {
+                name: name.clone(),
+                spec: ScheduleSpec::parse("@every 1h", None).unwrap(),
+                action: Action::Run {
+                    command: vec!["true".into()],
+                },
+                overlap: Overlap::Skip,
+                catch_up: CatchUp::None,
+                deadline: None,
+                jitter: Duration::ZERO,
+                ttl: Duration::from_secs(60),
+                grace: None,
+                paused: false,
+                created: hour(0),
+            };
+            schedules.add(&schedule, false).unwrap();
+        };
+        let daemon = leasehold::identity::holder(leasehold::Binding::ThisProcess).unwrap();
+        let kept = || schedules.get(&name).unwrap().unwrap();
+        // Claim the slots at hours `from..to`, each on time; every one but
+        // the last reported as ran (the last stays claimed: open).
+        let claim = |from: u64, to: u64| {
+            for h in from..to {
+                let now = hour(h) + Duration::from_millis(5);
+                let SlotClaim::Claimed {
+                    fired: Some(mut fired), ..
+                } = schedules.claim(&kept(), now, &daemon, 1000).unwrap()
+                else {
+                    panic!("hour {h} not claimed")
+                };
+                if h + 1 < to {
+                    fired.outcome = SlotOutcome::Ran;
+                    assert!(schedules.report(&name, &fired, Expect::Anything).unwrap());
+                }
+            }
+        };
+        let check = |view: &ScheduleView, step: &str| {
+            assert_eq!(view.kept, kept(), "{step}");
+            assert_eq!(view.slots, schedules.slots(&name, SLOTS_KEPT).unwrap(), "{step}");
+        };
+
+        add();
+        claim(1, 4);
+        let view = Follower::schedule(&schedules, kept(), None).unwrap();
+        check(&view, "first reading");
+        assert_eq!(view.slots.len(), 3);
+
+        claim(4, 4 + u64::from(SLOT_WINDOW) + 8);
+        let view = Follower::schedule(&schedules, kept(), Some(view)).unwrap();
+        check(&view, "more new records than the window");
+
+        claim(44, 47);
+        let view = Follower::schedule(&schedules, kept(), Some(view)).unwrap();
+        check(&view, "a few new records");
+        assert_eq!(view.slots.len(), 46);
+
+        // The open record reported: the state does not move.
+        let (mut open, _) = schedules.slot(&name, hour(46)).unwrap().unwrap();
+        open.outcome = SlotOutcome::Failed;
+        let state = kept().state;
+        assert!(schedules.report(&name, &open, Expect::Anything).unwrap());
+        assert_eq!(kept().state, state);
+        let view = Follower::schedule(&schedules, kept(), Some(view)).unwrap();
+        check(&view, "an open record reported");
+        assert_eq!(view.slots[0].outcome, SlotOutcome::Failed);
+
+        // Removed and added again: its records went with it.
+        assert!(schedules.remove(&name).unwrap());
+        add();
+        let view = Follower::schedule(&schedules, kept(), Some(view)).unwrap();
+        check(&view, "removed and added again");
+        assert!(view.slots.is_empty());
+        assert!(schedules.remove(&name).unwrap());
+        add();
+        claim(50, 52);
+        let view = Follower::schedule(&schedules, kept(), Some(view)).unwrap();
+        check(&view, "removed, added and claimed again");
+        // Hours 1 to 49 missed (one record), 50 ran, 51 claimed.
+        assert_eq!(view.slots.len(), 3);
     }
 
     #[test]

@@ -91,7 +91,8 @@ fn get_json(addr: &str, path: &str) -> Value {
 fn steady(mut v: Value) -> Value {
     match &mut v {
         Value::Object(m) => {
-            for k in ["expires", "expires_in_ms", "lease_remaining_ms"] {
+            // `next`: a schedule's next slot, as of the request.
+            for k in ["expires", "expires_in_ms", "lease_remaining_ms", "next"] {
                 if m.contains_key(k) {
                     m.insert(k.to_owned(), Value::Null);
                 }
@@ -322,6 +323,18 @@ fn the_api_prints_what_json_prints() {
     env.acquire(&["a/b c\u{202e}", "--ttl", "5m", "--shared"]);
     env.run(&["task", "add", "q", "--id", "x", "--payload", "{\"n\":1}"]);
     env.run(&["task", "add", "q", "--id", "y"]);
+    env.run(&["schedule", "add", "nightly", "--cron", "@daily", "--", "./report.sh"]);
+    env.run(&[
+        "schedule",
+        "add",
+        "sweep",
+        "--cron",
+        "*/5 * * * *",
+        "--tz",
+        "Europe/Berlin",
+        "--queue",
+        "q",
+    ]);
     let s = serve(&env, &[]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let cli = |args: &[&str]| -> Value {
@@ -362,6 +375,14 @@ fn the_api_prints_what_json_prints() {
         steady(get_json(&s.addr, "/api/queues/q/tasks/x")),
         steady(cli(&["task", "show", "q", "x"]))
     );
+    assert_eq!(
+        steady(get_json(&s.addr, "/api/schedules")),
+        steady(cli(&["schedule", "list"]))
+    );
+    assert_eq!(
+        steady(get_json(&s.addr, "/api/schedules/nightly?limit=5")),
+        steady(cli(&["schedule", "show", "nightly", "-n", "5"]))
+    );
 }
 
 fn history_timeline_draws_grants_without_colour_off_a_terminal() {
@@ -380,12 +401,14 @@ fn history_timeline_draws_grants_without_colour_off_a_terminal() {
 }
 
 /// What the page shows of one store, read over HTTP: the leases document
-/// equals `list --json`, the page and `/metrics` name the lease, and the
+/// equals `list --json`, the page and `/metrics` name the lease, the
 /// queue section is what the store has (`queues`: its stats document, or
-/// `None` for a store without a queue).
+/// `None` for a store without a queue), and the schedules are listed as
+/// `schedule list --json` lists them (every store keeps schedules).
 fn serves_the_store(env: &Env, queues: Option<&str>) {
     let t = env.acquire(&["nightly", "--ttl", "5m"]).to_string();
     env.run(&["fence", "nightly", "--token", &t]);
+    env.run(&["schedule", "add", "hourly-sync", "--cron", "@hourly", "--", "./sync.sh"]);
     let s = serve(env, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let (code, out, err) = env.run(&["--json", "list"]);
@@ -415,6 +438,19 @@ fn serves_the_store(env: &Env, queues: Option<&str>) {
         }
         None => assert!(page.contains("no task queue"), "{status}: {page}"),
     }
+    let (status, _, page) = request(&s.addr, "GET", "/schedules", &[], "");
+    assert_eq!(status, 200);
+    assert!(page.contains("hourly-sync") && page.contains("./sync.sh"), "{page}");
+    let (code, out, err) = env.run(&["--json", "schedule", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        steady(get_json(&s.addr, "/api/schedules")),
+        steady(serde_json::from_str::<Value>(&out).unwrap())
+    );
+    assert!(
+        metrics.contains("leasehold_schedule_paused{schedule=\"hourly-sync\"} 0"),
+        "{metrics}"
+    );
 }
 
 /// The page works on every store: PostgreSQL with its queue, etcd with

@@ -5,7 +5,8 @@
 //!
 //! `leases.rs`: the list of names and the page of one lease;
 //! `timeline.rs`: grants side by side as SVG; `queues.rs`: queues, one
-//! queue's tasks (paged by key), one task.
+//! queue's tasks (paged by key), one task; `schedules.rs`: schedules and
+//! what became of their slots.
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
@@ -21,10 +22,12 @@ use crate::watch::Snapshot;
 
 pub mod leases;
 pub mod queues;
+pub mod schedules;
 pub mod timeline;
 
 pub use leases::{lease, leases};
 pub use queues::{queue, queues, task};
+pub use schedules::{schedule, schedules};
 pub use timeline::timeline;
 
 /// Rows per page of the lease and task lists.
@@ -83,6 +86,7 @@ pub fn layout(page: &Page, main: &Markup) -> Markup {
                         a href="/" { "Leases" }
                         a href="/timeline" { "Timeline" }
                         a href="/queues" { "Queues" }
+                        a href="/schedules" { "Schedules" }
                         a href="/metrics" { "Metrics" }
                         span #live title="This page updates itself when the store changes (paused while the tab is hidden)." {
                             "● live"

@@ -313,12 +313,15 @@ def test_hostile_text_is_inert_in_logical_order_everywhere(env):
     c = json.loads(env.run("task", "claim", queue).stdout)
     env.run("task", "fail", queue, c["id"], "--token", str(c["token"]), "--no-retry",
             "--error", "boom\u202eevil")
+    env.run("schedule", "add", bidi, "--cron", "@daily", "--", "sh", "-c", "x\u202eevil")
+    env.run("schedule", "add", zw, "--cron", "@hourly", "--queue", queue, "--paused")
     base = env.serve()
     q = urllib.parse.quote
     pages = [
         "/", f"/leases/{q(bidi)}", f"/leases/cmd-holder",
         f"/timeline?name={q(bidi)}&name={q(zw)}&name=cmd-holder&name={q(HOSTILE)}&range=5m",
         "/queues", f"/queues/{q(queue)}?state=dead", f"/queues/{q(queue)}/tasks/{q(task)}",
+        "/schedules", f"/schedules/{q(bidi)}", f"/schedules/{q(zw)}",
     ]
     with sync_playwright() as p:
         browser = chromium(p)
@@ -567,9 +570,11 @@ def test_operators_find_what_they_expect(env):
     wait_for(lambda: "sync" in env.run("list", "--live").stdout)
     env.run("task", "add", "crawl", "--id", "now")
     env.run("task", "add", "crawl", "--id", "later", "--delay", "1h")
+    env.run("schedule", "add", "nightly-report", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--",
+            "./report.sh", "--since", "yesterday")
     base = env.serve()
     pages = ["/", "/leases/nightly-report", "/timeline?name=nightly-report&name=sync", "/queues",
-             "/queues/crawl?state=pending", "/queues/crawl/tasks/later"]
+             "/queues/crawl?state=pending", "/queues/crawl/tasks/later", "/schedules", "/schedules/nightly-report"]
     os.makedirs(SHOTS, exist_ok=True)
     with sync_playwright() as p:
         browser = chromium(p)
@@ -620,3 +625,77 @@ def test_operators_find_what_they_expect(env):
                     narrow.screenshot(path=f"{SHOTS}/page{i}-{width}-{scheme}.png", full_page=True)
                 narrow.close()
         browser.close()
+
+
+# The outcomes of a slot, in the order /metrics lists them.
+OUTCOMES = ["ran", "failed", "stopped", "skipped", "missed", "enqueued", "lost", "claimed", "running"]
+
+
+def test_schedules_show_their_slots(env):
+    """A schedule whose first slots passed while no daemon ran: once a daemon
+    starts, the schedules page (updating itself, no reload) shows its name
+    and a missed mark, then a mark per slot record, newest last, each as
+    `schedule show --json` lists it (a missed record with its count);
+    /metrics counts its slots per outcome as those records do."""
+    env.run("schedule", "add", "tick", "--cron", "@every 1s", "--", "true")
+    env.run("schedule", "add", "sweep", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--queue", "jobs",
+            "--paused")
+    base = env.serve()
+    time.sleep(3.5)  # slots pass with no daemon: missed when one starts
+    with sync_playwright() as p:
+        browser = chromium(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(base + "/schedules")
+        row = page.locator("tr", has=page.locator("a", has_text=re.compile("^tick$")))
+        text = row.inner_text()
+        assert "@every 1s" in text and "UTC" in text and "true" in text and "none yet" in text, text
+        sweep = page.locator("tr", has=page.locator("a", has_text=re.compile("^sweep$"))).inner_text()
+        assert "Europe/Berlin" in sweep and "jobs" in sweep and "paused" in sweep, sweep
+
+        cron = env.spawn("cron", "tick")
+        row.locator(".slot.missed").first.wait_for(timeout=10000)
+        wait_for(lambda: row.locator(".slot.ran").count() >= 2)
+        cron.send_signal(signal.SIGTERM)
+        assert cron.wait(20) == 0
+
+        shown = json.loads(env.run("--json", "schedule", "show", "tick", "-n", "1000").stdout)["slots"]
+        missed = [s for s in shown if s["outcome"] == "missed"]
+        assert missed and missed[-1]["count"] >= 2, shown  # the slots before the daemon, one record
+        want = [[s["outcome"], s["count"]] for s in reversed(shown[:30])]
+
+        def marks():
+            return [[m[0], int(m[1]) if m[1] else 1] for m in row.evaluate("""tr =>
+                [...tr.querySelectorAll(".slot")].map(m => [m.classList[m.classList.length - 1],
+                                                            (m.textContent.match(/×(\\d+)/) || [])[1]])""")]
+
+        try:
+            wait_for(lambda: marks() == want)
+        except AssertionError:
+            raise AssertionError(f"marks {marks()}, records {want}") from None
+        page.screenshot(path=f"{SHOTS}/schedules.png", full_page=True)
+
+        page.goto(base + "/schedules/tick")
+        body = page.evaluate("document.body.innerText")
+        assert f"missed ×{missed[-1]['count']}" in body, body
+        page.screenshot(path=f"{SHOTS}/schedule.png", full_page=True)
+        browser.close()
+
+    counts = {o: sum(s["count"] for s in shown if s["outcome"] == o) for o in OUTCOMES}
+    series = lambda n, o: ("leasehold_schedule_slots", (("outcome", o), ("schedule", n)))
+    try:
+        m = wait_for(lambda: (m := metrics(base)) and all(m.get(series("tick", o)) == counts[o] for o in OUTCOMES) and m)
+    except AssertionError:
+        raise AssertionError(f"metrics {metrics(base)}, records {counts}") from None
+    assert m[("leasehold_schedule_paused", (("schedule", "sweep"),))] == 1
+    assert m[("leasehold_schedule_paused", (("schedule", "tick"),))] == 0
+    assert ("leasehold_schedule_next_fire_timestamp_seconds", (("schedule", "sweep"),)) not in m
+    assert m[("leasehold_schedule_next_fire_timestamp_seconds", (("schedule", "tick"),))] > time.time() - 1
+    last = m[("leasehold_schedule_last_slot_timestamp_seconds", (("schedule", "tick"),))]
+    assert abs(last - max(time_of(s["slot"]) for s in shown)) < 0.001
+    assert all(m[series("sweep", o)] == 0 for o in OUTCOMES)
+
+
+def time_of(rfc3339):
+    """Unix seconds of `2026-01-02T03:04:05.678Z`."""
+    from datetime import datetime
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()

@@ -92,10 +92,7 @@ pub fn schedule(kept: &Kept) -> Schedule<'_> {
         paused: s.paused,
         created: rfc3339(s.created),
         last_slot: kept.state.map(|(state, _)| rfc3339(state.last_slot)),
-        next: (!s.paused)
-            .then(|| s.spec.next_after(kept.accounted_until().max(SystemTime::now())))
-            .flatten()
-            .map(rfc3339),
+        next: kept.next_slot(SystemTime::now()).map(rfc3339),
     }
 }
 

@@ -270,6 +270,18 @@ impl Kept {
     pub fn accounted_until(&self) -> SystemTime {
         self.state.map_or(self.schedule.created, |(s, _)| s.last_slot)
     }
+
+    /// The next slot as of `now`: the first after the last one accounted
+    /// for and after `now` (slots already due are a daemon's to account
+    /// for); `None` while paused. What `schedule list` and the status page
+    /// call next.
+    #[must_use]
+    pub fn next_slot(&self, now: SystemTime) -> Option<SystemTime> {
+        if self.schedule.paused {
+            return None;
+        }
+        self.schedule.spec.next_after(self.accounted_until().max(now))
+    }
 }
 
 /// The first slot to fire among the due ones and those passed over, as
