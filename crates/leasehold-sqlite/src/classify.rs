@@ -89,6 +89,10 @@ pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
     )
 }
 
+/// The size of a new store at this build's schema (its pages; kept true by
+/// the test `a_new_store_is_as_large_as_new_store_bytes_says`).
+pub(crate) const NEW_STORE_BYTES: u64 = 60 * 1024;
+
 /// The first part of a WAL store's shared-memory file (`-shm`), which
 /// SQLite must be able to write beside the store before it can read it.
 const SHM_FIRST_REGION: u64 = 32 * 1024;
@@ -139,7 +143,8 @@ pub(crate) fn map_error(store: &str, e: rusqlite::Error) -> BackendError {
         let reason = format!("its schema is damaged ({msg})");
         return damaged_schema(store, reason).with_source(e);
     }
-    if shm_cannot_grow(&e) {
+    let disk_full = e.sqlite_error_code() == Some(ErrorCode::DiskFull);
+    if shm_cannot_grow(&e) || disk_full {
         let path = Path::new(store);
         let dir = path
             .parent()
@@ -151,10 +156,16 @@ pub(crate) fn map_error(store: &str, e: rusqlite::Error) -> BackendError {
                 s.f_bavail.saturating_mul(s.f_frsize),
             )
         });
-        let store_len = std::fs::metadata(path).map_or(0, |m| m.len());
+        // A store being made is as large as a new one will be.
+        let store_len = std::fs::metadata(path).map_or(0, |m| m.len()).max(NEW_STORE_BYTES);
         // Without SQLite's own words as its cause: "disk I/O error" with
-        // its code is what this replaces (issue 22).
-        return no_room_for_shm(store, store_len, space);
+        // its code is what this replaces (issue 22). A full disk while the
+        // store is made (its schema written) on a filesystem that could
+        // never hold it says so too.
+        let too_small = space.is_some_and(|(total, _)| total < store_len.saturating_add(SHM_FIRST_REGION));
+        if !disk_full || too_small {
+            return no_room_for_shm(store, store_len, space);
+        }
     }
     let (kind, reason, hint) = match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => (

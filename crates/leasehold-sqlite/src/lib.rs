@@ -466,6 +466,17 @@ mod tests {
 
     use super::*;
 
+    /// What a full disk while a store is made is judged by: a new store
+    /// (closed, its log checkpointed) is `NEW_STORE_BYTES` long — change
+    /// the constant with the schema.
+    #[test]
+    fn a_new_store_is_as_large_as_new_store_bytes_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        drop(SqliteBackend::open(&path, SqliteOptions::default()).unwrap());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), classify::NEW_STORE_BYTES);
+    }
+
     /// A cached statement is prepared once per connection. Without the
     /// query planner stability guarantee, SQLite re-prepares a statement
     /// with a `column = ?` term whenever its bindings are cleared — which
