@@ -46,6 +46,13 @@
 //! (default [`DEFAULT_POLL`](crate::DEFAULT_POLL), 100 ms) — and sooner,
 //! backing off from 10 ms, just after a change, when the next one (a
 //! waiting candidate taking over) is likely.
+//!
+//! A leader found already dead at a read is still reported once if it
+//! was never reported (its grant is still there: it led, if briefly),
+//! then as gone — so an observer woken late under load does not skip a
+//! leader that died young (fault case 31 on etcd did, once, before). A
+//! leader granted *and* taken over between two reads is not seen by the
+//! observer; the name's history (`leasehold history`) has every grant.
 
 use std::fmt;
 use std::sync::Arc;
@@ -234,6 +241,8 @@ pub struct Observer {
     topic: WaitTopic,
     /// The last change reported (`None` before the first report).
     last: Option<LeaderChange>,
+    /// The newest leader's token reported so far.
+    newest: Token,
     pause: Duration,
     cancel: Cancel,
 }
@@ -272,6 +281,30 @@ impl Observer {
         }))
     }
 
+    /// Who leads, for the next report: as [`Observer::current`], except
+    /// that a leader already dead when first read is still reported once
+    /// (it led, if briefly, and its grant is still there: an observer
+    /// woken late must not skip it), then as gone.
+    fn leader_to_report(&mut self) -> Result<Option<Leader>> {
+        let Some(state) = self.store.status(&self.name)? else {
+            return Ok(None);
+        };
+        let first = self.last.is_none();
+        let leader = state
+            .grants
+            .iter()
+            .find(|g| {
+                g.mode.is_exclusive()
+                    && (!crate::identity::provably_gone(&g.holder) || (!first && g.token > self.newest))
+            })
+            .map(Leader::of);
+        if first {
+            // What was there before the observer began counts as seen.
+            self.newest = state.grants.iter().map(|g| g.token).max().unwrap_or(Token(0));
+        }
+        Ok(leader)
+    }
+
     /// The next change, waiting up to `timeout` (`Ok(None)`: none came, or
     /// the observer was cancelled). The first call reports the current
     /// state at once.
@@ -285,12 +318,15 @@ impl Observer {
             if self.cancel.is_cancelled() {
                 return Ok(None);
             }
-            let leader = self.current()?;
+            let leader = self.leader_to_report()?;
             if self.last.as_ref().is_none_or(|last| last.leader != leader) {
                 let change = LeaderChange {
                     name: self.name.clone(),
                     leader,
                 };
+                if let Some(l) = &change.leader {
+                    self.newest = self.newest.max(l.token);
+                }
                 self.last = Some(change.clone());
                 self.pause = FIRST_PAUSE;
                 return Ok(Some(change));
@@ -426,6 +462,7 @@ impl Store {
             name: name.clone(),
             topic: WaitTopic::lease(name),
             last: None,
+            newest: Token(0),
             pause: FIRST_PAUSE,
             cancel: Cancel::new(),
         }
