@@ -94,7 +94,7 @@ fn ms_of(rfc3339: &str) -> u64 {
 }
 
 fn case32(store: &str, mode: Mode, what: &str) {
-    let slots = count(100, 1000);
+    let slots = count(50, 1000);
     let sb = Sandbox::new();
     let log = sb.file("slots.log");
     let lock = sb.file("run.lock");
