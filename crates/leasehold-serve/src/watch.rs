@@ -870,7 +870,7 @@ fn new_entries(cursor: &[HistoryEntry], newest: &[HistoryEntry]) -> Option<usize
 
 #[cfg(test)]
 mod tests {
-    use leasehold_backend::Expect;
+    use leasehold::schedule::Expect;
 
     use super::*;
 
@@ -919,7 +919,7 @@ mod tests {
     /// record kept, sharing nothing with how the follower joins readings).
     #[test]
     fn a_schedule_read_again_holds_what_the_store_holds() {
-        use leasehold::schedule::{Action, CatchUp, Overlap, Schedule, ScheduleSpec, SlotClaim};
+        use leasehold::schedule::{Action, Schedule, ScheduleSpec, SlotClaim};
 
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_sqlite(&dir.path().join("s.db")).unwrap();
@@ -927,21 +927,15 @@ mod tests {
         let name = LeaseName::new("hourly").unwrap();
         let hour = |h: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600 + h * 3600);
         let add = || {
-            let schedule = Schedule {
-                name: name.clone(),
-                spec: ScheduleSpec::parse("@every 1h", None).unwrap(),
-                action: Action::Run {
-                    command: vec!["true".into()],
-                },
-                overlap: Overlap::Skip,
-                catch_up: CatchUp::None,
-                deadline: None,
-                jitter: Duration::ZERO,
-                ttl: Duration::from_secs(60),
-                grace: None,
-                paused: false,
-                created: hour(0),
+            let command = Action::Run {
+                command: vec!["true".into()],
             };
+            let schedule = Schedule::new(
+                name.clone(),
+                ScheduleSpec::parse("@every 1h", None).unwrap(),
+                command,
+                hour(0),
+            );
             schedules.add(&schedule, false).unwrap();
         };
         let daemon = leasehold::identity::holder(leasehold::Binding::ThisProcess).unwrap();

@@ -9,9 +9,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use leasehold::schedule::{Action, CatchUp, Overlap, Schedule, ScheduleSpec, SlotClaim, SlotOutcome, SlotRecord};
+use leasehold::schedule::Expect;
+use leasehold::schedule::{Action, Schedule, ScheduleSpec, SlotClaim, SlotOutcome, SlotRecord};
 use leasehold::{Binding, LeaseName, Store, json};
-use leasehold_backend::Expect;
 use leasehold_serve::http::{Body, Request, parse_query};
 use leasehold_serve::{App, Config};
 use serde_json::{Value, json};
@@ -29,19 +29,7 @@ fn name(s: &str) -> LeaseName {
 }
 
 fn schedule(n: &str, cron: &str, zone: Option<&str>, action: Action) -> Schedule {
-    Schedule {
-        name: name(n),
-        spec: ScheduleSpec::parse(cron, zone).unwrap(),
-        action,
-        overlap: Overlap::Skip,
-        catch_up: CatchUp::None,
-        deadline: None,
-        jitter: Duration::ZERO,
-        ttl: Duration::from_secs(60),
-        grace: None,
-        paused: false,
-        created: at(0, 0),
-    }
+    Schedule::new(name(n), ScheduleSpec::parse(cron, zone).unwrap(), action, at(0, 0))
 }
 
 /// Claim what is due of `n` at `now` as a daemon of this process would;

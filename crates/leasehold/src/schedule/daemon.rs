@@ -510,10 +510,9 @@ fn watch_for_next(
                 std::thread::sleep(Duration::from_millis(100));
                 let later = store
                     .schedules()
-                    .and_then(|s| s.get(&name))
+                    .and_then(|s| s.state(&name))
                     .ok()
                     .flatten()
-                    .and_then(|k| k.state)
                     .is_some_and(|(state, _)| state.last_slot > slot);
                 if later {
                     running.superseded.store(true, Ordering::SeqCst);

@@ -142,6 +142,28 @@ pub struct Schedule {
     pub created: SystemTime,
 }
 
+impl Schedule {
+    /// A schedule with `schedule add`'s defaults: `--overlap skip`,
+    /// `--catch-up none`, no deadline, no jitter, a 60 s TTL, `run`'s
+    /// grace, not paused.
+    #[must_use]
+    pub fn new(name: LeaseName, spec: ScheduleSpec, action: Action, created: SystemTime) -> Self {
+        Self {
+            name,
+            spec,
+            action,
+            overlap: Overlap::Skip,
+            catch_up: CatchUp::None,
+            deadline: None,
+            jitter: Duration::ZERO,
+            ttl: Duration::from_secs(60),
+            grace: None,
+            paused: false,
+            created,
+        }
+    }
+}
+
 /// The last slot of a schedule accounted for (fired, skipped or missed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduleState {
@@ -264,6 +286,11 @@ pub struct Kept {
 }
 
 impl Kept {
+    /// What a write of the state expects: the version read, or none.
+    fn state_expect(&self) -> Expect {
+        self.state.map_or(Expect::Absent, |(_, v)| Expect::Version(v))
+    }
+
     /// The last slot accounted for: the state's, or the schedule's
     /// creation before its first slot.
     #[must_use]
@@ -507,16 +534,23 @@ impl Schedules<'_> {
         let Some(record) = self.records.record_get(&schedule_key(name))? else {
             return Ok(None);
         };
-        let state = self
-            .records
-            .record_get(&state_key(name))?
-            .map(|r| Ok::<_, crate::Error>((decode(&r)?, r.version)))
-            .transpose()?;
         Ok(Some(Kept {
             schedule: decode(&record)?,
             version: record.version,
-            state,
+            state: self.state(name)?,
         }))
+    }
+
+    /// The state of `name` (the last slot accounted for), with its
+    /// version, if it has one yet.
+    ///
+    /// # Errors
+    /// As [`Schedules::get`].
+    pub fn state(&self, name: &LeaseName) -> Result<Option<(ScheduleState, RecordVersion)>> {
+        self.records
+            .record_get(&state_key(name))?
+            .map(|r| Ok((decode(&r)?, r.version)))
+            .transpose()
     }
 
     /// Every schedule, by name.
@@ -537,15 +571,10 @@ impl Schedules<'_> {
             after = Some(last.key.clone());
             for record in &page {
                 let schedule: Schedule = decode(record)?;
-                let state = self
-                    .records
-                    .record_get(&state_key(&schedule.name))?
-                    .map(|r| Ok::<_, crate::Error>((decode(&r)?, r.version)))
-                    .transpose()?;
                 kept.push(Kept {
+                    state: self.state(&schedule.name)?,
                     schedule,
                     version: record.version,
-                    state,
                 });
             }
         }
@@ -578,7 +607,7 @@ impl Schedules<'_> {
                 changes.push(RecordChange::Put {
                     key: state_key(name),
                     body: encode(&state),
-                    expect: kept.state.map_or(Expect::Absent, |(_, v)| Expect::Version(v)),
+                    expect: kept.state_expect(),
                 });
             }
             if let RecordWrite::Written { .. } = self.write(changes)? {
@@ -597,36 +626,18 @@ impl Schedules<'_> {
         if self.records.record_get(&schedule_key(name))?.is_none() {
             return Ok(false);
         }
-        loop {
-            let slots = self.records.record_list(&RecordListParams {
-                prefix: slots_prefix(name),
-                after: None,
-                descending: false,
-                limit: (leasehold_backend::record::RECORD_CHANGES_MAX - 2) as u32,
-            })?;
-            let last_round = slots.is_empty();
-            let mut changes: Vec<RecordChange> = slots
-                .into_iter()
-                .map(|r| RecordChange::Delete {
-                    key: r.key,
-                    expect: Expect::Anything,
-                })
-                .collect();
-            if last_round {
-                changes.push(RecordChange::Delete {
-                    key: schedule_key(name),
-                    expect: Expect::Anything,
-                });
-                changes.push(RecordChange::Delete {
-                    key: state_key(name),
-                    expect: Expect::Anything,
-                });
-            }
-            self.write(changes)?;
-            if last_round {
-                return Ok(true);
-            }
-        }
+        self.delete_slots(name, None)?;
+        self.write(vec![
+            RecordChange::Delete {
+                key: schedule_key(name),
+                expect: Expect::Anything,
+            },
+            RecordChange::Delete {
+                key: state_key(name),
+                expect: Expect::Anything,
+            },
+        ])?;
+        Ok(true)
     }
 
     /// The newest `limit` slot records of `name`, newest first.
@@ -699,7 +710,7 @@ impl Schedules<'_> {
         let mut changes = vec![RecordChange::Put {
             key: state_key(&schedule.name),
             body: encode(&state),
-            expect: kept.state.map_or(Expect::Absent, |(_, v)| Expect::Version(v)),
+            expect: kept.state_expect(),
         }];
         let missed = if let (Some(&first), Some(&through)) = (decision.missed.first(), decision.missed.last()) {
             let missed = SlotRecord {
@@ -774,6 +785,12 @@ impl Schedules<'_> {
         let Some(oldest_kept) = newest.get(SLOTS_KEPT as usize - 1).map(|r| r.key.clone()) else {
             return Ok(());
         };
+        self.delete_slots(name, Some(&oldest_kept))
+    }
+
+    /// Delete the slot records of `name` (those before the key `before`,
+    /// when given), oldest first, a batch at a time.
+    fn delete_slots(&self, name: &LeaseName, before: Option<&RecordKey>) -> Result<()> {
         loop {
             let older: Vec<RecordChange> = self
                 .records
@@ -784,7 +801,7 @@ impl Schedules<'_> {
                     limit: leasehold_backend::record::RECORD_CHANGES_MAX as u32,
                 })?
                 .into_iter()
-                .filter(|r| r.key < oldest_kept)
+                .filter(|r| before.is_none_or(|before| r.key < *before))
                 .map(|r| RecordChange::Delete {
                     key: r.key,
                     expect: Expect::Anything,
@@ -870,20 +887,14 @@ mod tests {
     use super::*;
 
     fn schedule(catch_up: CatchUp, deadline: Option<Duration>) -> Schedule {
+        let command = Action::Run {
+            command: vec!["true".into()],
+        };
+        let spec = ScheduleSpec::parse("@every 1m", None).unwrap();
         Schedule {
-            name: LeaseName::new("s").unwrap(),
-            spec: ScheduleSpec::parse("@every 1m", None).unwrap(),
-            action: Action::Run {
-                command: vec!["true".into()],
-            },
-            overlap: Overlap::Skip,
             catch_up,
             deadline,
-            jitter: Duration::ZERO,
-            ttl: Duration::from_secs(30),
-            grace: None,
-            paused: false,
-            created: UNIX_EPOCH,
+            ..Schedule::new(LeaseName::new("s").unwrap(), spec, command, UNIX_EPOCH)
         }
     }
 
@@ -950,5 +961,44 @@ mod tests {
         assert!(slot_key(&a, at(2)) > slot_key(&a, at(1)));
         assert!(slot_key(&a, at(100_000)) > slot_key(&a, at(3)));
         assert!(!slot_key(&ab, at(1)).as_str().starts_with(&slots_prefix(&a)));
+    }
+
+    /// Slot records are pruned to the newest [`SLOTS_KEPT`] every
+    /// [`PRUNE_EVERY`] claims: after 1,100 slots each claimed on time, the
+    /// last pruning (the 1,088th claim's) kept slots 89–1,088, and the 12
+    /// since are there too; every older one is gone.
+    #[test]
+    fn old_slot_records_are_pruned_the_newest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("s.db")).unwrap();
+        let schedules = store.schedules().unwrap();
+        let start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let second = |n: u64| start + Duration::from_secs(n);
+        let mut every_second = schedule(CatchUp::None, None);
+        every_second.spec = ScheduleSpec::parse("@every 1s", None).unwrap();
+        every_second.created = start;
+        schedules.add(&every_second, false).unwrap();
+        let daemon = crate::identity::holder(crate::Binding::ThisProcess).unwrap();
+        for n in 1..=1100 {
+            let kept = schedules.get(&every_second.name).unwrap().unwrap();
+            let claim = schedules.claim(&kept, second(n), &daemon, 10).unwrap();
+            assert!(
+                matches!(claim, SlotClaim::Claimed { fired: Some(_), .. }),
+                "slot {n}: {claim:?}"
+            );
+        }
+        let name = &every_second.name;
+        for n in [1, 88] {
+            assert!(
+                schedules.slot(name, second(n)).unwrap().is_none(),
+                "slot {n} was not pruned"
+            );
+        }
+        for n in [89, 90, 1088, 1089, 1100] {
+            assert!(
+                schedules.slot(name, second(n)).unwrap().is_some(),
+                "slot {n} was pruned"
+            );
+        }
     }
 }
