@@ -58,10 +58,12 @@ fn not_an_io_error(err: &str) {
     });
 }
 
-/// A store made while there was room, its disk filled by another file (no
-/// other process holds the store open, so SQLite must make its `-shm`
-/// afresh): every command says the disk is full (exit 69), changes
-/// nothing, and works again once there is room.
+/// A store made while there was room, its disk filled by another file:
+/// a write says the disk is full (exit 69) and changes nothing, while a
+/// read still works (leasehold keeps the store's `-shm` between calls). Put
+/// back without its `-shm` (as after a restore), SQLite must make it
+/// afresh: then every command says the disk is full. And everything works
+/// again once there is room.
 fn a_full_disk_says_the_disk_is_full() {
     let fs = leasehold_testkit::Tmpfs::mount("512k");
     let store = fs.path().join("leasehold.db");
@@ -69,13 +71,27 @@ fn a_full_disk_says_the_disk_is_full() {
     check(code == 0, || format!("acquire with room: exit {code}: {err}"));
     let filler = fill(fs.path());
     let stored = std::fs::read(&store).expect("read the store");
-    for args in [&["acquire", "job", "--ttl", "1h"][..], &["list"], &["status", "before"]] {
+    let full = |args: &[&str]| {
         let (code, err) = outcome(&leasehold(&store, args));
         check(code == 69, || format!("{args:?} on a full disk: exit {code}: {err}"));
         check(err.contains("the disk is full") && err.contains("free space"), || {
             format!("{args:?} on a full disk: {err}")
         });
         not_an_io_error(&err);
+    };
+    full(&["acquire", "job", "--ttl", "1h"]);
+    for args in [&["list"][..], &["status", "before"]] {
+        let out = leasehold(&store, args);
+        let (code, err) = outcome(&out);
+        check(
+            code == 0 && String::from_utf8_lossy(&out.stdout).contains("before"),
+            || format!("{args:?} (a read) on a full disk: exit {code}: {err}"),
+        );
+    }
+    std::fs::remove_file(fs.path().join("leasehold.db-shm")).expect("remove the -shm");
+    fill(fs.path()); // what the -shm held, filled too
+    for args in [&["acquire", "job", "--ttl", "1h"][..], &["list"], &["status", "before"]] {
+        full(args);
     }
     check(std::fs::read(&store).expect("read the store") == stored, || {
         "the store file changed while its disk was full".to_owned()

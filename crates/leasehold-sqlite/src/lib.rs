@@ -19,8 +19,10 @@
 //!   (inotify, kqueue) and wakes the waiters when another process commits,
 //!   instead of each sleeping out its poll interval (`wake.rs`).
 
+mod checkpoint;
 mod classify;
 mod lease;
+mod log_file;
 mod open;
 mod record;
 mod register;
@@ -104,6 +106,15 @@ pub struct SqliteBackend {
     /// SQLite's shared-memory file beside the store, where it takes its
     /// write lock ([`WAL_WRITE_LOCK_BYTE`]).
     shm: PathBuf,
+    /// When the handle was opened: one older than `checkpoint::LONG_LIVED`
+    /// checkpoints in the background.
+    opened: Instant,
+    /// The frames in the log after this handle's last commit
+    /// (`checkpoint::keep_the_log`).
+    log_frames: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// The background checkpoints, started by the first call of a
+    /// long-lived handle.
+    checkpointer: std::sync::OnceLock<Option<checkpoint::Checkpointer>>,
     options: SqliteOptions,
     // rusqlite's Connection is Send but not Sync; one connection per store
     // handle, used by one call at a time.
@@ -129,6 +140,16 @@ impl SqliteBackend {
         // A panic while holding the connection leaves SQLite consistent
         // (the transaction rolls back on drop), so poisoning is ignored.
         self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Start the background checkpoints once this handle has lived long
+    /// enough to be a long-lived process's (see `checkpoint`); a short
+    /// command's calls only compare two instants here.
+    fn checkpoint_if_long_lived(&self) {
+        if self.checkpointer.get().is_none() && self.opened.elapsed() >= checkpoint::LONG_LIVED {
+            self.checkpointer
+                .get_or_init(|| checkpoint::Checkpointer::start(&self.file, self.options.busy_timeout));
+        }
     }
 
     fn now(&self) -> Result<Now, BackendError> {
@@ -178,6 +199,7 @@ impl SqliteBackend {
         f: impl FnOnce(&Transaction<'_>, &Now) -> Result<(T, bool), lease::Error>,
     ) -> Result<T, BackendError> {
         failpoint!(op, "begin");
+        self.checkpoint_if_long_lived();
         let now = self.now()?;
         let mut conn = self.conn();
         let tx = conn
@@ -203,6 +225,9 @@ impl SqliteBackend {
             "write lock held"
         );
         if outcome.is_ok() {
+            if committing.is_some() {
+                checkpoint::past_bound(&conn, &self.log_frames, self.options.busy_timeout, &self.path);
+            }
             failpoint!(op, "after-commit");
         }
         outcome
@@ -210,6 +235,7 @@ impl SqliteBackend {
 
     /// Run `f` in a read transaction (a consistent snapshot).
     fn read<T>(&self, f: impl FnOnce(&Transaction<'_>, &Now) -> Result<T, lease::Error>) -> Result<T, BackendError> {
+        self.checkpoint_if_long_lived();
         let now = self.now()?;
         let mut conn = self.conn();
         let tx = conn

@@ -5,7 +5,8 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{BackendError, ErrorKind, Remedy, host, symlinks};
@@ -13,7 +14,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::classify::{damaged_schema, io_kind, is_busy, map_error};
-use crate::{SqliteBackend, SqliteOptions, schema};
+use crate::{SqliteBackend, SqliteOptions, log_file, schema};
 
 impl SqliteBackend {
     /// Open (creating if needed) the store at `path`.
@@ -45,7 +46,7 @@ impl SqliteBackend {
         }
         inspect_or_create(&store, path, &dir, &options)?;
         refuse_linked_siblings(&store, path)?;
-        let conn = connect(&store, path, &dir, &options)?;
+        let (conn, log_frames) = connect(&store, path, &dir, &options)?;
         let mut shm = path.as_os_str().to_owned();
         shm.push("-shm");
         Ok(Self {
@@ -53,6 +54,9 @@ impl SqliteBackend {
             file: path.to_path_buf(),
             waker: std::sync::OnceLock::new(),
             shm: PathBuf::from(shm),
+            opened: Instant::now(),
+            log_frames,
+            checkpointer: std::sync::OnceLock::new(),
             options,
             conn: Mutex::new(conn),
         })
@@ -122,11 +126,20 @@ fn inspect_or_create(store: &str, path: &Path, dir: &Path, options: &SqliteOptio
             .hint("restore it from a backup; only if no token of this store was ever used, remove it to start a new store (tokens restart at 1)"))
         }
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(path, dir, options).map_err(|e| {
-            BackendError::new(io_kind(&e), store, format!("cannot create the database file: {e}"))
-                .hint("check the directory's permissions and free space")
-                .with_source(e)
-        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            log_file::refuse_orphan(path).map_err(|reason| {
+                BackendError::new(ErrorKind::Corrupt, store, reason)
+                    .hint(
+                        "put the store file back beside its log; only if the store is meant to go, remove the -wal and -shm files too to start a new store (tokens restart at 1)",
+                    )
+                    .remedy(Remedy::AnotherStore)
+            })?;
+            create(path, dir, options).map_err(|e| {
+                BackendError::new(io_kind(&e), store, format!("cannot create the database file: {e}"))
+                    .hint("check the directory's permissions and free space")
+                    .with_source(e)
+            })
+        }
         Err(e) => Err(
             BackendError::new(io_kind(&e), store, format!("cannot inspect the database file: {e}"))
                 .hint("check the path")
@@ -160,7 +173,12 @@ fn refuse_linked_siblings(store: &str, path: &Path) -> Result<(), BackendError> 
 
 /// Open the store file and set its connection up ([`set_up`]), retrying
 /// while a process starting beside us makes SQLite give up at once.
-fn connect(store: &str, path: &Path, dir: &Path, options: &SqliteOptions) -> Result<Connection, BackendError> {
+fn connect(
+    store: &str,
+    path: &Path,
+    dir: &Path,
+    options: &SqliteOptions,
+) -> Result<(Connection, Arc<AtomicU32>), BackendError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     // SQLite says only "unable to open database file" on a read-only
     // filesystem (it cannot make the WAL's shared-memory file): name it.
@@ -175,6 +193,7 @@ fn connect(store: &str, path: &Path, dir: &Path, options: &SqliteOptions) -> Res
             map_error(store, e)
         }
     };
+    let log = crate::log_file::ready(path, dir).map_err(|e| log_error(store, &e, read_only()))?;
     let mut conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
     // Two connections that both read a new file and then both want it
     // exclusively (the first switch to write-ahead logging) get
@@ -193,15 +212,30 @@ fn connect(store: &str, path: &Path, dir: &Path, options: &SqliteOptions) -> Res
         }
     };
     match outcome {
-        Ok(Ok(())) => Ok(conn),
+        Ok(Ok(frames)) => {
+            crate::log_file::still(path, dir, log).map_err(|e| log_error(store, &e, read_only()))?;
+            Ok((conn, frames))
+        }
         Ok(Err(problem)) => Err(refusal(store, problem)),
         Err(e) => Err(open_error(e)),
     }
 }
 
+/// The error of a store whose log cannot be made ready (`log_file`).
+fn log_error(store: &str, e: &std::io::Error, read_only: bool) -> BackendError {
+    if read_only {
+        return BackendError::new(ErrorKind::ReadOnly, store, "it is on a read-only filesystem")
+            .hint("remount it read-write; nothing was changed")
+            .remedy(Remedy::AnotherStore);
+    }
+    BackendError::new(io_kind(e), store, format!("cannot make its write-ahead log ready: {e}"))
+        .hint("check the directory's permissions and free space")
+}
+
 /// Check the file is a leasehold store and set the connection up:
-/// write-ahead logging, full sync, stable plans, the schema migrated.
-fn set_up(conn: &mut Connection, options: &SqliteOptions) -> rusqlite::Result<Result<(), schema::Problem>> {
+/// write-ahead logging kept between calls, full sync, stable plans, the
+/// schema migrated.
+fn set_up(conn: &mut Connection, options: &SqliteOptions) -> rusqlite::Result<Result<Arc<AtomicU32>, schema::Problem>> {
     conn.busy_timeout(options.busy_timeout)?;
     // Reading the schema first makes a non-database fail with
     // NotADatabase before any pragma could write to it.
@@ -216,6 +250,9 @@ fn set_up(conn: &mut Connection, options: &SqliteOptions) -> rusqlite::Result<Re
         return Ok(Err(schema::Problem::NoWal(mode)));
     }
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // One fsync per committed command: the log stays between calls and is
+    // checkpointed by long-lived processes or past a size (`checkpoint`).
+    let frames = crate::checkpoint::keep_the_log(conn)?;
     // The same plan whatever the bound values. Without it, SQLite
     // marks the parameters its planner weighed (most `column = ?`)
     // as worth re-planning for, and clearing bindings — which the
@@ -225,7 +262,7 @@ fn set_up(conn: &mut Connection, options: &SqliteOptions) -> rusqlite::Result<Re
     // values: they follow keys, and the partial indexes are
     // matched by literals.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    schema::prepare(conn)
+    Ok(schema::prepare(conn)?.map(|()| frames))
 }
 
 /// The error for a file that is not a store this leasehold can use.

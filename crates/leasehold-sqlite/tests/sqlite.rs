@@ -39,6 +39,10 @@ fn main() {
         a_directory_link_planted_in_a_sticky_directory_is_refused,
         many_first_opens_at_once_all_succeed,
         a_commit_by_another_process_wakes_a_waiter,
+        a_log_left_without_its_store_is_refused_not_replayed_into_a_new_store,
+        a_log_its_maker_has_not_synced_yet_makes_the_opener_sync_the_directory,
+        the_log_stays_small_when_only_short_processes_use_the_store,
+        a_long_lived_handle_checkpoints_in_the_background,
     ]]);
 }
 
@@ -346,6 +350,8 @@ fn a_symlink_beside_the_store_is_refused_and_named() {
         let victim = dir.path().join("victim");
         std::fs::File::create(&victim).unwrap();
         let link = dir.path().join(format!("leasehold.db{suffix}"));
+        // The log and its index stay between calls: the link replaces them.
+        let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&victim, &link).unwrap();
         let err = SqliteBackend::open(&dir.path().join("leasehold.db"), SqliteOptions::default()).unwrap_err();
         assert!(
@@ -455,4 +461,117 @@ fn a_commit_by_another_process_wakes_a_waiter() {
         "woken by the commit, not the timeout: {woken:?}"
     );
     assert!(b.lease_get(&name).unwrap().is_none_or(|s| s.grants.is_empty()));
+}
+
+/// The store file removed (or moved) without its log: the log may hold the
+/// latest commits, and SQLite would replay it into a new file at the path.
+/// Refused, and the log left as it was.
+fn a_log_left_without_its_store_is_refused_not_replayed_into_a_new_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, SqliteOptions::default());
+    for name in ["a", "b", "c"] {
+        acquired(&store, name);
+    }
+    drop(store);
+    let db = dir.path().join("leasehold.db");
+    let wal = dir.path().join("leasehold.db-wal");
+    let log = std::fs::read(&wal).unwrap();
+    assert!(!log.is_empty(), "the log is kept between handles");
+    std::fs::remove_file(&db).unwrap();
+    let err = SqliteBackend::open(&db, SqliteOptions::default()).unwrap_err();
+    assert!(
+        err.kind() == ErrorKind::Corrupt && err.reason().contains("leasehold.db-wal"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&wal).unwrap(), log, "the log was changed");
+    assert!(!db.exists(), "a new store was made beside the old log");
+}
+
+/// The fsyncs of this binary opening the store at `db` (`OPEN_ONLY`),
+/// as strace shows them (`-y`: each with the path of its descriptor).
+fn fsyncs_of_an_open(db: &std::path::Path) -> Vec<String> {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let status = std::process::Command::new("strace")
+        .args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(out.path())
+        .arg(std::env::current_exe().unwrap())
+        .env("OPEN_ONLY", db)
+        .status()
+        .unwrap();
+    assert!(status.success(), "open under strace: {status}");
+    std::fs::read_to_string(out.path())
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("sync("))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A commit is acknowledged once synced in the log, so the log's entry in
+/// the directory must be durable before anyone commits to it. Its maker
+/// holds a lock on it until it has synced the directory: an opener that
+/// finds the lock taken syncs the directory itself; one that finds it free
+/// does not (one fsync per command).
+fn a_log_its_maker_has_not_synced_yet_makes_the_opener_sync_the_directory() {
+    leasehold_testkit::need_program("strace", "strace");
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(&dir, SqliteOptions::default()));
+    let db = dir.path().join("leasehold.db");
+    let of_dir = format!("<{}>", dir.path().display());
+    let done = fsyncs_of_an_open(&db);
+    assert!(
+        !done.iter().any(|l| l.contains(&of_dir)),
+        "the maker was done, yet the directory was synced: {done:?}"
+    );
+    // As the log's maker between linking it and syncing the directory.
+    let log = std::fs::File::open(dir.path().join("leasehold.db-wal")).unwrap();
+    rustix::fs::flock(&log, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let midway = fsyncs_of_an_open(&db);
+    assert!(
+        midway.iter().any(|l| l.contains(&of_dir)),
+        "the log's maker had not synced the directory, and neither did the opener: {midway:?}"
+    );
+}
+
+/// Where only short processes use the store (each opens it, commits, and
+/// closes without checkpointing), the log is still checkpointed past its
+/// size bound: it does not grow with the number of commits.
+fn the_log_stays_small_when_only_short_processes_use_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    // 800 commits of a few pages each: several MiB of log unchecked.
+    for i in 0..800 {
+        let store = open(&dir, SqliteOptions::default());
+        acquired(&store, &format!("job-{i}"));
+    }
+    let log = std::fs::metadata(dir.path().join("leasehold.db-wal")).unwrap().len();
+    assert!(log <= 2 << 20, "the log grew to {log} bytes");
+}
+
+/// A handle kept open (a long-lived process) checkpoints in the
+/// background: its commits reach the store file itself without another
+/// commit or a close. Checked on a copy of the store file alone, read by
+/// the sqlite3 program as an immutable file (no log).
+fn a_long_lived_handle_checkpoints_in_the_background() {
+    leasehold_testkit::need_program("sqlite3", "sqlite3");
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, SqliteOptions::default());
+    // Older than a short command ever is (checkpoint::LONG_LIVED, 1 s).
+    std::thread::sleep(Duration::from_millis(1200));
+    acquired(&store, "long-lived");
+    let copies = tempfile::tempdir().unwrap();
+    let copy = copies.path().join("copy.db");
+    let in_the_file = || {
+        std::fs::copy(dir.path().join("leasehold.db"), &copy).unwrap();
+        let out = std::process::Command::new("sqlite3")
+            .arg(format!("file:{}?immutable=1", copy.display()))
+            .arg("SELECT count(*) FROM lease_name WHERE name = 'long-lived'")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    };
+    assert!(
+        leasehold_testkit::wait::wait_until(Duration::from_secs(10), in_the_file).is_some(),
+        "the commit is still only in the log after 10 s"
+    );
+    drop(store);
 }

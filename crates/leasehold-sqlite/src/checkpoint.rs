@@ -1,0 +1,164 @@
+//! Checkpoints: copying the write-ahead log's commits into the store file.
+//!
+//! The log is kept between calls (SQLite's persistent WAL) and a closing
+//! connection does not checkpoint ([`keep_the_log`]). A short command —
+//! `acquire`, a cron line, an agent's shell step — then pays one fsync,
+//! its commit's; when every process created the log, synced its header,
+//! checkpointed on close (two more) and deleted it, one `acquire` cost
+//! five (docs/PERFORMANCE.md, "fsyncs per command").
+//!
+//! The log must still be checkpointed, or it grows and every process that
+//! opens the store first reads it whole (SQLite rebuilds its index of the
+//! log when the first connection opens). Two things do it, neither on a
+//! short command's usual path:
+//! - **a long-lived process** (`run`'s keeper, `work`, `serve`, the cron
+//!   daemon, a library program): once its handle is older than
+//!   [`LONG_LIVED`], a thread of the handle checkpoints every
+//!   [`EVERY`] when something was committed since — on its own
+//!   connection, so the handle's calls never wait for it, and passively,
+//!   so no writer waits for it either;
+//! - **the size bound**: a commit that leaves more than [`BOUND_FRAMES`]
+//!   in the log checkpoints it, then truncates it, if no other process is
+//!   reading or writing at that moment (it never waits for one) — how the
+//!   log stays small where only short commands ever run. One command in
+//!   about fifty pays it.
+//!
+//! The bound truncates the log rather than only copying it: SQLite keeps
+//! what was copied in `-shm`, which the first process to open the store
+//! rebuilds from the log alone, as if nothing had been copied. Where no
+//! process keeps the store open between commands, a log that was only
+//! copied would never be reused from its start: it would grow, and each
+//! process would read all of it when it opens the store.
+//!
+//! A checkpoint never makes a commit less durable: each commit is synced
+//! in the log before it is acknowledged (`synchronous=FULL`), wherever it
+//! is later copied to. What changes is what a plain copy of the store file
+//! holds — its latest commits may be only in the log — so a copy is taken
+//! with `leasehold backup`.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, FileControl, OpenFlags};
+
+/// A handle older than this belongs to a long-lived process, which
+/// checkpoints in the background. A short command ends well before.
+pub(crate) const LONG_LIVED: Duration = Duration::from_secs(1);
+
+/// How often a long-lived process's thread checkpoints what was committed.
+pub(crate) const EVERY: Duration = Duration::from_secs(1);
+
+/// The size bound: a commit that leaves more frames (pages and their
+/// headers, about 4 KiB each) than this in the log checkpoints and
+/// truncates it. A lease cycle's commit writes about five, so a store used
+/// only by short commands does so about once in fifty commits; each
+/// process that opens the store reads what the log holds, so the bound
+/// also caps what that costs (1 MiB).
+pub(crate) const BOUND_FRAMES: u32 = 256;
+
+/// Keep the log between connections and skip the checkpoint on close (see
+/// the module docs). Returns the number of frames the log held after this
+/// connection's last commit, kept up to date by SQLite's log hook (which
+/// replaces its own auto-checkpoint, so [`past_bound`] decides instead).
+pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<AtomicU32>> {
+    conn.file_control(None::<&str>, FileControl::PersistWal(&mut 1))?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    let frames = Arc::new(AtomicU32::new(0));
+    let theirs = Arc::clone(&frames);
+    conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int| {
+        theirs.store(u32::try_from(pages).unwrap_or(0), Ordering::Relaxed);
+        Ok(())
+    }))?;
+    Ok(frames)
+}
+
+/// After a commit: if the log is past [`BOUND_FRAMES`], copy it into the
+/// store file and truncate it, unless another process is reading or
+/// writing (then the next commit past the bound tries again). Never waits:
+/// the busy timeout is off for it. A failure is only logged — the commit
+/// is durable either way.
+pub(crate) fn past_bound(conn: &Connection, frames: &AtomicU32, busy_timeout: Duration, store: &Path) {
+    let store = store.display();
+    if frames.load(Ordering::Relaxed) <= BOUND_FRAMES {
+        return;
+    }
+    let begun = Instant::now();
+    let outcome = conn.busy_timeout(Duration::ZERO).and_then(|()| {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        })
+    });
+    if let Err(e) = conn.busy_timeout(busy_timeout) {
+        tracing::debug!(%store, "cannot set the busy timeout back: {e}");
+    }
+    match outcome {
+        Ok((busy, log, copied)) => {
+            if busy == 0 {
+                frames.store(0, Ordering::Relaxed);
+            }
+            tracing::debug!(%store, busy, log, copied, took_us = begun.elapsed().as_micros(), "log past its bound");
+        }
+        Err(e) => tracing::debug!(%store, "checkpoint past the bound failed (the next commit tries again): {e}"),
+    }
+}
+
+/// The background checkpoints of a long-lived handle: the thread runs
+/// until this is dropped (with the handle).
+#[derive(Debug)]
+pub(crate) struct Checkpointer {
+    /// Dropping it wakes the thread, which then ends.
+    _stop: mpsc::Sender<()>,
+}
+
+impl Checkpointer {
+    /// Start checkpointing the store at `file` every [`EVERY`]; `None` when
+    /// the thread or its connection cannot be had (the size bound then
+    /// still keeps the log in check).
+    pub(crate) fn start(file: &Path, busy_timeout: Duration) -> Option<Self> {
+        let flags =
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        // The handle's own connection has made sure the file is a store
+        // (and not a link) already.
+        let mut conn = Connection::open_with_flags(file, flags).ok()?;
+        conn.busy_timeout(busy_timeout).ok()?;
+        keep_the_log(&mut conn).ok()?;
+        let (stop, stopped) = mpsc::channel();
+        let file = file.display().to_string();
+        std::thread::Builder::new()
+            .name("leasehold-checkpoint".into())
+            .spawn(move || run(&conn, &stopped, &file))
+            .ok()?;
+        Some(Self { _stop: stop })
+    }
+}
+
+/// The thread: every [`EVERY`], checkpoint if another connection
+/// committed since the last look (`PRAGMA data_version` moves then).
+fn run(conn: &Connection, stopped: &mpsc::Receiver<()>, file: &str) {
+    let version = || conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)).ok();
+    let mut seen = version();
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERY) {
+        let now = version();
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        let begun = Instant::now();
+        // PASSIVE: copy what no reader still needs, wait for no one.
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        }) {
+            Ok((log, copied)) => tracing::debug!(
+                store = file,
+                log,
+                copied,
+                took_us = begun.elapsed().as_micros(),
+                "checkpointed"
+            ),
+            Err(e) => tracing::debug!(store = file, "checkpoint failed (the next one tries again): {e}"),
+        }
+    }
+}
