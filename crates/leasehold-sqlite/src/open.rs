@@ -3,7 +3,7 @@
 //! could write to it.
 
 use std::fs::OpenOptions;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::classify::{damaged_schema, io_kind, is_busy, map_error};
-use crate::{SqliteBackend, SqliteOptions, schema};
+use crate::{SqliteBackend, SqliteOptions, origin, schema};
 
 impl SqliteBackend {
     /// Open (creating if needed) the store at `path`.
@@ -45,7 +45,12 @@ impl SqliteBackend {
         }
         inspect_or_create(&store, path, &dir, &options)?;
         refuse_linked_siblings(&store, path)?;
-        let conn = connect(&store, path, &dir, &options)?;
+        let mut conn = connect(&store, path, &dir, &options)?;
+        // A store made before it recorded its file records it now, once
+        // (one read at every later open).
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            origin::remember_if_missing(&mut conn, meta.ino());
+        }
         let mut shm = path.as_os_str().to_owned();
         shm.push("-shm");
         Ok(Self {
@@ -287,12 +292,14 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
     ));
     let _ = std::fs::remove_file(&temp); // a leftover of a crashed process with our pid
     let result = (|| {
-        OpenOptions::new()
+        let inode = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&temp)?;
+            .open(&temp)?
+            .metadata()?
+            .ino();
         let mut conn = Connection::open_with_flags(
             &temp,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
@@ -308,6 +315,14 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
             Ok(()) => {}
             Err(problem) => return Err(std::io::Error::other(format!("{problem:?}"))),
         }
+        // The file it is: the temporary file's inode is the store's once
+        // linked into place (`origin.rs`).
+        let tx = conn.transaction().map_err(std::io::Error::other)?;
+        origin::record(&tx, &origin::Recorded { inode, backup: None }).map_err(|e| match e {
+            crate::lease::Error::Sqlite(e) => std::io::Error::other(e),
+            crate::lease::Error::BadRow(reason) => std::io::Error::other(reason),
+        })?;
+        tx.commit().map_err(std::io::Error::other)?;
         conn.close().map_err(|(_, e)| std::io::Error::other(e))?;
         std::fs::File::open(&temp)?.sync_all()?;
         match std::fs::hard_link(&temp, path) {
