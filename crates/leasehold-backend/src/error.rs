@@ -192,6 +192,18 @@ impl BackendError {
         }
     }
 
+    /// A failure of `kind` that concerns something beside the store (a
+    /// backup's destination): said plainly — `REASON; nothing was changed.
+    /// HINT` — where [`BackendError::new`] would say the store is
+    /// unavailable. Its kind still decides (a full disk is
+    /// [`ErrorKind::DiskFull`]).
+    #[must_use]
+    pub fn plain(kind: ErrorKind, store: impl Into<String>, reason: impl Into<String>) -> Self {
+        let mut e = Self::new(kind, store, reason);
+        e.form = Form::Plain;
+        e
+    }
+
     /// The store was written by a newer leasehold (kind [`ErrorKind::Corrupt`]:
     /// its data is not this version's to read).
     #[must_use]

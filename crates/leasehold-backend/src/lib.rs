@@ -160,6 +160,28 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// returns; concurrent grants are either before it or above the floor.
     fn tokens_bump(&self, params: &TokensBumpParams) -> Result<TokensBumped, BackendError>;
 
+    /// Copy the whole store to `params.dest`, a consistent snapshot taken
+    /// while other processes go on writing, and marked in the copy as a
+    /// backup (so that `doctor` tells it from a plain copy). Nothing is
+    /// ever overwritten: a destination that exists, or is a symbolic link,
+    /// is refused; on any failure nothing is left at the destination or
+    /// beside it. Durable before it returns.
+    ///
+    /// The default refuses ([`ErrorKind::Unsupported`]): a store with a
+    /// server has its own backup tools, which also copy what leasehold
+    /// does not own (roles, settings, the cluster's other keys); such a
+    /// store refuses with a hint that names them.
+    fn store_backup(&self, params: &StoreBackupParams) -> Result<StoreBackup, BackendError> {
+        let _ = params;
+        Err(BackendError::unsupported(
+            // Asked on this refusal only; the stores in this repository
+            // each say their own tools instead.
+            self.describe().map_or_else(|_| "this".to_owned(), |i| i.location),
+            "a backup by leasehold",
+            "use the store's own backup tools",
+        ))
+    }
+
     /// Block until something that may unblock a waiter on `topic` happens
     /// in the store, or `timeout` passes — never longer than `timeout`.
     ///

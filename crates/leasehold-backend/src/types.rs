@@ -757,6 +757,29 @@ pub struct StoreInfo {
     /// (label, what is wrong and what to do) pairs; empty when nothing is.
     /// `doctor` fails on any.
     pub problems: Vec<(String, String)>,
+    /// What the store's checks found worth a look but not wrong (a large
+    /// write-ahead log, a file that is a copy), as (label, what was found
+    /// and what to do) pairs. `doctor` prints them and still passes.
+    pub warnings: Vec<(String, String)>,
+}
+
+/// Where [`Backend::store_backup`](crate::Backend::store_backup) writes its
+/// copy: a path where nothing is yet (never overwritten), in a directory
+/// that exists (never created).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreBackupParams {
+    pub dest: std::path::PathBuf,
+}
+
+/// A copy [`Backend::store_backup`](crate::Backend::store_backup) took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreBackup {
+    /// Where the copy is (the destination as given).
+    pub path: std::path::PathBuf,
+    /// Its length.
+    pub bytes: u64,
+    /// When its snapshot was taken (the wall clock: for people).
+    pub taken_at: SystemTime,
 }
 
 /// A shift added to a store's clock, for tests: expiry is tested by moving

@@ -109,6 +109,15 @@ pub enum Command {
     /// After restoring a store from a backup, --bump-tokens N makes every
     /// token from now on exceed every token issued before by more than N.
     Migrate(MigrateArgs),
+    /// Copy the SQLite store to DEST while it is in use: a consistent snapshot, marked as a backup.
+    ///
+    /// A plain `cp` of the store is not a backup: its latest commits may
+    /// still be in its -wal. DEST must not exist (nothing is overwritten;
+    /// a symbolic link there is refused) and its directory must; the copy
+    /// is private (0600) and durable when this exits 0. PostgreSQL and etcd
+    /// refuse (exit 2) and name their own tools. To put a copy back, see
+    /// README.md, "Restoring a store".
+    Backup(BackupArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
     /// A task queue whose claims are leases: add, claim, heartbeat, done, fail, retry, list, show, stats, purge.
@@ -363,6 +372,12 @@ pub struct LeaderArgs {
     /// Print each change of leader (with --json one document per line) until SIGINT or SIGTERM.
     #[arg(long)]
     pub observe: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The new file to write (its directory must exist).
+    pub dest: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -65,8 +65,8 @@ use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams,
-    StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket,
-    Watched,
+    StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
+    WaiterRemoveParams, WaiterTicket, Watched,
 };
 use tokio::runtime::Runtime;
 
@@ -361,6 +361,18 @@ impl Backend for EtcdBackend {
         }
     }
 
+    /// etcd's snapshot is the cluster's consistent copy (every key and
+    /// its revision, which are the tokens): a copy of leasehold's keys
+    /// alone could not be restored with their revisions.
+    fn store_backup(&self, _: &StoreBackupParams) -> Result<StoreBackup, BackendError> {
+        Err(BackendError::unsupported(
+            self.store(),
+            "a backup by leasehold",
+            "use etcd's own: `etcdctl snapshot save FILE`, and after restoring one run \
+             `leasehold migrate --bump-tokens N` (docs/ETCD.md, \"Restoring from a snapshot\")",
+        ))
+    }
+
     fn describe(&self) -> Result<StoreInfo, BackendError> {
         let status = self.call(|mut c| async move { Ok(c.client.status().await?) })?;
         let mut facts = vec![
@@ -384,6 +396,7 @@ impl Backend for EtcdBackend {
             schema_version: None,
             facts,
             problems: Vec::new(),
+            warnings: Vec::new(),
         })
     }
 

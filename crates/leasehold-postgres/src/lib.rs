@@ -65,8 +65,8 @@ use leasehold_backend::ClockSkew;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
-    WaiterTicket,
+    LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic,
+    WaiterEnqueueParams, WaiterTicket,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -193,6 +193,18 @@ impl Backend for PostgresBackend {
         }
     }
 
+    /// PostgreSQL's own tools copy a database consistently while it is
+    /// written, with what leasehold does not own (roles, settings): a
+    /// copy by leasehold would be a worse `pg_dump`.
+    fn store_backup(&self, _: &StoreBackupParams) -> std::result::Result<StoreBackup, BackendError> {
+        Err(BackendError::unsupported(
+            self.display.clone(),
+            "a backup by leasehold",
+            "use PostgreSQL's own: `pg_dump` (one database) or `pg_basebackup` (the whole server), \
+             and after restoring one run `leasehold migrate --bump-tokens N` (docs/POSTGRES.md, \"Restoring from a backup\")",
+        ))
+    }
+
     fn describe(&self) -> std::result::Result<StoreInfo, BackendError> {
         let schema = self.schema.clone();
         let (version, facts) = self.read(|db| {
@@ -238,6 +250,7 @@ impl Backend for PostgresBackend {
             schema_version: u32::try_from(version).ok(),
             facts,
             problems: Vec::new(),
+            warnings: Vec::new(),
         })
     }
 

@@ -332,6 +332,32 @@ impl Store {
         )
     }
 
+    /// Copy the store to ``dest`` (a path: a new file in an existing
+    /// directory) while it is in use: a consistent snapshot, durable on
+    /// return, marked as a backup (``leasehold backup DEST``). Returns a dict
+    /// — ``location``, ``path``, ``bytes``, ``taken_at`` (a ``datetime``) —
+    /// the document of ``leasehold backup --json``. Nothing is ever
+    /// overwritten: a ``dest`` that exists (a symbolic link included) raises
+    /// ``InvalidInput``; a full disk ``DiskFull``, and so on, with nothing
+    /// left behind. PostgreSQL and etcd raise ``Unsupported`` naming their
+    /// own tools. A plain copy of a live store file is not a backup (README,
+    /// "Restoring a store").
+    fn backup<'py>(&self, py: Python<'py>, dest: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let dest = convert::path(dest)?;
+        let store = self.handle(py)?;
+        let location = store.url().redacted();
+        let copy = py.detach(move || store.backup(&dest)).or_raise()?;
+        convert::document(
+            py,
+            &leasehold::json::BackedUp {
+                location: &location,
+                path: &copy.path,
+                bytes: copy.bytes,
+                taken_at: leasehold::format_time(copy.taken_at),
+            },
+        )
+    }
+
     /// Raise ``StaleToken`` unless ``token`` (an int, a lease or a task) may
     /// still write to what the lease ``name`` protects: the newest live grant
     /// (or, shared, a live one). Records the pass in the history. A lease's

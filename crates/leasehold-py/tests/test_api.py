@@ -543,3 +543,32 @@ def test_interrupting_a_wait_gives_up_its_place_in_the_queue(store_url: str) -> 
     assert store.status("q")["waiters"] == 0
     holder.release()
     store.lease("q").acquire().release()
+
+
+def test_backup_copies_a_store_in_use_and_never_overwrites(tmp_path: Path) -> None:
+    store = lh.Store(tmp_path / "s.db")
+    with store.lease("job") as lease:
+        token = lease.token
+        taken = store.backup(tmp_path / "copy.db")
+    assert taken["path"] == str(tmp_path / "copy.db")
+    assert taken["bytes"] == (tmp_path / "copy.db").stat().st_size
+    assert isinstance(taken["taken_at"], datetime.datetime) and taken["taken_at"].tzinfo
+    assert (tmp_path / "copy.db").stat().st_mode & 0o777 == 0o600
+    copy = lh.Store(tmp_path / "copy.db")
+    status = copy.status("job")
+    assert status is not None and status["last_token"] == token
+    before = (tmp_path / "copy.db").read_bytes()
+    with pytest.raises(lh.InvalidInput, match="exists .* never overwrites"):
+        store.backup(tmp_path / "copy.db")
+    assert (tmp_path / "copy.db").read_bytes() == before
+    with pytest.raises(lh.InvalidInput, match="does not exist"):
+        store.backup(tmp_path / "missing" / "copy.db")
+
+
+def test_backup_is_refused_by_stores_with_their_own_tools(store_url: str, tmp_path: Path) -> None:
+    if store_url.startswith("sqlite"):
+        pytest.skip("SQLite takes backups (the test above)")
+    tool = "pg_dump" if store_url.startswith("postgres") else "etcdctl snapshot save"
+    with pytest.raises(lh.Unsupported, match=tool):
+        lh.Store(store_url).backup(tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()

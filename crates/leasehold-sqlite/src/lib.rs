@@ -19,21 +19,27 @@
 //!   (inotify, kqueue) and wakes the waiters when another process commits,
 //!   instead of each sleeping out its poll interval (`wake.rs`).
 
+mod backup;
 mod checkpoint;
 mod classify;
+mod files;
 mod lease;
 mod log_file;
 mod open;
+mod origin;
 mod record;
 mod register;
 mod schema;
 mod task;
 mod wake;
+mod wal;
 
 pub use register::STORE;
 #[doc(hidden)]
 pub use task::CLAIM_SQL;
+pub use wal::LARGE_WAL_BYTES;
 
+use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -44,8 +50,8 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
-    WaiterTicket, WriteLock, duration_nanos, format_duration, host, later, migration, signed,
+    LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic,
+    WaiterEnqueueParams, WaiterTicket, WriteLock, duration_nanos, format_duration, host, later, migration, signed,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -134,6 +140,19 @@ pub(crate) struct Now {
 impl SqliteBackend {
     fn store(&self) -> String {
         self.path.display().to_string()
+    }
+
+    /// The inode of the store's file (see `origin.rs`).
+    fn inode(&self) -> Result<u64, BackendError> {
+        std::fs::symlink_metadata(&self.file).map(|m| m.ino()).map_err(|e| {
+            BackendError::new(
+                classify::io_kind(&e),
+                self.store(),
+                format!("cannot look at its file: {e}"),
+            )
+            .hint("check the path")
+            .with_source(e)
+        })
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -312,13 +331,28 @@ impl Backend for SqliteBackend {
                 format!("{}; {}", differences.join("; "), migration::damage_hint("the store")),
             ));
         }
+        let mut warnings = Vec::new();
+        if let Some(warning) = wal::warning(&self.file, wal::length(&self.file), LARGE_WAL_BYTES) {
+            warnings.push(("write-ahead log".to_owned(), warning));
+        }
+        let recorded = origin::read(&conn).map_err(|e| map_error(&self.store(), e))?;
+        let inode = self.inode()?;
+        match origin::judge(recorded.as_ref(), inode) {
+            origin::Judgement::Fact(label, text) => facts.push((label.to_owned(), text)),
+            origin::Judgement::Warning(label, text) => warnings.push((label.to_owned(), text)),
+        }
         Ok(StoreInfo {
             kind: "sqlite",
             location: self.store(),
             schema_version: u32::try_from(version).ok(),
             facts,
             problems,
+            warnings,
         })
+    }
+
+    fn store_backup(&self, params: &StoreBackupParams) -> Result<StoreBackup, BackendError> {
+        self.backup(params)
     }
 
     /// SQLite's write lock is a POSIX lock on one byte of the `-shm` file
@@ -381,9 +415,19 @@ impl Backend for SqliteBackend {
         self.read(|tx, _| lease::history(tx, params))
     }
 
+    /// The last step of a restore: the bump also records this file as the
+    /// store's own (`origin.rs`), in the same transaction, which ends
+    /// `doctor`'s warning about a copy.
     fn tokens_bump(&self, params: &TokensBumpParams) -> Result<TokensBumped, BackendError> {
-        self.write("bump-tokens", |tx, _| lease::tokens_bump(tx, params))?
-            .map_err(|refused| BackendError::tokens_bump_refused(self.store(), refused))
+        let inode = self.inode()?;
+        self.write("bump-tokens", |tx, _| {
+            let bumped = lease::tokens_bump(tx, params)?;
+            if bumped.is_ok() {
+                origin::record(tx, &origin::Recorded { inode, backup: None })?;
+            }
+            Ok(bumped)
+        })?
+        .map_err(|refused| BackendError::tokens_bump_refused(self.store(), refused))
     }
 
     fn tasks(&self) -> Option<&dyn TaskBackend> {

@@ -34,11 +34,11 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, OFlags, flock};
 
+use crate::files;
+
 /// The log's path beside the store file.
 pub(crate) fn path_of(store: &Path) -> PathBuf {
-    let mut wal = store.as_os_str().to_owned();
-    wal.push("-wal");
-    PathBuf::from(wal)
+    files::suffixed(store, "-wal")
 }
 
 /// Make sure the store's log exists and that its entry in `dir` (and the
@@ -86,24 +86,9 @@ pub(crate) fn still(store: &Path, dir: &Path, inode: u64) -> io::Result<()> {
 /// Create the log at `wal` as the module docs say; `None` if another
 /// process linked one first.
 fn make(wal: &Path, dir: &Path) -> io::Result<Option<u64>> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let name = wal
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(
-        ".{name}.leasehold-new.{}.{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&temp); // a leftover of a crashed process with our pid
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
-        .open(&temp)?;
+    let name = wal.file_name().unwrap_or_default();
+    let temp = files::temp_beside(dir, name, "new");
+    let file = files::create_private(&temp)?;
     let linked = flock(&file, FlockOperation::LockExclusive)
         .map_err(io::Error::from)
         .and_then(|()| std::fs::hard_link(&temp, wal));

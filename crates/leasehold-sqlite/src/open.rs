@@ -2,8 +2,7 @@
 //! the connection's set-up — each thing found wrong refused before SQLite
 //! could write to it.
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
@@ -14,7 +13,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::classify::{damaged_schema, io_kind, is_busy, map_error};
-use crate::{SqliteBackend, SqliteOptions, log_file, schema};
+use crate::{SqliteBackend, SqliteOptions, files, log_file, origin, schema};
 
 impl SqliteBackend {
     /// Open (creating if needed) the store at `path`.
@@ -46,14 +45,17 @@ impl SqliteBackend {
         }
         inspect_or_create(&store, path, &dir, &options)?;
         refuse_linked_siblings(&store, path)?;
-        let (conn, log_frames) = connect(&store, path, &dir, &options)?;
-        let mut shm = path.as_os_str().to_owned();
-        shm.push("-shm");
+        let (mut conn, log_frames) = connect(&store, path, &dir, &options)?;
+        // A store made before it recorded its file records it now, once
+        // (one read at every later open).
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            origin::remember_if_missing(&mut conn, meta.ino());
+        }
         Ok(Self {
             path: given.to_path_buf(),
             file: path.to_path_buf(),
             waker: std::sync::OnceLock::new(),
-            shm: PathBuf::from(shm),
+            shm: files::suffixed(path, "-shm"),
             opened: Instant::now(),
             log_frames,
             checkpointer: std::sync::OnceLock::new(),
@@ -154,14 +156,13 @@ fn refuse_linked_siblings(store: &str, path: &Path) -> Result<(), BackendError> 
     // would write someone else's file, or roll a planted "hot journal"
     // back into the store.
     for suffix in ["-wal", "-shm", "-journal"] {
-        let mut sibling = path.as_os_str().to_owned();
-        sibling.push(suffix);
+        let sibling = files::suffixed(path, suffix);
         if std::fs::symlink_metadata(&sibling).is_ok_and(|m| m.file_type().is_symlink()) {
             return Err(unavailable(
                 store,
                 format!(
                     "{} is a symbolic link, which leasehold never follows beside a store (SQLite would write through it)",
-                    Path::new(&sibling).display()
+                    sibling.display()
                 ),
                 "remove the link (SQLite's own files are never links)",
             )
@@ -311,25 +312,9 @@ const SQLITE_HEADER_LEN: u64 = 100;
 /// so a short file there is always damage. If another process created the
 /// store first, its store is kept and ours discarded.
 fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<()> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(
-        ".{name}.leasehold-new.{}.{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&temp); // a leftover of a crashed process with our pid
+    let temp = files::temp_beside(dir, path.file_name().unwrap_or_default(), "new");
     let result = (|| {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&temp)?;
+        let inode = files::create_private(&temp)?.metadata()?.ino();
         let mut conn = Connection::open_with_flags(
             &temp,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
@@ -345,6 +330,14 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
             Ok(()) => {}
             Err(problem) => return Err(std::io::Error::other(format!("{problem:?}"))),
         }
+        // The file it is: the temporary file's inode is the store's once
+        // linked into place (`origin.rs`).
+        let tx = conn.transaction().map_err(std::io::Error::other)?;
+        origin::record(&tx, &origin::Recorded { inode, backup: None }).map_err(|e| match e {
+            crate::lease::Error::Sqlite(e) => std::io::Error::other(e),
+            crate::lease::Error::BadRow(reason) => std::io::Error::other(reason),
+        })?;
+        tx.commit().map_err(std::io::Error::other)?;
         conn.close().map_err(|(_, e)| std::io::Error::other(e))?;
         std::fs::File::open(&temp)?.sync_all()?;
         match std::fs::hard_link(&temp, path) {
@@ -355,9 +348,7 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
         std::fs::File::open(dir)?.sync_all()
     })();
     for suffix in ["", "-wal", "-shm"] {
-        let mut leftover = temp.clone().into_os_string();
-        leftover.push(suffix);
-        let _ = std::fs::remove_file(leftover);
+        let _ = std::fs::remove_file(files::suffixed(&temp, suffix));
     }
     result
 }

@@ -74,7 +74,8 @@ pub use leasehold_backend::{
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, FenceRefusal, Grant, GrantId, Held, HistoryEntry, HistoryEvent,
     Holder, LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, QueuedWaiter,
-    Remedy, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched, WriteLock, host, symlinks,
+    Remedy, StoreBackup, StoreBackupParams, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched,
+    WriteLock, host, symlinks,
 };
 pub use leasehold_backend::{
     ParseError, VALUE_SHOWN_MAX, duration_millis, duration_nanos, escape_hidden, format_duration, format_time,

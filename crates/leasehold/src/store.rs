@@ -517,6 +517,35 @@ impl Store {
         Ok(self.backend.tokens_bump(&crate::TokensBumpParams { by })?)
     }
 
+    /// Copy the whole store to `dest`, a new file in an existing directory:
+    /// a consistent snapshot taken while other processes go on writing,
+    /// durable when this returns, marked in the copy as a backup so that
+    /// `leasehold doctor` tells it from a plain copy (`leasehold backup`;
+    /// README.md, "Restoring a store"). A plain `cp` of a live store is not
+    /// a backup: its latest commits may still be in its `-wal`.
+    ///
+    /// # Errors
+    /// [`Error::Store`]: kind `InvalidInput` when something is at `dest`
+    /// (a symbolic link included: never followed, never overwritten) or
+    /// its directory does not exist; `DiskFull`, `ReadOnly`, `Permission`
+    /// when the copy cannot be written there (nothing is left behind);
+    /// `Unsupported` on PostgreSQL and etcd, whose own tools (`pg_dump`,
+    /// `etcdctl snapshot save`) the message names.
+    ///
+    /// # Examples
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = leasehold::Store::open_sqlite(&dir.path().join("s.db"))?;
+    /// let copy = store.backup(&dir.path().join("s.backup.db"))?;
+    /// assert!(copy.bytes > 0);
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    pub fn backup(&self, dest: &Path) -> Result<crate::StoreBackup> {
+        Ok(self
+            .backend
+            .store_backup(&crate::StoreBackupParams { dest: dest.to_owned() })?)
+    }
+
     /// The state of one name (`None` if never granted). Waiters whose
     /// processes are provably gone are left out: the next acquire removes
     /// them (this only reads).

@@ -1,5 +1,7 @@
 //! `leasehold doctor`: check the store and this host, say what is wrong and
-//! how to fix it. Exit 0 when every check passes, 1 otherwise.
+//! how to fix it. Exit 0 when every check passes, 1 otherwise. A warning
+//! (`warn`: a large write-ahead log, a store file that is a plain copy)
+//! passes: it is worth a look, not wrong.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,6 +15,8 @@ use crate::output;
 struct Check {
     name: &'static str,
     ok: bool,
+    /// Passed, with something worth a look (printed `warn`).
+    warning: bool,
     detail: String,
 }
 
@@ -22,18 +26,43 @@ impl Check {
             check: self.name,
             ok: self.ok,
             detail: &self.detail,
+            warning: self.warning,
+        }
+    }
+
+    fn mark(&self) -> &'static str {
+        match (self.ok, self.warning) {
+            (false, _) => "FAIL",
+            (true, true) => "warn",
+            (true, false) => "ok  ",
         }
     }
 }
 
 fn check(name: &'static str, result: Result<String, String>) -> Check {
     match result {
-        Ok(detail) => Check { name, ok: true, detail },
+        Ok(detail) => Check {
+            name,
+            ok: true,
+            warning: false,
+            detail,
+        },
         Err(detail) => Check {
             name,
             ok: false,
+            warning: false,
             detail,
         },
+    }
+}
+
+/// A check that passes with a warning: it does not fail `doctor`.
+fn warning(name: &'static str, detail: String) -> Check {
+    Check {
+        name,
+        ok: true,
+        warning: true,
+        detail,
     }
 }
 
@@ -79,6 +108,9 @@ pub fn run(ctx: &Ctx) -> u8 {
                     }
                     for (label, problem) in info.problems {
                         checks.push(check("store check", Err(format!("{label}: {problem}"))));
+                    }
+                    for (label, text) in info.warnings {
+                        checks.push(warning("store warning", format!("{label}: {text}")));
                     }
                 }
                 Err(e) => checks.push(check("store", Err(e.to_string()))),
@@ -128,7 +160,7 @@ pub fn run(ctx: &Ctx) -> u8 {
     };
     if !ctx.global.json {
         for c in &checks {
-            println!("{} {:<17} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail);
+            println!("{} {:<17} {}", c.mark(), c.name, c.detail);
         }
     }
     if all_ok {

@@ -1,5 +1,6 @@
 //! One module per command (`commands/<area>/<verb>.rs`); `dispatch` routes.
 
+mod backup;
 mod completions;
 mod cron;
 mod doctor;
@@ -67,6 +68,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Lock(args) => lock::run(&ctx, &args),
         Command::Doctor => Ok(doctor::run(&ctx)),
         Command::Migrate(args) => migrate::run(&ctx, &args),
+        Command::Backup(args) => backup::run(&ctx, &args),
         Command::Completions(args) => Ok(completions::run(&ctx, &args)),
         Command::Task(command) => task::dispatch(&ctx, command),
         Command::Serve(args) => serve::run(&ctx, &args),

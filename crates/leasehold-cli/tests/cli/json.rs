@@ -221,6 +221,10 @@ fn lease_commands() {
         one::<json::Doctor>(&env, &["--store", "sqlite:///proc/nope/s.db", "doctor"], 1)["ok"],
         false
     );
+    let dest = env.file("json-backup.db");
+    let doc = one::<json::BackedUp>(&env, &["backup", dest.to_str().unwrap()], 0);
+    assert!(doc["taken_at"].as_str().unwrap().ends_with('Z'), "{doc}");
+    one::<Plain>(&env, &["backup", dest.to_str().unwrap()], 2);
     // `tokens_bumped` only with --bump-tokens.
     let doc = one::<json::Migrated>(&env, &["migrate", "--bump-tokens", "1"], 0);
     assert!(doc["tokens_bumped"]["floor"].is_u64(), "{doc}");

@@ -1,6 +1,7 @@
 //! Black-box tests of the real `leasehold` binary: one integration test
 //! target (as ripgrep's and just's), one module per area.
 
+mod backup;
 mod clock;
 mod files;
 mod json;
@@ -20,6 +21,7 @@ mod work;
 
 fn main() {
     leasehold_testkit::main(&[
+        backup::TESTS,
         clock::TESTS,
         files::TESTS,
         json::TESTS,

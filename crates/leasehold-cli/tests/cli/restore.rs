@@ -1,11 +1,13 @@
-//! Restoring the SQLite store from an older copy (README.md, "Restoring a
-//! store"): the restored store issues tokens again that a sink has seen.
+//! Restoring the SQLite store from an older backup (README.md, "Restoring
+//! a store"), taken by `leasehold backup` while other names were being
+//! granted: the restored store issues tokens again that a sink has seen.
 //! The grant in the fence record refuses a reissued token equal to the
 //! sink's mark, and `migrate --bump-tokens` makes every later grant write
 //! again — nothing stale accepted, nothing legitimate refused.
 
 use std::fs;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::util::{Env, bin, sh_args};
 
@@ -26,16 +28,35 @@ fn holder_writes(env: &Env) -> (u64, String, i32) {
     (token.parse().unwrap(), grant.to_owned(), code)
 }
 
-/// Copy the store's files (no process has it open: the last one to close
-/// it checkpointed its log) — a backup, or putting one back.
-fn copy_store(from: &Path, to: &Path) {
-    for suffix in ["", "-wal", "-shm"] {
-        let (src, dst) = (with_suffix(from, suffix), with_suffix(to, suffix));
-        let _ = fs::remove_file(&dst);
-        if src.exists() {
-            fs::copy(&src, &dst).unwrap();
-        }
+/// Put a backup back as README.md says: with no process running, the
+/// store's `-wal` and `-shm` removed (a stale log beside the restored file
+/// would be replayed into it), the backup copied over the store file.
+fn put_back(backup: &Path, store: &Path) {
+    for suffix in ["-wal", "-shm"] {
+        let _ = fs::remove_file(with_suffix(store, suffix));
     }
+    fs::copy(backup, store).unwrap();
+}
+
+/// `leasehold backup DEST` while two writers keep granting other names
+/// (each a loop of `run`), so the copy is taken from a store in use.
+fn backup_under_writers(env: &Env, dest: &Path) {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for i in 0..2 {
+            let stop = &stop;
+            s.spawn(move || {
+                let name = format!("other-{i}");
+                while !stop.load(Ordering::SeqCst) {
+                    assert_eq!(env.run(&["run", &name, "--", "true"]).0, 0);
+                }
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (code, _, err) = env.run(&["backup", dest.to_str().unwrap()]);
+        stop.store(true, Ordering::SeqCst);
+        assert_eq!(code, 0, "{err}");
+    });
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
@@ -52,7 +73,7 @@ fn a_restored_store_reissues_no_token_a_sink_accepts_and_a_bump_lets_holders_wri
     for _ in 0..3 {
         assert_eq!(holder_writes(&env).2, 0);
     }
-    copy_store(&store, &backup);
+    backup_under_writers(&env, &backup);
     let mut before_loss = Vec::new();
     for _ in 0..3 {
         let (token, grant, code) = holder_writes(&env);
@@ -68,7 +89,7 @@ fn a_restored_store_reissues_no_token_a_sink_accepts_and_a_bump_lets_holders_wri
     // The store is lost and restored from the backup: it issues the last
     // three tokens again, to other grants. The sink accepts none of them —
     // the lower ones by token, the one equal to its mark by its grant.
-    copy_store(&backup, &store);
+    put_back(&backup, &store);
     for (token, grant) in &before_loss {
         let (again, other, code) = holder_writes(&env);
         assert_eq!(again, *token, "the restored store issues token {token} again");
@@ -87,6 +108,10 @@ fn a_restored_store_reissues_no_token_a_sink_accepts_and_a_bump_lets_holders_wri
     let bumped: serde_json::Value = serde_json::from_str(&out).unwrap();
     let floor = bumped["tokens_bumped"]["floor"].as_u64().unwrap();
     assert!(floor > mark + 999, "{bumped}");
+    // The restored store is the store now: doctor passes without warnings.
+    let (code, out, err) = env.run(&["doctor"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.lines().any(|l| l.starts_with("warn")), "{out}");
     for _ in 0..3 {
         let (token, _, code) = holder_writes(&env);
         assert!(token > floor, "token {token} after a bump to {floor}");

@@ -53,7 +53,7 @@ from ._native import (
     write_json,
 )
 from ._native import after_fork_in_child as _native_after_fork
-from ._types import GrantInfo, HistoryEntry, Leader, LeaderChange, LeaseStatus, TaskInfo
+from ._types import Backup, GrantInfo, HistoryEntry, Leader, LeaderChange, LeaseStatus, TaskInfo
 
 
 def _after_fork_in_child() -> None:
@@ -69,6 +69,7 @@ __all__ = [
     "ETCD",
     "__version__",
     "AuthFailed",
+    "Backup",
     "BadData",
     "DiskFull",
     "Error",

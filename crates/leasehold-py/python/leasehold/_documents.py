@@ -1,6 +1,6 @@
 """The documents of ``docs/JSON.md`` as Python values.
 
-``store.status()``, ``store.list()``, ``store.history()``, ``queue.get()``,
+``store.status()``, ``store.list()``, ``store.history()``, ``store.backup()``, ``queue.get()``,
 ``queue.list()`` and ``store.observe()`` return the documents ``leasehold --json`` prints
 (built once, by ``leasehold::json`` in Rust), with two changes made here
 and nowhere else: a time (RFC 3339 text) becomes an aware
@@ -18,7 +18,7 @@ from typing import Any, Dict
 
 #: The fields of the documents that are times (RFC 3339, as
 #: ``leasehold::json::rfc3339`` writes them).
-TIMES = frozenset({"acquired", "expires", "at", "available_at", "created_at", "updated_at", "since"})
+TIMES = frozenset({"acquired", "expires", "at", "available_at", "created_at", "updated_at", "since", "taken_at"})
 #: Fields holding a list of sub-documents converted the same way.
 NESTED = frozenset({"grants"})
 #: Fields holding one sub-document (or None) converted the same way.

@@ -48,6 +48,14 @@ class HistoryEntry(TypedDict):
     owner: Optional[str]
     detail: str
 
+class Backup(TypedDict):
+    """What ``store.backup(dest)`` took."""
+
+    location: str
+    path: str
+    bytes: int
+    taken_at: datetime.datetime
+
 class TaskInfo(TypedDict):
     """A task (``queue.get(id)``, each of ``queue.list()``)."""
 
@@ -87,4 +95,4 @@ class LeaderChange(TypedDict):
     leader: Optional[Leader]
 
 
-__all__ = ["GrantInfo", "HistoryEntry", "Leader", "LeaderChange", "LeaseStatus", "TaskInfo"]
+__all__ = ["Backup", "GrantInfo", "HistoryEntry", "Leader", "LeaderChange", "LeaseStatus", "TaskInfo"]

@@ -144,6 +144,20 @@ documents! {
         pub check: &'a str,
         pub ok: bool,
         pub detail: &'a str,
+        /// Worth a look but not wrong (`ok` stays true, `doctor` passes):
+        /// a large write-ahead log, a store file that is a plain copy.
+        pub warning: bool,
+    }
+
+    /// `backup DEST`.
+    pub struct BackedUp<'a> {
+        /// The store copied (its URL, without secrets).
+        pub location: &'a str,
+        /// The copy, as DEST was given.
+        pub path: &'a Path,
+        pub bytes: u64,
+        /// When its snapshot was taken (RFC 3339).
+        pub taken_at: String,
     }
 
     /// `migrate`.

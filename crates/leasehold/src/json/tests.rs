@@ -73,7 +73,12 @@ fn expected() -> Vec<(&'static str, Fields, Fields)> {
             all_fields(&[Written::FIELDS]),
             all_fields(&[NotWritten::FIELDS]),
         ),
-        ("`doctor`", all_fields(&[Doctor::FIELDS]), all_fields(&[Doctor::FIELDS])),
+        (
+            "`doctor`",
+            all_fields(&[Doctor::FIELDS, DoctorCheck::FIELDS]),
+            all_fields(&[Doctor::FIELDS]),
+        ),
+        ("`backup DEST`", all_fields(&[BackedUp::FIELDS]), Fields::new()),
         ("`migrate`", migrated, Fields::new()),
         ("`completions SHELL`", all_fields(&[Completions::FIELDS]), Fields::new()),
         ("`task add`", all_fields(&[TasksAdded::FIELDS]), Fields::new()),
