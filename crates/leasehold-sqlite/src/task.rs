@@ -18,6 +18,7 @@ use leasehold_backend::{
     TaskListParams, TaskLost, TaskPage, TaskRef, TaskRetry, TaskState, TaskUpdate, Token, duration_millis, later,
     signed, stored_millis,
 };
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{OptionalExtension, ToSql, Transaction, params, params_from_iter};
 
 use crate::Now;
@@ -115,15 +116,22 @@ pub(crate) fn add(tx: &Transaction<'_>, now: &Now, tasks: &[TaskAddParams]) -> R
         "INSERT INTO task (queue, id, payload, priority, state, max_attempts, available_ms, created_ms, updated_ms) \
          VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?7, ?7) ON CONFLICT (queue, id) DO NOTHING",
     )?;
+    // One buffer for every payload's text: a batch of a million tasks
+    // is otherwise a million strings made and freed (issue 28).
+    let mut payload = Vec::with_capacity(256);
+    let now_ms = wall_ms(now);
     add_each(tasks, |t| {
+        payload.clear();
+        serde_json::to_writer(&mut payload, &t.payload).expect("a JSON value always serializes");
         let inserted = insert.execute(params![
             t.queue.as_str(),
             t.id.as_str(),
-            json_text(&t.payload),
+            // serde_json writes UTF-8: bound as text, as a String would be.
+            ToSqlOutput::Borrowed(ValueRef::Text(&payload)),
             t.priority,
             t.max_attempts,
             to_ms(t.available.at(now.wall)),
-            wall_ms(now),
+            now_ms,
         ])?;
         if inserted == 1 {
             return Ok(None);

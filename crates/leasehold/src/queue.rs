@@ -5,7 +5,7 @@
 
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
@@ -166,18 +166,36 @@ fn miscounted() -> crate::Error {
 }
 
 /// A unique task id: time, pid, a counter and random bits.
+///
+/// The random bits are this process's random seed mixed with the counter
+/// (splitmix64), not a read of `/dev/urandom` per id: a batch of a million
+/// tasks without ids opened and read the device a million times (issue
+/// 28). The pid is read per id, so that a forked child, which inherits the
+/// seed and the counter, still makes ids of its own.
 fn generate_id() -> TaskId {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut random = [0u8; 8];
-    let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
+    static SEED: OnceLock<u64> = OnceLock::new();
+    let seed = *SEED.get_or_init(|| {
+        let mut random = [0u8; 8];
+        let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
+        u64::from_le_bytes(random)
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let ms = crate::unix_ms::to_ms(SystemTime::now());
     let id = format!(
-        "{ms:x}-{:x}-{:x}-{:016x}",
+        "{ms:x}-{:x}-{n:x}-{:016x}",
         std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-        u64::from_le_bytes(random)
+        splitmix64(seed.wrapping_add(n))
     );
     TaskId::new(id).expect("a generated id is a valid name")
+}
+
+/// One step of splitmix64: distinct inputs give distinct, well-mixed outputs.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 fn task_id(queue: &QueueName, id: &TaskId) -> TaskIdParams {
@@ -697,5 +715,21 @@ mod tests {
                 assert_eq!(batches, [1, 3]);
             }
         }
+    }
+
+    /// Generated ids are unique, and their random parts are not one
+    /// value repeated (they are mixed from the counter since issue 28).
+    #[test]
+    fn generated_ids_are_unique_and_their_random_parts_differ() {
+        let ids: Vec<TaskId> = (0..10_000).map(|_| generate_id()).collect();
+        let unique: std::collections::HashSet<&str> = ids.iter().map(TaskId::as_str).collect();
+        assert_eq!(unique.len(), ids.len());
+        let random: std::collections::HashSet<&str> =
+            ids.iter().map(|id| id.as_str().rsplit('-').next().unwrap()).collect();
+        assert_eq!(random.len(), ids.len(), "{:?}", &ids[..3]);
+        assert!(
+            ids.iter()
+                .all(|id| id.as_str().split('-').nth(3).is_some_and(|r| r.len() == 16))
+        );
     }
 }

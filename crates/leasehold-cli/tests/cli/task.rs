@@ -16,6 +16,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     add_is_idempotent_by_id_and_refuses_another_payload,
     a_list_cut_at_its_limit_says_more_exist,
     batch_is_all_or_nothing_and_names_the_bad_line,
+    a_batch_reports_and_stores_exactly_what_it_did,
     claims_come_in_priority_then_insertion_order_and_exit_10_when_empty,
     a_late_workers_result_is_refused,
     failures_retry_then_die_and_retry_revives,
@@ -41,8 +42,14 @@ fn token(claim: &Value) -> String {
 }
 
 fn add_batch(env: &Env, queue: &str, lines: &str) -> (i32, String) {
+    let (code, _, err) = add_batch_with(env, &["task", "add", queue, "--batch"], lines);
+    (code, err)
+}
+
+/// `leasehold ARGS` with `lines` on stdin: exit code, stdout, stderr.
+fn add_batch_with(env: &Env, args: &[&str], lines: &str) -> (i32, String, String) {
     let mut child = env
-        .std_cmd(&["task", "add", queue, "--batch"])
+        .std_cmd(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -52,6 +59,7 @@ fn add_batch(env: &Env, queue: &str, lines: &str) -> (i32, String) {
     let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
@@ -132,6 +140,10 @@ fn batch_is_all_or_nothing_and_names_the_bad_line() {
     // A conflicting id anywhere in a batch adds nothing of it.
     let (code, err) = add_batch(&env, "q", "{\"id\":\"new\"}\n{\"id\":\"x\",\"payload\":\"other\"}\n");
     assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains("task x already exists in queue q with payload null, not \"other\""),
+        "{err}"
+    );
     assert_eq!(stats(&env, "q")["pending"], 2);
     // The same id twice in one batch: both payloads named, in order.
     let (code, err) = add_batch(
@@ -145,6 +157,91 @@ fn batch_is_all_or_nothing_and_names_the_bad_line() {
         "{err}"
     );
     assert_eq!(stats(&env, "q")["pending"], 2);
+}
+
+/// What a batch add prints (text and `--json`) and the rows it stores,
+/// byte for byte: the batch path is tuned for speed (issue 28), and none
+/// of that may show. Payloads whose text `serde_json` could write in more
+/// than one way (key order, escapes, floats, a number past i64), a
+/// generated id, an id repeated exactly within the batch and one added
+/// before, priorities and attempts given and defaulted.
+fn a_batch_reports_and_stores_exactly_what_it_did() {
+    let env = Env::new();
+    let (code, _, err) = add_batch_with(
+        &env,
+        &["task", "add", "q", "--batch"],
+        "{\"id\":\"old\",\"payload\":[1]}\n",
+    );
+    assert_eq!((code, err.as_str()), (0, "added 1 tasks to q (0 already there)\n"));
+    let lines = concat!(
+        r#"{"id":"a","payload":{"z":1,"a":[1,2.5,-0.0,1e3,1E-7],"s":"é\"\\\n\u0001\u00e9 ","n":null}}"#,
+        "\n",
+        r#"  {"payload":12345678901234567890,"priority":-3,"max_attempts":2}  "#,
+        "\n\n",
+        r#"{"id":"old","payload":[1],"max_attempts":5}"#,
+        "\n",
+        r#"{"id":"a","payload":{"a":[1,2.5,-0.0,1e3,1E-7],"z":1,"n":null,"s":"é\"\\\n\u0001é "}}"#,
+        "\n",
+        r#"{"id":"b","payload":"text","priority":7}"#,
+        "\n",
+    );
+    let (code, out, err) = add_batch_with(
+        &env,
+        &["task", "add", "q", "--batch", "--max-attempts", "9", "--json"],
+        lines,
+    );
+    assert_eq!((code, err.as_str()), (0, ""));
+    let generated = json(&out)["ids"][1].as_str().unwrap().to_owned();
+    assert_eq!(
+        out,
+        format!(
+            "{{\n  \"added\": 3,\n  \"existing\": 2,\n  \"ids\": [\n    \"a\",\n    \"{generated}\",\n    \"old\",\n    \"a\",\n    \"b\"\n  ],\n  \"queue\": \"q\"\n}}\n"
+        )
+    );
+    let (code, out, err) = add_batch_with(&env, &["task", "add", "q", "--batch", "--max-attempts", "9"], lines);
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (0, "", "added 1 tasks to q (4 already there)\n")
+    );
+    let db = rusqlite::Connection::open(env.store_path()).unwrap();
+    let rows: Vec<String> = db
+        .prepare(
+            "SELECT id, payload, priority, state, attempts, max_attempts, token, owner IS NULL, \
+             available_ms = created_ms AND created_ms = updated_ms FROM task ORDER BY seq",
+        )
+        .unwrap()
+        .query_map([], |r| {
+            Ok(format!(
+                "{}|{}|{}|{}|{}|{}|{}|{}|{}",
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, bool>(7)?,
+                r.get::<_, bool>(8)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let generated_row = |id: &str| format!("{id}|12345678901234567890|-3|pending|0|2|0|true|true");
+    assert_eq!(
+        rows[..4],
+        [
+            "old|[1]|0|pending|0|5|0|true|true".to_owned(),
+            r#"a|{"a":[1,2.5,-0.0,1000.0,1e-7],"n":null,"s":"é\"\\\n\u0001é ","z":1}|0|pending|0|9|0|true|true"#
+                .to_owned(),
+            generated_row(&generated),
+            "b|\"text\"|7|pending|0|9|0|true|true".to_owned(),
+        ]
+    );
+    // The second batch added only its task without an id, under a new one.
+    let (again, rest) = rows[4].split_once('|').unwrap();
+    assert_ne!(again, generated);
+    assert_eq!(rows[4..], [generated_row(again)], "{rest}");
 }
 
 fn claims_come_in_priority_then_insertion_order_and_exit_10_when_empty() {

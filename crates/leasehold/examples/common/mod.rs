@@ -54,3 +54,10 @@ pub fn verdict(median_ratio: f64, at_least: f64) -> String {
     let met = if median_ratio >= at_least { "met" } else { "missed" };
     format!("{median_ratio:.2} ≥ {at_least}: **{met}**")
 }
+
+/// A goal's cell for a ratio that must stay low (a cost, not a rate):
+/// `1.04 ≤ 1.2: **met**`, as bench/run's per-call rows write it.
+pub fn verdict_at_most(median_ratio: f64, at_most: f64) -> String {
+    let met = if median_ratio <= at_most { "met" } else { "missed" };
+    format!("{median_ratio:.2} ≤ {at_most}: **{met}**")
+}

@@ -66,18 +66,20 @@ pub fn run(ctx: &Ctx, args: &TaskAddArgs) -> anyhow::Result<u8> {
         }]
     };
     let store = ctx.open_store()?;
+    // The tasks are moved, not copied: the outcomes carry every id.
     let outcomes = store
-        .task_add(&args.queue, tasks.clone())
+        .task_add(&args.queue, tasks)
         .with_context(|| format!("cannot add tasks to queue {}", args.queue))?;
     // Outcomes come in the order of the tasks: an earlier task of the
-    // batch with the same id is the "existing" one.
+    // batch with the same id is the "existing" one (a generated id is
+    // never one given).
     if let Some((i, (id, TaskAdd::Conflict { differences, .. }))) = outcomes
         .iter()
         .enumerate()
         .find(|(_, (_, o))| matches!(o, TaskAdd::Conflict { .. }))
     {
         let differences = leasehold::differences_text(differences);
-        let twice = tasks[..i].iter().any(|t| t.id.as_ref() == Some(id));
+        let twice = outcomes[..i].iter().any(|(earlier, _)| earlier == id);
         let message = if twice {
             format!(
                 "task {id} appears twice in the batch, the first time with {differences}; nothing was added. \
