@@ -19,7 +19,7 @@ import pytest
 
 import leasehold as lh
 
-from conftest import block_sqlite, leasehold_cli, python, read_line
+from conftest import Servers, block_sqlite, leasehold_cli, python, read_line, unique
 
 
 def test_a_lease_excludes_others_and_its_token_only_grows(store_url: str) -> None:
@@ -565,10 +565,11 @@ def test_backup_copies_a_store_in_use_and_never_overwrites(tmp_path: Path) -> No
         store.backup(tmp_path / "missing" / "copy.db")
 
 
-def test_backup_is_refused_by_stores_with_their_own_tools(store_url: str, tmp_path: Path) -> None:
-    if store_url.startswith("sqlite"):
-        pytest.skip("SQLite takes backups (the test above)")
-    tool = "pg_dump" if store_url.startswith("postgres") else "etcdctl snapshot save"
+@pytest.mark.parametrize("kind", ["postgres", "etcd"])
+def test_backup_is_refused_by_stores_with_their_own_tools(kind: str, servers: Servers, tmp_path: Path) -> None:
+    # SQLite takes backups: the test above.
+    url = servers.postgres().url(unique()) if kind == "postgres" else servers.etcd().url(unique())
+    tool = "pg_dump" if kind == "postgres" else "etcdctl snapshot save"
     with pytest.raises(lh.Unsupported, match=tool):
-        lh.Store(store_url).backup(tmp_path / "copy")
+        lh.Store(url).backup(tmp_path / "copy")
     assert not (tmp_path / "copy").exists()

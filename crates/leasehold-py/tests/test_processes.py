@@ -215,6 +215,40 @@ def fenced_in_fork(result: str, store: lh.Store, lease: lh.Lease, task: lh.Task,
         json.dump(said, f)
 
 
+def hold_own_lease(url: str, ready: str, result: str) -> None:
+    store = lh.Store(url)
+    lease = store.lease("childs-own", ttl="3s").acquire()
+    open(ready, "w").close()
+    time.sleep(5)
+    with open(result, "w", encoding="utf-8") as f:
+        f.write(str(lease.held))
+    lease.release()
+
+
+def test_a_forked_child_keeps_its_own_lease_past_its_ttl(tmp_path: Path) -> None:
+    # A child made by fork() takes its own lease: its keeper must start in
+    # the child. The parent forks while its own keeper's start waits on the
+    # parent's thread for deferred starts (TTL 60 s), a thread the child
+    # does not have; a child that queued its keeper's start there never
+    # renewed its lease, which lapsed after 3 s while it thought it held.
+    url = f"sqlite://{tmp_path / 'l.db'}"
+    store = lh.Store(url)
+    parents = store.lease("parents", ttl="60s").acquire()
+    ready, result = tmp_path / "ready", tmp_path / "result"
+    child = FORK.Process(target=hold_own_lease, args=(url, str(ready), str(result)))
+    child.start()
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ready.exists(), "the child never took its lease"
+    time.sleep(4)  # past the child's TTL
+    with pytest.raises(lh.Held):
+        store.lease("childs-own").acquire()
+    child.join(30)
+    assert child.exitcode == 0 and result.read_text() == "True"
+    parents.release()
+
+
 def test_a_forked_child_gets_the_fork_message_from_every_use_of_its_parents_grant(tmp_path: Path) -> None:
     # Issue 23: fence=lease and store.fence(name, lease) raised "TypeError:
     # fence must be a lease" in the child, and `with lease` said "already

@@ -20,8 +20,7 @@
 //! - **the size bound**: a commit that leaves more than [`BOUND_FRAMES`]
 //!   in the log checkpoints it, then truncates it, if no other process is
 //!   reading or writing at that moment (it never waits for one) — how the
-//!   log stays small where only short commands ever run. One command in
-//!   about fifty pays it.
+//!   log stays small where only short commands ever run.
 //!
 //! The bound truncates the log rather than only copying it: SQLite keeps
 //! what was copied in `-shm`, which the first process to open the store

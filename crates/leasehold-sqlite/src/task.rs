@@ -464,9 +464,13 @@ pub(crate) fn purge(
     older_than: Duration,
 ) -> Result<u64> {
     let cutoff = to_ms(now.wall.checked_sub(older_than).unwrap_or(SystemTime::UNIX_EPOCH));
+    // At or before the cutoff: times are kept to the millisecond, so a
+    // task finished earlier in this millisecond is "older than 0" too —
+    // with `<` it stayed (a flaky `purge(older_than=0)` right after `done`,
+    // once commits took one fsync instead of five).
     let n = tx
         .prepare_cached(
-            "DELETE FROM task WHERE queue = ?1 AND state = ?2 AND state IN ('done', 'dead') AND updated_ms < ?3",
+            "DELETE FROM task WHERE queue = ?1 AND state = ?2 AND state IN ('done', 'dead') AND updated_ms <= ?3",
         )?
         .execute(params![queue.as_str(), state.as_str(), cutoff])?;
     Ok(n as u64)
