@@ -9,25 +9,34 @@
 //!
 //! The log must still be checkpointed, or it grows and every process that
 //! opens the store first reads it whole (SQLite rebuilds its index of the
-//! log when the first connection opens). Two things do it, neither on a
+//! log when the first connection opens). Three things do it, none on a
 //! short command's usual path:
 //! - **a long-lived process** (`run`'s keeper, `work`, `serve`, the cron
 //!   daemon, a library program): once its handle is older than
-//!   [`LONG_LIVED`], a thread of the handle checkpoints every
-//!   [`EVERY`] when something was committed since — on its own
-//!   connection, so the handle's calls never wait for it, and passively,
-//!   so no writer waits for it either;
-//! - **the size bound**: a commit that leaves more than [`BOUND_FRAMES`]
-//!   in the log checkpoints it, then truncates it, if no other process is
-//!   reading or writing at that moment (it never waits for one) — how the
-//!   log stays small where only short commands ever run.
+//!   [`LONG_LIVED`], a thread of the handle checkpoints every [`EVERY`]
+//!   when something was committed since — on its own connection, so the
+//!   handle's calls never wait for it, and passively, so no writer waits
+//!   for it either;
+//! - **a busy handle**: a commit that leaves more than
+//!   [`AUTOCHECKPOINT_FRAMES`] in the log copies them (SQLite's own
+//!   auto-checkpoint, at its default size); the next commit then writes
+//!   the log again from its start, over blocks already allocated;
+//! - **closing a handle** whose last commit left more than
+//!   [`TRUNCATE_FRAMES`] in the log: it copies the log and truncates it,
+//!   if no other process is reading or writing at that moment (it never
+//!   waits for one) — how the log stays small where only short commands
+//!   ever run.
 //!
-//! The bound truncates the log rather than only copying it: SQLite keeps
-//! what was copied in `-shm`, which the first process to open the store
-//! rebuilds from the log alone, as if nothing had been copied. Where no
-//! process keeps the store open between commands, a log that was only
-//! copied would never be reused from its start: it would grow, and each
-//! process would read all of it when it opens the store.
+//! Why the close truncates: SQLite keeps what was copied in `-shm`, which
+//! the first process to open the store rebuilds from the log alone, as if
+//! nothing had been copied. Where no process keeps the store open between
+//! commands, a log that was only copied would never be reused from its
+//! start: it would grow, and each process would read all of it when it
+//! opens the store. Why a commit does not: the log, truncated, grows again
+//! block by block, and an fsync of a growing file also commits its new
+//! size to the filesystem's journal — truncating at a commit past the
+//! bound nearly halved the library's lease cycle rate (bench/run's leases
+//! table, measured while this was written).
 //!
 //! A checkpoint never makes a commit less durable: each commit is synced
 //! in the log before it is acknowledged (`synchronous=FULL`), wherever it
@@ -50,18 +59,21 @@ pub(crate) const LONG_LIVED: Duration = Duration::from_secs(1);
 /// How often a long-lived process's thread checkpoints what was committed.
 pub(crate) const EVERY: Duration = Duration::from_secs(1);
 
-/// The size bound: a commit that leaves more frames (pages and their
-/// headers, about 4 KiB each) than this in the log checkpoints and
-/// truncates it. A lease cycle's commit writes about five, so a store used
-/// only by short commands does so about once in fifty commits; each
-/// process that opens the store reads what the log holds, so the bound
-/// also caps what that costs (1 MiB).
-pub(crate) const BOUND_FRAMES: u32 = 256;
+/// A commit that leaves more frames (pages and their headers, about
+/// 4 KiB each) than this in the log copies them into the store file:
+/// SQLite's default auto-checkpoint.
+pub(crate) const AUTOCHECKPOINT_FRAMES: u32 = 1000;
+
+/// A handle closing when its last commit left more frames than this in
+/// the log copies and truncates it. A lease cycle's commit writes about
+/// five; each process that opens the store reads what the log holds, so
+/// this also caps what that costs (about 1 MiB).
+pub(crate) const TRUNCATE_FRAMES: u32 = 256;
 
 /// Keep the log between connections and skip the checkpoint on close (see
 /// the module docs). Returns the number of frames the log held after this
 /// connection's last commit, kept up to date by SQLite's log hook (which
-/// replaces its own auto-checkpoint, so [`past_bound`] decides instead).
+/// replaces its own auto-checkpoint: [`after_commit`] does the same).
 pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<AtomicU32>> {
     conn.file_control(None::<&str>, FileControl::PersistWal(&mut 1))?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
@@ -74,33 +86,39 @@ pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<Atomic
     Ok(frames)
 }
 
-/// After a commit: if the log is past [`BOUND_FRAMES`], copy it into the
-/// store file and truncate it, unless another process is reading or
-/// writing (then the next commit past the bound tries again). Never waits:
-/// the busy timeout is off for it. A failure is only logged — the commit
-/// is durable either way.
-pub(crate) fn past_bound(conn: &Connection, frames: &AtomicU32, busy_timeout: Duration, store: &Path) {
+/// After a commit: copy the log into the store file if it holds more
+/// than [`AUTOCHECKPOINT_FRAMES`] (passively: never waits).
+pub(crate) fn after_commit(conn: &Connection, frames: &AtomicU32, store: &Path) {
+    if frames.load(Ordering::Relaxed) > AUTOCHECKPOINT_FRAMES {
+        checkpoint(conn, frames, "PRAGMA wal_checkpoint(PASSIVE)", store);
+    }
+}
+
+/// When a handle closes: copy and truncate the log if its last commit
+/// left more than [`TRUNCATE_FRAMES`] in it, unless another process is
+/// reading or writing — the busy timeout is off for it, so it never
+/// waits (then a later close tries again).
+pub(crate) fn on_close(conn: &Connection, frames: &AtomicU32, store: &Path) {
+    if frames.load(Ordering::Relaxed) > TRUNCATE_FRAMES && conn.busy_timeout(Duration::ZERO).is_ok() {
+        checkpoint(conn, frames, "PRAGMA wal_checkpoint(TRUNCATE)", store);
+    }
+}
+
+/// Run `pragma` (a `wal_checkpoint`); a failure is only logged — every
+/// commit is durable in the log either way.
+fn checkpoint(conn: &Connection, frames: &AtomicU32, pragma: &str, store: &Path) {
     let store = store.display();
-    if frames.load(Ordering::Relaxed) <= BOUND_FRAMES {
-        return;
-    }
     let begun = Instant::now();
-    let outcome = conn.busy_timeout(Duration::ZERO).and_then(|()| {
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-        })
-    });
-    if let Err(e) = conn.busy_timeout(busy_timeout) {
-        tracing::debug!(%store, "cannot set the busy timeout back: {e}");
-    }
-    match outcome {
+    match conn.query_row(pragma, [], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+    }) {
         Ok((busy, log, copied)) => {
             if busy == 0 {
                 frames.store(0, Ordering::Relaxed);
             }
-            tracing::debug!(%store, busy, log, copied, took_us = begun.elapsed().as_micros(), "log past its bound");
+            tracing::debug!(%store, pragma, busy, log, copied, took_us = begun.elapsed().as_micros(), "checkpointed");
         }
-        Err(e) => tracing::debug!(%store, "checkpoint past the bound failed (the next commit tries again): {e}"),
+        Err(e) => tracing::debug!(%store, pragma, "checkpoint failed (a later one tries again): {e}"),
     }
 }
 

@@ -127,6 +127,15 @@ pub struct SqliteBackend {
     conn: Mutex<Connection>,
 }
 
+impl Drop for SqliteBackend {
+    fn drop(&mut self) {
+        // Where only short commands use the store, this keeps its log
+        // small (see `checkpoint`).
+        let conn = self.conn.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        checkpoint::on_close(conn, &self.log_frames, &self.path);
+    }
+}
+
 /// The store's "now": the boot clock of this boot, shifted in tests.
 #[derive(Debug, Clone)]
 pub(crate) struct Now {
@@ -245,7 +254,7 @@ impl SqliteBackend {
         );
         if outcome.is_ok() {
             if committing.is_some() {
-                checkpoint::past_bound(&conn, &self.log_frames, self.options.busy_timeout, &self.path);
+                checkpoint::after_commit(&conn, &self.log_frames, &self.path);
             }
             failpoint!(op, "after-commit");
         }

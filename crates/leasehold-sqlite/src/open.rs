@@ -326,6 +326,14 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
         // whose checkpoint failed (a full disk) when the file is linked.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(std::io::Error::other)?;
+        // Its journal in memory: the file is not in place yet, so a crash
+        // or a failure while it is made leaves nothing anyone opens (it is
+        // removed, or never linked), and a journal file beside it would be
+        // one more thing a nearly full disk must hold (the store's file
+        // record is a second transaction: on a filesystem just large
+        // enough for the store and its -shm, its journal did not fit).
+        conn.pragma_update(None, "journal_mode", "MEMORY")
+            .map_err(std::io::Error::other)?;
         match schema::prepare(&mut conn).map_err(std::io::Error::other)? {
             Ok(()) => {}
             Err(problem) => return Err(std::io::Error::other(format!("{problem:?}"))),
