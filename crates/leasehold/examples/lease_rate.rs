@@ -133,7 +133,10 @@ fn main() {
     let rounds: usize = args.next().map_or(30, |r| r.parse().expect("ROUNDS is a number"));
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("bench.db");
-    let _ = std::fs::remove_file(&db);
+    // A new store each run: the file and the log kept beside it.
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
     let url = format!("sqlite://{}", db.display());
     let store = Store::open_sqlite(&db).unwrap();
     let before = written_bytes();
