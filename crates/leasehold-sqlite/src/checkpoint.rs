@@ -21,22 +21,24 @@
 //!   [`AUTOCHECKPOINT_FRAMES`] in the log copies them (SQLite's own
 //!   auto-checkpoint, at its default size); the next commit then writes
 //!   the log again from its start, over blocks already allocated;
-//! - **closing a handle** whose last commit left more than
-//!   [`TRUNCATE_FRAMES`] in the log: it copies the log and truncates it,
-//!   if no other process is reading or writing at that moment (it never
-//!   waits for one) — how the log stays small where only short commands
-//!   ever run.
+//! - **the last connection to close**, if the log passed
+//!   [`TRUNCATE_FRAMES`] at its handle's last commit: SQLite's own
+//!   checkpoint on close, turned back on for that close only, which also
+//!   truncates the kept log (`journal_size_limit` 0). SQLite does it only
+//!   when no other connection has the store open, and waits for none —
+//!   how the log stays small where only short commands ever run.
 //!
-//! Why the close truncates: SQLite keeps what was copied in `-shm`, which
-//! the first process to open the store rebuilds from the log alone, as if
-//! nothing had been copied. Where no process keeps the store open between
-//! commands, a log that was only copied would never be reused from its
-//! start: it would grow, and each process would read all of it when it
-//! opens the store. Why a commit does not: the log, truncated, grows again
-//! block by block, and an fsync of a growing file also commits its new
-//! size to the filesystem's journal — truncating at a commit past the
-//! bound nearly halved the library's lease cycle rate (bench/run's leases
-//! table, measured while this was written).
+//! Why the last close truncates: SQLite keeps what was copied in `-shm`,
+//! which the first process to open the store rebuilds from the log alone,
+//! as if nothing had been copied. Where no process keeps the store open
+//! between commands, a log that was only copied would never be reused from
+//! its start: it would grow, and each process would read all of it when it
+//! opens the store. Why nothing else truncates: the log, truncated, grows
+//! again block by block, and an fsync of a growing file also commits its
+//! new size to the filesystem's journal — truncating at a commit, or at
+//! the close of a short command beside a long-lived process, nearly halved
+//! the library's lease cycle rate (bench/run's leases table, measured
+//! while this was written).
 //!
 //! A checkpoint never makes a commit less durable: each commit is synced
 //! in the log before it is acknowledged (`synchronous=FULL`), wherever it
@@ -64,8 +66,8 @@ pub(crate) const EVERY: Duration = Duration::from_secs(1);
 /// SQLite's default auto-checkpoint.
 pub(crate) const AUTOCHECKPOINT_FRAMES: u32 = 1000;
 
-/// A handle closing when its last commit left more frames than this in
-/// the log copies and truncates it. A lease cycle's commit writes about
+/// The last connection to close, when its handle's last commit left more
+/// frames than this in the log, copies and truncates it. A lease cycle's commit writes about
 /// five; each process that opens the store reads what the log holds, so
 /// this also caps what that costs (about 1 MiB).
 pub(crate) const TRUNCATE_FRAMES: u32 = 256;
@@ -94,13 +96,14 @@ pub(crate) fn after_commit(conn: &Connection, frames: &AtomicU32, store: &Path) 
     }
 }
 
-/// When a handle closes: copy and truncate the log if its last commit
-/// left more than [`TRUNCATE_FRAMES`] in it, unless another process is
-/// reading or writing — the busy timeout is off for it, so it never
-/// waits (then a later close tries again).
-pub(crate) fn on_close(conn: &Connection, frames: &AtomicU32, store: &Path) {
-    if frames.load(Ordering::Relaxed) > TRUNCATE_FRAMES && conn.busy_timeout(Duration::ZERO).is_ok() {
-        checkpoint(conn, frames, "PRAGMA wal_checkpoint(TRUNCATE)", store);
+/// Before a handle's connection closes: if its last commit left more than
+/// [`TRUNCATE_FRAMES`] in the log, let SQLite checkpoint on this close
+/// and truncate the log — which it does only if no other connection has
+/// the store open (it tries for an exclusive lock, without waiting).
+pub(crate) fn before_close(conn: &Connection, frames: &AtomicU32) {
+    if frames.load(Ordering::Relaxed) > TRUNCATE_FRAMES {
+        let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false);
+        let _ = conn.pragma_update(None, "journal_size_limit", 0);
     }
 }
 

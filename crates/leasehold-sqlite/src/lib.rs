@@ -132,7 +132,7 @@ impl Drop for SqliteBackend {
         // Where only short commands use the store, this keeps its log
         // small (see `checkpoint`).
         let conn = self.conn.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
-        checkpoint::on_close(conn, &self.log_frames, &self.path);
+        checkpoint::before_close(conn, &self.log_frames);
     }
 }
 
