@@ -76,13 +76,17 @@ impl SqliteBackend {
     /// symbolic link (never followed, so its target is not touched).
     fn refuse_existing(&self, given: &Path, dest: &Path) -> Result<(), BackendError> {
         match std::fs::symlink_metadata(dest) {
-            Ok(meta) => Err(BackendError::plain(
+            Ok(_) => Err(BackendError::plain(
                 ErrorKind::InvalidInput,
                 self.store(),
                 format!(
                     "the backup's destination {} exists (a {}), and a backup never overwrites anything",
                     given.display(),
-                    symlinks::kind(rustix::fs::FileType::from_raw_mode(meta.mode()))
+                    // rustix's stat: its mode has the platform's width
+                    // (16 bits on macOS), which std's `mode()` does not.
+                    rustix::fs::lstat(dest).map_or("file", |st| symlinks::kind(rustix::fs::FileType::from_raw_mode(
+                        st.st_mode
+                    )))
                 ),
             )
             .hint("name a new file, or move the old one aside first")),
