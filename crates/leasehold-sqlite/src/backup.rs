@@ -135,7 +135,7 @@ impl SqliteBackend {
             let exists = self.refuse_existing(given, dest).err();
             return Err(exists.unwrap_or_else(|| self.dest_io(given, "link the copy to", &e)));
         }
-        if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
+        if let Err(e) = files::sync_dir(dir) {
             // Linked but not durable: take it back rather than report a
             // backup a crash could lose.
             let _ = std::fs::remove_file(dest);
@@ -225,10 +225,7 @@ fn dest_hint(kind: ErrorKind) -> &'static str {
 /// with a rollback journal, removed at the commit, so the copy stays one
 /// whole file.
 fn stamp(temp: &Path, recorded: &Recorded) -> crate::lease::Result<()> {
-    let mut conn = Connection::open_with_flags(
-        temp,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-    )?;
+    let mut conn = Connection::open_with_flags(temp, files::OPEN_FLAGS)?;
     let _: String = conn.pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get(0))?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

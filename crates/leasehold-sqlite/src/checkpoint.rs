@@ -52,7 +52,7 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use rusqlite::config::DbConfig;
-use rusqlite::{Connection, FileControl, OpenFlags};
+use rusqlite::{Connection, FileControl};
 
 /// A handle older than this belongs to a long-lived process, which
 /// checkpoints in the background. A short command ends well before.
@@ -138,11 +138,9 @@ impl Checkpointer {
     /// the thread or its connection cannot be had (the size bound then
     /// still keeps the log in check).
     pub(crate) fn start(file: &Path, busy_timeout: Duration) -> Option<Self> {
-        let flags =
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         // The handle's own connection has made sure the file is a store
         // (and not a link) already.
-        let mut conn = Connection::open_with_flags(file, flags).ok()?;
+        let mut conn = Connection::open_with_flags(file, crate::files::OPEN_FLAGS).ok()?;
         conn.busy_timeout(busy_timeout).ok()?;
         keep_the_log(&mut conn).ok()?;
         let (stop, stopped) = mpsc::channel();

@@ -7,6 +7,14 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use rusqlite::OpenFlags;
+
+/// How leasehold opens a SQLite file: read-write, never creating it (a new
+/// store is made whole first), never through a link, one thread at a time.
+pub(crate) const OPEN_FLAGS: OpenFlags = OpenFlags::SQLITE_OPEN_READ_WRITE
+    .union(OpenFlags::SQLITE_OPEN_NO_MUTEX)
+    .union(OpenFlags::SQLITE_OPEN_NOFOLLOW);
+
 /// `path` with `suffix` appended: `leasehold.db` and `-wal` make
 /// `leasehold.db-wal`.
 pub(crate) fn suffixed(path: &Path, suffix: &str) -> PathBuf {
@@ -40,4 +48,9 @@ pub(crate) fn create_private(path: &Path) -> std::io::Result<File> {
         .mode(0o600)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
         .open(path)
+}
+
+/// Make `dir`'s entries durable (fsync the directory).
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
 }

@@ -55,7 +55,7 @@ pub(crate) fn ready(store: &Path, dir: &Path) -> io::Result<u64> {
                     Ok(()) => {}
                     // Its maker has not synced the directory yet (or the
                     // filesystem has no flock): sync it ourselves.
-                    Err(_) => sync_dir(dir)?,
+                    Err(_) => files::sync_dir(dir)?,
                 }
                 return Ok(file.metadata()?.ino());
             }
@@ -79,7 +79,7 @@ pub(crate) fn ready(store: &Path, dir: &Path) -> io::Result<u64> {
 pub(crate) fn still(store: &Path, dir: &Path, inode: u64) -> io::Result<()> {
     match std::fs::symlink_metadata(path_of(store)) {
         Ok(meta) if meta.ino() == inode => Ok(()),
-        _ => sync_dir(dir),
+        _ => files::sync_dir(dir),
     }
 }
 
@@ -95,7 +95,7 @@ fn make(wal: &Path, dir: &Path) -> io::Result<Option<u64>> {
     let _ = std::fs::remove_file(&temp);
     match linked {
         Ok(()) => {
-            sync_dir(dir)?;
+            files::sync_dir(dir)?;
             // The lock goes with `file`, after the sync.
             Ok(Some(file.metadata()?.ino()))
         }
@@ -125,8 +125,4 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
         .read(true)
         .custom_flags(OFlags::NOFOLLOW.bits() as i32)
         .open(path)
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{BackendError, ErrorKind, Remedy, host, symlinks};
+use rusqlite::Connection;
 use rusqlite::config::DbConfig;
-use rusqlite::{Connection, OpenFlags};
 
 use crate::classify::{damaged_schema, io_kind, is_busy, map_error};
 use crate::{SqliteBackend, SqliteOptions, files, log_file, origin, schema};
@@ -180,7 +180,7 @@ fn connect(
     dir: &Path,
     options: &SqliteOptions,
 ) -> Result<(Connection, Arc<AtomicU32>), BackendError> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let flags = files::OPEN_FLAGS;
     // SQLite says only "unable to open database file" on a read-only
     // filesystem (it cannot make the WAL's shared-memory file): name it.
     let read_only = || rustix::fs::statvfs(dir).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
@@ -315,11 +315,7 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
     let temp = files::temp_beside(dir, path.file_name().unwrap_or_default(), "new");
     let result = (|| {
         let inode = files::create_private(&temp)?.metadata()?.ino();
-        let mut conn = Connection::open_with_flags(
-            &temp,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-        )
-        .map_err(std::io::Error::other)?;
+        let mut conn = Connection::open_with_flags(&temp, files::OPEN_FLAGS).map_err(std::io::Error::other)?;
         conn.busy_timeout(options.busy_timeout).map_err(std::io::Error::other)?;
         // A rollback journal, not the WAL, while it is made: each commit is
         // then in the file itself, so nothing can be left behind in a WAL
@@ -353,7 +349,7 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        std::fs::File::open(dir)?.sync_all()
+        files::sync_dir(dir)
     })();
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(files::suffixed(&temp, suffix));
