@@ -45,6 +45,10 @@ const STORES: &[Listed] = &[
     Listed::Built(&leasehold_etcd::STORE),
     #[cfg(not(feature = "etcd"))]
     Listed::LeftOut(&left_out::ETCD),
+    #[cfg(feature = "firestore")]
+    Listed::Built(&leasehold_firestore::STORE),
+    #[cfg(not(feature = "firestore"))]
+    Listed::LeftOut(&left_out::FIRESTORE),
 ];
 
 /// Of each store a build may leave out, its crate's [`StoreKind`], for a
@@ -64,6 +68,14 @@ mod left_out {
         name: "the etcd store",
         feature: Some("etcd"),
         example: "etcd://host:2379",
+    };
+
+    #[cfg(any(test, not(feature = "firestore")))]
+    pub const FIRESTORE: super::StoreKind = super::StoreKind {
+        schemes: &["firestore"],
+        name: "the Firestore store",
+        feature: Some("firestore"),
+        example: "firestore://my-project",
     };
 }
 
@@ -298,12 +310,12 @@ mod tests {
             invalid_reason("redis://u:pw@h"),
             (
                 "redis://u:***@h".into(),
-                "unknown scheme \"redis\"; use sqlite://, postgres:// or etcd://".into()
+                "unknown scheme \"redis\"; use sqlite://, postgres://, etcd:// or firestore://".into()
             )
         );
         assert_eq!(
             invalid_reason("/var/lib/jobs.db").1,
-            "expected SCHEME://…, e.g. sqlite:///path/to/leasehold.db, postgres://host/db or etcd://host:2379"
+            "expected SCHEME://…, e.g. sqlite:///path/to/leasehold.db, postgres://host/db, etcd://host:2379 or firestore://my-project"
         );
         let (_, reason) = invalid_reason("sqlite://");
         assert!(reason.starts_with("the path is empty"), "{reason}");
@@ -355,6 +367,8 @@ mod tests {
         assert_eq!(leasehold_postgres::STORE.kind, left_out::POSTGRES);
         #[cfg(feature = "etcd")]
         assert_eq!(leasehold_etcd::STORE.kind, left_out::ETCD);
+        #[cfg(feature = "firestore")]
+        assert_eq!(leasehold_firestore::STORE.kind, left_out::FIRESTORE);
         assert_eq!(built_in_stores()[0], "sqlite");
     }
 }

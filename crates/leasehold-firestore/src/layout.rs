@@ -1,0 +1,160 @@
+//! Where a store's documents live, and what a name's document holds.
+//!
+//! Under the prefix (a root collection id, default `leasehold`):
+//!
+//! ```text
+//! PREFIX/store                          the store's document: `floor` (the
+//!                                       `--bump-tokens` floor new names
+//!                                       start from) and `names` (how many
+//!                                       names were ever made: every
+//!                                       creation writes it, so a bump and a
+//!                                       creation never cross unseen)
+//! PREFIX/store/leases/ID                one per name, never deleted: `name`,
+//!                                       `newest` (the newest token, an
+//!                                       integer, so it can be ordered by)
+//!                                       and `state` (JSON: `State`)
+//! PREFIX/store/leases/ID/history/CHUNK  32 history entries each, in order;
+//!                                       CHUNK = zero-padded chunk number
+//! ```
+//!
+//! ID is the name with `%` and `/` percent-encoded, and a leading `.` or
+//! `_` too (Firestore refuses ids `.`, `..` and `__…__`).
+
+use leasehold_backend::{Holder, LeaseName, Mode};
+use serde::{Deserialize, Serialize};
+
+/// The default root collection.
+pub const DEFAULT_PREFIX: &str = "leasehold";
+
+/// History entries per chunk document.
+pub const CHUNK: u64 = 32;
+
+/// Chunks kept per name: with the up to `CHUNK - 1` newest entries in the
+/// name's own document, a name keeps between 1,024 and 1,055 entries —
+/// never fewer than `HISTORY_PER_NAME` (1,000), never more than it plus
+/// `HISTORY_PRUNE_EVERY - 1` (1,063), the bound every store keeps.
+pub const CHUNKS_KEPT: u64 = 32;
+
+/// A name's document id.
+pub fn encode(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for (i, c) in name.char_indices() {
+        match c {
+            '%' => out.push_str("%25"),
+            '/' => out.push_str("%2F"),
+            '.' if i == 0 => out.push_str("%2E"),
+            '_' if i == 0 => out.push_str("%5F"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The paths of one store's documents (below `documents/`).
+#[derive(Debug, Clone)]
+pub struct Layout {
+    prefix: String,
+}
+
+impl Layout {
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn store(&self) -> String {
+        format!("{}/store", self.prefix)
+    }
+
+    /// The collection of name documents is `leases` under this parent.
+    pub fn leases_parent(&self) -> String {
+        self.store()
+    }
+
+    pub fn name(&self, name: &LeaseName) -> String {
+        format!("{}/store/leases/{}", self.prefix, encode(name.as_str()))
+    }
+
+    pub fn chunk(&self, name: &LeaseName, chunk: u64) -> String {
+        format!("{}/history/{chunk:012}", self.name(name))
+    }
+}
+
+/// A grant as a name's document keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GrantRec {
+    pub token: u64,
+    pub owner: String,
+    pub owner_explicit: bool,
+    pub mode: Mode,
+    pub holder: Holder,
+    /// The server's time when it was granted (ms).
+    pub acquired_ms: i64,
+    pub ttl_ms: u64,
+    /// The server's time at which it expires (µs): the read time of the
+    /// decision that granted or extended it, plus its TTL.
+    pub expires_us: i64,
+}
+
+/// A waiter registration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaiterRec {
+    pub ticket: u64,
+    pub mode: Mode,
+    pub holder: Holder,
+    pub expires_us: i64,
+}
+
+/// A history entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HistoryRec {
+    /// The server's time of the decision (ms).
+    pub at_ms: i64,
+    pub event: String,
+    pub token: Option<u64>,
+    pub owner: Option<String>,
+    pub detail: String,
+}
+
+/// What a name's document holds besides its name and newest token.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct State {
+    /// Tokens issued from now on are above this (a `--bump-tokens` floor).
+    #[serde(default)]
+    pub floor: u64,
+    /// The newest waiter ticket issued.
+    #[serde(default)]
+    pub tickets: u64,
+    /// The number of history entries ever written.
+    #[serde(default)]
+    pub seq: u64,
+    #[serde(default)]
+    pub grants: Vec<GrantRec>,
+    #[serde(default)]
+    pub waiters: Vec<WaiterRec>,
+    /// The newest entries not yet in a chunk, oldest first: entries
+    /// `seq - recent.len() + 1 ..= seq`.
+    #[serde(default)]
+    pub recent: Vec<HistoryRec>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_never_nest_or_take_reserved_forms() {
+        assert_eq!(encode("a/b"), "a%2Fb");
+        assert_eq!(encode("100%"), "100%25");
+        assert_eq!(encode(".."), "%2E.");
+        assert_eq!(encode("__x__"), "%5F_x__");
+        assert_eq!(encode("a.b_c"), "a.b_c");
+        // Distinct names, distinct ids.
+        assert_ne!(encode("a%2Fb"), encode("a/b"));
+    }
+}
