@@ -28,7 +28,7 @@ use leasehold_backend::{
 };
 
 use crate::layout::{CHUNK, CHUNKS_KEPT, GrantRec, HistoryRec, Layout, State, WaiterRec};
-use crate::rest::{self, Doc, Field, Order, Precondition, Rest, ServerTime, Write};
+use crate::rest::{self, Doc, Field, Precondition, Rest, ServerTime, Write};
 
 /// How often one call re-reads and re-decides after losing a race before
 /// it gives up with an error.
@@ -264,12 +264,12 @@ impl Conn<'_> {
     /// Read one name's document, and the store's when the name has none.
     fn snapshot(&self, name: &LeaseName) -> Result<Snapshot> {
         let doc_name = self.rest.doc_name(&self.layout.name(name));
-        let (mut docs, now) = self.rest.batch_get(std::slice::from_ref(&doc_name))?;
+        let (mut docs, now) = self.rest.batch_get(std::slice::from_ref(&doc_name), None)?;
         if let Some(doc) = docs.pop().flatten() {
             return Self::decode(doc, now);
         }
         let store_name = self.rest.doc_name(&self.layout.store());
-        let (mut docs, now) = self.rest.batch_get(&[doc_name, store_name])?;
+        let (mut docs, now) = self.rest.batch_get(&[doc_name, store_name], None)?;
         let store = docs.pop().flatten();
         if let Some(doc) = docs.pop().flatten() {
             return Self::decode(doc, now);
@@ -480,9 +480,7 @@ impl Conn<'_> {
     }
 
     pub fn list(&self, p: &LeaseListParams) -> Result<Vec<LeaseState>> {
-        let (docs, now) = self
-            .rest
-            .query(&self.layout.leases_parent(), "leases", Order::NameAscending, 0, None)?;
+        let (docs, now) = self.rest.list(&self.layout.leases_parent(), "leases")?;
         let mut out = Vec::new();
         for doc in docs {
             let stored = doc
@@ -509,17 +507,17 @@ impl Conn<'_> {
         for r in snap.state.recent.iter().rev().take(limit) {
             out.push(entry(r)?);
         }
-        let older = snap.state.seq as usize - snap.state.recent.len();
-        if out.len() < limit && older > 0 {
-            let need = (limit - out.len()).min(older).div_ceil(CHUNK as usize);
-            let (chunks, _) = self.rest.query(
-                &self.layout.name(name),
-                "history",
-                Order::NameDescending,
-                u32::try_from(need).unwrap_or(u32::MAX),
-                Some(snap.now),
-            )?;
-            'chunks: for doc in &chunks {
+        // Chunks are numbered from 0 and the newest `CHUNKS_KEPT` are kept:
+        // those needed are named, not searched for.
+        let flushed = (snap.state.seq - snap.state.recent.len() as u64) / CHUNK;
+        let need = ((limit - out.len()) as u64).div_ceil(CHUNK).min(flushed).min(CHUNKS_KEPT);
+        if out.len() < limit && need > 0 {
+            let names: Vec<String> = (flushed - need..flushed)
+                .rev()
+                .map(|c| self.rest.doc_name(&self.layout.chunk(name, c)))
+                .collect();
+            let (chunks, _) = self.rest.batch_get(&names, Some(snap.now))?;
+            'chunks: for doc in chunks.iter().flatten() {
                 let json = doc
                     .str("entries")
                     .ok_or_else(|| Error::Corrupt(format!("{} has no `entries`", doc.name)))?;
@@ -552,71 +550,35 @@ impl Conn<'_> {
     /// A name's document, if it has one (a read that never creates).
     fn snapshot_existing(&self, name: &LeaseName) -> Result<Option<Snapshot>> {
         let doc_name = self.rest.doc_name(&self.layout.name(name));
-        let (mut docs, now) = self.rest.batch_get(std::slice::from_ref(&doc_name))?;
+        let (mut docs, now) = self.rest.batch_get(std::slice::from_ref(&doc_name), None)?;
         docs.pop().flatten().map(|doc| Self::decode(doc, now)).transpose()
     }
 
-    /// Raise the floor: first every name's own (each under its
-    /// precondition), then the store's, under the precondition that no
-    /// name was made since this round read it — else the round is done
-    /// again, raising the new names too. A grant made meanwhile either
-    /// read the raised floor or fails its precondition and reads it.
+    /// Raise the floor: first the store's, which every name made from
+    /// then on starts above (a creation commits under the precondition
+    /// that the store's document is as it read it), then every existing
+    /// name's own, each under its precondition. Tokens issued while a bump
+    /// runs are not bounded by it; every token issued after it returns is
+    /// above its floor, and per name tokens only grow in any case.
     pub fn tokens_bump(&self, p: &TokensBumpParams) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
+        let parent = self.layout.leases_parent();
+        let (names, now) = self.rest.list(&parent, "leases")?;
+        let mut highest = 0;
+        for doc in names {
+            highest = highest.max(Self::decode(doc, now)?.newest);
+        }
         let store_name = self.rest.doc_name(&self.layout.store());
-        let mut outcome = None;
-        rounds(
+        let raised = rounds(
             || "raising the token floor".to_owned(),
             || {
-                let (mut docs, _) = self.rest.batch_get(std::slice::from_ref(&store_name))?;
+                let (mut docs, _) = self.rest.batch_get(std::slice::from_ref(&store_name), None)?;
                 let store = docs.pop().flatten();
-                let floor = store.as_ref().and_then(|s| s.int("floor")).unwrap_or(0);
-                let (names, now) =
-                    self.rest
-                        .query(&self.layout.leases_parent(), "leases", Order::NameAscending, 0, None)?;
-                let mut highest = u64::try_from(floor).unwrap_or(0);
-                let mut snaps = Vec::new();
-                for doc in names {
-                    let snap = Self::decode(doc, now)?;
-                    // Tokens issued, not floors: a name's own floor may
-                    // be above the store's after a bump that stopped half
-                    // way, and is kept (below).
-                    highest = highest.max(snap.newest);
-                    snaps.push(snap);
-                }
-                let highest = Token(highest);
+                let floor = u64::try_from(store.as_ref().and_then(|s| s.int("floor")).unwrap_or(0)).unwrap_or(0);
+                let highest = Token(highest.max(floor));
                 let new_floor = match p.floor_above(highest) {
                     Ok(f) => f,
-                    Err(refused) => {
-                        outcome = Some(Err(refused));
-                        return Ok(Some(()));
-                    }
+                    Err(refused) => return Ok(Some(Err(refused))),
                 };
-                // Raise the names in commits of at most 400 writes
-                // (Firestore takes 500); a conflict reads all again.
-                for batch in snaps.chunks(400) {
-                    let writes: Vec<Write> = batch
-                        .iter()
-                        .map(|snap| {
-                            let doc = snap.doc.as_ref().expect("a listed name has its document");
-                            let mut state = snap.state.clone();
-                            state.floor = state.floor.max(new_floor.0);
-                            Write::Set {
-                                name: doc.name.clone(),
-                                fields: vec![
-                                    ("name", Field::Str(doc.str("name").unwrap_or_default().to_owned())),
-                                    ("newest", Field::Int(signed(snap.newest))),
-                                    ("state", Field::Str(to_json(&state))),
-                                ],
-                                precondition: Precondition::of(Some(doc)),
-                            }
-                        })
-                        .collect();
-                    match self.rest.commit(&writes) {
-                        Ok(_) => {}
-                        Err(rest::Error::Conflict) => return Ok(None),
-                        Err(e) => return Err(e.into()),
-                    }
-                }
                 let names = store.as_ref().and_then(|s| s.int("names")).unwrap_or(0);
                 let write = Write::Set {
                     name: store_name.clone(),
@@ -624,26 +586,50 @@ impl Conn<'_> {
                     precondition: Precondition::of(store.as_ref()),
                 };
                 match self.rest.commit(&[write]) {
-                    Ok(_) => {
-                        outcome = Some(Ok(TokensBumped {
-                            highest,
-                            floor: new_floor,
-                        }));
-                        Ok(Some(()))
-                    }
+                    Ok(_) => Ok(Some(Ok(TokensBumped {
+                        highest,
+                        floor: new_floor,
+                    }))),
                     Err(rest::Error::Conflict) => Ok(None),
                     Err(e) => Err(e.into()),
                 }
             },
         )?;
-        Ok(outcome.expect("set by the committed round"))
+        let Ok(bumped) = raised else {
+            return Ok(raised);
+        };
+        // Every name made before the store's floor was raised is listed
+        // now; those made since start above it.
+        let (names, now) = self.rest.list(&parent, "leases")?;
+        for doc in names {
+            let stored = doc.str("name").unwrap_or_default().to_owned();
+            let name = LeaseName::stored(stored.as_str())
+                .map_err(|e| Error::Corrupt(format!("{} names {stored:?}: {e}", doc.name)))?;
+            let mut snap = Some(Self::decode(doc, now)?);
+            rounds(
+                || format!("raising the token floor of {name}"),
+                || {
+                    let snap = match snap.take() {
+                        Some(s) => s,
+                        None => self.snapshot(&name)?,
+                    };
+                    if snap.state.floor >= bumped.floor.0 {
+                        return Ok(Some(()));
+                    }
+                    let mut draft = Draft::new(&snap);
+                    draft.state.floor = bumped.floor.0;
+                    Ok(self.commit(&name, &snap, draft)?.then_some(()))
+                },
+            )?;
+        }
+        Ok(Ok(bumped))
     }
 
     /// The update time of a name's document (`None` while it has none):
     /// what a waiter polls.
     pub fn version(&self, name: &LeaseName) -> Result<Option<String>> {
         let doc_name = self.rest.doc_name(&self.layout.name(name));
-        let (mut docs, _) = self.rest.batch_get(std::slice::from_ref(&doc_name))?;
+        let (mut docs, _) = self.rest.batch_get(std::slice::from_ref(&doc_name), None)?;
         Ok(docs.pop().flatten().map(|d| d.update_time))
     }
 }

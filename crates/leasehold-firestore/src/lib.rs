@@ -243,7 +243,7 @@ impl Backend for FirestoreBackend {
         let store_doc = self.rest.doc_name(&self.layout.store());
         let (mut docs, at) = self
             .rest
-            .batch_get(std::slice::from_ref(&store_doc))
+            .batch_get(std::slice::from_ref(&store_doc), None)
             .map_err(|e| self.error(e.into()))?;
         let doc = docs.pop().flatten();
         let int = |f: &str| doc.as_ref().and_then(|d| d.int(f)).unwrap_or(0).to_string();

@@ -249,10 +249,15 @@ impl Rest {
         })
     }
 
-    /// Read `names` (full document names) at one time: the documents, in
-    /// the order asked (`None` for a missing one), and the read's time.
-    pub fn batch_get(&self, names: &[String]) -> Result<(Vec<Option<Doc>>, ServerTime)> {
-        let answer = self.post("batchGet", "/documents:batchGet", &json!({ "documents": names }))?;
+    /// Read `names` (full document names) at one time — `at` when given
+    /// (a consistent second read) — : the documents, in the order asked
+    /// (`None` for a missing one), and the read's time.
+    pub fn batch_get(&self, names: &[String], at: Option<ServerTime>) -> Result<(Vec<Option<Doc>>, ServerTime)> {
+        let mut body = json!({ "documents": names });
+        if let Some(t) = at {
+            body["readTime"] = json!(format_time(t));
+        }
+        let answer = self.post("batchGet", "/documents:batchGet", &body)?;
         let items = answer
             .as_array()
             .ok_or_else(|| Error::Unreadable(format!("batchGet answered {answer}")))?;
@@ -303,33 +308,13 @@ impl Rest {
             .ok_or_else(|| Error::Unreadable(format!("commit answered {answer}")))
     }
 
-    /// The documents of collection `collection` under `parent` (a path
-    /// below `documents/`, empty for the root), ordered by document name
-    /// (`descending` or not), at most `limit` (0: all), and the read's
-    /// time. At `at` when given (a consistent second read).
-    pub fn query(
-        &self,
-        parent: &str,
-        collection: &str,
-        order: Order,
-        limit: u32,
-        at: Option<ServerTime>,
-    ) -> Result<(Vec<Doc>, ServerTime)> {
-        let direction = match order {
-            Order::NameAscending => ("__name__", "ASCENDING"),
-            Order::NameDescending => ("__name__", "DESCENDING"),
-        };
-        let mut query = json!({
+    /// Every document of collection `collection` under `parent` (a path
+    /// below `documents/`), in document name order, and the read's time.
+    pub fn list(&self, parent: &str, collection: &str) -> Result<(Vec<Doc>, ServerTime)> {
+        let body = json!({ "structuredQuery": {
             "from": [{ "collectionId": collection }],
-            "orderBy": [{ "field": { "fieldPath": direction.0 }, "direction": direction.1 }],
-        });
-        if limit > 0 {
-            query["limit"] = json!(limit);
-        }
-        let mut body = json!({ "structuredQuery": query });
-        if let Some(t) = at {
-            body["readTime"] = json!(format_time(t));
-        }
+            "orderBy": [{ "field": { "fieldPath": "__name__" }, "direction": "ASCENDING" }],
+        } });
         let path = if parent.is_empty() {
             "/documents:runQuery".to_owned()
         } else {
@@ -341,7 +326,7 @@ impl Rest {
             .as_array()
             .ok_or_else(|| Error::Unreadable(format!("runQuery answered {answer}")))?;
         let mut docs = Vec::new();
-        let mut time = at;
+        let mut time = None;
         for item in items {
             if let Some(doc) = item.get("document") {
                 docs.push(decode_doc(doc)?);
@@ -353,13 +338,6 @@ impl Rest {
         let time = time.ok_or_else(|| Error::Unreadable("runQuery answered without a readTime".into()))?;
         Ok((docs, time))
     }
-}
-
-/// How a query orders.
-#[derive(Debug, Clone, Copy)]
-pub enum Order {
-    NameAscending,
-    NameDescending,
 }
 
 /// RFC 3339 with microseconds, as Firestore reads times.

@@ -1,0 +1,208 @@
+//! The Firestore store's own promises, beyond the conformance suite:
+//! history kept within the bound across chunk documents (counted by hand),
+//! tokens above a bump's floor for old and new names alike while names are
+//! being made, a store that cannot be reached or a document changed by
+//! hand reported clearly and left as it is.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_backend::plan::{HISTORY_PER_NAME, HISTORY_PRUNE_EVERY};
+use leasehold_backend::{
+    Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, LeaseFenceParams, LeaseHistoryParams, Token,
+    TokensBumpParams,
+};
+use leasehold_backend_tests::params;
+use serde_json::json;
+
+fn main() {
+    leasehold_testkit::main(&[leasehold_testkit::tests![
+        history_keeps_the_newest_entries_within_the_bound_across_chunks,
+        a_bump_raises_every_token_after_it_while_names_are_made,
+        a_store_nobody_answers_for_is_unavailable_with_what_to_do,
+        a_document_changed_by_hand_is_corrupt_and_left_as_it_is,
+    ]]);
+}
+
+fn acquire(store: &dyn Backend, name: &str) -> Token {
+    let p = LeaseAcquireParams {
+        ttl: Duration::from_secs(30),
+        ..params::acquire(name)
+    };
+    match store.lease_acquire(&p).expect("acquire") {
+        LeaseAcquire::Acquired(g) => g.token,
+        LeaseAcquire::Held(h) => panic!("{name} is held: {h:?}"),
+    }
+}
+
+/// Each fence check records one entry. After every one, the store's
+/// history of the name is the newest entries in order, at least
+/// `min(n, HISTORY_PER_NAME)` of them; the entries stored (counted by hand
+/// in the name's document and its chunk documents) are never more than
+/// the bound allows.
+fn history_keeps_the_newest_entries_within_the_bound_across_chunks() {
+    let prefix = support::unique_prefix("history");
+    let store = support::open(&prefix);
+    let token = acquire(&store, "job");
+    let bound = (HISTORY_PER_NAME + HISTORY_PRUNE_EVERY - 1) as usize;
+    let total = HISTORY_PER_NAME as usize + 100;
+    for i in 1..total {
+        let p = LeaseFenceParams {
+            caller: format!("check {i}"),
+            ..params::fence("job", token)
+        };
+        store.lease_fence(&p).expect("fence");
+        if i % 97 != 0 && i != total - 1 {
+            continue;
+        }
+        let entries = store
+            .lease_history(&LeaseHistoryParams {
+                name: params::name("job"),
+                limit: 5000,
+            })
+            .expect("history");
+        let n = i + 1; // and the grant's entry
+        assert!(
+            entries.len() >= n.min(HISTORY_PER_NAME as usize),
+            "after {n} entries the store gives {}",
+            entries.len()
+        );
+        // Newest first, consecutive, the newest the last check.
+        for (k, e) in entries.iter().take(entries.len().min(n - 1)).enumerate() {
+            assert!(
+                e.detail == format!("passed by check {}", i - k),
+                "entry {k} after {n}: {:?}",
+                e.detail
+            );
+        }
+        let stored = stored_entries(&prefix);
+        assert!(stored <= bound, "after {n} entries the store keeps {stored} (bound {bound})");
+        assert!(stored >= n.min(HISTORY_PER_NAME as usize), "after {n} entries only {stored} are stored");
+    }
+}
+
+/// The entries of `job` as stored: those in its document and in its
+/// chunk documents, counted without the store's code.
+fn stored_entries(prefix: &str) -> usize {
+    let doc_path = format!("{prefix}/store/leases/job");
+    let doc = support::document(&doc_path).expect("job's document");
+    let state: serde_json::Value =
+        serde_json::from_str(doc["fields"]["state"]["stringValue"].as_str().expect("state")).expect("JSON");
+    let recent = state["recent"].as_array().map_or(0, Vec::len);
+    let chunks: usize = support::documents(&doc_path, "history")
+        .iter()
+        .map(|c| {
+            let entries: serde_json::Value =
+                serde_json::from_str(c["fields"]["entries"]["stringValue"].as_str().expect("entries")).expect("JSON");
+            entries.as_array().map_or(0, Vec::len)
+        })
+        .sum();
+    recent + chunks
+}
+
+/// Names exist before the bump; four clients make new names and take
+/// tokens while it runs. Every token taken after the bump returned is
+/// above its floor; per name, tokens only grow.
+fn a_bump_raises_every_token_after_it_while_names_are_made() {
+    let prefix = support::unique_prefix("bump");
+    let store = Arc::new(support::open(&prefix));
+    for n in 0..5 {
+        for _ in 0..3 {
+            let t = acquire(&*store, &format!("old-{n}"));
+            store.lease_release(&params::release(&format!("old-{n}"), t)).expect("release");
+        }
+    }
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let makers: Vec<_> = (0..4)
+        .map(|w| {
+            let (prefix, done) = (prefix.clone(), done.clone());
+            std::thread::spawn(move || {
+                let store = support::open(&prefix);
+                let mut taken = Vec::new();
+                let mut i = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) || i < 3 {
+                    let started = std::time::Instant::now();
+                    let name = format!("new-{w}-{i}");
+                    let t = acquire(&store, &name);
+                    store.lease_release(&params::release(&name, t)).expect("release");
+                    // Each maker its own old name: never held by another.
+                    let old = format!("old-{w}");
+                    let t2 = acquire(&store, &old);
+                    store.lease_release(&params::release(&old, t2)).expect("release");
+                    taken.push((started, name, t, old, t2));
+                    i += 1;
+                }
+                taken
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let bumped = store.tokens_bump(&TokensBumpParams { by: 1000 }).expect("bump");
+    let after = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(200));
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut checked = 0;
+    let mut per_name: std::collections::BTreeMap<String, Vec<Token>> = std::collections::BTreeMap::new();
+    for m in makers {
+        for (at, new, t, old, t2) in m.join().expect("maker") {
+            per_name.entry(new).or_default().push(t);
+            per_name.entry(old).or_default().push(t2);
+            // Asked for after the bump returned (the pair began after).
+            if at > after + Duration::from_millis(100) {
+                assert!(t > bumped.floor && t2 > bumped.floor, "token {t} / {t2} after a bump to {:?}", bumped.floor);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0, "no grant was asked for after the bump: the test shows nothing");
+    for name in ["fresh-after"] {
+        let t = acquire(&*store, name);
+        assert!(t > bumped.floor, "a name made after the bump got {t}, floor {:?}", bumped.floor);
+    }
+    // One client's tokens of each name grow; across clients, every token
+    // of a name is distinct.
+    for (name, tokens) in &per_name {
+        let mut sorted = tokens.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), tokens.len(), "{name}: a token issued twice: {tokens:?}");
+    }
+}
+
+fn a_store_nobody_answers_for_is_unavailable_with_what_to_do() {
+    let port = leasehold_testkit::port::free();
+    let store = leasehold_firestore::open_emulator(&format!("127.0.0.1:{port}"), support::PROJECT, "down")
+        .expect("opening asks nothing");
+    let e = store.lease_acquire(&params::acquire("job")).expect_err("nobody answers");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let said = format!("{e} {}", e.hint_text());
+    let at = format!("127.0.0.1:{port}");
+    for needed in [at.as_str(), "FIRESTORE_EMULATOR_HOST", "not reported as done"] {
+        assert!(said.contains(needed), "{needed:?} missing from: {said}");
+    }
+}
+
+/// A name's document whose state is not leasehold's: every operation on
+/// it says so, and the document is as it was.
+fn a_document_changed_by_hand_is_corrupt_and_left_as_it_is() {
+    let prefix = support::unique_prefix("corrupt");
+    let store = support::open(&prefix);
+    acquire(&store, "job");
+    let path = format!("{prefix}/store/leases/job");
+    let (status, answer) = support::raw(
+        ":commit",
+        &json!({ "writes": [{ "update": { "name": support::doc_name(&path), "fields": {
+            "name": { "stringValue": "job" }, "newest": { "integerValue": "1" },
+            "state": { "stringValue": "{\"grants\": 7}" } } } }] }),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let before = support::document(&path).expect("the document");
+    let e = store.lease_acquire(&params::acquire("job")).expect_err("corrupt");
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    assert!(e.to_string().contains("leases/job"), "names the document: {e}");
+    let e = store.lease_release(&params::release("job", Token(1))).expect_err("corrupt");
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    assert_eq!(support::document(&path).expect("the document"), before, "the document was changed");
+}
