@@ -26,7 +26,8 @@ CONFIG_JSON:
     go           the file that lets a racer paused at `pause_at` go on
     start        a file to wait for before the first attempt
     duration     run attempts for this long after the start (else one attempt),
-                 `retry` seconds apart (0.25 by default, ±50 % at random);
+                 `retry` seconds apart (0.25 by default, ±50 % at random,
+                 the first after up to `retry`);
                  an attempt that raises is recorded and the next one made, as
                  the article's "upper retry" would
 """
@@ -176,6 +177,9 @@ def main() -> None:
     else:
         until = time.monotonic() + float(CONFIG["duration"])
         retry = float(CONFIG.get("retry", 0.25))
+        # Agents started together do not call within the same millisecond;
+        # racers that did would all collide on the emulator's locks at once.
+        time.sleep(retry * random.uniform(0.0, 1.0))
         while time.monotonic() < until:
             attempt()
             time.sleep(retry * random.uniform(0.5, 1.5))
