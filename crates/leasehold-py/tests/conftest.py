@@ -1,8 +1,9 @@
 """Fixtures of the Python suite: stores of every kind, with throwaway
-PostgreSQL and etcd servers on 127.0.0.1 started here, as the Rust tests
-start theirs (free ports, temp dirs, stopped by pid). Without the server
-binaries (or with `postgres`/`etcd` in LEASEHOLD_TEST_HIDE, as for the
-Rust tests) a store's tests are skipped with the reason — except with
+PostgreSQL and etcd servers and a Firestore emulator on 127.0.0.1 started
+here, as the Rust tests start theirs (free ports, temp dirs, stopped by
+pid). Without the server binaries (or with `postgres`/`etcd`/`firestore`
+in LEASEHOLD_TEST_HIDE, as for the Rust tests) a store's tests are
+skipped with the reason — except with
 CI=true, where a missing server fails them. A server that is installed
 but does not start is a failure, never a skip; so is a missing `leasehold`
 binary, which the cross-checks with the CLI need."""
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -140,6 +144,163 @@ class Etcd:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class Firestore:
+    """Google's Firestore emulator (`gcloud emulators firestore start`), as
+    leasehold-testkit's `firestore::FirestoreEmulator` starts it: gcloud in
+    a session of its own, so that stopping, pausing and resuming reach its
+    Java server (a grandchild), with a temp gcloud configuration and no
+    prompts, update checks or usage reports. A client finds it through
+    FIRESTORE_EMULATOR_HOST (`env()`); each test takes a project of its own
+    (`unique_project()`), which the emulator keeps apart from the others."""
+
+    INSTALL = (
+        "install the Google Cloud CLI with its cloud-firestore-emulator component "
+        "(the Debian package google-cloud-cli-firestore-emulator, from Google's apt repository)"
+    )
+
+    def __init__(self) -> None:
+        if "firestore" in HIDDEN:
+            raise NotInstalled(f"no Firestore emulator (hidden by LEASEHOLD_TEST_HIDE); {self.INSTALL}")
+        gcloud = shutil.which("gcloud")
+        if gcloud is None:
+            raise NotInstalled(f"no `gcloud` on PATH; {self.INSTALL}")
+        if shutil.which("java") is None:
+            raise NotInstalled("no `java` on PATH; install the Debian package default-jre-headless (Java 11 or later)")
+        sdk = Path(gcloud).resolve().parent.parent
+        if not (sdk / "platform/cloud-firestore-emulator/cloud_firestore_emulator").is_file():
+            raise NotInstalled(f"gcloud has no cloud-firestore-emulator component; {self.INSTALL}")
+        self.dir = Path(tempfile.mkdtemp(prefix="leasehold-py-firestore-"))
+        env = {
+            **os.environ,
+            "CLOUDSDK_CONFIG": str(self.dir / "gcloud"),
+            "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+            "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "1",
+            "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "true",
+            "CLOUDSDK_CORE_CHECK_GCE_METADATA": "false",
+        }
+        # The free port may be taken before the emulator binds it.
+        for _ in range(3):
+            self.port = free_port()
+            log = open(self.dir / "log", "ab")
+            self.process = subprocess.Popen(
+                [gcloud, "emulators", "firestore", "start", f"--host-port={self.host}"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
+            )  # fmt: skip
+            log.close()
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and self.process.poll() is None:
+                if self._answers():
+                    return
+                time.sleep(0.1)
+            tail = self.log_tail()
+            self.stop(remove=False)
+            if "BindException" not in tail and "Address already in use" not in tail:
+                break
+        shutil.rmtree(self.dir, ignore_errors=True)
+        raise RuntimeError(f"the Firestore emulator did not answer within 90 s; its log ends:\n{tail}")
+
+    @property
+    def host(self) -> str:
+        """`127.0.0.1:PORT`, what FIRESTORE_EMULATOR_HOST says."""
+        return f"127.0.0.1:{self.port}"
+
+    def env(self, project: Optional[str] = None) -> dict[str, str]:
+        """The environment of a client of this emulator (and of `project`,
+        for clients that take it from GOOGLE_CLOUD_PROJECT)."""
+        env = {"FIRESTORE_EMULATOR_HOST": self.host}
+        if project is not None:
+            env["GOOGLE_CLOUD_PROJECT"] = project
+        return env
+
+    def unique_project(self) -> str:
+        """A project id no other test uses, valid as a Google Cloud project
+        id too (6–30 lowercase letters, digits and hyphens)."""
+        return "lh-" + uuid.uuid4().hex[:16]
+
+    def url(self, project: str, prefix: Optional[str] = None) -> str:
+        """The store URL of `project` (for the Firestore store; the store
+        finds the emulator through FIRESTORE_EMULATOR_HOST)."""
+        return f"firestore://{project}" + (f"?prefix={prefix}" if prefix else "")
+
+    def _answers(self) -> bool:
+        """Whether the REST API answers a read (a missing document is an answer)."""
+        url = f"http://{self.host}/v1/projects/leasehold-py/databases/(default)/documents/ready/ready"
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return True
+        except urllib.error.HTTPError as e:
+            return e.code == 404
+        except OSError:
+            return False
+
+    def log_tail(self) -> str:
+        try:
+            return "\n".join((self.dir / "log").read_text(errors="replace").splitlines()[-40:])
+        except OSError:
+            return ""
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def pause(self) -> None:
+        """SIGSTOP to the whole emulator: connections are still accepted, nothing answers."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def processes(self) -> list[int]:
+        """The running processes of the emulator (its session's group):
+        gcloud, its start script and the Java server; none once stopped."""
+        return _group_members(self.process.pid)
+
+    def _gone(self) -> bool:
+        with socket.socket() as s:
+            s.settimeout(1)
+            port_closed = s.connect_ex(("127.0.0.1", self.port)) != 0
+        # The port too: Java's first thread shows as a zombie while its
+        # other threads still exit, the socket still open.
+        return self.process.poll() is not None and not self.processes() and port_closed
+
+    def stop(self, remove: bool = True) -> None:
+        """TERM to the group (and CONT: a paused emulator acts on it only
+        once it runs), then KILL after 10 s; returns once no process of it
+        runs and its port is closed."""
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            self._signal(sig)
+            self._signal(signal.SIGCONT)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if self._gone():
+                    break
+                time.sleep(0.05)
+            else:
+                continue
+            break
+        if remove:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _group_members(group: int) -> list[int]:
+    """The running processes (zombies do not run) of process group `group`."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # `pid (comm) state ppid pgrp ...`: the fields after the name.
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == group:
+            members.append(int(entry))
+    return members
+
+
 class Servers:
     """Started on first use, stopped at the end of the session."""
 
@@ -167,6 +328,10 @@ class Servers:
         server: Etcd = self._get("etcd", Etcd)
         return server
 
+    def firestore(self) -> Firestore:
+        server: Firestore = self._get("Firestore emulator", Firestore)
+        return server
+
     def stop(self) -> None:
         for server in self._started.values():
             server.stop()
@@ -177,6 +342,14 @@ def servers() -> Iterator[Servers]:
     s = Servers()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def firestore_emulator(servers: Servers) -> Firestore:
+    """The session's Firestore emulator (started on first use); take a
+    project of your own with `unique_project()`. Not a `store_url` kind
+    yet: the package has no Firestore store."""
+    return servers.firestore()
 
 
 def unique() -> str:

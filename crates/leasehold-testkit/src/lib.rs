@@ -66,9 +66,9 @@
 //! # The environment
 //!
 //! - `CI=true`: a test that cannot run fails, with its reason.
-//! - `LEASEHOLD_TEST_HIDE=postgres,etcd,root,strace`: act as if these were
-//!   missing (`postgres`, `etcd`, `root`, or a program [`need_program`] asks
-//!   for), to see the rule at work without uninstalling anything.
+//! - `LEASEHOLD_TEST_HIDE=postgres,etcd,firestore,root,strace`: act as if
+//!   these were missing (`postgres`, `etcd`, `firestore`, `root`, or a
+//!   program [`need_program`] asks for), to see the rule at work without uninstalling anything.
 //! - `LEASEHOLD_TEST_ROOT_LATER=FILE` (set by `scripts/test` when it is not
 //!   root but has password-less sudo): a test that needs root is recorded in
 //!   FILE and reported as ignored, left for the pass as root — not a
@@ -80,6 +80,7 @@
 
 pub mod etcd;
 pub mod faketime;
+pub mod firestore;
 pub mod netns;
 pub mod pki;
 pub mod port;
