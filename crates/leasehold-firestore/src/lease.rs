@@ -510,7 +510,10 @@ impl Conn<'_> {
         // Chunks are numbered from 0 and the newest `CHUNKS_KEPT` are kept:
         // those needed are named, not searched for.
         let flushed = (snap.state.seq - snap.state.recent.len() as u64) / CHUNK;
-        let need = ((limit - out.len()) as u64).div_ceil(CHUNK).min(flushed).min(CHUNKS_KEPT);
+        let need = ((limit - out.len()) as u64)
+            .div_ceil(CHUNK)
+            .min(flushed)
+            .min(CHUNKS_KEPT);
         if out.len() < limit && need > 0 {
             let names: Vec<String> = (flushed - need..flushed)
                 .rev()

@@ -2,10 +2,11 @@
 //! Firestore emulator started for this test binary; each case gets its
 //! own root collection, so each starts from an empty store.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+mod support;
 
 use leasehold_backend::{Backend, ClockSkew};
 use leasehold_firestore::FirestoreBackend;
+use support::open;
 
 #[derive(Debug)]
 struct FirestoreHarness {
@@ -15,22 +16,9 @@ struct FirestoreHarness {
     skew: ClockSkew,
 }
 
-fn host() -> String {
-    std::env::var("LEASEHOLD_TEST_FIRESTORE").expect("LEASEHOLD_TEST_FIRESTORE")
-}
-
-fn open(prefix: &str) -> FirestoreBackend {
-    leasehold_firestore::open_emulator(&host(), "leasehold-test", prefix).expect("open the store")
-}
-
 impl leasehold_backend_tests::Harness for FirestoreHarness {
     fn new() -> Self {
-        static CASE: AtomicU32 = AtomicU32::new(0);
-        let prefix = format!(
-            "conformance-{}-{}",
-            std::process::id(),
-            CASE.fetch_add(1, Ordering::Relaxed)
-        );
+        let prefix = support::unique_prefix("conformance");
         Self {
             backend: open(&prefix),
             prefix,

@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use leasehold_backend::plan::{HISTORY_PER_NAME, HISTORY_PRUNE_EVERY};
 use leasehold_backend::{
-    Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, LeaseFenceParams, LeaseHistoryParams, Token,
-    TokensBumpParams,
+    Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, LeaseFenceParams, LeaseHistoryParams, Token, TokensBumpParams,
 };
 use leasehold_backend_tests::params;
 use serde_json::json;
@@ -78,8 +77,14 @@ fn history_keeps_the_newest_entries_within_the_bound_across_chunks() {
             );
         }
         let stored = stored_entries(&prefix);
-        assert!(stored <= bound, "after {n} entries the store keeps {stored} (bound {bound})");
-        assert!(stored >= n.min(HISTORY_PER_NAME as usize), "after {n} entries only {stored} are stored");
+        assert!(
+            stored <= bound,
+            "after {n} entries the store keeps {stored} (bound {bound})"
+        );
+        assert!(
+            stored >= n.min(HISTORY_PER_NAME as usize),
+            "after {n} entries only {stored} are stored"
+        );
     }
 }
 
@@ -111,7 +116,9 @@ fn a_bump_raises_every_token_after_it_while_names_are_made() {
     for n in 0..5 {
         for _ in 0..3 {
             let t = acquire(&*store, &format!("old-{n}"));
-            store.lease_release(&params::release(&format!("old-{n}"), t)).expect("release");
+            store
+                .lease_release(&params::release(&format!("old-{n}"), t))
+                .expect("release");
         }
     }
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -151,15 +158,26 @@ fn a_bump_raises_every_token_after_it_while_names_are_made() {
             per_name.entry(old).or_default().push(t2);
             // Asked for after the bump returned (the pair began after).
             if at > after + Duration::from_millis(100) {
-                assert!(t > bumped.floor && t2 > bumped.floor, "token {t} / {t2} after a bump to {:?}", bumped.floor);
+                assert!(
+                    t > bumped.floor && t2 > bumped.floor,
+                    "token {t} / {t2} after a bump to {:?}",
+                    bumped.floor
+                );
                 checked += 1;
             }
         }
     }
-    assert!(checked > 0, "no grant was asked for after the bump: the test shows nothing");
+    assert!(
+        checked > 0,
+        "no grant was asked for after the bump: the test shows nothing"
+    );
     for name in ["fresh-after"] {
         let t = acquire(&*store, name);
-        assert!(t > bumped.floor, "a name made after the bump got {t}, floor {:?}", bumped.floor);
+        assert!(
+            t > bumped.floor,
+            "a name made after the bump got {t}, floor {:?}",
+            bumped.floor
+        );
     }
     // One client's tokens of each name grow; across clients, every token
     // of a name is distinct.
@@ -175,7 +193,9 @@ fn a_store_nobody_answers_for_is_unavailable_with_what_to_do() {
     let port = leasehold_testkit::port::free();
     let store = leasehold_firestore::open_emulator(&format!("127.0.0.1:{port}"), support::PROJECT, "down")
         .expect("opening asks nothing");
-    let e = store.lease_acquire(&params::acquire("job")).expect_err("nobody answers");
+    let e = store
+        .lease_acquire(&params::acquire("job"))
+        .expect_err("nobody answers");
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
     let said = format!("{e} {}", e.hint_text());
     let at = format!("127.0.0.1:{port}");
@@ -202,7 +222,13 @@ fn a_document_changed_by_hand_is_corrupt_and_left_as_it_is() {
     let e = store.lease_acquire(&params::acquire("job")).expect_err("corrupt");
     assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
     assert!(e.to_string().contains("leases/job"), "names the document: {e}");
-    let e = store.lease_release(&params::release("job", Token(1))).expect_err("corrupt");
+    let e = store
+        .lease_release(&params::release("job", Token(1)))
+        .expect_err("corrupt");
     assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
-    assert_eq!(support::document(&path).expect("the document"), before, "the document was changed");
+    assert_eq!(
+        support::document(&path).expect("the document"),
+        before,
+        "the document was changed"
+    );
 }

@@ -13,16 +13,15 @@ use serde_json::Value;
 /// The project every test uses (the emulator takes any id).
 pub const PROJECT: &str = "leasehold-test";
 
-/// The shared emulator's HOST:PORT.
+/// The emulator of this test binary (started at first use): its
+/// HOST:PORT.
 pub fn host() -> String {
-    std::env::var("LEASEHOLD_TEST_FIRESTORE").expect("LEASEHOLD_TEST_FIRESTORE")
+    leasehold_testkit::firestore::shared().host()
 }
 
 /// A root collection no other test (nor another run) uses.
 pub fn unique_prefix(test: &str) -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!("{test}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    leasehold_testkit::firestore::unique_prefix("store", test)
 }
 
 /// A new client of the store under `prefix`.
