@@ -207,13 +207,26 @@ impl Client {
             .and_then(|()| stream.flush())
             .map_err(Failed::early)?;
         // Nothing back at all: the server closed a kept connection.
-        if conn.fill_buf().map_err(Failed::early)?.is_empty() {
+        if first_bytes(conn).map_err(Failed::early)?.is_empty() {
             return Err(Failed::Stale(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the server closed the connection",
             )));
         }
         read_response(conn).map_err(Failed::Final)
+    }
+}
+
+/// The answer's first bytes, waiting for them through signals (a
+/// waiter's SIGINT handler interrupts the read; std's `read_exact` and
+/// `read_until` go on after one, `fill_buf` does not).
+fn first_bytes(conn: &mut BufReader<Stream>) -> io::Result<&[u8]> {
+    loop {
+        match conn.fill_buf() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+            Ok(_) => return conn.fill_buf(),
+        }
     }
 }
 

@@ -15,6 +15,9 @@
 //!                                       and `state` (JSON: `State`)
 //! PREFIX/store/leases/ID/history/CHUNK  32 history entries each, in order;
 //!                                       CHUNK = zero-padded chunk number
+//! PREFIX/store/records/ID               a record (what schedules are kept
+//!                                       in): `key`, `body`; its update
+//!                                       time (µs) is its version
 //! ```
 //!
 //! ID is the name with `%` and `/` percent-encoded, and a leading `.` or
@@ -78,6 +81,11 @@ impl Layout {
 
     pub fn name(&self, name: &LeaseName) -> String {
         format!("{}/store/leases/{}", self.prefix, encode(name.as_str()))
+    }
+
+    /// The collection of records is `records` under [`Layout::store`].
+    pub fn record(&self, key: &str) -> String {
+        format!("{}/store/records/{}", self.prefix, encode(key))
     }
 
     pub fn chunk(&self, name: &LeaseName, chunk: u64) -> String {

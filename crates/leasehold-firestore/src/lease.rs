@@ -305,6 +305,7 @@ impl Conn<'_> {
             if chunk >= CHUNKS_KEPT {
                 writes.push(Write::Delete {
                     name: self.rest.doc_name(&self.layout.chunk(name, chunk - CHUNKS_KEPT)),
+                    precondition: Precondition::None,
                 });
             }
         }
@@ -639,7 +640,7 @@ impl Conn<'_> {
 
 /// Run `round` until it commits (`Some`), at most `MAX_ROUNDS` times,
 /// waiting a little more after each lost race.
-fn rounds<T>(what: impl FnOnce() -> String, mut round: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+pub fn rounds<T>(what: impl FnOnce() -> String, mut round: impl FnMut() -> Result<Option<T>>) -> Result<T> {
     for n in 0..MAX_ROUNDS {
         if let Some(done) = round()? {
             return Ok(done);

@@ -18,8 +18,9 @@
 //!   name's document and in the store's, which new names start from.
 //! - Waiters poll the name's document (every `POLL`): Firestore's change
 //!   streams (listen) are gRPC-only.
-//! - No task queue and no records (schedules): the seam's defaults refuse
-//!   them with `Unsupported`.
+//! - Records (what schedules are kept in) are documents whose update time
+//!   is their version (`records`).
+//! - No task queue: the seam's default refuses it with `Unsupported`.
 //! - The REST API over a small blocking HTTP/1.1 client (`http`, `rest`):
 //!   the emulator by `FIRESTORE_EMULATOR_HOST`, Google over TLS with
 //!   Application Default Credentials (`access`).
@@ -29,6 +30,7 @@ pub mod auth;
 mod http;
 mod layout;
 mod lease;
+mod records;
 mod rest;
 mod url;
 
@@ -37,8 +39,9 @@ use std::time::{Duration, Instant};
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic,
-    WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
+    LeaseRenewParams, LeaseState, Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams,
+    StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
+    WaiterRemoveParams, WaiterTicket, Watched,
 };
 
 pub use layout::DEFAULT_PREFIX;
@@ -347,6 +350,26 @@ impl Backend for FirestoreBackend {
             }
             std::thread::sleep(left.min(POLL));
         }
+    }
+
+    fn records(&self) -> Option<&dyn RecordBackend> {
+        Some(self)
+    }
+}
+
+impl RecordBackend for FirestoreBackend {
+    fn record_get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
+        self.call(|c| c.record_get(key))
+    }
+
+    fn record_list(&self, params: &RecordListParams) -> Result<Vec<Record>, BackendError> {
+        params.check()?;
+        self.call(|c| c.record_list(params))
+    }
+
+    fn record_write(&self, params: &RecordWriteParams) -> Result<RecordWrite, BackendError> {
+        params.check()?;
+        self.call(|c| c.record_write(params))
     }
 }
 

@@ -93,7 +93,15 @@ pub enum Write {
     },
     Delete {
         name: String,
+        precondition: Precondition,
     },
+}
+
+/// What a commit did: each write's new update time (`None` for a
+/// delete).
+#[derive(Debug)]
+pub struct Committed {
+    pub updates: Vec<Option<ServerTime>>,
 }
 
 /// Why a call failed.
@@ -281,7 +289,7 @@ impl Rest {
 
     /// Apply `writes` all or none. `Err(Conflict)` when a precondition
     /// failed (nothing was written).
-    pub fn commit(&self, writes: &[Write]) -> Result<ServerTime> {
+    pub fn commit(&self, writes: &[Write]) -> Result<Committed> {
         let writes: Vec<Value> = writes
             .iter()
             .map(|w| match w {
@@ -290,31 +298,36 @@ impl Rest {
                     fields,
                     precondition,
                 } => {
-                    let mut v = json!({ "update": { "name": name, "fields": encode_fields(fields) } });
-                    match precondition {
-                        Precondition::None => {}
-                        Precondition::Missing => v["currentDocument"] = json!({ "exists": false }),
-                        Precondition::Unchanged(t) => v["currentDocument"] = json!({ "updateTime": t }),
-                    }
-                    v
+                    let v = json!({ "update": { "name": name, "fields": encode_fields(fields) } });
+                    with_precondition(v, precondition)
                 }
-                Write::Delete { name } => json!({ "delete": name }),
+                Write::Delete { name, precondition } => with_precondition(json!({ "delete": name }), precondition),
             })
             .collect();
         let answer = self.post("commit", "/documents:commit", &json!({ "writes": writes }))?;
-        answer["commitTime"]
-            .as_str()
-            .and_then(ServerTime::parse)
-            .ok_or_else(|| Error::Unreadable(format!("commit answered {answer}")))
+        let results = answer["writeResults"]
+            .as_array()
+            .ok_or_else(|| Error::Unreadable(format!("commit answered {answer}")))?;
+        let updates = update_times(writes.len(), results);
+        Ok(Committed { updates })
     }
 
     /// Every document of collection `collection` under `parent` (a path
     /// below `documents/`), in document name order, and the read's time.
     pub fn list(&self, parent: &str, collection: &str) -> Result<(Vec<Doc>, ServerTime)> {
-        let body = json!({ "structuredQuery": {
-            "from": [{ "collectionId": collection }],
-            "orderBy": [{ "field": { "fieldPath": "__name__" }, "direction": "ASCENDING" }],
-        } });
+        self.query(
+            parent,
+            &json!({
+                "from": [{ "collectionId": collection }],
+                "orderBy": [{ "field": { "fieldPath": "__name__" }, "direction": "ASCENDING" }],
+            }),
+        )
+    }
+
+    /// The documents a structured query (Firestore's JSON) finds under
+    /// `parent`, and the read's time.
+    pub fn query(&self, parent: &str, structured: &Value) -> Result<(Vec<Doc>, ServerTime)> {
+        let body = json!({ "structuredQuery": structured });
         let path = if parent.is_empty() {
             "/documents:runQuery".to_owned()
         } else {
@@ -338,6 +351,28 @@ impl Rest {
         let time = time.ok_or_else(|| Error::Unreadable("runQuery answered without a readTime".into()))?;
         Ok((docs, time))
     }
+}
+
+fn with_precondition(mut write: Value, precondition: &Precondition) -> Value {
+    match precondition {
+        Precondition::None => {}
+        Precondition::Missing => write["currentDocument"] = json!({ "exists": false }),
+        Precondition::Unchanged(t) => write["currentDocument"] = json!({ "updateTime": t }),
+    }
+    write
+}
+
+/// Each write's update time from a commit's `writeResults` (a delete's
+/// result has none that means anything: `None`).
+fn update_times(n: usize, results: &[Value]) -> Vec<Option<ServerTime>> {
+    (0..n)
+        .map(|i| {
+            results
+                .get(i)
+                .and_then(|r| r["updateTime"].as_str())
+                .and_then(ServerTime::parse)
+        })
+        .collect()
 }
 
 /// RFC 3339 with microseconds, as Firestore reads times.

@@ -22,7 +22,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     without_allow_actions_there_are_no_actions,
     the_api_prints_what_json_prints,
     history_timeline_draws_grants_without_colour_off_a_terminal,
-    the_page_works_on_postgres_and_etcd,
+    the_page_works_on_postgres_etcd_and_firestore,
     claim_age_counts_from_the_claim_not_the_last_heartbeat,
     pages_of_tasks_list_each_task_once_and_deep_pages_cost_what_the_first_does,
 ];
@@ -453,9 +453,10 @@ fn serves_the_store(env: &Env, queues: Option<&str>) {
     );
 }
 
-/// The page works on every store: PostgreSQL with its queue, etcd with
-/// leases only (its queue section says the store has none).
-fn the_page_works_on_postgres_and_etcd() {
+/// The page works on every store: PostgreSQL with its queue, etcd and
+/// Firestore with leases only (their queue section says the store has
+/// none).
+fn the_page_works_on_postgres_etcd_and_firestore() {
     let server = postgres::Server::shared();
     let env = Env::on(server.url("serve"));
     env.run(&["task", "add", "emails", "--id", "welcome-42"]);
@@ -465,6 +466,8 @@ fn the_page_works_on_postgres_and_etcd() {
     let prefix = etcd::unique_prefix("cli", "serve");
     let env = Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint()));
     serves_the_store(&env, None);
+
+    serves_the_store(&Env::firestore("serve").0, None);
 }
 
 /// A metric's value in a Prometheus text exposition (`None` if absent).

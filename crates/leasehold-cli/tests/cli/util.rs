@@ -8,10 +8,17 @@ use std::time::Duration;
 use leasehold_testkit::wait::wait_until;
 use tempfile::TempDir;
 
+/// The Google Cloud project of every Firestore sandbox (the emulator
+/// takes any; each sandbox has a collection of its own).
+pub const FIRESTORE_PROJECT: &str = "leasehold-cli";
+
 pub struct Env {
     pub dir: TempDir,
     /// The store's URL, when not the sandbox's SQLite file.
     store: Option<String>,
+    /// Variables every command gets besides the sandbox's (the emulator
+    /// of a Firestore store).
+    vars: Vec<(&'static str, String)>,
 }
 
 impl Env {
@@ -19,7 +26,22 @@ impl Env {
         Self {
             dir: tempfile::tempdir().expect("temp dir"),
             store: None,
+            vars: Vec::new(),
         }
+    }
+
+    /// A sandbox on a Firestore store of its own (a collection of its own
+    /// on the test binary's emulator): the store's URL, and the emulator's
+    /// address (`FIRESTORE_EMULATOR_HOST`) for every command.
+    #[allow(dead_code, reason = "used by the test modules that run on every store")]
+    pub fn firestore(test: &str) -> (Self, String) {
+        let emulator = leasehold_testkit::firestore::shared();
+        let prefix = leasehold_testkit::firestore::unique_prefix("cli", test);
+        let env = Self {
+            vars: vec![("FIRESTORE_EMULATOR_HOST", emulator.host())],
+            ..Self::on(format!("firestore://{FIRESTORE_PROJECT}?prefix={prefix}"))
+        };
+        (env, prefix)
     }
 
     /// A sandbox whose commands use the store at `url` (a throwaway
@@ -61,6 +83,7 @@ impl Env {
         cmd.env("LEASEHOLD_STORE", self.store_url())
             .env("HOME", self.path())
             .env("XDG_STATE_HOME", self.path().join("xdg"))
+            .envs(self.vars.iter().map(|(k, v)| (k, v)))
             .env_remove("LEASEHOLD_LOG");
         cmd
     }
@@ -69,6 +92,7 @@ impl Env {
         cmd.env("LEASEHOLD_STORE", self.store_url())
             .env("HOME", self.path())
             .env("XDG_STATE_HOME", self.path().join("xdg"))
+            .envs(self.vars.iter().map(|(k, v)| (k, v)))
             .env_remove("LEASEHOLD_LOG")
             .current_dir(self.path())
     }

@@ -5,10 +5,11 @@
 //! releases, and the next plain `acquire` is refused with "1 waiter(s)
 //! queued ahead" although nothing holds the lease or waits for it any more.
 //!
-//! Each scenario runs on SQLite, PostgreSQL and etcd. Whether a waiter's
-//! entry is in the store is read from the store itself — a SQL count, or
-//! etcdctl on the waiter keys — never through leasehold, which filters
-//! waiters it can prove dead.
+//! Each scenario runs on SQLite, PostgreSQL, etcd and Firestore. Whether a
+//! waiter's entry is in the store is read from the store itself — a SQL
+//! count, etcdctl on the waiter keys, the name's document read over the
+//! emulator's REST API — never through leasehold, which filters waiters it
+//! can prove dead.
 
 use std::process::Child;
 use std::time::Duration;
@@ -101,8 +102,36 @@ impl Store {
         }
     }
 
+    fn firestore() -> Self {
+        let (env, prefix) = Env::firestore("waiters");
+        Store {
+            what: "firestore",
+            env,
+            // The `waiters` of the name's document's `state` (the layout of
+            // leasehold-firestore's layout.rs; the names here need no
+            // encoding), expired or not.
+            entries: Box::new(move |name| {
+                let emulator = leasehold_testkit::firestore::shared();
+                let path = format!(
+                    "{}/{prefix}/store/leases/{name}",
+                    leasehold_testkit::firestore::documents(crate::util::FIRESTORE_PROJECT)
+                );
+                let (status, body) = emulator.request("GET", &path, None);
+                if status == 404 {
+                    return 0;
+                }
+                assert_eq!(status, 200, "read {path}: {body}");
+                let doc: serde_json::Value = serde_json::from_str(&body).expect("a document");
+                let state: serde_json::Value =
+                    serde_json::from_str(doc["fields"]["state"]["stringValue"].as_str().expect("a state"))
+                        .expect("the state's JSON");
+                state["waiters"].as_array().map_or(0, Vec::len)
+            }),
+        }
+    }
+
     fn every() -> Vec<Self> {
-        vec![Self::sqlite(), Self::postgres(), Self::etcd()]
+        vec![Self::sqlite(), Self::postgres(), Self::etcd(), Self::firestore()]
     }
 
     /// Start `leasehold ARGS` and return it once its waiter entry for
