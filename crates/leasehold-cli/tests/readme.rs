@@ -1,7 +1,8 @@
 //! The README's examples, run as written — with their paths put in a temp
 //! folder, the programs they start (`./agent.sh`, `my-agent`, …) standing
-//! in as small scripts, and the PostgreSQL and etcd examples pointed at the
-//! tests' own throwaway servers on 127.0.0.1. The cron line and the systemd
+//! in as small scripts, and the PostgreSQL, etcd and Firestore examples
+//! pointed at the tests' own throwaway servers on 127.0.0.1 (Firestore:
+//! the emulator). The cron line and the systemd
 //! unit are checked for syntax only. The build commands at the top
 //! (`cargo run`, `scripts/test`) are what CI runs, so they are left out.
 //!
@@ -20,6 +21,7 @@ fn main() {
         the_embedded_store_examples_run_as_written,
         the_postgres_examples_run_against_a_throwaway_server,
         the_etcd_examples_run_against_a_throwaway_server,
+        the_firestore_examples_run_against_the_emulator,
         the_cron_line_is_valid,
         the_systemd_unit_is_valid,
     ]]);
@@ -155,6 +157,11 @@ fn sandbox() -> tempfile::TempDir {
 /// line to line, as a reader pasting them would have them), with `leasehold`
 /// the binary under test, and check each line's exit code.
 fn run_lines(dir: &Path, store: &str, lines: &[(usize, String)]) {
+    run_lines_with(dir, store, lines, &[]);
+}
+
+/// [`run_lines`] with more variables in the script's environment.
+fn run_lines_with(dir: &Path, store: &str, lines: &[(usize, String)], vars: &[(&str, String)]) {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_leasehold"));
     let mut script = String::from(
         "leasehold() { timeout --preserve-status -s TERM \"${LH_TIMEOUT:-60}\" \"$LEASEHOLD_BIN\" \"$@\"; }\n",
@@ -181,6 +188,7 @@ fn run_lines(dir: &Path, store: &str, lines: &[(usize, String)]) {
         .current_dir(dir)
         .env("LEASEHOLD_BIN", &bin)
         .env("LEASEHOLD_STORE", store)
+        .envs(vars.iter().map(|(k, v)| (k, v)))
         .env("HOME", dir)
         .env("XDG_STATE_HOME", dir.join("xdg"))
         .env(
@@ -243,7 +251,7 @@ fn is_shell(b: &Block) -> bool {
 fn the_embedded_store_examples_run_as_written() {
     let dir = sandbox();
     let lines = example_lines(
-        |b| is_shell(b) && !mentions(b, "postgres://") && !mentions(b, "etcd://"),
+        |b| is_shell(b) && !mentions(b, "postgres://") && !mentions(b, "etcd://") && !mentions(b, "firestore://"),
         |l| l.replace("/run/lock/", "run/lock/"),
     );
     assert!(lines.len() >= 25, "the README's examples were found: {lines:?}");
@@ -284,6 +292,17 @@ fn the_etcd_examples_run_against_a_throwaway_server() {
         "{lines:?}"
     );
     run_lines(dir.path(), "sqlite:///nonexistent/not-used.db", &lines);
+}
+
+/// The Firestore examples, on the test binary's emulator (the README's
+/// project, database and prefix as written: the emulator takes any).
+fn the_firestore_examples_run_against_the_emulator() {
+    let emulator = leasehold_testkit::firestore::shared();
+    let dir = sandbox();
+    let lines = example_lines(|b| is_shell(b) && mentions(b, "firestore://"), str::to_owned);
+    assert!(lines.len() >= 2, "{lines:?}");
+    let vars = [("FIRESTORE_EMULATOR_HOST", emulator.host())];
+    run_lines_with(dir.path(), "sqlite:///nonexistent/not-used.db", &lines, &vars);
 }
 
 /// The cron line: five time fields, then a command bash can parse.
