@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, NewGrant, NewWaiter, Plan, Seen};
+use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, NewGrant, NewWaiter, Op, Plan, Seen};
 use leasehold_backend::unix_ms::from_ms;
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
@@ -105,6 +105,23 @@ impl Snapshot {
 
     fn last_token(&self) -> Option<Token> {
         (self.newest > 0).then_some(Token(self.newest))
+    }
+
+    /// Whether `ops` only refresh waiter registrations that still have
+    /// more than half of the TTL they ask for: then nothing needs writing
+    /// yet. A waiter asks again well within that half, so its place is
+    /// kept, and a crowd of waiters writes the name's one document a
+    /// fraction as often (each write is a commit the holder's renewal may
+    /// have to retry after).
+    fn fresh_enough(&self, ops: &[Op]) -> bool {
+        ops.iter().all(|op| match op {
+            Op::RefreshWaiter { ticket, ttl } => self
+                .state
+                .waiters
+                .iter()
+                .any(|w| w.ticket == ticket.0 && w.expires_us - self.now.0 > micros(*ttl) / 2),
+            _ => false,
+        })
     }
 }
 
@@ -340,6 +357,7 @@ impl Conn<'_> {
         let name = &p.name;
         rounds(
             || format!("acquiring {name}"),
+            Turn::Patient,
             || {
                 let snap = self.snapshot(name)?;
                 let seen = snap.seen(name);
@@ -347,7 +365,8 @@ impl Conn<'_> {
                 let mut draft = Draft::new(&snap);
                 plan.apply(&mut draft)?;
                 let (issued, ticket) = (draft.issued, draft.ticket);
-                let after = (!plan.ops.is_empty()).then(|| draft.state.clone());
+                let writes = !plan.ops.is_empty() && !snap.fresh_enough(&plan.ops);
+                let after = writes.then(|| draft.state.clone());
                 if after.is_some() && !self.commit(name, &snap, draft)? {
                     return Ok(None);
                 }
@@ -382,6 +401,7 @@ impl Conn<'_> {
     ) -> Result<(Option<Grant>, T)> {
         rounds(
             || format!("{op} {name} token {token}"),
+            Turn::Prompt,
             || {
                 let snap = self.snapshot(name)?;
                 let found = snap.state.grants.iter().find(|g| g.token == token.0);
@@ -434,6 +454,7 @@ impl Conn<'_> {
         };
         rounds(
             || format!("queueing for {}", p.name),
+            Turn::Patient,
             || {
                 let snap = self.snapshot(&p.name)?;
                 let mut draft = Draft::new(&snap);
@@ -447,6 +468,7 @@ impl Conn<'_> {
     pub fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {
         rounds(
             || format!("leaving the queue of {name}"),
+            Turn::Prompt,
             || {
                 let snap = self.snapshot(name)?;
                 if !snap.state.waiters.iter().any(|w| w.ticket == ticket.0) {
@@ -574,6 +596,7 @@ impl Conn<'_> {
         let store_name = self.rest.doc_name(&self.layout.store());
         let raised = rounds(
             || "raising the token floor".to_owned(),
+            Turn::Prompt,
             || {
                 let (mut docs, _) = self.rest.batch_get(std::slice::from_ref(&store_name), None)?;
                 let store = docs.pop().flatten();
@@ -612,6 +635,7 @@ impl Conn<'_> {
             let mut snap = Some(Self::decode(doc, now)?);
             rounds(
                 || format!("raising the token floor of {name}"),
+                Turn::Prompt,
                 || {
                     let snap = match snap.take() {
                         Some(s) => s,
@@ -638,14 +662,26 @@ impl Conn<'_> {
     }
 }
 
+/// Who is retrying after a lost race, which says how long it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// A holder's renewal, release or fence, or a write that must land
+    /// soon: it tries again at once, or within 4 ms.
+    Prompt,
+    /// An acquirer or a waiter keeping its place: it steps back longer
+    /// (up to 256 ms), so that a crowd of waiters on a name never keeps
+    /// the holder's renewal from landing.
+    Patient,
+}
+
 /// Run `round` until it commits (`Some`), at most `MAX_ROUNDS` times,
 /// waiting a little more after each lost race.
-pub fn rounds<T>(what: impl FnOnce() -> String, mut round: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+pub fn rounds<T>(what: impl FnOnce() -> String, turn: Turn, mut round: impl FnMut() -> Result<Option<T>>) -> Result<T> {
     for n in 0..MAX_ROUNDS {
         if let Some(done) = round()? {
             return Ok(done);
         }
-        std::thread::sleep(backoff(n));
+        std::thread::sleep(backoff(n, turn));
     }
     Err(Error::Contended(what()))
 }
@@ -654,11 +690,12 @@ fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("leasehold's own documents always serialize")
 }
 
-/// The wait after the `n`th lost race in a row: up to 1, 2, 4 … 64 ms,
-/// spread so that racers do not meet again at once.
-fn backoff(n: u32) -> Duration {
+/// The wait after the `n`th lost race in a row: up to 1, 2, 4 … ms
+/// (at most 4 ms for a prompt turn, 256 ms for a patient one), spread so
+/// that racers do not meet again at once.
+fn backoff(n: u32, turn: Turn) -> Duration {
     use std::hash::{BuildHasher, RandomState};
-    let cap = 1u64 << n.min(6);
+    let cap = 1u64 << n.min(if turn == Turn::Prompt { 2 } else { 8 });
     let spread = RandomState::new().hash_one(std::time::Instant::now()) % (cap * 1000);
     Duration::from_micros(spread)
 }

@@ -14,7 +14,7 @@ use leasehold_backend::{
 };
 use serde_json::json;
 
-use crate::lease::{Conn, Error, Result, rounds};
+use crate::lease::{Conn, Error, Result, Turn, rounds};
 use crate::rest::{self, Doc, Field, Precondition, ServerTime, Write};
 
 fn version(doc: &Doc) -> Result<RecordVersion> {
@@ -105,10 +105,11 @@ impl Conn<'_> {
         // expectation is never met, and the batch is a conflict.
         let never = |e: Expect| matches!(e, Expect::Version(RecordVersion(v)) if v == 0 || i64::try_from(v).is_err());
         if p.changes.iter().any(|c| never(c.expect())) {
-            return rounds(|| "reading records".to_owned(), || self.conflict(p));
+            return rounds(|| "reading records".to_owned(), Turn::Prompt, || self.conflict(p));
         }
         rounds(
             || "writing records".to_owned(),
+            Turn::Prompt,
             || match self.rest.commit(&writes) {
                 Ok(done) => Ok(Some(RecordWrite::Written {
                     versions: p
