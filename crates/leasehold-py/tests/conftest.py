@@ -329,7 +329,12 @@ class Servers:
         return server
 
     def firestore(self) -> Firestore:
+        """The session's emulator. The first use also points this process
+        at it (FIRESTORE_EMULATOR_HOST, which the Rust store reads from the
+        process environment when a store is opened — and children inherit):
+        a `firestore://` store opened by a test never reaches Google."""
         server: Firestore = self._get("Firestore emulator", Firestore)
+        os.environ["FIRESTORE_EMULATOR_HOST"] = server.host
         return server
 
     def stop(self) -> None:
@@ -346,9 +351,9 @@ def servers() -> Iterator[Servers]:
 
 @pytest.fixture
 def firestore_emulator(servers: Servers) -> Firestore:
-    """The session's Firestore emulator (started on first use); take a
-    project of your own with `unique_project()`. Not a `store_url` kind
-    yet: the package has no Firestore store."""
+    """The session's Firestore emulator (started on first use; this
+    process's FIRESTORE_EMULATOR_HOST points at it from then on); take a
+    project of your own with `unique_project()`."""
     return servers.firestore()
 
 
@@ -379,15 +384,19 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite://{tmp_path / 'leasehold.db'}"
 
 
-@pytest.fixture(params=["sqlite", "postgres", "etcd"])
+@pytest.fixture(params=["sqlite", "postgres", "etcd", "firestore"])
 def store_url(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) -> str:
-    """A fresh store of each kind."""
+    """A fresh store of each kind (Firestore: a project of its own on the
+    session's emulator)."""
     kind = request.param
     if kind == "sqlite":
         return f"sqlite://{tmp_path / 'leasehold.db'}"
     if kind == "postgres":
         return servers.postgres().url(unique())
-    return servers.etcd().url(unique())
+    if kind == "etcd":
+        return servers.etcd().url(unique())
+    emulator = servers.firestore()
+    return emulator.url(emulator.unique_project())
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -1,4 +1,4 @@
-"""The API as a user drives it, on SQLite, PostgreSQL and etcd."""
+"""The API as a user drives it, on SQLite, PostgreSQL, etcd and Firestore (its emulator)."""
 
 from __future__ import annotations
 
@@ -283,8 +283,14 @@ def test_claim_waits_for_a_task(queue_store_url: str) -> None:
     assert task.outcome == "done"
 
 
-def test_etcd_has_no_queue(servers: Any) -> None:
-    store = lh.Store(servers.etcd().url("noqueue"))
+@pytest.mark.parametrize("kind", ["etcd", "firestore"])
+def test_stores_without_a_queue_refuse_it(kind: str, servers: Servers) -> None:
+    # The queue tests take `queue_store_url`, which has neither.
+    if kind == "etcd":
+        store = lh.Store(servers.etcd().url("noqueue"))
+    else:
+        emulator = servers.firestore()
+        store = lh.Store(emulator.url(emulator.unique_project()))
     with pytest.raises(lh.Unsupported, match="task queue"):
         store.queue("q").add(1)
 
@@ -565,11 +571,16 @@ def test_backup_copies_a_store_in_use_and_never_overwrites(tmp_path: Path) -> No
         store.backup(tmp_path / "missing" / "copy.db")
 
 
-@pytest.mark.parametrize("kind", ["postgres", "etcd"])
+@pytest.mark.parametrize("kind", ["postgres", "etcd", "firestore"])
 def test_backup_is_refused_by_stores_with_their_own_tools(kind: str, servers: Servers, tmp_path: Path) -> None:
     # SQLite takes backups: the test above.
-    url = servers.postgres().url(unique()) if kind == "postgres" else servers.etcd().url(unique())
-    tool = "pg_dump" if kind == "postgres" else "etcdctl snapshot save"
+    if kind == "postgres":
+        url, tool = servers.postgres().url(unique()), "pg_dump"
+    elif kind == "etcd":
+        url, tool = servers.etcd().url(unique()), "etcdctl snapshot save"
+    else:
+        emulator = servers.firestore()
+        url, tool = emulator.url(emulator.unique_project()), "gcloud firestore export"
     with pytest.raises(lh.Unsupported, match=tool):
         lh.Store(url).backup(tmp_path / "copy")
     assert not (tmp_path / "copy").exists()

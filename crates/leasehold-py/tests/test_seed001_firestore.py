@@ -52,25 +52,36 @@ def wait_until(what: Callable[[], bool], limit: float, why: str) -> None:
 
 
 class Race:
-    """The racers of one race, their ledger and their files."""
+    """The racers of one race, their ledger and their files. The racers
+    run seed001/racer.py (the seed's code), or another racer script that
+    writes the same ledger (test_seed001_leasehold.py's), whose results
+    go under `side` in the results file."""
 
-    def __init__(self, emulator: Firestore, dir: Path, name: str) -> None:
-        if importlib.util.find_spec("google.cloud.firestore") is None:
+    def __init__(
+        self, emulator: Firestore, dir: Path, name: str, racer: str = "racer.py", side: Optional[str] = None
+    ) -> None:
+        if racer == "racer.py" and importlib.util.find_spec("google.cloud.firestore") is None:
             pytest.fail("google-cloud-firestore is not installed: pip install -r tests/requirements.txt")
         self.name = name
         self.dir = dir
-        self.env = {**os.environ, **emulator.env(emulator.unique_project())}
+        self.project = emulator.unique_project()
+        self.env = {**os.environ, **emulator.env(self.project)}
         self.ledger = dir / "ledger.jsonl"
         self.racers: dict[str, subprocess.Popen[bytes]] = {}
         self.started = time.monotonic()
         self.ttl, self.heartbeat = TTL, HEARTBEAT
+        self.script, self.side = SEED001 / racer, side
 
-    def start(self, racer: str, **config: Any) -> subprocess.Popen[bytes]:
+    def start(
+        self, racer: str, wrapper: tuple[str, ...] = (), env: Optional[dict[str, str]] = None, **config: Any
+    ) -> subprocess.Popen[bytes]:
+        """Start `racer` with `config`; under `wrapper` (a command that
+        runs the rest, as `faketime`), with `env` added."""
         config = {"ledger": str(self.ledger), "racer": racer, "ttl": self.ttl, "heartbeat": self.heartbeat, **config}
         with open(self.dir / f"{racer}.log", "wb") as log:
             process = subprocess.Popen(
-                [sys.executable, str(SEED001 / "racer.py"), json.dumps(config)],
-                cwd=SEED001, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                [*wrapper, sys.executable, str(self.script), json.dumps(config)],
+                cwd=SEED001, env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         self.racers[racer] = process
         return process
@@ -136,11 +147,14 @@ class Race:
             "seconds": round(time.monotonic() - self.started, 2),
             **notes,
         }
-        print(f"seed 001, {self.name}: {json.dumps(entry)}")
+        print(f"seed 001, {self.side or 'seed'}, {self.name}: {json.dumps(entry)}")
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         results.setdefault("seed", "001 (tests/seed001/seed.py, the article's code)")
-        results.setdefault("races", {})[self.name] = entry
+        if self.side is None:
+            results.setdefault("races", {})[self.name] = entry
+        else:
+            results.setdefault(self.side, {}).setdefault("races", {})[self.name] = entry
         RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
         return counts
 

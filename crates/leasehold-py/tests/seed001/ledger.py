@@ -4,9 +4,13 @@ test — the same judge can read a ledger of leasehold's racers.
 
 A holding is one grant, from the end of the call that returned its token
 (the grant was made before then) to the holding's last recorded act (its
-release, or the last thing it did before it ended). The counts are
-conservative: an overlap, a stale write or a late renewal is counted only
-when the ledger's times prove it, whatever the calls' latency.
+release, or the last thing it did before it ended) — for a call, its start
+(the holder was still acting then; when the call took effect between its
+start and its end the ledger cannot tell). A refusal is no act: a refused
+renewal, gate or fence wrote nothing, and a holder told at once that its
+lease was lost did nothing. The counts are conservative: an overlap, a
+stale write or a late renewal is counted only when the ledger's times
+prove it, whatever the calls' latency.
 
 - overlaps: pairs of holdings of which the newer was granted before the
   older's last act;
@@ -39,9 +43,13 @@ def read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def when(r: dict[str, Any]) -> float:
-    """When an event happened: its end, for a call."""
-    return float(r["t1"] if "t1" in r else r["t"])
+def acted(r: dict[str, Any]) -> float:
+    """When the holder certainly still acted: a call's start."""
+    return float(r["t0"] if "t0" in r else r["t"])
+
+
+def refusal(r: dict[str, Any]) -> bool:
+    return r["event"] == "refused" or (r["event"] == "renew" and not r["ok"])
 
 
 @dataclass
@@ -60,8 +68,9 @@ def holdings(records: list[dict[str, Any]]) -> list[Holding]:
             found[(r["racer"], r["token"])] = Holding(r["racer"], r["token"], r["t1"], r["t1"])
     for r in records:
         h = found.get((r["racer"], r.get("token")))  # type: ignore[arg-type]
-        if h is not None and r["event"] in ("work", "publish", "renew", "release", "refused", "at", "error", "crash"):
-            h.end = max(h.end, when(r))
+        if h is not None and r["event"] in ("work", "publish", "renew", "release", "at", "error", "crash"):
+            if not refusal(r):
+                h.end = max(h.end, acted(r))
     return sorted(found.values(), key=lambda h: h.token)
 
 
