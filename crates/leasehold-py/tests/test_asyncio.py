@@ -108,15 +108,12 @@ def check_exclusion(held: Dict[str, List[List[float]]]) -> None:
 
 
 def test_two_hundred_tasks_on_five_names_never_touch_the_loops_executor(store_url: str) -> None:
-    # Firestore: 25 tasks, 5 a name. Each waiter keeps its place in the
-    # queue with a write to the name's one document every 2.5 s, and every
-    # write to it is a commit under a precondition; 40 waiters on a name
-    # make 16 of them a second (Google asks for about 1 a second per
-    # document), and the holder's renewals and releases lose rounds to
-    # them — on the emulator a renewal took 11 s with 40 waiters, 1.8 s
-    # with 10 — so 200 tasks on 5 names outlast their 60 s wait. What this
-    # test checks (no executor, exclusion, tokens, the loop's lag) does not
-    # need the crowd that large.
+    # Firestore: 25 tasks, 5 a name. Its waiters learn of a release by
+    # reading the name's document every 500 ms (no change stream over
+    # REST), so each hand-off on a name takes up to half a second plus
+    # the race to ask; 40 hand-offs in a row on a name outlast the 60 s
+    # wait on this emulator. What the test checks (no executor, exclusion,
+    # tokens, the loop's lag) does not need the crowd that large.
     tasks = 25 if store_url.startswith("firestore://") else 200
     out = crowd(store_url, tasks=tasks, names=5, hold=0.01, wait="60s")
     assert out["refused"] == [], out["refused"][:3]
