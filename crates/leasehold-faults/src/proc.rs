@@ -87,6 +87,8 @@ pub fn signal(pid: u32, sig: rustix::process::Signal) {
 pub struct Sandbox {
     pub dir: TempDir,
     bin: PathBuf,
+    /// Another store than the sandbox's SQLite file (see [`Sandbox::on_store`]).
+    store: Option<(String, Vec<(String, String)>)>,
 }
 
 impl Default for Sandbox {
@@ -101,6 +103,31 @@ impl Sandbox {
         Self {
             dir: tempfile::tempdir().expect("temp dir"),
             bin: leasehold_bin(),
+            store: None,
+        }
+    }
+
+    /// A sandbox whose commands use the store at `url` — with `env`, what
+    /// reaching it takes (`FIRESTORE_EMULATOR_HOST`) — instead of a SQLite
+    /// file of their own: the holders and helpers of the SQLite cases, on a
+    /// server the case started. (What reads the SQLite file itself —
+    /// [`Sandbox::store_path`], [`Sandbox::last_token`],
+    /// [`Sandbox::integrity`] — has nothing to read in it.)
+    #[must_use]
+    pub fn on_store(url: &str, env: &[(&str, &str)]) -> Self {
+        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Self {
+            store: Some((url.to_owned(), env)),
+            ..Self::new()
+        }
+    }
+
+    /// The URL of the store its commands use (`LEASEHOLD_STORE`).
+    #[must_use]
+    pub fn store_url(&self) -> String {
+        match &self.store {
+            Some((url, _)) => url.clone(),
+            None => format!("sqlite://{}", self.store_path().display()),
         }
     }
 
@@ -138,7 +165,8 @@ impl Sandbox {
         };
         cmd.args(args)
             .current_dir(self.path())
-            .env("LEASEHOLD_STORE", format!("sqlite://{}", self.store_path().display()))
+            .env("LEASEHOLD_STORE", self.store_url())
+            .envs(self.store.iter().flat_map(|(_, env)| env.iter().map(|(k, v)| (k, v))))
             .env("HOME", self.path())
             .env("XDG_STATE_HOME", self.file("xdg"))
             .env_remove("LEASEHOLD_LOG")

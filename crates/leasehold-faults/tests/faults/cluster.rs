@@ -45,7 +45,7 @@ fn store_url(endpoints: &str, prefix: &str) -> String {
 /// other grant was answered, the checker requires its token to exceed
 /// theirs — a grant reported and then lost by a rolled-back member would
 /// show there.
-fn acquire_after_all(sb: &Sandbox, store: &str, name: &str) {
+pub(crate) fn acquire_after_all(sb: &Sandbox, store: &str, name: &str) {
     let mut history = history(sb);
     let asked = boot_ns();
     let out = sb

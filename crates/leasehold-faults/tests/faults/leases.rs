@@ -584,42 +584,64 @@ fn faked_acquire(
 /// The holder (a 1.5 s grant) is recorded as acting until 1.4 s after it
 /// asked — the end of its trust window — so a contender granted before
 /// that is an overlap the checker reports; a lease that outlives its TTL
-/// is a contender refused at 1.8 s.
+/// is a contender refused 1.8 s after the holder's acquire returned (its
+/// grant was issued before that, however long the acquire took). The
+/// premise is asserted: the first contender asked within the holder's
+/// window.
 fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
+    clock_jumps(13, &["+1h", "-10m", "+1d"], Duration::from_millis(1500), Sandbox::new);
+}
+
+/// The trials of case 13 with the wall-clock `offsets` and the holder's
+/// `ttl` (its window ends 100 ms before it, the late contender asks 300 ms
+/// after it), each scenario in its own sandbox made by `sandbox` (case
+/// 36: on Firestore).
+pub(crate) fn clock_jumps(case: u32, offsets: &'static [&'static str], ttl: Duration, sandbox: fn() -> Sandbox) {
     leasehold_testkit::faketime::need();
     let jumps = count(1, 50);
-    let scenarios: Vec<(&str, &str, &str)> = ["+1h", "-10m", "+1d"]
+    let ttl_ns = leasehold::duration_nanos(ttl);
+    let scenarios: Vec<(&str, &str, &str)> = offsets
         .iter()
         .flat_map(|j| [("holder", *j, "+0"), ("contender", "+0", *j), ("both", *j, *j)])
         .collect();
+    let n = scenarios.len();
     let threads: Vec<_> = scenarios
         .into_iter()
         .map(|(who, holder, contender)| {
             std::thread::spawn(move || {
-                let sb = Sandbox::new();
+                let sb = sandbox();
                 let mut history = history(&sb);
                 let mut outlived = Vec::new();
+                let holder_ttl = format!("{}ms", ttl.as_millis());
                 for i in 0..jumps {
                     let name = format!("job{i}");
                     let before = boot_ns();
-                    let trusted_until = before + 1_400_000_000;
+                    let trusted_until = before + ttl_ns - 100_000_000;
                     let code = faked_acquire(
                         &sb,
                         &mut history,
                         holder,
-                        (&name, "1500ms"),
+                        (&name, &holder_ttl),
                         "holder",
                         Some(trusted_until),
                     );
                     assert_eq!(code, 0, "{who} {holder}/{contender}: the holder was not granted");
+                    let issued_by = boot_ns();
+                    assert!(
+                        issued_by < trusted_until,
+                        "{who} {holder}/{contender}: the premise: the holder's acquisition took {} ms, \
+                         past its window: no contender could ask while its grant was surely live",
+                        (issued_by - before) / 1_000_000
+                    );
                     let early = faked_acquire(&sb, &mut history, contender, (&name, "1s"), "early-contender", None);
                     if early == 0 {
                         // Granted: the checker judges whether it came
-                        // before the holder's window closed (a contender
-                        // this slow holds the name past 1.8 s itself).
+                        // before the holder's window closed.
                         continue;
                     }
-                    std::thread::sleep(Duration::from_nanos((before + 1_800_000_000).saturating_sub(boot_ns())));
+                    std::thread::sleep(Duration::from_nanos(
+                        (issued_by + ttl_ns + 300_000_000).saturating_sub(boot_ns()),
+                    ));
                     let late = faked_acquire(&sb, &mut history, contender, (&name, "1s"), "late-contender", None);
                     if late != 0 {
                         outlived.push(format!("{who} {holder}/{contender}: outlived its TTL (exit {late})"));
@@ -630,7 +652,7 @@ fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
             })
         })
         .collect();
-    let mut report = Report::new("case 13");
+    let mut report = Report::new(format!("case {case}"));
     let mut outlived = Vec::new();
     for t in threads {
         let (r, o) = t.join().unwrap();
@@ -638,10 +660,11 @@ fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
         outlived.extend(o);
     }
     figure(
-        13,
+        case,
         &format!(
-            "{} violations in {jumps} jumps x 9 scenarios (+1h, -10m, +1d on holder, contender, both): {} early takeovers or other history violations in {} grants, {} leases outlived their TTL",
+            "{} violations in {jumps} jumps x {n} scenarios ({} on holder, contender, both): {} early takeovers or other history violations in {} grants, {} leases outlived their TTL",
             report.total() + outlived.len(),
+            offsets.join(", "),
             report.total(),
             report.counts.grants,
             outlived.len()
@@ -650,7 +673,7 @@ fn case13_wall_clock_jumps_neither_expire_nor_prolong_a_lease() {
     report.assert_clean();
     assert!(outlived.is_empty(), "{outlived:#?}");
     assert!(
-        report.counts.grants >= jumps * 9 * 2,
+        report.counts.grants >= jumps * n * 2,
         "every grant was judged: {report}"
     );
 }

@@ -15,6 +15,7 @@ mod common;
 mod corrupt;
 mod cron;
 mod failpoints;
+mod firestore;
 mod fuzz;
 mod leadership;
 mod leases;
@@ -29,6 +30,7 @@ fn main() {
         corrupt::TESTS,
         cron::TESTS,
         failpoints::TESTS,
+        firestore::TESTS,
         fuzz::TESTS,
         leadership::TESTS,
         leases::TESTS,

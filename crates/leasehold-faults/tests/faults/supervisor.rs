@@ -33,7 +33,7 @@ const TTL_MS: u64 = 1500;
 const OPTIONS: &[&str] = &["--ttl", "1500ms", "--heartbeat", "250ms", "--grace", "300ms"];
 
 /// Run `trials` trials, `parallel` at a time, each in its own sandbox.
-fn parallel<T: Send + 'static>(trials: usize, parallel: usize, trial: fn(usize) -> T) -> Vec<T> {
+pub(crate) fn parallel<T: Send + 'static>(trials: usize, parallel: usize, trial: fn(usize) -> T) -> Vec<T> {
     let mut out = Vec::new();
     for round in (0..trials).step_by(parallel) {
         let threads: Vec<_> = (round..trials.min(round + parallel))
@@ -331,7 +331,7 @@ fn record_newcomer(sb: &Sandbox, name: &str, grant: &str, token: u64, (asked, an
 }
 
 /// What a case-25 trial saw.
-struct StopTrial {
+pub(crate) struct StopTrial {
     /// The checker's report, and the trial's own observations.
     report: Report,
     /// The old command's last sign of life relative to the newcomer's
@@ -341,10 +341,11 @@ struct StopTrial {
     guard_stopped: Option<Duration>,
 }
 
-fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
+/// The figure of case `case`'s trials (25; 34 on Firestore), and their verdict.
+pub(crate) fn conclude_stopped(case: u32, variant: &str, relative_to: &str, results: &[StopTrial]) {
     let clean = results.iter().filter(|t| t.report.is_clean()).count();
     let latest = results.iter().map(|t| t.last_ms).max().unwrap_or(0);
-    let mut all = Report::new("case 25");
+    let mut all = Report::new(format!("case {case}"));
     for t in results {
         all.merge(t.report.clone());
     }
@@ -355,7 +356,7 @@ fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
         .map(|d| format!("; the resumed guard stopped the command within {} ms", d.as_millis()))
         .unwrap_or_default();
     figure(
-        25,
+        case,
         &format!(
             "{variant}: {clean} of {} trials clean ({} grants, {} writes: {} accepted, {} refused); latest sign of life of the old command {latest} ms after {relative_to}{guard}",
             results.len(),
@@ -377,7 +378,7 @@ fn conclude_stopped(variant: &str, relative_to: &str, results: &[StopTrial]) {
 /// checker's `overlap`, against the grant's moment on the store's clock.
 fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_passes_on() {
     let results = parallel(count(3, 100), 6, |trial| stopped_supervisor(trial, false));
-    conclude_stopped("(a) supervisor stopped alone", "the newcomer's grant", &results);
+    conclude_stopped(25, "(a) supervisor stopped alone", "the newcomer's grant", &results);
 }
 
 /// fault case 25e: 25a with a command that ignores SIGTERM and acts on: only
@@ -387,6 +388,7 @@ fn case25_a_stopped_supervisor_still_has_its_command_stopped_before_the_lease_pa
 fn case25_a_stopped_supervisor_has_a_command_deaf_to_sigterm_killed_before_the_lease_passes_on() {
     let results = parallel(count(3, 100), 6, |trial| stopped_supervisor(trial, true));
     conclude_stopped(
+        25,
         "(e) supervisor stopped, command deaf to SIGTERM",
         "the newcomer's grant",
         &results,
@@ -471,30 +473,30 @@ const GUARD_RESUMED_STOPS_WITHIN: Duration = Duration::from_millis(500);
 /// stops it at once (within [`GUARD_RESUMED_STOPS_WITHIN`], the
 /// supervisor still stopped); `run` exits 75. The premise is asserted: the
 /// old command did attempt a write after the newcomer's grant, refused.
-fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
-    let sb = Sandbox::new();
-    let sup = spawn_holder_acting(&sb, "job", OPTIONS, 60_000, Acts::Fenced);
-    let (cmd, old) = first_command(&sb, "job");
+/// The trial's store is `sb`'s (case 34 runs it on Firestore).
+pub(crate) fn stopped_with_its_guard(sb: &Sandbox, trial: usize, command_too: bool) -> StopTrial {
+    let sup = spawn_holder_acting(sb, "job", OPTIONS, 60_000, Acts::Fenced);
+    let (cmd, old) = first_command(sb, "job");
     let guard = guard_of(sup.id());
     proc::signal(sup.id(), Signal::STOP);
     proc::signal(guard, Signal::STOP);
     if command_too {
-        pause_outside_resource(&sb, cmd);
+        pause_outside_resource(sb, cmd);
     }
     let mut seen = Vec::new();
     let mut options = OPTIONS.to_vec();
     options.extend_from_slice(&["--wait", "20s"]);
-    let newcomer = spawn_holder(&sb, "job", &options, 300);
+    let newcomer = spawn_holder(sb, "job", &options, 300);
     // The newcomer is granted and its first write answered — accepted: the
     // fence's mark moved on.
-    let attempts = |grant: &str| history::attempts_of(&history_path(&sb), grant).expect("read the history");
+    let attempts = |grant: &str| history::attempts_of(&history_path(sb), grant).expect("read the history");
     let answered = wait_until(Duration::from_secs(20), || {
-        grants(&sb, "job")
+        grants(sb, "job")
             .get(1)
             .is_some_and(|n| attempts(&n.grant).iter().any(|(_, a)| a.is_some()))
     });
     assert!(answered.is_some(), "trial {trial}: the newcomer never wrote");
-    let newcomer_grant = grants(&sb, "job").swap_remove(1);
+    let newcomer_grant = grants(sb, "job").swap_remove(1);
     if attempts(&newcomer_grant.grant)
         .iter()
         .all(|(_, a)| *a != Some(Answer::Accepted))
@@ -548,9 +550,9 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
         ));
     }
     let last_write = attempts(&old.grant).last().map_or(0, |(start, _)| *start);
-    let last = grants(&sb, "job")[0].end.unwrap_or(0).max(last_write);
+    let last = grants(sb, "job")[0].end.unwrap_or(0).max(last_write);
     StopTrial {
-        report: trial_report(&sb, trial, seen),
+        report: trial_report(sb, trial, seen),
         last_ms: ms_after(last, granted),
         guard_stopped: stopped_after,
     }
@@ -559,8 +561,11 @@ fn stopped_with_its_guard(trial: usize, command_too: bool) -> StopTrial {
 /// fault case 25b: the supervisor and its guard stopped, the command runs
 /// on (see [`stopped_with_its_guard`]).
 fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
-    let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, false));
+    let results = parallel(count(2, 100), 6, |trial| {
+        stopped_with_its_guard(&Sandbox::new(), trial, false)
+    });
     conclude_stopped(
+        25,
         "(b) supervisor and guard stopped (fence only)",
         "the newcomer's grant",
         &results,
@@ -570,8 +575,15 @@ fn case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence() {
 /// fault case 25c: everything stopped, the command resumed first (see
 /// [`stopped_with_its_guard`]).
 fn case25_everything_stopped_writes_late_and_is_refused_then_stopped() {
-    let results = parallel(count(2, 100), 6, |trial| stopped_with_its_guard(trial, true));
-    conclude_stopped("(c) everything stopped (fence only)", "the newcomer's grant", &results);
+    let results = parallel(count(2, 100), 6, |trial| {
+        stopped_with_its_guard(&Sandbox::new(), trial, true)
+    });
+    conclude_stopped(
+        25,
+        "(c) everything stopped (fence only)",
+        "the newcomer's grant",
+        &results,
+    );
 }
 
 /// fault case 25d: `leasehold work` alone `SIGSTOPped` while its task runs: the
@@ -650,5 +662,5 @@ fn case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on
             guard_stopped: None,
         }
     });
-    conclude_stopped("(d) worker stopped alone", "the newcomer's claim", &results);
+    conclude_stopped(25, "(d) worker stopped alone", "the newcomer's claim", &results);
 }
