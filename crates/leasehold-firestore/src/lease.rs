@@ -253,6 +253,37 @@ fn entry(r: &HistoryRec) -> Result<HistoryEntry> {
     })
 }
 
+/// What the store's document holds: the floor new names start above, and
+/// how many names were ever made (both 0 while it does not exist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreDoc {
+    pub floor: u64,
+    pub names: u64,
+}
+
+impl StoreDoc {
+    pub fn of(doc: Option<&Doc>) -> Self {
+        let field = |f: &str| u64::try_from(doc.and_then(|d| d.int(f)).unwrap_or(0)).unwrap_or(0);
+        Self {
+            floor: field("floor"),
+            names: field("names"),
+        }
+    }
+
+    /// The write that makes the store's document this, if it is still as
+    /// `read` (a bump and a name's creation both write it so).
+    fn write(self, conn: &Conn<'_>, read: Option<&Doc>) -> Write {
+        Write::Set {
+            name: conn.rest.doc_name(&conn.layout.store()),
+            fields: vec![
+                ("floor", Field::Int(signed(self.floor))),
+                ("names", Field::Int(signed(self.names))),
+            ],
+            precondition: Precondition::of(read),
+        }
+    }
+}
+
 /// The client and the layout, for one call.
 pub struct Conn<'a> {
     pub rest: &'a Rest,
@@ -280,26 +311,24 @@ impl Conn<'_> {
 
     /// Read one name's document, and the store's when the name has none.
     fn snapshot(&self, name: &LeaseName) -> Result<Snapshot> {
-        let doc_name = self.rest.doc_name(&self.layout.name(name));
-        let (mut docs, now) = self.rest.batch_get(std::slice::from_ref(&doc_name), None)?;
-        if let Some(doc) = docs.pop().flatten() {
-            return Self::decode(doc, now);
+        if let Some(snap) = self.snapshot_existing(name)? {
+            return Ok(snap);
         }
+        let doc_name = self.rest.doc_name(&self.layout.name(name));
         let store_name = self.rest.doc_name(&self.layout.store());
         let (mut docs, now) = self.rest.batch_get(&[doc_name, store_name], None)?;
         let store = docs.pop().flatten();
         if let Some(doc) = docs.pop().flatten() {
             return Self::decode(doc, now);
         }
-        let floor = store.as_ref().and_then(|s| s.int("floor")).unwrap_or(0);
         Ok(Snapshot {
             doc: None,
-            creation: Some(Creation { store }),
-            newest: 0,
             state: State {
-                floor: u64::try_from(floor).unwrap_or(0),
+                floor: StoreDoc::of(store.as_ref()).floor,
                 ..State::default()
             },
+            creation: Some(Creation { store }),
+            newest: 0,
             now,
         })
     }
@@ -338,13 +367,9 @@ impl Conn<'_> {
         if let Some(Creation { store }) = &snap.creation {
             // A new name: counted in the store's document, which a bump
             // reads and writes under the same kind of precondition.
-            let names = store.as_ref().and_then(|s| s.int("names")).unwrap_or(0);
-            let floor = store.as_ref().and_then(|s| s.int("floor")).unwrap_or(0);
-            writes.push(Write::Set {
-                name: self.rest.doc_name(&self.layout.store()),
-                fields: vec![("floor", Field::Int(floor)), ("names", Field::Int(names + 1))],
-                precondition: Precondition::of(store.as_ref()),
-            });
+            let mut counted = StoreDoc::of(store.as_ref());
+            counted.names += 1;
+            writes.push(counted.write(self, store.as_ref()));
         }
         match self.rest.commit(&writes) {
             Ok(_) => Ok(true),
@@ -364,17 +389,14 @@ impl Conn<'_> {
                 let plan = plan::acquire(p, &seen, &snap.queue());
                 let mut draft = Draft::new(&snap);
                 plan.apply(&mut draft)?;
-                let (issued, ticket) = (draft.issued, draft.ticket);
                 let writes = !plan.ops.is_empty() && !snap.fresh_enough(&plan.ops);
-                let after = writes.then(|| draft.state.clone());
-                if after.is_some() && !self.commit(name, &snap, draft)? {
-                    return Ok(None);
-                }
-                Ok(Some(match plan.outcome {
+                let outcome = match plan.outcome {
                     Acquire::Acquired(token) => {
-                        let token = token.resolve(issued);
-                        let state = after.as_ref().unwrap_or(&snap.state);
-                        let g = state
+                        // The grant as it is once committed (or as read,
+                        // for a plan that writes nothing).
+                        let token = token.resolve(draft.issued);
+                        let g = draft
+                            .state
                             .grants
                             .iter()
                             .find(|g| g.token == token.0)
@@ -382,9 +404,13 @@ impl Conn<'_> {
                         LeaseAcquire::Acquired(snap.grant(name, g))
                     }
                     Acquire::Held(waiting) => {
-                        LeaseAcquire::Held(waiting.held(seen.into_iter().map(|(g, _)| g), ticket))
+                        LeaseAcquire::Held(waiting.held(seen.into_iter().map(|(g, _)| g), draft.ticket))
                     }
-                }))
+                };
+                if writes && !self.commit(name, &snap, draft)? {
+                    return Ok(None);
+                }
+                Ok(Some(outcome))
             },
         )
     }
@@ -503,15 +529,8 @@ impl Conn<'_> {
     }
 
     pub fn list(&self, p: &LeaseListParams) -> Result<Vec<LeaseState>> {
-        let (docs, now) = self.rest.list(&self.layout.leases_parent(), "leases")?;
         let mut out = Vec::new();
-        for doc in docs {
-            let stored = doc
-                .str("name")
-                .ok_or_else(|| Error::Corrupt(format!("{} has no `name`", doc.name)))?;
-            let name =
-                LeaseName::stored(stored).map_err(|e| Error::Corrupt(format!("{} names {stored:?}: {e}", doc.name)))?;
-            let snap = Self::decode(doc, now)?;
+        for (name, snap) in self.every_name()? {
             if let Some(state) = Self::state(&name, &snap)
                 && (!p.live_only || !state.grants.is_empty())
             {
@@ -573,6 +592,21 @@ impl Conn<'_> {
         }
     }
 
+    /// Every name with its document, as one query read them.
+    fn every_name(&self) -> Result<Vec<(LeaseName, Snapshot)>> {
+        let (docs, now) = self.rest.list(&self.layout.leases_parent(), "leases")?;
+        docs.into_iter()
+            .map(|doc| {
+                let stored = doc
+                    .str("name")
+                    .ok_or_else(|| Error::Corrupt(format!("{} has no `name`", doc.name)))?;
+                let name = LeaseName::stored(stored)
+                    .map_err(|e| Error::Corrupt(format!("{} names {stored:?}: {e}", doc.name)))?;
+                Ok((name, Self::decode(doc, now)?))
+            })
+            .collect()
+    }
+
     /// A name's document, if it has one (a read that never creates).
     fn snapshot_existing(&self, name: &LeaseName) -> Result<Option<Snapshot>> {
         let doc_name = self.rest.doc_name(&self.layout.name(name));
@@ -587,12 +621,12 @@ impl Conn<'_> {
     /// runs are not bounded by it; every token issued after it returns is
     /// above its floor, and per name tokens only grow in any case.
     pub fn tokens_bump(&self, p: &TokensBumpParams) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
-        let parent = self.layout.leases_parent();
-        let (names, now) = self.rest.list(&parent, "leases")?;
-        let mut highest = 0;
-        for doc in names {
-            highest = highest.max(Self::decode(doc, now)?.newest);
-        }
+        let highest = self
+            .every_name()?
+            .iter()
+            .map(|(_, snap)| snap.newest)
+            .max()
+            .unwrap_or(0);
         let store_name = self.rest.doc_name(&self.layout.store());
         let raised = rounds(
             || "raising the token floor".to_owned(),
@@ -600,19 +634,14 @@ impl Conn<'_> {
             || {
                 let (mut docs, _) = self.rest.batch_get(std::slice::from_ref(&store_name), None)?;
                 let store = docs.pop().flatten();
-                let floor = u64::try_from(store.as_ref().and_then(|s| s.int("floor")).unwrap_or(0)).unwrap_or(0);
-                let highest = Token(highest.max(floor));
+                let mut raised = StoreDoc::of(store.as_ref());
+                let highest = Token(highest.max(raised.floor));
                 let new_floor = match p.floor_above(highest) {
                     Ok(f) => f,
                     Err(refused) => return Ok(Some(Err(refused))),
                 };
-                let names = store.as_ref().and_then(|s| s.int("names")).unwrap_or(0);
-                let write = Write::Set {
-                    name: store_name.clone(),
-                    fields: vec![("floor", Field::Int(signed(new_floor.0))), ("names", Field::Int(names))],
-                    precondition: Precondition::of(store.as_ref()),
-                };
-                match self.rest.commit(&[write]) {
+                raised.floor = new_floor.0;
+                match self.rest.commit(&[raised.write(self, store.as_ref())]) {
                     Ok(_) => Ok(Some(Ok(TokensBumped {
                         highest,
                         floor: new_floor,
@@ -627,12 +656,8 @@ impl Conn<'_> {
         };
         // Every name made before the store's floor was raised is listed
         // now; those made since start above it.
-        let (names, now) = self.rest.list(&parent, "leases")?;
-        for doc in names {
-            let stored = doc.str("name").unwrap_or_default().to_owned();
-            let name = LeaseName::stored(stored.as_str())
-                .map_err(|e| Error::Corrupt(format!("{} names {stored:?}: {e}", doc.name)))?;
-            let mut snap = Some(Self::decode(doc, now)?);
+        for (name, listed) in self.every_name()? {
+            let mut snap = Some(listed);
             rounds(
                 || format!("raising the token floor of {name}"),
                 Turn::Prompt,

@@ -248,8 +248,7 @@ impl Backend for FirestoreBackend {
             .rest
             .batch_get(std::slice::from_ref(&store_doc), None)
             .map_err(|e| self.error(e.into()))?;
-        let doc = docs.pop().flatten();
-        let int = |f: &str| doc.as_ref().and_then(|d| d.int(f)).unwrap_or(0).to_string();
+        let store = lease::StoreDoc::of(docs.pop().flatten().as_ref());
         let target = match &self.options.target {
             Target::Emulator(host) => format!("the emulator at {host} ({})", url::EMULATOR_VAR),
             Target::Google => "firestore.googleapis.com".to_owned(),
@@ -259,8 +258,8 @@ impl Backend for FirestoreBackend {
             ("database".to_owned(), self.options.database.clone()),
             ("collection".to_owned(), self.layout.prefix().to_owned()),
             ("server".to_owned(), target),
-            ("names".to_owned(), int("names")),
-            ("token floor".to_owned(), int("floor")),
+            ("names".to_owned(), store.names.to_string()),
+            ("token floor".to_owned(), store.floor.to_string()),
             ("server time".to_owned(), rest::format_time(at)),
         ];
         if let Some(auth) = &self.rest.auth {

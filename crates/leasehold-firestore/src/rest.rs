@@ -328,12 +328,8 @@ impl Rest {
     /// `parent`, and the read's time.
     pub fn query(&self, parent: &str, structured: &Value) -> Result<(Vec<Doc>, ServerTime)> {
         let body = json!({ "structuredQuery": structured });
-        let path = if parent.is_empty() {
-            "/documents:runQuery".to_owned()
-        } else {
-            let escaped: Vec<String> = parent.split('/').map(escape_path).collect();
-            format!("/documents/{}:runQuery", escaped.join("/"))
-        };
+        let escaped: Vec<String> = parent.split('/').map(escape_path).collect();
+        let path = format!("/documents/{}:runQuery", escaped.join("/"));
         let answer = self.post("runQuery", &path, &body)?;
         let items = answer
             .as_array()
