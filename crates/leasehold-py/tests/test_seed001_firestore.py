@@ -124,6 +124,24 @@ class Race:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{racer} still runs after {limit} s: {self.log(racer)}") from None
 
+    def newcomer_publishes_while_holder_paused(self, at: str, **holder: Any) -> None:
+        """The interleaving of the takeover races: the holder stopped
+        (SIGSTOP) at its pause point `at`, past its TTL; a newcomer takes
+        over and publishes; then the holder is let go and resumed. The
+        caller waits for the holder and judges."""
+        go, newcomer_start = self.dir / "go", self.dir / "newcomer-start"
+        self.start("holder", pause_at=at, go=str(go), **holder)
+        self.start("newcomer", hold=0.1, start=str(newcomer_start))
+        self.wait_for("holder", "at", point=at)
+        self.racers["holder"].send_signal(signal.SIGSTOP)
+        self.wait_for("newcomer", "ready")
+        time.sleep(TTL + 0.3)  # the paused holder's lease expires
+        newcomer_start.touch()
+        assert self.wait_exit("newcomer") == 0
+        assert self.has("newcomer", "publish")
+        go.touch()
+        self.racers["holder"].send_signal(signal.SIGCONT)
+
     def log(self, racer: str) -> str:
         return (self.dir / f"{racer}.log").read_text(errors="replace")[-3000:]
 
@@ -209,18 +227,7 @@ def test_seed001_a_paused_holder_resumes_after_the_newcomer_published(race: Race
     its heartbeat notices), but its publish is refused at the gate, or the
     heartbeat ends it first: the gate holds when the newcomer published
     before the late holder reached it."""
-    go, newcomer_start = race.dir / "go", race.dir / "newcomer-start"
-    race.start("holder", pause_at="work", go=str(go), hold=0.2)
-    race.start("newcomer", hold=0.1, start=str(newcomer_start))
-    race.wait_for("holder", "at", point="work")
-    race.racers["holder"].send_signal(signal.SIGSTOP)
-    race.wait_for("newcomer", "ready")
-    time.sleep(TTL + 0.3)  # the paused holder's lease expires
-    newcomer_start.touch()
-    assert race.wait_exit("newcomer") == 0
-    assert race.has("newcomer", "publish")
-    go.touch()
-    race.racers["holder"].send_signal(signal.SIGCONT)
+    race.newcomer_publishes_while_holder_paused("work", hold=0.2)
     race.wait_exit("holder")
     refused = race.has("holder", "refused")
     counts = race.judge(holder_ended="refused at the gate" if refused else "by its heartbeat (exit 75)")
@@ -280,18 +287,7 @@ def test_seed001_a_late_publish_through_the_gate(race: Race) -> None:
     gate with the next token and publishes; the holder resumes and
     publishes too — after the newcomer, with the older token: the gate was
     checked before the write, and nothing checks the write itself."""
-    go, newcomer_start = race.dir / "go", race.dir / "newcomer-start"
-    race.start("holder", pause_at="push", go=str(go))
-    race.start("newcomer", hold=0.1, start=str(newcomer_start))
-    race.wait_for("holder", "at", point="push")
-    race.racers["holder"].send_signal(signal.SIGSTOP)
-    race.wait_for("newcomer", "ready")
-    time.sleep(TTL + 0.3)
-    newcomer_start.touch()
-    assert race.wait_exit("newcomer") == 0
-    assert race.has("newcomer", "publish")
-    go.touch()
-    race.racers["holder"].send_signal(signal.SIGCONT)
+    race.newcomer_publishes_while_holder_paused("push")
     race.wait_exit("holder")
     counts = race.judge()
     assert counts["stale_publishes"] >= 1

@@ -119,18 +119,7 @@ def test_leasehold_a_paused_holder_resumes_after_the_newcomer_published(race: Le
     by the judge, in the holder's own copy; nothing shared is written).
     The test is then reported as xfailed with the counts; any other
     violation fails it."""
-    go, newcomer_start = race.dir / "go", race.dir / "newcomer-start"
-    race.start("holder", pause_at="work", go=str(go), hold=0.2)
-    race.start("newcomer", hold=0.1, start=str(newcomer_start))
-    race.wait_for("holder", "at", point="work")
-    race.racers["holder"].send_signal(signal.SIGSTOP)
-    race.wait_for("newcomer", "ready")
-    time.sleep(TTL + 0.3)
-    newcomer_start.touch()
-    assert race.wait_exit("newcomer") == 0
-    assert race.has("newcomer", "publish")
-    go.touch()
-    race.racers["holder"].send_signal(signal.SIGCONT)
+    race.newcomer_publishes_while_holder_paused("work", hold=0.2)
     assert race.wait_exit("holder") == 0
     assert race.has("holder", "refused")
     assert not race.has("holder", "publish")
@@ -187,18 +176,7 @@ def test_leasehold_a_late_publish_through_the_gate(race: LeaseholdRace) -> None:
     its push, past its TTL; a newcomer takes over, passes the gate and
     publishes; the holder resumes. The push is fenced at the write itself
     (`store.fence`): refused, where the seed's went through."""
-    go, newcomer_start = race.dir / "go", race.dir / "newcomer-start"
-    race.start("holder", pause_at="push", go=str(go))
-    race.start("newcomer", hold=0.1, start=str(newcomer_start))
-    race.wait_for("holder", "at", point="push")
-    race.racers["holder"].send_signal(signal.SIGSTOP)
-    race.wait_for("newcomer", "ready")
-    time.sleep(TTL + 0.3)
-    newcomer_start.touch()
-    assert race.wait_exit("newcomer") == 0
-    assert race.has("newcomer", "publish")
-    go.touch()
-    race.racers["holder"].send_signal(signal.SIGCONT)
+    race.newcomer_publishes_while_holder_paused("push")
     assert race.wait_exit("holder") == 0
     counts = race.judge()
     assert counts["stale_publishes"] == 0, counts

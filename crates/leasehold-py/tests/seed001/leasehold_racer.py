@@ -21,14 +21,9 @@ attempt as "refused" at that point. Renewals are leasehold's keeper's
 (`heartbeat=`); the racer also renews from a thread of its own every
 `heartbeat`, as the seed's heartbeat does, so that the ledger has
 renewals, each recorded around the call (`ok`: whether the store renewed
-it). The ledger's times are this host's true wall clock, read with the
-clock_gettime system call itself: a racer whose clock is wrong runs under
-libfaketime (the whole process — leasehold's clock is in Rust), which
-changes what the C library answers, not the kernel.
-
-Under libfaketime with FAKETIME_DONT_FAKE_MONOTONIC=1 (as the Rust tests
-run it), `time.sleep` fails with EINVAL (libfaketime 0.9.10 and Python's
-absolute monotonic sleeps): this racer waits on an Event instead.
+it). A racer whose clock is wrong runs under libfaketime (the whole
+process — leasehold's clock is in Rust); the ledger keeps the kernel's
+true time, and waits are not `time.sleep` (racing.py says why).
 
 CONFIG_JSON: as racer.py's (ledger, racer, ttl, heartbeat, hold, pause_at,
 go, start, duration, retry), and
@@ -42,65 +37,14 @@ go, start, duration, retry), and
 
 from __future__ import annotations
 
-import ctypes
-import json
-import os
-import platform
-import random
-import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Literal, Optional
 
 import leasehold as lh
+from racing import CONFIG, Holding, pause_point, race, record, sleep, true_time
 
-CONFIG: dict[str, Any] = json.loads(sys.argv[1])
 NAME = "gemilab-repo"
-LEDGER = os.open(CONFIG["ledger"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_CLOCK_GETTIME = {"x86_64": 228, "aarch64": 113}[platform.machine()]
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
-
-
-def true_time() -> float:
-    """CLOCK_REALTIME from the kernel (libfaketime does not reach a raw
-    system call)."""
-    ts = _Timespec()
-    if _libc.syscall(_CLOCK_GETTIME, 0, ctypes.byref(ts)) != 0:
-        raise OSError(ctypes.get_errno(), "clock_gettime")
-    return ts.sec + ts.nsec / 1e9
-
-
-def record(event: str, **fields: Any) -> None:
-    line = json.dumps({"racer": CONFIG["racer"], "event": event, **fields}) + "\n"
-    os.write(LEDGER, line.encode())
-
-
-def sleep(seconds: float) -> None:
-    threading.Event().wait(seconds)
-
-
-def wait_for_file(path: str, limit: float = 120.0) -> None:
-    give_up = time.monotonic() + limit
-    while not os.path.exists(path):
-        if time.monotonic() > give_up:
-            record("gave-up", waiting_for=path)
-            os._exit(3)
-        sleep(0.01)
-
-
-class Holding:
-    token: Optional[int] = None
-
-
-def pause_point(point: str) -> None:
-    if CONFIG.get("pause_at") == point:
-        record("at", point=point, token=Holding.token, t=true_time())
-        wait_for_file(CONFIG["go"])
 
 
 def heartbeat(lease: lh.Lease, stop: threading.Event) -> None:
@@ -124,7 +68,7 @@ def heartbeat(lease: lh.Lease, stop: threading.Event) -> None:
 def run(store: lh.Store) -> None:
     """One agent run under leasehold."""
     Holding.token = None
-    on_lost = None if CONFIG.get("skip_fence") else "interrupt"
+    on_lost: Optional[Literal["interrupt"]] = None if CONFIG.get("skip_fence") else "interrupt"
     lease = store.lease(NAME, ttl=CONFIG["ttl"], heartbeat=CONFIG["heartbeat"], on_lost=on_lost)
     t0 = true_time()
     try:
@@ -177,19 +121,7 @@ def main() -> None:
     store.status("warm-up")  # the first request opens the connection
     # The racer's own clock as leasehold's code reads it (libfaketime's),
     # against the kernel's: the skew the test asked for, or none.
-    record("ready", t=true_time(), clock_offset=round(time.time() - true_time(), 1))
-    if "start" in CONFIG:
-        wait_for_file(CONFIG["start"])
-    if "duration" not in CONFIG:
-        attempt(store)
-    else:
-        until = time.monotonic() + float(CONFIG["duration"])
-        retry = float(CONFIG.get("retry", 0.25))
-        sleep(retry * random.uniform(0.0, 1.0))
-        while time.monotonic() < until:
-            attempt(store)
-            sleep(retry * random.uniform(0.5, 1.5))
-    record("exit", token=Holding.token, t=true_time())
+    race(lambda: attempt(store), clock_offset=round(time.time() - true_time(), 1))
 
 
 if __name__ == "__main__":

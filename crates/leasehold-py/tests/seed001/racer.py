@@ -9,7 +9,7 @@ seed's lease functions recorded in the ledger around the call.
 The ledger is the race's evidence, judged by ledger.py without the seed's
 code: one JSON line per event, each written with one write(2) on an
 O_APPEND descriptor (whole lines, never interleaved across racers), with
-this host's true wall clock (`time.time` as the kernel gives it — the
+this host's true wall clock (racing.py's `true_time`, the kernel's — the
 emulator runs on the same host, so it is the emulator's clock too). A
 racer whose clock is wrong has it wrong for the seed's code only: `time` in
 seed.py is replaced by a skewed clock, read again at every call (a clock
@@ -35,27 +35,17 @@ CONFIG_JSON:
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import random
-import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-CONFIG: dict[str, Any] = json.loads(sys.argv[1])
+from racing import CONFIG, Holding, pause_point, race, record, sleep, true_time
+
 os.environ["RUN_ID"] = CONFIG["racer"]  # the seed's OWNER, read on import
 
 # After RUN_ID; untyped, as the article wrote it.
 seed: Any = importlib.import_module("seed")
-
-LEDGER = os.open(CONFIG["ledger"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-true_time = time.time
-
-
-def record(event: str, **fields: Any) -> None:
-    line = json.dumps({"racer": CONFIG["racer"], "event": event, **fields}) + "\n"
-    os.write(LEDGER, line.encode())
 
 
 class SkewedClock:
@@ -66,27 +56,6 @@ class SkewedClock:
         if "skew_file" in CONFIG and os.path.exists(CONFIG["skew_file"]):
             skew = float(Path(CONFIG["skew_file"]).read_text())
         return true_time() + skew
-
-
-def wait_for_file(path: str, limit: float = 120.0) -> None:
-    give_up = time.monotonic() + limit
-    while not os.path.exists(path):
-        if time.monotonic() > give_up:
-            record("gave-up", waiting_for=path)
-            os._exit(3)
-        time.sleep(0.01)
-
-
-class Holding:
-    """The token of the grant this racer holds, as the seed returned it."""
-
-    token: Optional[int] = None
-
-
-def pause_point(point: str) -> None:
-    if CONFIG.get("pause_at") == point:
-        record("at", point=point, token=Holding.token, t=true_time())
-        wait_for_file(CONFIG["go"])
 
 
 # What the article leaves undefined: the work under the lease.
@@ -109,7 +78,7 @@ def write_article(repo: Repo) -> None:
         record("work", token=Holding.token, t=true_time())
         if time.monotonic() >= end:
             return
-        time.sleep(0.05)
+        sleep(0.05)
 
 
 # The seed's lease functions, each recorded around the call.
@@ -169,21 +138,7 @@ def main() -> None:
     # The client's first call opens its channel (a second or more here):
     # done before the start, so the racers start even.
     seed.db.collection("warm-up").document(CONFIG["racer"]).get()
-    record("ready", t=true_time())
-    if "start" in CONFIG:
-        wait_for_file(CONFIG["start"])
-    if "duration" not in CONFIG:
-        attempt()
-    else:
-        until = time.monotonic() + float(CONFIG["duration"])
-        retry = float(CONFIG.get("retry", 0.25))
-        # Agents started together do not call within the same millisecond;
-        # racers that did would all collide on the emulator's locks at once.
-        time.sleep(retry * random.uniform(0.0, 1.0))
-        while time.monotonic() < until:
-            attempt()
-            time.sleep(retry * random.uniform(0.5, 1.5))
-    record("exit", token=Holding.token, t=true_time())
+    race(attempt)
 
 
 if __name__ == "__main__":
