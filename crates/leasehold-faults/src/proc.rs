@@ -237,3 +237,56 @@ pub fn outcome(out: &Output) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Where `pid` and the processes under it are, for a test that gave up
+/// waiting on it: each one's state, and every thread's backtrace from
+/// `gdb` when it is installed (else each thread's kernel wait channel).
+/// Read before the test kills it, so a hang that happens once in a CI run
+/// says where it hung.
+#[must_use]
+pub fn whereabouts(pid: u32) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut pending = vec![pid];
+    while let Some(pid) = pending.pop() {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        let _ = writeln!(out, "--- pid {pid}: {cmdline}\n    stat: {}", stat.trim());
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten();
+        for task in tasks {
+            let dir = task.path();
+            let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    thread {} {}: wchan {}",
+                task.file_name().to_string_lossy(),
+                read("comm").trim(),
+                read("wchan").trim()
+            );
+            pending.extend(
+                read("children")
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+        let gdb = Command::new("gdb")
+            .args(["-batch", "-nx", "-p", &pid.to_string(), "-ex", "thread apply all bt 20"])
+            .stdin(Stdio::null())
+            .output();
+        if let Ok(gdb) = gdb {
+            let text = String::from_utf8_lossy(&gdb.stdout);
+            let frames: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("Thread ") || l.starts_with('#'))
+                .collect();
+            out.push_str(&frames.join("\n"));
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -105,10 +105,11 @@ pub fn asked_now(cmd: &mut Command) -> &mut Command {
 /// Wait for a child, killing it (and failing) after `limit`.
 pub fn finish(mut child: Child, limit: Duration) -> (i32, String) {
     if wait_until(limit, || child.try_wait().expect("try_wait").is_some()).is_none() {
+        let whereabouts = leasehold_faults::proc::whereabouts(child.id());
         let _ = child.kill();
         let out = child.wait_with_output().expect("output");
         panic!(
-            "process did not exit within {limit:?}; stderr: {}",
+            "process did not exit within {limit:?}; stderr: {}\nwhere it was:\n{whereabouts}",
             String::from_utf8_lossy(&out.stderr)
         );
     }

@@ -372,13 +372,38 @@ fn command_ended_in_time(sb: &Sandbox, name: &str, report: &mut Report) -> i64 {
     };
     let store = rusqlite::Connection::open_with_flags(sb.store_path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .expect("open the store read-only");
-    let deadline_ns: i64 = store
-        .query_row(
-            "SELECT expires_ns FROM lease_grant WHERE name = ?1 AND token = ?2",
-            rusqlite::params![name, holding.token.expect("a token") as i64],
-            |r| r.get(0),
-        )
-        .expect("the grant row (nobody could release it)");
+    let token = holding.token.expect("a token");
+    let deadline_ns: i64 = match store.query_row(
+        "SELECT expires_ns FROM lease_grant WHERE name = ?1 AND token = ?2",
+        rusqlite::params![name, token as i64],
+        |r| r.get(0),
+    ) {
+        Ok(ns) => ns,
+        Err(e) => {
+            // Nobody could write while the stopped writer held the lock:
+            // say what the store says happened to the name instead.
+            let said: Vec<String> = store
+                .prepare("SELECT at_ms, event, token, detail FROM lease_history WHERE name = ?1 ORDER BY id")
+                .and_then(|mut q| {
+                    q.query_map([name], |r| {
+                        Ok(format!(
+                            "{} {} {:?} {}",
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, Option<i64>>(2)?,
+                            r.get::<_, String>(3)?
+                        ))
+                    })?
+                    .collect()
+                })
+                .unwrap_or_else(|e| vec![format!("history unreadable: {e}")]);
+            report.push(
+                "command",
+                format!("{name}: its grant (token {token}) is not in the store ({e}); its history: {said:?}"),
+            );
+            return i64::MIN;
+        }
+    };
     // The checker judges the command's activity against it (`outlived`).
     history(sb)
         .expires(name, &holding.grant, deadline_ns as u64)
