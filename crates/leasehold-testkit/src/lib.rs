@@ -6,6 +6,8 @@
 //! - `postgres` (feature `postgres`, which brings the PostgreSQL client): a
 //!   throwaway PostgreSQL server — plain, durable, TLS, or a primary with a
 //!   synchronous standby.
+//! - [`redis`]: a throwaway Redis server (durable or not, ACL users, TLS,
+//!   replicas); [`resp`]: the kit's own small client of it.
 //! - [`etcd`]: a throwaway etcd server (plain, mutual TLS, or TLS with
 //!   users), and clusters of members.
 //! - [`netns`]: a second test host, a network namespace to cut off and heal
@@ -23,9 +25,9 @@
 //!
 //! # The rule
 //!
-//! A test that cannot run on this machine — a server (PostgreSQL, etcd), a
-//! tool (`strace`, `sqlite3`, `faketime`, `openssl`, ...), root, or a
-//! platform is missing — is reported as **ignored, with its reason**: on its
+//! A test that cannot run on this machine — a server (PostgreSQL, etcd,
+//! Redis), a tool (`strace`, `sqlite3`, `faketime`, `openssl`, ...), root,
+//! or a platform is missing — is reported as **ignored, with its reason**: on its
 //! own line (``test wake::x ... ignored (no `etcd` on PATH ...)``), in the
 //! count of the summary line, and once more under it, by reason. It never
 //! counts as passed, and it never ends the test binary: every other test is
@@ -66,9 +68,10 @@
 //! # The environment
 //!
 //! - `CI=true`: a test that cannot run fails, with its reason.
-//! - `LEASEHOLD_TEST_HIDE=postgres,etcd,firestore,root,strace`: act as if
-//!   these were missing (`postgres`, `etcd`, `firestore`, `root`, or a
-//!   program [`need_program`] asks for), to see the rule at work without uninstalling anything.
+//! - `LEASEHOLD_TEST_HIDE=postgres,etcd,firestore,redis,root,strace`: act as
+//!   if these were missing (`postgres`, `etcd`, `firestore`, `redis`,
+//!   `root`, or a program [`need_program`] asks for), to see the rule at
+//!   work without uninstalling anything.
 //! - `LEASEHOLD_TEST_ROOT_LATER=FILE` (set by `scripts/test` when it is not
 //!   root but has password-less sudo): a test that needs root is recorded in
 //!   FILE and reported as ignored, left for the pass as root — not a
@@ -87,6 +90,8 @@ pub mod port;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod process;
+pub mod redis;
+pub mod resp;
 pub mod wait;
 
 use std::fmt;
