@@ -59,6 +59,7 @@ use leasehold_backend::{
 };
 
 pub mod cases;
+pub mod contention;
 pub mod opening;
 pub mod params;
 

@@ -40,6 +40,7 @@
 //! decision needs, applies the plan's writes in one transaction through
 //! [`plan::Apply`], and issues the tokens.
 
+pub mod document;
 mod error;
 pub mod failpoint;
 pub mod host;

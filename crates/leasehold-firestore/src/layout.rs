@@ -23,8 +23,8 @@
 //! ID is the name with `%` and `/` percent-encoded, and a leading `.` or
 //! `_` too (Firestore refuses ids `.`, `..` and `__…__`).
 
-use leasehold_backend::{Holder, LeaseName, Mode};
-use serde::{Deserialize, Serialize};
+use leasehold_backend::LeaseName;
+pub use leasehold_backend::document::State;
 
 /// The default root collection.
 pub const DEFAULT_PREFIX: &str = "leasehold";
@@ -91,64 +91,6 @@ impl Layout {
     pub fn chunk(&self, name: &LeaseName, chunk: u64) -> String {
         format!("{}/history/{chunk:012}", self.name(name))
     }
-}
-
-/// A grant as a name's document keeps it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GrantRec {
-    pub token: u64,
-    pub owner: String,
-    pub owner_explicit: bool,
-    pub mode: Mode,
-    pub holder: Holder,
-    /// The server's time when it was granted (ms).
-    pub acquired_ms: i64,
-    pub ttl_ms: u64,
-    /// The server's time at which it expires (µs): the read time of the
-    /// decision that granted or extended it, plus its TTL.
-    pub expires_us: i64,
-}
-
-/// A waiter registration.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WaiterRec {
-    pub ticket: u64,
-    pub mode: Mode,
-    pub holder: Holder,
-    pub expires_us: i64,
-}
-
-/// A history entry.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HistoryRec {
-    /// The server's time of the decision (ms).
-    pub at_ms: i64,
-    pub event: String,
-    pub token: Option<u64>,
-    pub owner: Option<String>,
-    pub detail: String,
-}
-
-/// What a name's document holds besides its name and newest token.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct State {
-    /// Tokens issued from now on are above this (a `--bump-tokens` floor).
-    #[serde(default)]
-    pub floor: u64,
-    /// The newest waiter ticket issued.
-    #[serde(default)]
-    pub tickets: u64,
-    /// The number of history entries ever written.
-    #[serde(default)]
-    pub seq: u64,
-    #[serde(default)]
-    pub grants: Vec<GrantRec>,
-    #[serde(default)]
-    pub waiters: Vec<WaiterRec>,
-    /// The newest entries not yet in a chunk, oldest first: entries
-    /// `seq - recent.len() + 1 ..= seq`.
-    #[serde(default)]
-    pub recent: Vec<HistoryRec>,
 }
 
 #[cfg(test)]

@@ -16,30 +16,23 @@
 //! longer on the server than its TTL after its commit, and a client's
 //! clock never enters a decision.
 
-use std::time::Duration;
-
-use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, NewGrant, NewWaiter, Op, Plan, Seen};
-use leasehold_backend::unix_ms::from_ms;
+pub use leasehold_backend::document::Turn;
+use leasehold_backend::document::{self, DocStore, Draft, HistoryRec, Snapshot};
 use leasehold_backend::{
-    Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
-    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, QueuedWaiter, Token, TokensBumpParams, TokensBumpRefused, TokensBumped, WaiterEnqueueParams,
-    WaiterTicket, duration_millis, signed,
+    HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseHistoryParams, LeaseListParams,
+    LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams, LeaseState, TokensBumpParams,
+    TokensBumpRefused, TokensBumped, WaiterEnqueueParams, WaiterTicket, signed,
 };
 
-use crate::layout::{CHUNK, CHUNKS_KEPT, GrantRec, HistoryRec, Layout, State, WaiterRec};
+use crate::layout::{CHUNK, CHUNKS_KEPT, Layout, State};
 use crate::rest::{self, Doc, Field, Precondition, Rest, ServerTime, Write};
-
-/// How often one call re-reads and re-decides after losing a race before
-/// it gives up with an error.
-const MAX_ROUNDS: u32 = 200;
 
 #[derive(Debug)]
 pub enum Error {
     Rest(rest::Error),
     /// A document this code could not have written.
     Corrupt(String),
-    /// Lost the race `MAX_ROUNDS` times in a row.
+    /// Lost the race `document::MAX_ROUNDS` times in a row.
     Contended(String),
 }
 
@@ -51,191 +44,18 @@ impl From<rest::Error> for Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-fn micros(d: Duration) -> i64 {
-    signed(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-}
-
 /// A new name's document is made with the store's document as read (a
 /// new name starts above its floor, and its creation writes it).
-struct Creation {
+pub struct Creation {
     store: Option<Doc>,
 }
 
-/// One name as read: its document (if any), what it holds, and when.
-struct Snapshot {
+/// What a snapshot of a name carries for its commit: the document as read
+/// (its update time is the commit's precondition), or, when it is missing,
+/// its creation.
+pub struct Read {
     doc: Option<Doc>,
-    /// Set when the name's document is missing: its creation.
     creation: Option<Creation>,
-    newest: u64,
-    state: State,
-    now: ServerTime,
-}
-
-impl Snapshot {
-    fn grant(&self, name: &LeaseName, g: &GrantRec) -> Grant {
-        Grant {
-            name: name.clone(),
-            token: Token(g.token),
-            owner: g.owner.clone(),
-            owner_explicit: g.owner_explicit,
-            mode: g.mode,
-            holder: g.holder.clone(),
-            acquired_at: from_ms(g.acquired_ms),
-            ttl: Duration::from_millis(g.ttl_ms),
-            expires_in: Duration::from_micros(u64::try_from(g.expires_us - self.now.0).unwrap_or(0)),
-        }
-    }
-
-    fn live(&self, g: &GrantRec) -> bool {
-        g.expires_us > self.now.0
-    }
-
-    /// The grant rows as the planners read them.
-    fn seen(&self, name: &LeaseName) -> Vec<Seen> {
-        self.state
-            .grants
-            .iter()
-            .map(|g| (self.grant(name, g), self.live(g)))
-            .collect()
-    }
-
-    fn queue(&self) -> Vec<QueuedWaiter> {
-        self.state.waiters.iter().map(queued).collect()
-    }
-
-    fn last_token(&self) -> Option<Token> {
-        (self.newest > 0).then_some(Token(self.newest))
-    }
-
-    /// Whether `ops` only refresh waiter registrations that still have
-    /// more than half of the TTL they ask for: then nothing needs writing
-    /// yet. A waiter asks again well within that half, so its place is
-    /// kept, and a crowd of waiters writes the name's one document a
-    /// fraction as often (each write is a commit the holder's renewal may
-    /// have to retry after).
-    fn fresh_enough(&self, ops: &[Op]) -> bool {
-        ops.iter().all(|op| match op {
-            Op::RefreshWaiter { ticket, ttl } => self
-                .state
-                .waiters
-                .iter()
-                .any(|w| w.ticket == ticket.0 && w.expires_us - self.now.0 > micros(*ttl) / 2),
-            _ => false,
-        })
-    }
-}
-
-fn queued(w: &WaiterRec) -> QueuedWaiter {
-    QueuedWaiter {
-        ticket: WaiterTicket(w.ticket),
-        mode: w.mode,
-        holder: Some(w.holder.clone()),
-    }
-}
-
-/// A name's document being changed by a plan.
-struct Draft {
-    state: State,
-    newest: u64,
-    now: ServerTime,
-    /// The token this plan issued, the waiter ticket it issued.
-    issued: Option<Token>,
-    ticket: Option<WaiterTicket>,
-}
-
-impl Draft {
-    fn new(snap: &Snapshot) -> Self {
-        Self {
-            state: snap.state.clone(),
-            newest: snap.newest,
-            now: snap.now,
-            issued: None,
-            ticket: None,
-        }
-    }
-
-    fn grant_mut(&mut self, token: Token) -> Result<&mut GrantRec> {
-        self.state
-            .grants
-            .iter_mut()
-            .find(|g| g.token == token.0)
-            .ok_or_else(|| Error::Corrupt(format!("a plan named grant {token}, which the document does not hold")))
-    }
-}
-
-impl Apply for Draft {
-    type Error = Error;
-
-    fn remove_grant(&mut self, token: Token, _live: bool) -> Result<()> {
-        self.state.grants.retain(|g| g.token != token.0);
-        Ok(())
-    }
-
-    fn extend_grant(&mut self, token: Token, ttl: Duration, holder: Option<&Holder>) -> Result<()> {
-        let now = self.now.0;
-        let g = self.grant_mut(token)?;
-        g.expires_us = now.saturating_add(micros(ttl));
-        g.ttl_ms = duration_millis(ttl);
-        if let Some(h) = holder {
-            g.holder = h.clone();
-        }
-        Ok(())
-    }
-
-    /// The next token: above the newest one and above the name's floor.
-    fn insert_grant(&mut self, g: &NewGrant) -> Result<()> {
-        let token = self.newest.max(self.state.floor) + 1;
-        self.newest = token;
-        self.issued = Some(Token(token));
-        self.state.grants.push(GrantRec {
-            token,
-            owner: g.owner.label.clone(),
-            owner_explicit: g.owner.explicit,
-            mode: g.mode,
-            holder: g.holder.clone(),
-            acquired_ms: self.now.0 / 1000,
-            ttl_ms: duration_millis(g.ttl),
-            expires_us: self.now.0.saturating_add(micros(g.ttl)),
-        });
-        Ok(())
-    }
-
-    fn refresh_waiter(&mut self, ticket: WaiterTicket, ttl: Duration) -> Result<()> {
-        let now = self.now.0;
-        if let Some(w) = self.state.waiters.iter_mut().find(|w| w.ticket == ticket.0) {
-            w.expires_us = now.saturating_add(micros(ttl));
-        }
-        Ok(())
-    }
-
-    fn enqueue_waiter(&mut self, w: &NewWaiter) -> Result<()> {
-        self.state.tickets += 1;
-        self.ticket = Some(WaiterTicket(self.state.tickets));
-        self.state.waiters.push(WaiterRec {
-            ticket: self.state.tickets,
-            mode: w.mode,
-            holder: w.holder.clone(),
-            expires_us: self.now.0.saturating_add(micros(w.ttl)),
-        });
-        Ok(())
-    }
-
-    fn remove_waiter(&mut self, ticket: WaiterTicket) -> Result<()> {
-        self.state.waiters.retain(|w| w.ticket != ticket.0);
-        Ok(())
-    }
-
-    fn record(&mut self, e: &Entry) -> Result<()> {
-        self.state.seq += 1;
-        self.state.recent.push(HistoryRec {
-            at_ms: self.now.0 / 1000,
-            event: e.event.as_str().to_owned(),
-            token: Some(e.token.resolve(self.issued).0),
-            owner: e.owner.clone(),
-            detail: e.detail.clone(),
-        });
-        Ok(())
-    }
 }
 
 fn decode_history(doc: &Doc, json: &str) -> Result<Vec<HistoryRec>> {
@@ -243,14 +63,7 @@ fn decode_history(doc: &Doc, json: &str) -> Result<Vec<HistoryRec>> {
 }
 
 fn entry(r: &HistoryRec) -> Result<HistoryEntry> {
-    Ok(HistoryEntry {
-        at: from_ms(r.at_ms),
-        event: HistoryEvent::parse(&r.event)
-            .ok_or_else(|| Error::Corrupt(format!("unknown history event {:?}", r.event)))?,
-        token: r.token.map(Token),
-        owner: r.owner.clone(),
-        detail: r.detail.clone(),
-    })
+    r.entry().map_err(Error::Corrupt)
 }
 
 /// What the store's document holds: the floor new names start above, and
@@ -290,27 +103,15 @@ pub struct Conn<'a> {
     pub layout: &'a Layout,
 }
 
-impl Conn<'_> {
-    fn decode(doc: Doc, now: ServerTime) -> Result<Snapshot> {
-        let doc_name = doc.name.clone();
-        let corrupt = |what: &str| Error::Corrupt(format!("{doc_name}: {what}"));
-        let newest = doc.int("newest").ok_or_else(|| corrupt("no integer field `newest`"))?;
-        let state = doc.str("state").ok_or_else(|| corrupt("no string field `state`"))?;
-        let mut state: State =
-            serde_json::from_str(state).map_err(|e| corrupt(&format!("field `state` is unreadable: {e}")))?;
-        // Expired waiter registrations are left out as they are read.
-        state.waiters.retain(|w| w.expires_us > now.0);
-        Ok(Snapshot {
-            doc: Some(doc),
-            creation: None,
-            newest: u64::try_from(newest).map_err(|_| corrupt("a negative `newest`"))?,
-            state,
-            now,
-        })
-    }
+/// A name's snapshot on Firestore.
+type Snap = Snapshot<Read>;
+
+impl DocStore for Conn<'_> {
+    type Read = Read;
+    type Error = Error;
 
     /// Read one name's document, and the store's when the name has none.
-    fn snapshot(&self, name: &LeaseName) -> Result<Snapshot> {
+    fn snapshot(&self, name: &LeaseName) -> Result<Snap> {
         if let Some(snap) = self.snapshot_existing(name)? {
             return Ok(snap);
         }
@@ -321,21 +122,20 @@ impl Conn<'_> {
         if let Some(doc) = docs.pop().flatten() {
             return Self::decode(doc, now);
         }
-        Ok(Snapshot {
+        let state = State {
+            floor: StoreDoc::of(store.as_ref()).floor,
+            ..State::default()
+        };
+        let read = Read {
             doc: None,
-            state: State {
-                floor: StoreDoc::of(store.as_ref()).floor,
-                ..State::default()
-            },
             creation: Some(Creation { store }),
-            newest: 0,
-            now,
-        })
+        };
+        Ok(Snapshot::new(state, 0, now.0, read))
     }
 
     /// Commit `draft` over `snap`: `Ok(false)` when a precondition failed
     /// (nothing was written; decide again).
-    fn commit(&self, name: &LeaseName, snap: &Snapshot, mut draft: Draft) -> Result<bool> {
+    fn commit(&self, name: &LeaseName, snap: &Snap, mut draft: Draft) -> Result<bool> {
         let mut writes = Vec::new();
         // Whole chunks of history move out of the name's document; the
         // oldest chunk beyond those kept goes.
@@ -345,7 +145,7 @@ impl Conn<'_> {
             let entries: Vec<HistoryRec> = draft.state.recent.drain(..CHUNK as usize).collect();
             writes.push(Write::Set {
                 name: self.rest.doc_name(&self.layout.chunk(name, chunk)),
-                fields: vec![("entries", Field::Str(to_json(&entries)))],
+                fields: vec![("entries", Field::Str(document::to_json(&entries)))],
                 precondition: Precondition::None,
             });
             if chunk >= CHUNKS_KEPT {
@@ -360,11 +160,11 @@ impl Conn<'_> {
             fields: vec![
                 ("name", Field::Str(name.as_str().to_owned())),
                 ("newest", Field::Int(signed(draft.newest))),
-                ("state", Field::Str(to_json(&draft.state))),
+                ("state", Field::Str(document::to_json(&draft.state))),
             ],
-            precondition: Precondition::of(snap.doc.as_ref()),
+            precondition: Precondition::of(snap.read.doc.as_ref()),
         });
-        if let Some(Creation { store }) = &snap.creation {
+        if let Some(Creation { store }) = &snap.read.creation {
             // A new name: counted in the store's document, which a bump
             // reads and writes under the same kind of precondition.
             let mut counted = StoreDoc::of(store.as_ref());
@@ -378,172 +178,9 @@ impl Conn<'_> {
         }
     }
 
-    pub fn acquire(&self, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
-        let name = &p.name;
-        rounds(
-            || format!("acquiring {name}"),
-            Turn::Patient,
-            || {
-                let snap = self.snapshot(name)?;
-                let seen = snap.seen(name);
-                let plan = plan::acquire(p, &seen, &snap.queue());
-                let mut draft = Draft::new(&snap);
-                plan.apply(&mut draft)?;
-                let writes = !plan.ops.is_empty() && !snap.fresh_enough(&plan.ops);
-                let outcome = match plan.outcome {
-                    Acquire::Acquired(token) => {
-                        // The grant as it is once committed (or as read,
-                        // for a plan that writes nothing).
-                        let token = token.resolve(draft.issued);
-                        let g = draft
-                            .state
-                            .grants
-                            .iter()
-                            .find(|g| g.token == token.0)
-                            .ok_or_else(|| Error::Corrupt(format!("grant {token} of {name} vanished")))?;
-                        LeaseAcquire::Acquired(snap.grant(name, g))
-                    }
-                    Acquire::Held(waiting) => {
-                        LeaseAcquire::Held(waiting.held(seen.into_iter().map(|(g, _)| g), draft.ticket))
-                    }
-                };
-                if writes && !self.commit(name, &snap, draft)? {
-                    return Ok(None);
-                }
-                Ok(Some(outcome))
-            },
-        )
-    }
-
-    /// One token-scoped operation, read–plan–commit in rounds: the grant
-    /// of `token` as written (else as found) and the outcome. Without the
-    /// token's grant the planner also gets how the name's history says it
-    /// ended (`plan::ENDINGS`), when `ending` asks for it.
-    fn by_token<T>(
-        &self,
-        (name, token, op): (&LeaseName, Token, &str),
-        ending: bool,
-        planner: impl Fn(Option<Token>, Option<&Seen>, Option<HistoryEvent>) -> Plan<T>,
-    ) -> Result<(Option<Grant>, T)> {
-        rounds(
-            || format!("{op} {name} token {token}"),
-            Turn::Prompt,
-            || {
-                let snap = self.snapshot(name)?;
-                let found = snap.state.grants.iter().find(|g| g.token == token.0);
-                let seen = found.map(|g| (snap.grant(name, g), snap.live(g)));
-                let ended = match found {
-                    None if ending => self.ended(name, &snap, token)?,
-                    _ => None,
-                };
-                let plan = planner(snap.last_token(), seen.as_ref(), ended);
-                let mut draft = Draft::new(&snap);
-                plan.apply(&mut draft)?;
-                let written = draft.state.grants.iter().find(|g| g.token == token.0).cloned();
-                if !plan.ops.is_empty() && !self.commit(name, &snap, draft)? {
-                    return Ok(None);
-                }
-                Ok(Some((written.map(|g| snap.grant(name, &g)), plan.outcome)))
-            },
-        )
-    }
-
-    pub fn renew(&self, p: &LeaseRenewParams) -> Result<LeaseRenew> {
-        let at = (&p.name, p.token, "renewing");
-        match self.by_token(at, true, |_, found, ended| plan::renew(p, found, ended))? {
-            (Some(grant), Ok(())) => Ok(LeaseRenew::Renewed(grant)),
-            (None, Ok(())) => Err(Error::Corrupt(format!(
-                "grant {} of {} vanished from its renewal",
-                p.token, p.name
-            ))),
-            (_, Err(reason)) => Ok(LeaseRenew::Lost(reason)),
-        }
-    }
-
-    pub fn release(&self, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
-        let at = (&p.name, p.token, "releasing");
-        let (_, outcome) = self.by_token(at, true, |_, found, ended| plan::release(p, found, ended))?;
-        Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
-    }
-
-    pub fn fence(&self, p: &LeaseFenceParams) -> Result<LeaseFence> {
-        let at = (&p.name, p.token, "fencing");
-        let (_, outcome) = self.by_token(at, false, |newest, found, _| plan::fence(p, newest, found))?;
-        Ok(outcome)
-    }
-
-    pub fn waiter_enqueue(&self, p: &WaiterEnqueueParams) -> Result<WaiterTicket> {
-        let w = NewWaiter {
-            mode: p.mode,
-            holder: p.holder.clone(),
-            ttl: p.ttl,
-        };
-        rounds(
-            || format!("queueing for {}", p.name),
-            Turn::Patient,
-            || {
-                let snap = self.snapshot(&p.name)?;
-                let mut draft = Draft::new(&snap);
-                draft.enqueue_waiter(&w)?;
-                let ticket = draft.ticket.expect("enqueued");
-                Ok(self.commit(&p.name, &snap, draft)?.then_some(ticket))
-            },
-        )
-    }
-
-    pub fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {
-        rounds(
-            || format!("leaving the queue of {name}"),
-            Turn::Prompt,
-            || {
-                let snap = self.snapshot(name)?;
-                if !snap.state.waiters.iter().any(|w| w.ticket == ticket.0) {
-                    return Ok(Some(()));
-                }
-                let mut draft = Draft::new(&snap);
-                draft.remove_waiter(ticket)?;
-                Ok(self.commit(name, &snap, draft)?.then_some(()))
-            },
-        )
-    }
-
-    fn state(name: &LeaseName, snap: &Snapshot) -> Option<LeaseState> {
-        let last_token = snap.last_token()?;
-        Some(LeaseState {
-            name: name.clone(),
-            last_token,
-            grants: snap
-                .state
-                .grants
-                .iter()
-                .filter(|g| snap.live(g))
-                .map(|g| snap.grant(name, g))
-                .collect(),
-            waiters: snap.queue(),
-        })
-    }
-
-    pub fn get(&self, name: &LeaseName) -> Result<Option<LeaseState>> {
-        let snap = self.snapshot(name)?;
-        Ok(Self::state(name, &snap))
-    }
-
-    pub fn list(&self, p: &LeaseListParams) -> Result<Vec<LeaseState>> {
-        let mut out = Vec::new();
-        for (name, snap) in self.every_name()? {
-            if let Some(state) = Self::state(&name, &snap)
-                && (!p.live_only || !state.grants.is_empty())
-            {
-                out.push(state);
-            }
-        }
-        out.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-        Ok(out)
-    }
-
     /// The newest `limit` history entries of `name`, newest first: the
     /// document's own, then its chunks read at the same time.
-    fn entries(&self, name: &LeaseName, snap: &Snapshot, limit: u32) -> Result<Vec<HistoryEntry>> {
+    fn entries(&self, name: &LeaseName, snap: &Snap, limit: u32) -> Result<Vec<HistoryEntry>> {
         let limit = limit as usize;
         let mut out = Vec::new();
         for r in snap.state.recent.iter().rev().take(limit) {
@@ -561,7 +198,7 @@ impl Conn<'_> {
                 .rev()
                 .map(|c| self.rest.doc_name(&self.layout.chunk(name, c)))
                 .collect();
-            let (chunks, _) = self.rest.batch_get(&names, Some(snap.now))?;
+            let (chunks, _) = self.rest.batch_get(&names, Some(ServerTime(snap.now_us)))?;
             'chunks: for doc in chunks.iter().flatten() {
                 let json = doc
                     .str("entries")
@@ -577,11 +214,71 @@ impl Conn<'_> {
         Ok(out)
     }
 
-    /// How the grant of `token` ended, by the newest of `plan::ENDINGS`
-    /// recorded for it (only for a token the store no longer has).
-    fn ended(&self, name: &LeaseName, snap: &Snapshot, token: Token) -> Result<Option<HistoryEvent>> {
-        let entries = self.entries(name, snap, HISTORY_PER_NAME)?;
-        Ok(plan::ending(entries.iter().map(|e| (e.event, e.token)), token))
+    fn corrupt(what: String) -> Error {
+        Error::Corrupt(what)
+    }
+
+    fn contended(what: String) -> Error {
+        Error::Contended(what)
+    }
+}
+
+impl Conn<'_> {
+    fn decode(doc: Doc, now: ServerTime) -> Result<Snap> {
+        let doc_name = doc.name.clone();
+        let corrupt = |what: &str| Error::Corrupt(format!("{doc_name}: {what}"));
+        let newest = doc.int("newest").ok_or_else(|| corrupt("no integer field `newest`"))?;
+        let newest = u64::try_from(newest).map_err(|_| corrupt("a negative `newest`"))?;
+        let state = doc.str("state").ok_or_else(|| corrupt("no string field `state`"))?;
+        let state: State =
+            serde_json::from_str(state).map_err(|e| corrupt(&format!("field `state` is unreadable: {e}")))?;
+        let read = Read {
+            doc: Some(doc),
+            creation: None,
+        };
+        Ok(Snapshot::new(state, newest, now.0, read))
+    }
+
+    pub fn acquire(&self, p: &LeaseAcquireParams) -> Result<LeaseAcquire> {
+        document::acquire(self, p)
+    }
+
+    pub fn renew(&self, p: &LeaseRenewParams) -> Result<LeaseRenew> {
+        document::renew(self, p)
+    }
+
+    pub fn release(&self, p: &LeaseReleaseParams) -> Result<LeaseRelease> {
+        document::release(self, p)
+    }
+
+    pub fn fence(&self, p: &LeaseFenceParams) -> Result<LeaseFence> {
+        document::fence(self, p)
+    }
+
+    pub fn waiter_enqueue(&self, p: &WaiterEnqueueParams) -> Result<WaiterTicket> {
+        document::waiter_enqueue(self, p)
+    }
+
+    pub fn waiter_remove(&self, name: &LeaseName, ticket: WaiterTicket) -> Result<()> {
+        document::waiter_remove(self, name, ticket)
+    }
+
+    pub fn get(&self, name: &LeaseName) -> Result<Option<LeaseState>> {
+        let snap = self.snapshot(name)?;
+        Ok(snap.lease_state(name))
+    }
+
+    pub fn list(&self, p: &LeaseListParams) -> Result<Vec<LeaseState>> {
+        let mut out = Vec::new();
+        for (name, snap) in self.every_name()? {
+            if let Some(state) = snap.lease_state(&name)
+                && (!p.live_only || !state.grants.is_empty())
+            {
+                out.push(state);
+            }
+        }
+        out.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+        Ok(out)
     }
 
     pub fn history(&self, p: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>> {
@@ -593,7 +290,7 @@ impl Conn<'_> {
     }
 
     /// Every name with its document, as one query read them.
-    fn every_name(&self) -> Result<Vec<(LeaseName, Snapshot)>> {
+    fn every_name(&self) -> Result<Vec<(LeaseName, Snap)>> {
         let (docs, now) = self.rest.list(&self.layout.leases_parent(), "leases")?;
         docs.into_iter()
             .map(|doc| {
@@ -608,7 +305,7 @@ impl Conn<'_> {
     }
 
     /// A name's document, if it has one (a read that never creates).
-    fn snapshot_existing(&self, name: &LeaseName) -> Result<Option<Snapshot>> {
+    fn snapshot_existing(&self, name: &LeaseName) -> Result<Option<Snap>> {
         let doc_name = self.rest.doc_name(&self.layout.name(name));
         let (mut docs, now) = self.rest.batch_get(std::slice::from_ref(&doc_name), None)?;
         docs.pop().flatten().map(|doc| Self::decode(doc, now)).transpose()
@@ -635,7 +332,7 @@ impl Conn<'_> {
                 let (mut docs, _) = self.rest.batch_get(std::slice::from_ref(&store_name), None)?;
                 let store = docs.pop().flatten();
                 let mut raised = StoreDoc::of(store.as_ref());
-                let highest = Token(highest.max(raised.floor));
+                let highest = leasehold_backend::Token(highest.max(raised.floor));
                 let new_floor = match p.floor_above(highest) {
                     Ok(f) => f,
                     Err(refused) => return Ok(Some(Err(refused))),
@@ -657,23 +354,7 @@ impl Conn<'_> {
         // Every name made before the store's floor was raised is listed
         // now; those made since start above it.
         for (name, listed) in self.every_name()? {
-            let mut snap = Some(listed);
-            rounds(
-                || format!("raising the token floor of {name}"),
-                Turn::Prompt,
-                || {
-                    let snap = match snap.take() {
-                        Some(s) => s,
-                        None => self.snapshot(&name)?,
-                    };
-                    if snap.state.floor >= bumped.floor.0 {
-                        return Ok(Some(()));
-                    }
-                    let mut draft = Draft::new(&snap);
-                    draft.state.floor = bumped.floor.0;
-                    Ok(self.commit(&name, &snap, draft)?.then_some(()))
-                },
-            )?;
+            document::raise_floor(self, &name, Some(listed), bumped.floor.0)?;
         }
         Ok(Ok(bumped))
     }
@@ -687,40 +368,8 @@ impl Conn<'_> {
     }
 }
 
-/// Who is retrying after a lost race, which says how long it waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Turn {
-    /// A holder's renewal, release or fence, or a write that must land
-    /// soon: it tries again at once, or within 4 ms.
-    Prompt,
-    /// An acquirer or a waiter keeping its place: it steps back longer
-    /// (up to 256 ms), so that a crowd of waiters on a name never keeps
-    /// the holder's renewal from landing.
-    Patient,
-}
-
-/// Run `round` until it commits (`Some`), at most `MAX_ROUNDS` times,
-/// waiting a little more after each lost race.
-pub fn rounds<T>(what: impl FnOnce() -> String, turn: Turn, mut round: impl FnMut() -> Result<Option<T>>) -> Result<T> {
-    for n in 0..MAX_ROUNDS {
-        if let Some(done) = round()? {
-            return Ok(done);
-        }
-        std::thread::sleep(backoff(n, turn));
-    }
-    Err(Error::Contended(what()))
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_string(v).expect("leasehold's own documents always serialize")
-}
-
-/// The wait after the `n`th lost race in a row: up to 1, 2, 4 … ms
-/// (at most 4 ms for a prompt turn, 256 ms for a patient one), spread so
-/// that racers do not meet again at once.
-fn backoff(n: u32, turn: Turn) -> Duration {
-    use std::hash::{BuildHasher, RandomState};
-    let cap = 1u64 << n.min(if turn == Turn::Prompt { 2 } else { 8 });
-    let spread = RandomState::new().hash_one(std::time::Instant::now()) % (cap * 1000);
-    Duration::from_micros(spread)
+/// Run `round` until it commits, as every call of this store does
+/// ([`document::rounds`]).
+pub fn rounds<T>(what: impl FnOnce() -> String, turn: Turn, round: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    document::rounds::<Conn<'_>, T>(what, turn, round)
 }

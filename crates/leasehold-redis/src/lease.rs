@@ -1,0 +1,252 @@
+//! Lease operations on Redis: a name is one hash (`PREFIX:name:NAME`: `s`
+//! the document's state as JSON, `n` the newest token, `v` its version,
+//! one more per commit) and its history a list (`PREFIX:history:NAME`,
+//! the newest `HISTORY_PER_NAME` entries). The algorithm is the shared
+//! one for a name kept as one document (`leasehold_backend::document`):
+//! one script reads the hash and the server's `TIME`, the plan decides
+//! here, and one script commits only if the version is still the one read.
+//!
+//! **The clock is the server's**: `TIME`, read inside the script that reads
+//! the name, is the `now` of the decision. It is the server's wall clock:
+//! docs/REDIS.md says what a step of it does.
+
+use leasehold_backend::document::{self, DocStore, Draft, Snapshot, State};
+use leasehold_backend::plan::HISTORY_PER_NAME;
+use leasehold_backend::{
+    HistoryEntry, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseState, Token, TokensBumpParams,
+    TokensBumpRefused, TokensBumped,
+};
+
+use crate::resp::Reply;
+use crate::{Error, RedisBackend, Result, Script};
+
+/// Read a name: the server's time, the name's hash fields and the floor.
+pub const READ: Script = Script::new(
+    "local t = redis.call('TIME')
+     local d = redis.call('HMGET', KEYS[1], 's', 'v', 'n')
+     return {t[1], t[2], d[1], d[2], d[3], redis.call('GET', KEYS[2])}",
+);
+
+/// Commit a name's new document if its version is still the one read (and,
+/// for a new name, the floor too, which a bump raises), append its new
+/// history entries, keep the newest ARGV[7], and tell the name's waiters.
+pub const COMMIT: Script = Script::new(
+    "local v = redis.call('HGET', KEYS[1], 'v')
+     if (v or '') ~= ARGV[1] then return 0 end
+     if ARGV[1] == '' then
+       if (redis.call('GET', KEYS[4]) or '0') ~= ARGV[2] then return 0 end
+       redis.call('SADD', KEYS[3], ARGV[5])
+     end
+     redis.call('HSET', KEYS[1], 's', ARGV[3], 'n', ARGV[4], 'v', tostring((tonumber(ARGV[1]) or 0) + 1))
+     if #ARGV > 7 then
+       redis.call('RPUSH', KEYS[2], unpack(ARGV, 8))
+       redis.call('LTRIM', KEYS[2], -tonumber(ARGV[7]), -1)
+     end
+     redis.call('PUBLISH', ARGV[6], 'changed')
+     return 1",
+);
+
+/// Raise the store's floor from ARGV[1] (as read) to ARGV[2].
+pub const RAISE_FLOOR: Script = Script::new(
+    "if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[1] then return 0 end
+     redis.call('SET', KEYS[1], ARGV[2])
+     return 1",
+);
+
+/// What a snapshot carries for its commit: the version read (`None` for a
+/// name without a hash yet) and the store's floor as read.
+#[derive(Debug)]
+pub struct Read {
+    version: Option<String>,
+    floor: u64,
+}
+
+type Snap = Snapshot<Read>;
+
+fn text(r: &Reply) -> Option<String> {
+    r.text().map(str::to_owned)
+}
+
+impl RedisBackend {
+    /// The snapshot of `name` from a `READ` reply.
+    fn decode(&self, name: &LeaseName, reply: &Reply) -> Result<Snap> {
+        let corrupt = |what: &str| Error::Corrupt(format!("{}: {what}", self.keys.name(name)));
+        let Reply::Array(f) = reply else {
+            return Err(corrupt("the read script answered no array"));
+        };
+        let [secs, micros, state, version, newest, floor] = f.as_slice() else {
+            return Err(corrupt("the read script answered the wrong number of fields"));
+        };
+        let (Some(secs), Some(micros)) = (secs.int(), micros.int()) else {
+            return Err(corrupt("TIME answered no numbers"));
+        };
+        let now_us = secs.saturating_mul(1_000_000).saturating_add(micros);
+        let floor = floor.int().and_then(|f| u64::try_from(f).ok()).unwrap_or(0);
+        let read = Read {
+            version: text(version),
+            floor,
+        };
+        let Some(state) = text(state) else {
+            let state = State { floor, ..State::default() };
+            return Ok(Snapshot::new(state, 0, now_us, read));
+        };
+        let state: State =
+            serde_json::from_str(&state).map_err(|e| corrupt(&format!("field `s` is unreadable: {e}")))?;
+        let newest = newest
+            .int()
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| corrupt("field `n` is not a token"))?;
+        Ok(Snapshot::new(state, newest, now_us, read))
+    }
+
+    fn read_args(&self, name: &LeaseName) -> [String; 2] {
+        [self.keys.name(name), self.keys.floor()]
+    }
+
+    pub fn list(&self, p: &LeaseListParams) -> Result<Vec<LeaseState>> {
+        let mut out: Vec<LeaseState> = self
+            .every_name()?
+            .iter()
+            .filter_map(|(name, snap)| snap.lease_state(name))
+            .filter(|s| !p.live_only || !s.grants.is_empty())
+            .collect();
+        out.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+        Ok(out)
+    }
+
+    pub fn history(&self, p: &LeaseHistoryParams) -> Result<Vec<HistoryEntry>> {
+        let snap = self.snapshot(&p.name)?;
+        self.entries(&p.name, &snap, p.limit)
+    }
+
+    /// Every name the store ever made, each with its snapshot (one round
+    /// trip for all of them).
+    fn every_name(&self) -> Result<Vec<(LeaseName, Snap)>> {
+        let names = self.call(&["SMEMBERS", &self.keys.names()])?;
+        let Reply::Array(names) = names else {
+            return Err(Error::Corrupt(format!("{} is not a set", self.keys.names())));
+        };
+        let names: Vec<LeaseName> = names
+            .iter()
+            .map(|n| {
+                let stored = n.text().unwrap_or_default();
+                LeaseName::stored(stored)
+                    .map_err(|e| Error::Corrupt(format!("{} names {stored:?}: {e}", self.keys.names())))
+            })
+            .collect::<Result<_>>()?;
+        let calls: Vec<[String; 2]> = names.iter().map(|n| self.read_args(n)).collect();
+        let replies = self.eval_many(&READ, &calls, &[])?;
+        names
+            .into_iter()
+            .zip(replies)
+            .map(|(name, reply)| {
+                let snap = self.decode(&name, &reply)?;
+                Ok((name, snap))
+            })
+            .collect()
+    }
+
+    /// Raise the floor: first the store's, which every name made from then
+    /// on starts above (a creation commits only if the floor is as it read
+    /// it), then every existing name's own.
+    pub fn tokens_bump(&self, p: &TokensBumpParams) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
+        let highest = self.every_name()?.iter().map(|(_, s)| s.newest).max().unwrap_or(0);
+        let floor_key = self.keys.floor();
+        let raised = document::rounds::<Self, _>(
+            || "raising the token floor".to_owned(),
+            document::Turn::Prompt,
+            || {
+                let floor = self.call(&["GET", &floor_key])?.int().unwrap_or(0);
+                let floor = u64::try_from(floor).unwrap_or(0);
+                let highest = Token(highest.max(floor));
+                let new_floor = match p.floor_above(highest) {
+                    Ok(f) => f,
+                    Err(refused) => return Ok(Some(Err(refused))),
+                };
+                let args = [floor.to_string(), new_floor.0.to_string()];
+                let done = self.eval_replicated(&RAISE_FLOOR, &[&floor_key], &[&args[0], &args[1]])?;
+                Ok(done.then_some(Ok(TokensBumped {
+                    highest,
+                    floor: new_floor,
+                })))
+            },
+        )?;
+        let Ok(bumped) = raised else {
+            return Ok(raised);
+        };
+        for (name, snap) in self.every_name()? {
+            document::raise_floor(self, &name, Some(snap), bumped.floor.0)?;
+        }
+        Ok(Ok(bumped))
+    }
+
+    /// The version of a name's hash (`None` while it has none): what a
+    /// waiter compares.
+    pub fn version(&self, name: &LeaseName) -> Result<Option<String>> {
+        Ok(text(&self.call(&["HGET", &self.keys.name(name), "v"])?))
+    }
+}
+
+impl DocStore for RedisBackend {
+    type Read = Read;
+    type Error = Error;
+
+    fn snapshot(&self, name: &LeaseName) -> Result<Snap> {
+        let [key, floor] = self.read_args(name);
+        let reply = self.eval(&READ, &[&key, &floor], &[])?;
+        self.decode(name, &reply)
+    }
+
+    fn commit(&self, name: &LeaseName, snap: &Snap, mut draft: Draft) -> Result<bool> {
+        let history: Vec<String> = draft.state.recent.drain(..).map(|r| document::to_json(&r)).collect();
+        let keys = [
+            self.keys.name(name),
+            self.keys.history(name),
+            self.keys.names(),
+            self.keys.floor(),
+        ];
+        let fixed = [
+            snap.read.version.clone().unwrap_or_default(),
+            snap.read.floor.to_string(),
+            document::to_json(&draft.state),
+            draft.newest.to_string(),
+            name.as_str().to_owned(),
+            self.keys.channel(name),
+            HISTORY_PER_NAME.to_string(),
+        ];
+        let args: Vec<&str> = fixed.iter().chain(&history).map(String::as_str).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        self.eval_replicated(&COMMIT, &keys, &args)
+    }
+
+    fn entries(&self, name: &LeaseName, _: &Snap, limit: u32) -> Result<Vec<HistoryEntry>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let key = self.keys.history(name);
+        let reply = self.call(&["LRANGE", &key, &format!("-{limit}"), "-1"])?;
+        let Reply::Array(items) = reply else {
+            return Err(Error::Corrupt(format!("{key} is not a list")));
+        };
+        items
+            .iter()
+            .rev()
+            .map(|item| {
+                let rec: document::HistoryRec = serde_json::from_slice(match item {
+                    Reply::Bulk(b) => b,
+                    _ => &[],
+                })
+                .map_err(|e| Error::Corrupt(format!("{key} holds an unreadable entry: {e}")))?;
+                rec.entry().map_err(Error::Corrupt)
+            })
+            .collect()
+    }
+
+    fn corrupt(what: String) -> Error {
+        Error::Corrupt(what)
+    }
+
+    fn contended(what: String) -> Error {
+        Error::Contended(what)
+    }
+}

@@ -1,0 +1,490 @@
+//! The Redis store of leasehold: leases with fencing tokens on Redis 7.
+//!
+//! Each name is one document (a hash) changed by one Lua script per
+//! commit, decided by the shared plans (`leasehold_backend::document`,
+//! `lease`); the clock is the server's `TIME`; tokens come from the name's
+//! newest token, which only grows (`--bump-tokens` raises a floor above
+//! it); history is a list per name capped as every store caps it; waiters
+//! are woken by pub/sub. `durability` says what the server's persistence
+//! settings allow, and the store refuses to open on settings that can lose
+//! acknowledged grants unless told `durability=relaxed`. See docs/REDIS.md.
+
+mod durability;
+mod lease;
+mod resp;
+mod url;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use leasehold_backend::document;
+use leasehold_backend::{
+    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
+    LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped,
+    WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
+};
+
+pub use crate::durability::Durability;
+pub use crate::url::{DEFAULT_PREFIX, Password, RedisUrl, STORE};
+
+use crate::resp::{Conn, Reply};
+
+/// How long one request may take (connecting, sending, answering).
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a write waits for its replicas (`wait=N`).
+const WAIT_REPLICAS: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+pub enum Error {
+    Io(std::io::Error),
+    /// An error reply: the server's words.
+    Server(String),
+    /// A key this code could not have written.
+    Corrupt(String),
+    /// Lost the race `document::MAX_ROUNDS` times in a row.
+    Contended(String),
+    /// Committed on the primary, not confirmed by `wait=N` replicas.
+    Unreplicated { confirmed: i64, wanted: u32 },
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A Lua script, sent once per connection's server by `SCRIPT LOAD` and
+/// then called by its SHA1 (`EVALSHA`).
+#[derive(Debug)]
+pub struct Script {
+    source: &'static str,
+}
+
+impl Script {
+    pub const fn new(source: &'static str) -> Self {
+        Self { source }
+    }
+}
+
+/// The keys of one store, under its prefix.
+#[derive(Debug, Clone)]
+struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    fn name(&self, name: &LeaseName) -> String {
+        format!("{}:name:{}", self.prefix, name.as_str())
+    }
+    fn history(&self, name: &LeaseName) -> String {
+        format!("{}:history:{}", self.prefix, name.as_str())
+    }
+    fn channel(&self, name: &LeaseName) -> String {
+        format!("{}:changed:{}", self.prefix, name.as_str())
+    }
+    fn names(&self) -> String {
+        format!("{}:names", self.prefix)
+    }
+    fn floor(&self) -> String {
+        format!("{}:floor", self.prefix)
+    }
+}
+
+/// A Redis server as a leasehold store.
+#[derive(Debug)]
+pub struct RedisBackend {
+    url: RedisUrl,
+    password: Option<String>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    keys: Keys,
+    /// Idle connections; a call takes one (or connects) and puts it back
+    /// unless it failed.
+    idle: Mutex<Vec<Conn>>,
+    /// The scripts' SHA1s as the server named them (`SCRIPT LOAD`).
+    shas: Mutex<Vec<(&'static str, String)>>,
+    durability: Durability,
+}
+
+impl RedisBackend {
+    /// Connect, and read the server's persistence settings: refused on
+    /// settings that can lose acknowledged writes unless `url.relaxed`.
+    ///
+    /// # Errors
+    /// A password or TLS file that cannot be read, a server that cannot be
+    /// reached or refuses the credentials, or weak durability.
+    pub fn open(url: &RedisUrl) -> std::result::Result<Self, BackendError> {
+        let label = Self::label(url);
+        let password = match &url.password {
+            None => None,
+            Some(Password::File(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| {
+                        BackendError::invalid_url(&label, format!("password_file={}: {e}", path.display()))
+                    })?
+                    .trim_end_matches(['\n', '\r'])
+                    .to_owned(),
+            ),
+            Some(Password::Env(var)) => Some(std::env::var(var).map_err(|_| {
+                BackendError::invalid_url(&label, format!("password_env={var}: the variable is not set (or not UTF-8)"))
+            })?),
+        };
+        let tls = url
+            .tls
+            .then(|| -> std::result::Result<_, String> {
+                let roots = leasehold_tls::roots("cacert", url.cacert.as_deref()).map_err(|e| e.to_string())?;
+                let identity = match (&url.cert, &url.key) {
+                    (Some(cert), Some(key)) => {
+                        Some(leasehold_tls::identity(("cert", cert), ("key", key)).map_err(|e| e.to_string())?)
+                    }
+                    _ => None,
+                };
+                let config = leasehold_tls::client_config(roots, identity.as_ref(), &[]).map_err(|e| e.to_string())?;
+                Ok(Arc::new(config))
+            })
+            .transpose()
+            .map_err(|reason| BackendError::invalid_url(&label, reason))?;
+        let backend = Self {
+            url: url.clone(),
+            password,
+            tls,
+            keys: Keys {
+                prefix: url.prefix.clone(),
+            },
+            idle: Mutex::new(Vec::new()),
+            shas: Mutex::new(Vec::new()),
+            durability: Durability::unread(),
+        };
+        let durability = Durability::read(&backend).map_err(|e| backend.error(e))?;
+        let backend = Self { durability, ..backend };
+        if !url.relaxed
+            && let Some(risk) = backend.durability.risk()
+        {
+            return Err(BackendError::unsupported(
+                backend.store(),
+                "a server whose settings can lose acknowledged grants",
+                format!(
+                    "{risk}. Set `appendonly yes` and `appendfsync always` on the server (docs/REDIS.md), or accept the risk with ?durability=relaxed"
+                ),
+            ));
+        }
+        Ok(backend)
+    }
+
+    fn label(url: &RedisUrl) -> String {
+        let scheme = if url.tls { "rediss" } else { "redis" };
+        let user = url.user.as_ref().map(|u| format!("{u}@")).unwrap_or_default();
+        format!("{scheme}://{user}{}:{}/{}?prefix={}", url.host, url.port, url.db, url.prefix)
+    }
+
+    fn store(&self) -> String {
+        Self::label(&self.url)
+    }
+
+    fn connect(&self) -> Result<Conn> {
+        let mut conn = Conn::connect(&self.url.host, self.url.port, self.tls.as_ref(), TIMEOUT)?;
+        if let Some(password) = &self.password {
+            let mut args = vec!["AUTH".as_bytes()];
+            if let Some(user) = &self.url.user {
+                args.push(user.as_bytes());
+            }
+            args.push(password.as_bytes());
+            ok(conn.call(&args)?)?;
+        }
+        if self.url.db != 0 {
+            ok(conn.call(&[b"SELECT", self.url.db.to_string().as_bytes()])?)?;
+        }
+        Ok(conn)
+    }
+
+    /// Run `f` on a connection: an idle one, or a new one.
+    fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        let idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let mut conn = match idle {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        let out = f(&mut conn);
+        // A connection that failed in the middle of a reply is not reused.
+        if !matches!(out, Err(Error::Io(_))) {
+            self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+        }
+        out
+    }
+
+    /// One command; an error reply is an error.
+    fn call(&self, args: &[&str]) -> Result<Reply> {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.with_conn(|c| ok(c.call(&args)?))
+    }
+
+    fn sha(&self, script: &Script, conn: &mut Conn, reload: bool) -> Result<String> {
+        let mut shas = self.shas.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !reload && let Some((_, sha)) = shas.iter().find(|(s, _)| std::ptr::eq(*s, script.source)) {
+            return Ok(sha.clone());
+        }
+        let sha = ok(conn.call(&[b"SCRIPT", b"LOAD", script.source.as_bytes()])?)?
+            .text()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Server("SCRIPT LOAD answered no SHA1".to_owned()))?;
+        shas.retain(|(s, _)| !std::ptr::eq(*s, script.source));
+        shas.push((script.source, sha.clone()));
+        Ok(sha)
+    }
+
+    /// Call `script` once per entry of `calls` (its keys), all with `args`,
+    /// pipelined: one round trip.
+    fn eval_many<K: AsRef<[String]>>(&self, script: &Script, calls: &[K], args: &[&str]) -> Result<Vec<Reply>> {
+        self.with_conn(|conn| self.eval_on(conn, script, calls, args))
+    }
+
+    fn eval_on<K: AsRef<[String]>>(
+        &self,
+        conn: &mut Conn,
+        script: &Script,
+        calls: &[K],
+        args: &[&str],
+    ) -> Result<Vec<Reply>> {
+        let mut reload = false;
+        loop {
+            let sha = self.sha(script, conn, reload)?;
+            for keys in calls {
+                let keys = keys.as_ref();
+                let count = keys.len().to_string();
+                let mut argv: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), count.as_bytes()];
+                argv.extend(keys.iter().map(|k| k.as_bytes()));
+                argv.extend(args.iter().map(|a| a.as_bytes()));
+                conn.send(&argv)?;
+            }
+            let replies = calls.iter().map(|_| conn.read()).collect::<std::io::Result<Vec<_>>>()?;
+            // A server restarted (or `SCRIPT FLUSH`ed) forgot the script:
+            // load it again, once.
+            if !reload && replies.iter().any(|r| matches!(r, Reply::Error(e) if e.starts_with("NOSCRIPT"))) {
+                reload = true;
+                continue;
+            }
+            return replies.into_iter().map(ok).collect();
+        }
+    }
+
+    fn eval(&self, script: &Script, keys: &[&str], args: &[&str]) -> Result<Reply> {
+        let keys: Vec<String> = keys.iter().map(|&k| k.to_owned()).collect();
+        let mut replies = self.eval_many(script, &[keys], args)?;
+        Ok(replies.pop().unwrap_or(Reply::Nil))
+    }
+
+    /// Run `script` once, and when it answers 1 (it wrote), with `wait=N`
+    /// wait until N replicas have what it wrote (`WAIT`, on the same
+    /// connection: it waits for that client's writes).
+    fn eval_replicated(&self, script: &Script, keys: &[&str], args: &[&str]) -> Result<bool> {
+        let keys: Vec<String> = keys.iter().map(|&k| k.to_owned()).collect();
+        self.with_conn(|conn| {
+            let wrote = self.eval_on(conn, script, &[keys], args)?.pop().and_then(|r| r.int()) == Some(1);
+            let wanted = self.url.wait;
+            if wrote && wanted > 0 {
+                let ms = WAIT_REPLICAS.as_millis().to_string();
+                let confirmed = ok(conn.call(&[b"WAIT", wanted.to_string().as_bytes(), ms.as_bytes()])?)?
+                    .int()
+                    .unwrap_or(0);
+                if confirmed < i64::from(wanted) {
+                    return Err(Error::Unreplicated { confirmed, wanted });
+                }
+            }
+            Ok(wrote)
+        })
+    }
+
+    /// What a failure means for the user, and what to do.
+    fn error(&self, e: Error) -> BackendError {
+        let store = self.store();
+        let at = format!("{}:{}", self.url.host, self.url.port);
+        match e {
+            Error::Io(io) => BackendError::new(ErrorKind::Unavailable, store, format!("cannot reach Redis at {at}: {io}"))
+                .hint("is redis-server running there? a call that failed this way was not reported as done")
+                .with_source(io),
+            Error::Server(words) => {
+                let code = words.split_whitespace().next().unwrap_or_default();
+                let (kind, hint) = match code {
+                    "NOAUTH" | "WRONGPASS" | "NOPERM" => (
+                        ErrorKind::Auth,
+                        "check the user and the password (password_file= or password_env=), and that the ACL lets the user run scripts on the prefix's keys",
+                    ),
+                    "READONLY" => (ErrorKind::ReadOnly, "this server is a replica: point the URL at the primary"),
+                    "BUSY" => (ErrorKind::Busy, "the server is running a long script; retry"),
+                    _ => (ErrorKind::Unavailable, "nothing was reported as done by a call that failed this way"),
+                };
+                BackendError::new(kind, store, format!("Redis at {at} answered: {words}")).hint(hint)
+            }
+            Error::Corrupt(reason) => BackendError::new(ErrorKind::Corrupt, store, reason).hint(format!(
+                "a key under the prefix {:?} was not written by leasehold, or was changed by hand; leasehold left it as it is",
+                self.keys.prefix
+            )),
+            Error::Contended(what) => BackendError::new(
+                ErrorKind::Busy,
+                store,
+                format!("{what} kept losing races with other clients"),
+            )
+            .hint("retry; nothing was changed by this call"),
+            Error::Unreplicated { confirmed, wanted } => BackendError::new(
+                ErrorKind::Unavailable,
+                store,
+                format!(
+                    "the change was made on the primary, but only {confirmed} of the {wanted} replicas asked for (wait={wanted}) confirmed it within {} s: it is not acknowledged",
+                    WAIT_REPLICAS.as_secs()
+                ),
+            )
+            .hint("check the replicas (`INFO replication`); a grant made this way is not used and expires with its TTL"),
+        }
+    }
+
+    fn run<T>(&self, f: impl FnOnce() -> Result<T>) -> std::result::Result<T, BackendError> {
+        f().map_err(|e| self.error(e))
+    }
+}
+
+/// An error reply as an error.
+fn ok(reply: Reply) -> Result<Reply> {
+    match reply {
+        Reply::Error(words) => Err(Error::Server(words)),
+        other => Ok(other),
+    }
+}
+
+impl Backend for RedisBackend {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            clock_skew: false,
+            host_local: false,
+            reopenable: true,
+        }
+    }
+
+    fn store_backup(&self, _: &StoreBackupParams) -> std::result::Result<StoreBackup, BackendError> {
+        Err(BackendError::unsupported(
+            self.store(),
+            "a backup by leasehold",
+            "copy the server's AOF or RDB files (`BGSAVE`), and after restoring one run `leasehold migrate --bump-tokens N` (docs/REDIS.md)",
+        ))
+    }
+
+    fn describe(&self) -> std::result::Result<StoreInfo, BackendError> {
+        self.run(|| {
+            let names = self.call(&["SCARD", &self.keys.names()])?.int().unwrap_or(0);
+            let floor = self.call(&["GET", &self.keys.floor()])?.int().unwrap_or(0);
+            let mut facts = vec![
+                ("server".to_owned(), format!("{}:{}", self.url.host, self.url.port)),
+                ("database".to_owned(), self.url.db.to_string()),
+                ("prefix".to_owned(), self.keys.prefix.clone()),
+                ("names".to_owned(), names.to_string()),
+                ("token floor".to_owned(), floor.to_string()),
+            ];
+            facts.extend(self.durability.facts(self.url.wait));
+            let mut warnings = Vec::new();
+            let mut problems = Vec::new();
+            if let Some(risk) = self.durability.risk() {
+                warnings.push(("durability".to_owned(), format!("{risk} (opened with durability=relaxed)")));
+            }
+            if let Some(short) = self.durability.replicas_short(self.url.wait) {
+                problems.push(("replicas".to_owned(), short));
+            }
+            Ok(StoreInfo {
+                kind: "redis",
+                location: self.store(),
+                schema_version: None,
+                facts,
+                problems,
+                warnings,
+            })
+        })
+    }
+
+    fn lease_acquire(&self, params: &LeaseAcquireParams) -> std::result::Result<LeaseAcquire, BackendError> {
+        params.check()?;
+        self.run(|| document::acquire(self, params))
+    }
+
+    fn lease_renew(&self, params: &LeaseRenewParams) -> std::result::Result<LeaseRenew, BackendError> {
+        params.check()?;
+        self.run(|| document::renew(self, params))
+    }
+
+    fn lease_release(&self, params: &LeaseReleaseParams) -> std::result::Result<LeaseRelease, BackendError> {
+        self.run(|| document::release(self, params))
+    }
+
+    fn lease_fence(&self, params: &LeaseFenceParams) -> std::result::Result<LeaseFence, BackendError> {
+        self.run(|| document::fence(self, params))
+    }
+
+    fn waiter_enqueue(&self, params: &WaiterEnqueueParams) -> std::result::Result<WaiterTicket, BackendError> {
+        params.check()?;
+        self.run(|| document::waiter_enqueue(self, params))
+    }
+
+    fn waiter_remove(&self, p: &WaiterRemoveParams) -> std::result::Result<(), BackendError> {
+        self.run(|| document::waiter_remove(self, &p.name, p.ticket))
+    }
+
+    fn lease_get(&self, name: &LeaseName) -> std::result::Result<Option<LeaseState>, BackendError> {
+        self.run(|| Ok(document::DocStore::snapshot(self, name)?.lease_state(name)))
+    }
+
+    fn lease_list(&self, params: &LeaseListParams) -> std::result::Result<Vec<LeaseState>, BackendError> {
+        self.run(|| self.list(params))
+    }
+
+    fn lease_history(&self, params: &LeaseHistoryParams) -> std::result::Result<Vec<HistoryEntry>, BackendError> {
+        self.run(|| self.history(params))
+    }
+
+    fn tokens_bump(&self, params: &TokensBumpParams) -> std::result::Result<TokensBumped, BackendError> {
+        self.run(|| self.tokens_bump(params))?
+            .map_err(|refused| BackendError::tokens_bump_refused(self.store(), refused))
+    }
+
+    /// Subscribes to the name's channel (every commit of the name
+    /// publishes on it), then reads the name's version: returns when it
+    /// differs from the one this topic saw last (its cursor), when a
+    /// message arrives, or after `timeout`. A grant's expiry writes
+    /// nothing: a waiter learns of it when its own wait (bounded by the
+    /// grant's expiry) ends. Queue topics sleep: no queue here.
+    fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
+        let deadline = Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
+        let Watched::Lease(name) = topic.watched() else {
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            return Ok(());
+        };
+        let waited = || -> Result<()> {
+            let mut sub = self.connect()?;
+            let channel = self.keys.channel(name);
+            sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?;
+            // Subscribed first, read second: a change after the read is a
+            // message; one before it, a new version.
+            let version = self.version(name)?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            let before = topic.cursor();
+            topic.set_cursor(version);
+            if before != 0 && before != version {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            sub.set_read_timeout(left)?;
+            match sub.read() {
+                Ok(_) => Ok(()),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        };
+        // A failed wait is only a shorter one: the waiter reads the store
+        // next, and that read reports a store that is down.
+        if waited().is_err() {
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(500)));
+        }
+        Ok(())
+    }
+}

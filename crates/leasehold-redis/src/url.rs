@@ -1,0 +1,199 @@
+//! `redis://[USER@]HOST[:PORT][/DB][?PARAMS]` (and `rediss://` for TLS) and
+//! how the store registers itself.
+//!
+//! Parameters: `prefix` (of every key, default `leasehold`),
+//! `password_file` or `password_env` (the password is never in the URL: a
+//! command line is visible in `ps` and shell history), `durability=relaxed`
+//! (open on a server whose settings can lose acknowledged writes; see
+//! `durability`), `wait=N` (every write waits for N replicas), and for
+//! `rediss://` `cacert`, `cert`, `key` (PEM files, as for PostgreSQL and
+//! etcd).
+
+use std::path::PathBuf;
+
+use leasehold_backend::{Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration};
+
+use crate::RedisBackend;
+
+pub const STORE: StoreRegistration = StoreRegistration {
+    kind: StoreKind {
+        schemes: &["redis", "rediss"],
+        name: "the Redis store",
+        feature: Some("redis"),
+        example: "redis://127.0.0.1:6379",
+    },
+    parse,
+    redact: str::to_owned,
+    open,
+};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "leasehold";
+
+/// Where the password comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Password {
+    File(PathBuf),
+    Env(String),
+}
+
+/// A parsed URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisUrl {
+    pub tls: bool,
+    pub user: Option<String>,
+    pub host: String,
+    pub port: u16,
+    pub db: u32,
+    pub prefix: String,
+    pub password: Option<Password>,
+    /// `durability=relaxed`: open on settings that can lose acknowledged writes.
+    pub relaxed: bool,
+    /// `wait=N`: replicas every write waits for.
+    pub wait: u32,
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+fn parse(url: &str) -> Result<StoreLocation, BackendError> {
+    checked(url)?;
+    Ok(StoreLocation::Url(url.to_owned()))
+}
+
+fn checked(url: &str) -> Result<RedisUrl, BackendError> {
+    RedisUrl::parse(url).map_err(|reason| BackendError::invalid_url(url, reason))
+}
+
+fn open(location: &StoreLocation, _: &StoreOpenOptions) -> Result<Box<dyn Backend>, BackendError> {
+    let url = checked(location.url(STORE.kind.name)?)?;
+    Ok(Box::new(RedisBackend::open(&url)?))
+}
+
+/// A key prefix leasehold uses: letters, digits and `_-.:`.
+fn prefix_ok(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= 100
+        && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+}
+
+impl RedisUrl {
+    /// Parse a `redis://` or `rediss://` URL: the reason it is refused, if it is.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("redis://") {
+            (false, rest)
+        } else if let Some(rest) = url.strip_prefix("rediss://") {
+            (true, rest)
+        } else {
+            return Err("a Redis URL starts with redis:// or rediss://".to_owned());
+        };
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, db) = path.split_once('/').unwrap_or((path, ""));
+        let (user, hostport) = match authority.rsplit_once('@') {
+            Some((userinfo, _)) if userinfo.contains(':') => {
+                return Err("a password in the URL is on the command line, in `ps` and in shell history: put it in a file (password_file=PATH) or an environment variable (password_env=NAME)".to_owned());
+            }
+            Some((user, hostport)) if !user.is_empty() => (Some(user.to_owned()), hostport),
+            Some((_, hostport)) => (None, hostport),
+            None => (None, authority),
+        };
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || hostport.starts_with('[') => {
+                (h, p.parse().map_err(|_| format!("port {p:?} is not a number from 1 to 65535"))?)
+            }
+            _ => (hostport, 6379),
+        };
+        if host.is_empty() || port == 0 {
+            return Err("no host: redis://HOST[:PORT][/DB]".to_owned());
+        }
+        let db = if db.is_empty() {
+            0
+        } else {
+            db.parse().map_err(|_| format!("database {db:?} is not a number (redis://HOST/0)"))?
+        };
+        let mut out = Self {
+            tls,
+            user,
+            host: host.to_owned(),
+            port,
+            db,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            password: None,
+            relaxed: false,
+            wait: 0,
+            cacert: None,
+            cert: None,
+            key: None,
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "prefix" if prefix_ok(v) => out.prefix = v.to_owned(),
+                "prefix" => return Err(format!("prefix={v:?} is not a key prefix leasehold uses (letters, digits and _-.:)")),
+                "password_file" if !v.is_empty() => out.password = Some(Password::File(v.into())),
+                "password_env" if !v.is_empty() => out.password = Some(Password::Env(v.to_owned())),
+                "durability" if v == "relaxed" => out.relaxed = true,
+                "durability" if v == "strict" => out.relaxed = false,
+                "durability" => return Err(format!("durability={v:?}: strict (the default) or relaxed")),
+                "wait" => {
+                    out.wait = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n <= 64)
+                        .ok_or_else(|| format!("wait={v:?} is not a number of replicas from 0 to 64"))?;
+                }
+                "cacert" | "cert" | "key" if !tls => {
+                    return Err(format!("{k}= is for TLS: use rediss://"));
+                }
+                "cacert" if !v.is_empty() => out.cacert = Some(v.into()),
+                "cert" if !v.is_empty() => out.cert = Some(v.into()),
+                "key" if !v.is_empty() => out.key = Some(v.into()),
+                _ => {
+                    return Err(format!(
+                        "unknown or empty parameter {pair:?} (known: prefix, password_file, password_env, durability, wait, cacert, cert, key)"
+                    ));
+                }
+            }
+        }
+        if out.cert.is_some() != out.key.is_some() {
+            return Err("cert= and key= go together (a client certificate and its key)".to_owned());
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_or_say_why_not() {
+        let u = RedisUrl::parse("redis://127.0.0.1").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.db, u.tls), ("127.0.0.1", 6379, 0, false));
+        let u = RedisUrl::parse("rediss://app@cache.example:6380/2?prefix=jobs&password_env=PW&wait=1&durability=relaxed")
+            .unwrap();
+        assert_eq!(
+            (u.user.as_deref(), u.host.as_str(), u.port, u.db, u.prefix.as_str()),
+            (Some("app"), "cache.example", 6380, 2, "jobs")
+        );
+        assert_eq!((u.password, u.wait, u.relaxed, u.tls), (Some(Password::Env("PW".into())), 1, true, true));
+        let u = RedisUrl::parse("redis://[::1]:7000").unwrap();
+        assert_eq!((u.host.as_str(), u.port), ("[::1]", 7000));
+        for (bad, says) in [
+            ("postgres://x", "starts with redis://"),
+            ("redis://u:secret@h", "password in the URL"),
+            ("redis://", "no host"),
+            ("redis://h:99999", "not a number from 1 to 65535"),
+            ("redis://h/x", "not a number"),
+            ("redis://h?prefix=a%20b", "not a key prefix"),
+            ("redis://h?durability=yolo", "strict (the default) or relaxed"),
+            ("redis://h?wait=-1", "number of replicas"),
+            ("redis://h?cacert=/x", "use rediss://"),
+            ("rediss://h?cert=/x", "go together"),
+            ("redis://h?ttl=3", "unknown"),
+        ] {
+            let e = RedisUrl::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}
