@@ -12,14 +12,13 @@ use crate::{Error, RedisBackend, Result};
 
 /// The settings as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Durability {
+pub(crate) struct Durability {
     pub version: String,
     /// `CONFIG GET appendonly` / `appendfsync`, or why they could not be read.
     pub settings: std::result::Result<(String, String), String>,
     pub role: String,
     pub replicas: u32,
 }
-
 
 impl Durability {
     /// Before the server was asked.
@@ -98,7 +97,10 @@ impl Durability {
             ("persistence".to_owned(), settings),
             (
                 "replication".to_owned(),
-                format!("{}, {} connected replicas, writes wait for {wait}", self.role, self.replicas),
+                format!(
+                    "{}, {} connected replicas, writes wait for {wait}",
+                    self.role, self.replicas
+                ),
             ),
         ]
     }

@@ -63,6 +63,11 @@ pub struct Read {
 
 type Snap = Snapshot<Read>;
 
+/// A commit or floor script answers 1 when it wrote.
+fn wrote(reply: &Reply) -> bool {
+    reply.int() == Some(1)
+}
+
 fn text(r: &Reply) -> Option<String> {
     r.text().map(str::to_owned)
 }
@@ -87,7 +92,10 @@ impl RedisBackend {
             floor,
         };
         let Some(state) = text(state) else {
-            let state = State { floor, ..State::default() };
+            let state = State {
+                floor,
+                ..State::default()
+            };
             return Ok(Snapshot::new(state, 0, now_us, read));
         };
         let state: State =
@@ -164,8 +172,8 @@ impl RedisBackend {
                     Err(refused) => return Ok(Some(Err(refused))),
                 };
                 let args = [floor.to_string(), new_floor.0.to_string()];
-                let done = self.eval_replicated(&RAISE_FLOOR, &[&floor_key], &[&args[0], &args[1]])?;
-                Ok(done.then_some(Ok(TokensBumped {
+                let done = self.eval_replicated(&RAISE_FLOOR, &[&floor_key], &[&args[0], &args[1]], wrote)?;
+                Ok(wrote(&done).then_some(Ok(TokensBumped {
                     highest,
                     floor: new_floor,
                 })))
@@ -216,7 +224,8 @@ impl DocStore for RedisBackend {
         ];
         let args: Vec<&str> = fixed.iter().chain(&history).map(String::as_str).collect();
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        self.eval_replicated(&COMMIT, &keys, &args)
+        let reply = self.eval_replicated(&COMMIT, &keys, &args, wrote)?;
+        Ok(wrote(&reply))
     }
 
     fn entries(&self, name: &LeaseName, _: &Snap, limit: u32) -> Result<Vec<HistoryEntry>> {

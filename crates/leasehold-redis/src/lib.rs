@@ -11,6 +11,7 @@
 
 mod durability;
 mod lease;
+mod records;
 mod resp;
 mod url;
 
@@ -21,13 +22,13 @@ use leasehold_backend::document;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped,
-    WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
+    LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic,
+    WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 
-pub use crate::durability::Durability;
 pub use crate::url::{DEFAULT_PREFIX, Password, RedisUrl, STORE};
 
+use crate::durability::Durability;
 use crate::resp::{Conn, Reply};
 
 /// How long one request may take (connecting, sending, answering).
@@ -46,7 +47,10 @@ pub enum Error {
     /// Lost the race `document::MAX_ROUNDS` times in a row.
     Contended(String),
     /// Committed on the primary, not confirmed by `wait=N` replicas.
-    Unreplicated { confirmed: i64, wanted: u32 },
+    Unreplicated {
+        confirmed: i64,
+        wanted: u32,
+    },
 }
 
 impl From<std::io::Error> for Error {
@@ -60,12 +64,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// A Lua script, sent once per connection's server by `SCRIPT LOAD` and
 /// then called by its SHA1 (`EVALSHA`).
 #[derive(Debug)]
-pub struct Script {
+pub(crate) struct Script {
     source: &'static str,
 }
 
 impl Script {
-    pub const fn new(source: &'static str) -> Self {
+    pub(crate) const fn new(source: &'static str) -> Self {
         Self { source }
     }
 }
@@ -122,14 +126,15 @@ impl RedisBackend {
             None => None,
             Some(Password::File(path)) => Some(
                 std::fs::read_to_string(path)
-                    .map_err(|e| {
-                        BackendError::invalid_url(&label, format!("password_file={}: {e}", path.display()))
-                    })?
+                    .map_err(|e| BackendError::invalid_url(&label, format!("password_file={}: {e}", path.display())))?
                     .trim_end_matches(['\n', '\r'])
                     .to_owned(),
             ),
             Some(Password::Env(var)) => Some(std::env::var(var).map_err(|_| {
-                BackendError::invalid_url(&label, format!("password_env={var}: the variable is not set (or not UTF-8)"))
+                BackendError::invalid_url(
+                    &label,
+                    format!("password_env={var}: the variable is not set (or not UTF-8)"),
+                )
             })?),
         };
         let tls = url
@@ -177,7 +182,10 @@ impl RedisBackend {
     fn label(url: &RedisUrl) -> String {
         let scheme = if url.tls { "rediss" } else { "redis" };
         let user = url.user.as_ref().map(|u| format!("{u}@")).unwrap_or_default();
-        format!("{scheme}://{user}{}:{}/{}?prefix={}", url.host, url.port, url.db, url.prefix)
+        format!(
+            "{scheme}://{user}{}:{}/{}?prefix={}",
+            url.host, url.port, url.db, url.prefix
+        )
     }
 
     fn store(&self) -> String {
@@ -202,7 +210,11 @@ impl RedisBackend {
 
     /// Run `f` on a connection: an idle one, or a new one.
     fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
-        let idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
         let mut conn = match idle {
             Some(c) => c,
             None => self.connect()?,
@@ -210,7 +222,10 @@ impl RedisBackend {
         let out = f(&mut conn);
         // A connection that failed in the middle of a reply is not reused.
         if !matches!(out, Err(Error::Io(_))) {
-            self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+            self.idle
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(conn);
         }
         out
     }
@@ -254,15 +269,19 @@ impl RedisBackend {
             for keys in calls {
                 let keys = keys.as_ref();
                 let count = keys.len().to_string();
-                let mut argv: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), count.as_bytes()];
-                argv.extend(keys.iter().map(|k| k.as_bytes()));
-                argv.extend(args.iter().map(|a| a.as_bytes()));
-                conn.send(&argv)?;
+                let mut command: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), count.as_bytes()];
+                command.extend(keys.iter().map(String::as_bytes));
+                command.extend(args.iter().map(|a| a.as_bytes()));
+                conn.send(&command)?;
             }
             let replies = calls.iter().map(|_| conn.read()).collect::<std::io::Result<Vec<_>>>()?;
             // A server restarted (or `SCRIPT FLUSH`ed) forgot the script:
             // load it again, once.
-            if !reload && replies.iter().any(|r| matches!(r, Reply::Error(e) if e.starts_with("NOSCRIPT"))) {
+            if !reload
+                && replies
+                    .iter()
+                    .any(|r| matches!(r, Reply::Error(e) if e.starts_with("NOSCRIPT")))
+            {
                 reload = true;
                 continue;
             }
@@ -276,15 +295,21 @@ impl RedisBackend {
         Ok(replies.pop().unwrap_or(Reply::Nil))
     }
 
-    /// Run `script` once, and when it answers 1 (it wrote), with `wait=N`
-    /// wait until N replicas have what it wrote (`WAIT`, on the same
-    /// connection: it waits for that client's writes).
-    fn eval_replicated(&self, script: &Script, keys: &[&str], args: &[&str]) -> Result<bool> {
+    /// Run `script` once, and when its reply says it wrote (`wrote`), with
+    /// `wait=N` wait until N replicas have what it wrote (`WAIT`, on the
+    /// same connection: it waits for that client's writes).
+    fn eval_replicated(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+        wrote: impl FnOnce(&Reply) -> bool,
+    ) -> Result<Reply> {
         let keys: Vec<String> = keys.iter().map(|&k| k.to_owned()).collect();
         self.with_conn(|conn| {
-            let wrote = self.eval_on(conn, script, &[keys], args)?.pop().and_then(|r| r.int()) == Some(1);
+            let reply = self.eval_on(conn, script, &[keys], args)?.pop().unwrap_or(Reply::Nil);
             let wanted = self.url.wait;
-            if wrote && wanted > 0 {
+            if wanted > 0 && wrote(&reply) {
                 let ms = WAIT_REPLICAS.as_millis().to_string();
                 let confirmed = ok(conn.call(&[b"WAIT", wanted.to_string().as_bytes(), ms.as_bytes()])?)?
                     .int()
@@ -293,7 +318,7 @@ impl RedisBackend {
                     return Err(Error::Unreplicated { confirmed, wanted });
                 }
             }
-            Ok(wrote)
+            Ok(reply)
         })
     }
 
@@ -385,7 +410,10 @@ impl Backend for RedisBackend {
             let mut warnings = Vec::new();
             let mut problems = Vec::new();
             if let Some(risk) = self.durability.risk() {
-                warnings.push(("durability".to_owned(), format!("{risk} (opened with durability=relaxed)")));
+                warnings.push((
+                    "durability".to_owned(),
+                    format!("{risk} (opened with durability=relaxed)"),
+                ));
             }
             if let Some(short) = self.durability.replicas_short(self.url.wait) {
                 problems.push(("replicas".to_owned(), short));
@@ -451,6 +479,10 @@ impl Backend for RedisBackend {
     /// message arrives, or after `timeout`. A grant's expiry writes
     /// nothing: a waiter learns of it when its own wait (bounded by the
     /// grant's expiry) ends. Queue topics sleep: no queue here.
+    fn records(&self) -> Option<&dyn leasehold_backend::RecordBackend> {
+        Some(self)
+    }
+
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
         let deadline = Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
         let Watched::Lease(name) = topic.watched() else {
@@ -483,8 +515,37 @@ impl Backend for RedisBackend {
         // A failed wait is only a shorter one: the waiter reads the store
         // next, and that read reports a store that is down.
         if waited().is_err() {
-            std::thread::sleep(deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(500)));
+            std::thread::sleep(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(500)),
+            );
         }
         Ok(())
+    }
+}
+
+impl leasehold_backend::RecordBackend for RedisBackend {
+    fn record_get(
+        &self,
+        key: &leasehold_backend::RecordKey,
+    ) -> std::result::Result<Option<leasehold_backend::Record>, BackendError> {
+        self.run(|| self.record_get(key))
+    }
+
+    fn record_list(
+        &self,
+        params: &leasehold_backend::RecordListParams,
+    ) -> std::result::Result<Vec<leasehold_backend::Record>, BackendError> {
+        params.check()?;
+        self.run(|| self.record_list(params))
+    }
+
+    fn record_write(
+        &self,
+        params: &leasehold_backend::RecordWriteParams,
+    ) -> std::result::Result<leasehold_backend::RecordWrite, BackendError> {
+        params.check()?;
+        self.run(|| self.record_write(params))
     }
 }

@@ -57,9 +57,15 @@ pub struct Conn {
     socket: TcpStream,
 }
 
+#[allow(
+    clippy::missing_fields_in_debug,
+    reason = "a buffered stream says nothing worth printing"
+)]
 impl std::fmt::Debug for Conn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conn").field("peer", &self.socket.peer_addr().ok()).finish()
+        f.debug_struct("Conn")
+            .field("peer", &self.socket.peer_addr().ok())
+            .finish()
     }
 }
 
@@ -97,7 +103,8 @@ impl Conn {
 
     /// How long a read may wait (a subscriber waits longer than a call).
     pub fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
-        self.socket.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
+        self.socket
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
     }
 
     /// Send one command and read its reply.
@@ -162,7 +169,10 @@ impl Conn {
         let mut line = Vec::new();
         let n = (&mut self.io).take(MAX_LEN as u64).read_until(b'\n', &mut line)?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the server closed the connection"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the server closed the connection",
+            ));
         }
         if !line.ends_with(b"\r\n") || line.len() < 3 {
             return Err(bad(&String::from_utf8_lossy(&line)));

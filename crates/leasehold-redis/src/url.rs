@@ -1,7 +1,7 @@
 //! `redis://[USER@]HOST[:PORT][/DB][?PARAMS]` (and `rediss://` for TLS) and
 //! how the store registers itself.
 //!
-//! Parameters: `prefix` (of every key, default `leasehold`),
+//! Parameters: `prefix` (of every key, default `leasehold`; keys are `PREFIX:…`),
 //! `password_file` or `password_env` (the password is never in the URL: a
 //! command line is visible in `ps` and shell history), `durability=relaxed`
 //! (open on a server whose settings can lose acknowledged writes; see
@@ -11,7 +11,9 @@
 
 use std::path::PathBuf;
 
-use leasehold_backend::{Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration};
+use leasehold_backend::{
+    Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password,
+};
 
 use crate::RedisBackend;
 
@@ -20,10 +22,11 @@ pub const STORE: StoreRegistration = StoreRegistration {
         schemes: &["redis", "rediss"],
         name: "the Redis store",
         feature: Some("redis"),
-        example: "redis://127.0.0.1:6379",
+        example: "redis://host:6379",
     },
     parse,
-    redact: str::to_owned,
+    // A URL with a password is refused, and its message must not repeat it.
+    redact: redact_password,
     open,
 };
 
@@ -62,7 +65,7 @@ fn parse(url: &str) -> Result<StoreLocation, BackendError> {
 }
 
 fn checked(url: &str) -> Result<RedisUrl, BackendError> {
-    RedisUrl::parse(url).map_err(|reason| BackendError::invalid_url(url, reason))
+    RedisUrl::parse(url).map_err(|reason| BackendError::invalid_url(redact_password(url), reason))
 }
 
 fn open(location: &StoreLocation, _: &StoreOpenOptions) -> Result<Box<dyn Backend>, BackendError> {
@@ -70,11 +73,10 @@ fn open(location: &StoreLocation, _: &StoreOpenOptions) -> Result<Box<dyn Backen
     Ok(Box::new(RedisBackend::open(&url)?))
 }
 
-/// A key prefix leasehold uses: letters, digits and `_-.:`.
+/// A key prefix leasehold uses: letters, digits and `_-.`. Not `:`, which
+/// ends the prefix in every key: prefixes `a` and `a:name` would share keys.
 fn prefix_ok(p: &str) -> bool {
-    !p.is_empty()
-        && p.len() <= 100
-        && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+    !p.is_empty() && p.len() <= 100 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
 }
 
 impl RedisUrl {
@@ -98,9 +100,11 @@ impl RedisUrl {
             None => (None, authority),
         };
         let (host, port) = match hostport.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || hostport.starts_with('[') => {
-                (h, p.parse().map_err(|_| format!("port {p:?} is not a number from 1 to 65535"))?)
-            }
+            Some((h, p)) if !h.ends_with(']') || hostport.starts_with('[') => (
+                h,
+                p.parse()
+                    .map_err(|_| format!("port {p:?} is not a number from 1 to 65535"))?,
+            ),
             _ => (hostport, 6379),
         };
         if host.is_empty() || port == 0 {
@@ -109,7 +113,8 @@ impl RedisUrl {
         let db = if db.is_empty() {
             0
         } else {
-            db.parse().map_err(|_| format!("database {db:?} is not a number (redis://HOST/0)"))?
+            db.parse()
+                .map_err(|_| format!("database {db:?} is not a number (redis://HOST/0)"))?
         };
         let mut out = Self {
             tls,
@@ -128,8 +133,12 @@ impl RedisUrl {
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
-                "prefix" if prefix_ok(v) => out.prefix = v.to_owned(),
-                "prefix" => return Err(format!("prefix={v:?} is not a key prefix leasehold uses (letters, digits and _-.:)")),
+                "prefix" if prefix_ok(v) => v.clone_into(&mut out.prefix),
+                "prefix" => {
+                    return Err(format!(
+                        "prefix={v:?} is not a key prefix leasehold uses (letters, digits and _-.)"
+                    ));
+                }
                 "password_file" if !v.is_empty() => out.password = Some(Password::File(v.into())),
                 "password_env" if !v.is_empty() => out.password = Some(Password::Env(v.to_owned())),
                 "durability" if v == "relaxed" => out.relaxed = true,
@@ -170,13 +179,17 @@ mod tests {
     fn urls_parse_or_say_why_not() {
         let u = RedisUrl::parse("redis://127.0.0.1").unwrap();
         assert_eq!((u.host.as_str(), u.port, u.db, u.tls), ("127.0.0.1", 6379, 0, false));
-        let u = RedisUrl::parse("rediss://app@cache.example:6380/2?prefix=jobs&password_env=PW&wait=1&durability=relaxed")
-            .unwrap();
+        let u =
+            RedisUrl::parse("rediss://app@cache.example:6380/2?prefix=jobs&password_env=PW&wait=1&durability=relaxed")
+                .unwrap();
         assert_eq!(
             (u.user.as_deref(), u.host.as_str(), u.port, u.db, u.prefix.as_str()),
             (Some("app"), "cache.example", 6380, 2, "jobs")
         );
-        assert_eq!((u.password, u.wait, u.relaxed, u.tls), (Some(Password::Env("PW".into())), 1, true, true));
+        assert_eq!(
+            (u.password, u.wait, u.relaxed, u.tls),
+            (Some(Password::Env("PW".into())), 1, true, true)
+        );
         let u = RedisUrl::parse("redis://[::1]:7000").unwrap();
         assert_eq!((u.host.as_str(), u.port), ("[::1]", 7000));
         for (bad, says) in [
@@ -186,6 +199,7 @@ mod tests {
             ("redis://h:99999", "not a number from 1 to 65535"),
             ("redis://h/x", "not a number"),
             ("redis://h?prefix=a%20b", "not a key prefix"),
+            ("redis://h?prefix=a:name", "not a key prefix"),
             ("redis://h?durability=yolo", "strict (the default) or relaxed"),
             ("redis://h?wait=-1", "number of replicas"),
             ("redis://h?cacert=/x", "use rediss://"),

@@ -37,7 +37,11 @@ struct RedisHarness {
 impl leasehold_backend_tests::Harness for RedisHarness {
     fn new() -> Self {
         static N: AtomicU32 = AtomicU32::new(0);
-        let prefix = format!("conformance-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let prefix = format!(
+            "conformance-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
         Self {
             backend: open(&prefix),
             prefix,

@@ -5,12 +5,32 @@
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, Token};
-use leasehold_backend_tests::params;
+use leasehold_backend_tests::{contention, params};
 use leasehold_redis::{RedisBackend, RedisUrl};
 use leasehold_testkit::redis::{Durability, GRANTED, PASSWORD, RedisConfig, RedisServer, Reply, USER};
 
+/// The races every store with many clients runs
+/// (`leasehold_backend_tests::contention`), on clients of one prefix.
+fn racing_clients_never_hold_one_name_at_once() {
+    let server = RedisServer::start();
+    contention::racing_clients_never_hold_one_name_at_once(&|| open(&server.url()).expect("open"));
+}
+
+fn a_crowd_of_waiters_never_holds_up_the_holders_renewals() {
+    let server = RedisServer::start();
+    contention::a_crowd_of_waiters_never_holds_up_the_holders_renewals(&|| open(&server.url()).expect("open"));
+}
+
+fn a_bump_raises_every_token_after_it_while_names_are_made() {
+    let server = RedisServer::start();
+    contention::a_bump_raises_every_token_after_it_while_names_are_made(&|| open(&server.url()).expect("open"));
+}
+
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![
+        racing_clients_never_hold_one_name_at_once,
+        a_crowd_of_waiters_never_holds_up_the_holders_renewals,
+        a_bump_raises_every_token_after_it_while_names_are_made,
         tokens_acknowledged_before_a_kill_9_are_never_issued_again,
         a_server_that_can_lose_grants_is_refused_unless_relaxed,
         every_write_waits_for_its_replicas_and_says_when_they_are_missing,
@@ -35,13 +55,14 @@ fn acquire(n: &str, ttl: Duration) -> LeaseAcquireParams {
 
 /// Acquire `n` (free) and release it: its token.
 fn cycle(store: &RedisBackend, n: &str) -> Token {
-    let grant = match store.lease_acquire(&acquire(n, Duration::from_secs(30))).expect("acquire") {
+    let grant = match store
+        .lease_acquire(&acquire(n, Duration::from_secs(30)))
+        .expect("acquire")
+    {
         LeaseAcquire::Acquired(g) => g,
         LeaseAcquire::Held(h) => panic!("{n} is held: {h:?}"),
     };
-    store
-        .lease_release(&params::release(n, grant.token))
-        .expect("release");
+    store.lease_release(&params::release(n, grant.token)).expect("release");
     grant.token
 }
 
@@ -58,7 +79,10 @@ fn tokens_acknowledged_before_a_kill_9_are_never_issued_again() {
     let store = open(&server.url()).expect("open again");
     let after = cycle(&store, "job");
     let highest = before.iter().max().copied().expect("tokens");
-    assert!(after > highest, "token {after} issued again after a crash (had {highest})");
+    assert!(
+        after > highest,
+        "token {after} issued again after a crash (had {highest})"
+    );
 }
 
 fn a_server_that_can_lose_grants_is_refused_unless_relaxed() {
@@ -95,7 +119,10 @@ fn every_write_waits_for_its_replicas_and_says_when_they_are_missing() {
         .expect_err("no replica confirms");
     assert!(e.to_string().contains("0 of the 1 replicas"), "{e}");
     let info = lonely.describe().expect("describe");
-    assert!(!info.problems.is_empty(), "doctor finds nothing wrong with wait=1 and no replica");
+    assert!(
+        !info.problems.is_empty(),
+        "doctor finds nothing wrong with wait=1 and no replica"
+    );
     let replica = RedisServer::start_replica_of(&primary, &RedisConfig::default());
     replica.wait_in_sync(&primary, Duration::from_secs(30));
     let store = open(&format!("{}?wait=1", primary.url())).expect("open");
@@ -116,14 +143,19 @@ fn a_replica_promoted_after_the_primary_dies_has_every_acknowledged_grant() {
     let store = open(&format!("{}?wait=0", replica.url())).expect("open the promoted replica");
     let next = cycle(&store, "job");
     let highest = acknowledged.iter().max().copied().expect("tokens");
-    assert!(next > highest, "the promoted replica issued {next} again (acknowledged up to {highest})");
+    assert!(
+        next > highest,
+        "the promoted replica issued {next} again (acknowledged up to {highest})"
+    );
 }
 
 fn a_damaged_name_is_reported_and_left_as_it_is() {
     let server = RedisServer::start();
     let store = open(&format!("{}?prefix=dmg", server.url())).expect("open");
     cycle(&store, "job");
-    server.command(&["HSET", "dmg:name:job", "s", "{not json"]).expect("damage");
+    server
+        .command(&["HSET", "dmg:name:job", "s", "{not json"])
+        .expect("damage");
     let e = store
         .lease_acquire(&acquire("job", Duration::from_secs(5)))
         .expect_err("a damaged name");
@@ -140,7 +172,7 @@ fn an_acl_user_works_under_its_prefix_with_a_password_from_a_file() {
     });
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("password");
-    std::fs::write(&file, format!("{PASSWORD}\n")).expect("write the password");
+    put(&file, &format!("{PASSWORD}\n"));
     let at = server.url().replacen("://", &format!("://{USER}@"), 1);
     let prefix = GRANTED.trim_end_matches(':');
     let store = open(&format!("{at}?prefix={prefix}&password_file={}", file.display())).expect("open");
@@ -151,11 +183,20 @@ fn an_acl_user_works_under_its_prefix_with_a_password_from_a_file() {
         .lease_acquire(&acquire("job", Duration::from_secs(5)))
         .expect_err("outside the ACL");
     assert_eq!(e.kind(), ErrorKind::Auth, "{e}");
-    // A wrong password, from the environment.
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("LEASEHOLD_TEST_REDIS_PW", "wrong") };
-    let e = open(&format!("{at}?password_env=LEASEHOLD_TEST_REDIS_PW")).expect_err("a wrong password");
+    // A wrong password; a variable that is not set.
+    let wrong = dir.path().join("wrong");
+    put(&wrong, "wrong\n");
+    let e = open(&format!("{at}?password_file={}", wrong.display())).expect_err("a wrong password");
     assert_eq!(e.kind(), ErrorKind::Auth, "{e}");
+    let e = open(&format!("{at}?password_env=LEASEHOLD_TEST_NO_SUCH_VARIABLE")).expect_err("no variable");
+    assert!(e.to_string().contains("LEASEHOLD_TEST_NO_SUCH_VARIABLE"), "{e}");
+}
+
+/// A password file (the test's own; nothing to keep atomic).
+fn put(path: &std::path::Path, text: &str) {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(path).expect("create the password file");
+    f.write_all(text.as_bytes()).expect("write the password");
 }
 
 fn history_is_capped_per_name() {
@@ -171,7 +212,12 @@ fn history_is_capped_per_name() {
     // 1,200 entries written (granted, released); the newest 1,000 kept.
     assert_eq!(len, Reply::Integer(1000));
     let newest = server.command(&["LINDEX", "h:history:job", "-1"]).expect("LINDEX");
-    assert!(newest.text().is_some_and(|e| e.contains("\"released\"") && e.contains("\"token\":600")), "{newest:?}");
+    assert!(
+        newest
+            .text()
+            .is_some_and(|e| e.contains("\"released\"") && e.contains("\"token\":600")),
+        "{newest:?}"
+    );
 }
 
 /// A waiter polls at most every 10 s here (its wait bounded by the
@@ -180,7 +226,10 @@ fn history_is_capped_per_name() {
 fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
     let server = RedisServer::start();
     let store = open(&server.url()).expect("open");
-    let grant = match store.lease_acquire(&acquire("job", Duration::from_secs(60))).expect("acquire") {
+    let grant = match store
+        .lease_acquire(&acquire("job", Duration::from_secs(60)))
+        .expect("acquire")
+    {
         LeaseAcquire::Acquired(g) => g,
         LeaseAcquire::Held(h) => panic!("held: {h:?}"),
     };
@@ -190,7 +239,9 @@ fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
             let store = open(&url).expect("open");
             let topic = leasehold_backend::WaitTopic::lease(&params::name("job"));
             let began = Instant::now();
-            store.wait_for_change(&topic, Duration::from_secs(10)).expect("first wait");
+            store
+                .wait_for_change(&topic, Duration::from_secs(10))
+                .expect("first wait");
             store.wait_for_change(&topic, Duration::from_secs(10)).expect("wait");
             began.elapsed()
         })
@@ -199,6 +250,9 @@ fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
     store
         .lease_release(&params::release("job", grant.token))
         .expect("release");
-    let waited = waiter.join().expect("waiter");
-    assert!(waited < Duration::from_secs(8), "the waiter slept {waited:?}: not woken by the release");
+    let slept = waiter.join().expect("waiter");
+    assert!(
+        slept < Duration::from_secs(8),
+        "the waiter slept {slept:?}: not woken by the release"
+    );
 }

@@ -49,6 +49,10 @@ const STORES: &[Listed] = &[
     Listed::Built(&leasehold_firestore::STORE),
     #[cfg(not(feature = "firestore"))]
     Listed::LeftOut(&left_out::FIRESTORE),
+    #[cfg(feature = "redis")]
+    Listed::Built(&leasehold_redis::STORE),
+    #[cfg(not(feature = "redis"))]
+    Listed::LeftOut(&left_out::REDIS),
 ];
 
 /// Of each store a build may leave out, its crate's [`StoreKind`], for a
@@ -76,6 +80,14 @@ mod left_out {
         name: "the Firestore store",
         feature: Some("firestore"),
         example: "firestore://my-project",
+    };
+
+    #[cfg(any(test, not(feature = "redis")))]
+    pub const REDIS: super::StoreKind = super::StoreKind {
+        schemes: &["redis", "rediss"],
+        name: "the Redis store",
+        feature: Some("redis"),
+        example: "redis://host:6379",
     };
 }
 
@@ -307,15 +319,15 @@ mod tests {
     #[test]
     fn an_unknown_or_missing_scheme_names_every_store() {
         assert_eq!(
-            invalid_reason("redis://u:pw@h"),
+            invalid_reason("mysql://u:pw@h"),
             (
-                "redis://u:***@h".into(),
-                "unknown scheme \"redis\"; use sqlite://, postgres://, etcd:// or firestore://".into()
+                "mysql://u:***@h".into(),
+                "unknown scheme \"mysql\"; use sqlite://, postgres://, etcd://, firestore:// or redis://".into()
             )
         );
         assert_eq!(
             invalid_reason("/var/lib/jobs.db").1,
-            "expected SCHEME://…, e.g. sqlite:///path/to/leasehold.db, postgres://host/db, etcd://host:2379 or firestore://my-project"
+            "expected SCHEME://…, e.g. sqlite:///path/to/leasehold.db, postgres://host/db, etcd://host:2379, firestore://my-project or redis://host:6379"
         );
         let (_, reason) = invalid_reason("sqlite://");
         assert!(reason.starts_with("the path is empty"), "{reason}");
@@ -369,6 +381,8 @@ mod tests {
         assert_eq!(leasehold_etcd::STORE.kind, left_out::ETCD);
         #[cfg(feature = "firestore")]
         assert_eq!(leasehold_firestore::STORE.kind, left_out::FIRESTORE);
+        #[cfg(feature = "redis")]
+        assert_eq!(leasehold_redis::STORE.kind, left_out::REDIS);
         assert_eq!(built_in_stores()[0], "sqlite");
     }
 }
