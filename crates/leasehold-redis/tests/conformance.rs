@@ -2,27 +2,11 @@
 //! `redis-server` started for this test binary; each case gets its own
 //! key prefix, so each starts from an empty store.
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use leasehold_backend::{Backend, ClockSkew};
 use leasehold_redis::{RedisBackend, RedisUrl};
-use leasehold_testkit::redis::RedisServer;
-
-/// One server for the whole binary (append-only file synced at every
-/// write, as the store asks), stopped by pid once the binary has exited.
-fn server() -> &'static RedisServer {
-    static SERVER: OnceLock<RedisServer> = OnceLock::new();
-    SERVER.get_or_init(|| {
-        let server = RedisServer::start();
-        let pid = server.pid().expect("running");
-        leasehold_testkit::process::after_exit(&format!("kill -KILL {pid} 2>/dev/null"));
-        server
-    })
-}
 
 fn open(prefix: &str) -> RedisBackend {
-    let url = RedisUrl::parse(&format!("{}?prefix={prefix}", server().url())).expect("a URL");
+    let url = RedisUrl::parse(&format!("{}?prefix={prefix}", leasehold_testkit::redis::shared().url())).expect("a URL");
     RedisBackend::open(&url).expect("open the store")
 }
 
@@ -36,12 +20,7 @@ struct RedisHarness {
 
 impl leasehold_backend_tests::Harness for RedisHarness {
     fn new() -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let prefix = format!(
-            "conformance-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
+        let prefix = leasehold_testkit::redis::unique_prefix("conformance", "case");
         Self {
             backend: open(&prefix),
             prefix,

@@ -38,6 +38,8 @@ fn main() {
         a_damaged_name_is_reported_and_left_as_it_is,
         an_acl_user_works_under_its_prefix_with_a_password_from_a_file,
         history_is_capped_per_name,
+        tls_trusts_only_the_ca_it_is_given,
+        a_server_nobody_answers_for_is_unavailable_with_what_to_do,
         a_waiter_is_woken_by_the_release_not_by_its_poll,
     ]]);
 }
@@ -190,6 +192,44 @@ fn an_acl_user_works_under_its_prefix_with_a_password_from_a_file() {
     assert_eq!(e.kind(), ErrorKind::Auth, "{e}");
     let e = open(&format!("{at}?password_env=LEASEHOLD_TEST_NO_SUCH_VARIABLE")).expect_err("no variable");
     assert!(e.to_string().contains("LEASEHOLD_TEST_NO_SUCH_VARIABLE"), "{e}");
+}
+
+/// `rediss://` with the test CA works; with another CA the connection is
+/// refused as unavailable, saying it was TLS; `redis://` to a TLS-only
+/// server is not answered (a plain server's reply never comes).
+fn tls_trusts_only_the_ca_it_is_given() {
+    let server = RedisServer::start_with(&RedisConfig {
+        tls: true,
+        ..RedisConfig::default()
+    });
+    let url = server.url();
+    assert!(url.starts_with("rediss://"), "{url}");
+    let pki = server.pki();
+    let store = open(&format!("{url}?cacert={}", pki.ca().display())).expect("open over TLS");
+    assert_eq!(cycle(&store, "job"), Token(1));
+    let e = open(&format!("{url}?cacert={}", pki.other_ca().display())).expect_err("a foreign CA");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().to_lowercase().contains("certificate"), "{e}");
+    let e = open(&format!("{url}?cacert=/nonexistent/ca.pem")).expect_err("no CA file");
+    assert!(e.to_string().contains("cacert=/nonexistent/ca.pem"), "{e}");
+}
+
+/// A port nobody listens on, and a server stopped under an open store:
+/// unavailable, naming where, never a panic or a hang.
+fn a_server_nobody_answers_for_is_unavailable_with_what_to_do() {
+    let port = leasehold_testkit::port::free();
+    let e = open(&format!("redis://127.0.0.1:{port}")).expect_err("nobody there");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
+    let mut server = RedisServer::start();
+    let store = open(&server.url()).expect("open");
+    cycle(&store, "job");
+    server.stop();
+    let e = store
+        .lease_acquire(&acquire("job", Duration::from_secs(5)))
+        .expect_err("stopped");
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains("not reported as done"), "{e}");
 }
 
 /// A password file (the test's own; nothing to keep atomic).

@@ -96,12 +96,9 @@ pub fn unique_project(group: &str, test: &str) -> String {
 /// A collection-name prefix no other test (nor another run) uses, for
 /// tests that share one project: `GROUP-TEST-PID-N` (letters, digits, `-`
 /// and `_` kept, anything else `-`).
+#[must_use]
 pub fn unique_prefix(group: &str, test: &str) -> String {
-    let name: String = format!("{group}-{test}")
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' })
-        .collect();
-    format!("{name}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    crate::unique_name(group, test)
 }
 
 /// The REST path of `project`'s documents in its default database

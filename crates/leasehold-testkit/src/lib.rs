@@ -103,6 +103,23 @@ use std::sync::{Mutex, Once};
 pub use libtest_mimic::Trial;
 use libtest_mimic::{Arguments, Completion, Failed, FormatSetting};
 
+/// A name no other test (nor another run) uses: `GROUP-TEST-PID-N`
+/// (letters, digits, `-` and `_` kept, anything else `-`), for a
+/// collection or key prefix on a server tests share.
+#[must_use]
+pub fn unique_name(group: &str, test: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name: String = format!("{group}-{test}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' })
+        .collect();
+    format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
 /// One test of a target: where it was listed, its name, its body.
 #[derive(Debug, Clone, Copy)]
 pub struct Test {

@@ -463,3 +463,27 @@ impl Drop for RedisServer {
         self.stop();
     }
 }
+
+/// A key prefix no other test (nor another run) uses (the store's URL
+/// takes letters, digits, `-`, `_` and `.`).
+#[must_use]
+pub fn unique_prefix(group: &str, test: &str) -> String {
+    crate::unique_name(group, test)
+}
+
+/// One durable server shared by every test of a binary (each test under a
+/// [`unique_prefix`]). Statics are never dropped, so a watchdog process
+/// stops it by pid and removes its directory once the binary has exited.
+#[must_use]
+pub fn shared() -> &'static RedisServer {
+    static SERVER: std::sync::OnceLock<RedisServer> = std::sync::OnceLock::new();
+    SERVER.get_or_init(|| {
+        let server = RedisServer::start();
+        let pid = server.pid().expect("running");
+        let dir = server.dir.path().display().to_string();
+        crate::process::after_exit(&format!(
+            "kill -TERM {pid} 2>/dev/null; sleep 2; kill -KILL {pid} 2>/dev/null; rm -rf '{dir}'"
+        ));
+        server
+    })
+}

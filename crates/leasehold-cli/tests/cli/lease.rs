@@ -192,6 +192,7 @@ fn mixed_shared_limits_keep_the_smallest_on_every_store() {
     let etcd = etcd::shared();
     mixed_shared_limits_keep_the_smallest(&Env::on(format!("etcd://{}?prefix={prefix}", etcd.endpoint())));
     mixed_shared_limits_keep_the_smallest(&Env::firestore("mixed-limits").0);
+    mixed_shared_limits_keep_the_smallest(&Env::redis("mixed-limits").0);
 }
 
 fn fence_runs_the_command_only_for_the_current_token() {

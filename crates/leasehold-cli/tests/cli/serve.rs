@@ -22,7 +22,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     without_allow_actions_there_are_no_actions,
     the_api_prints_what_json_prints,
     history_timeline_draws_grants_without_colour_off_a_terminal,
-    the_page_works_on_postgres_etcd_and_firestore,
+    the_page_works_on_postgres_etcd_firestore_and_redis,
     claim_age_counts_from_the_claim_not_the_last_heartbeat,
     pages_of_tasks_list_each_task_once_and_deep_pages_cost_what_the_first_does,
 ];
@@ -453,10 +453,10 @@ fn serves_the_store(env: &Env, queues: Option<&str>) {
     );
 }
 
-/// The page works on every store: PostgreSQL with its queue, etcd and
-/// Firestore with leases only (their queue section says the store has
-/// none).
-fn the_page_works_on_postgres_etcd_and_firestore() {
+/// The page works on every store: PostgreSQL with its queue, etcd,
+/// Firestore and Redis with leases only (their queue section says the
+/// store has none).
+fn the_page_works_on_postgres_etcd_firestore_and_redis() {
     let server = postgres::Server::shared();
     let env = Env::on(server.url("serve"));
     env.run(&["task", "add", "emails", "--id", "welcome-42"]);
@@ -468,6 +468,8 @@ fn the_page_works_on_postgres_etcd_and_firestore() {
     serves_the_store(&env, None);
 
     serves_the_store(&Env::firestore("serve").0, None);
+
+    serves_the_store(&Env::redis("serve").0, None);
 }
 
 /// A metric's value in a Prometheus text exposition (`None` if absent).

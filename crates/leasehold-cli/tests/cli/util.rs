@@ -44,6 +44,15 @@ impl Env {
         (env, prefix)
     }
 
+    /// A sandbox on a Redis store of its own (a key prefix of its own on
+    /// the test binary's shared server): the store's URL and the prefix.
+    #[allow(dead_code, reason = "used by the test modules that run on every store")]
+    pub fn redis(test: &str) -> (Self, String) {
+        let server = leasehold_testkit::redis::shared();
+        let prefix = leasehold_testkit::redis::unique_prefix("cli", test);
+        (Self::on(format!("{}?prefix={prefix}", server.url())), prefix)
+    }
+
     /// A sandbox whose commands use the store at `url` (a throwaway
     /// PostgreSQL or etcd server's).
     pub fn on(url: String) -> Self {

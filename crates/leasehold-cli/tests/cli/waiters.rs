@@ -5,7 +5,7 @@
 //! releases, and the next plain `acquire` is refused with "1 waiter(s)
 //! queued ahead" although nothing holds the lease or waits for it any more.
 //!
-//! Each scenario runs on SQLite, PostgreSQL, etcd and Firestore. Whether a
+//! Each scenario runs on SQLite, PostgreSQL, etcd, Firestore and Redis. Whether a
 //! waiter's entry is in the store is read from the store itself — a SQL
 //! count, etcdctl on the waiter keys, the name's document read over the
 //! emulator's REST API — never through leasehold, which filters waiters it
@@ -130,8 +130,33 @@ impl Store {
         }
     }
 
+    fn redis() -> Self {
+        let (env, prefix) = Env::redis("waiters");
+        Store {
+            what: "redis",
+            env,
+            // The `waiters` of the name's hash's state (field `s`, the
+            // layout of leasehold-redis's lease.rs), expired or not.
+            entries: Box::new(move |name| {
+                let server = leasehold_testkit::redis::shared();
+                let state = server
+                    .command(&["HGET", &format!("{prefix}:name:{name}"), "s"])
+                    .expect("HGET the name's state");
+                let Some(state) = state.text() else { return 0 };
+                let state: serde_json::Value = serde_json::from_str(state).expect("the state's JSON");
+                state["waiters"].as_array().map_or(0, Vec::len)
+            }),
+        }
+    }
+
     fn every() -> Vec<Self> {
-        vec![Self::sqlite(), Self::postgres(), Self::etcd(), Self::firestore()]
+        vec![
+            Self::sqlite(),
+            Self::postgres(),
+            Self::etcd(),
+            Self::firestore(),
+            Self::redis(),
+        ]
     }
 
     /// Start `leasehold ARGS` and return it once its waiter entry for
