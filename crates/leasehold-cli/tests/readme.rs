@@ -22,6 +22,7 @@ fn main() {
         the_postgres_examples_run_against_a_throwaway_server,
         the_etcd_examples_run_against_a_throwaway_server,
         the_firestore_examples_run_against_the_emulator,
+        the_redis_examples_run_against_a_throwaway_server,
         the_cron_line_is_valid,
         the_systemd_unit_is_valid,
     ]]);
@@ -251,7 +252,13 @@ fn is_shell(b: &Block) -> bool {
 fn the_embedded_store_examples_run_as_written() {
     let dir = sandbox();
     let lines = example_lines(
-        |b| is_shell(b) && !mentions(b, "postgres://") && !mentions(b, "etcd://") && !mentions(b, "firestore://"),
+        |b| {
+            is_shell(b)
+                && !mentions(b, "postgres://")
+                && !mentions(b, "etcd://")
+                && !mentions(b, "firestore://")
+                && !mentions(b, "redis://")
+        },
         |l| l.replace("/run/lock/", "run/lock/"),
     );
     assert!(lines.len() >= 25, "the README's examples were found: {lines:?}");
@@ -303,6 +310,23 @@ fn the_firestore_examples_run_against_the_emulator() {
     assert!(lines.len() >= 2, "{lines:?}");
     let vars = [("FIRESTORE_EMULATOR_HOST", emulator.host())];
     run_lines_with(dir.path(), "sqlite:///nonexistent/not-used.db", &lines, &vars);
+}
+
+/// The Redis examples, on the test binary's shared server (its port for
+/// the README's 6379; the README's prefixes as written).
+fn the_redis_examples_run_against_a_throwaway_server() {
+    let server = leasehold_testkit::redis::shared();
+    let at = format!("127.0.0.1:{}", server.port());
+    let dir = sandbox();
+    let lines = example_lines(
+        |b| is_shell(b) && mentions(b, "redis://"),
+        |l| l.replace("127.0.0.1:6379", &at),
+    );
+    assert!(
+        lines.len() >= 2 && lines.iter().all(|(_, l)| !l.contains(":6379")),
+        "{lines:?}"
+    );
+    run_lines(dir.path(), "sqlite:///nonexistent/not-used.db", &lines);
 }
 
 /// The cron line: five time fields, then a command bash can parse.
