@@ -339,6 +339,10 @@ impl RedisBackend {
                     ),
                     "READONLY" => (ErrorKind::ReadOnly, "this server is a replica: point the URL at the primary"),
                     "BUSY" => (ErrorKind::Busy, "the server is running a long script; retry"),
+                    "WRONGTYPE" => (
+                        ErrorKind::Corrupt,
+                        "a key under the store's prefix holds another type than leasehold writes there: another program uses the prefix; leasehold left it as it is (use another ?prefix=)",
+                    ),
                     _ => (ErrorKind::Unavailable, "nothing was reported as done by a call that failed this way"),
                 };
                 BackendError::new(kind, store, format!("Redis at {at} answered: {words}")).hint(hint)

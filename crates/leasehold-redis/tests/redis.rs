@@ -165,6 +165,14 @@ fn a_damaged_name_is_reported_and_left_as_it_is() {
     assert!(e.to_string().contains("dmg:name:job"), "{e}");
     let left = server.command(&["HGET", "dmg:name:job", "s"]).expect("HGET");
     assert_eq!(left.text(), Some("{not json"), "the damaged field was changed");
+    // A key of another type where a name's hash goes: corrupt, untouched.
+    server.command(&["SET", "dmg:name:other", "a string"]).expect("SET");
+    let e = store
+        .lease_acquire(&acquire("other", Duration::from_secs(5)))
+        .expect_err("a string where a hash goes");
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    let left = server.command(&["GET", "dmg:name:other"]).expect("GET");
+    assert_eq!(left.text(), Some("a string"), "the foreign key was changed");
 }
 
 fn an_acl_user_works_under_its_prefix_with_a_password_from_a_file() {
