@@ -68,7 +68,9 @@ pub use record::{
     Expect, Record, RecordBackend, RecordChange, RecordKey, RecordListParams, RecordVersion, RecordWrite,
     RecordWriteParams,
 };
-pub use registration::{StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password};
+pub use registration::{
+    StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, password_from_file, redact_password,
+};
 pub use task::{
     Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams,
     TaskCompleteAndClaim, TaskCompleteAndClaimParams, TaskCompleteParams, TaskDifference, TaskFail, TaskFailParams,

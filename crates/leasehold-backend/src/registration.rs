@@ -94,6 +94,33 @@ pub struct StoreOpenOptions {
     pub allow_network_fs: bool,
 }
 
+/// The password in the file a store URL's `password-file=PATH` names: its
+/// text without one trailing newline. The reason, as the URL's error says
+/// it, when the file is missing, unreadable or empty. (A password is never
+/// in a URL, which a command line, `ps` and shell history show.)
+///
+/// # Errors
+/// The file cannot be read, or holds nothing.
+pub fn password_from_file(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "password-file={}: no such file (a relative path is taken from the current directory)",
+            path.display()
+        ),
+        _ => format!("cannot read password-file={}: {e}", path.display()),
+    })?;
+    let password = text
+        .strip_suffix('\n')
+        .map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
+    if password.is_empty() {
+        return Err(format!(
+            "password-file={} is empty: write the password to it",
+            path.display()
+        ));
+    }
+    Ok(password.to_owned())
+}
+
 /// `url` with every password in it replaced by `***`: one in the
 /// authority (`postgres://user:PASSWORD@host`), the value of a `password=`
 /// parameter, and one after `user=NAME:`. (Refused in etcd URLs, accepted

@@ -150,25 +150,7 @@ impl EtcdUrl {
         };
         let invalid = |reason: String| BackendError::invalid_url(self.to_string(), reason);
         let password = match &self.security.password_file {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    invalid(match e.kind() {
-                        std::io::ErrorKind::NotFound => format!(
-                            "password-file={}: no such file (a relative path is taken from the current directory)",
-                            path.display()
-                        ),
-                        _ => format!("cannot read password-file={}: {e}", path.display()),
-                    })
-                })?;
-                let password = text.strip_suffix('\n').map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
-                if password.is_empty() {
-                    return Err(invalid(format!(
-                        "password-file={} is empty: write the password of etcd user {user:?} to it",
-                        path.display()
-                    )));
-                }
-                password.to_owned()
-            }
+            Some(path) => leasehold_backend::password_from_file(path).map_err(invalid)?,
             None => std::env::var(ETCD_PASSWORD_VAR)
                 .ok()
                 .filter(|p| !p.is_empty())

@@ -26,7 +26,7 @@ use leasehold_backend::{
     WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 
-pub use crate::url::{DEFAULT_PREFIX, Password, RedisUrl, STORE};
+pub use crate::url::{DEFAULT_PREFIX, PASSWORD_VAR, RedisUrl, STORE};
 
 use crate::durability::Durability;
 use crate::resp::{Conn, Reply};
@@ -122,20 +122,12 @@ impl RedisBackend {
     /// reached or refuses the credentials, or weak durability.
     pub fn open(url: &RedisUrl) -> std::result::Result<Self, BackendError> {
         let label = Self::label(url);
-        let password = match &url.password {
-            None => None,
-            Some(Password::File(path)) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| BackendError::invalid_url(&label, format!("password_file={}: {e}", path.display())))?
-                    .trim_end_matches(['\n', '\r'])
-                    .to_owned(),
+        let password = match &url.password_file {
+            Some(path) => Some(
+                leasehold_backend::password_from_file(path)
+                    .map_err(|reason| BackendError::invalid_url(&label, reason))?,
             ),
-            Some(Password::Env(var)) => Some(std::env::var(var).map_err(|_| {
-                BackendError::invalid_url(
-                    &label,
-                    format!("password_env={var}: the variable is not set (or not UTF-8)"),
-                )
-            })?),
+            None => std::env::var(PASSWORD_VAR).ok().filter(|p| !p.is_empty()),
         };
         let tls = url
             .tls
@@ -335,7 +327,7 @@ impl RedisBackend {
                 let (kind, hint) = match code {
                     "NOAUTH" | "WRONGPASS" | "NOPERM" => (
                         ErrorKind::Auth,
-                        "check the user and the password (password_file= or password_env=), and that the ACL lets the user run scripts on the prefix's keys",
+                        "check the user and the password (password-file=, or LEASEHOLD_REDIS_PASSWORD), and that the ACL lets the user run scripts on the prefix's keys",
                     ),
                     "READONLY" => (ErrorKind::ReadOnly, "this server is a replica: point the URL at the primary"),
                     "BUSY" => (ErrorKind::Busy, "the server is running a long script; retry"),

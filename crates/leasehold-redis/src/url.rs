@@ -2,7 +2,8 @@
 //! how the store registers itself.
 //!
 //! Parameters: `prefix` (of every key, default `leasehold`; keys are `PREFIX:…`),
-//! `password_file` or `password_env` (the password is never in the URL: a
+//! `password-file` (as for etcd; else [`PASSWORD_VAR`] when set: the
+//! password is never in the URL: a
 //! command line is visible in `ps` and shell history), `durability=relaxed`
 //! (open on a server whose settings can lose acknowledged writes; see
 //! `durability`), `wait=N` (every write waits for N replicas), and for
@@ -33,12 +34,9 @@ pub const STORE: StoreRegistration = StoreRegistration {
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "leasehold";
 
-/// Where the password comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Password {
-    File(PathBuf),
-    Env(String),
-}
+/// The environment variable the password is read from when the URL names
+/// no `password-file`.
+pub const PASSWORD_VAR: &str = "LEASEHOLD_REDIS_PASSWORD";
 
 /// A parsed URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +47,8 @@ pub struct RedisUrl {
     pub port: u16,
     pub db: u32,
     pub prefix: String,
-    pub password: Option<Password>,
+    /// `password-file=PATH`.
+    pub password_file: Option<PathBuf>,
     /// `durability=relaxed`: open on settings that can lose acknowledged writes.
     pub relaxed: bool,
     /// `wait=N`: replicas every write waits for.
@@ -93,7 +92,9 @@ impl RedisUrl {
         let (authority, db) = path.split_once('/').unwrap_or((path, ""));
         let (user, hostport) = match authority.rsplit_once('@') {
             Some((userinfo, _)) if userinfo.contains(':') => {
-                return Err("a password in the URL is on the command line, in `ps` and in shell history: put it in a file (password_file=PATH) or an environment variable (password_env=NAME)".to_owned());
+                return Err(format!(
+                    "a password in the URL is on the command line, in `ps` and in shell history: put it in a file only you can read and pass password-file=PATH, or set {PASSWORD_VAR}"
+                ));
             }
             Some((user, hostport)) if !user.is_empty() => (Some(user.to_owned()), hostport),
             Some((_, hostport)) => (None, hostport),
@@ -123,7 +124,7 @@ impl RedisUrl {
             port,
             db,
             prefix: DEFAULT_PREFIX.to_owned(),
-            password: None,
+            password_file: None,
             relaxed: false,
             wait: 0,
             cacert: None,
@@ -139,8 +140,7 @@ impl RedisUrl {
                         "prefix={v:?} is not a key prefix leasehold uses (letters, digits and _-.)"
                     ));
                 }
-                "password_file" if !v.is_empty() => out.password = Some(Password::File(v.into())),
-                "password_env" if !v.is_empty() => out.password = Some(Password::Env(v.to_owned())),
+                "password-file" if !v.is_empty() => out.password_file = Some(v.into()),
                 "durability" if v == "relaxed" => out.relaxed = true,
                 "durability" if v == "strict" => out.relaxed = false,
                 "durability" => return Err(format!("durability={v:?}: strict (the default) or relaxed")),
@@ -159,7 +159,7 @@ impl RedisUrl {
                 "key" if !v.is_empty() => out.key = Some(v.into()),
                 _ => {
                     return Err(format!(
-                        "unknown or empty parameter {pair:?} (known: prefix, password_file, password_env, durability, wait, cacert, cert, key)"
+                        "unknown or empty parameter {pair:?} (known: prefix, password-file, durability, wait, cacert, cert, key)"
                     ));
                 }
             }
@@ -179,16 +179,17 @@ mod tests {
     fn urls_parse_or_say_why_not() {
         let u = RedisUrl::parse("redis://127.0.0.1").unwrap();
         assert_eq!((u.host.as_str(), u.port, u.db, u.tls), ("127.0.0.1", 6379, 0, false));
-        let u =
-            RedisUrl::parse("rediss://app@cache.example:6380/2?prefix=jobs&password_env=PW&wait=1&durability=relaxed")
-                .unwrap();
+        let u = RedisUrl::parse(
+            "rediss://app@cache.example:6380/2?prefix=jobs&password-file=/pw&wait=1&durability=relaxed",
+        )
+        .unwrap();
         assert_eq!(
             (u.user.as_deref(), u.host.as_str(), u.port, u.db, u.prefix.as_str()),
             (Some("app"), "cache.example", 6380, 2, "jobs")
         );
         assert_eq!(
-            (u.password, u.wait, u.relaxed, u.tls),
-            (Some(Password::Env("PW".into())), 1, true, true)
+            (u.password_file, u.wait, u.relaxed, u.tls),
+            (Some(PathBuf::from("/pw")), 1, true, true)
         );
         let u = RedisUrl::parse("redis://[::1]:7000").unwrap();
         assert_eq!((u.host.as_str(), u.port), ("[::1]", 7000));

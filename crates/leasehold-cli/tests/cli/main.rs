@@ -10,6 +10,7 @@ mod limits;
 mod lock;
 mod mutants;
 mod race;
+mod redis;
 mod restore;
 mod run;
 mod schedule;
@@ -30,6 +31,7 @@ fn main() {
         lock::TESTS,
         mutants::TESTS,
         race::TESTS,
+        redis::TESTS,
         restore::TESTS,
         run::TESTS,
         schedule::TESTS,

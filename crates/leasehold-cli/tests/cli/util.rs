@@ -108,7 +108,15 @@ impl Env {
 
     /// Run and return (exit code, stdout, stderr).
     pub fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.cmd(args).output().expect("run leasehold");
+        self.run_with(args, &[])
+    }
+
+    /// Run with `vars` added to the environment and return (exit code,
+    /// stdout, stderr).
+    pub fn run_with(&self, args: &[&str], vars: &[(&str, &str)]) -> (i32, String, String) {
+        let mut cmd = self.cmd(args);
+        cmd.envs(vars.iter().copied());
+        let out = cmd.output().expect("run leasehold");
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
