@@ -41,17 +41,25 @@ impl Durability {
                 .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
                 .map(|v| v.trim().to_owned())
         };
-        let config = |key: &str| -> std::result::Result<String, String> {
+        // A setting refused or answered oddly is unknown (a risk); a server
+        // not reached is unavailable, as for any other call — not a
+        // setting to change (it was a connection reset by a server killed
+        // while a client opened the store: fault cases 37, 38).
+        let config = |key: &str| -> Result<std::result::Result<String, String>> {
             match backend.call(&["CONFIG", "GET", key]) {
-                Ok(Reply::Array(kv)) if kv.len() == 2 => Ok(kv[1].text().unwrap_or_default().to_owned()),
-                Ok(other) => Err(format!("CONFIG GET {key} answered {other:?}")),
-                Err(Error::Server(words)) => Err(format!("CONFIG GET {key} was refused: {words}")),
-                Err(e) => Err(format!("CONFIG GET {key}: {e:?}")),
+                Ok(Reply::Array(kv)) if kv.len() == 2 => Ok(Ok(kv[1].text().unwrap_or_default().to_owned())),
+                Ok(other) => Ok(Err(format!("CONFIG GET {key} answered {other:?}"))),
+                Err(Error::Server(words)) => Ok(Err(format!("CONFIG GET {key} was refused: {words}"))),
+                Err(e) => Err(e),
             }
+        };
+        let settings = match config("appendonly")? {
+            Ok(aof) => config("appendfsync")?.map(|fsync| (aof, fsync)),
+            Err(why) => Err(why),
         };
         Ok(Self {
             version: field(&info, "redis_version").unwrap_or_default(),
-            settings: config("appendonly").and_then(|a| Ok((a, config("appendfsync")?))),
+            settings,
             role: field(&replication, "role").unwrap_or_default(),
             replicas: field(&replication, "connected_slaves")
                 .and_then(|n| n.parse().ok())

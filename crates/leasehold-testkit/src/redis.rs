@@ -1,5 +1,6 @@
 //! A throwaway Redis for tests: Debian's `redis-server` on a 127.0.0.1 free
-//! port (`bind 127.0.0.1`, `protected-mode yes`), started in the
+//! port (`bind 127.0.0.1`, `protected-mode yes`; and an address of a test
+//! network if asked, [`RedisConfig::bind`]), started in the
 //! foreground from a `redis.conf` this crate writes into the server's temp
 //! dir — its data (`dump.rdb`, the AOF), its log and its configuration all
 //! live there, and no other configuration file is read — and stopped by
@@ -66,6 +67,13 @@ pub struct RedisConfig {
     /// by the test CA ([`RedisServer::pki`]), clients need none
     /// (`tls-auth-clients no`).
     pub tls: bool,
+    /// An address it listens on besides 127.0.0.1 — the host's end of a
+    /// test network ([`TestNet::host_addr`](crate::netns::TestNet)), for
+    /// clients in its namespace — which [`RedisServer::url`] then names.
+    /// Protected mode is off then: it would refuse every client not on
+    /// loopback (the network is private: no route leaves the machine).
+    /// `None`: 127.0.0.1 only, protected.
+    pub bind: Option<std::net::IpAddr>,
 }
 
 /// The ACL user of [`RedisConfig::acl`].
@@ -164,11 +172,16 @@ impl RedisServer {
         );
     }
 
-    /// `redis://127.0.0.1:PORT`, or `rediss://` under TLS; no user in it.
+    /// `redis://127.0.0.1:PORT` (the [`RedisConfig::bind`] address instead
+    /// of 127.0.0.1 if it has one), or `rediss://` under TLS; no user in it.
     #[must_use]
     pub fn url(&self) -> String {
         let scheme = if self.config.tls { "rediss" } else { "redis" };
-        format!("{scheme}://127.0.0.1:{}", self.port)
+        let host = self
+            .config
+            .bind
+            .map_or_else(|| "127.0.0.1".to_owned(), |ip| ip.to_string());
+        format!("{scheme}://{host}:{}", self.port)
     }
 
     #[must_use]
@@ -215,9 +228,14 @@ impl RedisServer {
     /// promoted replica is a replica no more.
     fn conf(&self) -> String {
         let dir = self.dir.path().display();
+        // This crate's own client comes by 127.0.0.1 whatever else it binds.
+        let (bind, protected) = match self.config.bind {
+            Some(ip) => (format!("bind 127.0.0.1 {ip}"), "protected-mode no"),
+            None => ("bind 127.0.0.1".to_owned(), "protected-mode yes"),
+        };
         let mut lines = vec![
-            "bind 127.0.0.1".to_owned(),
-            "protected-mode yes".to_owned(),
+            bind,
+            protected.to_owned(),
             "daemonize no".to_owned(),
             format!("dir \"{dir}\""),
             format!("logfile \"{dir}/redis.log\""),

@@ -352,7 +352,7 @@ fn late_side_writes(net: &TestNet, sb: &Sandbox, store: &str, late_grant: &Recor
 /// host's side is granted, which must wait for the store's expiry; healed,
 /// the late side's store fence and fenced write must be refused. Each
 /// trial's history goes to the checker.
-fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl FnMut() -> String) {
+pub(crate) fn partition_trials(case: u32, store_kind: &str, net: &TestNet, mut store: impl FnMut() -> String) {
     let trials = tier::count(1, 20);
     let mut report = Report::new(format!("case {case}"));
     let (mut stopped_before, mut margins, mut after_cut) = (0, Vec::new(), Vec::new());

@@ -98,8 +98,9 @@ fn shared() -> &'static FirestoreEmulator {
 }
 
 /// Held for the whole of a case: the cases of this module run one at a
-/// time (see the module's docs). A case that failed leaves it to the next.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
+/// time (see the module's docs), and so do Redis's (`redis.rs`: eight
+/// racers too) beside them. A case that failed leaves it to the next.
+pub(crate) fn one_at_a_time() -> MutexGuard<'static, ()> {
     static ONE: Mutex<()> = Mutex::new(());
     ONE.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -123,9 +124,15 @@ fn ancestor_among(mut pid: u32, among: &BTreeSet<u32>) -> Option<u32> {
     None
 }
 
-/// `leasehold run` processes racing for `job` on the sandbox's store, one
-/// after another in each of their threads, until stopped.
-struct Racers {
+/// Exit codes of a racer's `run` that are clear answers where nothing but
+/// the racers is killed: done (0), held (11), stopped when its lease was
+/// lost (75), killed here (-9).
+pub(crate) const RUN_ANSWERS: &[i32] = &[0, 11, 75, -9];
+
+/// `leasehold run` processes racing for `job` on a store, recording into
+/// one sandbox's history, one after another in each of their threads,
+/// until stopped.
+pub(crate) struct Racers {
     /// The `leasehold run` processes now running (their pids).
     running: Arc<Mutex<BTreeSet<u32>>>,
     over: Arc<AtomicBool>,
@@ -137,9 +144,10 @@ struct Racers {
 }
 
 impl Racers {
-    /// `n` racers, holding 1.5 s or 0.2 s by turns; a refused one tries
-    /// again within 0.1 s.
-    fn start(sb: &Arc<Sandbox>, n: usize, rng: &mut Rng) -> Self {
+    /// `n` racers on `store`, holding 1.5 s or 0.2 s by turns; a refused
+    /// (11) or unavailable (69) one tries again within 0.1 s. A run that
+    /// exits with a code not in `answers` is one without a clear answer.
+    pub(crate) fn start(sb: &Arc<Sandbox>, store: &str, n: usize, rng: &mut Rng, answers: &'static [i32]) -> Self {
         let mut racers = Self {
             running: Arc::default(),
             over: Arc::default(),
@@ -148,8 +156,9 @@ impl Racers {
             threads: Vec::new(),
         };
         for i in 0..n {
-            let (sb, running, over, outcomes, unexpected) = (
+            let (sb, store, running, over, outcomes, unexpected) = (
                 sb.clone(),
+                store.to_owned(),
                 racers.running.clone(),
                 racers.over.clone(),
                 racers.outcomes.clone(),
@@ -157,7 +166,6 @@ impl Racers {
             );
             let mut rng = Rng::new(rng.next_u64());
             racers.threads.push(std::thread::spawn(move || {
-                let store = sb.store_url();
                 let mut run = 0;
                 while !over.load(Ordering::SeqCst) {
                     let hold_ms = if (i + run) % 2 == 0 { 1500 } else { 200 };
@@ -169,15 +177,13 @@ impl Racers {
                     let (code, err) = finish(child, Duration::from_secs(60));
                     running.lock().unwrap().remove(&pid);
                     *outcomes.lock().unwrap().entry(code).or_default() += 1;
-                    // Done (0), held (11), stopped when its lease was lost
-                    // (75), killed here (-9): each a clear answer.
-                    if ![0, 11, 75, -9].contains(&code) {
+                    if !answers.contains(&code) {
                         unexpected
                             .lock()
                             .unwrap()
                             .push(format!("racer {i}, run {run}: exit {code}: {err}"));
                     }
-                    if code == 11 {
+                    if code == 11 || code == 69 {
                         std::thread::sleep(Duration::from_millis(rng.below(100)));
                     }
                     run += 1;
@@ -187,10 +193,16 @@ impl Racers {
         racers
     }
 
+    /// Let every racer finish its run and start no other (without waiting:
+    /// [`Racers::stop`] waits).
+    pub(crate) fn halt(&self) {
+        self.over.store(true, Ordering::SeqCst);
+    }
+
     /// Let every racer finish its run and stop: the exit codes counted,
     /// and the runs without a clear answer.
-    fn stop(self) -> (BTreeMap<i32, usize>, Vec<String>) {
-        self.over.store(true, Ordering::SeqCst);
+    pub(crate) fn stop(self) -> (BTreeMap<i32, usize>, Vec<String>) {
+        self.halt();
         for t in self.threads {
             t.join().expect("a racer thread failed");
         }
@@ -273,7 +285,7 @@ fn case33_firestore_kill_9_of_racing_run_holders_never_overlaps_and_is_taken_ove
     let kills = count(6, 200);
     let sb = Arc::new(shared_sandbox("kill-9"));
     let mut rng = Rng::from_env("case 33");
-    let racers = Racers::start(&sb, RACERS, &mut rng);
+    let racers = Racers::start(&sb, &sb.store_url(), RACERS, &mut rng, RUN_ANSWERS);
     let (mut takeovers, mut others) = (Vec::new(), 0);
     while takeovers.len() < kills {
         if let Some((took, other)) = kill_the_next_holder(&sb, &racers, &mut rng) {

@@ -21,6 +21,7 @@ mod leadership;
 mod leases;
 mod mounts;
 mod queue;
+mod redis;
 mod supervisor;
 mod wedge;
 
@@ -36,6 +37,7 @@ fn main() {
         leases::TESTS,
         mounts::TESTS,
         queue::TESTS,
+        redis::TESTS,
         supervisor::TESTS,
         wedge::TESTS,
     ]);
