@@ -1,8 +1,8 @@
 """Fixtures of the Python suite: stores of every kind, with throwaway
-PostgreSQL and etcd servers and a Firestore emulator on 127.0.0.1 started
-here, as the Rust tests start theirs (free ports, temp dirs, stopped by
-pid). Without the server binaries (or with `postgres`/`etcd`/`firestore`
-in LEASEHOLD_TEST_HIDE, as for the Rust tests) a store's tests are
+PostgreSQL, etcd and Redis servers and a Firestore emulator on 127.0.0.1
+started here, as the Rust tests start theirs (free ports, temp dirs,
+stopped by pid). Without the server binaries (or with `postgres`/`etcd`/
+`firestore`/`redis` in LEASEHOLD_TEST_HIDE, as for the Rust tests) a store's tests are
 skipped with the reason — except with
 CI=true, where a missing server fails them. A server that is installed
 but does not start is a failure, never a skip; so is a missing `leasehold`
@@ -284,6 +284,92 @@ class Firestore:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class Redis:
+    """A throwaway redis-server, as leasehold-testkit's `redis::RedisServer`
+    starts it (Durability::Always): a `redis.conf` in its temp dir (bind
+    127.0.0.1, a free port, its data and log there, `appendonly yes` with
+    `appendfsync always`, no RDB snapshots), no other configuration read —
+    so the store opens without `?durability=relaxed`. Each test takes a key
+    prefix of its own (`url(prefix)`)."""
+
+    def __init__(self) -> None:
+        if "redis" in HIDDEN:
+            raise NotInstalled("no `redis-server` (hidden by LEASEHOLD_TEST_HIDE)")
+        server = shutil.which("redis-server")
+        if server is None:
+            raise NotInstalled("no `redis-server` on PATH; install the Debian package redis-server")
+        self.dir = Path(tempfile.mkdtemp(prefix="leasehold-py-redis-"))
+        # The free port may be taken before the server binds it.
+        for _ in range(5):
+            self.port = free_port()
+            conf = self.dir / "redis.conf"
+            conf.write_text(
+                "\n".join(
+                    [
+                        "bind 127.0.0.1",
+                        "protected-mode yes",
+                        "daemonize no",
+                        f"port {self.port}",
+                        f'dir "{self.dir}"',
+                        f'logfile "{self.dir / "redis.log"}"',
+                        "appendonly yes",
+                        "appendfsync always",
+                        # No RDB snapshots: what survives a crash is the AOF's alone.
+                        'save ""',
+                    ]
+                )
+                + "\n"
+            )
+            with open(self.dir / "redis.log", "ab") as log:
+                self.process = subprocess.Popen(
+                    [server, str(conf)], cwd=self.dir, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                )
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and self.process.poll() is None:
+                if self._pong():
+                    return
+                time.sleep(0.05)
+            tail = self.log_tail()
+            self.stop(remove=False)
+            if "Address already in use" not in tail:
+                break
+        shutil.rmtree(self.dir, ignore_errors=True)
+        raise RuntimeError(f"redis-server did not answer PING within 30 s; its log ends:\n{tail}")
+
+    def url(self, prefix: str) -> str:
+        return f"redis://127.0.0.1:{self.port}?prefix={prefix}"
+
+    def _pong(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def log_tail(self) -> str:
+        try:
+            return "\n".join((self.dir / "redis.log").read_text(errors="replace").splitlines()[-40:])
+        except OSError:
+            return ""
+
+    def stop(self, remove: bool = True) -> None:
+        """SIGTERM by pid, sent again every 200 ms (Redis refuses one while
+        it writes its first AOF, and forgets it), SIGKILL after 10 s."""
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            deadline = time.monotonic() + wait
+            while self.process.poll() is None and time.monotonic() < deadline:
+                self.process.send_signal(sig)
+                try:
+                    self.process.wait(0.2)
+                except subprocess.TimeoutExpired:
+                    pass
+            if self.process.poll() is not None:
+                break
+        if remove:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def _group_members(group: int) -> list[int]:
     """The running processes (zombies do not run) of process group `group`."""
     members = []
@@ -337,6 +423,10 @@ class Servers:
         os.environ["FIRESTORE_EMULATOR_HOST"] = server.host
         return server
 
+    def redis(self) -> Redis:
+        server: Redis = self._get("Redis", Redis)
+        return server
+
     def stop(self) -> None:
         for server in self._started.values():
             server.stop()
@@ -384,10 +474,11 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite://{tmp_path / 'leasehold.db'}"
 
 
-@pytest.fixture(params=["sqlite", "postgres", "etcd", "firestore"])
+@pytest.fixture(params=["sqlite", "postgres", "etcd", "firestore", "redis"])
 def store_url(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) -> str:
     """A fresh store of each kind (Firestore: a project of its own on the
-    session's emulator)."""
+    session's emulator; Redis: a key prefix of its own on the session's
+    server)."""
     kind = request.param
     if kind == "sqlite":
         return f"sqlite://{tmp_path / 'leasehold.db'}"
@@ -395,6 +486,8 @@ def store_url(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) 
         return servers.postgres().url(unique())
     if kind == "etcd":
         return servers.etcd().url(unique())
+    if kind == "redis":
+        return servers.redis().url(unique())
     emulator = servers.firestore()
     return emulator.url(emulator.unique_project())
 

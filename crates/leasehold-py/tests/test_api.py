@@ -1,4 +1,4 @@
-"""The API as a user drives it, on SQLite, PostgreSQL, etcd and Firestore (its emulator)."""
+"""The API as a user drives it, on SQLite, PostgreSQL, etcd, Firestore (its emulator) and Redis."""
 
 from __future__ import annotations
 
@@ -283,11 +283,13 @@ def test_claim_waits_for_a_task(queue_store_url: str) -> None:
     assert task.outcome == "done"
 
 
-@pytest.mark.parametrize("kind", ["etcd", "firestore"])
+@pytest.mark.parametrize("kind", ["etcd", "firestore", "redis"])
 def test_stores_without_a_queue_refuse_it(kind: str, servers: Servers) -> None:
-    # The queue tests take `queue_store_url`, which has neither.
+    # The queue tests take `queue_store_url`, which has none of them.
     if kind == "etcd":
         store = lh.Store(servers.etcd().url("noqueue"))
+    elif kind == "redis":
+        store = lh.Store(servers.redis().url(unique()))
     else:
         emulator = servers.firestore()
         store = lh.Store(emulator.url(emulator.unique_project()))
@@ -571,13 +573,15 @@ def test_backup_copies_a_store_in_use_and_never_overwrites(tmp_path: Path) -> No
         store.backup(tmp_path / "missing" / "copy.db")
 
 
-@pytest.mark.parametrize("kind", ["postgres", "etcd", "firestore"])
+@pytest.mark.parametrize("kind", ["postgres", "etcd", "firestore", "redis"])
 def test_backup_is_refused_by_stores_with_their_own_tools(kind: str, servers: Servers, tmp_path: Path) -> None:
     # SQLite takes backups: the test above.
     if kind == "postgres":
         url, tool = servers.postgres().url(unique()), "pg_dump"
     elif kind == "etcd":
         url, tool = servers.etcd().url(unique()), "etcdctl snapshot save"
+    elif kind == "redis":
+        url, tool = servers.redis().url(unique()), "BGSAVE"
     else:
         emulator = servers.firestore()
         url, tool = emulator.url(emulator.unique_project()), "gcloud firestore export"

@@ -54,7 +54,10 @@ def test_stores_that_are_down_are_unavailable() -> None:
 
 
 def test_malformed_urls_are_invalid_input() -> None:
-    for url in ["redis://localhost", "sqlite://", "nonsense", "etcd://h:1?password=hunter2"]:
+    # A password in a URL is refused (a command line shows in `ps`), and its
+    # message does not repeat it.
+    urls = ["redis://h:1?password=hunter2", "redis://:hunter2@h:1", "sqlite://", "nonsense", "etcd://h:1?password=hunter2"]
+    for url in urls:
         with pytest.raises(lh.InvalidInput) as raised:
             lh.Store(url)
         assert "hunter2" not in str(raised.value)

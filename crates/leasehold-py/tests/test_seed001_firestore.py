@@ -58,14 +58,22 @@ class Race:
     go under `side` in the results file."""
 
     def __init__(
-        self, emulator: Firestore, dir: Path, name: str, racer: str = "racer.py", side: Optional[str] = None
+        self,
+        emulator: Optional[Firestore],
+        dir: Path,
+        name: str,
+        racer: str = "racer.py",
+        side: Optional[str] = None,
     ) -> None:
+        """`emulator`: the Firestore emulator the racers use, in a project
+        of this race's own; None for leasehold's racers on another store
+        (their URL says where)."""
         if racer == "racer.py" and importlib.util.find_spec("google.cloud.firestore") is None:
             pytest.fail("google-cloud-firestore is not installed: pip install -r tests/requirements.txt")
         self.name = name
         self.dir = dir
-        self.project = emulator.unique_project()
-        self.env = {**os.environ, **emulator.env(self.project)}
+        self.project = emulator.unique_project() if emulator is not None else None
+        self.env = {**os.environ, **(emulator.env(self.project) if emulator is not None else {})}
         self.ledger = dir / "ledger.jsonl"
         self.racers: dict[str, subprocess.Popen[bytes]] = {}
         self.started = time.monotonic()
