@@ -157,9 +157,11 @@ impl RedisUrl {
                 "cacert" if !v.is_empty() => out.cacert = Some(v.into()),
                 "cert" if !v.is_empty() => out.cert = Some(v.into()),
                 "key" if !v.is_empty() => out.key = Some(v.into()),
+                // Only the key: the value of an unknown one may be a secret
+                // (`password=...`), and errors are printed and logged.
                 _ => {
                     return Err(format!(
-                        "unknown or empty parameter {pair:?} (known: prefix, password-file, durability, wait, cacert, cert, key)"
+                        "unknown or empty parameter {k:?} (known: prefix, password-file, durability, wait, cacert, cert, key)"
                     ));
                 }
             }
@@ -206,9 +208,11 @@ mod tests {
             ("redis://h?cacert=/x", "use rediss://"),
             ("rediss://h?cert=/x", "go together"),
             ("redis://h?ttl=3", "unknown"),
+            ("redis://h?password=secret", "unknown or empty parameter \"password\""),
         ] {
             let e = RedisUrl::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
+            assert!(!e.contains("secret"), "{bad}: {e} repeats the secret");
         }
     }
 }
