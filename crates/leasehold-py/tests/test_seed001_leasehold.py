@@ -11,10 +11,7 @@ Each race runs again on leasehold's Redis store (the session's
 redis-server, a key prefix of its own; counts under "leasehold-redis"):
 the store's decisions are the same shared document algorithm, on Redis's
 clock (TIME, read inside the script), with a Lua script's version check in
-place of Firestore's transaction — the same assertions, 0 violations
-(the paused holder's known defect, `lease.check()` and the keeper, is the
-package's, not a store's: it shows on Redis as on Firestore, about one run
-in two, and is reported as xfailed the same way).
+place of Firestore's transaction — the same assertions, 0 violations.
 
 A racer is seed001/leasehold_racer.py. A racer whose clock is wrong runs
 under libfaketime — its whole process, as leasehold's clock is in Rust;
@@ -62,7 +59,7 @@ class LeaseholdRace(Race):
     def __init__(self, kind: str, servers: Servers, dir: Path, name: str) -> None:
         """`kind`: the store the racers share, "firestore" (a project of
         this race's own on the session's emulator) or "redis" (a key
-        prefix of its own on the session's server)."""
+        ."""
         if kind == "firestore":
             emulator = servers.firestore()
             super().__init__(emulator, dir, name, racer="leasehold_racer.py", side="leasehold")
@@ -132,21 +129,16 @@ def test_leasehold_a_paused_holder_resumes_after_the_newcomer_published(race: Le
     that the process did not run, and the holder is stopped (`check()`,
     the interrupt, its renewal) before it publishes.
 
-    Known defect, not hidden: `lease.check()` reports only what the
-    keeper's thread has concluded (`KeeperHandle::loss`), not whether the
-    trust window has closed by the boot clock — so when the holder's main
-    thread runs before the keeper's after SIGCONT, one `check()` passes
-    and one step of work is done after the newcomer's grant (an overlap
-    by the judge, in the holder's own copy; nothing shared is written).
-    The test is then reported as xfailed with the counts; any other
-    violation fails it."""
+    `lease.check()` judges the trust window by the boot clock itself, so
+    a holder whose main thread runs before the keeper's after SIGCONT is
+    refused too (it once passed one check there: an overlap by the judge
+    in about one run in two, reported as xfailed until the handle judged
+    the deadline — KeeperHandle::loss)."""
     race.newcomer_publishes_while_holder_paused("work", hold=0.2)
     assert race.wait_exit("holder") == 0
     assert race.has("holder", "refused")
     assert not race.has("holder", "publish")
     counts = race.judge()
-    if counts["overlaps"] == 1 and counts["late_local_writes"] == 1 and ledger.violations(counts) == 1:
-        pytest.xfail(f"lease.check() passed once after the trust window closed (KeeperHandle::loss): {counts}")
     assert ledger.violations(counts) == 0, counts
 
 

@@ -460,6 +460,14 @@ impl<L: Refusal> Shared<L> {
     /// explained by asking the store who holds its write lock — outside
     /// the state's lock, since that reads the system's lock table.
     fn lose_deadline(&self, state: MutexGuard<'_, State<L>>, now: Duration) {
+        let loss = self.deadline_loss(state, now, true);
+        self.lose(self.lock(), &loss);
+    }
+
+    /// The loss of a deadline that has passed, not recorded here. Who
+    /// holds the store's write lock is asked only when `ask_store` (a
+    /// keeper thread): a holder's own question must not wait on the store.
+    fn deadline_loss(&self, state: MutexGuard<'_, State<L>>, now: Duration, ask_store: bool) -> Loss<L> {
         let late = now.saturating_sub(state.look_by);
         let mut overdue = Overdue {
             not_run: (late >= NOT_RUN).then_some(late),
@@ -472,10 +480,10 @@ impl<L: Refusal> Shared<L> {
         if let Some(sent) = in_flight {
             overdue.unanswered = Some(Unanswered {
                 sent_ago: now.saturating_sub(sent),
-                lock: self.renewer.write_lock(),
+                lock: if ask_store { self.renewer.write_lock() } else { None },
             });
         }
-        self.lose(self.lock(), &Loss::Deadline(overdue));
+        Loss::Deadline(overdue)
     }
 
     /// Sleep until `until` on the keeper's clock, in slices of at most
@@ -1002,14 +1010,34 @@ impl<L: Refusal> fmt::Debug for LossHandle<L> {
 }
 
 impl<L: Refusal> LossHandle<L> {
+    /// Whether the grant is lost: a loss recorded, or the holder-side
+    /// deadline passed by the clock now (see [`Self::loss`]).
     #[must_use]
     pub fn is_lost(&self) -> bool {
-        self.0.lock().lost.is_some()
+        let state = self.0.lock();
+        state.lost.is_some() || (!state.stopped && self.0.clock.now() >= state.trusted_until)
     }
 
+    /// The loss, if the grant is lost. The deadline is judged here against
+    /// the clock, not only by the keeper's threads: a process resumed from
+    /// a pause (SIGSTOP, a suspended machine) may run the holder's thread
+    /// before the keeper's, and a holder that checks first must not be
+    /// told its grant is still trusted — one more step of work there could
+    /// overlap the next holder's (seed 001's paused-holder race showed it).
+    /// The keeper's threads, woken here, record the loss and run the
+    /// callbacks, as for any deadline.
     #[must_use]
     pub fn loss(&self) -> Option<Loss<L>> {
-        self.0.lock().lost.clone()
+        let state = self.0.lock();
+        if state.lost.is_some() || state.stopped {
+            return state.lost.clone();
+        }
+        let now = self.0.clock.now();
+        if now < state.trusted_until {
+            return None;
+        }
+        self.0.changed.notify_all();
+        Some(self.0.deadline_loss(state, now, false))
     }
 
     /// Wait up to `timeout` (real time) for the loss; `None` if the grant
@@ -1513,6 +1541,36 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_handle_tells_a_closed_window_before_the_keeper_has_looked() {
+        // A process resumed from SIGSTOP: the holder's thread may ask
+        // before any keeper thread has run. The keeper's threads look at
+        // the clock only every POLL; the question comes well before.
+        let clock = Arc::new(ManualClock::new(SEC));
+        let k = keeper(Scripted::new(vec![]), &clock, 20 * SEC);
+        let pushed = k.subscribe();
+        let handle = k.handle();
+        assert!(!handle.is_lost());
+        clock.advance(120 * SEC);
+        assert!(handle.is_lost(), "is_lost() right after the window closed");
+        let told = handle.loss();
+        assert!(
+            matches!(told, Some(Loss::Deadline(_))),
+            "loss() right after the window closed: {told:?}"
+        );
+        // The keeper's threads still record the loss and tell subscribers.
+        let recorded = pushed.recv_timeout(WAIT).expect("the loss pushed");
+        assert!(matches!(recorded, Loss::Deadline(_)), "{recorded:?}");
+        assert_eq!(handle.loss(), Some(recorded));
+        // A stopped keeper's handle reports no deadline of its own.
+        let clock = Arc::new(ManualClock::new(SEC));
+        let stopped = keeper(Scripted::new(vec![]), &clock, 20 * SEC);
+        let handle = stopped.handle();
+        assert_eq!(stopped.stop(), None);
+        clock.advance(120 * SEC);
+        assert_eq!((handle.is_lost(), handle.loss()), (false, None));
+    }
+
     /// A renewal that blocks until told; tells when one starts and how
     /// many were out at once, and makes the deadline's question to the
     /// store (`write_lock`) wait until told too.
@@ -1978,7 +2036,11 @@ mod tests {
         until(|| k.renewals() == 1);
         clock.advance(heartbeat);
         until(|| k.renewals() == 3 || k.handle().is_lost());
-        k.stop()
+        // The handle's answer: a closed window shows there before a keeper
+        // thread has recorded it.
+        let loss = k.handle().loss();
+        drop(k.stop());
+        loss
     }
 
     /// Issue 22: `run --ttl 1s` with defaults lost its lease in 8 runs of
