@@ -80,6 +80,48 @@ pub trait Harness: Sized {
     fn reopen(&mut self);
 }
 
+/// A server store as the suite opens it: under a prefix of each case's
+/// own, on a server the test binary shares, reopened by opening the same
+/// prefix again; its clock is the server's and never moved (`clock_skew:
+/// false`). [`ServerHarness`] is its [`Harness`].
+pub trait PrefixedStore: 'static {
+    type Backend: Backend;
+    /// A prefix no other case (or test binary) uses.
+    fn unique_prefix() -> String;
+    /// A new client of the shared server, under `prefix`.
+    fn open(prefix: &str) -> Self::Backend;
+}
+
+/// The [`Harness`] of a [`PrefixedStore`] (etcd, Firestore, Redis).
+pub struct ServerHarness<S: PrefixedStore> {
+    backend: S::Backend,
+    prefix: String,
+    skew: ClockSkew,
+}
+
+impl<S: PrefixedStore> Harness for ServerHarness<S> {
+    fn new() -> Self {
+        let prefix = S::unique_prefix();
+        Self {
+            backend: S::open(&prefix),
+            prefix,
+            skew: ClockSkew::default(),
+        }
+    }
+
+    fn backend(&self) -> &dyn Backend {
+        &self.backend
+    }
+
+    fn skew(&self) -> &ClockSkew {
+        &self.skew
+    }
+
+    fn reopen(&mut self) {
+        self.backend = S::open(&self.prefix);
+    }
+}
+
 /// A backend capability a case may need (see
 /// [`leasehold_backend::Capabilities`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -62,4 +62,12 @@ impl WaitTopic {
     pub fn set_cursor(&self, value: u64) {
         self.cursor.store(value, Ordering::SeqCst);
     }
+
+    /// Set the cursor to `now` (the store's version of what is watched);
+    /// true when this waiter had looked before and it changed since — the
+    /// wait is then over at once. A first look (cursor 0) waits.
+    pub fn moved_to(&self, now: u64) -> bool {
+        let before = self.cursor.swap(now, Ordering::SeqCst);
+        before != 0 && before != now
+    }
 }

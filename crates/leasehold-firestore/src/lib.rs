@@ -336,12 +336,8 @@ impl Backend for FirestoreBackend {
                 .version(name)
                 .ok()
                 .map(|v| v.as_deref().and_then(ServerTime::parse).map_or(0, |t| t.0 as u64));
-            if let Some(version) = seen {
-                let before = topic.cursor();
-                topic.set_cursor(version);
-                if before != 0 && before != version {
-                    return Ok(());
-                }
+            if seen.is_some_and(|version| topic.moved_to(version)) {
+                return Ok(());
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {

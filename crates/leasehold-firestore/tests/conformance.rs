@@ -4,42 +4,23 @@
 
 mod support;
 
-use leasehold_backend::{Backend, ClockSkew};
+use leasehold_backend_tests::{PrefixedStore, ServerHarness};
 use leasehold_firestore::FirestoreBackend;
-use support::open;
 
-#[derive(Debug)]
-struct FirestoreHarness {
-    backend: FirestoreBackend,
-    prefix: String,
-    // Never moved: Firestore's clock is the server's (`clock_skew: false`).
-    skew: ClockSkew,
-}
+struct Firestore;
 
-impl leasehold_backend_tests::Harness for FirestoreHarness {
-    fn new() -> Self {
-        let prefix = support::unique_prefix("conformance");
-        Self {
-            backend: open(&prefix),
-            prefix,
-            skew: ClockSkew::default(),
-        }
+impl PrefixedStore for Firestore {
+    type Backend = FirestoreBackend;
+
+    fn unique_prefix() -> String {
+        support::unique_prefix("conformance")
     }
 
-    fn backend(&self) -> &dyn Backend {
-        &self.backend
-    }
-
-    fn skew(&self) -> &ClockSkew {
-        &self.skew
-    }
-
-    /// A new client to the same emulator and collection.
-    fn reopen(&mut self) {
-        self.backend = open(&self.prefix);
+    fn open(prefix: &str) -> FirestoreBackend {
+        support::open(prefix)
     }
 }
 
 fn main() {
-    leasehold_backend_tests::main::<FirestoreHarness>()
+    leasehold_backend_tests::main::<ServerHarness<Firestore>>()
 }

@@ -133,13 +133,8 @@ impl Notifier {
             }
         }
         let seen = state.generation(bucket);
-        match topic.cursor() {
-            // Something happened since this waiter last looked.
-            cursor if cursor != 0 && cursor != seen => {
-                topic.set_cursor(seen);
-                return;
-            }
-            _ => topic.set_cursor(seen),
+        if topic.moved_to(seen) {
+            return; // something happened since this waiter last looked
         }
         loop {
             let left = deadline.saturating_duration_since(Instant::now());

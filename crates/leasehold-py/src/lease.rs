@@ -143,11 +143,43 @@ pub fn loss_callback<L: std::fmt::Display>(what: String, on_lost: Py<PyAny>) -> 
     move |loss| {
         Python::attach(|py| {
             let exc = lost_error(&what, &loss);
-            if let Err(e) = on_lost.call1(py, (exc.value(py),)) {
+            // Its key, by which a raise of the same loss in the main thread
+            // withdraws it from the interrupt (`told_lost`).
+            let keyed = exc.value(py).setattr(INTERRUPT_KEY, &what);
+            if let Err(e) = keyed.and_then(|()| on_lost.call1(py, (exc.value(py),))) {
                 e.write_unraisable(py, Some(on_lost.bind(py)));
             }
         });
     }
+}
+
+/// The attribute of a queued `LeaseLost` naming its loss
+/// (`leasehold._interrupt.KEY`).
+const INTERRUPT_KEY: &str = "_leasehold_lost";
+
+/// The `LeaseLost` of `what`, about to be raised in this thread. With
+/// `on_lost="interrupt"` the keeper has queued the same loss for the main
+/// thread: when this is the main thread, that one is withdrawn, so the
+/// loss is not raised again in the handler of this one.
+pub fn told_lost<L: std::fmt::Display>(
+    py: Python<'_>,
+    on_lost: Option<&Py<PyAny>>,
+    what: &str,
+    loss: &Loss<L>,
+) -> PyErr {
+    let withdrawn = || -> PyResult<()> {
+        let Some(on_lost) = on_lost else { return Ok(()) };
+        let interrupt = py.import("leasehold._interrupt")?;
+        if on_lost.bind(py).is(&interrupt.getattr("_deliver")?) {
+            interrupt.call_method1("withdraw", (what,))?;
+        }
+        Ok(())
+    };
+    let err = lost_error(what, loss);
+    if let Err(e) = withdrawn() {
+        e.write_unraisable(py, None);
+    }
+    err
 }
 
 /// `Held`, naming the holders (and how long it waited), and the shared
@@ -514,7 +546,7 @@ impl Lease {
         self.inner(py).now = Now::Held(Local::new(hold));
         match renewed {
             Ok(None) => Ok(()),
-            Ok(Some(loss)) => Err(lost_error(&what, &loss)),
+            Ok(Some(loss)) => Err(told_lost(py, self.on_lost.as_ref(), &what, &loss)),
             Err(e) => Err(errors::library(&e)),
         }
     }
@@ -629,31 +661,32 @@ impl Lease {
     }
 
     /// Raise ``LeaseLost`` once the grant is lost (or in a forked child);
-    /// ``InvalidInput`` when it is not held.
+    /// ``InvalidInput`` when it is not held. The holder-side deadline is
+    /// judged by the clock here too, so a process resumed from a pause is
+    /// refused before its keeper's thread has run.
     fn check(&self, py: Python<'_>) -> PyResult<()> {
-        let refused = {
+        let kept = {
             let inner = self.inner(py);
             match &inner.now {
                 Now::Held(local) => match local.get() {
-                    Ok(hold) => match hold.keeper.handle().loss() {
-                        None => return Ok(()),
-                        Some(loss) => {
-                            let what = self.what(&hold.grant);
-                            drop(inner);
-                            return Err(lost_error(&what, &loss));
-                        }
-                    },
-                    Err(forked) => Refusal::Forked(forked),
+                    Ok(hold) => Ok((hold.keeper.handle(), self.what(&hold.grant))),
+                    Err(forked) => Err(Refusal::Forked(forked)),
                 },
                 Now::Busy("renewed", _) => return Ok(()),
                 Now::Idle => match &inner.ended {
-                    Some((_, Ending::Lost(message))) => Refusal::Lost(message.clone()),
-                    _ => self.not_held(&inner, "check"),
+                    Some((_, Ending::Lost(message))) => Err(Refusal::Lost(message.clone())),
+                    _ => Err(self.not_held(&inner, "check")),
                 },
-                _ => self.not_held(&inner, "check"),
+                _ => Err(self.not_held(&inner, "check")),
             }
         };
-        Err(self.raise(refused))
+        let (handle, what) = kept.map_err(|refused| self.raise(refused))?;
+        // Without the GIL: the keeper's verdict may be awaited, and its
+        // callbacks take the GIL.
+        match py.detach(|| handle.loss()) {
+            None => Ok(()),
+            Some(loss) => Err(told_lost(py, self.on_lost.as_ref(), &what, &loss)),
+        }
     }
 
     /// Whether the grant is lost: a renewal was refused, or the holder-side

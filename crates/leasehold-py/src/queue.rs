@@ -28,7 +28,7 @@ use pyo3::types::{PyList, PyString, PyType};
 use crate::convert::{self, Wait};
 use crate::errors::{self, OrRaise as _, Other};
 use crate::fork::{Forked, Local};
-use crate::lease::{HoldOptions, forked_error, lost_error, notify};
+use crate::lease::{HoldOptions, forked_error, lost_error, notify, told_lost};
 use crate::store::Store;
 
 /// The longest an idle claimer sleeps between two claims, as the
@@ -75,7 +75,8 @@ impl Queue {
             if let Some((claim, keeper)) = claimed {
                 let what = format!("claim of task {}/{} (token {})", claim.queue, claim.id, claim.token);
                 notify(&keeper, what, hold.on_lost.as_ref());
-                return Task::new(py, claim, hold.keep.ttl, Hold { store, keeper }).map(Some);
+                let on_lost = hold.on_lost.as_ref().map(|f| f.clone_ref(py));
+                return Task::new(py, claim, hold.keep.ttl, Hold { store, keeper }, on_lost).map(Some);
             }
             let until = match (wait, deadline) {
                 (Wait::No, _) => return Ok(None),
@@ -478,15 +479,17 @@ pub struct Task {
     claim: Claim,
     payload: Py<PyAny>,
     ttl: Duration,
+    on_lost: Option<Py<PyAny>>,
     state: Mutex<State>,
 }
 
 impl Task {
-    fn new(py: Python<'_>, claim: Claim, ttl: Duration, hold: Hold) -> PyResult<Self> {
+    fn new(py: Python<'_>, claim: Claim, ttl: Duration, hold: Hold, on_lost: Option<Py<PyAny>>) -> PyResult<Self> {
         Ok(Self {
             payload: convert::from_json(py, &claim.payload)?.unbind(),
             claim,
             ttl,
+            on_lost,
             state: Mutex::new(State::Claimed(Local::new(hold))),
         })
     }
@@ -639,16 +642,18 @@ impl Task {
     fn check(&self, py: Python<'_>) -> PyResult<()> {
         let message = match &*self.state(py) {
             State::Claimed(local) => match local.get() {
-                Ok(hold) => match hold.keeper.handle().loss() {
-                    None => return Ok(()),
-                    Some(loss) => return Err(lost_error(&self.what(), &loss)),
-                },
-                Err(forked) => forked.says(&self.what()),
+                Ok(hold) => Ok(hold.keeper.handle()),
+                Err(forked) => Err(forked.says(&self.what())),
             },
             State::Busy(_) => return Ok(()),
-            State::Ended(how) => format!("{} has ended ({how})", self.what()),
+            State::Ended(how) => Err(format!("{} has ended ({how})", self.what())),
         };
-        Err(errors::of_kind(leasehold::ErrorKind::Lost, message))
+        let handle = message.map_err(|message| errors::of_kind(leasehold::ErrorKind::Lost, message))?;
+        // Without the GIL, as `Lease.check`.
+        match py.detach(|| handle.loss()) {
+            None => Ok(()),
+            Some(loss) => Err(told_lost(py, self.on_lost.as_ref(), &self.what(), &loss)),
+        }
     }
 
     /// Mark the task done, with ``result`` (any JSON value) recorded.

@@ -7,6 +7,7 @@ import asyncio
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -234,6 +235,52 @@ except lh.LeaseLost as e:
     # grant: within the TTL of the last renewal that got through.
     assert float(interrupted_at) - blocked_at < 2.0 and lost == "True", message
     assert "was lost" in message
+
+
+def test_a_holder_resumed_from_a_pause_is_refused_at_its_first_check_and_told_once(tmp_path: Path) -> None:
+    # The process stops itself (SIGSTOP: every thread) past its grant's
+    # window and is resumed; its main thread then races its keeper's
+    # threads to the clock. Whoever wins, the first check() must refuse
+    # (it once passed when the main thread ran first), and the main thread
+    # must hear of the loss once — not again, by the interrupt, inside the
+    # handler of the first. Five pauses, for the two orders to occur.
+    db = tmp_path / "l.db"
+    child = python(
+        """
+import os, signal, sys, time, leasehold as lh
+store = lh.Store("sqlite://" + sys.argv[1])
+for trial in range(5):
+    lease = store.lease(f"p{trial}", ttl="1s", on_lost="interrupt").acquire()
+    try:
+        print("stopping", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        lease.check()
+        print("passed a check after the pause", flush=True)
+    except lh.LeaseLost:
+        try:
+            time.sleep(0.5)  # a second LeaseLost would be raised here
+            print("told once", flush=True)
+        except lh.LeaseLost as again:
+            print(f"told twice: {again}", flush=True)
+    try:
+        lease.release()
+    except lh.LeaseLost:
+        pass
+""",
+        str(db),
+    )
+    outcomes = []
+    for _ in range(5):
+        assert read_line(child) == "stopping"
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            assert time.monotonic() < deadline, "the child did not stop"
+            time.sleep(0.01)
+        time.sleep(1.5)  # past the 1 s grant's window
+        child.send_signal(signal.SIGCONT)
+        outcomes.append(read_line(child, timeout=10))
+    assert child.wait(10) == 0
+    assert outcomes == ["told once"] * 5, outcomes
 
 
 def test_a_queue_claims_runs_and_reports(queue_store_url: str) -> None:

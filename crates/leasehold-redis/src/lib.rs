@@ -492,9 +492,7 @@ impl Backend for RedisBackend {
             // Subscribed first, read second: a change after the read is a
             // message; one before it, a new version.
             let version = self.version(name)?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            let before = topic.cursor();
-            topic.set_cursor(version);
-            if before != 0 && before != version {
+            if topic.moved_to(version) {
                 return Ok(());
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -160,10 +160,8 @@ impl SqliteBackend {
             let seen = waker.seen();
             (seen.writes, seen.last.is_some_and(|at| at.elapsed() < SETTLE))
         };
-        let seen = topic.cursor();
         let now = self.data_version()?;
-        topic.set_cursor(now);
-        if seen != 0 && seen != now {
+        if topic.moved_to(now) {
             return Ok(()); // committed since the waiter last looked
         }
         if recent || waker.wait_past(writes, timeout) {
