@@ -99,6 +99,14 @@ pub struct ServerHarness<S: PrefixedStore> {
     skew: ClockSkew,
 }
 
+impl<S: PrefixedStore> std::fmt::Debug for ServerHarness<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHarness")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S: PrefixedStore> Harness for ServerHarness<S> {
     fn new() -> Self {
         let prefix = S::unique_prefix();

@@ -1033,7 +1033,7 @@ impl<L: Refusal> LossHandle<L> {
     /// told its grant is still trusted — one more step of work could
     /// overlap the next holder's (seed 001's paused-holder race showed it).
     /// Then the keeper's threads are woken and their verdict awaited (up to
-    /// [`VERDICT`]): the loss recorded once, with what they measured, and
+    /// `VERDICT`, a second): the loss recorded once, with what they measured, and
     /// its callbacks run before this returns — so a holder told here is
     /// told after an `on_loss` callback, never before it.
     #[must_use]
