@@ -468,7 +468,10 @@ fn bad_arguments_are_usage_errors() {
         &["acquire", "job", "--ttl", "soon"][..],
         &["renew", "job", "--token", "abc"],
         &["acquire", "job", "--wait=never"],
-        &["--store", "redis://x", "acquire", "job"],
+        // An unknown scheme (redis:// is a store since issue 30), and a
+        // Redis URL that cannot be one.
+        &["--store", "mysql://x", "acquire", "job"],
+        &["--store", "redis://x?password=hunter2", "acquire", "job"],
         &["--store", "sqlite://", "acquire", "job"],
         &["--store", "postgres://localhost/x?schema=Bad-Name", "acquire", "job"],
     ] {

@@ -149,7 +149,7 @@ impl StoreUrl {
     ///     StoreUrl::parse("sqlite:///var/lib/jobs.db").unwrap(),
     ///     StoreUrl::sqlite("/var/lib/jobs.db")
     /// );
-    /// assert!(StoreUrl::parse("redis://localhost").is_err());
+    /// assert!(StoreUrl::parse("mysql://localhost").is_err());
     /// let url = StoreUrl::parse("etcd://10.0.0.5:2379,10.0.0.6:2379/?prefix=/myapp").unwrap();
     /// assert_eq!(url.to_string(), "etcd://10.0.0.5:2379,10.0.0.6:2379?prefix=/myapp");
     /// // Never a password in an etcd URL itself (see leasehold_etcd::STORE).
