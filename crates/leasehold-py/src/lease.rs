@@ -246,6 +246,11 @@ struct Inner {
     now: Now,
     /// The last grant this lease held, and how its hold ended.
     ended: Option<(Grant, Ending)>,
+    /// While `Busy("renewed")`: the keeper's loss, for `check()` on other
+    /// threads — a renewal under way is no answer to "may I go on?" (a
+    /// process resumed from a pause would renew in one thread and do work
+    /// in another).
+    renewing: Option<leasehold::LossHandle>,
 }
 
 #[derive(Debug)]
@@ -308,6 +313,7 @@ impl Lease {
             inner: Mutex::new(Inner {
                 now: Now::Idle,
                 ended: None,
+                renewing: None,
             }),
         }
     }
@@ -527,9 +533,11 @@ impl Lease {
                 Now::Held(local) => match local.get() {
                     Ok(hold) => {
                         let busy = Now::Busy("renewed", hold.grant.clone());
+                        let handle = hold.keeper.handle();
                         let Now::Held(local) = std::mem::replace(&mut inner.now, busy) else {
                             unreachable!("matched above")
                         };
+                        inner.renewing = Some(handle);
                         local.take().map_err(Refusal::Forked)
                     }
                     Err(forked) => Err(Refusal::Forked(forked)),
@@ -543,7 +551,11 @@ impl Lease {
             (hold, renewed)
         });
         let what = self.what(&hold.grant);
-        self.inner(py).now = Now::Held(Local::new(hold));
+        {
+            let mut inner = self.inner(py);
+            inner.now = Now::Held(Local::new(hold));
+            inner.renewing = None;
+        }
         match renewed {
             Ok(None) => Ok(()),
             Ok(Some(loss)) => Err(told_lost(py, self.on_lost.as_ref(), &what, &loss)),
@@ -672,7 +684,10 @@ impl Lease {
                     Ok(hold) => Ok((hold.keeper.handle(), self.what(&hold.grant))),
                     Err(forked) => Err(Refusal::Forked(forked)),
                 },
-                Now::Busy("renewed", _) => return Ok(()),
+                Now::Busy("renewed", grant) => match &inner.renewing {
+                    Some(handle) => Ok((handle.clone(), self.what(grant))),
+                    None => return Ok(()),
+                },
                 Now::Idle => match &inner.ended {
                     Some((_, Ending::Lost(message))) => Err(Refusal::Lost(message.clone())),
                     _ => Err(self.not_held(&inner, "check")),

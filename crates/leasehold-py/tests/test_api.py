@@ -243,14 +243,26 @@ def test_a_holder_resumed_from_a_pause_is_refused_at_its_first_check_and_told_on
     # threads to the clock. Whoever wins, the first check() must refuse
     # (it once passed when the main thread ran first), and the main thread
     # must hear of the loss once — not again, by the interrupt, inside the
-    # handler of the first. Five pauses, for the two orders to occur.
+    # handler of the first. Another thread renews all along, as seed 001's
+    # heartbeat does: a renewal under way is no answer to check() either.
+    # Five pauses, for the orders to occur.
     db = tmp_path / "l.db"
     child = python(
         """
-import os, signal, sys, time, leasehold as lh
+import os, signal, sys, threading, time, leasehold as lh
 store = lh.Store("sqlite://" + sys.argv[1])
+
+def renewing(lease):
+    while True:
+        try:
+            lease.renew()
+        except (lh.LeaseLost, lh.InvalidInput):
+            return
+
 for trial in range(5):
     lease = store.lease(f"p{trial}", ttl="1s", on_lost="interrupt").acquire()
+    renewer = threading.Thread(target=renewing, args=(lease,), daemon=True)
+    renewer.start()
     try:
         print("stopping", flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)
@@ -262,6 +274,7 @@ for trial in range(5):
             print("told once", flush=True)
         except lh.LeaseLost as again:
             print(f"told twice: {again}", flush=True)
+    renewer.join()
     try:
         lease.release()
     except lh.LeaseLost:
