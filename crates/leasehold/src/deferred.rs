@@ -12,6 +12,7 @@
 //! every [`POLL`], so that a worker's next keeper needs no wake-up; then it
 //! exits, and the next keeper starts a new one.
 
+use std::sync::atomic::AtomicU32;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -47,6 +48,9 @@ static WAITING: Mutex<Waiting> = Mutex::new(Waiting {
 });
 static TICK: Condvar = Condvar::new();
 
+/// The process that uses [`WAITING`] (see `pool::owned_here`).
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
 /// The waiting starts of this process (see [`Waiting::pid`]).
 fn lock() -> MutexGuard<'static, Waiting> {
     let mut waiting = WAITING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -69,6 +73,11 @@ pub(crate) struct Deferred(u64);
 impl Deferred {
     /// Forget the start, if it has not happened: true when it never will.
     pub(crate) fn cancel(&self) -> bool {
+        if !crate::pool::owned_here(&OWNER) {
+            // A forked child's copy of its parent's start: it never runs
+            // here, and the lock is not this process's to take.
+            return true;
+        }
         let mut waiting = lock();
         let before = waiting.entries.len();
         waiting.entries.retain(|(id, _, _)| *id != self.0);
@@ -79,7 +88,9 @@ impl Deferred {
 /// Run `start` by `due` on the boot clock: now when `due` is less than
 /// [`POLL`] away, else from this module's thread.
 pub(crate) fn start_by(due: Duration, start: impl FnOnce() + Send + 'static) -> Option<Deferred> {
-    if due <= host::boot_clock().saturating_add(POLL) {
+    // A forked child starts its keepers now: it never takes the parent's
+    // lock (see `pool::owned_here`).
+    if due <= host::boot_clock().saturating_add(POLL) || !crate::pool::owned_here(&OWNER) {
         start();
         return None;
     }

@@ -9,7 +9,7 @@
 //! panicking job ends its job only, as it would end a thread of its own.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -26,6 +26,24 @@ type Job = (Box<dyn FnOnce() + Send>, Arc<(Mutex<bool>, Condvar)>);
 /// never run (seen: a forked Python child's keeper).
 static WAITING: Mutex<Vec<(u32, u64, mpsc::Sender<Job>)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// The process that uses [`WAITING`] (0: none yet).
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
+/// Whether this process may use a process-wide list guarded by a lock
+/// that `owner` stands for: the first process to ask, and only it. A child
+/// made by `fork()` copies such a lock as it was — held for ever, when one
+/// of the parent's threads held it at that moment (seen: a forked Python
+/// child stuck for good right after its acquisition, its lease neither
+/// renewed nor released) — so a forked child never takes it: it does
+/// without the list.
+pub(crate) fn owned_here(owner: &AtomicU32) -> bool {
+    let pid = std::process::id();
+    match owner.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => true,
+        Err(first) => first == pid,
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -61,12 +79,15 @@ pub(crate) fn spawn(f: impl FnOnce() + Send + 'static) -> Handle {
     let done = Arc::new((Mutex::new(false), Condvar::new()));
     let mut job: Job = (Box::new(f), done.clone());
     let pid = std::process::id();
+    let pooled = owned_here(&OWNER);
     loop {
-        let waiting = {
+        let waiting = if pooled {
             let mut waiting = lock(&WAITING);
             // Another process's threads (this is a forked child): gone.
             waiting.retain(|(of, _, _)| *of == pid);
             waiting.pop()
+        } else {
+            None
         };
         let Some((_, _, tx)) = waiting else { break };
         match tx.send(job) {
@@ -80,16 +101,22 @@ pub(crate) fn spawn(f: impl FnOnce() + Send + 'static) -> Handle {
     tx.send(job).expect("the receiver is right here");
     thread::Builder::new()
         .name("leasehold".into())
-        .spawn(move || serve(id, &rx, &tx))
+        .spawn(move || serve(id, &rx, &tx, pooled))
         .expect("spawn a thread");
     Handle { done }
 }
 
-/// A pooled thread: run jobs until none came for [`IDLE`].
-fn serve(id: u64, rx: &mpsc::Receiver<Job>, me: &mpsc::Sender<Job>) {
+/// A pooled thread: run jobs until none came for [`IDLE`] (one job only
+/// when not `pooled`).
+fn serve(id: u64, rx: &mpsc::Receiver<Job>, me: &mpsc::Sender<Job>, pooled: bool) {
     let mut next = rx.recv();
     while let Ok((job, done)) = next {
         let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
+        if !pooled {
+            *lock(&done.0) = true;
+            done.1.notify_all();
+            return;
+        }
         // Waiting again before the end is told: whoever waited for it and
         // starts the next job finds this thread ready.
         lock(&WAITING).push((std::process::id(), id, me.clone()));
