@@ -11,7 +11,7 @@ use leasehold_backend::{Backend, LeaseAcquire, LeaseAcquireParams, Token, Tokens
 use crate::params;
 
 /// Acquire `name` (free) with a 30 s TTL: its token.
-fn acquire(store: &dyn Backend, name: &str) -> Token {
+pub fn acquire(store: &dyn Backend, name: &str) -> Token {
     let p = LeaseAcquireParams {
         ttl: Duration::from_secs(30),
         ..params::acquire(name)

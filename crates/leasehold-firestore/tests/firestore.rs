@@ -44,17 +44,6 @@ fn main() {
     ]]);
 }
 
-fn acquire(store: &dyn Backend, name: &str) -> Token {
-    let p = LeaseAcquireParams {
-        ttl: Duration::from_secs(30),
-        ..params::acquire(name)
-    };
-    match store.lease_acquire(&p).expect("acquire") {
-        LeaseAcquire::Acquired(g) => g.token,
-        LeaseAcquire::Held(h) => panic!("{name} is held: {h:?}"),
-    }
-}
-
 /// A waiter that asks again while its registration has more than half its
 /// time left keeps its place without a write (the name's document, read
 /// by hand, keeps its update time); once less than half is left, asking
@@ -62,7 +51,7 @@ fn acquire(store: &dyn Backend, name: &str) -> Token {
 fn a_waiter_asking_again_early_writes_nothing() {
     let prefix = support::unique_prefix("early");
     let store = support::open(&prefix);
-    acquire(&store, "job");
+    contention::acquire(&store, "job");
     let path = format!("{prefix}/store/leases/job");
     let version = || support::document(&path).expect("job's document")["updateTime"].clone();
     let ask = |ticket, ttl| {
@@ -104,7 +93,7 @@ fn a_waiter_asking_again_early_writes_nothing() {
 fn history_keeps_the_newest_entries_within_the_bound_across_chunks() {
     let prefix = support::unique_prefix("history");
     let store = support::open(&prefix);
-    let token = acquire(&store, "job");
+    let token = contention::acquire(&store, "job");
     let bound = (HISTORY_PER_NAME + HISTORY_PRUNE_EVERY - 1) as usize;
     let total = HISTORY_PER_NAME as usize + 100;
     for i in 1..total {
@@ -187,7 +176,7 @@ fn a_store_nobody_answers_for_is_unavailable_with_what_to_do() {
 fn a_document_changed_by_hand_is_corrupt_and_left_as_it_is() {
     let prefix = support::unique_prefix("corrupt");
     let store = support::open(&prefix);
-    acquire(&store, "job");
+    contention::acquire(&store, "job");
     let path = format!("{prefix}/store/leases/job");
     let (status, answer) = support::raw(
         ":commit",

@@ -33,37 +33,25 @@ struct Waiting {
     next_id: u64,
     /// The thread is there (it sets this false as it exits).
     running: bool,
-    /// The process these entries and that thread belong to: a child made
-    /// by `fork()` has a copy of both but not the thread, so it would start
-    /// none of its own keepers (its leases would lapse unrenewed), and the
-    /// parent's starts are not its to run.
-    pid: u32,
 }
 
 static WAITING: Mutex<Waiting> = Mutex::new(Waiting {
     entries: Vec::new(),
     next_id: 0,
     running: false,
-    pid: 0,
 });
 static TICK: Condvar = Condvar::new();
 
-/// The process that uses [`WAITING`] (see `pool::owned_here`).
+/// The process that uses [`WAITING`] (see `pool::owned_here`). A child
+/// made by `fork()` has a copy of the list but not its thread: it never
+/// touches it, so its parent's starts (holding the parent's keepers'
+/// state, a PostgreSQL connection among others) are never run nor
+/// dropped there — leaked, as `fork`'s copies are.
 static OWNER: AtomicU32 = AtomicU32::new(0);
 
-/// The waiting starts of this process (see [`Waiting::pid`]).
+/// The waiting starts (of the owning process: only it calls this).
 fn lock() -> MutexGuard<'static, Waiting> {
-    let mut waiting = WAITING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let pid = std::process::id();
-    if waiting.pid != pid {
-        // The parent's starts hold its keepers' state (a PostgreSQL
-        // connection shared with the parent, among others): never run,
-        // never dropped here — leaked, as `fork`'s copies are.
-        std::mem::forget(std::mem::take(&mut waiting.entries));
-        waiting.running = false;
-        waiting.pid = pid;
-    }
-    waiting
+    WAITING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A keeper's start that has not happened yet.

@@ -20,11 +20,11 @@ pub(crate) const IDLE: Duration = Duration::from_secs(5);
 /// A job, and where its end is told.
 type Job = (Box<dyn FnOnce() + Send>, Arc<(Mutex<bool>, Condvar)>);
 
-/// The threads waiting for a job, each on its own channel, with the pid of
-/// the process it is a thread of: a child made by `fork()` has a copy of
-/// this list but none of its threads, so a job handed to one of them would
-/// never run (seen: a forked Python child's keeper).
-static WAITING: Mutex<Vec<(u32, u64, mpsc::Sender<Job>)>> = Mutex::new(Vec::new());
+/// The threads waiting for a job, each on its own channel. Only the
+/// process that owns it ([`OWNER`]) uses it: a child made by `fork()` has a
+/// copy of this list but none of its threads, so a job handed to one of
+/// them would never run (seen: a forked Python child's keeper).
+static WAITING: Mutex<Vec<(u64, mpsc::Sender<Job>)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// The process that uses [`WAITING`] (0: none yet).
@@ -78,18 +78,10 @@ impl Handle {
 pub(crate) fn spawn(f: impl FnOnce() + Send + 'static) -> Handle {
     let done = Arc::new((Mutex::new(false), Condvar::new()));
     let mut job: Job = (Box::new(f), done.clone());
-    let pid = std::process::id();
     let pooled = owned_here(&OWNER);
     loop {
-        let waiting = if pooled {
-            let mut waiting = lock(&WAITING);
-            // Another process's threads (this is a forked child): gone.
-            waiting.retain(|(of, _, _)| *of == pid);
-            waiting.pop()
-        } else {
-            None
-        };
-        let Some((_, _, tx)) = waiting else { break };
+        let waiting = if pooled { lock(&WAITING).pop() } else { None };
+        let Some((_, tx)) = waiting else { break };
         match tx.send(job) {
             Ok(()) => return Handle { done },
             // That thread has just exited: try the next.
@@ -119,14 +111,14 @@ fn serve(id: u64, rx: &mpsc::Receiver<Job>, me: &mpsc::Sender<Job>, pooled: bool
         }
         // Waiting again before the end is told: whoever waited for it and
         // starts the next job finds this thread ready.
-        lock(&WAITING).push((std::process::id(), id, me.clone()));
+        lock(&WAITING).push((id, me.clone()));
         *lock(&done.0) = true;
         done.1.notify_all();
         next = if let Ok(job) = rx.recv_timeout(IDLE) {
             Ok(job)
         } else {
             let mut waiting = lock(&WAITING);
-            if let Some(i) = waiting.iter().position(|(_, w, _)| *w == id) {
+            if let Some(i) = waiting.iter().position(|(w, _)| *w == id) {
                 waiting.remove(i);
                 return;
             }
