@@ -51,6 +51,17 @@ pub fn holder() -> Holder {
     }
 }
 
+/// A holder bound to a process (`run`'s supervisor, a library holder,
+/// `--for-pid`) with pid `pid`: it is that process's to end.
+#[must_use]
+pub fn bound(pid: u32) -> Holder {
+    Holder {
+        pid,
+        bound: true,
+        ..holder()
+    }
+}
+
 /// A holder record of this test process with the command line `cmdline`,
 /// bound to it in name only: it lives by its TTL alone.
 #[must_use]
@@ -110,6 +121,7 @@ pub fn renew(lease: &str, token: Token) -> LeaseRenewParams {
         name: name(lease),
         token,
         owner: None,
+        grant: None,
         ttl: TTL,
     }
 }
@@ -121,6 +133,7 @@ pub fn release(lease: &str, token: Token) -> LeaseReleaseParams {
         name: name(lease),
         token,
         owner: None,
+        grant: None,
     }
 }
 

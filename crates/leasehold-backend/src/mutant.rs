@@ -54,11 +54,18 @@ pub enum Mutant {
     /// A renewal of a grant that expired (still in the store, not yet
     /// swept) extends it instead of being refused ([`crate::plan::renew`]).
     RenewalRevivesExpired,
+    /// A renewal or release acts on whatever grant the store holds for
+    /// the token: another grant's after the store lost data, or one bound
+    /// to a running process ([`crate::rules::scope_verdict`]).
+    TokenAloneActs,
+    /// An explicit owner label re-acquires a grant another live process
+    /// holds, sharing its token ([`crate::rules::reacquires`]).
+    OwnerSharesGrant,
 }
 
 impl Mutant {
     /// Every mutant, in the order of the table in docs/RELIABILITY.md.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 10] = [
         Mutant::ReissueToken,
         Mutant::FenceGatePassesStale,
         Mutant::FenceRecordSkipsComparison,
@@ -67,6 +74,8 @@ impl Mutant {
         Mutant::GuardNeverKills,
         Mutant::WaiterSkipsFifo,
         Mutant::RenewalRevivesExpired,
+        Mutant::TokenAloneActs,
+        Mutant::OwnerSharesGrant,
     ];
 
     /// The name `LEASEHOLD_MUTANT` takes.
@@ -81,6 +90,8 @@ impl Mutant {
             Mutant::GuardNeverKills => "guard-never-kills",
             Mutant::WaiterSkipsFifo => "waiter-skips-fifo",
             Mutant::RenewalRevivesExpired => "renewal-revives-expired",
+            Mutant::TokenAloneActs => "token-alone-acts",
+            Mutant::OwnerSharesGrant => "owner-shares-grant",
         }
     }
 

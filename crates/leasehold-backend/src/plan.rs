@@ -19,7 +19,9 @@
 //! next one from its counter (etcd: the commit's revision). One shortcut
 //! stands beside the planners: PostgreSQL first tries a renewal as one
 //! `UPDATE` whose condition admits only what [`renew`] would (a live grant,
-//! [`rules::owner_verdict`]), and plans whatever that does not renew.
+//! [`rules::owner_verdict`]; [`rules::scope_verdict`] on the row it
+//! returns, rolled back when refused), and plans whatever that does not
+//! renew.
 //!
 //! Acquisition, in order (see [`acquire`]):
 //!
@@ -43,7 +45,7 @@ use std::time::Duration;
 
 use crate::rules::{self, detail};
 use crate::{
-    Grant, HistoryEvent, Holder, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseReleaseParams,
+    Grant, GrantId, HistoryEvent, Holder, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseReleaseParams,
     LeaseRenewParams, LostReason, Mode, Owner, QueuedWaiter, Token, WaiterTicket,
 };
 
@@ -402,7 +404,9 @@ fn keep_waiting(ops: &mut Vec<Op>, p: &LeaseAcquireParams, ticket: WaiterTicket,
 
 /// The grant a token-scoped operation (`op`) may act on, or the writes
 /// that record why not: the grant `found` for the token, if the store has
-/// it, must pass [`rules::owner_verdict`] and be live; one that is not
+/// it, must be the one the caller names ([`rules::scope_verdict`]: its
+/// grant id, or a token alone for an unbound grant), pass
+/// [`rules::owner_verdict`] and be live; one that is not
 /// live any more is removed as expired. Without a grant, `ended` (how the
 /// history says it ended, [`ENDINGS`]) decides the reason
 /// ([`rules::lost_without_grant`]).
@@ -410,19 +414,28 @@ fn scoped<'g>(
     op: &str,
     token: Token,
     owner: Option<&str>,
+    grant: Option<GrantId>,
     found: Option<&'g Seen>,
     ended: Option<HistoryEvent>,
 ) -> Result<&'g Grant, (Vec<Op>, LostReason)> {
     let mut ops = Vec::new();
+    // Another grant under the caller's token is not the caller's to
+    // judge, expire or touch; a bound grant expired is said expired.
     let reason = match found {
         None => rules::lost_without_grant(ended),
-        Some((g, live)) => match rules::owner_verdict(owner, &g.owner, g.owner_explicit) {
-            Err(reason) => reason,
-            Ok(()) if !*live => {
-                expire(&mut ops, g);
-                LostReason::Expired
-            }
-            Ok(()) => return Ok(g),
+        Some((g, live)) => match rules::scope_verdict(grant, g) {
+            Err(LostReason::OtherGrant) => LostReason::OtherGrant,
+            scope => match rules::owner_verdict(owner, &g.owner, g.owner_explicit) {
+                Err(reason) => reason,
+                Ok(()) if !*live => {
+                    expire(&mut ops, g);
+                    LostReason::Expired
+                }
+                Ok(()) => match scope {
+                    Err(reason) => reason,
+                    Ok(()) => return Ok(g),
+                },
+            },
         },
     };
     let detail = detail::stale(op, reason);
@@ -454,7 +467,7 @@ pub fn renew(p: &LeaseRenewParams, found: Option<&Seen>, ended: Option<HistoryEv
         }
         found => found,
     };
-    match scoped("renew", p.token, p.owner.as_deref(), found, ended) {
+    match scoped("renew", p.token, p.owner.as_deref(), p.grant, found, ended) {
         Ok(g) => Plan {
             ops: vec![Op::ExtendGrant {
                 token: g.token,
@@ -478,7 +491,7 @@ pub fn release(
     found: Option<&Seen>,
     ended: Option<HistoryEvent>,
 ) -> Plan<Result<(), LostReason>> {
-    match scoped("release", p.token, p.owner.as_deref(), found, ended) {
+    match scoped("release", p.token, p.owner.as_deref(), p.grant, found, ended) {
         Ok(g) => {
             let mut ops = vec![Op::RemoveGrant {
                 token: g.token,

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::mutant::{self, Mutant};
-use crate::{FenceRefusal, HistoryEvent, Holder, LostReason, Mode, Token};
+use crate::{FenceRefusal, Grant, GrantId, HistoryEvent, Holder, LostReason, Mode, Token};
 
 /// Whether a grant of `mode` can join the (real or simulated) set `held`.
 ///
@@ -84,6 +84,38 @@ pub fn owner_verdict(asked: Option<&str>, owner: &str, explicit: bool) -> Result
     }
 }
 
+/// Whether a renewal or release naming grant `asked` — or a token alone
+/// (`None`) — may act on `grant`, the grant the store holds for the
+/// token: a grant is a capability, acted on only by whoever names it.
+///
+/// - A named grant must be this one. A store that lost data (wiped,
+///   flushed, restored from a copy, replaced) issues the token again to
+///   someone else; the old holder's renewals must not extend, nor its
+///   release end, the newcomer's grant.
+/// - A token alone acts only on a grant bound to no process (a bare
+///   `leasehold acquire`, whose script releases it by token). A grant
+///   bound to a process — a `run` supervisor, a library holder,
+///   `--for-pid` — is that process's to end: `status` prints its token to
+///   anyone, and a release by token alone let the next holder in while
+///   the command still ran.
+///
+/// # Errors
+/// [`LostReason::OtherGrant`] for another grant,
+/// [`LostReason::BoundToProcess`] for a token alone on a bound grant.
+pub fn scope_verdict(asked: Option<GrantId>, grant: &Grant) -> Result<(), LostReason> {
+    // Planted bug (scripts/mutants): the token alone decides.
+    if crate::mutant::strikes(crate::mutant::Mutant::TokenAloneActs, || {
+        asked.is_some_and(|id| id != grant.id()) || (asked.is_none() && grant.holder.bound)
+    }) {
+        return Ok(());
+    }
+    match asked {
+        Some(id) if id != grant.id() => Err(LostReason::OtherGrant),
+        None if grant.holder.bound => Err(LostReason::BoundToProcess),
+        _ => Ok(()),
+    }
+}
+
 /// Why a renewal or release of a token whose grant the store no longer
 /// has is refused, given how the name's history says that grant ended
 /// ([`crate::plan::ENDINGS`]): [`LostReason::Expired`] when it expired
@@ -103,8 +135,14 @@ pub fn lost_without_grant(ended: Option<HistoryEvent>) -> LostReason {
 /// or not), `mode` and `holder` — renewing it and keeping its token —
 /// rather than asking for a new grant; the history detail when it does.
 ///
-/// - The same explicit owner, in the same mode kind: re-acquisition by
-///   owner is idempotent.
+/// - The same explicit owner, in the same mode kind, where neither the
+///   grant nor the request is bound to a process (seed 002's `touch`: a
+///   bare `acquire --owner ID` again extends its grant), or both are bound
+///   to the same process: re-acquisition by owner is idempotent. An owner
+///   label never lets a second live process act under a grant another
+///   process holds: two `run`s, two library holders or a nested `run`
+///   with one `--owner` are two holders, and the second is refused (held)
+///   — or takes over, with a new token, once the first is provably gone.
 /// - With [`LeaseAcquireParams::reacquire_by_process`], neither side naming
 ///   an owner, the same live process — host, boot, pid namespace, pid and
 ///   start time all known and equal — in the same mode kind: registering a
@@ -122,9 +160,6 @@ pub fn reacquires(
     if mode.is_exclusive() != p.mode.is_exclusive() {
         return None;
     }
-    if p.owner.explicit && owner_explicit && owner == p.owner.label {
-        return Some("same explicit owner; expiry extended");
-    }
     let me = &p.holder;
     let same_process = me.bound
         && holder.bound
@@ -135,6 +170,12 @@ pub fn reacquires(
         && me.start_time.is_some()
         && me.start_time == holder.start_time
         && me.pgid == holder.pgid;
+    let unbound = !me.bound && !holder.bound;
+    // Planted bug (scripts/mutants): the owner label alone shares a grant.
+    let shares = mutant::strikes(Mutant::OwnerSharesGrant, || !(unbound || same_process));
+    if p.owner.explicit && owner_explicit && owner == p.owner.label && (unbound || same_process || shares) {
+        return Some("same explicit owner; expiry extended");
+    }
     (p.reacquire_by_process && !p.owner.explicit && !owner_explicit && same_process)
         .then_some("same process registered again; expiry extended")
 }

@@ -509,6 +509,12 @@ pub struct LeaseRenewParams {
     /// not); otherwise the outcome is `Lost(NotOwner)`. A grant with an
     /// explicit owner must have it given: `Lost(OwnerRequired)` otherwise.
     pub owner: Option<String>,
+    /// The caller's grant ([`GrantId`]): the token's grant in the store
+    /// must be this one, else `Lost(OtherGrant)` — a store that lost data
+    /// issues the token again, to someone else. `None` (a token alone)
+    /// acts only on a grant bound to no process: one bound to a process
+    /// is that process's to end (`Lost(BoundToProcess)`).
+    pub grant: Option<GrantId>,
     pub ttl: Duration,
 }
 
@@ -529,6 +535,15 @@ pub enum LostReason {
     /// The grant was acquired with an explicit owner, and the caller did not
     /// name it (see [`rules::owner_verdict`](crate::rules::owner_verdict)).
     OwnerRequired,
+    /// The store holds the token for another grant than the caller's: it
+    /// was issued again — the store lost data (wiped, flushed, restored or
+    /// replaced) since the caller's grant was made — or an unbound grant
+    /// was re-acquired by another process under its explicit owner.
+    OtherGrant,
+    /// The caller named a token alone, and its grant is bound to a
+    /// process (a `run` supervisor, a library holder, `--for-pid`): that
+    /// process ends it, or a caller naming its grant id.
+    BoundToProcess,
 }
 
 impl fmt::Display for LostReason {
@@ -539,6 +554,12 @@ impl fmt::Display for LostReason {
             LostReason::NotOwner => "it belongs to another owner",
             LostReason::OwnerRequired => {
                 "it was acquired with an explicit owner, which must be named to renew or release it"
+            }
+            LostReason::OtherGrant => {
+                "the store holds this token for another grant: the store lost data since this grant was made (wiped, flushed, restored from a copy or replaced), or the grant was re-acquired by another process under its owner"
+            }
+            LostReason::BoundToProcess => {
+                "it is bound to its holder's process, which alone renews and releases it (or a caller naming its grant id)"
             }
         })
     }
@@ -557,6 +578,8 @@ pub struct LeaseReleaseParams {
     pub token: Token,
     /// As [`LeaseRenewParams::owner`].
     pub owner: Option<String>,
+    /// As [`LeaseRenewParams::grant`].
+    pub grant: Option<GrantId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use leasehold_backend::plan::{self, Acquire, Apply, Entry, Issued, NewGrant, NewWaiter, Op, Plan, Waiting};
 use leasehold_backend::rules;
 use leasehold_backend::{
-    FenceRefusal, Grant, HistoryEvent, Holder, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseName,
+    FenceRefusal, Grant, GrantId, HistoryEvent, Holder, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseName,
     LeaseReleaseParams, LeaseRenewParams, LostReason, Mode, Owner, QueuedWaiter, Token, WaiterTicket,
 };
 use proptest::prelude::*;
@@ -376,17 +376,27 @@ proptest! {
             Just(HistoryEvent::Released),
             Just(HistoryEvent::FastTakeover),
         ]),
+        // Which grant the caller names: none (a token alone), its own, or
+        // another grant with the same token (a store that lost data).
+        named in 0..3u8,
+        bound in any::<bool>(),
     ) {
-        let g = grant(5, &row);
+        let mut g = grant(5, &row);
+        g.holder.bound = bound;
         let seen = (g.clone(), row.live);
         let found = exists.then_some(&seen);
         let owner = asked.map(|i| OWNERS[i].to_owned());
+        let grant_id = match named {
+            0 => None,
+            1 => Some(g.id()),
+            _ => Some(GrantId(g.id().0.wrapping_add(1))),
+        };
         let (outcome, plan_ops) = if release {
-            let p = LeaseReleaseParams { name: g.name.clone(), token: g.token, owner };
+            let p = LeaseReleaseParams { name: g.name.clone(), token: g.token, owner, grant: grant_id };
             let plan = plan::release(&p, found, ended);
             (plan.outcome, plan.ops)
         } else {
-            let p = LeaseRenewParams { name: g.name.clone(), token: g.token, owner, ttl: Duration::from_secs(9) };
+            let p = LeaseRenewParams { name: g.name.clone(), token: g.token, owner, grant: grant_id, ttl: Duration::from_secs(9) };
             let plan = plan::renew(&p, found, ended);
             (plan.outcome, plan.ops)
         };
@@ -396,8 +406,12 @@ proptest! {
             // decides; a grant the store still has decides for itself.
             (false, _) if ended == Some(HistoryEvent::Expired) => Err(LostReason::Expired),
             (false, _) => Err(LostReason::Gone),
+            // Another grant's token: not the caller's, whoever owns it.
+            (true, _) if named == 2 => Err(LostReason::OtherGrant),
             (true, Err(reason)) => Err(reason),
             (true, Ok(())) if !row.live => Err(LostReason::Expired),
+            // A token alone never acts on a grant bound to a process.
+            (true, Ok(())) if named == 0 && bound => Err(LostReason::BoundToProcess),
             (true, Ok(())) => Ok(()),
         };
         prop_assert_eq!(outcome, expected);

@@ -66,6 +66,10 @@ pub enum Command {
     /// Extend a lease you hold (exit 12 if it is lost).
     Renew(RenewArgs),
     /// Give a lease up at once (exit 12 if it was already lost).
+    ///
+    /// A grant bound to a process that may still run (`run`, a library
+    /// holder, `--for-pid`) is ended only by that process: refused (exit
+    /// 12) unless --force stops it first.
     Release(ReleaseArgs),
     /// Run CMD only if TOKEN is still the current grant of NAME (exit 13 if stale).
     Fence(FenceArgs),
@@ -281,6 +285,13 @@ pub struct TokenArgs {
     /// The owner label given to `acquire`, if any.
     #[arg(long)]
     pub owner: Option<String>,
+
+    /// The grant (16 hex digits, printed by `acquire --json`, exported by
+    /// `run` as `LEASEHOLD_GRANT`): only that grant is acted on — after a
+    /// store lost data its token may belong to another. Without it, a
+    /// token alone acts only on a grant bound to no process.
+    #[arg(long, value_parser = parse_grant, value_name = "GRANT")]
+    pub grant: Option<leasehold::GrantId>,
 }
 
 #[derive(Debug, Args)]
@@ -297,6 +308,13 @@ pub struct RenewArgs {
 pub struct ReleaseArgs {
     #[command(flatten)]
     pub lease: TokenArgs,
+
+    /// When the grant is bound to a process that may still run (a `run`
+    /// supervisor, a library holder, `--for-pid`), stop that process
+    /// (SIGTERM; on its own host only) and wait until it has ended its
+    /// grant — `run` stops its command first — instead of refusing.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -146,6 +146,7 @@ fn grants_and_waiters_expire_on_the_server_clock() {
             name: name("job"),
             token: first.token,
             owner: None,
+            grant: None,
             ttl,
         })
         .unwrap(),
@@ -172,6 +173,7 @@ fn renew_keeps_a_short_grant_alive_past_its_ttl() {
                 name: name("job"),
                 token: g.token,
                 owner: Some("a".into()),
+                grant: None,
                 ttl,
             })
             .unwrap();
@@ -207,6 +209,7 @@ fn racing_acquirers_never_overlap_nor_share_a_token() {
                             name: name("job"),
                             token: g.token,
                             owner: None,
+                            grant: None,
                         })
                         .unwrap();
                         mine += 1;
@@ -262,6 +265,7 @@ fn kill9_and_restart_never_reissue_a_token() {
                             name: name(n),
                             token,
                             owner: None,
+                            grant: None,
                         })
                         .map(|_| ()),
                     None => b
@@ -359,6 +363,7 @@ fn paused_holder(endpoint: String, prefix: String) {
             name: name("job"),
             token: g.token,
             owner: None,
+            grant: None,
             ttl: Duration::from_secs(2),
         })
         .expect("renew");
@@ -463,6 +468,7 @@ fn one_backend_serves_many_threads_at_once() {
                         name: name(&lease),
                         token: g.token,
                         owner: None,
+                        grant: None,
                     })
                     .unwrap();
                 }

@@ -153,6 +153,7 @@ fn a_waiter_is_woken_by_the_release() {
             name: name(),
             token,
             owner: Some("holder".into()),
+            grant: None,
         })
         .unwrap();
     assert_eq!(out, LeaseRelease::Released);
@@ -228,6 +229,7 @@ fn renewals_wake_nobody() {
                         name: name(),
                         token,
                         owner: Some("holder".into()),
+                        grant: None,
                         ttl: Duration::from_secs(30),
                     })
                     .unwrap();

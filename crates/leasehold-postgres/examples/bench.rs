@@ -59,6 +59,7 @@ fn lease_pair(store: &PostgresBackend, name: &LeaseName) {
             name: name.clone(),
             token: g.token,
             owner: None,
+            grant: None,
         })
         .expect("release");
 }

@@ -20,6 +20,7 @@
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::plan::{self, Acquire, Apply, Entry, HISTORY_PER_NAME, NewGrant, NewWaiter, Plan, Seen};
+use leasehold_backend::rules;
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
@@ -371,12 +372,16 @@ fn by_token<'a, 'c, T>(
     Ok((w, plan.outcome))
 }
 
-pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew> {
-    // The common case in one statement: a live grant, extended under its
-    // row lock. A grant that is not live is judged (and the refusal
-    // recorded) under the name's lock below. The owner condition admits
-    // only what `rules::owner_verdict` admits (anything it lets through
-    // would bypass the rule; anything it holds back is judged below).
+/// The common case of a renewal in one statement: a live grant, extended
+/// under its row lock — `Some` when it was, to be committed. The owner
+/// condition admits only what `rules::owner_verdict` admits; which grant
+/// the caller names (`rules::scope_verdict`: a grant id is a hash SQL
+/// does not compute) is checked on the row the statement returns, and
+/// a row it refuses is `None`: the caller rolls the statement back and
+/// judges the renewal with [`renew`], which records the refusal. So
+/// anything this lets through is what `plan::renew` would renew, and
+/// anything it holds back is judged there.
+pub(crate) fn renew_in_place(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<Option<LeaseRenew>> {
     let renewed = db.query_opt(
         &format!(
             "UPDATE lease_grant SET expires_at = n.now + $3::bigint * interval '1 microsecond', ttl_ms = $4 \
@@ -394,12 +399,18 @@ pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew>
             &p.owner,
         ],
     )?;
-    if let Some(r) = renewed {
-        let now: SystemTime = r.get(10);
-        return Ok(LeaseRenew::Renewed(read_row(&r, now)?.0));
-    }
-    // Not live, or its row was busy (e.g. renewed concurrently by the same
-    // holder): judged under the name's lock.
+    let Some(r) = renewed else { return Ok(None) };
+    let now: SystemTime = r.get(10);
+    let (grant, _) = read_row(&r, now)?;
+    Ok(rules::scope_verdict(p.grant, &grant)
+        .is_ok()
+        .then_some(LeaseRenew::Renewed(grant)))
+}
+
+/// A renewal judged under the name's lock (a grant that is not live, one
+/// the caller does not name, or a row that was busy: see
+/// [`renew_in_place`]), its refusal recorded.
+pub(crate) fn renew(db: &mut Db<'_>, p: &LeaseRenewParams) -> Result<LeaseRenew> {
     Ok(
         match by_token(db, &p.name, p.token, |db, found| {
             Ok(plan::renew(p, found, ended(db, &p.name, p.token, found)?))

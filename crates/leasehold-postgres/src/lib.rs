@@ -261,7 +261,18 @@ impl Backend for PostgresBackend {
 
     fn lease_renew(&self, params: &LeaseRenewParams) -> std::result::Result<LeaseRenew, BackendError> {
         params.check()?;
-        self.write(|db| lease::renew(db, params))
+        // One statement when it can (a live grant the caller names),
+        // rolled back and judged by the plan when it cannot.
+        let in_place = self.transact(Kind::Write, |db| {
+            lease::renew_in_place(db, params).map(|renewed| {
+                let commit = renewed.is_some();
+                (renewed, commit)
+            })
+        })?;
+        match in_place {
+            Some(renewed) => Ok(renewed),
+            None => self.write(|db| lease::renew(db, params)),
+        }
     }
 
     fn lease_release(&self, params: &LeaseReleaseParams) -> std::result::Result<LeaseRelease, BackendError> {

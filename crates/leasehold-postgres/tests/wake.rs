@@ -91,10 +91,7 @@ fn a_lease_waiter_is_woken_by_the_release() {
     }
     // From before the release is sent: the latency includes its commit.
     let released = Instant::now();
-    assert_eq!(
-        holder.release(&name, grant.token, Some("holder")).unwrap(),
-        LeaseRelease::Released
-    );
+    assert_eq!(holder.release(&grant).unwrap(), LeaseRelease::Released);
     check_woken(&rx, released, "lease waiter acquired", "the release");
     assert!(matches!(waiter.join().unwrap(), Acquire::Acquired(_)));
 }

@@ -26,7 +26,7 @@ fn main() {
     let started = Instant::now();
     let mut cycles = 0u32;
     while started.elapsed() < run_for {
-        let token = if how == "kept" {
+        let grant = if how == "kept" {
             let Kept::Acquired(grant, keeper) = store
                 .acquire_and_keep(&name, &options, KeeperOptions::new(options.ttl))
                 .expect("acquire")
@@ -34,14 +34,14 @@ fn main() {
                 panic!("held")
             };
             keeper.stop();
-            grant.token
+            grant
         } else {
             let Acquire::Acquired(grant) = store.try_acquire(&name, &options).expect("acquire") else {
                 panic!("held")
             };
-            grant.token
+            grant
         };
-        store.release(&name, token, None).expect("release");
+        store.release(&grant).expect("release");
         cycles += 1;
     }
     println!("{:.1}", f64::from(cycles) / started.elapsed().as_secs_f64());

@@ -277,11 +277,11 @@ struct Released {
 
 /// Stop the keeper and release, unless the store already refused a
 /// renewal. Blocking: call it without the GIL.
-fn release_hold(Hold { store, grant, keeper }: Hold, owner: Option<&str>) -> Released {
+fn release_hold(Hold { store, grant, keeper }: Hold) -> Released {
     let loss = keeper.stop();
     let answer = match loss {
         Some(Loss::Refused(_)) => None,
-        _ => Some(store.release(&grant.name, grant.token, owner)),
+        _ => Some(store.release(&grant)),
     };
     Released { grant, loss, answer }
 }
@@ -451,9 +451,8 @@ impl Lease {
     fn let_go(&self, py: Python<'_>, store: Arc<leasehold::Store>, kept: leasehold::Result<Kept>) {
         self.inner(py).now = Now::Idle;
         if let Ok(Kept::Acquired(grant, keeper)) = kept {
-            let owner = self.options.owner.clone();
             let hold = Hold { store, grant, keeper };
-            std::thread::spawn(move || drop(release_hold(hold, owner.as_deref())));
+            std::thread::spawn(move || drop(release_hold(hold)));
         }
     }
 
@@ -519,8 +518,7 @@ impl Lease {
         let Some(hold) = self.begin_release(py, exiting)? else {
             return Ok(());
         };
-        let owner = self.options.owner.clone();
-        let released = py.detach(move || release_hold(hold, owner.as_deref()));
+        let released = py.detach(move || release_hold(hold));
         self.end_release(py, released)
     }
 
@@ -629,10 +627,9 @@ impl Lease {
                     // of the queue, and whatever it got is let go.
                     cancel.cancel();
                     this.inner(py).now = Now::Idle;
-                    let owner = this.options.owner.clone();
                     call.give_up(py, move |kept| {
                         if let Ok(Kept::Acquired(grant, keeper)) = kept {
-                            drop(release_hold(Hold { store, grant, keeper }, owner.as_deref()));
+                            drop(release_hold(Hold { store, grant, keeper }));
                         }
                     });
                     return Err(interrupted);
@@ -858,11 +855,10 @@ impl Lease {
         let Some(hold) = this.begin_release(py, true)? else {
             return crate::aio::ready(py, py.None());
         };
-        let owner = this.options.owner.clone();
         let lease = slf.clone().unbind();
         crate::aio::run(
             py,
-            move || release_hold(hold, owner.as_deref()),
+            move || release_hold(hold),
             // A release is not cut short: the grant must end.
             || {},
             move |py, released, _| {
@@ -898,7 +894,6 @@ impl Drop for Lease {
         let Now::Held(local) = std::mem::replace(&mut inner.now, Now::Idle) else {
             return;
         };
-        let owner = self.options.owner.clone();
-        local.finish_detached(move |hold| drop(release_hold(hold, owner.as_deref())));
+        local.finish_detached(move |hold| drop(release_hold(hold)));
     }
 }

@@ -21,7 +21,11 @@ use crate::fork::{self, Local, LockSlot};
 pub struct FileLock {
     slot: Arc<LockSlot>,
     path: PathBuf,
-    shared: bool,
+    /// The path and options it was locked with, to lock it again when a
+    /// released lock is entered with `with` (as `filelock` and `lh.Lease`
+    /// do): its block never runs unlocked.
+    asked: PathBuf,
+    options: LockOptions,
     pid: u32,
 }
 
@@ -48,6 +52,7 @@ pub fn lock_path(
     allow_network_fs: bool,
 ) -> PyResult<FileLock> {
     let path = convert::path(path)?;
+    let path_asked = path.clone();
     let options = LockOptions {
         shared,
         allow_network_fs,
@@ -82,39 +87,83 @@ pub fn lock_path(
             Ok(FileLock {
                 slot,
                 path,
-                shared,
+                asked: path_asked,
+                options,
                 pid: std::process::id(),
             })
         }
-        TryLock::Held { path, holders } => {
-            let message = match wait {
-                Wait::No => format!(
-                    "{} is locked by {holders}. Try again later, or wait with wait=DURATION",
-                    path.display()
-                ),
-                _ => format!("{} is still locked by {holders}", path.display()),
-            };
-            let mode = match &holders {
-                Holders::Listed { exclusive: false, .. } => "shared",
-                _ => "exclusive",
-            };
-            let facts: Vec<HolderFacts> = holders
-                .pids()
-                .into_iter()
-                .map(|pid| HolderFacts {
-                    owner: format!("pid {pid}"),
-                    token: None,
-                    mode,
-                    expires: None,
-                    pid: Some(pid),
-                })
-                .collect();
-            Err(errors::held(message, &path.display().to_string(), &facts, 0))
-        }
+        TryLock::Held { path, holders } => Err(held_error(&path, &holders, &wait)),
     }
 }
 
+/// `Held` for a lock on `path` held by `holders`, after a wait like `wait`.
+fn held_error(path: &std::path::Path, holders: &Holders, wait: &Wait) -> PyErr {
+    let message = match wait {
+        Wait::No => format!(
+            "{} is locked by {holders}. Try again later, or wait with wait=DURATION",
+            path.display()
+        ),
+        _ => format!("{} is still locked by {holders}", path.display()),
+    };
+    let mode = match holders {
+        Holders::Listed { exclusive: false, .. } => "shared",
+        _ => "exclusive",
+    };
+    let facts: Vec<HolderFacts> = holders
+        .pids()
+        .into_iter()
+        .map(|pid| HolderFacts {
+            owner: format!("pid {pid}"),
+            token: None,
+            mode,
+            expires: None,
+            pid: Some(pid),
+        })
+        .collect();
+    errors::held(message, &path.display().to_string(), &facts, 0)
+}
+
 impl FileLock {
+    /// Lock again if released; nothing to do while held. A lock of the
+    /// parent's, in a forked child, is refused as `unlock` refuses it.
+    fn relock(&self, py: Python<'_>) -> PyResult<()> {
+        let forked = |owner| {
+            errors::of_kind(
+                leasehold::ErrorKind::Lost,
+                fork::Forked { owner }.says(&format!("the lock {}", self.path.display())),
+            )
+        };
+        match self
+            .slot
+            .lock
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(Local::get)
+        {
+            Some(Ok(_)) => return Ok(()),
+            Some(Err(gone)) => return Err(forked(gone.owner)),
+            None if self.pid != std::process::id() => return Err(forked(self.pid)),
+            None => {}
+        }
+        let (asked, options) = (self.asked.clone(), self.options);
+        match py.detach(move || lock::try_lock(&asked, options)).or_raise()? {
+            TryLock::Locked(held) => {
+                let mut slot = self
+                    .slot
+                    .lock
+                    .lock_py_attached(py)
+                    .unwrap_or_else(PoisonError::into_inner);
+                // Another thread entered it meanwhile: ours is let go.
+                if slot.is_none() {
+                    *slot = Some(Local::new(held));
+                }
+                Ok(())
+            }
+            TryLock::Held { path, holders } => Err(held_error(&path, &holders, &Wait::No)),
+        }
+    }
+
     /// Unlock; `exiting` a `with` block, a lock already released is fine.
     fn unlock(&self, py: Python<'_>, exiting: bool) -> PyResult<()> {
         let held = self
@@ -155,7 +204,7 @@ impl FileLock {
 
     #[getter]
     fn shared(&self) -> bool {
-        self.shared
+        self.options.shared
     }
 
     /// Whether this process holds it.
@@ -175,8 +224,12 @@ impl FileLock {
         self.unlock(py, false)
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// The lock, held: a lock released before (by `release()` or an
+    /// earlier `with`) is locked again first, without waiting (`Held` if
+    /// another process holds it), so a `with` block never runs unlocked.
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        slf.get().relock(py)?;
+        Ok(slf)
     }
 
     /// Unlock; leaving a `with` block after a `release()` inside it is fine.
@@ -199,7 +252,7 @@ impl FileLock {
         format!(
             "<lh.FileLock {:?} {}{}>",
             self.path.display().to_string(),
-            if self.shared { "shared " } else { "" },
+            if self.options.shared { "shared " } else { "" },
             if self.locked(py) { "locked" } else { "released" }
         )
     }

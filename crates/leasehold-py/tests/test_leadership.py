@@ -55,8 +55,8 @@ def test_candidates_lead_in_turn_and_the_observer_sees_each(store_url: str) -> N
 def test_a_live_namesake_is_refused_not_resumed(sqlite_url: str) -> None:
     """Two live candidates under one id would both lead with one token: the
     second is refused (`Held`); once the first resigns, the id leads again.
-    (A restarted candidate whose predecessor is provably gone resumes its
-    grant: fault case 31.)"""
+    (A restarted candidate whose predecessor is provably gone takes over at
+    once with a new token: fault case 31.)"""
     store = lh.Store(sqlite_url)
     first = store.campaign("job", id="a", ttl="5s")
     assert first is not None

@@ -8,6 +8,7 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import List, Tuple
@@ -330,3 +331,63 @@ def test_a_forked_child_does_not_keep_its_dead_parents_lock(tmp_path: Path) -> N
             assert mine.locked
     finally:
         os.kill(child_pid, signal.SIGKILL)
+
+
+OWNED_HOLDER = """
+import sys, leasehold as lh
+lease = lh.Store(sys.argv[1]).lease("svc-job", ttl="30s", owner="svc").acquire()
+print(lease.token, flush=True)
+sys.stdin.readline()
+lease.check()
+print("still held", lease.token, flush=True)
+"""
+
+
+def test_one_owner_label_never_lets_a_second_process_hold_the_grant(store_url: str) -> None:
+    """Two live processes with one `owner=` are two holders: the second is
+    refused (`Held`) — it never shares, renews nor releases the first's
+    grant — and after it gives up, the first still holds its grant."""
+    first = python(OWNED_HOLDER, store_url, stdin=subprocess.PIPE)
+    token = int(read_line(first))
+    store = lh.Store(store_url)
+    with pytest.raises(lh.Held) as held:
+        store.lease("svc-job", ttl="30s", owner="svc").acquire()
+    assert [h.token for h in held.value.holders] == [token]
+    assert first.stdin is not None
+    first.stdin.write("\n")
+    first.stdin.flush()
+    assert read_line(first) == f"still held {token}"
+    assert first.wait(timeout=60) == 0
+    with store.lease("svc-job", ttl="30s", owner="svc") as lease:
+        assert lease.token > token
+
+
+def test_a_released_file_lock_entered_again_is_locked_again(tmp_path: Path) -> None:
+    """`with lk:` on a released `lh.FileLock` locks it again (as filelock
+    and `lh.Lease` do), or raises `Held` while another process holds it:
+    its block never runs unlocked."""
+    path = tmp_path / "data.lock"
+    probe = "import leasehold as lh, sys\ntry:\n    lh.lock(sys.argv[1]).release()\n    print('free')\nexcept lh.Held:\n    print('held')\n"
+
+    def seen_by_another_process() -> str:
+        return read_line(python(probe, str(path)))
+
+    lk = lh.lock(path)
+    lk.release()
+    assert not lk.locked
+    with lk:
+        assert lk.locked and seen_by_another_process() == "held"
+    assert not lk.locked and seen_by_another_process() == "free"
+    with lk:
+        assert seen_by_another_process() == "held"
+    other = python("import leasehold as lh, sys\nlk = lh.lock(sys.argv[1])\nprint('locked', flush=True)\nsys.stdin.readline()\n", str(path), stdin=subprocess.PIPE)
+    assert read_line(other) == "locked"
+    ran = False
+    with pytest.raises(lh.Held):
+        with lk:
+            ran = True
+    assert not ran, "the block ran while another process held the lock"
+    assert other.stdin is not None
+    other.stdin.write("\n")
+    other.stdin.flush()
+    assert other.wait(timeout=60) == 0

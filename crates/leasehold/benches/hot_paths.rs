@@ -21,7 +21,7 @@ fn renew(bencher: divan::Bencher) {
     let Acquire::Acquired(grant) = store.try_acquire(&name, &AcquireOptions::default()).unwrap() else {
         panic!("held")
     };
-    bencher.bench_local(|| store.renew(&name, grant.token, None, Duration::from_secs(60)).unwrap());
+    bencher.bench_local(|| store.renew(&grant, Duration::from_secs(60)).unwrap());
 }
 
 #[divan::bench(sample_count = 200)]
@@ -33,7 +33,7 @@ fn acquire_release(bencher: divan::Bencher) {
         let Acquire::Acquired(grant) = store.try_acquire(&name, &AcquireOptions::default()).unwrap() else {
             panic!("held")
         };
-        store.release(&name, grant.token, None).unwrap();
+        store.release(&grant).unwrap();
     });
 }
 

@@ -35,7 +35,7 @@ fn worker(db: &Path, name: &LeaseName, stop: &AtomicBool) -> Vec<Duration> {
         };
         let Some(grant) = grant else { break };
         latencies.push(start.elapsed());
-        store.release(name, grant.token, None).unwrap();
+        store.release(&grant).unwrap();
     }
     latencies
 }

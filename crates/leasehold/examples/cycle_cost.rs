@@ -16,7 +16,7 @@ fn cycle(store: &Store, name: &LeaseName, options: &AcquireOptions) {
     let Acquire::Acquired(g) = store.try_acquire(name, options).unwrap() else {
         panic!("held")
     };
-    store.release(name, g.token, None).unwrap();
+    store.release(&g).unwrap();
 }
 
 #[inline(never)]

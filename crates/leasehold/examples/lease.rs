@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("acquired {name} with token {}", grant.token);
 
-    match store.renew(&name, grant.token, None, options.ttl)? {
+    match store.renew(&grant, options.ttl)? {
         LeaseRenew::Renewed(g) => println!("renewed; expires in {:?}", g.expires_in),
         LeaseRenew::Lost(reason) => return Err(format!("lost: {reason}").into()),
     }
@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         LeaseFence::Refused { reason, .. } => return Err(format!("refused: {reason}").into()),
     }
 
-    store.release(&name, grant.token, None)?;
+    store.release(&grant)?;
     println!("released");
     Ok(())
 }

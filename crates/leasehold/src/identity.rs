@@ -199,6 +199,32 @@ impl Vantage {
         gone_by_evidence(holder, &self.here, start_time, group_is_empty)
     }
 
+    /// Whether `holder`'s process is one this process can signal: bound,
+    /// on this host, boot and pid namespace, and its pid still the process
+    /// that started when the grant says (never a reused pid).
+    #[must_use]
+    pub fn can_signal(&self, holder: &Holder) -> bool {
+        let here = &self.here;
+        holder.bound
+            && holder.host == here.host
+            && here.pids_are_ours
+            && here.boot_id.as_deref() == Some(holder.boot_id.as_str())
+            && here.pid_ns.is_some()
+            && here.pid_ns == holder.pid_ns
+            && holder.start_time.is_some()
+            && start_time(holder.pid).ok() == holder.start_time
+    }
+
+    /// Send SIGTERM to `holder`'s process when [`Vantage::can_signal`]
+    /// (checked again just before); whether it was sent.
+    pub fn terminate(&self, holder: &Holder) -> bool {
+        self.can_signal(holder)
+            && i32::try_from(holder.pid)
+                .ok()
+                .and_then(Pid::from_raw)
+                .is_some_and(|pid| rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok())
+    }
+
     /// [`liveness`], from here.
     #[must_use]
     pub fn liveness(&self, holder: &Holder) -> Liveness {

@@ -72,9 +72,7 @@ use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::time::Duration;
 
-use leasehold_backend::{
-    Claim, LeaseName, LeaseRenew, LostReason, TaskLost, TaskRef, TaskUpdate, Token, WriteLock, host, limits,
-};
+use leasehold_backend::{Claim, LeaseRenew, LostReason, TaskLost, TaskRef, TaskUpdate, Token, WriteLock, host, limits};
 
 use crate::overdue::{NOT_RUN, Overdue, Unanswered};
 use crate::{Result, Store};
@@ -167,21 +165,14 @@ pub trait Renewer: Send + Sync + fmt::Debug {
 #[derive(Debug)]
 pub struct LeaseRenewer {
     store: Arc<Store>,
-    name: LeaseName,
-    token: Token,
-    owner: Option<String>,
+    grant: leasehold_backend::Grant,
 }
 
 impl LeaseRenewer {
-    /// Renew `token` of `name` (with its explicit owner, if it has one).
+    /// Renew `grant` — that grant only ([`Store::renew`]).
     #[must_use]
-    pub fn new(store: Arc<Store>, name: LeaseName, token: Token, owner: Option<String>) -> Self {
-        Self {
-            store,
-            name,
-            token,
-            owner,
-        }
+    pub fn new(store: Arc<Store>, grant: leasehold_backend::Grant) -> Self {
+        Self { store, grant }
     }
 }
 
@@ -193,23 +184,18 @@ impl Renewer for LeaseRenewer {
     }
 
     fn name(&self) -> String {
-        self.name.to_string()
+        self.grant.name.to_string()
     }
 
     fn token(&self) -> Token {
-        self.token
+        self.grant.token
     }
 
     fn renew(&self, attempt: &Attempt<'_>) -> Result<Renewal> {
-        Ok(
-            match self
-                .store
-                .renew(&self.name, self.token, self.owner.as_deref(), attempt.ttl)?
-            {
-                LeaseRenew::Renewed(_) => Renewal::Renewed,
-                LeaseRenew::Lost(reason) => Renewal::Lost(reason),
-            },
-        )
+        Ok(match self.store.renew(&self.grant, attempt.ttl)? {
+            LeaseRenew::Renewed(_) => Renewal::Renewed,
+            LeaseRenew::Lost(reason) => Renewal::Lost(reason),
+        })
     }
 
     fn write_lock(&self) -> Option<WriteLock> {
@@ -707,7 +693,7 @@ impl<L: Refusal> Shared<L> {
 /// // ... work, checking `lost.try_recv()` or `keeper.handle().is_lost()` ...
 /// assert!(lost.try_recv().is_err());
 /// keeper.stop();
-/// store.release(&name, grant.token, None)?;
+/// store.release(&grant)?;
 /// # Ok::<(), leasehold::Error>(())
 /// ```
 pub struct Keeper<L: Refusal = LostReason> {
@@ -732,11 +718,11 @@ impl<L: Refusal> fmt::Debug for Keeper<L> {
 
 impl Keeper {
     /// Keep `grant`, acquired by a request sent at `sent` on the boot clock
-    /// (renewing with `options.owner`). [`Store::acquire_and_keep`] reads
+    /// (renewing that grant only: [`Store::renew`]). [`Store::acquire_and_keep`] reads
     /// the clock and starts the keeper for you.
     #[must_use]
     pub fn start(store: Arc<Store>, grant: &leasehold_backend::Grant, sent: Duration, options: KeeperOptions) -> Self {
-        let renewer = LeaseRenewer::new(store, grant.name.clone(), grant.token, options.owner.clone());
+        let renewer = LeaseRenewer::new(store, grant.clone());
         Self::start_on_boot_clock(Arc::new(renewer), sent, options)
     }
 }
@@ -1100,6 +1086,7 @@ mod tests {
         }
     }
     use super::*;
+    use leasehold_backend::LeaseName;
     use std::sync::Mutex as StdMutex;
     use std::thread;
 
@@ -1847,10 +1834,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db")).unwrap());
         let name = LeaseName::new("nightly-report").unwrap();
-        let lease = LeaseRenewer::new(Arc::clone(&store), name, Token(7), None);
+        let crate::Acquire::Acquired(grant) = store.try_acquire(&name, &crate::AcquireOptions::default()).unwrap()
+        else {
+            panic!("held")
+        };
+        let lease = LeaseRenewer::new(Arc::clone(&store), grant.clone());
         assert_eq!(lease.kind(), "lease");
         assert_eq!(lease.name(), "nightly-report");
-        assert_eq!(lease.token(), Token(7));
+        assert_eq!(lease.token(), grant.token);
         assert_eq!(lease.write_lock(), Some(WriteLock::Free), "nobody writes to this store");
         let task = TaskRef {
             queue: QueueName::new("emails").unwrap(),

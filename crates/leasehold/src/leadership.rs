@@ -24,12 +24,13 @@
 //! # The candidate id
 //!
 //! Required, not defaulted: it must be *stable across restarts* (so a
-//! restarted candidate re-acquires its own unexpired grant — same token,
-//! no wait, [`rules::reacquires`](leasehold_backend::rules::reacquires) —
-//! once its predecessor is provably gone) and *unique among live
-//! candidates* (two live processes with one id would share one grant and
-//! both lead: a campaign under an id whose grant's process may still run
-//! is refused, `Error::CandidateInUse`). No default gives both: `host:pid`
+//! restarted candidate is known as its predecessor: it leads again at
+//! once, taking over with a new token, once its predecessor is provably
+//! gone) and *unique among live candidates* (an owner label never lets two
+//! live processes share one grant — [`rules::reacquires`](leasehold_backend::rules::reacquires) —
+//! so a second live candidate under one id would only wait; a campaign
+//! under an id whose grant's process may still run is refused at once,
+//! `Error::CandidateInUse`). No default gives both: `host:pid`
 //! changes on restart, and host + program name is the same for two copies
 //! of a program on one host. The grant is bound to the campaigning
 //! process, so a leader that dies is replaced at once by a candidate on
@@ -66,7 +67,7 @@ use crate::{AcquireOptions, Binding, Cancel, Keeper, KeeperOptions, Kept, Loss, 
 /// still run: resuming it would make two leaders with one token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "candidate id {id:?} already leads {name} (token {token}, held by {holder}, expires in {}): ids must be unique among live candidates — give this candidate another id, or stop that process (a restarted candidate resumes once its predecessor is provably gone, or after the grant expires)",
+    "candidate id {id:?} already leads {name} (token {token}, held by {holder}, expires in {}): ids must be unique among live candidates — give this candidate another id, or stop that process (a restarted candidate takes over once its predecessor is provably gone, or after the grant expires)",
     crate::format_duration(*expires_in)
 )]
 pub struct CandidateInUse {
@@ -168,8 +169,7 @@ impl Leadership {
             return Ok(());
         };
         keeper.stop();
-        self.store
-            .release(&self.grant.name, self.grant.token, Some(&self.grant.owner))?;
+        self.store.release(&self.grant)?;
         Ok(())
     }
 }
@@ -362,9 +362,9 @@ impl Store {
     /// Campaign for leadership of `name`: wait in FIFO order until this
     /// candidate leads, and keep leading (heartbeats) until the
     /// [`Leadership`] is resigned, dropped or lost. `None`: `cancel` ended
-    /// the wait first. A restarted candidate whose grant is still live
-    /// resumes it at once, with its token, when its predecessor is
-    /// provably gone (see the module docs on the id).
+    /// the wait first. A restarted candidate whose predecessor's grant is
+    /// still live takes over at once, with a new token, when its
+    /// predecessor is provably gone (see the module docs on the id).
     ///
     /// # Errors
     /// As [`Store::acquire_wait`]: the store fails, or refuses a TTL out of
@@ -413,14 +413,13 @@ impl Store {
         )
     }
 
-    /// Refuse to resume a grant under `id` whose process may still run.
-    /// Re-acquiring by explicit owner keeps the grant's token, so two live
-    /// processes campaigning under one id would both lead with one token —
-    /// the double run this library exists to prevent. A restarted
-    /// candidate resumes only a predecessor that is provably gone (on this
-    /// host); otherwise it waits for the grant to expire, or is told here
-    /// that its id is taken. (Two candidates with one id starting in the
-    /// same instant can both pass this check: ids must be unique.)
+    /// Refuse a campaign under `id` while a grant under it is held by a
+    /// process that may still run: ids must be unique, and the store would
+    /// only keep the second candidate waiting (an owner label never shares
+    /// a grant between processes), so it is told at once. A restarted
+    /// candidate takes over only from a predecessor that is provably gone
+    /// (on this host); otherwise it waits for the grant to expire, or is
+    /// told here that its id is taken.
     fn refuse_a_live_namesake(&self, name: &LeaseName, id: &str) -> Result<()> {
         let Some(state) = self.status(name)? else { return Ok(()) };
         let Some(g) = state.grants.iter().find(|g| g.owner_explicit && g.owner == id) else {

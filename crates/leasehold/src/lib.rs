@@ -36,7 +36,7 @@
 //!     panic!("someone else holds it");
 //! };
 //! // ... do the work, passing grant.token to sinks that check it ...
-//! store.release(&name, grant.token, None)?;
+//! store.release(&grant)?;
 //! # Ok::<(), leasehold::Error>(())
 //! ```
 
@@ -49,6 +49,7 @@ pub mod json;
 mod keeper;
 mod leadership;
 pub mod lock;
+mod outsider;
 mod overdue;
 mod pool;
 mod queue;
@@ -83,6 +84,7 @@ pub use leasehold_backend::{
 };
 #[cfg(feature = "etcd")]
 pub use leasehold_etcd::ETCD_PASSWORD_VAR;
+pub use outsider::{HolderRunning, OutsiderRelease, OutsiderReleased};
 pub use overdue::{NOT_RUN, Overdue, Unanswered};
 pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::{Acquire, AcquireOptions, DEFAULT_POLL, Kept, Store, StoreOptions, StoreUrl, built_in_stores};

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{
-    Backend, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseHistoryParams,
-    LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams, LeaseState, Mode,
-    Owner, QueuedWaiter, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host, limits, rules,
+    Backend, Grant, GrantId, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
+    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
+    LeaseState, Mode, Owner, QueuedWaiter, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host, limits,
+    rules,
 };
 
 use crate::identity::{self, Binding};
@@ -419,7 +420,7 @@ impl Store {
     /// };
     /// assert!(!keeper.handle().is_lost());
     /// keeper.stop();
-    /// store.release(&name, grant.token, None)?;
+    /// store.release(&grant)?;
     /// # Ok::<(), leasehold::Error>(())
     /// ```
     pub fn acquire_and_keep(
@@ -459,29 +460,73 @@ impl Store {
         }
     }
 
-    /// Extend a live grant by `ttl` from now.
+    /// Extend `grant`, this caller's live grant, by `ttl` from now. It acts
+    /// on that grant only: a store that lost data and issued its token
+    /// again to someone else answers `Lost(OtherGrant)`.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails or refuses a TTL out of
     /// [`limits::TTL`]. A lost grant is `Ok(Lost)`.
-    pub fn renew(&self, name: &LeaseName, token: Token, owner: Option<&str>, ttl: Duration) -> Result<LeaseRenew> {
+    pub fn renew(&self, grant: &Grant, ttl: Duration) -> Result<LeaseRenew> {
+        self.renew_by_token(&grant.name, grant.token, Self::owner_of(grant), Some(grant.id()), ttl)
+    }
+
+    /// End `grant`, this caller's live grant, at once (that grant only, as
+    /// [`Store::renew`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails. A lost grant is `Ok(Lost)`.
+    pub fn release(&self, grant: &Grant) -> Result<LeaseRelease> {
+        self.release_by_token(&grant.name, grant.token, Self::owner_of(grant), Some(grant.id()))
+    }
+
+    /// The owner a holder names: its explicit one (which scopes renew and
+    /// release), else none.
+    fn owner_of(grant: &Grant) -> Option<&str> {
+        grant.owner_explicit.then_some(grant.owner.as_str())
+    }
+
+    /// Extend the grant of `token` by `ttl` from now, for a caller that
+    /// knows the token (a script given it by `leasehold acquire`) and
+    /// maybe its grant id. Without `grant`, only a grant bound to no
+    /// process is renewed ([`rules::scope_verdict`](leasehold_backend::rules::scope_verdict)).
+    ///
+    /// # Errors
+    /// As [`Store::renew`].
+    pub fn renew_by_token(
+        &self,
+        name: &LeaseName,
+        token: Token,
+        owner: Option<&str>,
+        grant: Option<GrantId>,
+        ttl: Duration,
+    ) -> Result<LeaseRenew> {
         Ok(self.backend.lease_renew(&LeaseRenewParams {
             name: name.clone(),
             token,
             owner: owner.map(str::to_owned),
+            grant,
             ttl,
         })?)
     }
 
-    /// End a live grant at once.
+    /// End the grant of `token` at once, as [`Store::renew_by_token`]
+    /// renews it: without `grant`, only a grant bound to no process.
     ///
     /// # Errors
-    /// [`Error::Store`] when the store fails. A lost grant is `Ok(Lost)`.
-    pub fn release(&self, name: &LeaseName, token: Token, owner: Option<&str>) -> Result<LeaseRelease> {
+    /// As [`Store::release`].
+    pub fn release_by_token(
+        &self,
+        name: &LeaseName,
+        token: Token,
+        owner: Option<&str>,
+        grant: Option<GrantId>,
+    ) -> Result<LeaseRelease> {
         Ok(self.backend.lease_release(&LeaseReleaseParams {
             name: name.clone(),
             token,
             owner: owner.map(str::to_owned),
+            grant,
         })?)
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leasehold_backend::{HistoryEvent, LeaseAcquireParams};
+use leasehold_backend::{HistoryEvent, Holder, LeaseAcquireParams};
 
 use crate::params::{self, SHARED, TTL};
 use crate::{Case, Harness, assert_fresh, tokens};
@@ -185,4 +185,49 @@ pub fn reacquire_by_the_same_process_renews_its_grant<H: Harness>(t: &mut Case<H
     };
     let held = t.held(&in_process);
     assert_eq!(tokens(&held.grants), vec![exclusive.token], "not asked: held");
+}
+
+/// An owner label never lets a second live process act under a grant
+/// another process holds: the same explicit owner from another bound
+/// holder (two `run --owner svc`, two library holders) is held, and no
+/// token is issued or shared. The same process again, or two unbound
+/// acquirers (seed 002's `touch`), re-acquire.
+pub fn reacquire_same_owner_from_another_process_is_held<H: Harness>(t: &mut Case<H>) {
+    let svc = |holder| LeaseAcquireParams {
+        owner: params::explicit("svc"),
+        holder,
+        ..params::acquire("job")
+    };
+    let first = t.granted(&svc(params::bound(4242)));
+    let held = t.held(&svc(params::bound(4343)));
+    assert_eq!(
+        tokens(&held.grants),
+        vec![first.token],
+        "another process shared the grant"
+    );
+    // Bound to no process, by the same owner: a second holder too.
+    let held = t.held(&svc(params::holder()));
+    assert_eq!(tokens(&held.grants), vec![first.token]);
+    let again = t.granted(&svc(params::bound(4242)));
+    assert_eq!(again.token, first.token, "the same process again");
+    assert_eq!(t.state("job").last_token, first.token, "a token was issued");
+
+    // A grant bound to no process is touched again by the same owner
+    // unbound (same token), but never taken up by a process under it.
+    let touch = |holder| LeaseAcquireParams {
+        name: params::name("touch"),
+        ..svc(holder)
+    };
+    let unbound = t.granted(&touch(params::holder()));
+    let held = t.held(&touch(params::bound(4444)));
+    assert_eq!(
+        tokens(&held.grants),
+        vec![unbound.token],
+        "a process took up an unbound grant"
+    );
+    let touched = t.granted(&touch(Holder {
+        pid: 4545,
+        ..params::holder()
+    }));
+    assert_eq!(touched.token, unbound.token, "touch by the same owner is idempotent");
 }

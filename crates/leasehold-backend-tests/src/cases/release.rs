@@ -1,6 +1,8 @@
 //! `lease_release`: "End a live grant at once, keeping the token counter."
 
-use leasehold_backend::{LeaseAcquireParams, LeaseRelease, LeaseReleaseParams, LostReason, Token};
+use leasehold_backend::{
+    LeaseAcquireParams, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams, LostReason, Token,
+};
 
 use crate::params;
 use crate::{Case, Harness};
@@ -80,6 +82,77 @@ pub fn release_without_explicit_owner_is_refused<H: Harness>(t: &mut Case<H>) {
     assert_eq!(t.live("job"), vec![grant.token], "a refused release ended the grant");
     t.released(&LeaseReleaseParams {
         owner: Some("alice".into()),
+        ..params::release("job", grant.token)
+    });
+    assert_eq!(t.live("job"), vec![]);
+}
+
+/// A grant is a capability: a renewal or release naming a grant acts on
+/// that grant only. A token the store holds for another grant (issued
+/// again after the store lost data) is `Lost(OtherGrant)`, and the other
+/// grant is left as it was — neither extended nor ended.
+pub fn release_and_renew_act_only_on_the_named_grant<H: Harness>(t: &mut Case<H>) {
+    let grant = t.granted(&params::acquire("job"));
+    let other = leasehold_backend::GrantId(grant.id().0 ^ 1);
+    assert_eq!(
+        t.renew(&LeaseRenewParams {
+            grant: Some(other),
+            ..params::renew("job", grant.token)
+        }),
+        LeaseRenew::Lost(LostReason::OtherGrant),
+        "a renewal naming another grant"
+    );
+    assert_eq!(
+        t.release(&LeaseReleaseParams {
+            grant: Some(other),
+            ..params::release("job", grant.token)
+        }),
+        LeaseRelease::Lost(LostReason::OtherGrant),
+        "a release naming another grant"
+    );
+    let state = t.state("job");
+    assert_eq!(state.grants.len(), 1, "the grant was ended by another grant's release");
+    assert_eq!(state.grants[0].id(), grant.id(), "the grant changed");
+    assert!(
+        matches!(
+            t.renew(&LeaseRenewParams {
+                grant: Some(grant.id()),
+                ..params::renew("job", grant.token)
+            }),
+            LeaseRenew::Renewed(_)
+        ),
+        "a renewal naming its own grant"
+    );
+    t.released(&LeaseReleaseParams {
+        grant: Some(grant.id()),
+        ..params::release("job", grant.token)
+    });
+    assert_eq!(t.live("job"), vec![], "the named grant was not released");
+}
+
+/// A token alone (which `status` shows to anyone) never renews nor ends a
+/// grant bound to a process: that process ends it — or a caller naming
+/// its grant. Nothing changes on the refusal.
+pub fn release_by_token_alone_never_ends_a_bound_grant<H: Harness>(t: &mut Case<H>) {
+    let grant = t.granted(&LeaseAcquireParams {
+        holder: params::bound(4242),
+        ..params::acquire("job")
+    });
+    assert_eq!(
+        t.release(&params::release("job", grant.token)),
+        LeaseRelease::Lost(LostReason::BoundToProcess)
+    );
+    assert_eq!(
+        t.renew(&params::renew("job", grant.token)),
+        LeaseRenew::Lost(LostReason::BoundToProcess)
+    );
+    assert_eq!(
+        t.live("job"),
+        vec![grant.token],
+        "a release by token alone ended a bound grant"
+    );
+    t.released(&LeaseReleaseParams {
+        grant: Some(grant.id()),
         ..params::release("job", grant.token)
     });
     assert_eq!(t.live("job"), vec![]);

@@ -4,6 +4,7 @@
 mod backup;
 mod clock;
 mod files;
+mod grants;
 mod json;
 mod lease;
 mod limits;
@@ -25,6 +26,7 @@ fn main() {
         backup::TESTS,
         clock::TESTS,
         files::TESTS,
+        grants::TESTS,
         json::TESTS,
         lease::TESTS,
         limits::TESTS,

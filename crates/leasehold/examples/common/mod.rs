@@ -29,7 +29,7 @@ pub fn library(store: &Store, n: u32) -> f64 {
         let Acquire::Acquired(g) = store.try_acquire(&name, &options).unwrap() else {
             panic!("held")
         };
-        store.release(&name, g.token, None).unwrap();
+        store.release(&g).unwrap();
     }
     rate(n, start.elapsed())
 }

@@ -185,17 +185,15 @@ impl LeaseRun {
 }
 
 /// Release `grant` — unless the store refused a renewal: then it is gone.
-fn release_unless_refused(store: &Store, lease: &LeaseRun, grant: &Grant, loss: &Loss) -> Option<Error> {
+fn release_unless_refused(store: &Store, grant: &Grant, loss: &Loss) -> Option<Error> {
     if matches!(loss, Loss::Refused(_)) {
         return None;
     }
-    release(store, lease, grant)
+    release(store, grant)
 }
 
-fn release(store: &Store, lease: &LeaseRun, grant: &Grant) -> Option<Error> {
-    store
-        .release(&lease.name, grant.token, lease.timing.keeper.owner.as_deref())
-        .err()
+fn release(store: &Store, grant: &Grant) -> Option<Error> {
+    store.release(grant).err()
 }
 
 /// Run `spec` under the lease `lease.name`, from acquiring to releasing:
@@ -342,8 +340,8 @@ pub fn run_spawned(
         }
     };
     let release_error = match keeper.stop() {
-        Some(loss) => release_unless_refused(store, lease, &grant, &loss),
-        None => release(store, lease, &grant),
+        Some(loss) => release_unless_refused(store, &grant, &loss),
+        None => release(store, &grant),
     };
     drop(terminal);
     drop(signals);
@@ -383,7 +381,7 @@ fn acquire_and_keep(
 /// The outcome of a run whose grant was lost before the command started
 /// (its keeper already stopped): the command never ran.
 fn lost_before_start(store: &Store, lease: &LeaseRun, grant: Grant, loss: Loss) -> RunOutcome {
-    let release_error = release_unless_refused(store, lease, &grant, &loss);
+    let release_error = release_unless_refused(store, &grant, &loss);
     let ended = Err(RunError::LostBeforeStart {
         name: lease.name.clone(),
         token: grant.token,

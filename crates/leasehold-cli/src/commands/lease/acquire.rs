@@ -48,7 +48,7 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
                 // go. (A signal from here on is too late and ignored: the
                 // process exits at once.)
                 if let Acquire::Acquired(grant) = &outcome {
-                    store.release(&args.name, grant.token, args.owner.as_deref())?;
+                    store.release(grant)?;
                 }
                 return Ok(super::wait_cancelled(ctx, &args.name, signal));
             }

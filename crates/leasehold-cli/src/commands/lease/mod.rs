@@ -44,6 +44,9 @@ pub fn lost_error(op: &str, name: &LeaseName, token: Token, reason: LostReason) 
     let next = match reason {
         // The grant is live and the caller may well be its holder.
         LostReason::OwnerRequired => "Pass --owner with the owner it was acquired with",
+        LostReason::BoundToProcess => {
+            "Stop that process to end its grant (`leasehold status` names it), or name the grant with --grant"
+        }
         _ => "Stop writing with this token; acquire again for a new one",
     };
     CliError::new(

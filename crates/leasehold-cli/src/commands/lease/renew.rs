@@ -19,7 +19,7 @@ pub fn run(ctx: &Ctx, args: &RenewArgs) -> anyhow::Result<u8> {
             .and_then(|s| s.grants.into_iter().find(|g| g.token == lease.token))
             .map_or(Duration::from_secs(60), |g| g.ttl),
     };
-    match store.renew(&lease.name, lease.token, lease.owner.as_deref(), ttl)? {
+    match store.renew_by_token(&lease.name, lease.token, lease.owner.as_deref(), lease.grant, ttl)? {
         LeaseRenew::Renewed(grant) => {
             if ctx.global.json {
                 output::print_json(&leasehold::json::grant(&grant));
