@@ -544,6 +544,12 @@ pub enum LostReason {
     /// process (a `run` supervisor, a library holder, `--for-pid`): that
     /// process ends it, or a caller naming its grant id.
     BoundToProcess,
+    /// The store lost data since the grant was made: the grant is gone (or
+    /// its token belongs to another grant) and the store's identity is not
+    /// the one it had (`leasehold::Store::identity`) — wiped, flushed,
+    /// evicted, deleted and made again, replaced or restored. Said by the
+    /// library's keeper, which compares identities; never by a store.
+    StoreLostData,
 }
 
 impl fmt::Display for LostReason {
@@ -560,6 +566,9 @@ impl fmt::Display for LostReason {
             }
             LostReason::BoundToProcess => {
                 "it is bound to its holder's process, which alone renews and releases it (or a caller naming its grant id)"
+            }
+            LostReason::StoreLostData => {
+                "the store lost data since this grant was made — its identity changed (it was wiped, flushed, deleted and made again, replaced or restored from a copy), so every grant it held is gone and tokens it issued may be issued again; find out what happened to the store, and before using it again raise its tokens above any a sink has seen (`leasehold migrate --bump-tokens N`)"
             }
         })
     }

@@ -166,13 +166,33 @@ pub trait Renewer: Send + Sync + fmt::Debug {
 pub struct LeaseRenewer {
     store: Arc<Store>,
     grant: leasehold_backend::Grant,
+    /// The store's identity as its first renewal found it (made then if it
+    /// had none): a refusal that finds another one, or none, is the store
+    /// having lost data (`store/id.rs`).
+    identity: std::sync::OnceLock<Option<crate::StoreIdentity>>,
 }
 
 impl LeaseRenewer {
     /// Renew `grant` — that grant only ([`Store::renew`]).
     #[must_use]
     pub fn new(store: Arc<Store>, grant: leasehold_backend::Grant) -> Self {
-        Self { store, grant }
+        Self {
+            store,
+            grant,
+            identity: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Why a renewal was refused: `reason`, or — when the store no longer
+    /// has the grant, or holds its token for another, and its identity is
+    /// not the one known — [`LostReason::StoreLostData`]. An identity that
+    /// cannot be read now proves nothing.
+    fn refused(&self, reason: LostReason) -> LostReason {
+        let known = self.identity.get().cloned().flatten();
+        let lost_data = matches!(reason, LostReason::Gone | LostReason::OtherGrant)
+            && known.is_some()
+            && self.store.identity().is_ok_and(|now| now != known);
+        if lost_data { LostReason::StoreLostData } else { reason }
     }
 }
 
@@ -192,9 +212,14 @@ impl Renewer for LeaseRenewer {
     }
 
     fn renew(&self, attempt: &Attempt<'_>) -> Result<Renewal> {
+        if self.identity.get().is_none() {
+            // Read before the renewal, so a store wiped after it is told
+            // apart; an unreadable one is asked again next time.
+            let _ = self.store.identity_made().map(|known| self.identity.set(known));
+        }
         Ok(match self.store.renew(&self.grant, attempt.ttl)? {
             LeaseRenew::Renewed(_) => Renewal::Renewed,
-            LeaseRenew::Lost(reason) => Renewal::Lost(reason),
+            LeaseRenew::Lost(reason) => Renewal::Lost(self.refused(reason)),
         })
     }
 

@@ -4,6 +4,7 @@
 //! as provably dead (fast takeover), how a waiter keeps its place, which
 //! process a grant is bound to.
 
+pub mod id;
 mod url;
 
 use std::path::Path;

@@ -103,6 +103,14 @@ pub fn run(ctx: &Ctx) -> u8 {
                             info.schema_version.map_or_else(|| "?".into(), |v| v.to_string())
                         )),
                     ));
+                    checks.push(check(
+                        "store identity",
+                        match store.identity() {
+                            Ok(Some(identity)) => Ok(identity.to_string()),
+                            Ok(None) => Ok("none yet: made at the first renewal of a kept grant (`run`, a library holder); a holder that finds it changed says the store lost data".into()),
+                            Err(e) => Err(e.to_string()),
+                        },
+                    ));
                     for (label, value) in info.facts {
                         checks.push(check("store fact", Ok(format!("{label}: {value}"))));
                     }

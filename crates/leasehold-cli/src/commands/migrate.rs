@@ -30,7 +30,7 @@ pub fn run(ctx: &Ctx, args: &MigrateArgs) -> anyhow::Result<u8> {
         );
         if let Some(b) = bumped {
             println!(
-                "tokens bumped: the highest token issued so far was at most {}; every token from now on is above {}",
+                "tokens bumped: the highest token this store holds was {}; every token from now on is above {}. (A store that lost data — wiped, flushed, restored — cannot know the tokens it issued before: N must exceed the highest token any sink has seen.)",
                 b.highest, b.floor
             );
         }

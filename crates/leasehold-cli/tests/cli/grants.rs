@@ -15,6 +15,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     an_outsiders_release_never_lets_the_next_command_start_beside_the_running_one,
     one_owner_label_never_lets_two_runs_hold_at_once,
     renew_and_release_act_only_on_the_grant_they_name,
+    a_flushed_store_stops_its_old_holder_which_says_the_store_lost_data,
 ];
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -145,4 +146,47 @@ fn renew_and_release_act_only_on_the_grant_they_name() {
     assert_eq!(shown(&env, "job"), (t.clone(), grant.clone()), "the grant was touched");
     let (code, _, err) = env.run(&["release", "job", "--token", &t, "--grant", &grant]);
     assert_eq!(code, 0, "{err}");
+}
+
+/// `FLUSHALL` under a running `run` (Redis, a server of its own): the next
+/// `acquire` gets token 1 again — the store forgot — but the old holder's
+/// renewal neither extends nor its release ends the newcomer's grant (it
+/// names its grant), and it stops its command (exit 75) saying the store
+/// lost data, because the store's identity, read at its first renewal, is
+/// gone.
+fn a_flushed_store_stops_its_old_holder_which_says_the_store_lost_data() {
+    use leasehold_testkit::redis::RedisServer;
+    let server = RedisServer::start();
+    let env = Env::on(server.url());
+    let old = env.spawn(&sh_args(
+        "run",
+        "wiped",
+        &["--ttl", "6s", "--heartbeat", "300ms", "--grace", "1s"],
+        "touch started; while :; do sleep 0.05; done",
+    ));
+    env.wait_for("started");
+    let has_identity = || {
+        let (_, out, _) = env.run(&["--json", "doctor"]);
+        out.contains("\"store identity\"") && !out.contains("none yet")
+    };
+    assert!(
+        leasehold_testkit::wait::wait_until(Duration::from_secs(20), has_identity).is_some(),
+        "the first renewal made no store identity"
+    );
+    server.command(&["FLUSHALL"]).expect("FLUSHALL");
+    let token = env.acquire(&["wiped", "--ttl", "60s"]);
+    assert_eq!(token, 1, "the flushed store forgot its tokens");
+    let (code, _, err) = finish(old, LIMIT);
+    assert_eq!(code, 75, "{err}");
+    assert!(err.contains("the store lost data") && err.contains("its identity changed"), "{err}");
+    let (code, out, err) = env.run(&["--json", "status", "wiped"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("status --json");
+    let grants = doc["grants"].as_array().expect("grants");
+    assert_eq!(grants.len(), 1, "the old holder's release ended the new grant: {out}");
+    assert_eq!(grants[0]["token"], 1);
+    assert!(
+        grants[0]["expires_in_ms"].as_u64().is_some_and(|ms| ms > 40_000),
+        "the old holder's renewal cut the new grant to its own TTL: {out}"
+    );
 }

@@ -111,7 +111,10 @@ pub enum FileError {
     /// A fenced write with a token lower than one already written.
     #[error(
         "stale fencing token {token} for {}: token {highest} was already written; the file is \
-         unchanged. The holder of token {token} must stop writing",
+         unchanged. The holder of token {token} must stop writing. (If no grant newer than \
+         {token} was made, the store lost data and issued tokens again — wiped, flushed, \
+         replaced or restored: raise its tokens with `leasehold migrate --bump-tokens N`, N \
+         above {highest}.)",
         path.display()
     )]
     StaleToken {
@@ -121,13 +124,15 @@ pub enum FileError {
     },
 
     /// A fenced write whose token equals the record's but whose grant is
-    /// another: the store issued that token again (restored from an older
-    /// copy). Refused like a stale token.
+    /// another: the store issued that token again (it lost data: restored
+    /// from an older copy, wiped, flushed, replaced). Refused like a stale
+    /// token.
     #[error(
         "stale fencing token {token} for {}: token {token} was already written by another grant \
-         ({recorded}; this grant is {grant}), so it was issued twice — a store restored from a \
-         backup does that; the file is unchanged. The holder of grant {grant} must stop writing; \
-         after a restore, run `leasehold migrate --bump-tokens N` before granting again",
+         ({recorded}; this grant is {grant}), so it was issued twice — the store lost data \
+         (restored from a backup, wiped, flushed or replaced); the file is unchanged. The holder \
+         of grant {grant} must stop writing; run `leasehold migrate --bump-tokens N` (N above \
+         {token}) before granting again",
         path.display()
     )]
     ReissuedToken {
