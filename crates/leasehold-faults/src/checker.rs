@@ -24,6 +24,7 @@
 //! write   id=K name=N grant=G token=T resource=R fence=store|record|none start=NS value=V
 //! answer  id=K end=NS answer=accepted|refused|failed
 //! read    resource=R at=NS value=V
+//! lost    name=N at=NS [until=NS]
 //! ```
 //!
 //! - `grant`: the grant `G` (its identity: leasehold's grant id, or another
@@ -50,6 +51,15 @@
 //!   accepted (a state file's fence, `write --fence-token`); `fence=none`:
 //!   nothing was asked — the holder's own activity, recorded.
 //! - `read`: the content of `R` after everything (`-`: empty or missing).
+//! - `lost`: the test made the store lose what it knew of `name` at `NS`
+//!   (wiped, flushed, its file replaced), or at some moment between `at`
+//!   and `until` (the command that did it was sent and answered). The
+//!   store may then issue tokens
+//!   again: the token rules, the gate's passes and holders' activity are
+//!   judged within each stretch between losses (a grant whose acquisition,
+//!   from asked to answered, meets a loss belongs to neither and is left
+//!   out of them); the fence records' rules and the final reads, across them —
+//!   what a sink that keeps its mark must still refuse.
 //!
 //! # The rules
 //!
@@ -285,6 +295,8 @@ struct History {
     grants: Vec<Grant>,
     writes: Vec<Write>,
     reads: Vec<Read>,
+    /// `lost` events: a name and the interval its store lost it in.
+    losses: Vec<(String, u64, u64)>,
 }
 
 /// `key=value` fields of one line.
@@ -349,6 +361,11 @@ fn parse(text: &str) -> Result<History, String> {
                 at: f.ns("at")?,
                 value: f.text("value")?.to_owned(),
             }),
+            "lost" => {
+                let at = f.ns("at")?;
+                let until = f.maybe("until")?.unwrap_or(at);
+                parser.history.losses.push((f.text("name")?.to_owned(), at, until));
+            }
             other => return Err(format!("line {line}: unknown event {other:?}")),
         }
     }
@@ -552,10 +569,18 @@ pub fn check_text(source: &str, text: &str) -> Result<Report, String> {
     for w in &h.writes {
         writes_of.entry((&w.name, &w.grant)).or_default().push(w);
     }
-    for grants in by_name.values() {
-        tokens(grants, &mut report);
-        activity(grants, &writes_of, &mut report);
-        store_passes(grants, &h.writes, &mut report);
+    for (name, grants) in &by_name {
+        let losses: Vec<(u64, u64)> = h
+            .losses
+            .iter()
+            .filter(|(n, ..)| n == name)
+            .map(|&(_, at, until)| (at, until))
+            .collect();
+        for stretch in stretches(grants, &losses) {
+            tokens(&stretch, &mut report);
+            activity(&stretch, &writes_of, &mut report);
+            store_passes(&stretch, &h.writes, &mut report);
+        }
     }
     record_fences(&h.writes, &mut report);
     final_reads(&h, &mut report);
@@ -569,6 +594,25 @@ pub fn check_text(source: &str, text: &str) -> Result<Report, String> {
 pub fn check_file(path: &Path) -> Result<Report, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("history {}: cannot be read: {e}", path.display()))?;
     check_text(&path.display().to_string(), &text)
+}
+
+/// The grants of one name in the stretches between the store's losses of
+/// it (`losses`: the boot-clock interval of each), each in the order
+/// given; a grant whose acquisition (asked to answered) meets a loss is in
+/// none.
+fn stretches<'g>(grants: &[&'g Grant], losses: &[(u64, u64)]) -> Vec<Vec<&'g Grant>> {
+    let mut stretches = vec![Vec::new(); losses.len() + 1];
+    for g in grants {
+        let asked = g.asked.unwrap_or(g.answered);
+        // Losses surely over before it was asked for, and surely begun
+        // before it was answered: the same count puts it in one stretch.
+        let over = losses.iter().filter(|&&(_, until)| until < asked).count();
+        let begun = losses.iter().filter(|&&(at, _)| at < g.answered).count();
+        if over == begun {
+            stretches[over].push(*g);
+        }
+    }
+    stretches
 }
 
 /// `token-reissued` and `token-order` for the grants of one name.
@@ -997,6 +1041,41 @@ mod tests {
         h += &grant("job", 1, "b", 30);
         h += &end("job", "b", 40);
         assert_eq!(kinds(&h), ["token-reissued"]);
+    }
+
+    /// A store that lost its data issues token 1 again: the token rules
+    /// are judged on each side of the `lost` event, never across it — but
+    /// a fence record that took the reissued token across it still went
+    /// back, and one that refused it had cause.
+    #[test]
+    fn a_loss_of_the_store_splits_the_token_rules_not_the_fence_records() {
+        let mut h = grant("job", 1, "a", 10);
+        h += &write("a1", "a", 1, "file", "record", 11, "accepted", "a1");
+        h += &end("job", "a", 20);
+        h += "lost name=job at=25000000\n";
+        h += &grant("job", 1, "b", 30);
+        h += &write("b1", "b", 1, "file", "record", 31, "refused", "b1");
+        h += &end("job", "b", 40);
+        h += "read resource=file at=60000000 value=a1\n";
+        assert_eq!(kinds(&h), Vec::<&str>::new(), "judged across the loss");
+        // Without the loss: the reissue is reported.
+        assert_eq!(kinds(&h.replace("lost name=job at=25000000\n", "")), ["token-reissued"]);
+        // The fence record is judged across it: taking the reissued token
+        // is going back.
+        let took = h
+            .replace("answer=refused", "answer=accepted")
+            .replace("value=a1\n", "value=b1\n");
+        assert_eq!(kinds(&took), ["fence-went-back"]);
+        // Two reissues within one stretch are still reported, and a grant
+        // asked for before the loss and answered after it is in neither.
+        let mut after = h.clone();
+        after += &grant("job", 1, "c", 50);
+        after += &end("job", "c", 55);
+        assert_eq!(kinds(&after), ["token-reissued"]);
+        let spanning = format!(
+            "{h}grant name=job token=1 grant=d mode=x by=pid:9 asked=24000000 answered=26000000\nend name=job grant=d at=27000000\n"
+        );
+        assert_eq!(kinds(&spanning), Vec::<&str>::new());
     }
 
     #[test]

@@ -178,6 +178,13 @@ impl History {
     ///
     /// # Errors
     /// When the line cannot be written.
+    /// The store lost what it knew of `name` between `at` and `until`
+    /// (the test wiped, flushed or replaced it): grants on either side are
+    /// judged apart for their tokens (the checker's `lost`).
+    pub fn lost(&mut self, name: &str, at: u64, until: u64) -> std::io::Result<()> {
+        self.line(&format!("lost name={} at={at} until={until}", word("name", name)))
+    }
+
     pub fn end(&mut self, name: &str, grant: &str, at: u64) -> std::io::Result<()> {
         self.line(&format!(
             "end name={} grant={} at={at}",

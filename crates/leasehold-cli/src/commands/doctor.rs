@@ -91,40 +91,7 @@ pub fn run(ctx: &Ctx) -> u8 {
     // the filesystem checks.
     let url = ctx.store_url();
     if url.is_ok() {
-        match ctx.open_store() {
-            Ok(store) => match store.backend().describe() {
-                Ok(info) => {
-                    checks.push(check(
-                        "store",
-                        Ok(format!(
-                            "{} at {}, schema version {}",
-                            info.kind,
-                            info.location,
-                            info.schema_version.map_or_else(|| "?".into(), |v| v.to_string())
-                        )),
-                    ));
-                    checks.push(check(
-                        "store identity",
-                        match store.identity() {
-                            Ok(Some(identity)) => Ok(identity.to_string()),
-                            Ok(None) => Ok("none yet: made at the first renewal of a kept grant (`run`, a library holder); a holder that finds it changed says the store lost data".into()),
-                            Err(e) => Err(e.to_string()),
-                        },
-                    ));
-                    for (label, value) in info.facts {
-                        checks.push(check("store fact", Ok(format!("{label}: {value}"))));
-                    }
-                    for (label, problem) in info.problems {
-                        checks.push(check("store check", Err(format!("{label}: {problem}"))));
-                    }
-                    for (label, text) in info.warnings {
-                        checks.push(warning("store warning", format!("{label}: {text}")));
-                    }
-                }
-                Err(e) => checks.push(check("store", Err(e.to_string()))),
-            },
-            Err(e) => checks.push(check("store", Err(format!("{e:#}")))),
-        }
+        store_checks(ctx, &mut checks);
     }
 
     match url.as_ref().map(StoreUrl::local_file) {
@@ -180,6 +147,51 @@ pub fn run(ctx: &Ctx) -> u8 {
     let failed: Vec<&str> = checks.iter().filter(|c| !c.ok).map(|c| c.name).collect();
     let message = format!("{} failed: see each check's detail for what to do", failed.join(", "));
     crate::commands::fail(ctx, details, &message, ExitCode::Failure.code())
+}
+
+/// What the store says of itself: its kind, place and schema, its
+/// identity, its facts, problems and warnings.
+fn store_checks(ctx: &Ctx, checks: &mut Vec<Check>) {
+    match ctx.open_store() {
+        Ok(store) => match store.backend().describe() {
+            Ok(info) => {
+                checks.push(check(
+                    "store",
+                    Ok(format!(
+                        "{} at {}, schema version {}",
+                        info.kind,
+                        info.location,
+                        info.schema_version.map_or_else(|| "?".into(), |v| v.to_string())
+                    )),
+                ));
+                checks.push(identity_check(&store));
+                for (label, value) in info.facts {
+                    checks.push(check("store fact", Ok(format!("{label}: {value}"))));
+                }
+                for (label, problem) in info.problems {
+                    checks.push(check("store check", Err(format!("{label}: {problem}"))));
+                }
+                for (label, text) in info.warnings {
+                    checks.push(warning("store warning", format!("{label}: {text}")));
+                }
+            }
+            Err(e) => checks.push(check("store", Err(e.to_string()))),
+        },
+        Err(e) => checks.push(check("store", Err(format!("{e:#}")))),
+    }
+}
+
+/// The store's identity (`Store::identity`): what a holder compares to
+/// tell a store that lost its data.
+fn identity_check(store: &leasehold::Store) -> Check {
+    check(
+        "store identity",
+        match store.identity() {
+            Ok(Some(identity)) => Ok(identity.to_string()),
+            Ok(None) => Ok("none yet: made at the first renewal of a kept grant (`run`, a library holder); a holder that finds it changed says the store lost data".into()),
+            Err(e) => Err(e.to_string()),
+        },
+    )
 }
 
 fn filesystem(dir: &Path) -> Result<String, String> {

@@ -178,7 +178,10 @@ fn a_flushed_store_stops_its_old_holder_which_says_the_store_lost_data() {
     assert_eq!(token, 1, "the flushed store forgot its tokens");
     let (code, _, err) = finish(old, LIMIT);
     assert_eq!(code, 75, "{err}");
-    assert!(err.contains("the store lost data") && err.contains("its identity changed"), "{err}");
+    assert!(
+        err.contains("the store lost data") && err.contains("its identity changed"),
+        "{err}"
+    );
     let (code, out, err) = env.run(&["--json", "status", "wiped"]);
     assert_eq!(code, 0, "{err}");
     let doc: serde_json::Value = serde_json::from_str(&out).expect("status --json");

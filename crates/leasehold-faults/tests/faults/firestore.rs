@@ -36,6 +36,7 @@ use rustix::process::Signal;
 use crate::cluster::acquire_after_all;
 use crate::common::{
     acquire_recorded, finish, grants, history, history_path, judge, percentile, resource_of, store_holder,
+    store_holder_with,
 };
 use crate::leases::clock_jumps;
 use crate::supervisor::{conclude_stopped, parallel, stopped_with_its_guard};
@@ -143,11 +144,40 @@ pub(crate) struct Racers {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
+/// How each racer holds: for one of two times by turns (ms), and whether
+/// it acts only through the fence record (`fenced`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Holding {
+    pub(crate) ms: [u64; 2],
+    pub(crate) fenced: bool,
+}
+
+impl Default for Holding {
+    fn default() -> Self {
+        Self {
+            ms: [1500, 200],
+            fenced: false,
+        }
+    }
+}
+
 impl Racers {
     /// `n` racers on `store`, holding 1.5 s or 0.2 s by turns; a refused
     /// (11) or unavailable (69) one tries again within 0.1 s. A run that
     /// exits with a code not in `answers` is one without a clear answer.
     pub(crate) fn start(sb: &Arc<Sandbox>, store: &str, n: usize, rng: &mut Rng, answers: &'static [i32]) -> Self {
+        Self::start_holding(sb, store, n, rng, answers, Holding::default())
+    }
+
+    /// [`Racers::start`], each racer holding as `holding` says.
+    pub(crate) fn start_holding(
+        sb: &Arc<Sandbox>,
+        store: &str,
+        n: usize,
+        rng: &mut Rng,
+        answers: &'static [i32],
+        holding: Holding,
+    ) -> Self {
         let mut racers = Self {
             running: Arc::default(),
             over: Arc::default(),
@@ -168,8 +198,9 @@ impl Racers {
             racers.threads.push(std::thread::spawn(move || {
                 let mut run = 0;
                 while !over.load(Ordering::SeqCst) {
-                    let hold_ms = if (i + run) % 2 == 0 { 1500 } else { 200 };
-                    let child = store_holder(&sb, &[], &store, "job", hold_ms)
+                    let hold_ms = holding.ms[(i + run) % 2];
+                    let extra: &[&str] = if holding.fenced { &["fenced"] } else { &[] };
+                    let child = store_holder_with(&sb, &[], &store, "job", hold_ms, extra)
                         .spawn()
                         .expect("spawn leasehold run");
                     let pid = child.id();

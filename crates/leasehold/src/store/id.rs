@@ -51,8 +51,12 @@ impl Store {
     /// [`Error::Store`] when the store fails, or holds an identity record
     /// that does not parse (kind `Corrupt`, naming the key).
     pub fn identity(&self) -> Result<Option<StoreIdentity>> {
-        let Some(records) = self.backend().records() else { return Ok(None) };
-        let Some(record) = records.record_get(&key())? else { return Ok(None) };
+        let Some(records) = self.backend().records() else {
+            return Ok(None);
+        };
+        let Some(record) = records.record_get(&key())? else {
+            return Ok(None);
+        };
         serde_json::from_str(&record.body).map(Some).map_err(|e| {
             Error::Store(leasehold_backend::BackendError::new(
                 ErrorKind::Corrupt,
@@ -71,7 +75,9 @@ impl Store {
         if let Some(known) = self.identity()? {
             return Ok(Some(known));
         }
-        let Some(records) = self.backend().records() else { return Ok(None) };
+        let Some(records) = self.backend().records() else {
+            return Ok(None);
+        };
         let made = StoreIdentity {
             id: random_id()?,
             made: crate::json::rfc3339(SystemTime::now()),
@@ -108,5 +114,9 @@ fn random_id() -> Result<String> {
                 format!("cannot read /dev/urandom to make the store's identity ({e}); mount /dev"),
             ))
         })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(bytes.iter().fold(String::with_capacity(32), |mut hex, b| {
+        use std::fmt::Write as _;
+        let _ = write!(hex, "{b:02x}");
+        hex
+    }))
 }
