@@ -529,6 +529,10 @@ pub enum LostReason {
     /// The grant was acquired with an explicit owner, and the caller did not
     /// name it (see [`rules::owner_verdict`](crate::rules::owner_verdict)).
     OwnerRequired,
+    /// The store's file was deleted or replaced since this process opened
+    /// it (an embedded store): the store at the path is another one, which
+    /// never had the grant.
+    StoreReplaced,
 }
 
 impl fmt::Display for LostReason {
@@ -539,6 +543,9 @@ impl fmt::Display for LostReason {
             LostReason::NotOwner => "it belongs to another owner",
             LostReason::OwnerRequired => {
                 "it was acquired with an explicit owner, which must be named to renew or release it"
+            }
+            LostReason::StoreReplaced => {
+                "the store's file was deleted or replaced since this process opened it, so the store lost the grant"
             }
         })
     }

@@ -45,12 +45,33 @@ impl SqliteBackend {
         }
         inspect_or_create(&store, path, &dir, &options)?;
         refuse_linked_siblings(&store, path)?;
+        // The file SQLite opens, to tell at every call whether it is still
+        // the one at the path (`SqliteBackend::replaced`): looked at before
+        // and after SQLite opens it, and refused if the two differ (a file
+        // swapped in meanwhile could be either). Only two swaps inside that
+        // moment, the second undoing the first, would go unseen.
+        let look = || {
+            std::fs::symlink_metadata(path)
+                .map(|m| crate::FileId::of(&m))
+                .map_err(|e| {
+                    BackendError::new(io_kind(&e), &store, format!("cannot look at its file: {e}"))
+                        .hint("check the path")
+                        .with_source(e)
+                })
+        };
+        let before = look()?;
         let (mut conn, log_frames) = connect(&store, path, &dir, &options)?;
+        let opened_file = look()?;
+        if opened_file != before {
+            return Err(unavailable(
+                &store,
+                "its file was replaced while it was being opened".into(),
+                "retry; find what replaces the store's file",
+            ));
+        }
         // A store made before it recorded its file records it now, once
         // (one read at every later open).
-        if let Ok(meta) = std::fs::symlink_metadata(path) {
-            origin::remember_if_missing(&mut conn, meta.ino());
-        }
+        origin::remember_if_missing(&mut conn, opened_file.ino);
         Ok(Self {
             path: given.to_path_buf(),
             file: path.to_path_buf(),
@@ -60,6 +81,7 @@ impl SqliteBackend {
             log_frames,
             checkpointer: std::sync::OnceLock::new(),
             options,
+            opened_file,
             conn: Mutex::new(conn),
         })
     }

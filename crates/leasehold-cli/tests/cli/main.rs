@@ -4,6 +4,7 @@
 mod backup;
 mod clock;
 mod files;
+mod identity;
 mod json;
 mod lease;
 mod limits;
@@ -25,6 +26,7 @@ fn main() {
         backup::TESTS,
         clock::TESTS,
         files::TESTS,
+        identity::TESTS,
         json::TESTS,
         lease::TESTS,
         limits::TESTS,
