@@ -400,6 +400,14 @@ impl Backend for SqliteBackend {
                 format!("{}; {}", differences.join("; "), migration::damage_hint("the store")),
             ));
         }
+        for damage in lease::counters_below_history(&conn).map_err(|e| self.map_lease_error(e))? {
+            problems.push((
+                "token counters".to_owned(),
+                format!(
+                    "{damage}: it would be refused, as issuing from it would reissue tokens; restore the store from a backup (README.md \"Restoring a store\"), or raise every counter above the tokens it issued with `leasehold migrate --bump-tokens N`"
+                ),
+            ));
+        }
         let mut warnings = Vec::new();
         if let Some(warning) = wal::warning(&self.file, wal::length(&self.file), LARGE_WAL_BYTES) {
             warnings.push(("write-ahead log".to_owned(), warning));

@@ -361,7 +361,7 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
         let tx = conn.transaction().map_err(std::io::Error::other)?;
         origin::record(&tx, &origin::Recorded { inode, backup: None }).map_err(|e| match e {
             crate::lease::Error::Sqlite(e) => std::io::Error::other(e),
-            crate::lease::Error::BadRow(reason) => std::io::Error::other(reason),
+            crate::lease::Error::BadRow(reason) | crate::lease::Error::Counter(reason) => std::io::Error::other(reason),
         })?;
         tx.commit().map_err(std::io::Error::other)?;
         conn.close().map_err(|(_, e)| std::io::Error::other(e))?;

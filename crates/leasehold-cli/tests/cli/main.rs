@@ -3,6 +3,7 @@
 
 mod backup;
 mod clock;
+mod damaged;
 mod files;
 mod identity;
 mod json;
@@ -25,6 +26,7 @@ fn main() {
     leasehold_testkit::main(&[
         backup::TESTS,
         clock::TESTS,
+        damaged::TESTS,
         files::TESTS,
         identity::TESTS,
         json::TESTS,
