@@ -70,6 +70,9 @@ pub struct SqliteOptions {
     pub allow_network_fs: bool,
     /// How long to wait for another process's write transaction.
     pub busy_timeout: Duration,
+    /// Open only a store that exists: a missing file or directory is an
+    /// error naming the path, and nothing is created.
+    pub must_exist: bool,
     /// Shift of the boot clock, for tests.
     #[cfg(feature = "test-clock")]
     pub skew: ClockSkew,
@@ -95,6 +98,7 @@ impl Default for SqliteOptions {
         Self {
             allow_network_fs: false,
             busy_timeout: Duration::from_secs(5),
+            must_exist: false,
             #[cfg(feature = "test-clock")]
             skew: ClockSkew::default(),
         }

@@ -38,7 +38,11 @@ impl SqliteBackend {
     pub fn open(path: &Path, options: SqliteOptions) -> Result<Self, BackendError> {
         let store = path.display().to_string();
         let given = path;
-        let (dir, path) = place(given).map_err(|(reason, hint)| unavailable(&store, reason, hint))?;
+        let (dir, path) = if options.must_exist {
+            existing_place(given).map_err(|e| missing(&store, &e.to_string()))?
+        } else {
+            place(given).map_err(|(reason, hint)| unavailable(&store, reason, hint))?
+        };
         let path = path.as_path();
         if !options.allow_network_fs {
             refuse_network_fs(&store, &dir)?;
@@ -85,6 +89,17 @@ impl SqliteBackend {
             conn: Mutex::new(conn),
         })
     }
+}
+
+/// The error of a store that must exist and does not (`must_exist`):
+/// unavailable (exit 69) — a script must not read it as "nobody holds" —
+/// naming what is missing and that nothing was created.
+fn missing(store: &str, what: &str) -> BackendError {
+    unavailable(
+        store,
+        format!("{what}; nothing was created, as this command only reads a store"),
+        "check the path (--store, LEASEHOLD_STORE); a store is created by the first command that writes to it (acquire, run, ...)",
+    )
 }
 
 /// The error of a store that cannot be opened where it is.
@@ -150,6 +165,9 @@ fn inspect_or_create(store: &str, path: &Path, dir: &Path, options: &SqliteOptio
             .hint("restore it from a backup; only if no token of this store was ever used, remove it to start a new store (tokens restart at 1)"))
         }
         Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && options.must_exist => {
+            Err(missing(store, &format!("there is no store file at {}", path.display())))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             log_file::refuse_orphan(path).map_err(|reason| {
                 BackendError::new(ErrorKind::Corrupt, store, reason)
@@ -158,6 +176,12 @@ fn inspect_or_create(store: &str, path: &Path, dir: &Path, options: &SqliteOptio
                     )
                     .remedy(Remedy::AnotherStore)
             })?;
+            // A warning, not a refusal: a store in memory is fine for
+            // tests and for leases that need not outlive the machine's
+            // boot — but nothing else says its tokens restart.
+            if let Ok(Some(fs)) = host::memory_filesystem(dir) {
+                tracing::warn!("creating store {store}: {}", host::memory_filesystem_risk(dir, fs));
+            }
             create(path, dir, options).map_err(|e| {
                 BackendError::new(io_kind(&e), store, format!("cannot create the database file: {e}"))
                     .hint("check the directory's permissions and free space")
@@ -323,6 +347,19 @@ fn place(given: &Path) -> Result<(PathBuf, PathBuf), (String, &'static str)> {
         (dir, path)
     };
     Ok((dir, path))
+}
+
+/// [`place`] for a store that must exist: its directory resolved, never
+/// created.
+fn existing_place(given: &Path) -> Result<(PathBuf, PathBuf), symlinks::DirError> {
+    if let Some(name) = given.file_name() {
+        let dir = symlinks::existing_dir(symlinks::parent_of(given))?;
+        let path = dir.join(name);
+        Ok((dir, path))
+    } else {
+        let path = symlinks::existing_dir(given)?;
+        Ok((path.parent().unwrap_or(&path).to_path_buf(), path))
+    }
 }
 
 /// The length of a SQLite database header; a store file is never shorter.

@@ -35,6 +35,12 @@ pub(super) fn network_filesystem(path: &Path) -> io::Result<Option<String>> {
     })
 }
 
+pub(super) fn memory_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
+    let st = rustix::fs::statfs(path)?;
+    #[allow(clippy::unnecessary_cast, reason = "f_type's width differs between targets")]
+    Ok(super::memory_fs_by_magic(st.f_type as u64))
+}
+
 fn fuse_network_subtype(path: &Path) -> Option<String> {
     let path = std::fs::canonicalize(path).ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;

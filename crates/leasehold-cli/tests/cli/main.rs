@@ -11,6 +11,7 @@ mod lease;
 mod limits;
 mod lock;
 mod mutants;
+mod opening;
 mod race;
 mod redis;
 mod restore;
@@ -34,6 +35,7 @@ fn main() {
         limits::TESTS,
         lock::TESTS,
         mutants::TESTS,
+        opening::TESTS,
         race::TESTS,
         redis::TESTS,
         restore::TESTS,
