@@ -165,10 +165,9 @@ fn inspect_or_create(store: &str, path: &Path, dir: &Path, options: &SqliteOptio
             .hint("restore it from a backup; only if no token of this store was ever used, remove it to start a new store (tokens restart at 1)"))
         }
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && options.must_exist => {
-            Err(missing(store, &format!("there is no store file at {}", path.display())))
-        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A log left without its store (the file deleted) is said as
+            // such before anything else, by every command.
             log_file::refuse_orphan(path).map_err(|reason| {
                 BackendError::new(ErrorKind::Corrupt, store, reason)
                     .hint(
@@ -176,6 +175,9 @@ fn inspect_or_create(store: &str, path: &Path, dir: &Path, options: &SqliteOptio
                     )
                     .remedy(Remedy::AnotherStore)
             })?;
+            if options.must_exist {
+                return Err(missing(store, &format!("there is no store file at {}", path.display())));
+            }
             // A warning, not a refusal: a store in memory is fine for
             // tests and for leases that need not outlive the machine's
             // boot — but nothing else says its tokens restart.
