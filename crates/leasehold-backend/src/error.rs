@@ -153,6 +153,23 @@ enum Form {
     Replaced,
 }
 
+/// What to do about a name's token counter below a token its history
+/// records granted (a damaged store: SQLite and PostgreSQL say it alike).
+pub const DAMAGED_COUNTER_HINT: &str = "restore the store from a backup (README.md \"Restoring a store\"), or raise every counter above the tokens it issued with `leasehold migrate --bump-tokens N`";
+
+/// What is wrong with the token counter of `name` — `counted` (`None`:
+/// missing) below `granted`, the newest token its history records granted
+/// (one wording, for every store that keeps both).
+#[must_use]
+pub fn damaged_counter(name: &str, counted: Option<i64>, granted: i64) -> String {
+    match counted {
+        None => format!(
+            "the token counter of {name} is missing (its lease_name row lost or its key damaged), but its history records token {granted} granted"
+        ),
+        Some(t) => format!("the token counter of {name} says {t}, but its history records token {granted} granted"),
+    }
+}
+
 /// What to do when a store's file was deleted or replaced under a process
 /// that used it (one wording, for [`BackendError::store_replaced`] and
 /// [`LostReason::StoreReplaced`](crate::LostReason::StoreReplaced)).

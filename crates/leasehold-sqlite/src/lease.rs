@@ -524,12 +524,11 @@ fn counter(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<Token>> {
     if token_floor(tx)? >= granted {
         return Ok(Some(Token(counted.max(granted) as u64)));
     }
-    Err(Error::Counter(match last {
-        None => format!(
-            "the token counter of {name} is missing (its lease_name row lost or its key damaged), but its history records token {granted} granted"
-        ),
-        Some(t) => format!("the token counter of {name} says {t}, but its history records token {granted} granted"),
-    }))
+    Err(Error::Counter(leasehold_backend::damaged_counter(
+        name.as_str(),
+        last.map(|t| t.0 as i64),
+        granted,
+    )))
 }
 
 /// For `doctor`: every name whose counter [`counter`] would refuse, said
@@ -552,14 +551,7 @@ pub(crate) fn counters_below_history(conn: &rusqlite::Connection) -> Result<Vec<
     let mut out = Vec::new();
     for row in rows {
         let (name, granted, last) = row?;
-        out.push(match last {
-            None => {
-                format!("the token counter of {name:?} is missing, but its history records token {granted} granted")
-            }
-            Some(t) => {
-                format!("the token counter of {name:?} says {t}, but its history records token {granted} granted")
-            }
-        });
+        out.push(leasehold_backend::damaged_counter(&name, last, granted));
     }
     Ok(out)
 }

@@ -408,7 +408,8 @@ impl Backend for SqliteBackend {
             problems.push((
                 "token counters".to_owned(),
                 format!(
-                    "{damage}: it would be refused, as issuing from it would reissue tokens; restore the store from a backup (README.md \"Restoring a store\"), or raise every counter above the tokens it issued with `leasehold migrate --bump-tokens N`"
+                    "{damage}: it would be refused, as issuing from it would reissue tokens; {}",
+                    leasehold_backend::DAMAGED_COUNTER_HINT
                 ),
             ));
         }
