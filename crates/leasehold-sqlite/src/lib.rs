@@ -417,6 +417,23 @@ impl Backend for SqliteBackend {
         if let Some(warning) = wal::warning(&self.file, wal::length(&self.file), LARGE_WAL_BYTES) {
             warnings.push(("write-ahead log".to_owned(), warning));
         }
+        // Processes still on a store file deleted or replaced at this
+        // path: they hold grants no holder of this store can see, until
+        // their next call notices (`replaced`). Said by `doctor` run from
+        // anywhere — a fresh process sees only the file now at the path.
+        for pid in host::processes_using_deleted(&self.file) {
+            let holder = host::ProcessReport::read(pid);
+            if holder.this_process {
+                continue;
+            }
+            problems.push((
+                "store file".to_owned(),
+                format!(
+                    "{holder} still has open a store file that was at this path and has since been deleted or replaced: it may hold grants there, beside the holders of this store, until its next call to the store notices (a `run` at its next renewal); stop it, then {}",
+                    leasehold_backend::STORE_REPLACED_HINT
+                ),
+            ));
+        }
         if let Some(what) = self.replaced() {
             // A long-lived process (`serve`) asked about the store it
             // opened, which is no longer at its path.

@@ -104,6 +104,17 @@ pub fn memory_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
     imp::memory_filesystem(path)
 }
 
+/// The processes that still have open a file that was at `path` and has
+/// been deleted or replaced since (its inode unlinked): on Linux, each
+/// process's `/proc/PID/fd` links read `PATH (deleted)` for it. Only the
+/// processes this one may look into (all, as root); none on macOS, which
+/// has no such list. Used by a file store's `doctor` to name holders left
+/// on a store no one else sees.
+#[must_use]
+pub fn processes_using_deleted(path: &Path) -> Vec<u32> {
+    imp::processes_using_deleted(path)
+}
+
 /// The decision behind [`memory_filesystem`] on Linux (`statfs.f_type`).
 #[must_use]
 pub fn memory_fs_by_magic(magic: u64) -> Option<&'static str> {

@@ -13,6 +13,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_run_whose_store_is_deleted_stops_its_command_at_the_next_renewal,
     a_run_whose_store_is_replaced_stops_its_command_at_the_next_renewal,
     a_cron_daemon_whose_store_is_deleted_stops_firing_and_exits,
+    doctor_names_a_process_still_on_a_deleted_store,
 ];
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -137,5 +138,34 @@ fn a_cron_daemon_whose_store_is_deleted_stops_firing_and_exits() {
     }
     let (code, _, err) = finish(old, LIMIT);
     assert_eq!(code, 12, "{err}");
-    assert!(err.contains("deleted since this process opened it"), "{err}");
+    assert!(err.contains("is no longer the store this process opened"), "{err}");
+}
+
+/// `doctor` on the store made at the path after the old one was removed
+/// must not pass while a process still holds a grant in the old one (here
+/// a `run` with a 60 s lease: its next renewal, which notices, is 20 s
+/// away): it names that process.
+fn doctor_names_a_process_still_on_a_deleted_store() {
+    let env = Env::new();
+    let child = env.spawn(&crate::util::sh_args(
+        "run",
+        "job",
+        &["--ttl", "60s"],
+        "touch started; exec sleep 60",
+    ));
+    env.wait_for("started");
+    remove_store(&env.store_path());
+    assert_eq!(env.acquire(&["job"]), 1);
+    let (code, out, err) = env.run(&["doctor"]);
+    let supervisor = child.id();
+    signal(supervisor, "TERM");
+    let _ = finish(child, LIMIT);
+    assert_eq!(
+        code, 1,
+        "doctor passed with a holder left on the deleted store: {out}{err}"
+    );
+    assert!(
+        out.contains(&format!("pid {supervisor} (`")) && out.contains("has since been deleted or replaced"),
+        "{out}"
+    );
 }
