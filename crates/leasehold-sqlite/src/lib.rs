@@ -14,6 +14,14 @@
 //!   reboot every grant of the previous boot is expired.
 //! - A database on a network filesystem is refused unless allowed: SQLite's
 //!   locking is not reliable there.
+//! - Every call first checks that the file this handle opened (device,
+//!   inode) is still the one at the path: a store deleted or replaced
+//!   under a running process loses its grants there (a renewal is
+//!   `Lost(StoreReplaced)`) instead of being renewed on an unlinked file
+//!   beside holders of the new one (`SqliteBackend::replaced`).
+//! - A name's token counter is checked against the newest token its
+//!   history records granted before a token is issued from it (`lease.rs`,
+//!   `counter`): a damaged counter is refused, never issued from.
 //! - Waiters are woken by a watch on the write-ahead log: every commit
 //!   writes it, so a thread of the store handle blocks on the watch
 //!   (inotify, kqueue) and wakes the waiters when another process commits,
