@@ -148,7 +148,32 @@ enum Form {
     Url,
     /// `REASON; nothing was changed` (a limit, or a plain statement)
     Plain,
+    /// As `Plain`: a store no longer at its path
+    /// ([`BackendError::store_replaced`]).
+    Replaced,
 }
+
+/// What to do about a name's token counter below a token its history
+/// records granted (a damaged store: SQLite and PostgreSQL say it alike).
+pub const DAMAGED_COUNTER_HINT: &str = "restore the store from a backup (README.md \"Restoring a store\"), or raise every counter above the tokens it issued with `leasehold migrate --bump-tokens N`";
+
+/// What is wrong with the token counter of `name` — `counted` (`None`:
+/// missing) below `granted`, the newest token its history records granted
+/// (one wording, for every store that keeps both).
+#[must_use]
+pub fn damaged_counter(name: &str, counted: Option<i64>, granted: i64) -> String {
+    match counted {
+        None => format!(
+            "the token counter of {name} is missing (its lease_name row lost or its key damaged), but its history records token {granted} granted"
+        ),
+        Some(t) => format!("the token counter of {name} says {t}, but its history records token {granted} granted"),
+    }
+}
+
+/// What to do when a store's file was deleted or replaced under a process
+/// that used it (one wording, for [`BackendError::store_replaced`] and
+/// [`LostReason::StoreReplaced`](crate::LostReason::StoreReplaced)).
+pub const STORE_REPLACED_HINT: &str = "put the store's file back if it was removed by mistake; if the store now at the path is to be used, first run `leasehold migrate --bump-tokens N` on it (README.md \"Restoring a store\"), since tokens the old store issued may be in sinks";
 
 /// A store failed (as opposed to contention, which is a value). See the
 /// module docs.
@@ -232,6 +257,30 @@ impl BackendError {
     #[must_use]
     pub fn tokens_bump_refused(store: impl Into<String>, refused: crate::TokensBumpRefused) -> Self {
         Self::new(ErrorKind::InvalidInput, store, refused.to_string())
+    }
+
+    /// The store this process opened is no longer the one at its path:
+    /// its file was deleted or replaced (`what` says which) — kind
+    /// [`ErrorKind::Lost`], since every grant and claim the process held
+    /// there is gone with it, and retrying cannot bring it back. Said
+    /// plainly, with [`STORE_REPLACED_HINT`].
+    #[must_use]
+    pub fn store_replaced(store: impl Into<String>, what: &str) -> Self {
+        let store = store.into();
+        let reason = format!(
+            "store {store} is no longer the store this process opened: {what}, so the grants and claims this process held in it are lost"
+        );
+        let mut e = Self::new(ErrorKind::Lost, store, reason).hint(STORE_REPLACED_HINT);
+        e.form = Form::Replaced;
+        e
+    }
+
+    /// Whether this is [`BackendError::store_replaced`]: a long-lived
+    /// process (a daemon) stops on it rather than retrying, since the
+    /// store it opened will not come back at its path.
+    #[must_use]
+    pub fn is_store_replaced(&self) -> bool {
+        self.form == Form::Replaced
     }
 
     /// `what` is not supported by `store`.
@@ -331,7 +380,7 @@ impl BackendError {
             Form::TooNew => format!("store {store} {reason}{}", hint_after("; ")),
             Form::Unsupported => format!("{reason} is not supported by the {store} store{}", hint_after(": ")),
             Form::Url => format!("invalid store URL {store:?}: {reason}{}", hint_after("; ")),
-            Form::Plain => format!("{reason}; nothing was changed{}", hint_after(". ")),
+            Form::Plain | Form::Replaced => format!("{reason}; nothing was changed{}", hint_after(". ")),
         }
     }
 }

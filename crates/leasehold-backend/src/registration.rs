@@ -92,6 +92,9 @@ impl StoreLocation {
 pub struct StoreOpenOptions {
     /// Open a store in a file on a network filesystem anyway.
     pub allow_network_fs: bool,
+    /// Open only a store that exists (a file store: neither the file nor
+    /// its directory is created).
+    pub must_exist: bool,
 }
 
 /// The password in the file a store URL's `password-file=PATH` names: its

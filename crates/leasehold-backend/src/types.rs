@@ -550,6 +550,10 @@ pub enum LostReason {
     /// evicted, deleted and made again, replaced or restored. Said by the
     /// library's keeper, which compares identities; never by a store.
     StoreLostData,
+    /// The store's file was deleted or replaced since this process opened
+    /// it (an embedded store): the store at the path is another one, which
+    /// never had the grant.
+    StoreReplaced,
 }
 
 impl fmt::Display for LostReason {
@@ -569,6 +573,9 @@ impl fmt::Display for LostReason {
             }
             LostReason::StoreLostData => {
                 "the store lost data since this grant was made — its identity changed (it was wiped, flushed, deleted and made again, replaced or restored from a copy), so every grant it held is gone and tokens it issued may be issued again; find out what happened to the store, and before using it again raise its tokens above any a sink has seen (`leasehold migrate --bump-tokens N`)"
+            }
+            LostReason::StoreReplaced => {
+                "the store's file was deleted or replaced since this process opened it, so the store lost the grant"
             }
         })
     }

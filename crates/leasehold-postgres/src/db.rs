@@ -18,6 +18,9 @@ pub(crate) enum Error {
     Pg(postgres::Error),
     /// A row this code could not have written.
     BadRow(String),
+    /// A name's token counter missing or below a token its history records
+    /// granted (`lease::counter`): issuing from it would reissue tokens.
+    Counter(String),
 }
 
 impl From<postgres::Error> for Error {

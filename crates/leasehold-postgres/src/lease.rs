@@ -278,7 +278,7 @@ impl Apply for Writer<'_, '_> {
             );
             sql = reissuing;
         }
-        let inserted = self.db.query_one(
+        let inserted = self.db.query_opt(
             &sql,
             &[
                 &self.name.as_str(),
@@ -291,6 +291,13 @@ impl Apply for Writer<'_, '_> {
                 &plus(self.now, g.ttl),
             ],
         )?;
+        let Some(inserted) = inserted else {
+            // The counter was not sound: say how, from a fresh read.
+            return Err(match counter(self.db, self.name) {
+                Err(e) => e,
+                Ok(_) => Error::BadRow(format!("no grant of {} was written", self.name)),
+            });
+        };
         self.written = Some(read_row(&inserted, self.now)?.0);
         Ok(())
     }
@@ -338,16 +345,68 @@ const GRANT_COLUMNS_INSERT: &str =
 /// `--bump-tokens`, the value a new name starts from — and create the
 /// grant, in one statement: `$2` owner, `$3` explicit, `$4` exclusive, `$5` shared
 /// limit, `$6` holder (JSON), `$7` TTL (ms), `$8` expiry.
+///
+/// Only if the counter is sound ([`COUNTER_SQL`]'s rule): a counter
+/// missing or below the newest token the name's history records granted,
+/// with the floor not above it either, inserts nothing and returns no row
+/// (then [`Writer::insert_grant`] refuses) — checked in the same statement,
+/// at no round trip of its own.
 pub(crate) fn insert_grant_sql() -> String {
     format!(
-        "WITH t AS (INSERT INTO lease_name (name, last_token) \
-         SELECT $1, coalesce((SELECT floor FROM lease_token_floor WHERE id = 1), 0) + 1 \
+        "WITH c AS ({COUNTER_SQL}), \
+         t AS (INSERT INTO lease_name (name, last_token) \
+         SELECT $1, c.floor + 1 FROM c WHERE c.granted <= greatest(coalesce(c.counted, 0), c.floor) \
          ON CONFLICT (name) DO UPDATE SET last_token = greatest(lease_name.last_token + 1, excluded.last_token) \
          RETURNING last_token) \
          INSERT INTO lease_grant ({GRANT_COLUMNS_INSERT}) \
          SELECT $1, t.last_token, $2, $3, $4, $5, $6::text::jsonb, clock_timestamp(), $7, $8 FROM t \
          RETURNING {GRANT_COLUMNS}"
     )
+}
+
+/// A name's (`$1`) counter, the newest token its history records granted
+/// (0: none), and the store's floor: the counter is sound when the newest
+/// grant is at or below it or the floor. Grants are recorded in order of
+/// their tokens, so the newest `granted` entry has the largest; refused
+/// stale tokens are recorded as callers gave them and never counted.
+pub(crate) const COUNTER_SQL: &str = "SELECT (SELECT last_token FROM lease_name WHERE name = $1) AS counted, \
+     coalesce((SELECT token FROM lease_history WHERE name = $1 AND event = 'granted' ORDER BY id DESC LIMIT 1), 0) AS granted, \
+     coalesce((SELECT floor FROM lease_token_floor WHERE id = 1), 0) AS floor";
+
+/// The counter of `name` checked as [`COUNTER_SQL`] says (issue 39, item
+/// 11): a damaged store never issues a token at or below one it issued,
+/// and never calls a granted name never granted. `None`: never granted.
+fn counter(db: &mut Db<'_>, name: &LeaseName) -> Result<Option<Token>> {
+    let row = db.query_one(COUNTER_SQL, &[&name.as_str()])?;
+    let (counted, granted, floor): (Option<i64>, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    if granted <= counted.unwrap_or(0) {
+        return Ok(counted.map(|t| Token(t as u64)));
+    }
+    if granted <= floor {
+        return Ok(Some(Token(counted.unwrap_or(0).max(granted) as u64)));
+    }
+    Err(Error::Counter(leasehold_backend::damaged_counter(
+        name.as_str(),
+        counted,
+        granted,
+    )))
+}
+
+/// For `doctor`: every name whose counter [`counter`] would refuse, said
+/// as it says it — a scan of the whole history (`list` reads only the
+/// counters, so a name whose counter row is lost is missing from it).
+pub(crate) fn counters_below_history(db: &mut Db<'_>) -> Result<Vec<String>> {
+    Ok(db
+        .query(
+            "SELECT h.name, max(h.token), n.last_token FROM lease_history h LEFT JOIN lease_name n ON n.name = h.name \
+             WHERE h.event = 'granted' GROUP BY h.name, n.last_token \
+             HAVING max(h.token) > coalesce(n.last_token, 0) \
+             AND max(h.token) > coalesce((SELECT floor FROM lease_token_floor WHERE id = 1), 0) ORDER BY h.name",
+            &[],
+        )?
+        .iter()
+        .map(|r| leasehold_backend::damaged_counter(r.get(0), r.get(2), r.get(1)))
+        .collect())
 }
 
 /// Delete grant `$2` of `$1` and notify `$3`/`$4` on commit, in one
@@ -459,15 +518,9 @@ fn ended(db: &mut Db<'_>, name: &LeaseName, token: Token, found: Option<&Seen>) 
         .ok_or_else(|| Error::BadRow(format!("unknown history event {event:?}")))
 }
 
-fn last_token(db: &mut Db<'_>, name: &LeaseName) -> Result<Option<Token>> {
-    Ok(db
-        .query_opt("SELECT last_token FROM lease_name WHERE name = $1", &[&name.as_str()])?
-        .map(|r| Token(r.get::<_, i64>(0) as u64)))
-}
-
 pub(crate) fn fence(db: &mut Db<'_>, p: &LeaseFenceParams) -> Result<LeaseFence> {
     let (_, outcome) = by_token(db, &p.name, p.token, |db, found| {
-        Ok(plan::fence(p, last_token(db, &p.name)?, found))
+        Ok(plan::fence(p, counter(db, &p.name)?, found))
     })?;
     Ok(outcome)
 }
@@ -481,10 +534,13 @@ pub(crate) fn tokens_bump(
     p: &TokensBumpParams,
 ) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
     db.execute("LOCK TABLE lease_name IN SHARE MODE", &[])?;
+    // The history's grants too: a counter lost or lowered by damage
+    // (`counter`) is repaired by a bump above every token still recorded.
     let highest: i64 = db
         .query_one(
             "SELECT greatest((SELECT coalesce(max(last_token), 0) FROM lease_name), \
-             (SELECT coalesce(max(floor), 0) FROM lease_token_floor))",
+             (SELECT coalesce(max(floor), 0) FROM lease_token_floor), \
+             (SELECT coalesce(max(token), 0) FROM lease_history WHERE event = 'granted'))",
             &[],
         )?
         .get(0);
@@ -529,7 +585,7 @@ fn waiter_remove_locked(db: &mut Db<'_>, name: &LeaseName, ticket: WaiterTicket)
 }
 
 pub(crate) fn get(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Option<LeaseState>> {
-    let Some(last_token) = last_token(db, name)? else {
+    let Some(last_token) = counter(db, name)? else {
         return Ok(None);
     };
     let grants = rows(db, now, name, false)?

@@ -207,8 +207,9 @@ impl Backend for PostgresBackend {
 
     fn describe(&self) -> std::result::Result<StoreInfo, BackendError> {
         let schema = self.schema.clone();
-        let (version, facts) = self.read(|db| {
+        let (version, facts, damaged) = self.read(|db| {
             let version: i32 = db.query_one("SELECT version FROM leasehold_schema", &[])?.get(0);
+            let damaged = lease::counters_below_history(db)?;
             let row = db.query_one(
                 "SELECT current_setting('server_version'), current_setting('synchronous_commit'), \
                  pg_is_in_recovery(), current_setting('synchronous_standby_names'), current_user, current_database()",
@@ -242,14 +243,26 @@ impl Backend for PostgresBackend {
                 ("connections".to_owned(), format!("up to {}", self.slots.len())),
                 ("TLS".to_owned(), self.tls.label()),
             ];
-            Ok((version, facts))
+            Ok((version, facts, damaged))
         })?;
+        let problems = damaged
+            .into_iter()
+            .map(|damage| {
+                (
+                    "token counters".to_owned(),
+                    format!(
+                        "{damage}: it would be refused, as issuing from it would reissue tokens; {}",
+                        leasehold_backend::DAMAGED_COUNTER_HINT
+                    ),
+                )
+            })
+            .collect();
         Ok(StoreInfo {
             kind: "postgres",
             location: self.display.clone(),
             schema_version: u32::try_from(version).ok(),
             facts,
-            problems: Vec::new(),
+            problems,
             warnings: Vec::new(),
         })
     }

@@ -79,6 +79,9 @@ impl PostgresBackend {
                     return Err(self.ambiguous(e));
                 }
                 Err(Failure::Op(Error::BadRow(reason))) => return Err(self.corrupt(reason)),
+                Err(Failure::Op(Error::Counter(reason))) => {
+                    return Err(self.corrupt(reason).hint(leasehold_backend::DAMAGED_COUNTER_HINT));
+                }
                 Err(Failure::Op(Error::Pg(e))) => e,
             };
             if connection_lost(&e) {

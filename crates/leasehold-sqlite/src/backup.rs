@@ -126,7 +126,9 @@ impl SqliteBackend {
         )
         .map_err(|e| match e {
             crate::lease::Error::Sqlite(e) => self.dest_sqlite(given, e),
-            crate::lease::Error::BadRow(reason) => BackendError::plain(ErrorKind::Failed, self.store(), reason),
+            crate::lease::Error::BadRow(reason) | crate::lease::Error::Counter(reason) => {
+                BackendError::plain(ErrorKind::Failed, self.store(), reason)
+            }
         })?;
         file.sync_all().map_err(|e| self.dest_io(given, "fsync", &e))?;
         let bytes = file.metadata().map_err(|e| self.dest_io(given, "look at", &e))?.len();

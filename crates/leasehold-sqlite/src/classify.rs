@@ -50,6 +50,8 @@ impl SqliteBackend {
     pub(crate) fn map_lease_error(&self, e: lease::Error) -> BackendError {
         match e {
             lease::Error::Sqlite(e) => self.error(e),
+            lease::Error::Counter(reason) => BackendError::new(ErrorKind::Corrupt, self.store(), reason)
+                .hint(leasehold_backend::DAMAGED_COUNTER_HINT),
             lease::Error::BadRow(reason) => BackendError::new(ErrorKind::Corrupt, self.store(), reason)
                 .hint("inspect it with `sqlite3`, or move it aside and start a new store (tokens would restart; sinks that check tokens must then be reset too)"),
         }

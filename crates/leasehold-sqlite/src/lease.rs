@@ -29,6 +29,9 @@ pub(crate) enum Error {
     Sqlite(rusqlite::Error),
     /// A row that this code could not have written (damaged or edited).
     BadRow(String),
+    /// A name's token counter below a token its history says was issued
+    /// (or missing): issuing from it would reissue tokens ([`counter`]).
+    Counter(String),
 }
 
 impl From<rusqlite::Error> for Error {
@@ -300,7 +303,7 @@ impl Apply for Writer<'_> {
         // Read, then write the counter (the transaction holds the write
         // lock): an upsert RETURNING the new value would go through a
         // temporary table.
-        let newest = last_token(self.tx, self.name)?.map_or(0, |t| t.0 as i64);
+        let newest = counter(self.tx, self.name)?.map_or(0, |t| t.0 as i64);
         let mut token = newest.max(token_floor(self.tx)?) + 1;
         // Planted bug (scripts/mutants): the previous token, issued again.
         if leasehold_backend::mutant::strikes(leasehold_backend::mutant::Mutant::ReissueToken, || newest > 0) {
@@ -462,7 +465,14 @@ pub(crate) fn tokens_bump(
     tx: &Transaction<'_>,
     p: &TokensBumpParams,
 ) -> Result<std::result::Result<TokensBumped, TokensBumpRefused>> {
-    let newest: i64 = tx.query_row("SELECT coalesce(max(last_token), 0) FROM lease_name", [], |r| r.get(0))?;
+    // The history's grants too: a counter lost or lowered by damage
+    // (`counter`) is repaired by a bump above every token still recorded.
+    let newest: i64 = tx.query_row(
+        "SELECT max((SELECT coalesce(max(last_token), 0) FROM lease_name), \
+                    (SELECT coalesce(max(token), 0) FROM lease_history WHERE event = 'granted'))",
+        [],
+        |r| r.get(0),
+    )?;
     let highest = Token(newest.max(token_floor(tx)?) as u64);
     let floor = match p.floor_above(highest) {
         Ok(floor) => floor,
@@ -475,6 +485,77 @@ pub(crate) fn tokens_bump(
     Ok(Ok(TokensBumped { highest, floor }))
 }
 
+/// The newest token issued for `name` as its history records it: the
+/// token of its newest `granted` entry (each grant has a larger token than
+/// every earlier one, so the newest is the largest). Refused stale tokens
+/// are recorded too, but as the caller gave them — never counted here.
+/// Walks back from the newest entry to the first grant: one or two rows
+/// unless the name has only been refused lately (at most
+/// `HISTORY_PER_NAME`).
+fn newest_granted(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<i64>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT token FROM lease_history WHERE name = ?1 AND event = 'granted' ORDER BY id DESC LIMIT 1",
+        )?
+        .query_row([name.as_str()], |r| r.get::<_, Option<i64>>(0))
+        .optional()?
+        .flatten())
+}
+
+/// The token counter of `name`, checked against its history: a damaged
+/// store (a `lease_name` row lost or with a damaged key, a counter
+/// lowered) must never issue a token at or below one it issued, and
+/// `status` must not call a granted name never granted (issue 39, item
+/// 11). A counter below the newest grant in the history is refused as
+/// damage ([`Error::Counter`], the CLI's exit 65) — not repaired from the
+/// history, which is pruned and may be damaged too — unless the store's
+/// floor (`migrate --bump-tokens`, the repair the refusal names) is above
+/// it: then every token issued is above both, and the counter is taken
+/// as the larger of the two.
+fn counter(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<Token>> {
+    let last = last_token(tx, name)?;
+    let Some(granted) = newest_granted(tx, name)? else {
+        return Ok(last);
+    };
+    let counted = last.map_or(0, |t| t.0 as i64);
+    if counted >= granted {
+        return Ok(last);
+    }
+    if token_floor(tx)? >= granted {
+        return Ok(Some(Token(counted.max(granted) as u64)));
+    }
+    Err(Error::Counter(leasehold_backend::damaged_counter(
+        name.as_str(),
+        last.map(|t| t.0 as i64),
+        granted,
+    )))
+}
+
+/// For `doctor`: every name whose counter [`counter`] would refuse, said
+/// as it says it — a scan of the whole history (`list` reads only the
+/// counters, so a name whose counter row is lost is missing from it).
+pub(crate) fn counters_below_history(conn: &rusqlite::Connection) -> Result<Vec<String>> {
+    let floor: i64 = conn
+        .prepare_cached("SELECT floor FROM lease_token_floor WHERE id = 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0);
+    let mut stmt = conn.prepare(
+        "SELECT h.name, max(h.token), n.last_token FROM lease_history h LEFT JOIN lease_name n ON n.name = h.name \
+         WHERE h.event = 'granted' GROUP BY h.name \
+         HAVING max(h.token) > coalesce(n.last_token, 0) AND max(h.token) > ?1 ORDER BY h.name",
+    )?;
+    let rows = stmt.query_map([floor], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, Option<i64>>(2)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (name, granted, last) = row?;
+        out.push(leasehold_backend::damaged_counter(&name, last, granted));
+    }
+    Ok(out)
+}
+
 fn last_token(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<Token>> {
     Ok(tx
         .prepare_cached("SELECT last_token FROM lease_name WHERE name = ?1")?
@@ -484,7 +565,7 @@ fn last_token(tx: &Transaction<'_>, name: &LeaseName) -> Result<Option<Token>> {
 }
 
 pub(crate) fn fence(tx: &Transaction<'_>, now: &Now, p: &LeaseFenceParams) -> Result<LeaseFence> {
-    let newest = last_token(tx, &p.name)?;
+    let newest = counter(tx, &p.name)?;
     let (_, outcome) = by_token(tx, now, (&p.name, p.token), false, |found, _| {
         plan::fence(p, newest, found)
     })?;
@@ -507,7 +588,7 @@ pub(crate) fn waiter_remove(tx: &Transaction<'_>, name: &LeaseName, ticket: Wait
 }
 
 pub(crate) fn get(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Option<LeaseState>> {
-    let Some(last_token) = last_token(tx, name)? else {
+    let Some(last_token) = counter(tx, name)? else {
         return Ok(None);
     };
     let grants = rows(tx, now, name)?

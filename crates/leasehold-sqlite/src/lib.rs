@@ -14,6 +14,14 @@
 //!   reboot every grant of the previous boot is expired.
 //! - A database on a network filesystem is refused unless allowed: SQLite's
 //!   locking is not reliable there.
+//! - Every call first checks that the file this handle opened (device,
+//!   inode) is still the one at the path: a store deleted or replaced
+//!   under a running process loses its grants there (a renewal is
+//!   `Lost(StoreReplaced)`) instead of being renewed on an unlinked file
+//!   beside holders of the new one (`SqliteBackend::replaced`).
+//! - A name's token counter is checked against the newest token its
+//!   history records granted before a token is issued from it (`lease.rs`,
+//!   `counter`): a damaged counter is refused, never issued from.
 //! - Waiters are woken by a watch on the write-ahead log: every commit
 //!   writes it, so a thread of the store handle blocks on the watch
 //!   (inotify, kqueue) and wakes the waiters when another process commits,
@@ -70,6 +78,9 @@ pub struct SqliteOptions {
     pub allow_network_fs: bool,
     /// How long to wait for another process's write transaction.
     pub busy_timeout: Duration,
+    /// Open only a store that exists: a missing file or directory is an
+    /// error naming the path, and nothing is created.
+    pub must_exist: bool,
     /// Shift of the boot clock, for tests.
     #[cfg(feature = "test-clock")]
     pub skew: ClockSkew,
@@ -95,6 +106,7 @@ impl Default for SqliteOptions {
         Self {
             allow_network_fs: false,
             busy_timeout: Duration::from_secs(5),
+            must_exist: false,
             #[cfg(feature = "test-clock")]
             skew: ClockSkew::default(),
         }
@@ -122,6 +134,9 @@ pub struct SqliteBackend {
     /// long-lived handle.
     checkpointer: std::sync::OnceLock<Option<checkpoint::Checkpointer>>,
     options: SqliteOptions,
+    /// The file this handle opened, as (device, inode): compared with what
+    /// is at the path at every call ([`SqliteBackend::replaced`]).
+    opened_file: FileId,
     // rusqlite's Connection is Send but not Sync; one connection per store
     // handle, used by one call at a time.
     conn: Mutex<Connection>,
@@ -146,9 +161,60 @@ pub(crate) struct Now {
     pub wall: std::time::SystemTime,
 }
 
+/// A file's (device, inode): which file it is while this process runs
+/// (unlike `origin.rs`'s record, which must hold across reboots, the
+/// device is part of it here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: u64,
+    pub(crate) ino: u64,
+}
+
+impl FileId {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+}
+
 impl SqliteBackend {
     fn store(&self) -> String {
         self.path.display().to_string()
+    }
+
+    /// What became of the file this handle opened, if it is no longer the
+    /// one at the path: deleted (the connection goes on reading and
+    /// writing an unlinked inode no other process will ever open) or
+    /// replaced by another file (a restored copy, a new store made after
+    /// the old one was removed). Either way, every grant and claim this
+    /// process holds is in a store nobody else sees: renewing it would
+    /// keep a command running beside holders of the store now at the path
+    /// (DESIGN §3, a store's identity). One `stat` — cheap beside the
+    /// transaction it guards. A path that cannot be looked at for another
+    /// reason (permissions changed) is not judged here: SQLite's own
+    /// calls fail on it as they do.
+    fn replaced(&self) -> Option<String> {
+        match std::fs::symlink_metadata(&self.file) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some("its file was deleted since this process opened it".to_owned())
+            }
+            Ok(meta) if FileId::of(&meta) != self.opened_file => Some(format!(
+                "its file was replaced by another (inode {}; this process opened inode {}) since this process opened it",
+                meta.ino(),
+                self.opened_file.ino
+            )),
+            _ => None,
+        }
+    }
+
+    /// [`Self::replaced`] as the error of any call.
+    fn refuse_if_replaced(&self) -> Result<(), BackendError> {
+        match self.replaced() {
+            Some(what) => Err(BackendError::store_replaced(self.store(), &what)),
+            None => Ok(()),
+        }
     }
 
     /// The inode of the store's file (see `origin.rs`).
@@ -233,6 +299,9 @@ impl SqliteBackend {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.error(e))?;
+        // Inside the write lock, before anything is read or written: a
+        // write to a file no longer at the path is refused whole.
+        self.refuse_if_replaced()?;
         let locked = Instant::now();
         let mut committing = None;
         let outcome = (|| {
@@ -269,6 +338,9 @@ impl SqliteBackend {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
             .map_err(|e| self.error(e))?;
+        // A long-lived reader (`serve`, a status page) must not go on
+        // showing a store that is no longer at its path.
+        self.refuse_if_replaced()?;
         f(&tx, &now).map_err(|e| self.map_lease_error(e))
     }
 }
@@ -340,15 +412,49 @@ impl Backend for SqliteBackend {
                 format!("{}; {}", differences.join("; "), migration::damage_hint("the store")),
             ));
         }
+        for damage in lease::counters_below_history(&conn).map_err(|e| self.map_lease_error(e))? {
+            problems.push((
+                "token counters".to_owned(),
+                format!(
+                    "{damage}: it would be refused, as issuing from it would reissue tokens; {}",
+                    leasehold_backend::DAMAGED_COUNTER_HINT
+                ),
+            ));
+        }
         let mut warnings = Vec::new();
         if let Some(warning) = wal::warning(&self.file, wal::length(&self.file), LARGE_WAL_BYTES) {
             warnings.push(("write-ahead log".to_owned(), warning));
         }
-        let recorded = origin::read(&conn).map_err(|e| map_error(&self.store(), e))?;
-        let inode = self.inode()?;
-        match origin::judge(recorded.as_ref(), inode) {
-            origin::Judgement::Fact(label, text) => facts.push((label.to_owned(), text)),
-            origin::Judgement::Warning(label, text) => warnings.push((label.to_owned(), text)),
+        // Processes still on a store file deleted or replaced at this
+        // path: they hold grants no holder of this store can see, until
+        // their next call notices (`replaced`). Said by `doctor` run from
+        // anywhere — a fresh process sees only the file now at the path.
+        for pid in host::processes_using_deleted(&self.file) {
+            let holder = host::ProcessReport::read(pid);
+            if holder.this_process {
+                continue;
+            }
+            problems.push((
+                "store file".to_owned(),
+                format!(
+                    "{holder} still has open a store file that was at this path and has since been deleted or replaced: it may hold grants there, beside the holders of this store, until its next call to the store notices (a `run` at its next renewal); stop it, then {}",
+                    leasehold_backend::STORE_REPLACED_HINT
+                ),
+            ));
+        }
+        if let Some(what) = self.replaced() {
+            // A long-lived process (`serve`) asked about the store it
+            // opened, which is no longer at its path.
+            problems.push((
+                "store file".to_owned(),
+                format!("{what}; {}", leasehold_backend::STORE_REPLACED_HINT),
+            ));
+        } else {
+            let recorded = origin::read(&conn).map_err(|e| map_error(&self.store(), e))?;
+            match origin::judge(recorded.as_ref(), self.inode()?) {
+                origin::Judgement::Fact(label, text) => facts.push((label.to_owned(), text)),
+                origin::Judgement::Warning(label, text) => warnings.push((label.to_owned(), text)),
+            }
         }
         Ok(StoreInfo {
             kind: "sqlite",
@@ -386,12 +492,22 @@ impl Backend for SqliteBackend {
         self.write("acquire", |tx, now| lease::acquire(tx, now, params))
     }
 
+    /// A grant in a store whose file was deleted or replaced is lost —
+    /// an answer, not an error to retry: the keeper stops the command at
+    /// once instead of at the end of its window.
     fn lease_renew(&self, params: &LeaseRenewParams) -> Result<LeaseRenew, BackendError> {
         params.check()?;
+        if let Some(what) = self.replaced() {
+            tracing::warn!(name = %params.name, token = %params.token, "{}", BackendError::store_replaced(self.store(), &what));
+            return Ok(LeaseRenew::Lost(leasehold_backend::LostReason::StoreReplaced));
+        }
         self.write("renew", |tx, now| lease::renew(tx, now, params))
     }
 
     fn lease_release(&self, params: &LeaseReleaseParams) -> Result<LeaseRelease, BackendError> {
+        if self.replaced().is_some() {
+            return Ok(LeaseRelease::Lost(leasehold_backend::LostReason::StoreReplaced));
+        }
         self.write("release", |tx, now| lease::release(tx, now, params))
     }
 

@@ -38,19 +38,44 @@ impl SqliteBackend {
     pub fn open(path: &Path, options: SqliteOptions) -> Result<Self, BackendError> {
         let store = path.display().to_string();
         let given = path;
-        let (dir, path) = place(given).map_err(|(reason, hint)| unavailable(&store, reason, hint))?;
+        let (dir, path) = if options.must_exist {
+            existing_place(given).map_err(|e| missing(&store, &e.to_string()))?
+        } else {
+            place(given).map_err(|(reason, hint)| unavailable(&store, reason, hint))?
+        };
         let path = path.as_path();
         if !options.allow_network_fs {
             refuse_network_fs(&store, &dir)?;
         }
         inspect_or_create(&store, path, &dir, &options)?;
         refuse_linked_siblings(&store, path)?;
+        // The file SQLite opens, to tell at every call whether it is still
+        // the one at the path (`SqliteBackend::replaced`): looked at before
+        // and after SQLite opens it, and refused if the two differ (a file
+        // swapped in meanwhile could be either). Only two swaps inside that
+        // moment, the second undoing the first, would go unseen.
+        let look = || {
+            std::fs::symlink_metadata(path)
+                .map(|m| crate::FileId::of(&m))
+                .map_err(|e| {
+                    BackendError::new(io_kind(&e), &store, format!("cannot look at its file: {e}"))
+                        .hint("check the path")
+                        .with_source(e)
+                })
+        };
+        let before = look()?;
         let (mut conn, log_frames) = connect(&store, path, &dir, &options)?;
+        let opened_file = look()?;
+        if opened_file != before {
+            return Err(unavailable(
+                &store,
+                "its file was replaced while it was being opened".into(),
+                "retry; find what replaces the store's file",
+            ));
+        }
         // A store made before it recorded its file records it now, once
         // (one read at every later open).
-        if let Ok(meta) = std::fs::symlink_metadata(path) {
-            origin::remember_if_missing(&mut conn, meta.ino());
-        }
+        origin::remember_if_missing(&mut conn, opened_file.ino);
         Ok(Self {
             path: given.to_path_buf(),
             file: path.to_path_buf(),
@@ -60,9 +85,21 @@ impl SqliteBackend {
             log_frames,
             checkpointer: std::sync::OnceLock::new(),
             options,
+            opened_file,
             conn: Mutex::new(conn),
         })
     }
+}
+
+/// The error of a store that must exist and does not (`must_exist`):
+/// unavailable (exit 69) — a script must not read it as "nobody holds" —
+/// naming what is missing and that nothing was created.
+fn missing(store: &str, what: &str) -> BackendError {
+    unavailable(
+        store,
+        format!("{what}; nothing was created, as this command only reads a store"),
+        "check the path (--store, LEASEHOLD_STORE); a store is created by the first command that writes to it (acquire, run, ...)",
+    )
 }
 
 /// The error of a store that cannot be opened where it is.
@@ -129,6 +166,8 @@ fn inspect_or_create(store: &str, path: &Path, dir: &Path, options: &SqliteOptio
         }
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A log left without its store (the file deleted) is said as
+            // such before anything else, by every command.
             log_file::refuse_orphan(path).map_err(|reason| {
                 BackendError::new(ErrorKind::Corrupt, store, reason)
                     .hint(
@@ -136,6 +175,15 @@ fn inspect_or_create(store: &str, path: &Path, dir: &Path, options: &SqliteOptio
                     )
                     .remedy(Remedy::AnotherStore)
             })?;
+            if options.must_exist {
+                return Err(missing(store, &format!("there is no store file at {}", path.display())));
+            }
+            // A warning, not a refusal: a store in memory is fine for
+            // tests and for leases that need not outlive the machine's
+            // boot — but nothing else says its tokens restart.
+            if let Ok(Some(fs)) = host::memory_filesystem(dir) {
+                tracing::warn!("creating store {store}: {}", host::memory_filesystem_risk(dir, fs));
+            }
             create(path, dir, options).map_err(|e| {
                 BackendError::new(io_kind(&e), store, format!("cannot create the database file: {e}"))
                     .hint("check the directory's permissions and free space")
@@ -303,6 +351,19 @@ fn place(given: &Path) -> Result<(PathBuf, PathBuf), (String, &'static str)> {
     Ok((dir, path))
 }
 
+/// [`place`] for a store that must exist: its directory resolved, never
+/// created.
+fn existing_place(given: &Path) -> Result<(PathBuf, PathBuf), symlinks::DirError> {
+    if let Some(name) = given.file_name() {
+        let dir = symlinks::existing_dir(symlinks::parent_of(given))?;
+        let path = dir.join(name);
+        Ok((dir, path))
+    } else {
+        let path = symlinks::existing_dir(given)?;
+        Ok((path.parent().unwrap_or(&path).to_path_buf(), path))
+    }
+}
+
 /// The length of a SQLite database header; a store file is never shorter.
 const SQLITE_HEADER_LEN: u64 = 100;
 
@@ -339,7 +400,7 @@ fn create(path: &Path, dir: &Path, options: &SqliteOptions) -> std::io::Result<(
         let tx = conn.transaction().map_err(std::io::Error::other)?;
         origin::record(&tx, &origin::Recorded { inode, backup: None }).map_err(|e| match e {
             crate::lease::Error::Sqlite(e) => std::io::Error::other(e),
-            crate::lease::Error::BadRow(reason) => std::io::Error::other(reason),
+            crate::lease::Error::BadRow(reason) | crate::lease::Error::Counter(reason) => std::io::Error::other(reason),
         })?;
         tx.commit().map_err(std::io::Error::other)?;
         conn.close().map_err(|(_, e)| std::io::Error::other(e))?;

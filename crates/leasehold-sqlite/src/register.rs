@@ -42,6 +42,7 @@ fn parse(url: &str) -> Result<StoreLocation, BackendError> {
 fn open(location: &StoreLocation, options: &StoreOpenOptions) -> Result<Box<dyn Backend>, BackendError> {
     let options = SqliteOptions {
         allow_network_fs: options.allow_network_fs,
+        must_exist: options.must_exist,
         ..SqliteOptions::default()
     };
     Ok(Box::new(SqliteBackend::open(location.file(STORE.kind.name)?, options)?))

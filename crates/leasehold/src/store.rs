@@ -34,6 +34,11 @@ pub struct StoreOptions {
     /// a missed notification, or an expiry (which no transaction
     /// announces), is noticed.
     pub poll_interval: Option<Duration>,
+    /// Open only a store that exists: never create one (nor its
+    /// directory) — for commands that only read, where a mistyped path
+    /// must not become an empty store that says nobody holds anything.
+    /// Stores on servers are unaffected.
+    pub must_exist: bool,
 }
 
 /// The default longest pause of a waiter between two reads of the store.

@@ -35,6 +35,31 @@ pub(super) fn network_filesystem(path: &Path) -> io::Result<Option<String>> {
     })
 }
 
+pub(super) fn memory_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
+    let st = rustix::fs::statfs(path)?;
+    #[allow(clippy::unnecessary_cast, reason = "f_type's width differs between targets")]
+    Ok(super::memory_fs_by_magic(st.f_type as u64))
+}
+
+pub(super) fn processes_using_deleted(path: &Path) -> Vec<u32> {
+    let mut wanted = path.as_os_str().to_owned();
+    wanted.push(" (deleted)");
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found: Vec<u32> = procs
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.filter_map(Result::ok)
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == wanted))
+            })
+        })
+        .collect();
+    found.sort_unstable();
+    found
+}
+
 fn fuse_network_subtype(path: &Path) -> Option<String> {
     let path = std::fs::canonicalize(path).ok()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;

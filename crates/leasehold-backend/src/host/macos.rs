@@ -67,6 +67,17 @@ pub(super) fn network_filesystem(path: &Path) -> io::Result<Option<String>> {
     ))
 }
 
+pub(super) fn memory_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
+    let st = rustix::fs::statfs(path)?;
+    Ok(c_text(&st.f_fstypename)
+        .eq_ignore_ascii_case("tmpfs")
+        .then_some("tmpfs"))
+}
+
+pub(super) fn processes_using_deleted(_path: &Path) -> Vec<u32> {
+    Vec::new()
+}
+
 fn no_such_process() -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, "no such process")
 }

@@ -91,6 +91,50 @@ pub fn network_filesystem(path: &Path) -> io::Result<Option<String>> {
     imp::network_filesystem(path)
 }
 
+/// The name of the memory-backed filesystem `path` lives on (tmpfs,
+/// ramfs), if it is one: its files are gone at reboot, so a store there
+/// starts again empty — its tokens at 1 — while tokens it issued before
+/// may still be in sinks. `Ok(None)` for a filesystem on a disk. Linux
+/// judges by `statfs` magic ([`memory_fs_by_magic`]), macOS by
+/// `f_fstypename` (`tmpfs`).
+///
+/// # Errors
+/// The `statfs` error, e.g. when `path` does not exist.
+pub fn memory_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
+    imp::memory_filesystem(path)
+}
+
+/// The processes that still have open a file that was at `path` and has
+/// been deleted or replaced since (its inode unlinked): on Linux, each
+/// process's `/proc/PID/fd` links read `PATH (deleted)` for it. Only the
+/// processes this one may look into (all, as root); none on macOS, which
+/// has no such list. Used by a file store's `doctor` to name holders left
+/// on a store no one else sees.
+#[must_use]
+pub fn processes_using_deleted(path: &Path) -> Vec<u32> {
+    imp::processes_using_deleted(path)
+}
+
+/// The decision behind [`memory_filesystem`] on Linux (`statfs.f_type`).
+#[must_use]
+pub fn memory_fs_by_magic(magic: u64) -> Option<&'static str> {
+    match magic & 0xffff_ffff {
+        0x0102_1994 => Some("tmpfs"),
+        0x8584_58f6 => Some("ramfs"),
+        _ => None,
+    }
+}
+
+/// What a store on the memory-backed filesystem `fs` risks, and what to
+/// do (one wording: `doctor` and a store's creation warn with it).
+#[must_use]
+pub fn memory_filesystem_risk(dir: &Path, fs: &str) -> String {
+    format!(
+        "{} is on {fs}, a filesystem in memory: a store there is gone after a reboot and made again empty, its tokens restarting at 1 while tokens it issued may still be in sinks; put the store on a disk",
+        dir.display()
+    )
+}
+
 /// What a Linux filesystem magic number (`statfs.f_type`) says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Magic {
@@ -410,6 +454,16 @@ impl ProcessTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tmpfs_and_ramfs_are_memory_filesystems_and_disks_are_not() {
+        assert_eq!(memory_fs_by_magic(0x0102_1994), Some("tmpfs"));
+        assert_eq!(memory_fs_by_magic(0x8584_58f6), Some("ramfs"));
+        // ext4, xfs, btrfs, nfs
+        for disk in [0xef53, 0x5846_5342, 0x9123_683e, 0x6969] {
+            assert_eq!(memory_fs_by_magic(disk), None, "{disk:#x}");
+        }
+    }
 
     #[test]
     fn boot_clock_moves_forward_and_boot_id_is_readable() {

@@ -87,8 +87,8 @@ pub fn run(ctx: &Ctx) -> u8 {
                 }),
         ),
     ];
-    // Open (and so create) the store first, so its directory exists for
-    // the filesystem checks.
+    // Open the store first (never creating it: a mistyped path is a
+    // failed check naming it, not a new empty store that passes).
     let url = ctx.store_url();
     if url.is_ok() {
         store_checks(ctx, &mut checks);
@@ -118,8 +118,7 @@ pub fn run(ctx: &Ctx) -> u8 {
                         }),
                     ));
                     if resolved.is_dir() {
-                        checks.push(check("filesystem", filesystem(&resolved)));
-                        checks.push(check("fsync", fsync_works(&resolved)));
+                        checks.extend(directory_checks(&resolved));
                     }
                 }
                 Err(e) => checks.push(check("store path", Err(format!("{e}; {}", e.hint())))),
@@ -152,7 +151,7 @@ pub fn run(ctx: &Ctx) -> u8 {
 /// What the store says of itself: its kind, place and schema, its
 /// identity, its facts, problems and warnings.
 fn store_checks(ctx: &Ctx, checks: &mut Vec<Check>) {
-    match ctx.open_store() {
+    match ctx.open_existing_store() {
         Ok(store) => match store.backend().describe() {
             Ok(info) => {
                 checks.push(check(
@@ -192,6 +191,18 @@ fn identity_check(store: &leasehold::Store) -> Check {
             Err(e) => Err(e.to_string()),
         },
     )
+}
+
+/// The checks of the store's directory: its filesystem (a network one
+/// fails; one in memory is warned about, as its store is lost at reboot
+/// and its tokens restart) and fsync.
+fn directory_checks(dir: &Path) -> Vec<Check> {
+    let mut checks = vec![check("filesystem", filesystem(dir))];
+    if let Ok(Some(fs)) = host::memory_filesystem(dir) {
+        checks.push(warning("filesystem", host::memory_filesystem_risk(dir, fs)));
+    }
+    checks.push(check("fsync", fsync_works(dir)));
+    checks
 }
 
 fn filesystem(dir: &Path) -> Result<String, String> {

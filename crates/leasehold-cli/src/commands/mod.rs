@@ -40,10 +40,25 @@ impl Ctx {
         })
     }
 
+    /// Open the store, creating it (a file store) if there is none: for
+    /// commands that write.
     pub fn open_store(&self) -> anyhow::Result<Store> {
+        self.open(false)
+    }
+
+    /// Open the store only if it exists: for commands that only read
+    /// (`status`, `list`, `history`, `doctor`), where a mistyped path
+    /// must be an error (69, naming the path) rather than a new empty
+    /// store saying nobody holds anything.
+    pub fn open_existing_store(&self) -> anyhow::Result<Store> {
+        self.open(true)
+    }
+
+    fn open(&self, must_exist: bool) -> anyhow::Result<Store> {
         let url = self.store_url()?;
         let options = StoreOptions {
             allow_network_fs: self.global.allow_network_fs,
+            must_exist,
             ..StoreOptions::default()
         };
         Store::open(&url, &options).with_context(|| format!("cannot open the store {}", url.redacted()))

@@ -634,6 +634,18 @@ fn a_directory_link_planted_in_a_sticky_directory_is_refused_by_store_write_and_
 
 fn doctor_checks_the_store_and_host() {
     let env = Env::new();
+    // A store that is not there fails, naming its path, and is not made.
+    let (code, out, _) = env.run(&["doctor"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAIL store") && out.contains("nothing was created"),
+        "{out}"
+    );
+    assert!(
+        !env.store_path().parent().unwrap().exists(),
+        "doctor made the store's directory"
+    );
+    assert_eq!(env.run(&["migrate"]).0, 0);
     let (code, out, err) = env.run(&["doctor", "--json"]);
     assert_eq!(code, 0, "{out}{err}");
     let v = json(&out);
@@ -731,6 +743,16 @@ fn tables_escape_hidden_characters_and_mark_a_cut_command_line() {
 /// acquire takes it over.
 fn list_live_keeps_seed_002s_contract() {
     let env = Env::new();
+    // No store yet: `list` only reads, and does not make an empty one to
+    // say nobody holds (a mistyped path would say so too): 69, unknown.
+    let (code, _, err) = env.run(&["list", "--live"]);
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.contains("no store file at") || err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!env.store_path().exists() && !env.store_path().parent().unwrap().exists());
+    assert_eq!(env.run(&["migrate"]).0, 0);
     assert_eq!(env.run(&["list", "--live"]).0, 1, "nothing held");
     let mut agent = Command::new("sleep").arg("60").spawn().unwrap();
     let pid = agent.id().to_string();

@@ -32,7 +32,11 @@ fn refused(env: &Env, args: &[&str], flag: &str, value: &str, limit: &str) {
     }
 }
 
+/// The name's last token (null: never granted). A refusal may leave no
+/// store behind, which `status` (only reading) does not create: made here
+/// first, so "nothing granted" is read from a store.
 fn last_token(env: &Env, name: &str) -> Value {
+    assert_eq!(env.run(&["migrate"]).0, 0, "migrate");
     let (code, out, err) = env.run(&["status", name, "--json"]);
     assert_eq!(code, 0, "status: {err}");
     json(&out)["last_token"].clone()

@@ -3,13 +3,16 @@
 
 mod backup;
 mod clock;
+mod damaged;
 mod files;
 mod grants;
+mod identity;
 mod json;
 mod lease;
 mod limits;
 mod lock;
 mod mutants;
+mod opening;
 mod race;
 mod redis;
 mod restore;
@@ -25,13 +28,16 @@ fn main() {
     leasehold_testkit::main(&[
         backup::TESTS,
         clock::TESTS,
+        damaged::TESTS,
         files::TESTS,
         grants::TESTS,
+        identity::TESTS,
         json::TESTS,
         lease::TESTS,
         limits::TESTS,
         lock::TESTS,
         mutants::TESTS,
+        opening::TESTS,
         race::TESTS,
         redis::TESTS,
         restore::TESTS,

@@ -104,9 +104,13 @@ struct Running {
 /// then SIGKILL after their grace), record their slots, and return.
 ///
 /// # Errors
-/// Only when it cannot start: the store keeps no schedules, or this
-/// process's identity cannot be read. Errors of the store while running
-/// are told to `on_event` and retried.
+/// When it cannot start: the store keeps no schedules, or this process's
+/// identity cannot be read; and when the store's file was deleted or
+/// replaced while it ran ([`BackendError::is_store_replaced`], after
+/// stopping its commands as on cancel). Other errors of the store while
+/// running are told to `on_event` and retried.
+///
+/// [`BackendError::is_store_replaced`]: crate::BackendError::is_store_replaced
 pub fn run(
     store: &Arc<Store>,
     options: &CronOptions,
@@ -119,7 +123,11 @@ pub fn run(
     let mut fires: Vec<(LeaseName, Arc<Running>, JoinHandle<()>)> = Vec::new();
     let mut kept: Vec<Kept> = Vec::new();
     let mut read_at: Option<Instant> = None;
-    while !cancel.is_cancelled() {
+    // The store's file deleted or replaced under the daemon: it stops —
+    // every claim would fail, and a daemon started on the store now at
+    // the path fires the slots (DESIGN §3, a store's identity).
+    let mut replaced: Option<Error> = None;
+    while !cancel.is_cancelled() && replaced.is_none() {
         fires.retain(|(_, _, thread)| !thread.is_finished());
         if read_at.is_none_or(|at| at.elapsed() >= options.refresh) {
             match store.schedules().and_then(|s| s.list()) {
@@ -131,10 +139,7 @@ pub fn run(
                     read_at = Some(Instant::now());
                 }
                 Err(error) => {
-                    sink(&CronEvent::Failed {
-                        name: None,
-                        error: &error,
-                    });
+                    failed(&sink, &mut replaced, None, error);
                     read_at = Some(Instant::now());
                 }
             }
@@ -167,19 +172,13 @@ pub fn run(
             match fire_due(store, options, entry, &daemon, &sink) {
                 Ok(Some((running, thread))) => fires.push((entry.schedule.name.clone(), running, thread)),
                 Ok(None) => {}
-                Err(error) => sink(&CronEvent::Failed {
-                    name: Some(&entry.schedule.name),
-                    error: &error,
-                }),
+                Err(error) => failed(&sink, &mut replaced, Some(&entry.schedule.name), error),
             }
             // Read it again for the next round: the claim moved it on.
             match store.schedules().and_then(|s| s.get(&entry.schedule.name)) {
                 Ok(Some(fresh)) => *entry = fresh,
                 Ok(None) => entry.schedule.paused = true,
-                Err(error) => sink(&CronEvent::Failed {
-                    name: Some(&entry.schedule.name),
-                    error: &error,
-                }),
+                Err(error) => failed(&sink, &mut replaced, Some(&entry.schedule.name), error),
             }
             next_due = Some(SystemTime::now());
         }
@@ -202,7 +201,17 @@ pub fn run(
     for (_, _, thread) in fires {
         let _ = thread.join();
     }
-    Ok(())
+    replaced.map_or(Ok(()), Err)
+}
+
+/// Tell the daemon's failure, or — for a store whose file was deleted or
+/// replaced under it — keep it as the reason the daemon stops.
+fn failed(sink: &Sink, replaced: &mut Option<Error>, name: Option<&LeaseName>, error: Error) {
+    if matches!(&error, Error::Store(e) if e.is_store_replaced()) {
+        replaced.get_or_insert(error);
+    } else {
+        sink(&CronEvent::Failed { name, error: &error });
+    }
 }
 
 /// This daemon's wait after `slot` before claiming it: a part of `jitter`

@@ -247,6 +247,7 @@ impl StoreUrl {
                 location,
                 &StoreOpenOptions {
                     allow_network_fs: options.allow_network_fs,
+                    must_exist: options.must_exist,
                 },
             )?),
             Target::LeftOut(kind, _) => {

@@ -4,7 +4,7 @@ use crate::exit_codes::ExitCode;
 use crate::output;
 
 pub fn run(ctx: &Ctx, args: &HistoryArgs) -> anyhow::Result<u8> {
-    let store = ctx.open_store()?;
+    let store = ctx.open_existing_store()?;
     if args.timeline && !ctx.global.json {
         return timeline(&store, args);
     }

@@ -6,7 +6,7 @@ use crate::exit_codes::ExitCode;
 use crate::output;
 
 pub fn run(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<u8> {
-    let store = ctx.open_store()?;
+    let store = ctx.open_existing_store()?;
     let live = args.live || args.exclude_ancestry_of.is_some();
     let mut states = store.list(live)?;
     if let Some(pid) = args.exclude_ancestry_of {

@@ -4,7 +4,7 @@ use crate::exit_codes::ExitCode;
 use crate::output;
 
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<u8> {
-    let store = ctx.open_store()?;
+    let store = ctx.open_existing_store()?;
     let Some(name) = &args.name else {
         super::list::show(ctx, &store.list(true)?);
         return Ok(ExitCode::Success.code());
