@@ -56,7 +56,7 @@ const PREFIX: &str = "faults";
 
 /// A sandbox on `emulator`, in a project no other sandbox uses: its
 /// project and the sandbox.
-fn sandbox_on(emulator: &FirestoreEmulator, test: &str) -> (String, Sandbox) {
+pub(crate) fn sandbox_on(emulator: &FirestoreEmulator, test: &str) -> (String, Sandbox) {
     let project = firestore::unique_project("faults", test);
     let url = format!("firestore://{project}?prefix={PREFIX}");
     let sb = Sandbox::on_store(&url, &[(EMULATOR_VAR, &emulator.host())]);
@@ -91,7 +91,7 @@ fn warmed(emulator: &FirestoreEmulator) {
 }
 
 /// The emulator this test binary shares, warmed once.
-fn shared() -> &'static FirestoreEmulator {
+pub(crate) fn shared() -> &'static FirestoreEmulator {
     static WARM: Once = Once::new();
     let emulator = firestore::shared();
     WARM.call_once(|| warmed(emulator));

@@ -24,6 +24,7 @@ mod queue;
 mod redis;
 mod supervisor;
 mod wedge;
+mod wipes;
 
 fn main() {
     leasehold_testkit::main(&[
@@ -40,5 +41,6 @@ fn main() {
         redis::TESTS,
         supervisor::TESTS,
         wedge::TESTS,
+        wipes::TESTS,
     ]);
 }

@@ -35,30 +35,29 @@ use leasehold_testkit::wait::wait_until;
 use rustix::process::Signal;
 
 use crate::cluster::{acquire_after_all, partition_trials};
-use crate::common::{grants, history, judge, percentile, resource_of};
-use crate::firestore::{Holding, Racers, one_at_a_time};
+use crate::common::{grants, judge, percentile, resource_of};
+use crate::firestore::{Racers, one_at_a_time};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case37_redis_kill_9_of_the_server_under_racing_holders_never_reissues_a_token,
     case38_redis_kill_9_under_everysec_loses_nothing_and_is_refused_unless_relaxed,
     case39_redis_a_promoted_replica_has_every_grant_acknowledged_with_wait,
     case40_redis_a_holder_cut_off_from_redis_stops_before_the_other_side_is_granted,
-    case41_redis_flushall_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token,
 ];
 
 /// The TTL of the holders `common::store_holder` starts.
 const TTL: Duration = Duration::from_secs(3);
 
 /// How many `run`s race for the name.
-const RACERS: usize = 8;
+pub(crate) const RACERS: usize = 8;
 
 /// A racer's clear answers where the store goes away: done (0), held (11),
 /// unavailable (69: asked while the server was down, or its answer lost
 /// with it), stopped when its lease was lost (75).
-const ANSWERS: &[i32] = &[0, 11, 69, 75];
+pub(crate) const ANSWERS: &[i32] = &[0, 11, 69, 75];
 
 /// A server set up with `durability` (on 127.0.0.1).
-fn server(durability: Durability) -> RedisServer {
+pub(crate) fn server(durability: Durability) -> RedisServer {
     RedisServer::start_with(&RedisConfig {
         durability,
         ..RedisConfig::default()
@@ -67,7 +66,7 @@ fn server(durability: Durability) -> RedisServer {
 
 /// Wait for the next grant of `job` (up to 30 s), then a random 0–1.2 s
 /// more: a random point of the racing (of a holding, mostly).
-fn a_random_point_of_the_racing(sb: &Sandbox, rng: &mut Rng) {
+pub(crate) fn a_random_point_of_the_racing(sb: &Sandbox, rng: &mut Rng) {
     let before = grants(sb, "job").len();
     wait_until(Duration::from_secs(30), || grants(sb, "job").len() > before).expect("no grant within 30 s");
     std::thread::sleep(Duration::from_millis(rng.below(1200)));
@@ -307,129 +306,4 @@ fn case40_redis_a_holder_cut_off_from_redis_stops_before_the_other_side_is_grant
         trial += 1;
         format!("{}?prefix=trial{trial}", server.url())
     });
-}
-
-/// A racer's clear answers where the store is wiped: those of [`ANSWERS`],
-/// and every write refused by the fence record (13) — a holder granted a
-/// token the store issued again, before the tokens were raised.
-const WIPE_ANSWERS: &[i32] = &[0, 11, 13, 69, 75];
-
-/// How long after a wipe a holder of the old store may still act: its next
-/// renewal (every TTL/3 = 1 s) finds its grant gone, then `run` stops the
-/// command (SIGTERM; the client stops at once) — with 2 s to spare for a
-/// loaded machine.
-const STOPPED_WITHIN: Duration = Duration::from_secs(3);
-
-/// fault case 41: the store wiped under racing holders (issue 39). Eight
-/// `leasehold run` processes race for one name on Redis, each holding 5 s
-/// or 4 s by turns and writing only through a fence record that keeps
-/// token and grant (`fenced`); the test sends `FLUSHALL` while the first
-/// holder after the last wipe (token 1) holds, when it still does (else
-/// at a random point of the racing) — three times, 20 in the soak tier —
-/// and at the end raises the tokens as the old holders' messages say
-/// (`migrate --bump-tokens`). The store forgets every grant and token:
-/// the next holder gets token 1 again. What must hold, judged by the
-/// checker with each wipe marked (`lost`: the token rules within each
-/// stretch, the fence record across them): no sink takes a reissued or
-/// lower token (the fence record never goes back, and refuses only with
-/// cause), nothing acknowledged is lost; and every holder of the old
-/// store stops within `STOPPED_WITHIN` of the wipe (its renewal names its
-/// grant: it never renews the newcomer's, and stops its command).
-fn case41_redis_flushall_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token() {
-    let _alone = one_at_a_time();
-    let server = server(Durability::Always);
-    let store = server.url();
-    let wipes = count(3, 20);
-    let sb = Arc::new(Sandbox::on_store(&store, &[]));
-    let mut rng = Rng::from_env("case 41");
-    // Long holdings: the newcomer after a wipe still holds when the old
-    // holder next renews — what a renewal by token alone would extend.
-    let holding = Holding {
-        ms: [5000, 4000],
-        fenced: true,
-    };
-    let racers = Racers::start_holding(&sb, &store, RACERS, &mut rng, WIPE_ANSWERS, holding);
-    let mut recorder = history(&sb);
-    let mut late = Vec::new();
-    let mut stopped_after = Vec::new();
-    let mut held_at_wipe = 0;
-    let mut on_token_1 = 0;
-    let mut last_wipe = 0;
-    for wipe in 0..wipes {
-        // Wiped while the stretch's first holder (token 1) holds, when it
-        // still does: the next holder gets token 1 again, so an old holder
-        // acting by token alone would renew the newcomer's grant.
-        let first = || {
-            grants(&sb, "job")
-                .into_iter()
-                .find(|g| g.answered > last_wipe && g.token == Some(1))
-        };
-        wait_until(Duration::from_secs(30), || first().is_some()).expect("no grant within 30 s");
-        std::thread::sleep(Duration::from_millis(rng.below(300)));
-        if first().is_some_and(|g| g.end.is_none()) {
-            on_token_1 += 1;
-        } else {
-            a_random_point_of_the_racing(&sb, &mut rng);
-        }
-        let at = boot_ns();
-        let flushed = server.command(&["FLUSHALL"]);
-        let until = boot_ns();
-        assert_eq!(flushed, Ok(Reply::Status("OK".into())), "FLUSHALL");
-        recorder.lost("job", at, until).unwrap();
-        last_wipe = until;
-        // Every holding of the old store ends within the bound.
-        let old = |g: &leasehold_faults::history::Recorded| g.answered < at;
-        let all_ended = || grants(&sb, "job").iter().filter(|g| old(g)).all(|g| g.end.is_some());
-        wait_until(STOPPED_WITHIN + Duration::from_secs(10), all_ended);
-        for g in grants(&sb, "job").into_iter().filter(|g| old(g)) {
-            match g.end {
-                Some(end) if end > until => {
-                    held_at_wipe += 1;
-                    stopped_after.push(Duration::from_nanos(end - until));
-                    if end > until + STOPPED_WITHIN.as_nanos() as u64 {
-                        late.push(format!(
-                            "wipe {wipe}: {g:?} acted {:?} after the store was wiped",
-                            Duration::from_nanos(end - until)
-                        ));
-                    }
-                }
-                Some(_) => {}
-                None => {
-                    held_at_wipe += 1;
-                    late.push(format!("wipe {wipe}: {g:?} never ended"));
-                }
-            }
-        }
-    }
-    // Raised as the old holders' messages say, before the name is used again.
-    let (code, _, err) = sb.run(&["migrate", "--bump-tokens", "1000000"]);
-    assert_eq!(code, 0, "migrate --bump-tokens: {err}");
-    let (outcomes, unexpected) = racers.stop();
-    acquire_after_all(&sb, &store, "job");
-    let mut report = judge(&sb, &[&resource_of(&sb, "job")]);
-    for v in unexpected {
-        report.push("unclear-outcome", v);
-    }
-    for v in late {
-        report.push("acted-after-wipe", v);
-    }
-    figure(
-        41,
-        &format!(
-            "{} runs by {RACERS} racers on one name (exit codes {outcomes:?}), FLUSHALL {wipes} times ({on_token_1} while token 1 \
-             was held, so the next holder got it again): the old store's holders stopped {:?} median, {:?} at most after the \
-             wipe ({} still holding then); {} grants, {} fenced writes accepted, {} refused; fence record gone back {} times; \
-             {} violations",
-            outcomes.values().sum::<usize>(),
-            percentile(&mut stopped_after.clone(), 50),
-            percentile(&mut stopped_after, 100),
-            held_at_wipe,
-            report.counts.grants,
-            report.counts.accepted,
-            report.counts.refused,
-            report.count("fence-went-back"),
-            report.total()
-        ),
-    );
-    report.assert_clean();
 }
