@@ -200,9 +200,9 @@ impl Store {
     /// ``wait`` passed first.
     ///
     /// ``id``: stable across this candidate's restarts — a restarted
-    /// candidate whose grant is still live leads again at once, with the
-    /// same token — and unique among live candidates (two processes with
-    /// one id would both lead). ``ttl``: how long a leader that stops
+    /// candidate whose predecessor is provably gone leads again at once,
+    /// with a new token — and unique among live candidates (a second live
+    /// process under one id is refused, ``Held``). ``ttl``: how long a leader that stops
     /// renewing keeps the others waiting, when it cannot be proved dead
     /// (default 15 s). ``wait``: True (default) as long as it takes, a
     /// duration up to that long, False not at all. ``on_lost``: as for
