@@ -241,8 +241,9 @@ impl RedisBackend {
         let probes = self.probes(full);
         let replies: Vec<Reply> = self.with_conn(|conn| {
             for p in &probes {
-                conn.send(p)?;
+                conn.queue(p)?;
             }
+            conn.flush()?;
             Ok(probes.iter().map(|_| conn.read()).collect::<std::io::Result<_>>()?)
         })?;
         Ok(self.judge(full, &replies))
@@ -357,7 +358,7 @@ impl RedisBackend {
             // the same batch as the probes.
             self.sha(script, conn, false)?;
             for p in &probes {
-                conn.send(p)?;
+                conn.queue(p)?;
             }
             let replies = self.eval_sent(conn, script, calls, args, probes.len())?;
             let (settings, replies) = replies.split_at(probes.len());
@@ -402,8 +403,9 @@ impl RedisBackend {
                 let mut command: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), count.as_bytes()];
                 command.extend(keys.iter().map(String::as_bytes));
                 command.extend(args.iter().map(|a| a.as_bytes()));
-                conn.send(&command)?;
+                conn.queue(&command)?;
             }
+            conn.flush()?;
             if before.is_empty() {
                 before = (0..sent).map(|_| conn.read()).collect::<std::io::Result<Vec<_>>>()?;
             }
