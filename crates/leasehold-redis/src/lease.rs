@@ -30,8 +30,23 @@ pub const READ: Script = Script::new(
 /// Commit a name's new document if its version is still the one read (and,
 /// for a new name, the floor too, which a bump raises), append its new
 /// history entries, keep the newest ARGV[7], and tell the name's waiters.
+///
+/// A script that fails after its first write keeps what it wrote (Redis
+/// does not roll back), so nothing that can fail comes after it (issue
+/// 39): every key it writes is checked for its type first, and the
+/// waiters are told only if the user may publish on the channel
+/// (`redis.acl_check_cmd`, Redis 7) — else its waiters poll. What remains
+/// is what no script can check: a server killed in the middle, which its
+/// AOF replays whole or not at all (a script is one `MULTI` in the AOF).
 pub const COMMIT: Script = Script::new(
-    "local v = redis.call('HGET', KEYS[1], 'v')
+    "local types = {'hash', 'list', 'set', 'string'}
+     for i, want in ipairs(types) do
+       local got = redis.call('TYPE', KEYS[i])['ok']
+       if got ~= 'none' and got ~= want then
+         return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ' where leasehold keeps a ' .. want .. '; nothing was written')
+       end
+     end
+     local v = redis.call('HGET', KEYS[1], 'v')
      if (v or '') ~= ARGV[1] then return 0 end
      if ARGV[1] == '' then
        if (redis.call('GET', KEYS[4]) or '0') ~= ARGV[2] then return 0 end
@@ -42,7 +57,9 @@ pub const COMMIT: Script = Script::new(
        redis.call('RPUSH', KEYS[2], unpack(ARGV, 8))
        redis.call('LTRIM', KEYS[2], -tonumber(ARGV[7]), -1)
      end
-     redis.call('PUBLISH', ARGV[6], 'changed')
+     if redis.acl_check_cmd('PUBLISH', ARGV[6], 'changed') then
+       redis.call('PUBLISH', ARGV[6], 'changed')
+     end
      return 1",
 );
 
@@ -54,11 +71,14 @@ pub const RAISE_FLOOR: Script = Script::new(
 );
 
 /// What a snapshot carries for its commit: the version read (`None` for a
-/// name without a hash yet) and the store's floor as read.
+/// name without a hash yet), the store's floor as read, and why the
+/// server's settings, read in the same round trip, refuse a write
+/// (`None`: they do not).
 #[derive(Debug)]
 pub struct Read {
     version: Option<String>,
     floor: u64,
+    refused: Option<crate::durability::Refusal>,
 }
 
 type Snap = Snapshot<Read>;
@@ -74,7 +94,7 @@ fn text(r: &Reply) -> Option<String> {
 
 impl RedisBackend {
     /// The snapshot of `name` from a `READ` reply.
-    fn decode(&self, name: &LeaseName, reply: &Reply) -> Result<Snap> {
+    fn decode(&self, name: &LeaseName, reply: &Reply, refused: Option<crate::durability::Refusal>) -> Result<Snap> {
         let corrupt = |what: &str| Error::Corrupt(format!("{}: {what}", self.keys.name(name)));
         let Reply::Array(f) = reply else {
             return Err(corrupt("the read script answered no array"));
@@ -90,6 +110,7 @@ impl RedisBackend {
         let read = Read {
             version: text(version),
             floor,
+            refused,
         };
         let Some(state) = text(state) else {
             let state = State {
@@ -143,12 +164,13 @@ impl RedisBackend {
             })
             .collect::<Result<_>>()?;
         let calls: Vec<[String; 2]> = names.iter().map(|n| self.read_args(n)).collect();
-        let replies = self.eval_many(&READ, &calls, &[])?;
+        let (settings, replies) = self.eval_checked(&READ, &calls, &[])?;
+        let refused = self.refusal(&settings);
         names
             .into_iter()
             .zip(replies)
             .map(|(name, reply)| {
-                let snap = self.decode(&name, &reply)?;
+                let snap = self.decode(&name, &reply, refused.clone())?;
                 Ok((name, snap))
             })
             .collect()
@@ -172,6 +194,7 @@ impl RedisBackend {
                     Err(refused) => return Ok(Some(Err(refused))),
                 };
                 let args = [floor.to_string(), new_floor.0.to_string()];
+                self.check_settings()?;
                 let done = self.eval_replicated(&RAISE_FLOOR, &[&floor_key], &[&args[0], &args[1]], wrote)?;
                 Ok(wrote(&done).then_some(Ok(TokensBumped {
                     highest,
@@ -200,12 +223,17 @@ impl DocStore for RedisBackend {
     type Error = Error;
 
     fn snapshot(&self, name: &LeaseName) -> Result<Snap> {
-        let [key, floor] = self.read_args(name);
-        let reply = self.eval(&READ, &[&key, &floor], &[])?;
-        self.decode(name, &reply)
+        // The settings a write depends on ride in front of the read: a
+        // commit is refused on what they were one round trip before it.
+        let (settings, mut replies) = self.eval_checked(&READ, &[self.read_args(name)], &[])?;
+        let reply = replies.pop().unwrap_or(Reply::Nil);
+        self.decode(name, &reply, self.refusal(&settings))
     }
 
     fn commit(&self, name: &LeaseName, snap: &Snap, mut draft: Draft) -> Result<bool> {
+        if let Some(refused) = &snap.read.refused {
+            return Err(refused.clone().into());
+        }
         let history: Vec<String> = draft.state.recent.drain(..).map(|r| document::to_json(&r)).collect();
         let keys = [
             self.keys.name(name),

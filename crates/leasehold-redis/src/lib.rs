@@ -5,9 +5,12 @@
 //! `lease`); the clock is the server's `TIME`; tokens come from the name's
 //! newest token, which only grows (`--bump-tokens` raises a floor above
 //! it); history is a list per name capped as every store caps it; waiters
-//! are woken by pub/sub. `durability` says what the server's persistence
-//! settings allow, and the store refuses to open on settings that can lose
-//! acknowledged grants unless told `durability=relaxed`. See docs/REDIS.md.
+//! are woken by pub/sub. `durability` says what the server's settings
+//! allow (persistence, eviction, its role), and the store refuses to open
+//! on settings that can lose acknowledged grants unless told
+//! `durability=relaxed` — and refuses a write when they have changed so
+//! since (they are read again with the read before every write). A replica
+//! is refused always. See docs/REDIS.md.
 
 mod durability;
 mod lease;
@@ -28,7 +31,7 @@ use leasehold_backend::{
 
 pub use crate::url::{DEFAULT_PREFIX, PASSWORD_VAR, RedisUrl, STORE};
 
-use crate::durability::Durability;
+use crate::durability::{Durability, Settings};
 use crate::resp::{Conn, Reply};
 
 /// How long one request may take (connecting, sending, answering).
@@ -51,6 +54,21 @@ pub enum Error {
         confirmed: i64,
         wanted: u32,
     },
+    /// The server's settings, read with the read before a write, can lose
+    /// it (`durability::Settings::refusal`): nothing was written.
+    Refused {
+        what: &'static str,
+        reason: String,
+    },
+}
+
+impl From<durability::Refusal> for Error {
+    fn from(r: durability::Refusal) -> Self {
+        Error::Refused {
+            what: r.what,
+            reason: r.reason,
+        }
+    }
 }
 
 impl From<std::io::Error> for Error {
@@ -111,6 +129,18 @@ pub struct RedisBackend {
     /// The scripts' SHA1s as the server named them (`SCRIPT LOAD`).
     shas: Mutex<Vec<(&'static str, String)>>,
     durability: Durability,
+    /// Which settings are read again before each write: all of them under
+    /// `durability=strict`; under `relaxed` only the role (the rest is
+    /// the risk accepted), and only if it could be read at open — a
+    /// command the ACL refuses on every read would fill the server's
+    /// `ACL LOG`.
+    recheck: Recheck,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Recheck {
+    config: bool,
+    role: bool,
 }
 
 impl RedisBackend {
@@ -154,21 +184,86 @@ impl RedisBackend {
             idle: Mutex::new(Vec::new()),
             shas: Mutex::new(Vec::new()),
             durability: Durability::unread(),
+            recheck: Recheck {
+                config: true,
+                role: true,
+            },
         };
         let durability = Durability::read(&backend).map_err(|e| backend.error(e))?;
-        let backend = Self { durability, ..backend };
-        if !url.relaxed
-            && let Some(risk) = backend.durability.risk()
-        {
-            return Err(BackendError::unsupported(
-                backend.store(),
-                "a server whose settings can lose acknowledged grants",
-                format!(
-                    "{risk}. Set `appendonly yes` and `appendfsync always` on the server (docs/REDIS.md), or accept the risk with ?durability=relaxed"
-                ),
-            ));
+        if let Some(refusal) = durability.settings.refusal(url.relaxed) {
+            return Err(backend.error(refusal.into()));
         }
-        Ok(backend)
+        let recheck = Recheck {
+            config: !url.relaxed,
+            role: !url.relaxed || durability.settings.role.is_ok(),
+        };
+        Ok(Self {
+            durability,
+            recheck,
+            ..backend
+        })
+    }
+
+    /// The commands that read the settings checked before a write
+    /// (`full`: all of them, as at open and for `doctor`).
+    fn probes(&self, full: bool) -> Vec<&'static [&'static [u8]]> {
+        let mut probes = Vec::new();
+        if full || self.recheck.config {
+            probes.push(durability::CONFIG_GET);
+        }
+        if full || self.recheck.role {
+            probes.push(durability::ROLE);
+        }
+        probes
+    }
+
+    /// The settings from the replies to `probes(full)`; one not asked is
+    /// unknown (accepted by `durability=relaxed`, the only case).
+    fn judge(&self, full: bool, replies: &[Reply]) -> Settings {
+        let not_asked = Reply::Error("not read again under durability=relaxed".to_owned());
+        let mut replies = replies.iter();
+        let config = if full || self.recheck.config {
+            replies.next()
+        } else {
+            None
+        };
+        let role = if full || self.recheck.role {
+            replies.next()
+        } else {
+            None
+        };
+        Settings::parse(config.unwrap_or(&not_asked), role.unwrap_or(&not_asked))
+    }
+
+    /// The settings as they are now (one round trip): all of them when
+    /// `full`, else those re-checked before a write.
+    fn settings(&self, full: bool) -> Result<Settings> {
+        let probes = self.probes(full);
+        let replies: Vec<Reply> = self.with_conn(|conn| {
+            for p in &probes {
+                conn.queue(p)?;
+            }
+            conn.flush()?;
+            Ok(probes.iter().map(|_| conn.read()).collect::<std::io::Result<_>>()?)
+        })?;
+        Ok(self.judge(full, &replies))
+    }
+
+    /// Why a write must not be made now (`Error::Refused`), from settings
+    /// read with a read that came just before it.
+    fn refusal(&self, settings: &Settings) -> Option<durability::Refusal> {
+        settings.refusal(self.url.relaxed)
+    }
+
+    /// Refuse a write the server's settings, read now, could lose: for
+    /// the writes not preceded by a read of their own (a floor raised, a
+    /// record written). The lease writes check the settings read with
+    /// the name (`lease::Read`), in the same round trip.
+    fn check_settings(&self) -> Result<()> {
+        match self.refusal(&self.settings(false)?) {
+            Some(refusal) => Err(refusal.into()),
+            None => Ok(()),
+        }
     }
 
     fn label(url: &RedisUrl) -> String {
@@ -248,6 +343,32 @@ impl RedisBackend {
         self.with_conn(|conn| self.eval_on(conn, script, calls, args))
     }
 
+    /// As [`RedisBackend::eval_many`], with the commands that read the
+    /// settings checked before a write sent first in the same round trip:
+    /// the settings as judged, and the script's replies.
+    fn eval_checked<K: AsRef<[String]>>(
+        &self,
+        script: &Script,
+        calls: &[K],
+        args: &[&str],
+    ) -> Result<(Settings, Vec<Reply>)> {
+        let probes = self.probes(false);
+        self.with_conn(|conn| {
+            // The script is loaded first, if it must be: its SHA1 goes in
+            // the same batch as the probes.
+            self.sha(script, conn, false)?;
+            for p in &probes {
+                conn.queue(p)?;
+            }
+            let replies = self.eval_sent(conn, script, calls, args, probes.len())?;
+            let (settings, replies) = replies.split_at(probes.len());
+            Ok((
+                self.judge(false, settings),
+                replies.iter().cloned().map(ok).collect::<Result<_>>()?,
+            ))
+        })
+    }
+
     fn eval_on<K: AsRef<[String]>>(
         &self,
         conn: &mut Conn,
@@ -255,7 +376,25 @@ impl RedisBackend {
         calls: &[K],
         args: &[&str],
     ) -> Result<Vec<Reply>> {
+        self.eval_sent(conn, script, calls, args, 0)?
+            .into_iter()
+            .map(ok)
+            .collect()
+    }
+
+    /// Send `script` once per entry of `calls` and read the replies, after
+    /// `sent` commands already sent on `conn` (their replies come first,
+    /// as they are: not turned into errors).
+    fn eval_sent<K: AsRef<[String]>>(
+        &self,
+        conn: &mut Conn,
+        script: &Script,
+        calls: &[K],
+        args: &[&str],
+        sent: usize,
+    ) -> Result<Vec<Reply>> {
         let mut reload = false;
+        let mut before = Vec::new();
         loop {
             let sha = self.sha(script, conn, reload)?;
             for keys in calls {
@@ -264,7 +403,11 @@ impl RedisBackend {
                 let mut command: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), count.as_bytes()];
                 command.extend(keys.iter().map(String::as_bytes));
                 command.extend(args.iter().map(|a| a.as_bytes()));
-                conn.send(&command)?;
+                conn.queue(&command)?;
+            }
+            conn.flush()?;
+            if before.is_empty() {
+                before = (0..sent).map(|_| conn.read()).collect::<std::io::Result<Vec<_>>>()?;
             }
             let replies = calls.iter().map(|_| conn.read()).collect::<std::io::Result<Vec<_>>>()?;
             // A server restarted (or `SCRIPT FLUSH`ed) forgot the script:
@@ -277,7 +420,8 @@ impl RedisBackend {
                 reload = true;
                 continue;
             }
-            return replies.into_iter().map(ok).collect();
+            before.extend(replies);
+            return Ok(before);
         }
     }
 
@@ -323,11 +467,16 @@ impl RedisBackend {
                 .hint("is redis-server running there? a call that failed this way was not reported as done")
                 .with_source(io),
             Error::Server(words) => {
-                let code = words.split_whitespace().next().unwrap_or_default();
+                let mut code = words.split_whitespace().next().unwrap_or_default();
+                // A command inside a script that the ACL refuses answers
+                // ERR, not NOPERM (Redis 7.0).
+                if words.contains("The user executing the script can't") {
+                    code = "NOPERM";
+                }
                 let (kind, hint) = match code {
                     "NOAUTH" | "WRONGPASS" | "NOPERM" => (
                         ErrorKind::Auth,
-                        "check the user and the password (password-file=, or LEASEHOLD_REDIS_PASSWORD), and that the ACL lets the user run scripts on the prefix's keys",
+                        "check the user and the password (password-file=, or LEASEHOLD_REDIS_PASSWORD), and that the ACL gives the user what the `ACL SETUSER` line of docs/REDIS.md does (the commands inside the store's scripts count too)",
                     ),
                     "READONLY" => (ErrorKind::ReadOnly, "this server is a replica: point the URL at the primary"),
                     "BUSY" => (ErrorKind::Busy, "the server is running a long script; retry"),
@@ -358,11 +507,26 @@ impl RedisBackend {
                 ),
             )
             .hint("check the replicas (`INFO replication`); a grant made this way is not used and expires with its TTL"),
+            // Refused before anything was written; the reason says what to
+            // set and how to accept the risk.
+            Error::Refused { what, reason } => BackendError::unsupported(store, what, reason),
         }
     }
 
     fn run<T>(&self, f: impl FnOnce() -> Result<T>) -> std::result::Result<T, BackendError> {
         f().map_err(|e| self.error(e))
+    }
+
+    /// Whether the user may not subscribe to its names' channels: the
+    /// server's refusal (a subscription on a connection of its own, closed
+    /// after).
+    fn channel_refused(&self) -> Result<Option<String>> {
+        let mut sub = self.connect()?;
+        let channel = format!("{}:changed:", self.keys.prefix);
+        Ok(match sub.call(&[b"SUBSCRIBE", channel.as_bytes()])? {
+            Reply::Error(words) => Some(words),
+            _ => None,
+        })
     }
 }
 
@@ -402,17 +566,48 @@ impl Backend for RedisBackend {
                 ("names".to_owned(), names.to_string()),
                 ("token floor".to_owned(), floor.to_string()),
             ];
-            facts.extend(self.durability.facts(self.url.wait));
+            // The settings as they are now, not as at open: a write is
+            // judged on them.
+            let now = Durability {
+                settings: self.settings(true)?,
+                ..self.durability.clone()
+            };
+            facts.extend(now.facts(self.url.wait));
             let mut warnings = Vec::new();
             let mut problems = Vec::new();
-            if let Some(risk) = self.durability.risk() {
+            // Each risk on its own line: under `relaxed` accepted (a
+            // warning); otherwise a write would be refused (a problem:
+            // they changed since the store was opened).
+            for (what, risk) in now.settings.risks() {
+                if self.url.relaxed {
+                    warnings.push((what.to_owned(), format!("{risk} (opened with durability=relaxed)")));
+                } else {
+                    problems.push((
+                        what.to_owned(),
+                        format!("{risk}: every write is refused. {}", Settings::remedy()),
+                    ));
+                }
+            }
+            if let Some(refusal) = now.settings.not_the_primary(self.url.relaxed) {
+                problems.push(("role".to_owned(), refusal.reason));
+            } else if now.settings.role.is_err() {
                 warnings.push((
-                    "durability".to_owned(),
-                    format!("{risk} (opened with durability=relaxed)"),
+                    "role".to_owned(),
+                    "the server's role could not be read: it may be a replica (opened with durability=relaxed)".to_owned(),
                 ));
             }
-            if let Some(short) = self.durability.replicas_short(self.url.wait) {
+            if let Some(short) = now.replicas_short(self.url.wait) {
                 problems.push(("replicas".to_owned(), short));
+            }
+            if let Some(refused) = self.channel_refused()? {
+                warnings.push((
+                    "waking".to_owned(),
+                    format!(
+                        "the user may not subscribe to {} ({refused}): commits publish nothing and waiters poll instead of being woken; give it `&{}:*` (docs/REDIS.md)",
+                        self.keys.channel(&LeaseName::new("NAME").unwrap_or_else(|_| unreachable!())),
+                        self.keys.prefix
+                    ),
+                ));
             }
             Ok(StoreInfo {
                 kind: "redis",
@@ -488,7 +683,10 @@ impl Backend for RedisBackend {
         let waited = || -> Result<()> {
             let mut sub = self.connect()?;
             let channel = self.keys.channel(name);
-            sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?;
+            // A user without rights on the channel (`&PREFIX:*`; Redis 7
+            // gives none by default) gets NOPERM: its wait is a poll, as
+            // on a store without notifications (`doctor` says so).
+            ok(sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?)?;
             // Subscribed first, read second: a change after the read is a
             // message; one before it, a new version.
             let version = self.version(name)?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);

@@ -144,6 +144,7 @@ impl RedisBackend {
             ]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.check_settings()?;
         let reply = self.eval_replicated(
             &WRITE,
             &[],

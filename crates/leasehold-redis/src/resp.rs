@@ -55,6 +55,8 @@ impl<T: Read + Write + Send> Stream for T {}
 pub struct Conn {
     io: BufReader<Box<dyn Stream>>,
     socket: TcpStream,
+    /// Commands queued and not yet written.
+    out: Vec<u8>,
 }
 
 #[allow(
@@ -91,6 +93,7 @@ impl Conn {
                         }
                     };
                     return Ok(Self {
+                        out: Vec::new(),
                         io: BufReader::new(io),
                         socket,
                     });
@@ -113,14 +116,30 @@ impl Conn {
         self.read()
     }
 
+    /// Send one command, with any queued before it, in one write.
     pub fn send(&mut self, args: &[&[u8]]) -> io::Result<()> {
-        let mut out = Vec::with_capacity(16 + args.iter().map(|a| a.len() + 16).sum::<usize>());
+        self.queue(args)?;
+        self.flush()
+    }
+
+    /// Queue one command, to be written with the next [`Conn::send`] or
+    /// [`Conn::flush`]: a pipeline in one TCP segment (sent one by one,
+    /// with `TCP_NODELAY`, each command woke the server on its own —
+    /// measured: about 20 µs of its CPU per command).
+    pub fn queue(&mut self, args: &[&[u8]]) -> io::Result<()> {
+        let out = &mut self.out;
         write!(out, "*{}\r\n", args.len())?;
         for a in args {
             write!(out, "${}\r\n", a.len())?;
             out.extend_from_slice(a);
             out.extend_from_slice(b"\r\n");
         }
+        Ok(())
+    }
+
+    /// Write every queued command.
+    pub fn flush(&mut self) -> io::Result<()> {
+        let out = std::mem::take(&mut self.out);
         let w = self.io.get_mut();
         w.write_all(&out)?;
         w.flush()

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_backend::{Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, Token};
+use leasehold_backend::{Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, LeaseRenew, Mode, Token, WaitTopic};
 use leasehold_backend_tests::{contention, params};
 use leasehold_redis::{RedisBackend, RedisUrl};
 use leasehold_testkit::redis::{Durability, GRANTED, PASSWORD, RedisConfig, RedisServer, Reply, USER};
@@ -41,6 +41,12 @@ fn main() {
         tls_trusts_only_the_ca_it_is_given,
         a_server_nobody_answers_for_is_unavailable_with_what_to_do,
         a_waiter_is_woken_by_the_release_not_by_its_poll,
+        eviction_and_unsynced_rewrites_are_refused_unless_relaxed,
+        a_replica_is_refused_even_when_relaxed,
+        a_setting_changed_under_a_holder_refuses_its_next_write,
+        a_key_of_another_type_in_a_commit_means_nothing_is_written,
+        the_documented_acl_runs_the_store_end_to_end,
+        a_user_without_channel_rights_writes_once_per_call_and_its_waiters_poll,
     ]]);
 }
 
@@ -305,5 +311,343 @@ fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
     assert!(
         slept < Duration::from_secs(8),
         "the waiter slept {slept:?}: not woken by the release"
+    );
+}
+
+/// Acquire `n` (free): its grant's token.
+fn take(store: &RedisBackend, n: &str, ttl: Duration) -> Token {
+    match store.lease_acquire(&acquire(n, ttl)).expect("acquire") {
+        LeaseAcquire::Acquired(g) => g.token,
+        LeaseAcquire::Held(h) => panic!("{n} is held: {h:?}"),
+    }
+}
+
+/// Every key of the server with its value as the test kit reads it: what
+/// a refused call must leave as it was.
+fn dump(server: &RedisServer) -> Vec<(String, String)> {
+    let Reply::Array(keys) = server.command(&["KEYS", "*"]).expect("KEYS") else {
+        panic!("KEYS answered no array")
+    };
+    let mut out: Vec<(String, String)> = keys
+        .iter()
+        .map(|k| {
+            let k = k.text().expect("a key").to_owned();
+            let kind = server.command(&["TYPE", &k]).expect("TYPE");
+            let value = match kind.text() {
+                Some("hash") => server.command(&["HGETALL", &k]),
+                Some("list") => server.command(&["LRANGE", &k, "0", "-1"]),
+                Some("set") => server.command(&["SMEMBERS", &k]),
+                Some("zset") => server.command(&["ZRANGE", &k, "0", "-1"]),
+                _ => server.command(&["GET", &k]),
+            };
+            (k, format!("{value:?}"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn config_set(server: &RedisServer, setting: &str, value: &str) {
+    server
+        .command(&["CONFIG", "SET", setting, value])
+        .unwrap_or_else(|e| panic!("CONFIG SET {setting} {value}: {e}"));
+}
+
+/// Issue 39: a server that evicts any key when full forgot a live lease
+/// (the next acquire got token 1), and one that skips fsync during an AOF
+/// rewrite was never checked. Each is refused naming its setting, opens
+/// with durability=relaxed with `doctor` warning; a volatile-* policy
+/// (leasehold's keys have no TTL) opens.
+fn eviction_and_unsynced_rewrites_are_refused_unless_relaxed() {
+    let server = RedisServer::start();
+    config_set(&server, "maxmemory", "100mb");
+    for (settings, says, line) in [
+        (
+            &[("maxmemory-policy", "allkeys-lru")][..],
+            "maxmemory-policy allkeys-lru",
+            "eviction",
+        ),
+        (
+            &[("maxmemory-policy", "allkeys-random")][..],
+            "maxmemory-policy allkeys-random",
+            "eviction",
+        ),
+        (
+            &[("maxmemory-policy", "noeviction"), ("no-appendfsync-on-rewrite", "yes")][..],
+            "no-appendfsync-on-rewrite yes",
+            "rewrite",
+        ),
+    ] {
+        for (setting, value) in settings {
+            config_set(&server, setting, value);
+        }
+        let e = open(&server.url()).expect_err(says);
+        let text = e.to_string();
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{text}");
+        assert!(
+            text.contains(says) && text.contains("durability=relaxed") && text.contains("reissue"),
+            "{text}"
+        );
+        assert_eq!(
+            server.command(&["DBSIZE"]),
+            Ok(Reply::Integer(0)),
+            "a refused open wrote"
+        );
+        let relaxed = open(&format!("{}?durability=relaxed", server.url())).expect("relaxed opens");
+        let info = relaxed.describe().expect("describe");
+        assert!(
+            info.warnings.iter().any(|(k, w)| k == line && w.contains(says)),
+            "doctor does not warn of {says}: {:?}",
+            info.warnings
+        );
+    }
+    config_set(&server, "no-appendfsync-on-rewrite", "no");
+    config_set(&server, "maxmemory-policy", "volatile-lru");
+    let store = open(&server.url()).expect("volatile-lru evicts no leasehold key");
+    assert_eq!(cycle(&store, "job"), Token(1));
+    let ttl = server.command(&["TTL", "leasehold:name:job"]).expect("TTL");
+    assert_eq!(
+        ttl,
+        Reply::Integer(-1),
+        "a leasehold key has a TTL: volatile-* could evict it"
+    );
+}
+
+/// Issue 39: a URL naming a replica was accepted, and with
+/// `replica-read-only no` replica and primary each granted token 1. A
+/// replica is refused, relaxed or not, naming its primary; and a server
+/// made a replica under an open store refuses the next write, writing
+/// nothing (it would have granted token 1 again: its data is its new
+/// primary's).
+fn a_replica_is_refused_even_when_relaxed() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start_replica_of(&primary, &RedisConfig::default());
+    replica.wait_in_sync(&primary, Duration::from_secs(30));
+    config_set(&replica, "replica-read-only", "no");
+    for url in [replica.url(), format!("{}?durability=relaxed", replica.url())] {
+        let e = open(&url).expect_err("a replica");
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("replica") && text.contains(&format!("127.0.0.1:{}", primary.port())),
+            "{text}"
+        );
+    }
+    // Made a replica while a store is open on it.
+    let server = RedisServer::start();
+    let store = open(&server.url()).expect("open");
+    assert_eq!(take(&store, "job", Duration::from_secs(60)), Token(1));
+    config_set(&server, "replica-read-only", "no");
+    server
+        .command(&["REPLICAOF", "127.0.0.1", &primary.port().to_string()])
+        .expect("REPLICAOF");
+    server.wait_in_sync(&primary, Duration::from_secs(30));
+    let before = dump(&server);
+    let e = store
+        .lease_acquire(&acquire("job", Duration::from_secs(60)))
+        .expect_err("a write on a replica");
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("replica"), "{e}");
+    assert_eq!(dump(&server), before, "the refused acquire wrote on the replica");
+    let info = store.describe().expect("describe");
+    assert!(info.problems.iter().any(|(k, _)| k == "role"), "{:?}", info.problems);
+}
+
+/// Issue 39: `CONFIG SET appendfsync everysec` under a running holder went
+/// unnoticed. The settings are read with the read before every write: the
+/// holder's next renewal is refused naming the setting, writing nothing
+/// (a renewal acknowledged now could be lost, and the grant with it), a
+/// waiter's registration too; each setting back, it renews again.
+fn a_setting_changed_under_a_holder_refuses_its_next_write() {
+    let server = RedisServer::start();
+    let store = open(&server.url()).expect("open");
+    let token = take(&store, "job", Duration::from_secs(60));
+    for (setting, unsafe_value, safe_value) in [
+        ("appendfsync", "everysec", "always"),
+        ("no-appendfsync-on-rewrite", "yes", "no"),
+        ("maxmemory-policy", "allkeys-lru", "noeviction"),
+        ("appendonly", "no", "yes"),
+    ] {
+        if setting == "maxmemory-policy" {
+            config_set(&server, "maxmemory", "100mb");
+        }
+        config_set(&server, setting, unsafe_value);
+        let before = dump(&server);
+        let e = store
+            .lease_renew(&params::renew("job", token))
+            .expect_err("a renewal on unsafe settings");
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{setting}: {e}");
+        assert!(e.to_string().contains(&format!("{setting} {unsafe_value}")), "{e}");
+        let e = store
+            .waiter_enqueue(&params::enqueue("job", Mode::Exclusive))
+            .expect_err("a waiter on unsafe settings");
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{setting}: {e}");
+        assert_eq!(dump(&server), before, "a refused call wrote ({setting} {unsafe_value})");
+        let info = store.describe().expect("describe");
+        assert!(
+            info.problems
+                .iter()
+                .any(|(_, p)| p.contains(&format!("{setting} {unsafe_value}"))),
+            "doctor says nothing of {setting}: {:?}",
+            info.problems
+        );
+        config_set(&server, setting, safe_value);
+        if setting == "maxmemory-policy" {
+            config_set(&server, "maxmemory", "0");
+        }
+        if setting == "appendonly" {
+            // Turning the AOF on starts a rewrite; Redis answers at once.
+            leasehold_testkit::wait::wait_until(Duration::from_secs(30), || {
+                store.lease_renew(&params::renew("job", token)).is_ok()
+            })
+            .expect("renews once appendonly is back");
+        }
+        let renewed = store.lease_renew(&params::renew("job", token)).expect("renew");
+        assert!(matches!(renewed, LeaseRenew::Renewed(_)), "{renewed:?}");
+    }
+}
+
+/// Issue 39: a history key of another type made `acquire` fail as
+/// "left untouched" after the grant was written (the name held for its
+/// TTL, a token used). Every key a commit writes is checked first: the
+/// call is corrupt, and nothing at all was written — the next grant,
+/// once the key is gone, takes the very next token.
+fn a_key_of_another_type_in_a_commit_means_nothing_is_written() {
+    let server = RedisServer::start();
+    let store = open(&format!("{}?prefix=t", server.url())).expect("open");
+    assert_eq!(cycle(&store, "job"), Token(1));
+    for (key, fix) in [("t:history:job", "job"), ("t:names", "new")] {
+        server.command(&["DEL", key]).expect("DEL");
+        server.command(&["SET", key, "another program's"]).expect("SET");
+        let before = dump(&server);
+        let e = store
+            .lease_acquire(&acquire(fix, Duration::from_secs(60)))
+            .expect_err("a key of another type");
+        assert_eq!(dump(&server), before, "the refused acquire wrote ({key}): {e}");
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+        assert!(e.to_string().contains(key), "{e}");
+        server.command(&["DEL", key]).expect("DEL");
+    }
+    // The name is free, its token counter where it was.
+    assert_eq!(cycle(&store, "job"), Token(2));
+    assert_eq!(cycle(&store, "new"), Token(1));
+}
+
+/// The ACL line of docs/REDIS.md, read from the page and run word for
+/// word: the store opens, grants, renews, wakes a waiter by the release
+/// (not its poll), releases, writes and lists records, bumps tokens, and
+/// `doctor` finds nothing wrong.
+fn the_documented_acl_runs_the_store_end_to_end() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/REDIS.md")).expect("REDIS.md");
+    let line = page
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER "))
+        .expect("docs/REDIS.md has an `ACL SETUSER` line");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let server = RedisServer::start();
+    server.command(&words).expect("the documented ACL line");
+    let (user, password) = (words[2], words[4].trim_start_matches('>'));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("password");
+    put(&file, &format!("{password}\n"));
+    let url = format!(
+        "redis://{user}@127.0.0.1:{}?password-file={}",
+        server.port(),
+        file.display()
+    );
+    let store = open(&url).expect("open as the documented user");
+    let info = store.describe().expect("doctor");
+    assert!(
+        info.problems.is_empty() && info.warnings.is_empty(),
+        "{:?} {:?}",
+        info.problems,
+        info.warnings
+    );
+    let token = take(&store, "job", Duration::from_secs(60));
+    assert_eq!(token, Token(1));
+    store.lease_renew(&params::renew("job", token)).expect("renew");
+    let waiter = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            let store = open(&url).expect("open");
+            let topic = WaitTopic::lease(&params::name("job"));
+            let began = Instant::now();
+            store
+                .wait_for_change(&topic, Duration::from_secs(10))
+                .expect("first wait");
+            store.wait_for_change(&topic, Duration::from_secs(10)).expect("wait");
+            began.elapsed()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    store.lease_release(&params::release("job", token)).expect("release");
+    let slept = waiter.join().expect("waiter");
+    assert!(slept < Duration::from_secs(8), "the waiter slept {slept:?}: not woken");
+    let ticket = store
+        .waiter_enqueue(&params::enqueue("job", Mode::Exclusive))
+        .expect("enqueue");
+    store
+        .waiter_remove(&leasehold_backend::WaiterRemoveParams {
+            name: params::name("job"),
+            ticket,
+        })
+        .expect("leave the queue");
+    assert_eq!(cycle(&store, "job"), Token(2));
+    let key = leasehold_backend::RecordKey::new("sched/a").expect("a key");
+    let records = store.records().expect("records");
+    records
+        .record_write(&leasehold_backend::RecordWriteParams {
+            changes: vec![leasehold_backend::RecordChange::Put {
+                key: key.clone(),
+                body: "{}".to_owned(),
+                expect: leasehold_backend::Expect::Absent,
+            }],
+        })
+        .expect("record write");
+    assert!(records.record_get(&key).expect("record get").is_some());
+    store
+        .tokens_bump(&leasehold_backend::TokensBumpParams { by: 100 })
+        .expect("bump")
+        .expect("a bump of 100");
+    assert!(cycle(&store, "job") > Token(100));
+    store
+        .lease_history(&leasehold_backend::LeaseHistoryParams {
+            name: params::name("job"),
+            limit: 10,
+        })
+        .expect("history");
+}
+
+/// Issue 39: a user made `~prefix:* +@all` (no channel rights, Redis 7's
+/// default) got exit 69 on every call, each of which had written a grant
+/// and used a token. It works: each call writes once (tokens 1, 2, 3), its
+/// waiters poll, and `doctor` says so.
+fn a_user_without_channel_rights_writes_once_per_call_and_its_waiters_poll() {
+    let server = RedisServer::start();
+    server
+        .command(&["ACL", "SETUSER", "plain", "on", ">pw", "~p:*", "+@all"])
+        .expect("ACL SETUSER");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("password");
+    put(&file, "pw\n");
+    let url = format!(
+        "redis://plain@127.0.0.1:{}?prefix=p&password-file={}",
+        server.port(),
+        file.display()
+    );
+    let store = open(&url).expect("open");
+    for expected in 1..=3 {
+        assert_eq!(cycle(&store, "job"), Token(expected));
+    }
+    let began = Instant::now();
+    store
+        .wait_for_change(&WaitTopic::lease(&params::name("job")), Duration::from_secs(2))
+        .expect("a wait without a subscription");
+    assert!(began.elapsed() < Duration::from_secs(5), "{:?}", began.elapsed());
+    let info = store.describe().expect("doctor");
+    assert!(
+        info.warnings.iter().any(|(k, w)| k == "waking" && w.contains("poll")),
+        "{:?}",
+        info.warnings
     );
 }
