@@ -72,7 +72,7 @@ impl fmt::Display for HolderRunning {
         let g = &self.grant;
         write!(
             f,
-            "{} (token {}) is held by {}, bound to its process, which alone ends the grant — its command is stopped first",
+            "{} (token {}) is held by {}: the grant is bound to that process, which alone ends it, stopping its command first",
             g.name, g.token, g.holder
         )?;
         match (self.here, self.waited) {
@@ -81,7 +81,7 @@ impl fmt::Display for HolderRunning {
                 "; sent SIGTERM, it still held the grant after {}",
                 crate::format_duration(waited)
             ),
-            (true, None) => write!(f, "; it runs on this host"),
+            (true, None) => write!(f, " (it runs on this host)"),
             (false, None) => write!(
                 f,
                 "; it runs on {} (or cannot be judged from here): stop it there, or the grant ends when its TTL runs out ({} left)",

@@ -76,7 +76,7 @@ fn an_outsiders_release_never_lets_the_next_command_start_beside_the_running_one
         assert_no_overlap(&env);
         assert_eq!(code, 12, "an outsider released a running command's grant: {err}");
         assert!(
-            err.contains("bound to its process") && err.contains("--force"),
+            err.contains("the grant is bound to that process") && err.contains("--force"),
             "the refusal names the holder and what to do: {err}"
         );
         assert_eq!(next, 11, "a second command was let in: {next_err}");
