@@ -442,11 +442,21 @@ impl Conn<'_> {
                 Op::RefreshWaiter { ticket, ttl } => {
                     let w = snap.waiters.iter().find(|w| w.ticket == *ticket).expect("read");
                     if w.value.ttl_s == ttl_secs(*ttl) {
-                        let (mut keeper, mut stream) = self.client.lease_keep_alive(w.lease).await?;
-                        keeper.keep_alive().await?;
-                        // A lapsed lease answers with TTL 0; the registration
-                        // is then gone and the next acquisition re-makes it.
-                        let _ = stream.message().await?;
+                        // A lease that lapsed since the read (its TTL ran out
+                        // in between) is gone with the registration, which
+                        // the next acquisition re-makes at the back of the
+                        // queue: etcd answers TTL 0, which etcd-client turns
+                        // into this error before handing out a keeper — not
+                        // a store that is unavailable (the Python suite's
+                        // 200 `async with` waiters on etcd saw it once).
+                        match self.client.lease_keep_alive(w.lease).await {
+                            Ok((mut keeper, mut stream)) => {
+                                keeper.keep_alive().await?;
+                                let _ = stream.message().await?;
+                            }
+                            Err(etcd_client::Error::LeaseKeepAliveError(m)) if m == "lease not found" => {}
+                            Err(e) => return Err(e.into()),
+                        }
                     } else {
                         leases.waiter = Some(self.lease(&mut spares.waiter, *ttl).await?);
                     }
