@@ -1,4 +1,4 @@
-//! A store that loses its data under racing holders (case 41, issue 39):
+//! A store that loses its data under racing holders (case 42, issue 39):
 //! Redis flushed (`FLUSHALL`), the Firestore emulator's data reset, the
 //! SQLite store's files deleted — each while eight `leasehold run`
 //! racers hold the name and write through a fence record that keeps token
@@ -30,9 +30,9 @@ use crate::firestore::{Holding, Racers, one_at_a_time, sandbox_on, shared};
 use crate::redis::{RACERS, a_random_point_of_the_racing, server};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
-    case41_redis_flushall_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token,
-    case41_firestore_emulator_reset_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token,
-    case41_sqlite_store_deleted_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token,
+    case42_redis_flushall_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token,
+    case42_firestore_emulator_reset_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token,
+    case42_sqlite_store_deleted_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token,
 ];
 
 /// A racer's clear answers where the store is wiped: done (0), held (11),
@@ -48,8 +48,8 @@ const WIPE_ANSWERS: &[i32] = &[0, 11, 12, 13, 69, 75];
 /// loaded machine.
 const STOPPED_WITHIN: Duration = Duration::from_secs(3);
 
-/// fault case 41 on Redis: `FLUSHALL`.
-fn case41_redis_flushall_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token() {
+/// fault case 42 on Redis: `FLUSHALL`.
+fn case42_redis_flushall_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token() {
     let _alone = one_at_a_time();
     let server = server(Durability::Always);
     let sb = Arc::new(Sandbox::on_store(&server.url(), &[]));
@@ -59,10 +59,10 @@ fn case41_redis_flushall_under_racing_holders_stops_them_and_no_sink_takes_a_rei
     });
 }
 
-/// fault case 41 on Firestore: the emulator's documents of the project
+/// fault case 42 on Firestore: the emulator's documents of the project
 /// deleted (its reset endpoint: what a restart of the in-memory emulator
 /// does to them).
-fn case41_firestore_emulator_reset_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token() {
+fn case42_firestore_emulator_reset_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token() {
     let _alone = one_at_a_time();
     let emulator = shared();
     let (project, sb) = sandbox_on(emulator, "wiped");
@@ -74,9 +74,9 @@ fn case41_firestore_emulator_reset_under_racing_holders_stops_them_and_no_sink_t
     });
 }
 
-/// fault case 41 on SQLite: the store's file, log and shared memory
+/// fault case 42 on SQLite: the store's file, log and shared memory
 /// deleted (`rm leasehold.db*`); the next acquirer makes a new store.
-fn case41_sqlite_store_deleted_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token() {
+fn case42_sqlite_store_deleted_under_racing_holders_stops_them_and_no_sink_takes_a_reissued_token() {
     let sb = Arc::new(Sandbox::new());
     let store = sb.store_path();
     racing_through_wipes("SQLite, store files deleted", &sb, || {
@@ -104,7 +104,7 @@ fn case41_sqlite_store_deleted_under_racing_holders_stops_them_and_no_sink_takes
 fn racing_through_wipes(store: &str, sb: &Arc<Sandbox>, mut wipe: impl FnMut()) {
     let wipes = count(3, 20);
     let url = sb.store_url();
-    let mut rng = Rng::from_env("case 41");
+    let mut rng = Rng::from_env("case 42");
     // Long holdings: the newcomer after a wipe still holds when the old
     // holder next renews — what a renewal by token alone would extend.
     let holding = Holding {
@@ -168,7 +168,7 @@ fn racing_through_wipes(store: &str, sb: &Arc<Sandbox>, mut wipe: impl FnMut()) 
         report.push("acted-after-wipe", v);
     }
     figure(
-        41,
+        42,
         &format!(
             "{store}: {} runs by {RACERS} racers on one name (exit codes {outcomes:?}), wiped {wipes} times ({on_token_1} while \
              token 1 was held, so the next holder got it again): the old store's holders stopped {:?} median, {:?} at most \
