@@ -198,6 +198,15 @@ impl ProcessTree {
     }
 }
 
+pub(super) fn adopt_orphans() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Pid::from_raw(1))
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot become a child subreaper: {e}")))
+}
+
+pub(super) fn descendants_of_self() -> Vec<Pid> {
+    descendants(std::process::id())
+}
+
 /// Every process whose parent chain leads to `me` (read from /proc).
 fn descendants(me: u32) -> Vec<Pid> {
     let mut parent: HashMap<u32, u32> = HashMap::new();

@@ -175,6 +175,19 @@ pub(super) fn pipe(nonblocking: bool) -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
+/// macOS has no child subreaper: an orphan goes to launchd.
+pub(super) fn adopt_orphans() -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "macOS has no child subreaper: orphans go to launchd",
+    ))
+}
+
+/// Nothing is adopted here ([`adopt_orphans`]).
+pub(super) fn descendants_of_self() -> Vec<Pid> {
+    Vec::new()
+}
+
 pub(super) fn control_socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     use rustix::net::sockopt;
     use rustix::net::{AddressFamily, SocketFlags, SocketType};

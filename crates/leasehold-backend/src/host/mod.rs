@@ -351,6 +351,24 @@ pub fn raw_mode(bits: u32) -> rustix::fs::RawMode {
 #[derive(Debug)]
 pub struct ProcessTree(imp::ProcessTree);
 
+/// Make this process a child subreaper: a descendant whose parent dies is
+/// re-parented here (not to PID 1), even after `setsid()` — so that a
+/// supervisor whose guard was killed finds what the guard kept, stops it
+/// and knows when none is left ([`descendants`]).
+///
+/// # Errors
+/// Linux: the `prctl` error; macOS has no subreaper (`Unsupported`).
+pub fn adopt_orphans() -> io::Result<()> {
+    imp::adopt_orphans()
+}
+
+/// Every process whose parent chain leads to this one (Linux: read from
+/// `/proc`; macOS: none — nothing is adopted there, see [`adopt_orphans`]).
+#[must_use]
+pub fn descendants() -> Vec<Pid> {
+    imp::descendants_of_self()
+}
+
 impl ProcessTree {
     /// Start keeping the trees of this process's children.
     ///

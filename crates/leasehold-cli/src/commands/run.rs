@@ -115,7 +115,14 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     };
     // The guard first: its start-up (a process's) overlaps opening the
     // store. Dropped on an error, it ends with nothing started.
-    let supervised = Supervised::launch(spec)?;
+    let mut supervised = Supervised::launch(spec)?;
+    // This process runs this one command: should the guard die, what it
+    // kept (also what left the command's group) comes here to be stopped,
+    // and the tree is known gone before the lease is released. Where the
+    // platform cannot (macOS), a dead guard leaves the lease to its TTL.
+    if let Err(e) = supervised.adopt_orphans() {
+        tracing::debug!("{e}");
+    }
     let store = Arc::new(ctx.open_store()?);
     let tty = std::io::stderr().is_terminal();
     let spinner = ['|', '/', '-', '\\'];

@@ -479,11 +479,14 @@ impl Run {
         self.command.is_some() && self.status.is_none()
     }
 
-    /// SIGTERM to the tree now (once), SIGKILL at `at`.
+    /// SIGTERM to the tree now (once), SIGKILL at `at`. SIGCONT after the
+    /// SIGTERM: a stopped process (^Z, SIGSTOP) acts on it only once
+    /// continued.
     fn stop(&mut self, tree: &mut host::ProcessTree, at: Duration) {
         if let (Some(group), None) = (self.command, self.kill_at) {
             self.kill_at = Some(at);
             signal_tree(tree, group, Signal::TERM);
+            signal_tree(tree, group, Signal::CONT);
         }
     }
 }
