@@ -270,6 +270,7 @@ fn a_slot_runs_each_command_in_a_new_group_and_sweeps_what_it_left() {
 }
 
 /// `kill -SIG PID`.
+#[cfg(target_os = "linux")]
 fn kill(sig: &str, pid: u32) {
     let ok = std::process::Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
@@ -278,6 +279,7 @@ fn kill(sig: &str, pid: u32) {
     assert!(ok, "kill -{sig} {pid}");
 }
 
+#[cfg(target_os = "linux")]
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()

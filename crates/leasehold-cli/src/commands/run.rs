@@ -11,10 +11,16 @@
 //! it. When stdin is a terminal and we are its foreground group, the
 //! terminal is handed to G (as a shell does for a job): ^C, ^\ and reads
 //! from the terminal go straight to the command, and the supervisor gets
-//! nothing to forward twice. It takes the terminal back at the end. (^Z
-//! stops only the command; the supervisor keeps the lease renewed.)
+//! nothing to forward twice. It takes the terminal back at the end. ^Z
+//! stops the command and then the supervisor, as a shell expects of its
+//! job; `fg` continues both (`child::Terminal`).
 //! Otherwise SIGINT, SIGTERM and SIGHUP sent to the supervisor are
-//! forwarded to G, and the supervisor waits for the command to exit.
+//! forwarded to G (then SIGCONT, for a stopped command), and the
+//! supervisor waits for the command to exit.
+//!
+//! `run` adopts its guard's orphans (a child subreaper): should the guard
+//! be killed, the command's whole tree is stopped before the lease is
+//! released.
 //! While `run --wait` still waits for the lease, those signals end the
 //! wait instead: the waiter leaves the queue and `run` exits 128+N, the
 //! command never started.

@@ -76,7 +76,15 @@
 //!   the last window it heard of.
 //! - The guard dies: the supervisor sees its report pipe close and kills G
 //!   itself ([`Finished::code`] is `None`); a slot whose guard died is
-//!   replaced ([`GuardSlot::is_alive`]).
+//!   replaced ([`GuardSlot::is_alive`]). What had left G is beyond its
+//!   reach — unless this process adopted the guard's orphans
+//!   ([`Supervised::adopt_orphans`], `leasehold run`): then it stops them
+//!   too and knows when none is left. Otherwise [`Finished::tree_may_live`]
+//!   is set and [`run`] does not release the lease: it stops renewing and
+//!   returns once the store has expired the grant (the grant is bound to
+//!   this process, so no one takes it over at once meanwhile).
+//! - The command is stopped (SIGTSTP, SIGSTOP): every SIGTERM to it —
+//!   forwarded, or a stop's — is followed by SIGCONT, so it acts on it.
 //! - The command cannot start: [`Finished::spawn_error`] (127 not found,
 //!   126 otherwise, as shells say).
 //!

@@ -107,7 +107,9 @@
 //! another supervisor (systemd-run, launchd, at, a daemon started over
 //! IPC), or in another pid namespace; on macOS also a process that calls
 //! `setsid()` and whose parent exits before the guard has seen it. If the guard itself is killed with SIGKILL, the
-//! supervisor sees the report pipe close and kills G itself. The guard runs
+//! supervisor sees the report pipe close and kills G itself, and — if it
+//! adopted the guard's orphans (`leasehold run`, a child subreaper too) —
+//! the rest of the tree; otherwise it leaves the lease to its TTL. The guard runs
 //! in a process group of its own, so a kill -9 of the supervisor's whole
 //! process group does not reach it: it sees end-of-file and stops G (fault
 //! case 32 kills `leasehold cron`'s group so). Only a kill of both the
