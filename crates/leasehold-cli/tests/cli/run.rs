@@ -428,26 +428,33 @@ fn ctrl_z_on_a_terminal_gives_the_shell_back_and_fg_continues_the_command() {
     };
     let len = || screen.lock().unwrap().len();
     type_in(&format!(
-        "{} run job --ttl 20s --grace 1s -- sh -c 'echo RUN\"\"NING; sleep 30'\n",
+        "{} run job --ttl 20s --grace 1s -- sh -c 'echo $$ > pid; echo RUN\"\"NING; exec sleep 30'\n",
         crate::util::bin().display()
     ));
     assert!(shows("RUNNING", 0), "the command never ran: {}", screen.lock().unwrap());
+    let command = env.pids("pid")[0];
     let at = len();
     type_in("\x1a");
     // bash reports its job stopped once it is back at its prompt.
     let stopped = shows("Stopped", at);
     let at = len();
     type_in("fg\n");
-    std::thread::sleep(Duration::from_secs(1));
+    // Continued: `run` continues the command once bash continued `run`.
+    let continued = wait_until(Duration::from_secs(10), || state(command) != Some('T')).is_some();
     type_in("\x03");
-    std::thread::sleep(Duration::from_secs(1));
+    let ended = wait_until(Duration::from_secs(10), || !alive(command)).is_some();
+    // bash reads the next line once `run` has exited.
     type_in("echo CODE=$?\n");
     let code = shows("CODE=130", at);
     type_in("exit\n");
     let _ = finish_script(script);
     let screen = screen.lock().unwrap().clone();
     assert!(stopped, "^Z did not give the shell back: {screen}");
-    assert!(code, "fg and ^C did not end the command with 130: {screen}");
+    assert!(
+        continued && ended,
+        "fg did not continue the command, or ^C did not reach it: {screen}"
+    );
+    assert!(code, "run did not exit 130 after ^C: {screen}");
 }
 
 /// Wait for `script` (killing it after a while).
