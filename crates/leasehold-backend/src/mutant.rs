@@ -54,11 +54,19 @@ pub enum Mutant {
     /// A renewal of a grant that expired (still in the store, not yet
     /// swept) extends it instead of being refused ([`crate::plan::renew`]).
     RenewalRevivesExpired,
+    /// The proof of death (`leasehold::identity`) does not ask that the
+    /// holder's process group is empty: a command left running when its
+    /// supervisor and guard were both killed is taken over at once.
+    ProofIgnoresGroup,
+    /// The proof of death does not ask that a `run` grant's guard is gone:
+    /// processes that left the command's group are taken over while the
+    /// guard still stops them.
+    ProofIgnoresGuard,
 }
 
 impl Mutant {
     /// Every mutant, in the order of the table in docs/RELIABILITY.md.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 10] = [
         Mutant::ReissueToken,
         Mutant::FenceGatePassesStale,
         Mutant::FenceRecordSkipsComparison,
@@ -67,6 +75,8 @@ impl Mutant {
         Mutant::GuardNeverKills,
         Mutant::WaiterSkipsFifo,
         Mutant::RenewalRevivesExpired,
+        Mutant::ProofIgnoresGroup,
+        Mutant::ProofIgnoresGuard,
     ];
 
     /// The name `LEASEHOLD_MUTANT` takes.
@@ -81,6 +91,8 @@ impl Mutant {
             Mutant::GuardNeverKills => "guard-never-kills",
             Mutant::WaiterSkipsFifo => "waiter-skips-fifo",
             Mutant::RenewalRevivesExpired => "renewal-revives-expired",
+            Mutant::ProofIgnoresGroup => "proof-ignores-group",
+            Mutant::ProofIgnoresGuard => "proof-ignores-guard",
         }
     }
 

@@ -29,6 +29,7 @@
 use std::io;
 use std::sync::{Arc, Mutex};
 
+use leasehold_backend::mutant::{Mutant, strikes};
 use leasehold_backend::{GuardProcess, Holder, host};
 use rustix::process::Pid;
 
@@ -279,9 +280,12 @@ fn gone_by_evidence(
         Ok(start) => start != recorded,
         Err(_) => false,
     };
+    let guard_gone = || holder.guard.is_none_or(|g| gone(g.pid, g.start_time));
+    let group_empty = || holder.pgid.is_none_or(group_is_empty);
     gone(holder.pid, recorded_start)
-        && holder.guard.is_none_or(|g| gone(g.pid, g.start_time))
-        && holder.pgid.is_none_or(group_is_empty)
+        // Planted bugs (scripts/mutants): either piece of evidence skipped.
+        && (guard_gone() || strikes(Mutant::ProofIgnoresGuard, || true))
+        && (group_empty() || strikes(Mutant::ProofIgnoresGroup, || true))
 }
 
 /// Whether no process is left in process group `pgid`.
