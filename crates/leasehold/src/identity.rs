@@ -17,7 +17,11 @@
 //! evidence, and a kill -9 of both the supervisor and the guard is the one
 //! case a fast takeover can come while such a process runs (docs/RUN-AND-LOCK.md).
 //! A guard that exited but was not reaped yet (its parent died, and PID 1
-//! reaps late) still counts as alive: the takeover waits for the reaping.
+//! reaps late — up to 2 s on some machines, never on others) counts as gone
+//! only when its wait status says it exited with
+//! [`TREE_GONE_EXIT`](crate::supervise::guard::TREE_GONE_EXIT), which it
+//! does only once its tree is gone; killed, or a status this process may
+//! not read (shown as 0), it counts as alive.
 //!
 //! Missing or unreadable evidence never counts as proof: a holder on
 //! another host, from another namespace, with an unreadable start time or a
@@ -31,6 +35,8 @@ use std::sync::{Arc, Mutex};
 
 use leasehold_backend::mutant::{Mutant, strikes};
 use leasehold_backend::{GuardProcess, Holder, host};
+
+use crate::supervise::guard::TREE_GONE_EXIT;
 use rustix::process::Pid;
 
 /// Which process a grant lives by.
@@ -226,7 +232,13 @@ impl Vantage {
     /// [`provably_gone`], from here.
     #[must_use]
     pub fn gone(&self, holder: &Holder) -> bool {
-        gone_by_evidence(holder, &self.here, start_time, group_is_empty)
+        gone_by_evidence(
+            holder,
+            &self.here,
+            start_time,
+            guard_exited_with_its_tree,
+            group_is_empty,
+        )
     }
 
     /// [`liveness`], from here.
@@ -257,12 +269,16 @@ struct Here {
 
 /// The proof of death, apart from reading the evidence (so that it is
 /// tested with records from every platform): `start_of` reads a pid's start
-/// time now, `group_is_empty` whether a process group has no member left.
-/// Neither is asked unless the record could be judged from here.
+/// time now, `guard_done` whether a pid with a start time is a guard that
+/// exited with its tree gone and waits to be reaped
+/// ([`guard_exited_with_its_tree`]), `group_is_empty` whether a process
+/// group has no member left. None is asked unless the record could be
+/// judged from here.
 fn gone_by_evidence(
     holder: &Holder,
     here: &Here,
     start_of: impl Fn(u32) -> io::Result<u64>,
+    guard_done: impl Fn(u32, u64) -> bool,
     group_is_empty: impl FnOnce(u32) -> bool,
 ) -> bool {
     if !holder.bound || holder.host != here.host || !here.pids_are_ours {
@@ -280,12 +296,25 @@ fn gone_by_evidence(
         Ok(start) => start != recorded,
         Err(_) => false,
     };
-    let guard_gone = || holder.guard.is_none_or(|g| gone(g.pid, g.start_time));
+    let no_guard_left = || {
+        holder
+            .guard
+            .is_none_or(|g| gone(g.pid, g.start_time) || guard_done(g.pid, g.start_time))
+    };
     let group_empty = || holder.pgid.is_none_or(group_is_empty);
     gone(holder.pid, recorded_start)
         // Planted bugs (scripts/mutants): either piece of evidence skipped.
-        && (guard_gone() || strikes(Mutant::ProofIgnoresGuard, || true))
+        && (no_guard_left() || strikes(Mutant::ProofIgnoresGuard, || true))
         && (group_empty() || strikes(Mutant::ProofIgnoresGroup, || true))
+}
+
+/// Whether `pid`, started at `start`, is a zombie guard that exited with
+/// [`TREE_GONE_EXIT`] — only once its command's whole tree was gone — and
+/// waits to be reaped (its supervisor died, and PID 1 reaps late: up to 2 s
+/// on some machines, never on others). A status this process may not read
+/// shows as 0, never as that code.
+fn guard_exited_with_its_tree(pid: u32, start: u64) -> bool {
+    host::zombie_exit(pid) == Some((start, i32::from(TREE_GONE_EXIT) << 8))
 }
 
 /// Whether no process is left in process group `pgid`.
@@ -429,12 +458,15 @@ mod tests {
         Same,
         Reused,
         Unreadable,
+        /// A zombie (its start time still reads the same) whose status
+        /// says the guard's tree was gone (`true`) or not (killed).
+        Exited(bool),
     }
 
     fn reading(now: Now, recorded: u64) -> io::Result<u64> {
         match now {
             Now::Gone => Err(io::Error::new(io::ErrorKind::NotFound, "no such process")),
-            Now::Same => Ok(recorded),
+            Now::Same | Now::Exited(_) => Ok(recorded),
             Now::Reused => Ok(recorded + 1),
             Now::Unreadable => Err(io::Error::from(io::ErrorKind::PermissionDenied)),
         }
@@ -459,6 +491,7 @@ mod tests {
                             reading(sup, start)
                         }
                     },
+                    |pid, start| pid == guard.pid && start == guard.start_time && matches!(grd, Now::Exited(true)),
                     |_| empty,
                 )
             };
@@ -490,6 +523,14 @@ mod tests {
             assert!(
                 judge_both(&holder, &here, Now::Gone, Now::Reused, true),
                 "{platform}: the guard's pid reused"
+            );
+            assert!(
+                judge_both(&holder, &here, Now::Gone, Now::Exited(true), true),
+                "{platform}: the guard exited with its tree gone, not yet reaped"
+            );
+            assert!(
+                !judge_both(&holder, &here, Now::Gone, Now::Exited(false), true),
+                "{platform}: the guard killed, not yet reaped: its orphans may run"
             );
             let no_guard = Holder {
                 guard: None,
@@ -536,6 +577,6 @@ mod tests {
         // laptop's grant is not judged by a Linux box's pids.
         let (linux, _) = recorded("linux");
         let (_, mac) = recorded("macos");
-        assert!(!gone_by_evidence(&linux, &mac, |_| gone(), |_| true));
+        assert!(!gone_by_evidence(&linux, &mac, |_| gone(), |_, _| true, |_| true));
     }
 }

@@ -175,6 +175,11 @@ pub(super) fn pipe(nonblocking: bool) -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
+/// Not read here: launchd reaps at once, so a zombie is not waited on.
+pub(super) fn zombie_exit(_pid: u32) -> Option<(u64, i32)> {
+    None
+}
+
 /// macOS has no child subreaper: an orphan goes to launchd.
 pub(super) fn adopt_orphans() -> io::Result<()> {
     Err(io::Error::new(

@@ -258,6 +258,16 @@ pub fn process_state(pid: u32) -> Option<ProcessState> {
     imp::process_state(pid)
 }
 
+/// When `pid` is a zombie — exited, not yet reaped (its parent died and PID
+/// 1 reaps late) — its start time (as [`process_start`]) and its wait
+/// status, read together; `None` otherwise. Linux: fields 22 and 52 of
+/// `/proc/PID/stat`, where a status this process may not see reads as 0;
+/// macOS: `None` (launchd reaps at once).
+#[must_use]
+pub fn zombie_exit(pid: u32) -> Option<(u64, i32)> {
+    imp::zombie_exit(pid)
+}
+
 /// The number of threads of this process (`None` when it cannot be read).
 #[must_use]
 pub fn thread_count() -> Option<usize> {

@@ -272,6 +272,13 @@ fn signal_tree(tree: &mut host::ProcessTree, group: Pid, sig: Signal) {
     }
 }
 
+/// The guard's exit code once the command's whole tree is gone — its only
+/// way out besides an error (1) or a signal. Not 0: where another user's
+/// zombie guard cannot be read, its status shows as 0. A guard that exited
+/// so but was not reaped yet (its supervisor died and PID 1 reaps late)
+/// proves its tree gone (`identity::provably_gone`).
+pub const TREE_GONE_EXIT: u8 = 3;
+
 /// The longest the guard sleeps before it looks at the boot clock again
 /// (timeouts run on a clock that stops during suspend).
 const POLL: Duration = Duration::from_millis(100);
@@ -733,7 +740,7 @@ impl<'a> Guard<'a> {
     }
 
     /// No child is left: when the run's whole tree is gone, report how its
-    /// command ended. `Some(0)` when the guard is done.
+    /// command ended. `Some(TREE_GONE_EXIT)` when the guard is done.
     fn no_children(&mut self) -> Option<u8> {
         if let Some(group) = self.run.command
             && !self.tree.gone_without_children(group)
@@ -750,6 +757,6 @@ impl<'a> Guard<'a> {
             self.tree.forget();
         }
         let done = self.forked.is_none() && self.run.command.is_none() && (self.closed || !self.args.slot);
-        done.then_some(0)
+        done.then_some(TREE_GONE_EXIT)
     }
 }
