@@ -47,6 +47,7 @@ pub fn holder() -> Holder {
         start_time: Some(123_456),
         cmdline: "conformance-test --flag".into(),
         pgid: None,
+        guard: None,
         bound: false,
     }
 }

@@ -61,11 +61,19 @@ pub enum Mutant {
     /// An explicit owner label re-acquires a grant another live process
     /// holds, sharing its token ([`crate::rules::reacquires`]).
     OwnerSharesGrant,
+    /// The proof of death (`leasehold::identity`) does not ask that the
+    /// holder's process group is empty: a command left running when its
+    /// supervisor and guard were both killed is taken over at once.
+    ProofIgnoresGroup,
+    /// The proof of death does not ask that a `run` grant's guard is gone:
+    /// processes that left the command's group are taken over while the
+    /// guard still stops them.
+    ProofIgnoresGuard,
 }
 
 impl Mutant {
     /// Every mutant, in the order of the table in docs/RELIABILITY.md.
-    pub const ALL: [Mutant; 10] = [
+    pub const ALL: [Mutant; 12] = [
         Mutant::ReissueToken,
         Mutant::FenceGatePassesStale,
         Mutant::FenceRecordSkipsComparison,
@@ -76,6 +84,8 @@ impl Mutant {
         Mutant::RenewalRevivesExpired,
         Mutant::TokenAloneActs,
         Mutant::OwnerSharesGrant,
+        Mutant::ProofIgnoresGroup,
+        Mutant::ProofIgnoresGuard,
     ];
 
     /// The name `LEASEHOLD_MUTANT` takes.
@@ -92,6 +102,8 @@ impl Mutant {
             Mutant::RenewalRevivesExpired => "renewal-revives-expired",
             Mutant::TokenAloneActs => "token-alone-acts",
             Mutant::OwnerSharesGrant => "owner-shares-grant",
+            Mutant::ProofIgnoresGroup => "proof-ignores-group",
+            Mutant::ProofIgnoresGuard => "proof-ignores-guard",
         }
     }
 

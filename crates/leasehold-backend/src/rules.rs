@@ -308,6 +308,7 @@ mod tests {
             start_time: Some(7),
             cmdline: String::new(),
             pgid: None,
+            guard: None,
             bound: true,
         };
         let request = |explicit: bool, by_process: bool| crate::LeaseAcquireParams {

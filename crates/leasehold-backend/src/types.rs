@@ -77,10 +77,25 @@ pub struct Holder {
     /// Process group of the command the grant protects (`run`), which must
     /// be empty before a fast takeover.
     pub pgid: Option<u32>,
+    /// The guard of the command the grant protects (`run`): it lives as
+    /// long as any process of the command's tree, also those that left the
+    /// group, so it must be gone before a fast takeover. Absent in grants
+    /// of other holders and of versions before it (as JSON, every store
+    /// reads a record without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardProcess>,
     /// Whether the grant lives by `pid`'s life (a library holder, the `run`
     /// supervisor, `--for-pid`). A grant of a bare `leasehold acquire` is not
     /// bound and lives by its TTL alone.
     pub bound: bool,
+}
+
+/// The guard process a `run` grant records ([`Holder::guard`]): its pid,
+/// and its start time as `pid`'s (tells a reused pid from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardProcess {
+    pub pid: u32,
+    pub start_time: u64,
 }
 
 /// One holding of a lease.
@@ -979,6 +994,7 @@ mod tests {
                 start_time: Some(99),
                 cmdline: "cmd".into(),
                 pgid: None,
+                guard: None,
                 bound: true,
             },
             acquired_at: unix_ms::from_ms(acquired_ms),

@@ -26,6 +26,7 @@ fn holder(i: usize) -> Holder {
         start_time: (i != 3).then_some(7),
         cmdline: String::new(),
         pgid: None,
+        guard: None,
         bound: i != 4,
     }
 }

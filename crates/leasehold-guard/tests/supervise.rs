@@ -268,3 +268,105 @@ fn a_slot_runs_each_command_in_a_new_group_and_sweeps_what_it_left() {
     let groups: std::collections::HashSet<u32> = seen.iter().map(|(group, _)| *group).collect();
     assert_eq!(groups.len(), seen.len(), "a new group each run: {seen:?}");
 }
+
+/// `kill -SIG PID`.
+#[cfg(target_os = "linux")]
+fn kill(sig: &str, pid: u32) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+#[cfg(target_os = "linux")]
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// A library caller is not made a subreaper: when its guard is killed, a
+/// process that left the command's group (here, in a session of its own,
+/// deaf to SIGTERM) runs on where nothing can find it. So the grant —
+/// bound to the caller, the command's group and the guard — is not
+/// released, and `run` returns only once the store has expired it: no
+/// fast takeover while the orphan may run (it does, here).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_dead_guard_leaves_the_lease_unreleased_until_its_ttl_ran_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let name = LeaseName::new("job").unwrap();
+    let t = timing(3_000);
+    let orphan_file = dir.path().join("orphan");
+    let script = format!(
+        "setsid sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 60' & exec sleep 60",
+        orphan_file.display()
+    );
+    let lease = LeaseRun::new(name.clone(), t.clone());
+    let killed = Arc::new(Mutex::new(None));
+    let (killed_at, other_store) = (killed.clone(), store.clone());
+    let (lease_name, file) = (name.clone(), orphan_file.clone());
+    let outcome = supervise::run_with(
+        &store,
+        &lease,
+        spec(&script, &t),
+        |_| {},
+        move |grant, _| {
+            let guard = grant.holder.guard.expect("a run's grant records its guard").pid;
+            std::thread::spawn(move || {
+                while !file.exists() {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                kill("KILL", guard);
+                *killed_at.lock().unwrap() = Some(std::time::Instant::now());
+                std::thread::sleep(Duration::from_millis(500));
+                // Bound to this process, which lives: held, not taken over.
+                let held = other_store
+                    .try_acquire(
+                        &lease_name,
+                        &AcquireOptions {
+                            ttl: Duration::from_secs(5),
+                            ..AcquireOptions::default()
+                        },
+                    )
+                    .unwrap();
+                assert!(matches!(held, Acquire::Held(_)), "taken over while the orphan may run");
+            });
+        },
+    )
+    .unwrap();
+    let returned = std::time::Instant::now();
+    let RunOutcome::Ran(Ran {
+        ended, release_error, ..
+    }) = outcome
+    else {
+        panic!("held")
+    };
+    let orphan: u32 = std::fs::read_to_string(&orphan_file).unwrap().trim().parse().unwrap();
+    let orphan_alive = alive(orphan);
+    kill("KILL", orphan);
+    assert!(orphan_alive, "the premise: the orphan outlived its guard");
+    assert_eq!(
+        ended,
+        Err(RunError::GuardDied {
+            name: name.clone(),
+            tree_stopped: false
+        })
+    );
+    assert!(release_error.is_none());
+    let waited = returned - killed.lock().unwrap().expect("the guard was killed");
+    // The last renewal was sent at most a heartbeat (a third of the TTL)
+    // before the kill; a release would have come within the grace period.
+    let at_least = t.ttl() / 2;
+    assert!(
+        waited >= at_least,
+        "returned {waited:?} after the guard's death, before its TTL could run out"
+    );
+    assert!(
+        store.status(&name).unwrap().is_none_or(|s| s.grants.is_empty()),
+        "expired by the time run returned"
+    );
+}

@@ -30,6 +30,7 @@ fn holder() -> Holder {
         start_time: None,
         cmdline: "bench".into(),
         pgid: None,
+        guard: None,
         bound: false,
     }
 }

@@ -1,10 +1,27 @@
 //! Who holds a grant, and when a holder is *provably* gone.
 //!
 //! A grant records its holder's host, boot id, pid namespace, pid, the
-//! pid's start time and (for `run`) the command's process group. On the
-//! same host, boot and pid namespace, a bound holder is provably gone when
-//! its pid no longer exists, or now belongs to a process with another start
-//! time (pid reuse) — and its process group, if recorded, is empty.
+//! pid's start time and (for `run`) the command's process group and the
+//! guard's pid and start time. On the same host, boot and pid namespace, a
+//! bound holder is provably gone when its pid no longer exists, or now
+//! belongs to a process with another start time (pid reuse) — and its
+//! guard, if recorded, is gone the same way, and its process group, if
+//! recorded, is empty.
+//!
+//! Why the guard: it is a child subreaper that exits only when the
+//! command's whole tree is gone — also the processes that left the group
+//! (`setsid`, `timeout(1)`, a shell's `set -m` jobs), which no group test
+//! sees. While it stops them (SIGTERM, up to `--grace`, SIGKILL) after the
+//! supervisor was killed, the grant is not proven free. A guard that was
+//! killed too leaves what left the group unseen: the group is then the only
+//! evidence, and a kill -9 of both the supervisor and the guard is the one
+//! case a fast takeover can come while such a process runs (docs/RUN-AND-LOCK.md).
+//! A guard that exited but was not reaped yet (its parent died, and PID 1
+//! reaps late — up to 2 s on some machines, never on others) counts as gone
+//! only when its wait status says it exited with
+//! [`TREE_GONE_EXIT`](crate::supervise::guard::TREE_GONE_EXIT), which it
+//! does only once its tree is gone; killed, or a status this process may
+//! not read (shown as 0), it counts as alive.
 //!
 //! Missing or unreadable evidence never counts as proof: a holder on
 //! another host, from another namespace, with an unreadable start time or a
@@ -16,7 +33,10 @@
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use leasehold_backend::{Holder, host};
+use leasehold_backend::mutant::{Mutant, strikes};
+use leasehold_backend::{GuardProcess, Holder, host};
+
+use crate::supervise::guard::TREE_GONE_EXIT;
 use rustix::process::Pid;
 
 /// Which process a grant lives by.
@@ -28,8 +48,13 @@ pub enum Binding {
     /// The calling process (a library holder).
     ThisProcess,
     /// Another process (`--for-pid`, the `run` supervisor), and optionally
-    /// the process group that must be empty before a takeover.
-    Process { pid: u32, pgid: Option<u32> },
+    /// the process group that must be empty and the guard process that
+    /// must be gone before a takeover (`run`'s command).
+    Process {
+        pid: u32,
+        pgid: Option<u32>,
+        guard: Option<u32>,
+    },
 }
 
 /// This host's name.
@@ -103,7 +128,7 @@ pub fn start_time(pid: u32) -> io::Result<u64> {
 /// When `binding` names a process that does not exist or whose identity
 /// cannot be read (binding a grant to it would prove nothing).
 pub fn holder(binding: Binding) -> io::Result<Holder> {
-    let (pid, group) = match binding {
+    let (pid, group, guard) = match binding {
         Binding::Ttl | Binding::ThisProcess => {
             let own = own();
             return Ok(Holder {
@@ -114,12 +139,22 @@ pub fn holder(binding: Binding) -> io::Result<Holder> {
                 start_time: own.start_time,
                 cmdline: own.cmdline.clone(),
                 pgid: None,
+                guard: None,
                 bound: binding == Binding::ThisProcess,
             });
         }
-        Binding::Process { pid, pgid } => (pid, pgid),
+        Binding::Process { pid, pgid, guard } => (pid, pgid, guard),
     };
-    let start = start_time(pid).map_err(|e| io::Error::new(e.kind(), format!("cannot read process {pid}: {e}")))?;
+    let read =
+        |pid: u32| start_time(pid).map_err(|e| io::Error::new(e.kind(), format!("cannot read process {pid}: {e}")));
+    let start = read(pid)?;
+    let guard = match guard {
+        Some(pid) => Some(GuardProcess {
+            pid,
+            start_time: read(pid)?,
+        }),
+        None => None,
+    };
     Ok(Holder {
         host: hostname(),
         boot_id: host::boot_id().unwrap_or_default(),
@@ -128,6 +163,7 @@ pub fn holder(binding: Binding) -> io::Result<Holder> {
         start_time: Some(start),
         cmdline: host::command_text(pid),
         pgid: group,
+        guard,
         bound: true,
     })
 }
@@ -196,7 +232,13 @@ impl Vantage {
     /// [`provably_gone`], from here.
     #[must_use]
     pub fn gone(&self, holder: &Holder) -> bool {
-        gone_by_evidence(holder, &self.here, start_time, group_is_empty)
+        gone_by_evidence(
+            holder,
+            &self.here,
+            start_time,
+            guard_exited_with_its_tree,
+            group_is_empty,
+        )
     }
 
     /// Whether `holder`'s process is one this process can signal: bound,
@@ -253,12 +295,16 @@ struct Here {
 
 /// The proof of death, apart from reading the evidence (so that it is
 /// tested with records from every platform): `start_of` reads a pid's start
-/// time now, `group_is_empty` whether a process group has no member left.
-/// Neither is asked unless the record could be judged from here.
+/// time now, `guard_done` whether a pid with a start time is a guard that
+/// exited with its tree gone and waits to be reaped
+/// ([`guard_exited_with_its_tree`]), `group_is_empty` whether a process
+/// group has no member left. None is asked unless the record could be
+/// judged from here.
 fn gone_by_evidence(
     holder: &Holder,
     here: &Here,
-    start_of: impl FnOnce(u32) -> io::Result<u64>,
+    start_of: impl Fn(u32) -> io::Result<u64>,
+    guard_done: impl Fn(u32, u64) -> bool,
     group_is_empty: impl FnOnce(u32) -> bool,
 ) -> bool {
     if !holder.bound || holder.host != here.host || !here.pids_are_ours {
@@ -271,12 +317,30 @@ fn gone_by_evidence(
     let Some(recorded_start) = holder.start_time else {
         return false;
     };
-    let pid_gone = match start_of(holder.pid) {
+    let gone = |pid: u32, recorded: u64| match start_of(pid) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => true,
-        Ok(start) => start != recorded_start,
+        Ok(start) => start != recorded,
         Err(_) => false,
     };
-    pid_gone && holder.pgid.is_none_or(group_is_empty)
+    let no_guard_left = || {
+        holder
+            .guard
+            .is_none_or(|g| gone(g.pid, g.start_time) || guard_done(g.pid, g.start_time))
+    };
+    let group_empty = || holder.pgid.is_none_or(group_is_empty);
+    gone(holder.pid, recorded_start)
+        // Planted bugs (scripts/mutants): either piece of evidence skipped.
+        && (no_guard_left() || strikes(Mutant::ProofIgnoresGuard, || true))
+        && (group_empty() || strikes(Mutant::ProofIgnoresGroup, || true))
+}
+
+/// Whether `pid`, started at `start`, is a zombie guard that exited with
+/// [`TREE_GONE_EXIT`] — only once its command's whole tree was gone — and
+/// waits to be reaped (its supervisor died, and PID 1 reaps late: up to 2 s
+/// on some machines, never on others). A status this process may not read
+/// shows as 0, never as that code.
+fn guard_exited_with_its_tree(pid: u32, start: u64) -> bool {
+    host::zombie_exit(pid) == Some((start, i32::from(TREE_GONE_EXIT) << 8))
 }
 
 /// Whether no process is left in process group `pgid`.
@@ -329,7 +393,11 @@ mod tests {
 
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
-        let h = holder(Binding::Process { pid, pgid: None });
+        let h = holder(Binding::Process {
+            pid,
+            pgid: None,
+            guard: None,
+        });
         child.wait().unwrap();
         // The child may have exited before we read it; either way, once
         // reaped it is gone.
@@ -394,6 +462,10 @@ mod tests {
             start_time: Some(start),
             cmdline: "agent".into(),
             pgid: Some(4242),
+            guard: Some(GuardProcess {
+                pid: 4241,
+                start_time: start - 1,
+            }),
             bound: true,
         };
         let here = Here {
@@ -405,30 +477,104 @@ mod tests {
         (holder, here)
     }
 
+    /// What a pid shows now, against what the record says.
+    #[derive(Clone, Copy)]
+    enum Now {
+        Gone,
+        Same,
+        Reused,
+        Unreadable,
+        /// A zombie (its start time still reads the same) whose status
+        /// says the guard's tree was gone (`true`) or not (killed).
+        Exited(bool),
+    }
+
+    fn reading(now: Now, recorded: u64) -> io::Result<u64> {
+        match now {
+            Now::Gone => Err(io::Error::new(io::ErrorKind::NotFound, "no such process")),
+            Now::Same | Now::Exited(_) => Ok(recorded),
+            Now::Reused => Ok(recorded + 1),
+            Now::Unreadable => Err(io::Error::from(io::ErrorKind::PermissionDenied)),
+        }
+    }
+
     #[test]
     fn proof_of_death_reads_the_same_from_both_platforms_records() {
         let gone = || Err(io::Error::new(io::ErrorKind::NotFound, "no such process"));
         for platform in ["linux", "macos"] {
             let (holder, here) = recorded(platform);
-            let start = holder.start_time.unwrap();
-            let judge = |h: &Holder, here: &Here, now: io::Result<u64>, empty: bool| {
-                gone_by_evidence(h, here, |_| now, |_| empty)
+            let guard = holder.guard.unwrap();
+            // The supervisor's pid and the guard's, each as `now` says.
+            let judge_both = |h: &Holder, here: &Here, sup: Now, grd: Now, empty: bool| {
+                let start = h.start_time.unwrap_or_default();
+                gone_by_evidence(
+                    h,
+                    here,
+                    |pid| {
+                        if pid == guard.pid {
+                            reading(grd, guard.start_time)
+                        } else {
+                            reading(sup, start)
+                        }
+                    },
+                    |pid, start| pid == guard.pid && start == guard.start_time && matches!(grd, Now::Exited(true)),
+                    |_| empty,
+                )
             };
-            assert!(judge(&holder, &here, gone(), true), "{platform}: pid gone, group empty");
-            assert!(judge(&holder, &here, Ok(start + 1), true), "{platform}: pid reused");
-            assert!(!judge(&holder, &here, Ok(start), true), "{platform}: still running");
-            assert!(!judge(&holder, &here, gone(), false), "{platform}: its group lives on");
-            let unreadable = Err(io::Error::from(io::ErrorKind::PermissionDenied));
+            let judge = |h: &Holder, here: &Here, sup: Now, empty: bool| judge_both(h, here, sup, Now::Gone, empty);
             assert!(
-                !judge(&holder, &here, unreadable, true),
+                judge(&holder, &here, Now::Gone, true),
+                "{platform}: pid gone, group empty"
+            );
+            assert!(judge(&holder, &here, Now::Reused, true), "{platform}: pid reused");
+            assert!(!judge(&holder, &here, Now::Same, true), "{platform}: still running");
+            assert!(
+                !judge(&holder, &here, Now::Gone, false),
+                "{platform}: its group lives on"
+            );
+            assert!(
+                !judge(&holder, &here, Now::Unreadable, true),
                 "{platform}: unreadable is no proof"
+            );
+            // The guard keeps what left the group: while it lives, or cannot
+            // be read, the tree may live.
+            assert!(
+                !judge_both(&holder, &here, Now::Gone, Now::Same, true),
+                "{platform}: its guard lives on"
+            );
+            assert!(
+                !judge_both(&holder, &here, Now::Gone, Now::Unreadable, true),
+                "{platform}: an unreadable guard is no proof"
+            );
+            assert!(
+                judge_both(&holder, &here, Now::Gone, Now::Reused, true),
+                "{platform}: the guard's pid reused"
+            );
+            assert!(
+                judge_both(&holder, &here, Now::Gone, Now::Exited(true), true),
+                "{platform}: the guard exited with its tree gone, not yet reaped"
+            );
+            assert!(
+                !judge_both(&holder, &here, Now::Gone, Now::Exited(false), true),
+                "{platform}: the guard killed, not yet reaped: its orphans may run"
+            );
+            let no_guard = Holder {
+                guard: None,
+                ..holder.clone()
+            };
+            assert!(
+                judge_both(&no_guard, &here, Now::Gone, Now::Same, true),
+                "{platform}: no guard recorded"
             );
 
             let no_group = Holder {
                 pgid: None,
                 ..holder.clone()
             };
-            assert!(judge(&no_group, &here, gone(), false), "{platform}: no group recorded");
+            assert!(
+                judge(&no_group, &here, Now::Gone, false),
+                "{platform}: no group recorded"
+            );
             // Where the record cannot be judged from here: never proof.
             let here_but = |change: fn(&mut Here)| {
                 let mut h = here.clone();
@@ -450,13 +596,13 @@ mod tests {
                 ("TTL only", holder_but(|h| h.bound = false)),
             ];
             for (what, (holder, here)) in unjudgeable {
-                assert!(!judge(&holder, &here, gone(), true), "{platform}: {what}");
+                assert!(!judge(&holder, &here, Now::Gone, true), "{platform}: {what}");
             }
         }
         // A record from one platform read on the other never matches: a
         // laptop's grant is not judged by a Linux box's pids.
         let (linux, _) = recorded("linux");
         let (_, mac) = recorded("macos");
-        assert!(!gone_by_evidence(&linux, &mac, |_| gone(), |_| true));
+        assert!(!gone_by_evidence(&linux, &mac, |_| gone(), |_, _| true, |_| true));
     }
 }

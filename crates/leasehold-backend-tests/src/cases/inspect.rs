@@ -32,6 +32,10 @@ pub fn inspect_get_reports_grant<H: Harness>(t: &mut Case<H>) {
         start_time: Some(987_654_321),
         cmdline: "worker --queue 'a b' ünï".into(),
         pgid: Some(31337),
+        guard: Some(leasehold_backend::GuardProcess {
+            pid: 31338,
+            start_time: 987_654_400,
+        }),
         bound: true,
     };
     let bare_holder = Holder {

@@ -110,6 +110,18 @@ pub(super) fn process_start(pid: u32) -> io::Result<u64> {
     stat_field(&pid.to_string(), 22)
 }
 
+pub(super) fn zombie_exit(pid: u32) -> Option<(u64, i32)> {
+    // One reading: field 3 the state, 22 the start time, 52 the wait
+    // status (Linux 3.5+; 0 where this process may not see it).
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    if fields.first() != Some(&"Z") {
+        return None;
+    }
+    Some((fields.get(22 - 3)?.parse().ok()?, fields.get(52 - 3)?.parse().ok()?))
+}
+
 pub(super) fn process_state(pid: u32) -> Option<super::ProcessState> {
     // Field 3: one letter (R, S, D, T, t, Z, ...).
     let letter: char = stat_field(&pid.to_string(), 3).ok()?;
@@ -221,6 +233,15 @@ impl ProcessTree {
     pub(super) fn supervisor_gone(&self) -> bool {
         false
     }
+}
+
+pub(super) fn adopt_orphans() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Pid::from_raw(1))
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot become a child subreaper: {e}")))
+}
+
+pub(super) fn descendants_of_self() -> Vec<Pid> {
+    descendants(std::process::id())
 }
 
 /// Every process whose parent chain leads to `me` (read from /proc).

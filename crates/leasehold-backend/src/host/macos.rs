@@ -186,6 +186,24 @@ pub(super) fn pipe(nonblocking: bool) -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
+/// Not read here: launchd reaps at once, so a zombie is not waited on.
+pub(super) fn zombie_exit(_pid: u32) -> Option<(u64, i32)> {
+    None
+}
+
+/// macOS has no child subreaper: an orphan goes to launchd.
+pub(super) fn adopt_orphans() -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "macOS has no child subreaper: orphans go to launchd",
+    ))
+}
+
+/// Nothing is adopted here ([`adopt_orphans`]).
+pub(super) fn descendants_of_self() -> Vec<Pid> {
+    Vec::new()
+}
+
 pub(super) fn control_socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     use rustix::net::sockopt;
     use rustix::net::{AddressFamily, SocketFlags, SocketType};

@@ -302,6 +302,16 @@ pub fn process_state(pid: u32) -> Option<ProcessState> {
     imp::process_state(pid)
 }
 
+/// When `pid` is a zombie — exited, not yet reaped (its parent died and PID
+/// 1 reaps late) — its start time (as [`process_start`]) and its wait
+/// status, read together; `None` otherwise. Linux: fields 22 and 52 of
+/// `/proc/PID/stat`, where a status this process may not see reads as 0;
+/// macOS: `None` (launchd reaps at once).
+#[must_use]
+pub fn zombie_exit(pid: u32) -> Option<(u64, i32)> {
+    imp::zombie_exit(pid)
+}
+
 /// The number of threads of this process (`None` when it cannot be read).
 #[must_use]
 pub fn thread_count() -> Option<usize> {
@@ -394,6 +404,24 @@ pub fn raw_mode(bits: u32) -> rustix::fs::RawMode {
 ///   guard's next look (docs/PLATFORMS.md).
 #[derive(Debug)]
 pub struct ProcessTree(imp::ProcessTree);
+
+/// Make this process a child subreaper: a descendant whose parent dies is
+/// re-parented here (not to PID 1), even after `setsid()` — so that a
+/// supervisor whose guard was killed finds what the guard kept, stops it
+/// and knows when none is left ([`descendants`]).
+///
+/// # Errors
+/// Linux: the `prctl` error; macOS has no subreaper (`Unsupported`).
+pub fn adopt_orphans() -> io::Result<()> {
+    imp::adopt_orphans()
+}
+
+/// Every process whose parent chain leads to this one (Linux: read from
+/// `/proc`; macOS: none — nothing is adopted there, see [`adopt_orphans`]).
+#[must_use]
+pub fn descendants() -> Vec<Pid> {
+    imp::descendants_of_self()
+}
 
 impl ProcessTree {
     /// Start keeping the trees of this process's children.

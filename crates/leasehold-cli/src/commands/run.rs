@@ -11,10 +11,16 @@
 //! it. When stdin is a terminal and we are its foreground group, the
 //! terminal is handed to G (as a shell does for a job): ^C, ^\ and reads
 //! from the terminal go straight to the command, and the supervisor gets
-//! nothing to forward twice. It takes the terminal back at the end. (^Z
-//! stops only the command; the supervisor keeps the lease renewed.)
+//! nothing to forward twice. It takes the terminal back at the end. ^Z
+//! stops the command and then the supervisor, as a shell expects of its
+//! job; `fg` continues both (`child::Terminal`).
 //! Otherwise SIGINT, SIGTERM and SIGHUP sent to the supervisor are
-//! forwarded to G, and the supervisor waits for the command to exit.
+//! forwarded to G (then SIGCONT, for a stopped command), and the
+//! supervisor waits for the command to exit.
+//!
+//! `run` adopts its guard's orphans (a child subreaper): should the guard
+//! be killed, the command's whole tree is stopped before the lease is
+//! released.
 //! While `run --wait` still waits for the lease, those signals end the
 //! wait instead: the waiter leaves the queue and `run` exits 128+N, the
 //! command never started.
@@ -115,7 +121,14 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     };
     // The guard first: its start-up (a process's) overlaps opening the
     // store. Dropped on an error, it ends with nothing started.
-    let supervised = Supervised::launch(spec)?;
+    let mut supervised = Supervised::launch(spec)?;
+    // This process runs this one command: should the guard die, what it
+    // kept (also what left the command's group) comes here to be stopped,
+    // and the tree is known gone before the lease is released. Where the
+    // platform cannot (macOS), a dead guard leaves the lease to its TTL.
+    if let Err(e) = supervised.adopt_orphans() {
+        tracing::debug!("{e}");
+    }
     let store = Arc::new(ctx.open_store()?);
     let tty = std::io::stderr().is_terminal();
     let spinner = ['|', '/', '-', '\\'];

@@ -19,6 +19,9 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     sigkill_of_the_supervisor_takes_the_whole_tree_down_within_grace_and_frees_the_lease,
     a_supervisor_paused_past_the_ttl_stops_the_command_on_its_boot_clock,
     a_silent_command_is_stopped_as_stalled_and_a_touched_progress_file_counts,
+    a_stopped_command_is_continued_to_act_on_a_forwarded_sigterm,
+    sigkill_of_the_guard_stops_what_left_the_group_before_the_lease_is_released,
+    ctrl_z_on_a_terminal_gives_the_shell_back_and_fg_continues_the_command,
 ];
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -284,4 +287,189 @@ fn a_silent_command_is_stopped_as_stalled_and_a_touched_progress_file_counts() {
         "for i in 1 2 3 4 5 6 7 8; do touch p; sleep 0.2; done",
     ));
     assert_eq!(code, 0, "progress by file: {err}");
+}
+
+/// `kill -SIG -- -PGID`.
+fn signal_group(pgid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), "--", &format!("-{pgid}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -{sig} -- -{pgid}");
+}
+
+/// The state letter of `pid` (`/proc/PID/stat`), `None` when it is gone.
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Issue 39's repro: a command stopped with SIGTSTP (^Z on a terminal
+/// whose foreground `run` handed it) keeps a SIGTERM pending until it is
+/// continued — `run` forwarded it and waited for ever, renewing. It sends
+/// SIGCONT after forwarding: the command acts on the SIGTERM at once.
+fn a_stopped_command_is_continued_to_act_on_a_forwarded_sigterm() {
+    let env = Env::new();
+    let child = env.spawn(&run_args(
+        "job",
+        &["--ttl", "6s", "--grace", "1s"],
+        "echo $$ > pid; touch started; exec sleep 20",
+    ));
+    env.wait_for("started");
+    let command = env.pids("pid")[0];
+    signal_group(command, "TSTP");
+    wait_until(Duration::from_secs(10), || state(command) == Some('T')).expect("the command stopped");
+    let asked = Instant::now();
+    signal(child.id(), "TERM");
+    let (code, _, err) = finish(child, Duration::from_secs(15));
+    assert_eq!(code, 128 + 15, "{err}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "ended {:?} after the SIGTERM: grace 1s",
+        asked.elapsed()
+    );
+}
+
+/// The guard of the `run` process `run`: its child running `__guard`.
+fn guard_of(run: u32) -> u32 {
+    let tasks = std::fs::read_dir(format!("/proc/{run}/task")).expect("run's threads");
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"__guard"))
+        })
+        .expect("run has a guard")
+}
+
+/// Issue 39: kill -9 of the guard (the OOM killer; `pkill -9 -f JOB`
+/// matches the guard's command line too). `run` — a child subreaper —
+/// adopts what the guard kept, stops it (SIGTERM, SIGKILL after the grace
+/// period; here a loop in a session of its own, deaf to SIGTERM) and only
+/// then releases: the lease is held for as long as the loop runs, and
+/// free once `run` has exited 1, naming the dead guard.
+fn sigkill_of_the_guard_stops_what_left_the_group_before_the_lease_is_released() {
+    let env = Env::new();
+    let script = "setsid sh -c 'trap \"\" TERM; echo $$ > pid; while :; do sleep 0.05; done' & \
+                  touch started; exec sleep 60";
+    let child = env.spawn(&run_args("job", &["--grace", "1s"], script));
+    env.wait_for("started");
+    wait_until(Duration::from_secs(10), || env.pids("pid").len() == 1).expect("the loop started");
+    let looping = env.pids("pid")[0];
+    signal(guard_of(child.id()), "KILL");
+    let (mut refused, killed) = (0, Instant::now());
+    while alive(looping) && killed.elapsed() < LIMIT {
+        let (code, _, err) = env.run(&["acquire", "job", "--ttl", "60s"]);
+        if code != 11 {
+            signal(looping, "KILL");
+        }
+        assert_eq!(code, 11, "the lease passed on while the loop ran: {err}");
+        refused += 1;
+    }
+    let survived = alive(looping);
+    if survived {
+        signal(looping, "KILL");
+    }
+    assert!(!survived, "the loop outlived its guard by {LIMIT:?}");
+    let (code, _, err) = finish(child, LIMIT);
+    assert!(refused > 0, "the premise: the loop outlived its guard");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the guard process of job died unexpectedly; the command's whole tree was stopped"),
+        "{err}"
+    );
+    assert!(env.acquire(&["job"]) > 0, "released");
+}
+
+/// Issue 39: on a terminal, ^Z stopped only the command (`run` had handed
+/// it the terminal), and the shell, waiting for `run`, gave no prompt back
+/// — ^C did nothing either. Now `run` stops with its command, as a job
+/// does: an interactive bash in a pseudo-terminal (`script`) shows the job
+/// stopped and its prompt; `fg` continues both, and ^C reaches the command.
+fn ctrl_z_on_a_terminal_gives_the_shell_back_and_fg_continues_the_command() {
+    use std::io::{Read as _, Write as _};
+    use std::sync::{Arc, Mutex};
+    leasehold_testkit::need_program("script", "util-linux");
+    leasehold_testkit::need_program("bash", "bash");
+    let env = Env::new();
+    let shell = env
+        .std_cmd(&[])
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+        .collect::<Vec<_>>();
+    let mut script = std::process::Command::new("script")
+        .args(["-q", "-c", "bash --norc --noprofile -i", "/dev/null"])
+        .envs(shell)
+        .current_dir(env.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn script");
+    let screen = Arc::new(Mutex::new(String::new()));
+    let mut out = script.stdout.take().unwrap();
+    let seen = screen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let mut input = script.stdin.take().unwrap();
+    let mut type_in = |text: &str| {
+        input.write_all(text.as_bytes()).unwrap();
+        input.flush().unwrap();
+    };
+    let shows = |text: &str, after: usize| {
+        wait_until(Duration::from_secs(15), || {
+            screen.lock().unwrap()[after..].contains(text)
+        })
+        .is_some()
+    };
+    let len = || screen.lock().unwrap().len();
+    type_in(&format!(
+        "{} run job --ttl 20s --grace 1s -- sh -c 'echo $$ > pid; echo RUN\"\"NING; exec sleep 30'\n",
+        crate::util::bin().display()
+    ));
+    assert!(shows("RUNNING", 0), "the command never ran: {}", screen.lock().unwrap());
+    let command = env.pids("pid")[0];
+    let at = len();
+    type_in("\x1a");
+    // bash reports its job stopped once it is back at its prompt.
+    let stopped = shows("Stopped", at);
+    let at = len();
+    type_in("fg\n");
+    // Continued: `run` continues the command once bash continued `run`.
+    let continued = wait_until(Duration::from_secs(10), || state(command) != Some('T')).is_some();
+    type_in("\x03");
+    let ended = wait_until(Duration::from_secs(10), || !alive(command)).is_some();
+    // bash reads the next line once `run` has exited.
+    type_in("echo CODE=$?\n");
+    let code = shows("CODE=130", at);
+    type_in("exit\n");
+    let _ = finish_script(script);
+    let screen = screen.lock().unwrap().clone();
+    assert!(stopped, "^Z did not give the shell back: {screen}");
+    assert!(
+        continued && ended,
+        "fg did not continue the command, or ^C did not reach it: {screen}"
+    );
+    assert!(code, "run did not exit 130 after ^C: {screen}");
+}
+
+/// Wait for `script` (killing it after a while).
+fn finish_script(mut script: std::process::Child) -> Option<std::process::ExitStatus> {
+    if wait_until(Duration::from_secs(10), || script.try_wait().ok().flatten().is_some()).is_none() {
+        let _ = script.kill();
+    }
+    script.wait().ok()
 }

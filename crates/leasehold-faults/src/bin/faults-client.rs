@@ -12,6 +12,13 @@
 //!     # `deaf`: SIGTERM is ignored — from then on it records its own
 //!     # activity (`fence=none`, resource `activity`) every 2 ms instead of
 //!     # writing, until SIGKILL ends it or HOLD_MS passes.
+//! faults-client act HISTORY PIDFILE AFTER_TERM_MS|deaf HOLD_MS
+//!     # a descendant of a `run` command (started by it, maybe in another
+//!     # process group or session: `setsid`, `timeout`): append this pid to
+//!     # PIDFILE, then record activity of the command's grant (`fence=none`,
+//!     # resource `activity`) every 5 ms for HOLD_MS — on SIGTERM going on
+//!     # for AFTER_TERM_MS more (value `after-sigterm`), or, `deaf`, until
+//!     # SIGKILL. The grant and its end are recorded by others (`hold`, the test).
 //! faults-client write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID]
 //!     # one fenced write as the holder of GRANT (its label in the history)
 //!     # with TOKEN (and leasehold's grant id): exit 0 accepted, 13 refused
@@ -39,7 +46,7 @@ use leasehold_faults::history::{Acts, Answer, Attempt, Fence as HistoryFence, Gr
 use leasehold_faults::proc::boot_ns;
 use leasehold_faults::resource::{Fence, FencedResource};
 
-const USAGE: &str = "usage: faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced] [deaf] | write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID] | candidate HISTORY STORE NAME ID TTL_MS";
+const USAGE: &str = "usage: faults-client hold HISTORY RESOURCE HOLD_MS [x|s] [fenced] [deaf] | act HISTORY PIDFILE AFTER_TERM_MS|deaf HOLD_MS | write HISTORY RESOURCE NAME GRANT TOKEN [GRANT_ID] | candidate HISTORY STORE NAME ID TTL_MS";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -69,6 +76,7 @@ fn main() {
             }
         }
         ["candidate", history, store, name, id, ttl_ms] => candidate(history, store, name, id, ttl_ms),
+        ["act", history, pidfile, after_term, hold_ms] => act(history, pidfile, after_term, hold_ms),
         _ => {
             eprintln!("{USAGE}");
             2
@@ -214,6 +222,58 @@ fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
     if written > 0 && accepted == 0 {
         eprintln!("faults-client: leasehold refused every write ({written}) of grant {grant} (token {token})");
         return 13;
+    }
+    0
+}
+
+/// A descendant of the command acting for its grant (see the module docs).
+fn act(history: &str, pidfile: &str, after_term: &str, hold_ms: &str) -> i32 {
+    let term = Arc::new(AtomicBool::new(false));
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone()) {
+        fail(&format!("cannot handle SIGTERM: {e}"));
+    }
+    let ms = |what: &str, v: &str| {
+        Duration::from_millis(
+            v.parse()
+                .unwrap_or_else(|_| fail(&format!("{what} {v:?} is not a number"))),
+        )
+    };
+    let after_term = (after_term != "deaf").then(|| ms("AFTER_TERM_MS", after_term));
+    let hold = ms("HOLD_MS", hold_ms);
+    let (name, token, grant, _) = held_grant();
+    let mut history = open_history(history);
+    let line = format!("{}\n", std::process::id());
+    if let Err(e) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(pidfile)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()))
+    {
+        fail(&format!("cannot record my pid in {pidfile}: {e}"));
+    }
+    let began = Instant::now();
+    let mut termed: Option<Instant> = None;
+    while began.elapsed() < hold {
+        if termed.is_none() && term.load(Ordering::Relaxed) {
+            termed = Some(Instant::now());
+        }
+        if let (Some(at), Some(more)) = (termed, after_term)
+            && at.elapsed() >= more
+        {
+            return 143;
+        }
+        let action = Attempt {
+            name: &name,
+            grant: &grant,
+            token,
+            resource: "activity",
+            fence: HistoryFence::None,
+            value: if termed.is_some() { "after-sigterm" } else { "tree" },
+        };
+        if let Err(e) = history.attempt(&action, || (Answer::Accepted, ())) {
+            fail(&format!("cannot record in the history: {e}"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
     0
 }

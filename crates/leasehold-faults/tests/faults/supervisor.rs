@@ -1,4 +1,5 @@
-//! `leasehold run` paused or cut off from its store (fault cases 8, 9, 10),
+//! `leasehold run` paused or cut off from its store (fault cases 8, 9, 10,
+//! 25), or killed with a tree that left the command's process group (41),
 //! with the command writing to a fenced sink and logging its grant.
 
 use std::time::{Duration, Instant};
@@ -27,6 +28,9 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     case25_a_stopped_supervisor_and_guard_leave_the_command_to_the_fence,
     case25_everything_stopped_writes_late_and_is_refused_then_stopped,
     case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on,
+    case41_kill_9_of_run_hands_the_lease_on_only_once_the_whole_tree_is_gone,
+    case41_kill_9_of_the_guard_hands_the_lease_on_only_once_the_whole_tree_is_gone,
+    case41_kill_9_of_run_and_its_guard_hands_the_lease_on_only_once_the_group_is_empty,
 ];
 
 const TTL_MS: u64 = 1500;
@@ -663,4 +667,214 @@ fn case25_a_stopped_worker_still_has_its_task_stopped_before_the_claim_passes_on
         }
     });
     conclude_stopped(25, "(d) worker stopped alone", "the newcomer's claim", &results);
+}
+
+/// Case 41's lease: a TTL far beyond the trial, so that only a proof that
+/// the tree is gone (or a release) hands the lease on; grace 1 s.
+const TREE_OPTIONS: &[&str] = &["--ttl", "30s", "--heartbeat", "1s", "--grace", "1s"];
+
+/// What case 41 kills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TreeKill {
+    /// `run` (the supervisor): its guard stops the tree.
+    Supervisor,
+    /// The guard: `run`, which adopted its orphans, stops the tree.
+    Guard,
+    /// Both, `run` first: nothing stops the command; it ends by itself.
+    Both,
+}
+
+/// One trial of case 41: `run` of a command whose descendants leave its
+/// process group — one in a session of its own (`setsid`) that ignores
+/// SIGTERM, one under `timeout(1)` (a group of its own) that goes on for
+/// 3 s after SIGTERM — all recording their activity for the grant
+/// (`faults-client act`), beside the command itself (`faults-client hold`).
+/// `kill` is killed with SIGKILL, and a newcomer waits for the lease at
+/// once: its grant (on the store's clock) must come after the last
+/// activity of every process of the old tree — the checker's `overlap`.
+/// With `TreeKill::Both`, the command alone (deaf to SIGTERM, 4 s) runs
+/// on in its group with nothing left to stop it; the newcomer must wait
+/// until it has ended by itself.
+fn tree_trial(trial: usize, kill: TreeKill) -> StopTrial {
+    let sb = Sandbox::new();
+    let (sup, old, tree) = spawn_tree(&sb, kill);
+    let guard = guard_of(sup.id());
+    let mut seen = Vec::new();
+    match kill {
+        TreeKill::Supervisor => proc::signal(sup.id(), Signal::KILL),
+        TreeKill::Guard => proc::signal(guard, Signal::KILL),
+        TreeKill::Both => {
+            proc::signal(sup.id(), Signal::KILL);
+            proc::signal(guard, Signal::KILL);
+        }
+    }
+    let killed = boot_ns();
+    // A killed `run` is reaped at once (its pid stays taken while it is a
+    // zombie, as its parent's would be); its stderr, which the tree holds
+    // open too, is read once the tree is gone.
+    let mut sup = Some(sup);
+    let killed_run = if kill == TreeKill::Guard {
+        None
+    } else {
+        let mut run = sup.take().expect("run");
+        let stderr = run.stderr.take();
+        let status = run.wait().expect("reap run");
+        Some((status, stderr))
+    };
+    if !tree.iter().any(|&pid| process::alive(pid)) {
+        seen.push("the premise: the whole tree was gone at once".to_owned());
+    }
+    let granted = newcomer_waits(&sb, trial);
+    end_the_tree(&tree, &mut seen);
+    let recorded = history::attempts_of(&history_path(&sb), &old.grant).expect("read the history");
+    let last_act = recorded.last().map_or(old.answered, |(start, _)| *start);
+    history(&sb).end("job", &old.grant, last_act).unwrap();
+    if kill != TreeKill::Both && actions_after_sigterm(&sb, &old.grant) == 0 {
+        seen.push("the premise: no descendant acted after its SIGTERM".to_owned());
+    }
+    let (code, err) = match killed_run {
+        Some((status, stderr)) => exit_of(status, stderr),
+        None => finish(sup.take().expect("run"), Duration::from_secs(30)),
+    };
+    match kill {
+        TreeKill::Guard if code != 1 || !err.contains("whole tree was stopped") => seen.push(format!(
+            "run, its guard killed, exited {code}, not 1 saying the whole tree was stopped: {err}"
+        )),
+        TreeKill::Supervisor | TreeKill::Both if code != -9 && code != 137 => {
+            seen.push(format!("run was killed, yet exited {code}: {err}"));
+        }
+        _ => {}
+    }
+    let last = grants(&sb, "job")[0].end.unwrap_or(u64::MAX).max(last_act);
+    eprintln!(
+        "case 41 ({kill:?}) trial {trial}: taken over {} ms after the kill",
+        ms_after(granted, killed)
+    );
+    StopTrial {
+        report: trial_report(&sb, trial, seen),
+        last_ms: ms_after(last, granted),
+        guard_stopped: None,
+    }
+}
+
+/// Case 41's `run` and its tree, started: `run`, the command's grant, and
+/// the pids of the tree (the command's last).
+fn spawn_tree(sb: &Sandbox, kill: TreeKill) -> (std::process::Child, Recorded, Vec<u32>) {
+    let (history_file, pids) = (history_path(sb), sb.file("tree-pids"));
+    let (h, p, c) = (
+        history_file.display().to_string(),
+        pids.display().to_string(),
+        crate::common::client(),
+    );
+    let script = if kill == TreeKill::Both {
+        format!("exec '{c}' hold '{h}' '' 4000 deaf")
+    } else {
+        format!(
+            "setsid '{c}' act '{h}' '{p}' deaf 60000 & \
+             timeout 100 '{c}' act '{h}' '{p}' 3000 60000 & \
+             exec '{c}' hold '{h}' '' 60000"
+        )
+    };
+    let mut args = vec!["run", "job"];
+    args.extend_from_slice(TREE_OPTIONS);
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    let sup = crate::common::asked_now(&mut sb.cmd(&args))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn leasehold run");
+    let (cmd, old) = first_command(sb, "job");
+    let descendants = |n: usize| {
+        wait_until(Duration::from_secs(20), || {
+            std::fs::read_to_string(&pids).is_ok_and(|t| t.lines().count() >= n)
+        })
+        .expect("the descendants never started");
+        std::fs::read_to_string(&pids)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.parse::<u32>().ok())
+            .collect::<Vec<_>>()
+    };
+    let mut tree = if kill == TreeKill::Both {
+        Vec::new()
+    } else {
+        descendants(2)
+    };
+    tree.push(cmd);
+    (sup, old, tree)
+}
+
+/// A newcomer's `acquire --wait`, asked for at once, recorded with its
+/// moment on the store's clock, which it returns.
+fn newcomer_waits(sb: &Sandbox, trial: usize) -> u64 {
+    let asked = boot_ns();
+    let (code, out, err) = sb.run(&["--json", "acquire", "job", "--ttl", "60s", "--wait=45s"]);
+    let answered = boot_ns();
+    assert_eq!(code, 0, "trial {trial}: the newcomer's acquire: {err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("acquire --json prints JSON");
+    let token = json["token"].as_u64().expect("a token");
+    let granted = store_value(
+        sb,
+        &format!("SELECT expires_ns - ttl_ms * 1000000 FROM lease_grant WHERE name = 'job' AND token = {token}"),
+    );
+    let id = json["grant_id"].as_str().expect("a grant id");
+    record_newcomer(sb, "job", id, token, (asked, answered, granted));
+    granted
+}
+
+/// Wait for every process of `tree` to be gone; whatever a broken build
+/// left running is ended here (and reported), so that its last recorded
+/// action is its last.
+fn end_the_tree(tree: &[u32], seen: &mut Vec<String>) {
+    if wait_until(Duration::from_secs(15), || tree.iter().all(|&pid| !process::alive(pid))).is_none() {
+        seen.push(format!(
+            "processes of the old tree still ran 15 s after the newcomer's grant: {:?}",
+            tree.iter().filter(|&&pid| process::alive(pid)).collect::<Vec<_>>()
+        ));
+        for &pid in tree {
+            proc::signal(pid, Signal::KILL);
+        }
+        wait_until(Duration::from_secs(10), || tree.iter().all(|&pid| !process::alive(pid)));
+    }
+}
+
+/// The exit code (`-N` for signal N) and stderr of a `run` reaped early.
+fn exit_of(status: std::process::ExitStatus, stderr: Option<std::process::ChildStderr>) -> (i32, String) {
+    use std::io::Read as _;
+    use std::os::unix::process::ExitStatusExt as _;
+    let mut err = String::new();
+    if let Some(mut stderr) = stderr {
+        let _ = stderr.read_to_string(&mut err);
+    }
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| -s))
+        .unwrap_or(i32::MIN);
+    (code, err)
+}
+
+/// fault case 41a: kill -9 of `run` while its command's tree reaches
+/// beyond the command's group (see [`tree_trial`]): the guard stops that
+/// tree within the grace period, and the lease is handed on only after
+/// (the grant records the guard, which lives as long as the tree).
+fn case41_kill_9_of_run_hands_the_lease_on_only_once_the_whole_tree_is_gone() {
+    let results = parallel(count(2, 50), 3, |trial| tree_trial(trial, TreeKill::Supervisor));
+    conclude_stopped(41, "(a) kill -9 of run", "the newcomer's grant", &results);
+}
+
+/// fault case 41b: kill -9 of the guard (the OOM killer, a `pkill -9 -f`
+/// of the command's line): `run`, a child subreaper, adopts what the guard
+/// kept, stops it within the grace period and releases the lease only
+/// then (exit 1, naming the dead guard).
+fn case41_kill_9_of_the_guard_hands_the_lease_on_only_once_the_whole_tree_is_gone() {
+    let results = parallel(count(2, 50), 3, |trial| tree_trial(trial, TreeKill::Guard));
+    conclude_stopped(41, "(b) kill -9 of the guard", "the newcomer's grant", &results);
+}
+
+/// fault case 41c: kill -9 of `run` and then of its guard: nothing is left
+/// to stop the command, which runs on in its group for 4 s; the grant's
+/// process group must be empty before the lease is handed on.
+fn case41_kill_9_of_run_and_its_guard_hands_the_lease_on_only_once_the_group_is_empty() {
+    let results = parallel(count(2, 50), 3, |trial| tree_trial(trial, TreeKill::Both));
+    conclude_stopped(41, "(c) kill -9 of run and its guard", "the newcomer's grant", &results);
 }

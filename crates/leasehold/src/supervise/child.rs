@@ -7,7 +7,12 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
 
-use rustix::process::Pid;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use leasehold_backend::host::ProcessState;
+use rustix::process::{Pid, Signal};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
@@ -73,9 +78,25 @@ pub fn terminal_foreground() -> bool {
 /// The terminal, while a command's process group owns it (as a shell
 /// hands it to a job): ^C, ^\\ and reads from the terminal go straight to
 /// the command. Dropping it takes the terminal back.
+///
+/// Job control is passed on as a shell expects of its job: when the
+/// command's group leader stops (^Z sends SIGTSTP to the terminal's
+/// foreground, the command), this process takes the terminal back and
+/// stops its own group with SIGTSTP — the shell sees its job stopped and
+/// gives its prompt back. When continued (`fg`, `bg`), it hands the
+/// terminal to the command again if it is the foreground, and continues
+/// the command. A watcher thread looks at the leader every 100 ms; a
+/// process-wide SIGCONT handler (which does not keep SIGCONT from
+/// continuing) tells it when it was continued. While this process is
+/// stopped it renews nothing: a job stopped past its trust window has its
+/// command stopped by the guard and the lease lost, as any stopped `run`.
 #[derive(Debug)]
 pub struct Terminal {
     ours: Pid,
+    /// Ends the watcher thread.
+    done: Arc<AtomicBool>,
+    /// The SIGCONT handler, removed on drop.
+    continued: Option<signal_hook::SigId>,
 }
 
 impl Terminal {
@@ -87,17 +108,59 @@ impl Terminal {
         }
         let ours = rustix::process::getpgrp();
         rustix::termios::tcsetpgrp(io::stdin().as_fd(), group).ok()?;
-        Some(Self { ours })
+        let done = Arc::new(AtomicBool::new(false));
+        let woke = Arc::new(AtomicBool::new(false));
+        let continued = signal_hook::flag::register(signal_hook::consts::SIGCONT, woke.clone()).ok();
+        if continued.is_some() {
+            let done = done.clone();
+            std::thread::spawn(move || pass_job_control(ours, group, &done, &woke));
+        }
+        Some(Self { ours, done, continued })
     }
+}
+
+/// The watcher of [`Terminal`]: stop with the command, go on with it.
+fn pass_job_control(ours: Pid, group: Pid, done: &AtomicBool, woke: &AtomicBool) {
+    let stopped = || crate::host::process_state(group.as_raw_nonzero().get() as u32) == Some(ProcessState::Stopped);
+    while !done.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+        if done.load(Ordering::SeqCst) || !stopped() {
+            continue;
+        }
+        take_terminal(ours);
+        woke.store(false, Ordering::SeqCst);
+        // Our job — this process and what shares its group — stops as the
+        // shell expects of it; this thread stops here with it.
+        let _ = rustix::process::kill_process_group(ours, Signal::TSTP);
+        while !woke.load(Ordering::SeqCst) && !done.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if done.load(Ordering::SeqCst) {
+            return;
+        }
+        if terminal_foreground() {
+            let _ = rustix::termios::tcsetpgrp(io::stdin().as_fd(), group);
+        }
+        let _ = rustix::process::kill_process_group(group, Signal::CONT);
+    }
+}
+
+/// Make `ours` the terminal's foreground again.
+fn take_terminal(ours: Pid) {
+    // We are a background group now: tcsetpgrp would stop us with
+    // SIGTTOU unless it is blocked for the call.
+    block_sigttou(true);
+    let _ = rustix::termios::tcsetpgrp(io::stdin().as_fd(), ours);
+    block_sigttou(false);
 }
 
 impl Drop for Terminal {
     fn drop(&mut self) {
-        // We are a background group now: tcsetpgrp would stop us with
-        // SIGTTOU unless it is blocked for the call.
-        block_sigttou(true);
-        let _ = rustix::termios::tcsetpgrp(io::stdin().as_fd(), self.ours);
-        block_sigttou(false);
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(id) = self.continued.take() {
+            signal_hook::low_level::unregister(id);
+        }
+        take_terminal(self.ours);
     }
 }
 

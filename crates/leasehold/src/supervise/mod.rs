@@ -76,7 +76,15 @@
 //!   the last window it heard of.
 //! - The guard dies: the supervisor sees its report pipe close and kills G
 //!   itself ([`Finished::code`] is `None`); a slot whose guard died is
-//!   replaced ([`GuardSlot::is_alive`]).
+//!   replaced ([`GuardSlot::is_alive`]). What had left G is beyond its
+//!   reach — unless this process adopted the guard's orphans
+//!   ([`Supervised::adopt_orphans`], `leasehold run`): then it stops them
+//!   too and knows when none is left. Otherwise [`Finished::tree_may_live`]
+//!   is set and [`run`] does not release the lease: it stops renewing and
+//!   returns once the store has expired the grant (the grant is bound to
+//!   this process, so no one takes it over at once meanwhile).
+//! - The command is stopped (SIGTSTP, SIGSTOP): every SIGTERM to it —
+//!   forwarded, or a stop's — is followed by SIGCONT, so it acts on it.
 //! - The command cannot start: [`Finished::spawn_error`] (127 not found,
 //!   126 otherwise, as shells say).
 //!
@@ -295,7 +303,7 @@ pub fn run_spawned(
     } else {
         None
     };
-    let (grant, keeper) = match acquire_and_keep(store, lease, supervised.group(), on_held) {
+    let (grant, keeper) = match acquire_and_keep(store, lease, &supervised, on_held) {
         Ok(Kept::Acquired(grant, keeper)) => (grant, keeper),
         Ok(Kept::Held(held)) => {
             supervised.abort();
@@ -339,7 +347,15 @@ pub fn run_spawned(
             Err(e)
         }
     };
+    let tree_may_live = finished.as_ref().is_ok_and(|f| f.tree_may_live);
+    let renewed = keeper.last_renewed();
     let release_error = match keeper.stop() {
+        // What the guard kept may run on unseen: no release, and no exit
+        // (the grant is bound to this process) before the store expires it.
+        _ if tree_may_live => {
+            outlast(store, lease, &grant, renewed);
+            None
+        }
         Some(loss) => release_unless_refused(store, &grant, &loss),
         None => release(store, &grant),
     };
@@ -354,12 +370,44 @@ pub fn run_spawned(
     }))
 }
 
-/// Acquire the lease for the command in process group `pgid` (waiting if
-/// the run says so) and start keeping it.
+/// The guard died and processes of the command's tree may live on where
+/// nothing can find them ([`Finished::tree_may_live`]): the grant is not
+/// released, and this process — which the grant is bound to, so nobody
+/// takes it over at once — stays until the store has expired it: until
+/// `sent + TTL` (`sent`: when the last successful renewal was sent, on the
+/// boot clock; the store cannot expire the grant before), and then for as
+/// long as the store still lists it live (a few looks; a store that does
+/// not answer ends the wait).
+fn outlast(store: &Store, lease: &LeaseRun, grant: &Grant, sent: Duration) {
+    let ttl = lease.timing.ttl();
+    let until = sent + ttl;
+    // In slices: sleep runs on a clock that stops during suspend.
+    while let Some(left) = until.checked_sub(crate::host::boot_clock()).filter(|l| !l.is_zero()) {
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+    for _ in 0..3 {
+        let left = match store.status(&lease.name) {
+            Ok(Some(state)) => state
+                .grants
+                .iter()
+                .find(|g| g.token == grant.token)
+                .map(|g| g.expires_in),
+            _ => None,
+        };
+        match left {
+            Some(left) if !left.is_zero() => std::thread::sleep(left.min(ttl) + Duration::from_millis(10)),
+            _ => return,
+        }
+    }
+}
+
+/// Acquire the lease for the `supervised` command — bound to this process,
+/// the command's process group and its guard (waiting if the run says so)
+/// — and start keeping it.
 fn acquire_and_keep(
     store: &Arc<Store>,
     lease: &LeaseRun,
-    pgid: Option<u32>,
+    supervised: &Supervised,
     on_held: impl FnMut(&Held),
 ) -> Result<Kept> {
     let options = AcquireOptions {
@@ -368,7 +416,8 @@ fn acquire_and_keep(
         mode: lease.mode,
         binding: Binding::Process {
             pid: std::process::id(),
-            pgid,
+            pgid: supervised.group(),
+            guard: Some(supervised.guard_pid()),
         },
     };
     let keep = lease.timing.keeper.clone();
@@ -439,6 +488,7 @@ fn ended(
         },
         Ending::GuardDied => RunError::GuardDied {
             name: lease.name.clone(),
+            tree_stopped: !finished.tree_may_live,
         },
     })
 }

@@ -68,8 +68,12 @@ pub enum RunError {
     /// The command could not be started: `code` is the shell's (127 not
     /// found, 126 otherwise), `message` the reason.
     CouldNotStart { code: u8, message: String },
-    /// The guard process died; the command's process group was killed.
-    GuardDied { name: LeaseName },
+    /// The guard process died. `tree_stopped`: this process had adopted
+    /// its orphans and stopped the command's whole tree (the lease was
+    /// then released); otherwise the command's process group was killed,
+    /// but what had left it may run on, so the lease was not released: it
+    /// was kept, unrenewed, until the store expired it.
+    GuardDied { name: LeaseName, tree_stopped: bool },
 }
 
 impl RunError {
@@ -140,9 +144,19 @@ impl fmt::Display for RunError {
                 stopped(f, grace)
             }
             RunError::CouldNotStart { message, .. } => f.write_str(message),
-            RunError::GuardDied { name } => write!(
+            RunError::GuardDied {
+                name,
+                tree_stopped: true,
+            } => write!(
                 f,
-                "the guard process of {name} died unexpectedly; the command's process group was killed"
+                "the guard process of {name} died unexpectedly; the command's whole tree was stopped, what had left its process group too"
+            ),
+            RunError::GuardDied {
+                name,
+                tree_stopped: false,
+            } => write!(
+                f,
+                "the guard process of {name} died unexpectedly; the command's process group was killed, but processes that had left it may still run, so the lease was not released: it was left to expire by its TTL, which it now has"
             ),
         }
     }
@@ -202,8 +216,18 @@ mod tests {
                 "cannot run nope: not found",
             ),
             (
-                RunError::GuardDied { name: name() },
-                "the guard process of nightly died unexpectedly",
+                RunError::GuardDied {
+                    name: name(),
+                    tree_stopped: true,
+                },
+                "the guard process of nightly died unexpectedly; the command's whole tree was stopped",
+            ),
+            (
+                RunError::GuardDied {
+                    name: name(),
+                    tree_stopped: false,
+                },
+                "the guard process of nightly died unexpectedly; the command's process group was killed, but processes that had left it may still run, so the lease was not released",
             ),
         ];
         for (error, start) in cases {

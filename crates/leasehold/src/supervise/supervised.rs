@@ -173,6 +173,11 @@ pub struct Finished<L = LostReason> {
     pub stdout_overflow: bool,
     /// With `Output::Collect`: the end of stderr.
     pub stderr_tail: Vec<u8>,
+    /// The guard died, and processes of the command's tree that had left
+    /// its process group may still run where nothing can find them (this
+    /// process did not adopt the guard's orphans:
+    /// [`Supervised::adopt_orphans`]). A lease must then not be released.
+    pub tree_may_live: bool,
 }
 
 /// How a command ended, as [`Finished::ending`] reads the guard's report.
@@ -215,6 +220,7 @@ impl<L> Default for Finished<L> {
             stdout: Vec::new(),
             stdout_overflow: false,
             stderr_tail: Vec::new(),
+            tree_may_live: false,
         }
     }
 }
@@ -425,6 +431,7 @@ impl<L: Refusal> GuardSlot<L> {
             pump: None,
             collected: Arc::default(),
             done: false,
+            adopts: false,
         })
     }
 }
@@ -453,6 +460,9 @@ pub struct Supervised<L: Refusal = LostReason> {
     collected: Arc<Mutex<Collected>>,
     /// Waited for or aborted: nothing left to clean up on drop.
     done: bool,
+    /// This process is a child subreaper: when the guard dies, its orphans
+    /// come here ([`Supervised::adopt_orphans`]).
+    adopts: bool,
 }
 
 #[derive(Debug, Default)]
@@ -507,6 +517,7 @@ impl<L: Refusal> Supervised<L> {
             pump: None,
             collected: Arc::default(),
             done: false,
+            adopts: false,
         })
     }
 
@@ -537,6 +548,13 @@ impl<L: Refusal> Supervised<L> {
     #[must_use]
     pub fn group(&self) -> Option<u32> {
         self.group.map(|g| g.as_raw_nonzero().get() as u32)
+    }
+
+    /// The guard's pid (a once-guard's grant records it: the guard lives
+    /// as long as any process of the command's tree).
+    #[must_use]
+    pub fn guard_pid(&self) -> u32 {
+        lock(&self.guard.child).id()
     }
 
     #[must_use]
@@ -572,6 +590,30 @@ impl<L: Refusal> Supervised<L> {
             self.guard.close_control();
             let _ = lock(&self.guard.child).wait();
         }
+    }
+
+    /// Opt in: make this process a child subreaper
+    /// ([`host::adopt_orphans`]), so that if the guard dies, what it kept —
+    /// also the processes that left the command's group — is re-parented
+    /// here: [`Supervised::wait`] then stops it (SIGTERM, SIGKILL after the
+    /// grace period) and waits until this process has no child left, which
+    /// proves the tree gone. Without it, a dead guard leaves
+    /// [`Finished::tree_may_live`] set. Only for a program that runs this
+    /// one command and starts no other child (`leasehold run`): every
+    /// child of this process is then taken for part of the tree, stopped
+    /// and reaped. Never done silently: a library's caller (the Python
+    /// package's interpreter) is not made a subreaper.
+    ///
+    /// # Errors
+    /// Where the platform has no subreaper (macOS): the run goes on
+    /// without it.
+    pub fn adopt_orphans(&mut self) -> Result<(), SuperviseError> {
+        host::adopt_orphans().map_err(|error| SuperviseError::Io {
+            what: "cannot adopt the guard's orphans",
+            error,
+        })?;
+        self.adopts = true;
+        Ok(())
     }
 
     /// Tie the command to `keeper` (which must keep time on the boot
@@ -751,6 +793,9 @@ impl<L: Refusal> Supervised<L> {
                 Event::Stop(reason) => match &mut stop {
                     None => {
                         kill(Signal::TERM);
+                        // A stopped command (^Z, SIGTSTP, SIGSTOP) acts on
+                        // SIGTERM only once continued.
+                        kill(Signal::CONT);
                         stop = Some((reason, Instant::now() + grace));
                     }
                     Some((first, _)) if stopped_by_guard && matches!(reason, Stop::Lost(_)) => {
@@ -771,6 +816,12 @@ impl<L: Refusal> Supervised<L> {
                 Event::Signal(sig) => {
                     if let Some(sig) = Signal::from_named_raw(sig) {
                         kill(sig);
+                        if !matches!(sig, Signal::STOP | Signal::TSTP | Signal::TTIN | Signal::TTOU) {
+                            // A stopped group keeps the signal pending
+                            // until continued: SIGTERM to a stopped command
+                            // would wait forever, and `run` with it.
+                            kill(Signal::CONT);
+                        }
                     }
                 }
                 Event::Exited(code) => {
@@ -789,7 +840,13 @@ impl<L: Refusal> Supervised<L> {
                     // The guard died without reporting: do its job (unless
                     // the command never started, and the group is gone).
                     if finished.spawn_error.is_none() {
-                        kill(Signal::KILL);
+                        if self.adopts && self.once {
+                            finished.tree_may_live = !stop_orphans(group, grace);
+                        } else {
+                            // What left the group is beyond reach.
+                            kill(Signal::KILL);
+                            finished.tree_may_live = true;
+                        }
                     }
                     break None;
                 }
@@ -807,6 +864,51 @@ impl<L: Refusal> Supervised<L> {
         finished.stdout_overflow = collected.stdout_overflow;
         finished.stderr_tail = collected.stderr_tail;
         finished
+    }
+}
+
+/// How long after SIGKILL a supervisor whose guard died waits for the
+/// orphans it adopted to be gone, before it gives up proving the tree gone.
+const ORPHANS_GONE_WITHIN: Duration = Duration::from_secs(10);
+
+/// The guard died in a process that adopts orphans: stop what it kept —
+/// `group`, and every descendant of this process (the guard's orphans are
+/// re-parented here) — with SIGTERM and SIGCONT, SIGKILL after `grace`
+/// (again every second), reaping, until this process has no child left:
+/// then the tree is gone (`true`). `false` when some are still there
+/// [`ORPHANS_GONE_WITHIN`] after the first SIGKILL.
+fn stop_orphans(group: Option<Pid>, grace: Duration) -> bool {
+    let signal = |sig: Signal| {
+        if let Some(group) = group {
+            let _ = rustix::process::kill_process_group(group, sig);
+        }
+        for pid in host::descendants() {
+            let _ = rustix::process::kill_process(pid, sig);
+        }
+    };
+    signal(Signal::TERM);
+    signal(Signal::CONT);
+    let kill_at = Instant::now() + grace;
+    let give_up = kill_at + ORPHANS_GONE_WITHIN;
+    let mut next_kill = kill_at;
+    loop {
+        loop {
+            match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
+                Ok(Some(_)) | Err(Errno::INTR) => {}
+                Ok(None) => break,
+                // No child at all: a subreaper's whole tree is gone.
+                Err(_) => return true,
+            }
+        }
+        let now = Instant::now();
+        if now >= give_up {
+            return false;
+        }
+        if now >= next_kill {
+            signal(Signal::KILL);
+            next_kill = now + Duration::from_secs(1);
+        }
+        thread::sleep(Duration::from_millis(20));
     }
 }
 

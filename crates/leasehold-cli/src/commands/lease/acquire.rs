@@ -16,7 +16,14 @@ const PROCESS_BOUND_TTL: Duration = leasehold::limits::TTL.max;
 pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     let (binding, default_ttl) = match args.for_pid {
-        Some(pid) => (Binding::Process { pid, pgid: None }, PROCESS_BOUND_TTL),
+        Some(pid) => (
+            Binding::Process {
+                pid,
+                pgid: None,
+                guard: None,
+            },
+            PROCESS_BOUND_TTL,
+        ),
         // A bare acquire exits at once by design: bound to no process.
         None => (Binding::Ttl, Duration::from_secs(60)),
     };

@@ -107,7 +107,9 @@
 //! another supervisor (systemd-run, launchd, at, a daemon started over
 //! IPC), or in another pid namespace; on macOS also a process that calls
 //! `setsid()` and whose parent exits before the guard has seen it. If the guard itself is killed with SIGKILL, the
-//! supervisor sees the report pipe close and kills G itself. The guard runs
+//! supervisor sees the report pipe close and kills G itself, and — if it
+//! adopted the guard's orphans (`leasehold run`, a child subreaper too) —
+//! the rest of the tree; otherwise it leaves the lease to its TTL. The guard runs
 //! in a process group of its own, so a kill -9 of the supervisor's whole
 //! process group does not reach it: it sees end-of-file and stops G (fault
 //! case 32 kills `leasehold cron`'s group so). Only a kill of both the
@@ -269,6 +271,13 @@ fn signal_tree(tree: &mut host::ProcessTree, group: Pid, sig: Signal) {
         let _ = rustix::process::kill_process(pid, sig);
     }
 }
+
+/// The guard's exit code once the command's whole tree is gone — its only
+/// way out besides an error (1) or a signal. Not 0: where another user's
+/// zombie guard cannot be read, its status shows as 0. A guard that exited
+/// so but was not reaped yet (its supervisor died and PID 1 reaps late)
+/// proves its tree gone (`identity::provably_gone`).
+pub const TREE_GONE_EXIT: u8 = 3;
 
 /// The longest the guard sleeps before it looks at the boot clock again
 /// (timeouts run on a clock that stops during suspend).
@@ -479,11 +488,14 @@ impl Run {
         self.command.is_some() && self.status.is_none()
     }
 
-    /// SIGTERM to the tree now (once), SIGKILL at `at`.
+    /// SIGTERM to the tree now (once), SIGKILL at `at`. SIGCONT after the
+    /// SIGTERM: a stopped process (^Z, SIGSTOP) acts on it only once
+    /// continued.
     fn stop(&mut self, tree: &mut host::ProcessTree, at: Duration) {
         if let (Some(group), None) = (self.command, self.kill_at) {
             self.kill_at = Some(at);
             signal_tree(tree, group, Signal::TERM);
+            signal_tree(tree, group, Signal::CONT);
         }
     }
 }
@@ -728,7 +740,7 @@ impl<'a> Guard<'a> {
     }
 
     /// No child is left: when the run's whole tree is gone, report how its
-    /// command ended. `Some(0)` when the guard is done.
+    /// command ended. `Some(TREE_GONE_EXIT)` when the guard is done.
     fn no_children(&mut self) -> Option<u8> {
         if let Some(group) = self.run.command
             && !self.tree.gone_without_children(group)
@@ -745,6 +757,6 @@ impl<'a> Guard<'a> {
             self.tree.forget();
         }
         let done = self.forked.is_none() && self.run.command.is_none() && (self.closed || !self.args.slot);
-        done.then_some(0)
+        done.then_some(TREE_GONE_EXIT)
     }
 }
