@@ -19,7 +19,7 @@
 //! A guard that exited but was not reaped yet (its parent died, and PID 1
 //! reaps late — up to 2 s on some machines, never on others) counts as gone
 //! only when its wait status says it exited with
-//! [`TREE_GONE_EXIT`](crate::supervise::guard::TREE_GONE_EXIT), which it
+//! [`TREE_GONE_EXIT`], which it
 //! does only once its tree is gone; killed, or a status this process may
 //! not read (shown as 0), it counts as alive.
 //!
