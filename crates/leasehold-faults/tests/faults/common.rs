@@ -71,34 +71,27 @@ pub fn resource_of(sb: &Sandbox, name: &str) -> PathBuf {
 /// recording into the sandbox's history and writing to the resource of
 /// `name`; not yet started.
 pub fn store_holder(sb: &Sandbox, wrapper: &[&str], store: &str, name: &str, hold_ms: u64) -> Command {
-    store_holder_with(sb, wrapper, store, name, hold_ms, &[])
+    store_holder_with(sb, wrapper, store, name, hold_ms, &[], &[])
 }
 
-/// [`store_holder`], the client told `extra` (`fenced`: it acts only
-/// through the fence record, and is judged by its writes' answers).
+/// [`store_holder`], `run` given `run_options` too (`--owner ID`), the
+/// client told `extra` (`fenced`: it acts only through the fence record,
+/// and is judged by its writes' answers).
 pub fn store_holder_with(
     sb: &Sandbox,
     wrapper: &[&str],
     store: &str,
     name: &str,
     hold_ms: u64,
+    run_options: &[&str],
     extra: &[&str],
 ) -> Command {
     let history = history_path(sb).display().to_string();
     let resource = resource_of(sb, name).display().to_string();
     let hold = hold_ms.to_string();
-    let mut args = vec![
-        "run",
-        name,
-        "--ttl",
-        "3s",
-        "--",
-        client(),
-        "hold",
-        &history,
-        &resource,
-        &hold,
-    ];
+    let mut args = vec!["run", name, "--ttl", "3s"];
+    args.extend_from_slice(run_options);
+    args.extend_from_slice(&["--", client(), "hold", &history, &resource, &hold]);
     args.extend_from_slice(extra);
     let mut cmd = sb.cmd_via(wrapper, &args);
     asked_now(&mut cmd)

@@ -144,12 +144,14 @@ pub(crate) struct Racers {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// How each racer holds: for one of two times by turns (ms), and whether
-/// it acts only through the fence record (`fenced`).
+/// How each racer holds: for one of two times by turns (ms), whether it
+/// acts only through the fence record (`fenced`), and under which owner.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Holding {
     pub(crate) ms: [u64; 2],
     pub(crate) fenced: bool,
+    /// The `--owner` every racer's `run` gives, if any.
+    pub(crate) owner: Option<&'static str>,
 }
 
 impl Default for Holding {
@@ -157,6 +159,7 @@ impl Default for Holding {
         Self {
             ms: [1500, 200],
             fenced: false,
+            owner: None,
         }
     }
 }
@@ -200,7 +203,8 @@ impl Racers {
                 while !over.load(Ordering::SeqCst) {
                     let hold_ms = holding.ms[(i + run) % 2];
                     let extra: &[&str] = if holding.fenced { &["fenced"] } else { &[] };
-                    let child = store_holder_with(&sb, &[], &store, "job", hold_ms, extra)
+                    let owner: Vec<&str> = holding.owner.map(|o| vec!["--owner", o]).unwrap_or_default();
+                    let child = store_holder_with(&sb, &[], &store, "job", hold_ms, &owner, extra)
                         .spawn()
                         .expect("spawn leasehold run");
                     let pid = child.id();

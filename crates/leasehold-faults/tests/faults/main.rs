@@ -20,6 +20,7 @@ mod fuzz;
 mod leadership;
 mod leases;
 mod mounts;
+mod owners;
 mod queue;
 mod redis;
 mod supervisor;
@@ -37,6 +38,7 @@ fn main() {
         leadership::TESTS,
         leases::TESTS,
         mounts::TESTS,
+        owners::TESTS,
         queue::TESTS,
         redis::TESTS,
         supervisor::TESTS,

@@ -110,6 +110,7 @@ fn racing_through_wipes(store: &str, sb: &Arc<Sandbox>, mut wipe: impl FnMut()) 
     let holding = Holding {
         ms: [5000, 4000],
         fenced: true,
+        owner: None,
     };
     let racers = Racers::start_holding(sb, &url, RACERS, &mut rng, WIPE_ANSWERS, holding);
     let mut recorder = history(sb);
