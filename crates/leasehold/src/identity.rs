@@ -246,15 +246,9 @@ impl Vantage {
     /// that started when the grant says (never a reused pid).
     #[must_use]
     pub fn can_signal(&self, holder: &Holder) -> bool {
-        let here = &self.here;
-        holder.bound
-            && holder.host == here.host
-            && here.pids_are_ours
-            && here.boot_id.as_deref() == Some(holder.boot_id.as_str())
-            && here.pid_ns.is_some()
-            && here.pid_ns == holder.pid_ns
-            && holder.start_time.is_some()
-            && start_time(holder.pid).ok() == holder.start_time
+        self.here
+            .judges(holder)
+            .is_some_and(|recorded| start_time(holder.pid).ok() == Some(recorded))
     }
 
     /// Send SIGTERM to `holder`'s process when [`Vantage::can_signal`]
@@ -293,6 +287,22 @@ struct Here {
     pids_are_ours: bool,
 }
 
+impl Here {
+    /// The start time `holder` records, when its pids can be judged from
+    /// here: bound to a process on this host, boot and pid namespace, with
+    /// a start time to tell a reused pid by. `None`: nothing about its
+    /// process can be proved (or signalled) from here.
+    fn judges(&self, holder: &Holder) -> Option<u64> {
+        let here_as_theirs = holder.bound
+            && holder.host == self.host
+            && self.pids_are_ours
+            && self.boot_id.as_deref() == Some(holder.boot_id.as_str())
+            && self.pid_ns.is_some()
+            && self.pid_ns == holder.pid_ns;
+        holder.start_time.filter(|_| here_as_theirs)
+    }
+}
+
 /// The proof of death, apart from reading the evidence (so that it is
 /// tested with records from every platform): `start_of` reads a pid's start
 /// time now, `guard_done` whether a pid with a start time is a guard that
@@ -307,14 +317,7 @@ fn gone_by_evidence(
     guard_done: impl Fn(u32, u64) -> bool,
     group_is_empty: impl FnOnce(u32) -> bool,
 ) -> bool {
-    if !holder.bound || holder.host != here.host || !here.pids_are_ours {
-        return false;
-    }
-    match (&here.boot_id, here.pid_ns, holder.pid_ns) {
-        (Some(boot), Some(mine), Some(theirs)) if *boot == holder.boot_id && mine == theirs => {}
-        _ => return false,
-    }
-    let Some(recorded_start) = holder.start_time else {
+    let Some(recorded_start) = here.judges(holder) else {
         return false;
     };
     let gone = |pid: u32, recorded: u64| match start_of(pid) {
