@@ -12,6 +12,29 @@ pub fn alive(pid: u32) -> bool {
         .is_some_and(|zombie| !zombie)
 }
 
+/// The guard of the supervisor `sup` (`leasehold run` or `work`): its
+/// child running `leasehold __guard`, spawned from any of its threads.
+///
+/// # Panics
+/// When `sup` has no such child.
+#[must_use]
+pub fn guard_of(sup: u32) -> u32 {
+    let tasks = std::fs::read_dir(format!("/proc/{sup}/task")).expect("the supervisor's threads");
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"__guard"))
+        })
+        .expect("the supervisor has a guard")
+}
+
 /// Run `cmd` to its end and return what it printed; a command that cannot
 /// start or fails fails the test, with the command line and its output.
 ///

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_testkit::process::alive;
+use leasehold_testkit::process::{alive, guard_of};
 use leasehold_testkit::wait::wait_until;
 
 use crate::util::{Env, finish, signal};
@@ -328,24 +328,6 @@ fn a_stopped_command_is_continued_to_act_on_a_forwarded_sigterm() {
         "ended {:?} after the SIGTERM: grace 1s",
         asked.elapsed()
     );
-}
-
-/// The guard of the `run` process `run`: its child running `__guard`.
-fn guard_of(run: u32) -> u32 {
-    let tasks = std::fs::read_dir(format!("/proc/{run}/task")).expect("run's threads");
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|c| {
-            c.split_whitespace()
-                .filter_map(|p| p.parse::<u32>().ok())
-                .collect::<Vec<_>>()
-        })
-        .find(|child| {
-            std::fs::read(format!("/proc/{child}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"__guard"))
-        })
-        .expect("run has a guard")
 }
 
 /// Issue 39: kill -9 of the guard (the OOM killer; `pkill -9 -f JOB`

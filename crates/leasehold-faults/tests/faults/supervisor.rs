@@ -281,25 +281,6 @@ fn case10_an_unavailable_store_stops_the_command_before_the_lease_can_pass_on() 
     }
 }
 
-/// The guard of the `run` or `work` process `sup`: its child running
-/// `leasehold __guard` (spawned from any of its threads).
-fn guard_of(sup: u32) -> u32 {
-    let tasks = std::fs::read_dir(format!("/proc/{sup}/task")).expect("the supervisor's threads");
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|c| {
-            c.split_whitespace()
-                .filter_map(|p| p.parse::<u32>().ok())
-                .collect::<Vec<_>>()
-        })
-        .find(|child| {
-            std::fs::read(format!("/proc/{child}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"__guard"))
-        })
-        .expect("the supervisor has a guard")
-}
-
 /// One value read from the sandbox's SQLite store (read-only).
 fn store_value(sb: &Sandbox, sql: &str) -> u64 {
     let conn = rusqlite::Connection::open_with_flags(sb.store_path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
@@ -481,7 +462,7 @@ const GUARD_RESUMED_STOPS_WITHIN: Duration = Duration::from_millis(500);
 pub(crate) fn stopped_with_its_guard(sb: &Sandbox, trial: usize, command_too: bool) -> StopTrial {
     let sup = spawn_holder_acting(sb, "job", OPTIONS, 60_000, Acts::Fenced);
     let (cmd, old) = first_command(sb, "job");
-    let guard = guard_of(sup.id());
+    let guard = process::guard_of(sup.id());
     proc::signal(sup.id(), Signal::STOP);
     proc::signal(guard, Signal::STOP);
     if command_too {
@@ -698,7 +679,7 @@ enum TreeKill {
 fn tree_trial(trial: usize, kill: TreeKill) -> StopTrial {
     let sb = Sandbox::new();
     let (sup, old, tree) = spawn_tree(&sb, kill);
-    let guard = guard_of(sup.id());
+    let guard = process::guard_of(sup.id());
     let mut seen = Vec::new();
     match kill {
         TreeKill::Supervisor => proc::signal(sup.id(), Signal::KILL),
