@@ -538,15 +538,7 @@ fn a_key_of_another_type_in_a_commit_means_nothing_is_written() {
 /// (not its poll), releases, writes and lists records, bumps tokens, and
 /// `doctor` finds nothing wrong.
 fn the_documented_acl_runs_the_store_end_to_end() {
-    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/REDIS.md")).expect("REDIS.md");
-    let line = page
-        .lines()
-        .find(|l| l.starts_with("ACL SETUSER "))
-        .expect("docs/REDIS.md has an `ACL SETUSER` line");
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let server = RedisServer::start();
-    server.command(&words).expect("the documented ACL line");
-    let (user, password) = (words[2], words[4].trim_start_matches('>'));
+    let (server, user, password) = RedisServer::start_with_documented_acl();
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("password");
     put(&file, &format!("{password}\n"));

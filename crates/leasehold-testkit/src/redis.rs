@@ -120,6 +120,27 @@ impl RedisServer {
         Self::start_with(&RedisConfig::default())
     }
 
+    /// Start a server ([`RedisServer::start`]) and run on it, word for
+    /// word, the `ACL SETUSER` line of docs/REDIS.md — what a user is told
+    /// to run: the server, and the user and password the line makes.
+    ///
+    /// # Panics
+    /// When the page has no such line, or the server refuses it.
+    #[must_use]
+    pub fn start_with_documented_acl() -> (Self, String, String) {
+        let page =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/REDIS.md")).expect("REDIS.md");
+        let line = page
+            .lines()
+            .find(|l| l.starts_with("ACL SETUSER "))
+            .expect("docs/REDIS.md has an `ACL SETUSER` line");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let server = Self::start();
+        server.command(&words).expect("the documented ACL line");
+        let (user, password) = (words[2].to_owned(), words[4].trim_start_matches('>').to_owned());
+        (server, user, password)
+    }
+
     /// Start a server set up as `config` and wait until it answers PING.
     ///
     /// # Panics

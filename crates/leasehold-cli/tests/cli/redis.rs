@@ -150,15 +150,7 @@ fn a_setting_changed_under_run_stops_its_command_and_its_waiter_writing_nothing(
 /// user, `acquire`, a `acquire --wait` behind it granted on the release,
 /// `release`, `run` and `doctor` (no warning: its waiters are woken).
 fn the_documented_acl_runs_acquire_run_release_and_waiting() {
-    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/REDIS.md")).expect("REDIS.md");
-    let line = page
-        .lines()
-        .find(|l| l.starts_with("ACL SETUSER "))
-        .expect("docs/REDIS.md has an `ACL SETUSER` line");
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let server = RedisServer::start();
-    server.command(&words).expect("the documented ACL line");
-    let (user, password) = (words[2], words[4].trim_start_matches('>'));
+    let (server, user, password) = RedisServer::start_with_documented_acl();
     let probe = Env::new();
     let file = probe.file("redis-password");
     let mut f = std::fs::File::create(&file).expect("create");
