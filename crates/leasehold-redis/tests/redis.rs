@@ -290,19 +290,7 @@ fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
         LeaseAcquire::Acquired(g) => g,
         LeaseAcquire::Held(h) => panic!("held: {h:?}"),
     };
-    let waiter = {
-        let url = server.url();
-        std::thread::spawn(move || {
-            let store = open(&url).expect("open");
-            let topic = leasehold_backend::WaitTopic::lease(&params::name("job"));
-            let began = Instant::now();
-            store
-                .wait_for_change(&topic, Duration::from_secs(10))
-                .expect("first wait");
-            store.wait_for_change(&topic, Duration::from_secs(10)).expect("wait");
-            began.elapsed()
-        })
-    };
+    let waiter = waiter_on_job(server.url());
     std::thread::sleep(Duration::from_millis(300));
     store
         .lease_release(&params::release("job", grant.token))
@@ -312,6 +300,22 @@ fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
         slept < Duration::from_secs(8),
         "the waiter slept {slept:?}: not woken by the release"
     );
+}
+
+/// A waiter on `job` on its own connection to `url`: it waits twice (the
+/// first wait returns at once, setting its cursor) and answers how long it
+/// slept — seconds when no notification woke it.
+fn waiter_on_job(url: String) -> std::thread::JoinHandle<Duration> {
+    std::thread::spawn(move || {
+        let store = open(&url).expect("open");
+        let topic = WaitTopic::lease(&params::name("job"));
+        let began = Instant::now();
+        store
+            .wait_for_change(&topic, Duration::from_secs(10))
+            .expect("first wait");
+        store.wait_for_change(&topic, Duration::from_secs(10)).expect("wait");
+        began.elapsed()
+    })
 }
 
 /// Acquire `n` (free): its grant's token.
@@ -558,19 +562,7 @@ fn the_documented_acl_runs_the_store_end_to_end() {
     let token = take(&store, "job", Duration::from_secs(60));
     assert_eq!(token, Token(1));
     store.lease_renew(&params::renew("job", token)).expect("renew");
-    let waiter = {
-        let url = url.clone();
-        std::thread::spawn(move || {
-            let store = open(&url).expect("open");
-            let topic = WaitTopic::lease(&params::name("job"));
-            let began = Instant::now();
-            store
-                .wait_for_change(&topic, Duration::from_secs(10))
-                .expect("first wait");
-            store.wait_for_change(&topic, Duration::from_secs(10)).expect("wait");
-            began.elapsed()
-        })
-    };
+    let waiter = waiter_on_job(url.clone());
     std::thread::sleep(Duration::from_millis(500));
     store.lease_release(&params::release("job", token)).expect("release");
     let slept = waiter.join().expect("waiter");
