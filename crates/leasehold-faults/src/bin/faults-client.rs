@@ -94,6 +94,22 @@ fn open_history(path: &str) -> History {
     History::open(path.as_ref()).unwrap_or_else(|e| fail(&format!("cannot open the history {path}: {e}")))
 }
 
+/// Record that the holder of `grant` acted on its own, unfenced (`value`
+/// says when): what the checker judges by time.
+fn record_activity(history: &mut History, name: &str, grant: &str, token: Option<u64>, value: &str) {
+    let action = Attempt {
+        name,
+        grant,
+        token,
+        resource: "activity",
+        fence: HistoryFence::None,
+        value,
+    };
+    if let Err(e) = history.attempt(&action, || (Answer::Accepted, ())) {
+        fail(&format!("cannot record in the history: {e}"));
+    }
+}
+
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
@@ -183,17 +199,7 @@ fn hold(history: &str, resource: &str, hold_ms: &str, rest: &[&str]) -> i32 {
         if deaf && term.load(Ordering::Relaxed) {
             // Told to stop, and going on: what a command that ignores
             // SIGTERM does, recorded for the checker to judge by time.
-            let action = Attempt {
-                name: &name,
-                grant: &grant,
-                token,
-                resource: "activity",
-                fence: HistoryFence::None,
-                value: "after-sigterm",
-            };
-            if let Err(e) = history.attempt(&action, || (Answer::Accepted, ())) {
-                fail(&format!("cannot record in the history: {e}"));
-            }
+            record_activity(&mut history, &name, &grant, token, "after-sigterm");
         } else if let Some((resource, fence)) = &resource {
             written += 1;
             match resource.write(&mut history, &name, &grant, *fence, &format!("{grant}.{written}")) {
@@ -262,17 +268,8 @@ fn act(history: &str, pidfile: &str, after_term: &str, hold_ms: &str) -> i32 {
         {
             return 143;
         }
-        let action = Attempt {
-            name: &name,
-            grant: &grant,
-            token,
-            resource: "activity",
-            fence: HistoryFence::None,
-            value: if termed.is_some() { "after-sigterm" } else { "tree" },
-        };
-        if let Err(e) = history.attempt(&action, || (Answer::Accepted, ())) {
-            fail(&format!("cannot record in the history: {e}"));
-        }
+        let value = if termed.is_some() { "after-sigterm" } else { "tree" };
+        record_activity(&mut history, &name, &grant, token, value);
         std::thread::sleep(Duration::from_millis(5));
     }
     0
