@@ -116,33 +116,38 @@ impl Store {
         how: &OutsiderRelease,
     ) -> Result<OutsiderReleased> {
         let owner = how.owner.as_deref();
+        // The store's own read: the waiters' liveness, which `status`
+        // judges, is not needed here.
         let found = self
-            .status(name)?
+            .backend()
+            .lease_get(name)?
             .and_then(|s| s.grants.into_iter().find(|g| g.token == token));
         let Some(grant) = found.filter(|g| g.holder.bound) else {
             return self.release_exactly(name, token, owner, how.grant, OutsiderReleased::Released);
         };
         // Another grant, or the owner left out: refused before anything
         // is signalled.
-        if let Err(reason) = rules::scope_verdict(Some(how.grant.unwrap_or(grant.id())), &grant)
+        if let Err(reason) = how
+            .grant
+            .map_or(Ok(()), |asked| rules::scope_verdict(Some(asked), &grant))
             .and_then(|()| rules::owner_verdict(owner, &grant.owner, grant.owner_explicit))
         {
             return Ok(OutsiderReleased::Lost(reason));
         }
         let vantage = Vantage::read();
-        match vantage.liveness(&grant.holder) {
-            Liveness::Dead | Liveness::Unbound => {
-                self.release_exactly(name, token, owner, Some(grant.id()), OutsiderReleased::Released)
-            }
-            Liveness::Alive if how.stop_holder && vantage.can_signal(&grant.holder) => {
-                self.stop_holder(&grant, owner, &vantage)
-            }
-            liveness => Ok(OutsiderReleased::Running(HolderRunning {
-                here: liveness == Liveness::Alive && vantage.can_signal(&grant.holder),
-                grant,
-                waited: None,
-            })),
+        let liveness = vantage.liveness(&grant.holder);
+        if matches!(liveness, Liveness::Dead | Liveness::Unbound) {
+            return self.release_exactly(name, token, owner, Some(grant.id()), OutsiderReleased::Released);
         }
+        let here = liveness == Liveness::Alive && vantage.can_signal(&grant.holder);
+        if here && how.stop_holder {
+            return self.stop_holder(&grant, owner, &vantage);
+        }
+        Ok(OutsiderReleased::Running(HolderRunning {
+            grant,
+            here,
+            waited: None,
+        }))
     }
 
     fn release_exactly(
@@ -171,7 +176,8 @@ impl Store {
         let id = grant.id();
         while start.elapsed() < limit {
             let still = self
-                .status(&grant.name)?
+                .backend()
+                .lease_get(&grant.name)?
                 .is_some_and(|s| s.grants.iter().any(|g| g.id() == id));
             if !still {
                 return Ok(stopped);
