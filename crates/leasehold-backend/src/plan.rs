@@ -419,24 +419,32 @@ fn scoped<'g>(
     ended: Option<HistoryEvent>,
 ) -> Result<&'g Grant, (Vec<Op>, LostReason)> {
     let mut ops = Vec::new();
-    // Another grant under the caller's token is not the caller's to
-    // judge, expire or touch; a bound grant expired is said expired.
     let reason = match found {
         None => rules::lost_without_grant(ended),
-        Some((g, live)) => match rules::scope_verdict(grant, g) {
-            Err(LostReason::OtherGrant) => LostReason::OtherGrant,
-            scope => match rules::owner_verdict(owner, &g.owner, g.owner_explicit) {
-                Err(reason) => reason,
-                Ok(()) if !*live => {
+        Some((g, live)) => {
+            // In this order: another grant under the caller's token is not
+            // the caller's to judge, expire or touch; then the owner; a
+            // grant no longer live is expired (a bound one too); only a
+            // live one is refused to a token alone.
+            let scope = rules::scope_verdict(grant, g);
+            let verdict = if scope == Err(LostReason::OtherGrant) {
+                scope
+            } else {
+                rules::owner_verdict(owner, &g.owner, g.owner_explicit).and(if *live {
+                    scope
+                } else {
+                    Err(LostReason::Expired)
+                })
+            };
+            match verdict {
+                Ok(()) => return Ok(g),
+                Err(LostReason::Expired) => {
                     expire(&mut ops, g);
                     LostReason::Expired
                 }
-                Ok(()) => match scope {
-                    Err(reason) => reason,
-                    Ok(()) => return Ok(g),
-                },
-            },
-        },
+                Err(reason) => reason,
+            }
+        }
     };
     let detail = detail::stale(op, reason);
     record(
