@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use leasehold_testkit::process::alive;
 use leasehold_testkit::wait::wait_until;
 
-use crate::util::{Env, finish, signal};
+use crate::util::{Env, FAST, finish, signal};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_run_whose_store_is_deleted_stops_its_command_at_the_next_renewal,
@@ -17,9 +17,6 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
 ];
 
 const LIMIT: Duration = Duration::from_secs(30);
-/// A TTL of 3 s renewed every 500 ms: the old command must be gone after
-/// one renewal, long before its TTL could have ended it.
-const FAST: [&str; 6] = ["--ttl", "3s", "--heartbeat", "500ms", "--grace", "500ms"];
 
 /// Remove a SQLite store as `rm store store-wal store-shm` does.
 fn remove_store(path: &Path) {

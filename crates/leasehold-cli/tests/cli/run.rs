@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use leasehold_testkit::process::{alive, guard_of};
 use leasehold_testkit::wait::wait_until;
 
-use crate::util::{Env, finish, signal};
+use crate::util::{Env, FAST, finish, signal};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     exit_codes_pass_through_and_death_by_signal_is_128_plus_n,
@@ -25,8 +25,6 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
 ];
 
 const LIMIT: Duration = Duration::from_secs(30);
-/// Short leases for the fault tests: stop at sent + 3s - (0.5s + 0.5s).
-const FAST: [&str; 6] = ["--ttl", "3s", "--heartbeat", "500ms", "--grace", "500ms"];
 
 fn run_args<'a>(name: &'a str, options: &[&'a str], script: &'a str) -> Vec<&'a str> {
     crate::util::sh_args("run", name, options, script)

@@ -202,6 +202,11 @@ pub fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill -{sig} {pid}");
 }
 
+/// Short leases for the fault tests: a TTL of 3 s renewed every 500 ms,
+/// stopping at sent + 3 s − (0.5 s + 0.5 s) — a command whose lease is lost
+/// is gone after one renewal, long before its TTL could have ended it.
+pub const FAST: [&str; 6] = ["--ttl", "3s", "--heartbeat", "500ms", "--grace", "500ms"];
+
 /// `VERB TARGET OPTIONS... -- sh -c SCRIPT`, the argument list of `run` and `lock` tests.
 pub fn sh_args<'a>(verb: &'a str, target: &'a str, options: &[&'a str], script: &'a str) -> Vec<&'a str> {
     let mut args = vec![verb, target];
