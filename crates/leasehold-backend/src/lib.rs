@@ -66,7 +66,7 @@ pub use human::{
 pub use name::{LeaseName, NameError};
 pub use record::{
     Expect, Record, RecordBackend, RecordChange, RecordKey, RecordListParams, RecordVersion, RecordWrite,
-    RecordWriteParams,
+    RecordWriteParams, StoreTime,
 };
 pub use registration::{
     StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, password_from_file, redact_password,

@@ -18,9 +18,19 @@
 //!   expects a version cannot succeed against a later incarnation of the
 //!   key (no ABA);
 //! - **lists are in key order** (bytewise), bounded by the prefix given,
-//!   resumable after a key, either way round.
+//!   resumable after a key, either way round;
+//! - **one clock**: [`RecordBackend::record_clock`] reads the store's
+//!   clock, and a write with a [`RecordWriteParams::not_after`] is applied
+//!   only if that clock has not passed it when the write's transaction
+//!   holds its locks ([`RecordWrite::TooLate`] otherwise) — so a decision
+//!   about time (a slot on time, within its deadline) holds at the commit,
+//!   not only when it was taken. Whose clock it is, per store:
+//!   PostgreSQL's `clock_timestamp()`, Redis's `TIME`, Firestore's
+//!   `readTime`, the host kernel's for SQLite, and for etcd (whose protocol
+//!   carries no time) the member's HTTP `Date`, to within its second.
 
 use std::fmt;
+use std::time::{Duration, SystemTime};
 
 use crate::{BackendError, ErrorKind};
 
@@ -159,6 +169,42 @@ impl RecordChange {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordWriteParams {
     pub changes: Vec<RecordChange>,
+    /// Apply only if the store's clock, read once the write holds its
+    /// locks, has not passed this instant; else nothing is applied and the
+    /// write ends [`RecordWrite::TooLate`]. `None`: whenever.
+    pub not_after: Option<SystemTime>,
+}
+
+impl RecordWriteParams {
+    /// `changes`, applied whenever the store gets to them.
+    #[must_use]
+    pub fn new(changes: Vec<RecordChange>) -> Self {
+        Self {
+            changes,
+            not_after: None,
+        }
+    }
+}
+
+/// The store's clock, as one reading found it: its time was within
+/// `within` of `at` while the reading was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreTime {
+    pub at: SystemTime,
+    /// How far off `at` may be (etcd's clock is read to the second; the
+    /// others' to the microsecond, so this is zero).
+    pub within: Duration,
+}
+
+impl StoreTime {
+    /// An exact reading.
+    #[must_use]
+    pub fn exactly(at: SystemTime) -> Self {
+        Self {
+            at,
+            within: Duration::ZERO,
+        }
+    }
 }
 
 impl RecordWriteParams {
@@ -207,6 +253,9 @@ pub enum RecordWrite {
         key: RecordKey,
         found: Option<RecordVersion>,
     },
+    /// Nothing was applied: the store's clock read `now`, past the write's
+    /// [`RecordWriteParams::not_after`].
+    TooLate { now: SystemTime },
 }
 
 /// Which records to list: those whose key starts with `prefix`, in key
@@ -281,6 +330,20 @@ pub trait RecordBackend: Send + Sync {
     /// Apply `params.changes` in one transaction if every expectation
     /// holds, else none of them ([`RecordWrite::Conflict`]).
     fn record_write(&self, params: &RecordWriteParams) -> Result<RecordWrite, BackendError>;
+
+    /// The store's clock now (see the module docs for whose clock it is):
+    /// every decision about a schedule's time is taken on it, whichever
+    /// machine asks.
+    fn record_clock(&self) -> Result<StoreTime, BackendError>;
+}
+
+/// Whether a write with `not_after` may be applied at the store's `now`:
+/// `Some(TooLate)` when it may not.
+#[must_use]
+pub fn too_late(not_after: Option<SystemTime>, now: SystemTime) -> Option<RecordWrite> {
+    not_after
+        .filter(|&limit| now > limit)
+        .map(|_| RecordWrite::TooLate { now })
 }
 
 #[cfg(test)]
@@ -313,6 +376,7 @@ mod tests {
             expect: Expect::Anything,
         };
         let twice = RecordWriteParams {
+            not_after: None,
             changes: vec![
                 put.clone(),
                 RecordChange::Delete {
@@ -322,8 +386,8 @@ mod tests {
             ],
         };
         assert!(twice.check().unwrap_err().to_string().contains("twice"));
-        assert!(RecordWriteParams { changes: vec![put] }.check().is_ok());
-        assert!(RecordWriteParams { changes: vec![] }.check().is_err());
+        assert!(RecordWriteParams::new(vec![put]).check().is_ok());
+        assert!(RecordWriteParams::new(vec![]).check().is_err());
     }
 
     #[test]

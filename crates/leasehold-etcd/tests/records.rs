@@ -41,6 +41,7 @@ fn records_named_like_lease_keys_are_not_leases() {
     let store = open("/apart");
     let written = records(&store)
         .record_write(&RecordWriteParams {
+            not_after: None,
             changes: vec![put("lease/job/t", "1".into()), put("/lease/job/v", "{}".into())],
         })
         .expect("write");
@@ -57,7 +58,7 @@ fn a_batch_over_the_request_limit_is_refused_as_invalid() {
         .map(|i| put(&format!("k/{i}"), "x".repeat(RECORD_BODY_MAX)))
         .collect();
     let refused = records(&store)
-        .record_write(&RecordWriteParams { changes })
+        .record_write(&RecordWriteParams::new(changes))
         .expect_err("etcd's default limit is 1.5 MiB");
     assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{refused}");
     assert!(refused.to_string().contains("--max-request-bytes"), "{refused}");

@@ -534,7 +534,7 @@ fn records_are_listed_bytewise_whatever_the_database_collation() {
             expect: Expect::Absent,
         })
         .collect();
-    store.record_write(&RecordWriteParams { changes }).unwrap();
+    store.record_write(&RecordWriteParams::new(changes)).unwrap();
     let list = |after: Option<&str>| -> Vec<String> {
         let params = RecordListParams {
             prefix: "slot/a/".into(),

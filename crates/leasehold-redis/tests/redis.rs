@@ -581,6 +581,7 @@ fn the_documented_acl_runs_the_store_end_to_end() {
     let records = store.records().expect("records");
     records
         .record_write(&leasehold_backend::RecordWriteParams {
+            not_after: None,
             changes: vec![leasehold_backend::RecordChange::Put {
                 key: key.clone(),
                 body: "{}".to_owned(),

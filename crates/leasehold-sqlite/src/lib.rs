@@ -58,8 +58,9 @@ use leasehold_backend::failpoint;
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic,
-    WaiterEnqueueParams, WaiterTicket, WriteLock, duration_nanos, format_duration, host, later, migration, signed,
+    LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, StoreTime, TokensBumpParams, TokensBumped,
+    WaitTopic, WaiterEnqueueParams, WaiterTicket, WriteLock, duration_nanos, format_duration, host, later, migration,
+    signed,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -264,6 +265,13 @@ impl SqliteBackend {
             ns: signed(ns),
             wall: later(std::time::SystemTime::now(), self.options.skew()),
         })
+    }
+
+    /// The store's clock: the host kernel's wall clock (one clock for every
+    /// process of the host, whatever a process's libc was told), shifted by
+    /// the test skew.
+    fn wall_clock(&self) -> std::time::SystemTime {
+        later(host::wall_clock(), self.options.skew())
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction and commit it.
@@ -576,7 +584,13 @@ impl RecordBackend for SqliteBackend {
 
     fn record_write(&self, params: &RecordWriteParams) -> Result<RecordWrite, BackendError> {
         params.check()?;
-        self.write_if("record", |tx, _| record::write(tx, params))
+        // The clock is read inside the write lock: a write that waited for
+        // another process's transaction is judged when it is applied.
+        self.write_if("record", |tx, _| record::write(tx, params, || self.wall_clock()))
+    }
+
+    fn record_clock(&self) -> Result<StoreTime, BackendError> {
+        Ok(StoreTime::exactly(self.wall_clock()))
     }
 }
 

@@ -91,13 +91,14 @@ fn key() -> RecordKey {
 /// Write `recorded` in `tx`, whatever was there.
 pub(crate) fn record(tx: &Transaction<'_>, recorded: &Recorded) -> lease::Result<()> {
     let params = RecordWriteParams {
+        not_after: None,
         changes: vec![RecordChange::Put {
             key: key(),
             body: recorded.body(),
             expect: Expect::Anything,
         }],
     };
-    crate::record::write(tx, &params).map(|_| ())
+    crate::record::write(tx, &params, std::time::SystemTime::now).map(|_| ())
 }
 
 /// The record, if there is one leasehold wrote.

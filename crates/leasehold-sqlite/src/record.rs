@@ -73,8 +73,17 @@ pub(crate) fn list(tx: &Transaction<'_>, params: &RecordListParams) -> Result<Ve
     Ok(records)
 }
 
-/// Apply the batch if every expectation holds; `(outcome, commit)`.
-pub(crate) fn write(tx: &Transaction<'_>, params: &RecordWriteParams) -> Result<(RecordWrite, bool)> {
+/// Apply the batch if every expectation holds and `clock` (read now,
+/// inside the write lock) has not passed its `not_after`; `(outcome,
+/// commit)`.
+pub(crate) fn write(
+    tx: &Transaction<'_>,
+    params: &RecordWriteParams,
+    clock: impl FnOnce() -> std::time::SystemTime,
+) -> Result<(RecordWrite, bool)> {
+    if let Some(late) = leasehold_backend::record::too_late(params.not_after, clock()) {
+        return Ok((late, false));
+    }
     for change in &params.changes {
         let found = version(tx, change.key())?;
         if !change.expect().met_by(found) {

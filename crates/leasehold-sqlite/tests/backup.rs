@@ -275,7 +275,7 @@ fn a_large_write_ahead_log_is_warned_about() {
             })
             .collect();
         records
-            .record_write(&leasehold_backend::RecordWriteParams { changes })
+            .record_write(&leasehold_backend::RecordWriteParams::new(changes))
             .unwrap();
         batch += 1;
         assert!(batch < 200, "the log does not grow");

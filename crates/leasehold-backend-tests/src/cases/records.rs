@@ -29,7 +29,7 @@ fn delete(k: &str, expect: Expect) -> RecordChange {
 impl<H: Harness> Case<H> {
     #[allow(clippy::needless_pass_by_value, reason = "cases build the batch in the call")]
     fn write(&self, changes: Vec<RecordChange>) -> RecordWrite {
-        let params = RecordWriteParams { changes };
+        let params = RecordWriteParams::new(changes);
         self.records()
             .record_write(&params)
             .unwrap_or_else(|e| panic!("record_write({params:?}): {e}"))
@@ -204,6 +204,7 @@ pub fn records_limits_are_refused<H: Harness>(t: &mut Case<H>) {
         let e = t
             .records()
             .record_write(&RecordWriteParams {
+                not_after: None,
                 changes: changes.clone(),
             })
             .expect_err("refused");
@@ -227,6 +228,7 @@ pub fn records_racing_writers_lose_no_update<H: Harness>(t: &mut Case<H>) {
                     let now = records.record_get(&key("counter")).expect("read").expect("present");
                     let n: u64 = now.body.parse().expect("a number");
                     let params = RecordWriteParams {
+                        not_after: None,
                         changes: vec![put("counter", &(n + 1).to_string(), Expect::Version(now.version))],
                     };
                     match records.record_write(&params) {

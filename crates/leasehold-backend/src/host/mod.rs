@@ -60,6 +60,22 @@ pub fn boot_clock() -> Duration {
     imp::boot_clock()
 }
 
+/// The kernel's wall clock (`CLOCK_REALTIME`), read through the vDSO or a
+/// system call — never through libc's `clock_gettime`, so an `LD_PRELOAD`
+/// shim (libfaketime) that moves one process's clock does not move this
+/// one. It is the clock of a store with no server: slot times on a SQLite
+/// store are judged by it, the same for every process of the host.
+#[must_use]
+pub fn wall_clock() -> std::time::SystemTime {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    let since = Duration::new(ts.tv_sec.unsigned_abs(), u32::try_from(ts.tv_nsec).unwrap_or(0));
+    if ts.tv_sec >= 0 {
+        std::time::UNIX_EPOCH + since
+    } else {
+        std::time::UNIX_EPOCH - since
+    }
+}
+
 /// Where [`boot_id`] is read from, for messages that say why it is missing.
 pub const BOOT_ID_SOURCE: &str = imp::BOOT_ID_SOURCE;
 

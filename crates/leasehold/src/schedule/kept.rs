@@ -522,7 +522,7 @@ impl Schedules<'_> {
     }
 
     fn write(&self, changes: Vec<RecordChange>) -> Result<RecordWrite> {
-        Ok(self.records.record_write(&RecordWriteParams { changes })?)
+        Ok(self.records.record_write(&RecordWriteParams::new(changes))?)
     }
 
     /// The schedule `name` with its state, if there is one.

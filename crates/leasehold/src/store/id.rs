@@ -85,6 +85,7 @@ impl Store {
         };
         let body = serde_json::to_string(&made).expect("an identity serializes");
         let written = records.record_write(&RecordWriteParams {
+            not_after: None,
             changes: vec![RecordChange::Put {
                 key: key(),
                 body,
