@@ -651,6 +651,10 @@ impl Firing {
                 ("LEASEHOLD_SLOT".into(), format_time(record.slot)),
                 ("LEASEHOLD_SCHEDULE".into(), name.to_string()),
             ],
+            // The deadline holds through the wait for the lease too.
+            start_by: schedule
+                .deadline
+                .map(|d| Instant::now() + (record.slot + d).duration_since(clock.now()).unwrap_or_default()),
             ..LeaseRun::new(name.clone(), timing)
         };
         let watcher_stop = Arc::new(AtomicBool::new(false));
@@ -712,6 +716,14 @@ fn settle(record: &mut SlotRecord, outcome: Result<RunOutcome>, overlap: Overlap
                     record.outcome = SlotOutcome::Failed;
                     record.exit_code = Some(i32::from(code));
                     record.detail = format!("exit {code}");
+                }
+                Err(RunError::TooLate { late, .. }) => {
+                    record.outcome = SlotOutcome::Missed;
+                    record.started = None;
+                    record.detail = format!(
+                        "claimed in time, but its lease came {} after its deadline",
+                        format_duration(late)
+                    );
                 }
                 Err(RunError::Interrupted { .. }) if running.superseded.load(Ordering::SeqCst) => {
                     record.outcome = SlotOutcome::Stopped;
