@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use leasehold_backend::{Expect, Holder, LeaseName, Mode};
+use leasehold_backend::{Expect, Holder, LeaseName, Mode, RecordVersion};
 
 use super::clock::{SKEW_TOLD, StoreClock};
 use super::kept::{Action, Kept, Overlap, SlotClaim, SlotOutcome, SlotRecord, queue_of, slot_task_id};
@@ -320,15 +320,20 @@ impl Daemon<'_> {
             .and_then(|s| s.claim_many(&claiming, now, &self.me, self.options.max_due));
         match claims {
             Ok(claims) => {
+                let mut tasks = Vec::new();
                 for (&i, claim) in due.iter().zip(claims) {
                     let w = &mut self.watched[i];
                     match claimed(self.store, self.options, w, claim, clock, &self.sink) {
-                        Ok(Some((running, thread))) => {
+                        Ok(Fire::Thread(running, thread)) => {
                             self.fires.push((w.kept.schedule.name.clone(), running, thread));
                         }
-                        Ok(None) => {}
+                        Ok(Fire::Task(task)) => tasks.push(*task),
+                        Ok(Fire::Nothing) => {}
                         Err(error) => failed(&self.sink, &mut self.replaced, Some(&w.kept.schedule.name), error),
                     }
+                }
+                if let Err(error) = add_tasks(self.store, tasks, clock, &self.sink) {
+                    failed(&self.sink, &mut self.replaced, None, error);
                 }
                 Instant::now()
             }
@@ -374,6 +379,16 @@ fn jitter(name: &LeaseName, slot: SystemTime, jitter: Duration, daemon: &Holder)
     Duration::from_millis(h.finish() % ms)
 }
 
+/// What a claim leaves the daemon to do.
+enum Fire {
+    Nothing,
+    /// A slot that fires on a thread of its own.
+    Thread(Arc<Running>, JoinHandle<()>),
+    /// A task to add with the others claimed at the same time, and the
+    /// version of its slot's record.
+    Task(Box<(super::Schedule, SlotRecord, RecordVersion)>),
+}
+
 /// What a claim of `w` came to: tell its records, keep the schedule as
 /// the claim left it, and start the slot it fires, if any.
 fn claimed(
@@ -383,17 +398,18 @@ fn claimed(
     claim: SlotClaim,
     clock: &StoreClock,
     sink: &Sink,
-) -> Result<Option<(Arc<Running>, JoinHandle<()>)>> {
+) -> Result<Fire> {
     let name = w.kept.schedule.name.clone();
     let schedules = store.schedules()?;
-    let (missed, fired, behind, moved) = match claim {
+    let (missed, fired, behind, moved, fired_version) = match claim {
         SlotClaim::Claimed {
             missed,
             fired,
             behind,
             kept,
-        } => (missed, fired, behind, kept),
-        SlotClaim::NothingDue => return Ok(None),
+            fired_version,
+        } => (missed, fired, behind, kept, fired_version),
+        SlotClaim::NothingDue => return Ok(Fire::Nothing),
         SlotClaim::Lost => {
             // Another daemon claimed first, or the schedule changed: read it
             // again (removed: forget it until the next list).
@@ -401,7 +417,7 @@ fn claimed(
                 Some(fresh) => w.kept = fresh,
                 None => w.kept.schedule.paused = true,
             }
-            return Ok(None);
+            return Ok(Fire::Nothing);
         }
         SlotClaim::StateBehind => {
             let step = w.backoff.map_or(BACKOFF, |(_, step)| (step * 2).min(BACKOFF_MAX));
@@ -423,7 +439,7 @@ fn claimed(
             if let Some(fresh) = schedules.get(&name)? {
                 w.kept = fresh;
             }
-            return Ok(None);
+            return Ok(Fire::Nothing);
         }
     };
     w.backoff = None;
@@ -439,7 +455,13 @@ fn claimed(
             }
         }
     }
-    let Some(record) = fired else { return Ok(None) };
+    let Some(record) = fired else { return Ok(Fire::Nothing) };
+    // A task on time is added with the others claimed with it (one write
+    // per queue, not one per slot); one of a backlog goes on its own
+    // thread, after the one before it.
+    if let (Action::Enqueue { .. }, false, Some(version)) = (&schedule.action, behind, fired_version) {
+        return Ok(Fire::Task(Box::new((schedule, record, version))));
+    }
     let running = Arc::new(Running::default());
     running.behind.store(behind, Ordering::SeqCst);
     let thread = {
@@ -467,7 +489,110 @@ fn claimed(
                 })
             })?
     };
-    Ok(Some((running, thread)))
+    Ok(Fire::Thread(running, thread))
+}
+
+/// Add the tasks of slots claimed together — one write per queue (of up
+/// to [`TASKS_PER_ADD`]) — and record them, a batch of records at a time.
+/// A slot past its deadline by now is recorded missed instead.
+fn add_tasks(
+    store: &Store,
+    tasks: Vec<(super::Schedule, SlotRecord, RecordVersion)>,
+    clock: &StoreClock,
+    sink: &Sink,
+) -> Result<()> {
+    let mut records: Vec<(super::Schedule, SlotRecord, RecordVersion)> = Vec::with_capacity(tasks.len());
+    let mut by_queue: std::collections::BTreeMap<String, Vec<(usize, TaskId)>> = std::collections::BTreeMap::new();
+    for (schedule, mut record, version) in tasks {
+        let now = clock.now();
+        record.started = Some(now);
+        if let Some(missed) = past_deadline(&schedule, &record, now) {
+            record.outcome = SlotOutcome::Missed;
+            record.started = None;
+            record.detail = missed;
+        } else if let Action::Enqueue { queue, .. } = &schedule.action {
+            match task_id(&schedule.name, record.slot) {
+                Ok(id) => by_queue.entry(queue.clone()).or_default().push((records.len(), id)),
+                Err(e) => {
+                    record.outcome = SlotOutcome::Failed;
+                    record.detail = format!("cannot add its task: {e}");
+                }
+            }
+        }
+        records.push((schedule, record, version));
+    }
+    for (queue, slots) in by_queue {
+        for chunk in slots.chunks(TASKS_PER_ADD) {
+            let new: Vec<NewTask> = chunk
+                .iter()
+                .map(|(i, id)| {
+                    let payload = match &records[*i].0.action {
+                        Action::Enqueue { payload, .. } => payload.clone(),
+                        Action::Run { .. } => serde_json::Value::Null,
+                    };
+                    let mut task = NewTask::new(payload);
+                    task.id = Some(id.clone());
+                    task
+                })
+                .collect();
+            let added = queue_of(&queue).and_then(|q| store.task_add(&q, new));
+            for (i, id) in chunk {
+                let record = &mut records[*i].1;
+                match &added {
+                    Ok(_) => {
+                        record.outcome = SlotOutcome::Enqueued;
+                        record.detail = format!("task {id} added to {queue}");
+                    }
+                    Err(e) => {
+                        record.outcome = SlotOutcome::Failed;
+                        record.detail = format!("cannot add its task: {e}");
+                    }
+                }
+                record.ended = Some(clock.now());
+            }
+        }
+    }
+    let reports: Vec<(&LeaseName, &SlotRecord, RecordVersion)> =
+        records.iter().map(|(s, r, v)| (&s.name, r, *v)).collect();
+    let written = store.schedules()?.report_many(&reports)?;
+    for ((name, record, _), written) in reports.into_iter().zip(written) {
+        told(sink, name, record, written);
+    }
+    Ok(())
+}
+
+/// Tasks added per write when slots of one queue fire together.
+const TASKS_PER_ADD: usize = 500;
+
+/// Why `record`'s slot may no longer start at `now` (its deadline
+/// passed), if so.
+fn past_deadline(schedule: &super::Schedule, record: &SlotRecord, now: SystemTime) -> Option<String> {
+    let late = now.duration_since(record.slot).unwrap_or_default();
+    let deadline = schedule.deadline?;
+    (late > deadline).then(|| {
+        format!(
+            "claimed in time, but {} late at its start; the deadline is {}",
+            format_duration(late),
+            format_duration(deadline)
+        )
+    })
+}
+
+/// Tell a slot's record once written — or that it could not be (its
+/// schedule removed meanwhile), not as if it were kept.
+fn told(sink: &Sink, name: &LeaseName, record: &SlotRecord, written: bool) {
+    if written {
+        sink(&CronEvent::Slot { name, record });
+    } else {
+        sink(&CronEvent::Told {
+            name: Some(name),
+            line: &format!(
+                "the record of its slot {} is gone (the schedule was removed?); what became of the slot was not recorded: {}",
+                format_time(record.slot),
+                record.outcome
+            ),
+        });
+    }
 }
 
 /// The record of the schedule's last fired slot, settled if its daemon is
@@ -511,6 +636,18 @@ fn settle_previous(store: &Store, fresh: &Kept, sink: &Sink) -> Result<()> {
     Ok(())
 }
 
+/// The id of a slot's task ([`slot_task_id`]), as a task id.
+fn task_id(name: &LeaseName, slot: SystemTime) -> Result<TaskId> {
+    let id = slot_task_id(name, slot);
+    TaskId::new(id.clone()).map_err(|e| {
+        Error::Store(crate::BackendError::new(
+            crate::ErrorKind::InvalidInput,
+            String::new(),
+            format!("the task id {id:?} of a slot: {e}"),
+        ))
+    })
+}
+
 fn enqueue(
     store: &Store,
     name: &LeaseName,
@@ -518,14 +655,8 @@ fn enqueue(
     queue: &str,
     payload: &serde_json::Value,
 ) -> Result<String> {
-    let id = slot_task_id(name, slot);
-    let task_id = TaskId::new(id.clone()).map_err(|e| {
-        Error::Store(crate::BackendError::new(
-            crate::ErrorKind::InvalidInput,
-            String::new(),
-            format!("the task id {id:?} of a slot: {e}"),
-        ))
-    })?;
+    let task_id = task_id(name, slot)?;
+    let id = task_id.to_string();
     let mut task = NewTask::new(payload.clone());
     task.id = Some(task_id);
     store.task_add(&queue_of(queue)?, vec![task])?;
@@ -556,17 +687,12 @@ impl Firing {
         } = &self;
         let name = &schedule.name;
         let now = clock.now();
-        let late = now.duration_since(record.slot).unwrap_or_default();
-        match (&schedule.action, schedule.deadline) {
-            (_, Some(deadline)) if late > deadline => {
+        match (&schedule.action, past_deadline(schedule, &record, now)) {
+            (_, Some(missed)) => {
                 record.outcome = SlotOutcome::Missed;
-                record.detail = format!(
-                    "claimed in time, but {} late at its start; the deadline is {}",
-                    format_duration(late),
-                    format_duration(deadline)
-                );
+                record.detail = missed;
             }
-            (Action::Enqueue { queue, payload }, _) => {
+            (Action::Enqueue { queue, payload }, None) => {
                 record.started = Some(now);
                 match enqueue(store, name, record.slot, queue, payload) {
                     Ok(id) => {
@@ -579,7 +705,7 @@ impl Firing {
                     }
                 }
             }
-            (Action::Run { command }, _) => {
+            (Action::Run { command }, None) => {
                 record.started = Some(now);
                 self.run_command(guard, command, &mut record);
             }
@@ -591,15 +717,7 @@ impl Firing {
             .schedules()
             .and_then(|s| s.report(name, &record, Expect::Anything))
         {
-            Ok(true) => sink(&CronEvent::Slot { name, record: &record }),
-            Ok(false) => sink(&CronEvent::Told {
-                name: Some(name),
-                line: &format!(
-                    "the record of its slot {} is gone (the schedule was removed?); what became of the slot was not recorded: {}",
-                    format_time(record.slot),
-                    record.outcome
-                ),
-            }),
+            Ok(written) => told(sink, name, &record, written),
             Err(error) => sink(&CronEvent::Failed {
                 name: Some(name),
                 error: &error,

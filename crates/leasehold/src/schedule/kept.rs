@@ -602,6 +602,9 @@ pub enum SlotClaim {
         /// The schedule with its state as this claim left it (`None` when
         /// the store did not say the versions it wrote).
         kept: Option<Box<Kept>>,
+        /// The version of the fired slot's record as claimed: what its
+        /// report expects ([`Schedules::report_many`]).
+        fired_version: Option<RecordVersion>,
     },
     /// Nothing was due.
     NothingDue,
@@ -884,6 +887,36 @@ impl Schedules<'_> {
         Ok(matches!(self.write(vec![change])?, RecordWrite::Written { .. }))
     }
 
+    /// [`Schedules::report`] of many records, each expecting the version
+    /// given, in as few writes as the store takes; whether each was
+    /// written (a batch that meets a conflict is written one by one, so
+    /// one removed schedule costs only its own record).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn report_many(&self, records: &[(&LeaseName, &SlotRecord, RecordVersion)]) -> Result<Vec<bool>> {
+        let mut written = Vec::with_capacity(records.len());
+        for batch in records.chunks(RECORD_CHANGES_MAX) {
+            let changes = batch
+                .iter()
+                .map(|(name, record, version)| RecordChange::Put {
+                    key: slot_key(name, record.slot),
+                    body: encode(record),
+                    expect: Expect::Version(*version),
+                })
+                .collect();
+            match self.write(changes)? {
+                RecordWrite::Written { .. } => written.extend(std::iter::repeat_n(true, batch.len())),
+                RecordWrite::Conflict { .. } | RecordWrite::TooLate { .. } => {
+                    for (name, record, version) in batch {
+                        written.push(self.report(name, record, Expect::Version(*version))?);
+                    }
+                }
+            }
+        }
+        Ok(written)
+    }
+
     /// Claim what is due of `kept` at `now`, as [`decide`] decides, for the
     /// daemon `daemon`: one write that moves the state past the slots it
     /// accounts for, records the missed ones and creates the fired slot's
@@ -1008,11 +1041,14 @@ impl Schedules<'_> {
             }),
             _ => None,
         };
+        // The fired slot's record is the change before the schedule's.
+        let fired_version = plan.fired.as_ref().and_then(|_| version(plan.changes.len() - 2));
         Ok(SlotClaim::Claimed {
             missed: plan.missed,
             fired: plan.fired,
             behind: plan.behind,
             kept: moved.map(Box::new),
+            fired_version,
         })
     }
 
