@@ -20,13 +20,21 @@
 //!
 //! "This host's clock" here is its monotonic clock (`Instant`): a step of
 //! the host's wall clock moves nothing, only the member's own clock does.
-//! A fresh reading is taken when the newest is older than [`REFRESH`]:
-//! `record_clock` may be called often, and costs one HTTP request at most
-//! every two seconds.
+//! A reading is taken by the caller only when the newest is older than
+//! [`REFRESH`] (the first call, or after an idle spell): `record_clock` may
+//! be called often. Meanwhile a thread of the clock's own, while the clock
+//! is used (and for [`IDLE`] after), takes one reading every one to two
+//! seconds, timed as `htpdate` times them: sent so that it reaches the
+//! member when, by the middle of the estimate, the member's second turns.
+//! Whether the `Date` is that second or the one before says on which side
+//! of the middle the offset lies, halving the interval: within a few
+//! readings it is as narrow as the round trip. So one HTTP request every
+//! one to two seconds per process that uses the clock, none when idle.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use leasehold_backend::StoreTime;
@@ -36,6 +44,15 @@ pub(crate) const REFRESH: Duration = Duration::from_secs(2);
 
 /// How long a reading counts towards the estimate.
 pub(crate) const KEPT: Duration = Duration::from_secs(600);
+
+/// How long after its last use the clock keeps sharpening its estimate.
+pub(crate) const IDLE: Duration = Duration::from_secs(60);
+
+/// The shortest time between two readings of the sharpening thread.
+const SPACING: Duration = Duration::from_secs(1);
+
+/// A second, in ns.
+const SECOND: i128 = 1_000_000_000;
 
 /// The most of an answer read for its headers.
 const HEADERS_MAX: usize = 16 * 1024;
@@ -47,6 +64,10 @@ struct Reading {
     low: i128,
     high: i128,
     taken: Instant,
+    /// When the request was sent (ns, on [`DateClock::local`]).
+    sent: i128,
+    /// Its round trip (ns).
+    rtt: i128,
 }
 
 /// A member's client URL, as the clock reads it.
@@ -119,6 +140,10 @@ pub(crate) struct DateClock {
     reading: Mutex<()>,
     /// The member that answered last, tried first.
     last: Mutex<usize>,
+    /// When the clock was last asked.
+    used: Mutex<Instant>,
+    /// Whether the sharpening thread runs.
+    sharpening: AtomicBool,
 }
 
 impl DateClock {
@@ -131,6 +156,8 @@ impl DateClock {
             readings: Mutex::new(Vec::new()),
             reading: Mutex::new(()),
             last: Mutex::new(0),
+            used: Mutex::new(Instant::now()),
+            sharpening: AtomicBool::new(false),
         }
     }
 
@@ -140,8 +167,10 @@ impl DateClock {
     }
 
     /// The cluster's clock now: from the readings, after a fresh one if
-    /// the newest is older than [`REFRESH`].
-    pub(crate) fn now(&self) -> Result<StoreTime, Unread> {
+    /// the newest is older than [`REFRESH`]; and the sharpening thread
+    /// started if it is not running.
+    pub(crate) fn now(self: &Arc<Self>) -> Result<StoreTime, Unread> {
+        *self.used.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
         if !self.fresh() {
             let _one = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
             // Another caller may have taken one while this one waited.
@@ -155,7 +184,29 @@ impl DateClock {
         }
         let (low, high) = intersection(&self.readings.lock().unwrap_or_else(PoisonError::into_inner))
             .expect("a reading was just taken");
+        if !self.sharpening.swap(true, Ordering::AcqRel) {
+            let clock = Arc::downgrade(self);
+            let spawned = std::thread::Builder::new()
+                .name("leasehold-etcd-clock".into())
+                .spawn(move || sharpen(&clock));
+            if spawned.is_err() {
+                // No thread: readings are only taken by callers, every
+                // REFRESH at most; the estimate is only wider.
+                self.sharpening.store(false, Ordering::Release);
+            }
+        }
         Ok(estimate(self.local(), low, high))
+    }
+
+    /// How long the sharpening thread waits before its next request (see
+    /// [`next_send`]); `None`: no reading to time it by.
+    fn until_next_send(&self) -> Option<Duration> {
+        let readings = self.readings.lock().unwrap_or_else(PoisonError::into_inner);
+        let newest = *readings.last()?;
+        let (low, high) = intersection(&readings)?;
+        drop(readings);
+        let send = next_send(low, high, newest.rtt, newest.sent + SPACING.as_nanos() as i128);
+        Some(Duration::from_nanos(u64::try_from(send - self.local()).unwrap_or(0)))
     }
 
     /// Whether the newest reading is younger than [`REFRESH`].
@@ -218,8 +269,10 @@ impl DateClock {
         let date = date_header(&head)?;
         Ok(Reading {
             low: date - after,
-            high: date + Duration::from_secs(1).as_nanos() as i128 - before,
+            high: date + SECOND - before,
             taken: Instant::now(),
+            sent: before,
+            rtt: after - before,
         })
     }
 
@@ -251,6 +304,41 @@ impl DateClock {
         let after = self.local();
         Ok((before, String::from_utf8_lossy(&head).into_owned(), after))
     }
+}
+
+/// The sharpening thread of `clock` (see the module docs): a reading at
+/// each [`next_send`], until the clock is dropped or idle for [`IDLE`].
+/// A failed reading is skipped: callers report failures when the
+/// readings they need are stale.
+fn sharpen(clock: &Weak<DateClock>) {
+    loop {
+        let wait = {
+            let Some(c) = clock.upgrade() else { return };
+            if c.used.lock().unwrap_or_else(PoisonError::into_inner).elapsed() > IDLE {
+                c.sharpening.store(false, Ordering::Release);
+                return;
+            }
+            c.until_next_send().unwrap_or(REFRESH)
+        };
+        std::thread::sleep(wait);
+        let Some(c) = clock.upgrade() else { return };
+        let _one = c.reading.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Ok(reading) = c.read() {
+            add(&mut c.readings.lock().unwrap_or_else(PoisonError::into_inner), reading);
+        }
+    }
+}
+
+/// When to send the next request (ns, this host's clock), at `earliest`
+/// or after: so that it reaches the member (half the round trip `rtt`
+/// after it is sent) when the member's clock, were its offset the middle
+/// of `[low, high]`, turns a second. The `Date` answered then is that
+/// second if the offset is above the middle, the one before if below.
+fn next_send(low: i128, high: i128, rtt: i128, earliest: i128) -> i128 {
+    let middle = low + (high - low) / 2;
+    let member = earliest + rtt / 2 + middle;
+    let turn = member.div_euclid(SECOND) * SECOND + if member.rem_euclid(SECOND) == 0 { 0 } else { SECOND };
+    turn - middle - rtt / 2
 }
 
 /// The `Date` of an HTTP answer's head, in ns since the epoch.
@@ -336,7 +424,32 @@ mod tests {
     const S: i128 = 1_000_000_000;
 
     fn reading(low: i128, high: i128, taken: Instant) -> Reading {
-        Reading { low, high, taken }
+        Reading {
+            low,
+            high,
+            taken,
+            sent: 0,
+            rtt: 0,
+        }
+    }
+
+    #[test]
+    fn a_request_is_timed_to_reach_the_member_as_its_second_turns_by_the_middle() {
+        let ms = 1_000_000;
+        // Offset between 0.2 and 0.6 s: the middle is 0.4 s, so the
+        // member's second turns at this host's 0.6, 1.6, ...; a 10 ms
+        // round trip is sent 5 ms before.
+        let send = next_send(200 * ms, 600 * ms, 10 * ms, 0);
+        assert_eq!(send, 595 * ms);
+        assert_eq!(next_send(200 * ms, 600 * ms, 10 * ms, 700 * ms), 1595 * ms);
+        // Sent so, a member whose offset is above the middle answers the
+        // new second: the interval halves to [middle, high].
+        let date = 1000 * ms; // member: 0.6 + offset 0.45 ≥ 1.0
+        let (before, after) = (send, send + 10 * ms);
+        let (low, high) = (date - after, date + SECOND - before);
+        // (less half the round trip: when it was handled is known only
+        // to within it).
+        assert_eq!((low.max(200 * ms), high.min(600 * ms)), (395 * ms, 600 * ms));
     }
 
     #[test]
@@ -402,11 +515,11 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let clock = DateClock::new(
+        let clock = Arc::new(DateClock::new(
             vec![Member::parse(&format!("127.0.0.1:{port}")).unwrap()],
             None,
             Duration::from_secs(2),
-        );
+        ));
         let e = clock.now().unwrap_err().to_string();
         assert!(e.contains(&format!("127.0.0.1:{port}: cannot connect")), "{e}");
         assert!(e.contains("GET /version"), "{e}");

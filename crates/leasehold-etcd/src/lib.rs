@@ -59,7 +59,7 @@ mod watch;
 
 use std::fmt;
 use std::future::Future;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
@@ -129,7 +129,7 @@ pub struct EtcdBackend {
     /// The token offset as last read (see `lease::OffsetCache`).
     offset: lease::OffsetCache,
     /// The cluster's clock, from its members' HTTP `Date` (see `clock`).
-    clock: clock::DateClock,
+    clock: Arc<clock::DateClock>,
 }
 
 impl fmt::Debug for EtcdBackend {
@@ -211,7 +211,11 @@ impl EtcdBackend {
             })
             .map_err(|e| Self::refused(&store, &access, keys.prefix(), endpoints, options, &e))?;
         let members = endpoints.iter().filter_map(|e| clock::Member::parse(e)).collect();
-        let clock = clock::DateClock::new(members, access.http_tls(), options.request_timeout);
+        let clock = Arc::new(clock::DateClock::new(
+            members,
+            access.http_tls(),
+            options.request_timeout,
+        ));
         Ok(Self {
             endpoints: endpoints.to_vec(),
             keys,
