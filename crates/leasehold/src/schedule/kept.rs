@@ -495,6 +495,7 @@ impl Schedules<'_> {
     /// [`ErrorKind::Unsupported`] for a task on a store without a queue;
     /// store errors.
     pub fn add(&self, schedule: &Schedule, replace: bool) -> Result<()> {
+        schedule.check()?;
         if let Action::Enqueue { queue, .. } = &schedule.action {
             queue_of(queue)?;
             // Refused now, not at the first slot: a store without a queue
