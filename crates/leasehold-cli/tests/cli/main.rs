@@ -19,6 +19,7 @@ mod restore;
 mod run;
 mod schedule;
 mod serve;
+mod stop_signals;
 mod task;
 mod util;
 mod waiters;
@@ -44,6 +45,7 @@ fn main() {
         run::TESTS,
         schedule::TESTS,
         serve::TESTS,
+        stop_signals::TESTS,
         task::TESTS,
         waiters::TESTS,
         work::TESTS,
