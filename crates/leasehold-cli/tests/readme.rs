@@ -132,7 +132,7 @@ fn sandbox() -> tempfile::TempDir {
         std::io::Write::write_all(&mut f, format!("#!/bin/sh\n{body}\n").as_bytes()).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     };
-    for name in ["agent.sh", "publish.sh", "backup.sh"] {
+    for name in ["agent.sh", "publish.sh", "backup.sh", "sync.sh"] {
         script(&d.join(name), "echo \"$0 ran with token ${LEASEHOLD_TOKEN:-none}\"");
     }
     script(&d.join("crawl-one.sh"), "cat >/dev/null; echo '{\"pages\":1}'");

@@ -75,7 +75,7 @@ fn store() -> (tempfile::TempDir, Store) {
     let store = Store::open_sqlite(&dir.path().join("s.db")).unwrap();
     let schedules = store.schedules().unwrap();
     let run = Action::Run {
-        command: vec!["./report.sh".into(), "--all".into()],
+        command: vec!["/opt/jobs/report.sh".into(), "--all".into()],
     };
     schedules
         .add_at(&schedule("hourly", "@every 1h", None, run), false, Some(at(0, 0)))
@@ -217,7 +217,7 @@ fn the_api_documents_say_what_the_store_holds() {
     );
     assert_eq!(
         h["action"],
-        json!({ "kind": "run", "command": ["./report.sh", "--all"] })
+        json!({ "kind": "run", "command": ["/opt/jobs/report.sh", "--all"] })
     );
     assert_eq!(h["last_slot"], json!(rfc3339(at(15, 0))));
     assert_eq!(h["paused"], json!(false));
@@ -347,7 +347,7 @@ fn the_page_marks_each_slot_record() {
     let (status, page) = get(&app, "/schedules");
     assert_eq!(status, 200);
     assert!(page.contains("href=\"/schedules/hourly\"") && page.contains("href=\"/schedules/sweep\""));
-    assert!(page.contains("@every 1h") && page.contains("Europe/Berlin") && page.contains("./report.sh --all"));
+    assert!(page.contains("@every 1h") && page.contains("Europe/Berlin") && page.contains("/opt/jobs/report.sh --all"));
     let row = |n: &str| {
         let from = page.find(&format!("href=\"/schedules/{n}\"")).unwrap();
         let to = page[from..].find("</tr>").unwrap() + from;

@@ -466,8 +466,9 @@ impl ProcessTree {
         self.0.refresh();
     }
 
-    /// Every live member of the tree other than `group`'s members (which
-    /// are signalled as a group) — the ones a group signal misses.
+    /// Every live member of the tree, the command's group's members too:
+    /// a caller that signals the group first leaves those out (the guard's
+    /// `signal_tree`), so that no process gets a signal twice.
     #[must_use]
     pub fn members(&mut self) -> Vec<Pid> {
         self.0.members()

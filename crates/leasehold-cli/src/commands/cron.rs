@@ -14,6 +14,18 @@ use crate::output;
 
 pub fn run(ctx: &Ctx, args: &CronArgs) -> anyhow::Result<u8> {
     let store = Arc::new(ctx.open_store()?);
+    // A name that is no schedule would fire nothing, silently and forever
+    // (a typo, a schedule on another store): refused before starting.
+    let schedules = store.schedules()?;
+    let mut unknown = Vec::new();
+    for name in &args.only {
+        if schedules.get(name)?.is_none() {
+            unknown.push(name.clone());
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(super::schedule::none_named(&unknown));
+    }
     let options = CronOptions {
         refresh: args.refresh,
         only: args.only.clone(),

@@ -29,11 +29,64 @@ fn usage(message: String) -> anyhow::Error {
 }
 
 fn not_found(name: &LeaseName) -> anyhow::Error {
+    none_named(std::slice::from_ref(name))
+}
+
+/// Exit 14 naming the schedules that are not there (`cron NAME...` too).
+pub fn none_named(names: &[LeaseName]) -> anyhow::Error {
+    let names: Vec<&str> = names.iter().map(LeaseName::as_str).collect();
     CliError::new(
         ExitCode::NotFound,
-        format!("no schedule named {name}; `leasehold schedule list` shows what there is"),
+        format!(
+            "no schedule named {}; `leasehold schedule list` shows what there is",
+            names.join(", ")
+        ),
     )
     .into()
+}
+
+/// The command as the daemons will find it: a relative path with a `/`
+/// in it (`./report.sh`, `bin/sync`) is resolved now, against this
+/// process's working directory, and must be a program there — each daemon
+/// would otherwise look it up in its own working directory (under a
+/// service unit, `/`). A bare name (`python3`) stays a name, looked up on
+/// each daemon's `PATH`; an absolute path is kept as given (it may exist
+/// on the daemons' machines only).
+fn resolve_command(command: &[String]) -> anyhow::Result<Vec<String>> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut command = command.to_vec();
+    let Some(program) = command.first_mut() else {
+        return Ok(command);
+    };
+    let given = std::path::Path::new(program.as_str());
+    if !program.contains('/') || given.is_absolute() {
+        return Ok(command);
+    }
+    let refuse = |why: String| {
+        usage(format!(
+            "the command {program} {why}; nothing was changed. A relative command is resolved against the directory \
+             `schedule add` runs in: run it where the program is, or give its absolute path"
+        ))
+    };
+    // `absolute`, not `canonicalize`: a symbolic link on the way
+    // (`current/` → `releases/42/`) is kept, so a deployment that moves it
+    // moves the schedule's program too.
+    let absolute = std::path::absolute(given).map_err(|e| refuse(format!("cannot be resolved ({e})")))?;
+    let shown = absolute.display();
+    match std::fs::metadata(&absolute) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(refuse(format!("is not there: no {shown}"))),
+        Err(e) => return Err(refuse(format!("cannot be read at {shown} ({e})"))),
+        Ok(meta) if !meta.is_file() => return Err(refuse(format!("is not a file: {shown}"))),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
+            return Err(refuse(format!("is not executable: {shown} (chmod +x it)")));
+        }
+        Ok(_) => {}
+    }
+    *program = absolute
+        .to_str()
+        .ok_or_else(|| refuse(format!("resolves to a path that is not UTF-8: {shown}")))?
+        .to_owned();
+    Ok(command)
 }
 
 fn add(ctx: &Ctx, args: &ScheduleAddArgs) -> anyhow::Result<u8> {
@@ -50,9 +103,17 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs) -> anyhow::Result<u8> {
                 payload,
             }
         }
-        (None, false) => Action::Run {
-            command: args.command.clone(),
-        },
+        (None, false) => {
+            if args.payload.is_some() {
+                return Err(usage(
+                    "--payload goes with --queue: a command's slots have no payload (it gets LEASEHOLD_SLOT); nothing was changed"
+                        .into(),
+                ));
+            }
+            Action::Run {
+                command: resolve_command(&args.command)?,
+            }
+        }
         (None, true) => {
             return Err(usage(
                 "say what each slot does: a command after `--` (`-- ./report.sh`), or --queue Q to enqueue a task"
@@ -201,14 +262,25 @@ fn next(ctx: &Ctx, args: &ScheduleNextArgs) -> anyhow::Result<u8> {
     let (store, kept) = get(ctx, &args.name)?;
     let spec = &kept.schedule.spec;
     let from = kept.accounted_until().max(store.schedules()?.now()?);
-    let slots: Vec<SystemTime> = spec.slots_after(from).take(args.count as usize).collect();
+    // A paused schedule has no next slot (as `list` and `show` say): its
+    // slots pass unfired, and a resume starts it afresh from then.
+    let paused = kept.schedule.paused;
+    let count = if paused { 0 } else { args.count as usize };
+    let slots: Vec<SystemTime> = spec.slots_after(from).take(count).collect();
     if ctx.global.json {
         output::print_json(&json::ScheduleNext {
             name: &args.name,
             zone: spec.zone_name(),
+            paused,
             slots: slots.iter().map(|t| format_time(*t)).collect(),
         });
         return Ok(ExitCode::Success.code());
+    }
+    if paused {
+        eprintln!(
+            "schedule {} is paused: no slot fires until `leasehold schedule resume {}`",
+            args.name, args.name
+        );
     }
     for slot in slots {
         // The zone's wall clock beside UTC: what the pattern was written in.

@@ -20,6 +20,7 @@ mod run;
 mod schedule;
 mod serve;
 mod slot_clock;
+mod stop_signals;
 mod task;
 mod util;
 mod waiters;
@@ -46,6 +47,7 @@ fn main() {
         schedule::TESTS,
         serve::TESTS,
         slot_clock::TESTS,
+        stop_signals::TESTS,
         task::TESTS,
         waiters::TESTS,
         work::TESTS,

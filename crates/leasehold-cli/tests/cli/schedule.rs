@@ -19,6 +19,10 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     overlap_stop_previous_stops_the_running_command_for_the_next_slot,
     catch_up_and_deadline_decide_what_runs_after_downtime,
     a_task_schedule_on_a_store_without_a_queue_is_refused_when_added,
+    settings_that_would_fire_nothing_or_else_are_refused_and_nothing_is_added,
+    a_relative_command_runs_from_a_daemon_in_another_directory,
+    cron_refuses_a_name_that_is_no_schedule,
+    next_of_a_paused_schedule_lists_no_slot,
 ];
 
 fn json(s: &str) -> Value {
@@ -357,6 +361,9 @@ fn catch_up_and_deadline_decide_what_runs_after_downtime() {
 /// etcd keeps schedules but has no queue: a schedule that enqueues is
 /// refused when added (exit 2, saying so), not failed at every slot.
 fn a_task_schedule_on_a_store_without_a_queue_is_refused_when_added() {
+    if !cfg!(feature = "etcd") {
+        leasehold_testkit::unavailable("this leasehold is built without the etcd feature");
+    }
     let endpoint = leasehold_testkit::etcd::shared().endpoint();
     let prefix = leasehold_testkit::etcd::unique_prefix("cli", "schedule");
     let env = Env::on(format!("etcd://{endpoint}?prefix={prefix}"));
@@ -367,4 +374,168 @@ fn a_task_schedule_on_a_store_without_a_queue_is_refused_when_added() {
     assert_eq!(list["schedules"].as_array().unwrap().len(), 0, "{list}");
     // A command schedule is kept there.
     ok(&env, &["schedule", "add", "sweep", "--cron", "@hourly", "--", "true"]);
+}
+
+/// `schedule list` as JSON, to compare before and after a refused add.
+fn listed(env: &Env) -> Value {
+    json(&ok(env, &["--json", "schedule", "list"]))
+}
+
+/// Each setting that would make a schedule fire nothing (or something else
+/// than meant) is refused at `add` — exit 2, a message naming the setting
+/// and its value — and the store's schedules are as they were.
+#[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+fn settings_that_would_fire_nothing_or_else_are_refused_and_nothing_is_added() {
+    let env = Env::new();
+    ok(&env, &["schedule", "add", "kept", "--cron", "@every 5s", "--", "true"]);
+    std::fs::write(env.file("plain.txt"), "not a program").unwrap();
+    let before = listed(&env);
+    for (args, words) in [
+        (
+            vec!["--cron", "@every 5s", "--deadline", "0", "--", "true"],
+            "--deadline 0ms",
+        ),
+        (
+            vec!["--cron", "@every 5s", "--jitter", "5s", "--", "true"],
+            "--jitter 5s is not shorter than",
+        ),
+        (
+            vec!["--cron", "@every 5s", "--jitter", "6s", "--", "true"],
+            "(5s after the slot at",
+        ),
+        (
+            vec!["--cron", "*/10 * * * * *", "--jitter", "10s", "--", "true"],
+            "(10s after the slot at",
+        ),
+        (
+            vec!["--cron", "@yearly", "--jitter", "1y", "--", "true"],
+            "--jitter 1year is longer than the 12h",
+        ),
+        (
+            vec!["--cron", "@hourly", "--jitter", "1m", "--deadline", "30s", "--", "true"],
+            "not shorter than --deadline 30s",
+        ),
+        (
+            vec!["--cron", "@hourly", "--payload", "{}", "--", "true"],
+            "--payload goes with --queue",
+        ),
+        (
+            vec!["--cron", "@hourly", "--", "./missing.sh"],
+            "./missing.sh is not there",
+        ),
+        (
+            vec!["--cron", "@hourly", "--", "./plain.txt"],
+            "./plain.txt is not executable",
+        ),
+        (vec!["--cron", "@hourly", "--", ""], "command is empty"),
+    ] {
+        let mut all = vec!["schedule", "add", "refused"];
+        all.extend(args.iter().copied());
+        let (code, _, err) = env.run(&all);
+        assert_eq!(code, 2, "{all:?}: {err}");
+        assert!(err.contains(words), "{all:?}: {err}");
+        assert!(err.contains("nothing was changed"), "{all:?}: {err}");
+        assert_eq!(listed(&env), before, "{all:?} changed the schedules");
+    }
+    // The same settings within bounds are kept.
+    ok(
+        &env,
+        &[
+            "schedule",
+            "add",
+            "fine",
+            "--cron",
+            "@every 5s",
+            "--jitter",
+            "4s",
+            "--deadline",
+            "4500ms",
+            "--",
+            "true",
+        ],
+    );
+}
+
+/// `-- ./job.sh` is resolved when added, against the directory `schedule
+/// add` runs in, and stored as an absolute path: a daemon started
+/// elsewhere (a service unit's `/`) runs that program.
+#[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+fn a_relative_command_runs_from_a_daemon_in_another_directory() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    let ran = env.file("ran");
+    let job = env.file("job.sh");
+    std::fs::write(
+        &job,
+        format!("#!/bin/sh\necho \"$LEASEHOLD_SLOT\" >> {}\n", ran.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&job, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // `Env::run` runs in the sandbox directory, where job.sh is.
+    let added = json(&ok(
+        &env,
+        &[
+            "--json",
+            "schedule",
+            "add",
+            "rel",
+            "--cron",
+            "@every 200ms",
+            "--",
+            "./job.sh",
+        ],
+    ));
+    assert_eq!(added["action"]["command"][0], job.display().to_string(), "{added}");
+    let daemon = env
+        .std_cmd(&["cron", "--refresh", "200ms"])
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fired = leasehold_testkit::wait::wait_until(Duration::from_secs(20), || ran.exists());
+    let records = stop_and_show(&env, daemon, "rel");
+    assert!(fired.is_some(), "no slot ran ./job.sh from a daemon in /: {records:?}");
+    assert!(count(&records, "ran") >= 1, "{records:?}");
+    assert_eq!(count(&records, "failed"), 0, "{records:?}");
+}
+
+/// `cron NAME...` with a name that is no schedule exits at once (14),
+/// naming it, rather than firing nothing forever.
+fn cron_refuses_a_name_that_is_no_schedule() {
+    let env = Env::new();
+    ok(&env, &["schedule", "add", "real", "--cron", "@hourly", "--", "true"]);
+    let daemon = env.spawn(&["cron", "real", "typo"]);
+    let (code, _, err) = finish(daemon, Duration::from_secs(20));
+    assert_eq!(code, 14, "{err}");
+    assert!(err.contains("no schedule named typo;"), "{err}");
+    let daemon = env.spawn(&["--json", "cron", "nope", "nada"]);
+    let (code, out, _) = finish(daemon, Duration::from_secs(20));
+    assert_eq!(code, 14);
+    assert!(json(&out)["error"].as_str().unwrap().contains("nope, nada"), "{out}");
+}
+
+/// A paused schedule has no next slot, in `next` as in `list` and `show`.
+fn next_of_a_paused_schedule_lists_no_slot() {
+    let env = Env::new();
+    ok(
+        &env,
+        &["schedule", "add", "p", "--cron", "@every 5s", "--paused", "--", "true"],
+    );
+    let (code, out, err) = env.run(&["schedule", "next", "p"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "", "slots of a paused schedule");
+    assert!(err.contains("schedule p is paused"), "{err}");
+    let next = json(&ok(&env, &["--json", "schedule", "next", "p"]));
+    assert_eq!(
+        (&next["paused"], next["slots"].as_array().unwrap().len()),
+        (&Value::Bool(true), 0)
+    );
+    ok(&env, &["schedule", "resume", "p"]);
+    let next = json(&ok(&env, &["--json", "schedule", "next", "p", "-n", "2"]));
+    assert_eq!(
+        (&next["paused"], next["slots"].as_array().unwrap().len()),
+        (&Value::Bool(false), 2)
+    );
 }

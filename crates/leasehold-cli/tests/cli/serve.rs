@@ -323,7 +323,15 @@ fn the_api_prints_what_json_prints() {
     env.acquire(&["a/b c\u{202e}", "--ttl", "5m", "--shared"]);
     env.run(&["task", "add", "q", "--id", "x", "--payload", "{\"n\":1}"]);
     env.run(&["task", "add", "q", "--id", "y"]);
-    env.run(&["schedule", "add", "nightly", "--cron", "@daily", "--", "./report.sh"]);
+    env.run(&[
+        "schedule",
+        "add",
+        "nightly",
+        "--cron",
+        "@daily",
+        "--",
+        "/opt/jobs/report.sh",
+    ]);
     env.run(&[
         "schedule",
         "add",
@@ -408,7 +416,15 @@ fn history_timeline_draws_grants_without_colour_off_a_terminal() {
 fn serves_the_store(env: &Env, queues: Option<&str>) {
     let t = env.acquire(&["nightly", "--ttl", "5m"]).to_string();
     env.run(&["fence", "nightly", "--token", &t]);
-    env.run(&["schedule", "add", "hourly-sync", "--cron", "@hourly", "--", "./sync.sh"]);
+    env.run(&[
+        "schedule",
+        "add",
+        "hourly-sync",
+        "--cron",
+        "@hourly",
+        "--",
+        "/opt/jobs/sync.sh",
+    ]);
     let s = serve(env, &[]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let (code, out, err) = env.run(&["--json", "list"]);
@@ -440,7 +456,10 @@ fn serves_the_store(env: &Env, queues: Option<&str>) {
     }
     let (status, _, page) = request(&s.addr, "GET", "/schedules", &[], "");
     assert_eq!(status, 200);
-    assert!(page.contains("hourly-sync") && page.contains("./sync.sh"), "{page}");
+    assert!(
+        page.contains("hourly-sync") && page.contains("/opt/jobs/sync.sh"),
+        "{page}"
+    );
     let (code, out, err) = env.run(&["--json", "schedule", "list"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(

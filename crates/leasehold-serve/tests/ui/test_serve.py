@@ -571,7 +571,7 @@ def test_operators_find_what_they_expect(env):
     env.run("task", "add", "crawl", "--id", "now")
     env.run("task", "add", "crawl", "--id", "later", "--delay", "1h")
     env.run("schedule", "add", "nightly-report", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--",
-            "./report.sh", "--since", "yesterday")
+            "/opt/jobs/report.sh", "--since", "yesterday")
     base = env.serve()
     pages = ["/", "/leases/nightly-report", "/timeline?name=nightly-report&name=sync", "/queues",
              "/queues/crawl?state=pending", "/queues/crawl/tasks/later", "/schedules", "/schedules/nightly-report"]

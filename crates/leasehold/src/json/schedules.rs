@@ -64,6 +64,8 @@ documents! {
     pub struct ScheduleNext<'a> {
         pub name: &'a LeaseName,
         pub zone: &'a str,
+        /// A paused schedule has no next slots (`slots` is empty).
+        pub paused: bool,
         pub slots: Vec<String>,
     }
 

@@ -62,14 +62,19 @@ impl StoreClock {
         self.at + self.taken.elapsed()
     }
 
-    /// Whether the store's clock has surely passed `t` (by more than the
-    /// reading's uncertainty): a slot is claimed only then, so no record
-    /// is written for a slot in the store's future.
+    /// The latest the store's time may be now (the reading's uncertainty
+    /// added): what a change is dated by, so that it never fires a slot
+    /// from before it.
     #[must_use]
-    pub fn surely_past(&self, t: SystemTime) -> bool {
-        self.now()
-            .checked_sub(self.within)
-            .is_some_and(|earliest| earliest >= t)
+    pub fn latest(&self) -> SystemTime {
+        self.now() + self.within
+    }
+
+    /// The earliest the store's time may be now: no slot after it is
+    /// claimed.
+    #[must_use]
+    pub fn earliest(&self) -> SystemTime {
+        self.now().checked_sub(self.within).unwrap_or(std::time::UNIX_EPOCH)
     }
 
     /// When, on this process's monotonic clock, the store's clock surely
@@ -130,7 +135,7 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_is_past_only_beyond_the_readings_uncertainty() {
+    fn the_earliest_and_latest_store_time_span_the_readings_uncertainty() {
         let c = clock(1_000, 200);
         let at = |ms: i64| {
             let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
@@ -140,9 +145,10 @@ mod tests {
                 base - Duration::from_millis(ms.unsigned_abs())
             }
         };
-        assert!(c.surely_past(at(-300)));
-        assert!(!c.surely_past(at(-100)), "within the uncertainty");
-        assert!(!c.surely_past(at(1)));
+        assert!(c.earliest() >= at(-300));
+        assert!(c.earliest() < at(-100), "within the uncertainty");
+        assert!(c.latest() > at(100), "within the uncertainty");
+        assert!(c.latest() < at(300));
     }
 
     #[test]

@@ -30,7 +30,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use leasehold_backend::{Expect, Holder, LeaseName, Mode, RecordVersion};
 
@@ -269,7 +269,7 @@ impl Daemon<'_> {
     fn due(&self, clock: &StoreClock) -> (Vec<usize>, Option<Instant>) {
         // The store's time that has surely passed: no slot after it is
         // claimed (no record for a slot in the store's future).
-        let now = clock.now().checked_sub(clock.within()).unwrap_or(UNIX_EPOCH);
+        let now = clock.earliest();
         let mut wake: Option<Instant> = None;
         let mut wake_at = |then: Instant| wake = Some(wake.map_or(then, |w: Instant| w.min(then)));
         let mut due = Vec::new();
@@ -312,7 +312,7 @@ impl Daemon<'_> {
     /// Claim the due slots of `due` together, each judged at the store's
     /// time now, and fire those this daemon won; when to look again.
     fn claim(&mut self, due: &[usize], clock: &StoreClock) -> Instant {
-        let now = clock.now().checked_sub(clock.within()).unwrap_or(UNIX_EPOCH);
+        let now = clock.earliest();
         let claiming: Vec<&Kept> = due.iter().map(|&i| &self.watched[i].kept).collect();
         let claims = self
             .store

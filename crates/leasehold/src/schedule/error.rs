@@ -28,6 +28,15 @@ pub enum Problem {
     /// croner's reason, as it words it.
     #[error("{0}")]
     Pattern(String),
+    /// A field croner refuses on its own: which, as written, croner's
+    /// reason, and what the field takes.
+    #[error("its {field} field {} is not valid ({reason}): it takes {takes}", quoted(value))]
+    Field {
+        field: &'static str,
+        value: String,
+        reason: String,
+        takes: &'static str,
+    },
     #[error("the pattern never matches a date (such as 30 February)")]
     NeverFires,
     #[error("{} is not one of @hourly, @daily, @weekly, @monthly, @yearly, @annually or @every", quoted(.0))]
@@ -65,6 +74,7 @@ impl Problem {
             | Problem::TooLong { .. }
             | Problem::FieldCount(_)
             | Problem::Pattern(_)
+            | Problem::Field { .. }
             | Problem::NeverFires => "30 2 * * * (02:30 daily), */15 * * * *, 0 */5 * * * * (with seconds), @daily",
         }
     }

@@ -650,6 +650,7 @@ impl Schedules<'_> {
     /// # Errors
     /// As [`Schedules::add`].
     pub fn add_at(&self, schedule: &Schedule, replace: bool, at: Option<SystemTime>) -> Result<()> {
+        schedule.check()?;
         if let Action::Enqueue { queue, .. } = &schedule.action {
             queue_of(queue)?;
             // Refused now, not at the first slot: a store without a queue
@@ -689,14 +690,13 @@ impl Schedules<'_> {
                 // Changed between the read and the write: read it again.
                 RecordWrite::Conflict { .. } | RecordWrite::TooLate { .. } if replace => {}
                 RecordWrite::Conflict { .. } | RecordWrite::TooLate { .. } => {
+                    // The error's own wording says that nothing was changed.
                     return Err(BackendError::new(
                         ErrorKind::Held,
                         self.store.url().to_string(),
-                        format!(
-                            "a schedule named {} exists; nothing was changed (replace it with --replace, or remove it first)",
-                            crate::quoted(schedule.name.as_str())
-                        ),
+                        format!("a schedule named {} exists", crate::quoted(schedule.name.as_str())),
                     )
+                    .hint("replace it with --replace, or remove it first")
                     .into());
                 }
             }
@@ -704,12 +704,15 @@ impl Schedules<'_> {
     }
 
     /// The store's clock now: what every decision about a slot's time is
-    /// taken on ([`StoreClock`]).
+    /// taken on ([`StoreClock`]) — the latest it may be, given the
+    /// reading's uncertainty (etcd's, under a second), so that an add, a
+    /// resume or a replacement dated by it never fires a slot from before
+    /// it (it may pass over one that falls within the uncertainty).
     ///
     /// # Errors
     /// Store errors.
     pub fn now(&self) -> Result<SystemTime> {
-        Ok(StoreClock::read(self.store)?.now())
+        Ok(StoreClock::read(self.store)?.latest())
     }
 
     /// The store's records (what [`StoreClock`] reads the clock of).

@@ -64,6 +64,7 @@
 //! 4. `@every` is elapsed time from the epoch: no zone, no change of clock
 //!    moves it.
 
+mod check;
 mod civil;
 pub mod clock;
 pub mod daemon;
@@ -71,6 +72,7 @@ mod error;
 mod kept;
 mod spec;
 
+pub use check::{GAP_SEARCH, GAP_SEARCH_SLOTS, JITTER_MAX};
 pub use error::{Problem, ScheduleError};
 pub use kept::{
     Action, CatchUp, Decision, Kept, ON_TIME, Overlap, PRUNE_EVERY, SLOTS_KEPT, Schedule, ScheduleState, Schedules,

@@ -23,6 +23,13 @@ pub const SCHEDULE_TEXT_MAX: usize = 512;
 /// The zone of a schedule that names none.
 pub const DEFAULT_ZONE: &str = "UTC";
 
+/// A change of clock that skips more than this many seconds is not
+/// daylight saving ([`ScheduleSpec::cron_next`]).
+const LONG_CHANGE_SECS: i32 = 2 * 3600;
+
+/// The most long changes of clock one search goes past.
+const LONG_CHANGES_CROSSED: usize = 4;
+
 /// The shorthands for cron patterns (croner expands them; `@weekly` is
 /// Sunday 00:00, `@yearly` and `@annually` 1 January 00:00).
 const SHORTHANDS: [&str; 6] = ["hourly", "daily", "weekly", "monthly", "yearly", "annually"];
@@ -132,14 +139,62 @@ impl ScheduleSpec {
         match &self.rule {
             Rule::Every(interval) => every_next(*interval, t),
             Rule::Cron(crons) => {
-                let from = Local(Timestamp::try_from(t).ok()?.to_zoned_datetime(self.zone.clone()));
-                crons
-                    .iter()
-                    .filter_map(|cron| cron.find_next_occurrence(&from, false).ok())
-                    .filter_map(|next| SystemTime::try_from(next.0.timestamp()).ok())
-                    .min()
+                let from = Timestamp::try_from(t).ok()?;
+                crons.iter().filter_map(|cron| self.cron_next(cron, from)).min()
             }
         }
+    }
+
+    /// croner's first time of `cron` strictly after `from`. croner carries
+    /// a wall-clock time that a change of clock skips to the first instant
+    /// after it only across a gap of up to 2 hours (daylight saving); in a
+    /// longer one — Samoa (Pacific/Apia) skipped 30 December 2011 — its
+    /// search fails. Such a change is the clock being set, not daylight
+    /// saving: the wall-clock times it skips do not happen, for every kind
+    /// of schedule (as Vixie cron treats a jump of more than 3 hours), and
+    /// the search goes on from the first instant after it — rather than
+    /// the schedule never firing again. Any other failure of croner (past
+    /// the year 5000) is the end of the schedule's slots: `None`.
+    fn cron_next(&self, cron: &Cron, from: Timestamp) -> Option<SystemTime> {
+        let mut from = from;
+        let mut inclusive = false;
+        // A few long changes of clock in a row at most: the tz database
+        // has none closer than years apart.
+        for _ in 0..LONG_CHANGES_CROSSED {
+            let local = Local(from.to_zoned_datetime(self.zone.clone()));
+            match cron.find_next_occurrence(&local, inclusive) {
+                Ok(next) => return SystemTime::try_from(next.0.timestamp()).ok(),
+                Err(error) => {
+                    let Some(after) = self.long_change_after(from) else {
+                        tracing::debug!(schedule = %self.text, zone = %self.zone_name, "no slot after {from}: {error}");
+                        return None;
+                    };
+                    // The first instant after the change: a slot there counts.
+                    (from, inclusive) = (after, true);
+                }
+            }
+        }
+        None
+    }
+
+    /// The instant of the zone's first change of clock after `from` that
+    /// skips more than croner carries a time across (2 hours).
+    fn long_change_after(&self, from: Timestamp) -> Option<Timestamp> {
+        // Looked for over the next 10 years: a zone with daylight saving
+        // has changes without end.
+        let until = from.checked_add(jiff::SignedDuration::from_hours(24 * 3653)).ok()?;
+        self.zone
+            .following(from)
+            .take_while(|change| change.timestamp() <= until)
+            .find(|change| {
+                change
+                    .timestamp()
+                    .checked_sub(jiff::SignedDuration::from_secs(1))
+                    .is_ok_and(|just_before| {
+                        change.offset().seconds() - self.zone.to_offset(just_before).seconds() > LONG_CHANGE_SECS
+                    })
+            })
+            .map(|change| change.timestamp())
     }
 
     /// The slots strictly after `t`, in order (`schedule next NAME -n N`:
@@ -209,12 +264,72 @@ fn parse_rule(text: &str) -> Result<Rule, Problem> {
             .parse(text)
             .map_err(|e| Problem::Pattern(e.to_string()))
     };
-    // The whole pattern first: its errors name what the user wrote.
-    let whole = parse(text)?;
+    // The whole pattern first: its errors name what the user wrote — and
+    // which field (croner's do not).
+    let whole = parse(text).map_err(|problem| field_problem(text, &parse).unwrap_or(problem))?;
     match fixed_times(text) {
         Some(patterns) => Ok(Rule::Cron(patterns.iter().map(|p| parse(p)).collect::<Result<_, _>>()?)),
         None => Ok(Rule::Cron(vec![whole])),
     }
+}
+
+/// The fields of a six-field pattern (a five-field one has no second),
+/// and the values each takes.
+const FIELDS: [(&str, &str); 6] = [
+    ("second", "0-59"),
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    (
+        "day-of-month",
+        "1-31, L (the last day), 15W (the weekday nearest the 15th)",
+    ),
+    ("month", "1-12 or JAN-DEC"),
+    (
+        "day-of-week",
+        "0-7 or SUN-SAT (0 and 7 are Sunday), 5L (the last Friday), 5#2 (the second Friday)",
+    ),
+];
+
+/// The first field of the cron pattern `text` that croner refuses on its
+/// own (every other field `*`), as a [`Problem::Field`]; `None` when each
+/// is fine alone and only the whole is not.
+fn field_problem(text: &str, parse: &dyn Fn(&str) -> Result<Cron, Problem>) -> Option<Problem> {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    let names = match fields.len() {
+        6 => &FIELDS[..],
+        5 => &FIELDS[1..],
+        _ => return None,
+    };
+    fields
+        .iter()
+        .zip(names)
+        .enumerate()
+        .find_map(|(i, (value, (name, takes)))| {
+            let alone: Vec<&str> = (0..fields.len()).map(|j| if j == i { *value } else { "*" }).collect();
+            match parse(&alone.join(" ")) {
+                Ok(_) => None,
+                Err(Problem::Pattern(reason)) => Some(Problem::Field {
+                    field: name,
+                    value: (*value).to_owned(),
+                    reason: croner_reason(&reason),
+                    takes,
+                }),
+                Err(other) => Some(other),
+            }
+        })
+}
+
+/// croner's reason, as a clause: "Component error: Number out of
+/// bounds." is "number out of bounds".
+fn croner_reason(message: &str) -> String {
+    let reason = ["Component error: ", "Pattern contains illegal characters: "]
+        .iter()
+        .fold(message, |m, prefix| m.strip_prefix(prefix).unwrap_or(m))
+        .trim_end_matches('.');
+    let mut chars = reason.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |first| first.to_lowercase().chain(chars).collect())
 }
 
 /// The most fixed times one pattern may list and still be read as fixed
@@ -388,12 +503,22 @@ mod tests {
             (&long, |p| matches!(p, Problem::TooLong { bytes: 10_000, .. })),
             (&long_every, |p| matches!(p, Problem::TooLong { .. })),
             ("* * * * * * * *", |p| *p == Problem::FieldCount(8)),
-            ("0 0 1 1 * 2030", |p| matches!(p, Problem::Pattern(_))),
+            ("0 0 1 1 * 2030", |p| {
+                matches!(
+                    p,
+                    Problem::Field {
+                        field: "day-of-week",
+                        ..
+                    }
+                )
+            }),
             ("* * * *", |p| *p == Problem::FieldCount(4)),
-            ("99999999999999999999 * * * *", |p| matches!(p, Problem::Pattern(_))),
-            ("60 * * * *", |p| matches!(p, Problem::Pattern(_))),
-            ("0 24 * * *", |p| matches!(p, Problem::Pattern(_))),
-            ("*/0 * * * *", |p| matches!(p, Problem::Pattern(_))),
+            ("99999999999999999999 * * * *", |p| {
+                matches!(p, Problem::Field { field: "minute", .. })
+            }),
+            ("60 * * * *", |p| matches!(p, Problem::Field { field: "minute", .. })),
+            ("0 24 * * *", |p| matches!(p, Problem::Field { field: "hour", .. })),
+            ("*/0 * * * *", |p| matches!(p, Problem::Field { field: "minute", .. })),
             ("0 0 30 2 *", |p| *p == Problem::NeverFires),
             ("0 0 31 4,6,9,11 *", |p| *p == Problem::NeverFires),
             ("@reboot", |p| matches!(p, Problem::UnknownShorthand(_))),
@@ -420,6 +545,145 @@ mod tests {
             "\"@every 0s\" is not a schedule: an @every interval of 0ms is out of range: it must be at least \
              100ms and at most 1year; write e.g. @every 5m, @every 200ms, @hourly"
         );
+    }
+
+    #[test]
+    fn a_refused_field_is_named_with_its_value_and_what_it_takes() {
+        for (text, field, value, reason) in [
+            ("61 * * * *", "minute", "61", "number out of bounds"),
+            ("0 24 * * *", "hour", "24", "number out of bounds"),
+            ("0 0 32 * *", "day-of-month", "32", "number out of bounds"),
+            ("0 0 * 13 *", "month", "13", "number out of bounds"),
+            ("0 0 * * 8", "day-of-week", "8", "number out of bounds"),
+            ("5-1 * * * *", "minute", "5-1", "range out of bounds"),
+            ("*/0 * * * *", "minute", "*/0", "step cannot be zero"),
+            (
+                "0 0 * * MOO",
+                "day-of-week",
+                "MOO",
+                "cronPattern contains illegal character 'M' in part 'MOO'",
+            ),
+            ("60 0 0 * * *", "second", "60", "number out of bounds"),
+            // Six fields are seconds first: a year is read as a day of the week.
+            ("0 0 1 1 * 2030", "day-of-week", "2030", "number out of bounds"),
+        ] {
+            let e = ScheduleSpec::parse(text, None).unwrap_err();
+            assert_eq!(
+                e.problem,
+                Problem::Field {
+                    field: FIELDS.iter().find(|(name, _)| *name == field).unwrap().0,
+                    value: value.into(),
+                    reason: reason.into(),
+                    takes: FIELDS.iter().find(|(name, _)| *name == field).unwrap().1,
+                },
+                "{text}"
+            );
+        }
+        assert_eq!(
+            ScheduleSpec::parse("0 24 * * *", None).unwrap_err().to_string(),
+            "\"0 24 * * *\" is not a schedule: its hour field \"24\" is not valid (number out of bounds): it takes \
+             0-23; write e.g. 30 2 * * * (02:30 daily), */15 * * * *, 0 */5 * * * * (with seconds), @daily"
+        );
+        // 7 is Sunday too, as in Vixie cron.
+        ScheduleSpec::parse("0 0 * * 7", None).unwrap();
+    }
+
+    /// The dates of the first `n` slots of `text` (UTC) from Monday
+    /// 2026-06-01 00:00.
+    fn dates(text: &str, n: usize) -> Vec<String> {
+        let june = UNIX_EPOCH + Duration::from_secs(1_780_272_000);
+        let spec = ScheduleSpec::parse(text, None).unwrap();
+        spec.slots_after(june)
+            .take(n)
+            .map(|slot| spec.in_zone(slot).unwrap().date().to_string())
+            .collect()
+    }
+
+    /// docs/SCHEDULES.md, "Cron compatibility": a day-of-month and a
+    /// day-of-week both restricted fire on either (Vixie cron's rule), and
+    /// a step counts as restricted — `*/2` too, which Vixie cron counts as
+    /// `*` (it looks at the first character) and so fires on both.
+    #[test]
+    fn day_of_month_or_day_of_week_when_both_are_restricted() {
+        // The 1st of a month or a Monday: June's Mondays, then 1 July (a
+        // Wednesday).
+        assert_eq!(
+            dates("0 0 1 * MON", 6),
+            [
+                "2026-06-08",
+                "2026-06-15",
+                "2026-06-22",
+                "2026-06-29",
+                "2026-07-01",
+                "2026-07-06"
+            ]
+        );
+        // `*/2` is restricted: odd days or Mondays (Vixie cron: odd days
+        // that are Mondays).
+        assert_eq!(
+            dates("0 0 */2 * MON", 5),
+            ["2026-06-03", "2026-06-05", "2026-06-07", "2026-06-08", "2026-06-09"]
+        );
+        assert_eq!(
+            dates("0 0 1 * */2", 4),
+            ["2026-06-02", "2026-06-04", "2026-06-06", "2026-06-07"]
+        );
+        // `*` and `?` are not restricted: the other field alone decides.
+        assert_eq!(dates("0 0 * * MON", 2), ["2026-06-08", "2026-06-15"]);
+        assert_eq!(dates("0 0 ? * MON", 2), ["2026-06-08", "2026-06-15"]);
+        assert_eq!(dates("0 0 1 * *", 2), ["2026-07-01", "2026-08-01"]);
+        assert_eq!(dates("0 0 1 * ?", 2), ["2026-07-01", "2026-08-01"]);
+    }
+
+    /// Samoa (Pacific/Apia) skipped 30 December 2011: 29 December 23:59:59
+    /// (-10:00) was followed by 31 December 00:00 (+14:00). croner's search
+    /// fails in such a gap; the schedule goes on past it, and never stops
+    /// firing.
+    #[test]
+    fn a_skipped_calendar_day_is_passed_over_and_the_schedule_goes_on() {
+        let december = UNIX_EPOCH + Duration::from_secs(1_322_697_600); // 2011-12-01T00:00:00Z
+        let local = |text: &str, n: usize| -> Vec<String> {
+            let spec = ScheduleSpec::parse(text, Some("Pacific/Apia")).unwrap();
+            spec.slots_after(december)
+                .take(n)
+                .map(|slot| spec.in_zone(slot).unwrap().datetime().to_string())
+                .collect()
+        };
+        assert_eq!(
+            local("0 12 29-31 12 *", 4),
+            [
+                "2011-12-29T12:00:00",
+                "2011-12-31T12:00:00",
+                "2012-12-29T12:00:00",
+                "2012-12-30T12:00:00"
+            ]
+        );
+        assert_eq!(local("0 12 30 12 *", 1), ["2012-12-30T12:00:00"]);
+        assert_eq!(
+            local("@daily", 31)[28..],
+            ["2011-12-29T00:00:00", "2011-12-31T00:00:00", "2012-01-01T00:00:00"]
+        );
+        let daily_noon = ScheduleSpec::parse("0 12 * * *", Some("Pacific/Apia")).unwrap();
+        let around = UNIX_EPOCH + Duration::from_secs(1_325_000_000); // 2011-12-27
+        let days: Vec<String> = daily_noon
+            .slots_after(around)
+            .take(4)
+            .map(|slot| daily_noon.in_zone(slot).unwrap().date().to_string())
+            .collect();
+        assert_eq!(days, ["2011-12-27", "2011-12-28", "2011-12-29", "2011-12-31"]);
+        // Every kind of schedule there, from any hour of the days around
+        // it, has a next slot.
+        for text in ["0 12 30 12 *", "30 2 * * *", "0,30 12 * * *", "*/15 * * * *", "@hourly"] {
+            let spec = ScheduleSpec::parse(text, Some("Pacific/Apia")).unwrap();
+            for hours in 24 * 27..24 * 33 {
+                let t = december + Duration::from_secs(3600 * hours);
+                assert!(
+                    spec.next_after(t).is_some(),
+                    "{text} after {}",
+                    spec.in_zone(t).unwrap()
+                );
+            }
+        }
     }
 
     #[test]

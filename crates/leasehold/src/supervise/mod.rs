@@ -40,7 +40,14 @@
 //!    stall watcher, a shutdown — stops it through a [`StopHandle`], which
 //!    also passes signals on.
 //! 4. *stopping* — [`Supervised::wait`] runs the event loop: on the first
-//!    [`Stop`] it sends SIGTERM to G and SIGKILL after the grace period.
+//!    [`Stop`] it tells the guard to stop the tree — SIGTERM to G and to
+//!    what left it, each process once (were both to signal, a member that
+//!    outlives its leader would get a second SIGTERM from the guard's
+//!    sweep) — and sends SIGKILL to G itself after the grace period. A
+//!    guard that cannot be told (gone, or stopped with its socket full)
+//!    leaves the SIGTERM to G to the supervisor; one that is stopped but
+//!    told sends it when it runs again, and the supervisor's SIGKILL comes
+//!    at the end of the grace whatever the guard does.
 //! 5. *finished* — the guard reports the command's exit (after sweeping
 //!    whatever the command left in its tree): [`Finished`]. A once-guard
 //!    exits; a slot's waits for the next run.

@@ -792,10 +792,21 @@ impl<L: Refusal> Supervised<L> {
                 Event::SpawnError(code, message) => finished.spawn_error = Some((code, message)),
                 Event::Stop(reason) => match &mut stop {
                     None => {
-                        kill(Signal::TERM);
-                        // A stopped command (^Z, SIGTSTP, SIGSTOP) acts on
-                        // SIGTERM only once continued.
-                        kill(Signal::CONT);
+                        // The guard stops the tree: SIGTERM to the group and
+                        // to what left it, each process once, then SIGCONT.
+                        // Were we to signal the group too, a member that
+                        // outlives its leader would get a second SIGTERM
+                        // from the guard stopping what the command left
+                        // behind. Our SIGKILL timer below is the backstop.
+                        // Only a guard that cannot be told (gone, or its
+                        // socket full while it is stopped) leaves the
+                        // SIGTERM to us.
+                        if send(&self.guard.control, &Control::Stop).is_err() {
+                            kill(Signal::TERM);
+                            // A stopped command (^Z, SIGTSTP, SIGSTOP) acts
+                            // on SIGTERM only once continued.
+                            kill(Signal::CONT);
+                        }
                         stop = Some((reason, Instant::now() + grace));
                     }
                     Some((first, _)) if stopped_by_guard && matches!(reason, Stop::Lost(_)) => {

@@ -82,8 +82,9 @@
 //!
 //! # Protocol
 //!
-//! The supervisor tells the guard the trust window (`window`) and the
-//! command's environment (`env`, with a slot's streams) over the control
+//! The supervisor tells the guard the trust window (`window`), the
+//! command's environment (`env`, with a slot's streams) and when to stop
+//! the run (`stop`: a lost lease, a shutdown, a stall) over the control
 //! socket; the guard reports the group, the start, a spawn error, the
 //! deadline and the exit on the report pipe. The messages and their
 //! encoding: `protocol.rs`.
@@ -95,11 +96,12 @@
 //!   never started, exits with it).
 //! - *running*: command started (`started PID`). Reaps children as they die.
 //! - *stopping*: entered when the command exits and left something behind,
-//!   on EOF of the control socket, or when the trust window closes
-//!   (`deadline` reported first): SIGTERM to G and to every other
+//!   on `stop` or EOF of the control socket, or when the trust window
+//!   closes (`deadline` reported first): SIGTERM to G and to every other
 //!   member of the tree (a descendant that called `setsid()` has left G but
-//!   is still ours to kill), SIGKILL after the grace period, again every
-//!   second while any remain.
+//!   is still ours to kill) — once: entered once per run, and a member
+//!   still in G is not signalled again by pid — SIGKILL after the grace
+//!   period, again every second while any remain.
 //! - *done*: no children left: report `exited code N` / `exited signal N`;
 //!   a once-guard exits, a slot waits for the next `env` (or EOF).
 //!
@@ -264,10 +266,20 @@ fn pid_of(raw: u32) -> Option<Pid> {
     i32::try_from(raw).ok().and_then(Pid::from_raw)
 }
 
-/// Signal the command's group and every other member of its tree.
+/// Signal the command's group and every other member of its tree — each
+/// process once: a member still in the group had the group's signal, so
+/// it is left out of the second pass. (The pass reads `/proc`, 0.5–4 ms
+/// after the group's signal: a program that takes a second SIGTERM as
+/// "stop now, skip the cleanup" lost its grace to it.) A member that
+/// moves to another group between the two gets it twice; one forked into
+/// the group after the group's signal gets none, and SIGKILL at the end of
+/// the grace.
 fn signal_tree(tree: &mut host::ProcessTree, group: Pid, sig: Signal) {
     let _ = rustix::process::kill_process_group(group, sig);
     for pid in tree.members() {
+        if rustix::process::getpgid(Some(pid)).is_ok_and(|g| g == group) {
+            continue;
+        }
         let _ = rustix::process::kill_process(pid, sig);
     }
 }
@@ -678,6 +690,11 @@ impl<'a> Guard<'a> {
         match event {
             Event::Control(Control::Env(env, streams)) => self.start_run(&env, streams),
             Event::Control(Control::Window(until)) => self.run.trusted_until = self.run.trusted_until.max(Some(until)),
+            Event::Control(Control::Stop) => {
+                if self.run.running() {
+                    self.run.stop(&mut self.tree, host::boot_clock() + self.args.grace);
+                }
+            }
             Event::ControlClosed => {
                 self.closed = true;
                 if self.run.running() {

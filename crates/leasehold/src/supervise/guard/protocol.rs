@@ -150,6 +150,9 @@ pub(crate) enum Control {
     Window(Duration),
     /// Start the command with these variables added, and these streams.
     Env(Env, Streams),
+    /// Stop the run: SIGTERM to its tree (each process once), SIGKILL
+    /// after the grace — as at the end of the trust window.
+    Stop,
 }
 
 impl Control {
@@ -157,6 +160,7 @@ impl Control {
     pub(crate) fn encode(&self) -> (String, Vec<BorrowedFd<'_>>) {
         match self {
             Self::Window(until) => (format!("window {}", until.as_nanos()), Vec::new()),
+            Self::Stop => ("stop".into(), Vec::new()),
             Self::Env(env, streams) => {
                 let mut names = String::new();
                 let mut fds = Vec::new();
@@ -181,6 +185,13 @@ impl Control {
         let text =
             std::str::from_utf8(text).map_err(|_| DecodeError::new(&String::from_utf8_lossy(text), "not UTF-8"))?;
         let malformed = |reason| DecodeError::new(text, reason);
+        if text == "stop" {
+            return if fds.is_empty() {
+                Ok(Self::Stop)
+            } else {
+                Err(malformed("descriptors came with a stop"))
+            };
+        }
         match text.split_once(' ') {
             Some(("window", ns)) if fds.is_empty() => ns
                 .parse()
@@ -392,6 +403,7 @@ mod tests {
     fn every_control_message_decodes_to_itself() {
         let until = Duration::from_nanos(123_456_789_012);
         assert!(matches!(round_trip(&Control::Window(until)), Control::Window(back) if back == until));
+        assert!(matches!(round_trip(&Control::Stop), Control::Stop));
         let env: Env = [
             ("LEASEHOLD_TOKEN", "42"),
             ("SPACED", "a b  c"),
@@ -429,6 +441,7 @@ mod tests {
         let window = Control::Window(Duration::from_nanos(5));
         let (text, fds) = window.encode();
         assert_eq!((text.as_str(), fds.len()), ("window 5", 0));
+        assert_eq!(Control::Stop.encode().0, "stop");
         let env: Env = [("A".to_owned(), "b".to_owned())].into();
         let message = Control::Env(env.clone(), [None, None, None]);
         assert_eq!(message.encode().0, r#"env - {"A":"b"}"#);
@@ -449,6 +462,8 @@ mod tests {
             (b"window 1 2", 0),
             (b"window 5", 1),
             (b"stop now", 0),
+            (b"stop", 1),
+            (b"stop ", 0),
             (b"\xff\xfe window 5", 0),
             (b"env", 0),
             (b"env -", 0),
