@@ -27,7 +27,8 @@
 //!   not only when it was taken. Whose clock it is, per store:
 //!   PostgreSQL's `clock_timestamp()`, Redis's `TIME`, Firestore's
 //!   `readTime`, the host kernel's for SQLite, and for etcd (whose protocol
-//!   carries no time) the member's HTTP `Date`, to within its second.
+//!   carries no time) the member's HTTP `Date`, a whole second, narrowed
+//!   over timed readings as htpdate does (`leasehold-etcd`'s `clock.rs`).
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -191,8 +192,9 @@ impl RecordWriteParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreTime {
     pub at: SystemTime,
-    /// How far off `at` may be (etcd's clock is read to the second; the
-    /// others' to the microsecond, so this is zero).
+    /// How far off `at` may be (etcd's: half a second at first, less as
+    /// readings narrow it; the others' are read to the microsecond, so
+    /// this is zero).
     pub within: Duration,
 }
 
