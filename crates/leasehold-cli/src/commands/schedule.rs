@@ -139,6 +139,7 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs) -> anyhow::Result<u8> {
     };
     let store = ctx.open_store()?;
     let schedules = store.schedules()?;
+    tell_skew(&store);
     schedules.add(&schedule, args.replace)?;
     let kept = schedules.get(&args.name)?.ok_or_else(|| not_found(&args.name))?;
     let now = schedules.now()?;
@@ -290,8 +291,21 @@ fn next(ctx: &Ctx, args: &ScheduleNextArgs) -> anyhow::Result<u8> {
     Ok(ExitCode::Success.code())
 }
 
+/// Say on stderr when this host's clock is off the store's: the change is
+/// dated by the store's clock all the same (docs/SCHEDULES.md, "One
+/// clock"), but the operator should know their `date` is wrong.
+fn tell_skew(store: &leasehold::Store) {
+    if let Some(line) = leasehold::schedule::clock::StoreClock::read(store)
+        .ok()
+        .and_then(|clock| clock.skew_told())
+    {
+        eprintln!("leasehold: {line}");
+    }
+}
+
 fn pause(ctx: &Ctx, args: &ScheduleNameArg, paused: bool) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
+    tell_skew(&store);
     if !store.schedules()?.set_paused(&args.name, paused)? {
         return Err(not_found(&args.name));
     }

@@ -48,16 +48,15 @@ fn ok(env: &Env, args: &[&str]) -> String {
     out
 }
 
-/// `leasehold ARGS` with this process's wall clock `offset` away.
-fn skewed(env: &Env, offset: &str, args: &[&str]) {
+/// `leasehold ARGS` with this process's wall clock `offset` away; what it
+/// said on stderr (it tells an operator whose clock is off).
+fn skewed(env: &Env, offset: &str, args: &[&str]) -> String {
     let mut cmd = env.std_cmd(args);
     faketime::preload(&mut cmd, offset);
     let out = cmd.output().expect("run leasehold");
-    assert!(
-        out.status.success(),
-        "leasehold {args:?} at {offset}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "leasehold {args:?} at {offset}: {err}");
+    err
 }
 
 /// A command that appends `start SLOT` to `slots.log`.
@@ -155,7 +154,12 @@ fn a_resume_from_a_skewed_clock_never_stops_or_rewinds_a_schedule() {
         for offset in ["-5s", "+10s"] {
             ok(&env, &["schedule", "pause", "rb"]);
             let before = last_slot(&env, "rb");
-            skewed(&env, offset, &["schedule", "resume", "rb"]);
+            let told = skewed(&env, offset, &["schedule", "resume", "rb"]);
+            let side = if offset.starts_with('-') { "behind" } else { "ahead of" };
+            assert!(
+                told.contains(&format!("{side} the store's")),
+                "{store}: a resumer at {offset} was not told its clock is off: {told:?}"
+            );
             let after = last_slot(&env, "rb");
             assert!(
                 after >= before,
