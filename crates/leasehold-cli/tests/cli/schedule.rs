@@ -337,11 +337,12 @@ fn catch_up_and_deadline_decide_what_runs_after_downtime() {
     // deadline: what is older than 700 ms is missed — never run late.
     let deadline = show("deadline");
     assert!(missed(&deadline) >= 3, "{deadline:?}");
-    let why = deadline.iter().find(|r| r["outcome"] == "missed").unwrap()["detail"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(why.contains("the deadline is 700ms"), "{why}");
+    // Each missed record says why: the deadline (a slot claimed in time
+    // whose lease then came too late is one too).
+    for r in deadline.iter().filter(|r| r["outcome"] == "missed") {
+        let why = r["detail"].as_str().unwrap();
+        assert!(why.contains("the deadline is 700ms"), "{why}");
+    }
     for r in deadline.iter().filter(|r| r["outcome"] == "ran") {
         assert!(r["late_ms"].as_u64().unwrap() <= 700 + ran_in.as_millis() as u64, "{r}");
     }

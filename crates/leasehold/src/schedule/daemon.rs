@@ -807,12 +807,13 @@ impl Firing {
             },
         );
         watcher_stop.store(true, Ordering::SeqCst);
-        settle(record, outcome, schedule.overlap, running);
+        settle(record, outcome, schedule, running);
     }
 }
 
 /// What a slot's run came to, into its record.
-fn settle(record: &mut SlotRecord, outcome: Result<RunOutcome>, overlap: Overlap, running: &Running) {
+fn settle(record: &mut SlotRecord, outcome: Result<RunOutcome>, schedule: &super::Schedule, running: &Running) {
+    let (overlap, deadline) = (schedule.overlap, schedule.deadline);
     match outcome {
         Ok(RunOutcome::Held(held)) => {
             record.outcome = SlotOutcome::Skipped;
@@ -839,8 +840,9 @@ fn settle(record: &mut SlotRecord, outcome: Result<RunOutcome>, overlap: Overlap
                     record.outcome = SlotOutcome::Missed;
                     record.started = None;
                     record.detail = format!(
-                        "claimed in time, but its lease came {} after its deadline",
-                        format_duration(late)
+                        "claimed in time, but its lease came {} too late to start it; the deadline is {}",
+                        format_duration(late),
+                        format_duration(deadline.unwrap_or_default())
                     );
                 }
                 Err(RunError::Interrupted { .. }) if running.superseded.load(Ordering::SeqCst) => {
