@@ -77,6 +77,16 @@ impl StoreClock {
         self.now().checked_sub(self.within).unwrap_or(std::time::UNIX_EPOCH)
     }
 
+    /// The store's time at `instant` of this process's monotonic clock.
+    #[must_use]
+    pub fn at_instant(&self, instant: Instant) -> SystemTime {
+        if instant >= self.taken {
+            self.at + (instant - self.taken)
+        } else {
+            self.at - (self.taken - instant)
+        }
+    }
+
     /// When, on this process's monotonic clock, the store's clock surely
     /// reaches `t`.
     #[must_use]

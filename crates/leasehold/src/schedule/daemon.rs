@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 use leasehold_backend::{Expect, Holder, LeaseName, Mode, RecordVersion};
 
 use super::clock::{SKEW_TOLD, StoreClock};
-use super::kept::{Action, Kept, Overlap, SlotClaim, SlotOutcome, SlotRecord, queue_of, slot_task_id};
+use super::kept::{Action, Kept, Overlap, SlotClaim, SlotOutcome, SlotRecord, Watch, queue_of, slot_task_id};
 use crate::identity::{self, Binding};
 use crate::supervise::{self, GuardProgram, LeaseRun, Output, RunError, RunOutcome, Spec, Stop, StopHandle, Timing};
 use crate::{Cancel, Error, NewTask, Result, Store, TaskId, format_duration, format_time};
@@ -90,6 +90,12 @@ pub enum CronEvent<'a> {
 /// The longest sleep of the loop between looks at `cancel`.
 const NAP: Duration = Duration::from_millis(50);
 
+/// The longest gap between two rounds of the loop that still counts as
+/// watching (a round that claims and starts a thousand slots takes
+/// seconds on a busy machine); a longer one was a freeze, and the slots
+/// due in it are judged late.
+const WATCH_GAP: Duration = Duration::from_secs(5);
+
 /// The first wait of a schedule whose claim keeps meeting something it
 /// cannot claim past, doubled at each try up to [`BACKOFF_MAX`]: never a
 /// hot loop.
@@ -118,6 +124,10 @@ struct Watched {
     /// Not tried again before this (a claim that met something it cannot
     /// claim past), and the wait after the next such try.
     backoff: Option<(Instant, Duration)>,
+    /// Its claim was lost (another daemon claimed first, or it changed):
+    /// not claimed again before the schedules are read again — at once,
+    /// all in one listing, not a read per lost claim.
+    stale: bool,
 }
 
 /// Run the daemon until `cancel`: then stop the commands it runs (SIGTERM,
@@ -155,10 +165,13 @@ pub fn run(
         watched: Vec::new(),
         read_at: None,
         clock: None,
+        last_tick: None,
+        watching_since: None,
         skew_told: None,
         replaced: None,
     };
     while !cancel.is_cancelled() && d.replaced.is_none() {
+        let tick = Instant::now();
         d.fires.retain(|(_, _, thread)| !thread.is_finished());
         if d.read_at.is_none_or(|at| at.elapsed() >= options.refresh) {
             d.refresh();
@@ -167,6 +180,7 @@ pub fn run(
             std::thread::sleep(NAP);
             continue;
         };
+        d.watched_at(tick, &clock);
         let (due, mut wake) = d.due(&clock);
         if !due.is_empty() {
             let soon = d.claim(&due, &clock);
@@ -206,6 +220,12 @@ struct Daemon<'a> {
     /// The skew of this host's clock last told (ms), so that it is told
     /// once per change, not at every reading.
     skew_told: Option<i64>,
+    /// When the loop last began a round, and since when (the store's
+    /// time) it has run without a gap of more than [`WATCH_GAP`] or a
+    /// failure of the store: a slot due since then was seen by a live
+    /// daemon — on time, however long its claim then took ([`Watch`]).
+    last_tick: Option<Instant>,
+    watching_since: Option<SystemTime>,
     /// The store's file deleted or replaced under the daemon: it stops —
     /// every claim would fail, and a daemon started on the store now at
     /// the path fires the slots (DESIGN §3, a store's identity).
@@ -213,6 +233,29 @@ struct Daemon<'a> {
 }
 
 impl Daemon<'_> {
+    /// A round of the loop began at `tick`: the daemon has watched since
+    /// it began, or since this round when the last was too long ago (it
+    /// was frozen, or starved: not watching).
+    fn watched_at(&mut self, tick: Instant, clock: &StoreClock) {
+        let unbroken = self
+            .last_tick
+            .is_some_and(|last| tick.duration_since(last) <= WATCH_GAP);
+        if !unbroken || self.watching_since.is_none() {
+            // The latest the store's time may have been: a later start of
+            // watching counts fewer slots as seen.
+            self.watching_since = Some(clock.at_instant(tick) + clock.within());
+        }
+        self.last_tick = Some(tick);
+    }
+
+    /// The store failed: what passes until it answers again was not
+    /// watched (when it is back, those slots are late, and `--catch-up`
+    /// decides).
+    fn store_failed(&mut self, name: Option<&LeaseName>, error: Error) {
+        self.watching_since = None;
+        failed(&self.sink, &mut self.replaced, name, error);
+    }
+
     /// Read the store's clock and the schedules again, and settle the
     /// slots of daemons that died.
     fn refresh(&mut self) {
@@ -234,11 +277,11 @@ impl Daemon<'_> {
                 }
                 self.clock = Some(reading);
             }
-            Err(error) => failed(&self.sink, &mut self.replaced, None, error),
+            Err(error) => self.store_failed(None, error),
         }
         let all = match self.store.schedules().and_then(|s| s.list()) {
             Ok(all) => all,
-            Err(error) => return failed(&self.sink, &mut self.replaced, None, error),
+            Err(error) => return self.store_failed(None, error),
         };
         let only = &self.options.only;
         let mut fresh: Vec<Watched> = all
@@ -250,7 +293,11 @@ impl Daemon<'_> {
                     .iter()
                     .find(|w| w.kept.schedule.name == kept.schedule.name)
                     .and_then(|w| w.backoff);
-                Watched { kept, backoff }
+                Watched {
+                    kept,
+                    backoff,
+                    stale: false,
+                }
             })
             .collect();
         // Daemons claim in orders of their own, so that racing daemons
@@ -275,7 +322,7 @@ impl Daemon<'_> {
         let mut due = Vec::new();
         for (i, w) in self.watched.iter().enumerate() {
             let entry = &w.kept;
-            if entry.schedule.paused {
+            if entry.schedule.paused || w.stale {
                 continue;
             }
             if let Some((until, _)) = w.backoff
@@ -312,12 +359,15 @@ impl Daemon<'_> {
     /// Claim the due slots of `due` together, each judged at the store's
     /// time now, and fire those this daemon won; when to look again.
     fn claim(&mut self, due: &[usize], clock: &StoreClock) -> Instant {
-        let now = clock.earliest();
+        let watch = Watch {
+            now: clock.earliest(),
+            since: self.watching_since,
+        };
         let claiming: Vec<&Kept> = due.iter().map(|&i| &self.watched[i].kept).collect();
         let claims = self
             .store
             .schedules()
-            .and_then(|s| s.claim_many(&claiming, now, &self.me, self.options.max_due));
+            .and_then(|s| s.claim_many(&claiming, watch, &self.me, self.options.max_due));
         match claims {
             Ok(claims) => {
                 let mut tasks = Vec::new();
@@ -335,10 +385,13 @@ impl Daemon<'_> {
                 if let Err(error) = add_tasks(self.store, tasks, clock, &self.sink) {
                     failed(&self.sink, &mut self.replaced, None, error);
                 }
+                if self.watched.iter().any(|w| w.stale) {
+                    self.read_at = None;
+                }
                 Instant::now()
             }
             Err(error) => {
-                failed(&self.sink, &mut self.replaced, None, error);
+                self.store_failed(None, error);
                 // The store failed: tried again after a nap, not at once.
                 Instant::now() + NAP
             }
@@ -411,12 +464,9 @@ fn claimed(
         } => (missed, fired, behind, kept, fired_version),
         SlotClaim::NothingDue => return Ok(Fire::Nothing),
         SlotClaim::Lost => {
-            // Another daemon claimed first, or the schedule changed: read it
-            // again (removed: forget it until the next list).
-            match schedules.get(&name)? {
-                Some(fresh) => w.kept = fresh,
-                None => w.kept.schedule.paused = true,
-            }
+            // Another daemon claimed first, or the schedule changed: read
+            // again with the others at the next round.
+            w.stale = true;
             return Ok(Fire::Nothing);
         }
         SlotClaim::StateBehind => {

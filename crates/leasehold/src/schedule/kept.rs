@@ -294,6 +294,11 @@ pub struct Kept {
 }
 
 impl Kept {
+    /// The versions read: the schedule's and its state's.
+    fn versions(&self) -> (RecordVersion, Option<RecordVersion>) {
+        (self.version, self.state.as_ref().map(|(_, v)| *v))
+    }
+
     /// What a write of the state expects: the version read, or none.
     fn state_expect(&self) -> Expect {
         self.state.as_ref().map_or(Expect::Absent, |(_, v)| Expect::Version(*v))
@@ -354,19 +359,43 @@ impl Decision {
 /// How long after its time a slot still counts as on time: a daemon alive
 /// at the slot's time claims it within milliseconds, so a slot claimed
 /// later than this (plus the schedule's jitter) was missed at its time —
-/// no daemon could fire it — and the catch-up policy decides.
+/// no daemon could fire it — and the catch-up policy decides. Unless the
+/// daemon claiming it was watching since before its time
+/// ([`Watch::since`]): then it was alive, only busy, and the slot is on
+/// time however long its claim took.
 pub const ON_TIME: Duration = Duration::from_secs(1);
+
+/// When a daemon claims: the store's time, and since when it has watched
+/// its schedules without a pause (`None`: a caller that did not watch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watch {
+    /// The store's time the slots are judged at: none later is due.
+    pub now: SystemTime,
+    /// Since when this daemon's loop has run without a gap it could not
+    /// account for (a freeze, the store unreachable): a slot due since
+    /// then was seen by a live daemon.
+    pub since: Option<SystemTime>,
+}
+
+impl Watch {
+    /// A claim at `now` by a caller that did not watch.
+    #[must_use]
+    pub fn at(now: SystemTime) -> Self {
+        Self { now, since: None }
+    }
+}
 
 /// Which of `due` (slots not yet accounted for, at most `now`, oldest
 /// first; `more`: later due slots were not listed) to fire first, and
 /// which to record as missed before it:
 /// - a slot later than the deadline is missed, never run;
-/// - the newest due slot fires if it is on time ([`ON_TIME`] + jitter),
-///   or late with `--catch-up latest` or `all`;
+/// - the newest due slot fires if it is on time ([`ON_TIME`] + jitter, or
+///   due since `watch.since`), or late with `--catch-up latest` or `all`;
 /// - an older due slot (its time passed while no daemon fired it) fires
 ///   only with `--catch-up all`.
 #[must_use]
-pub fn decide(schedule: &Schedule, due: &[SystemTime], more: bool, now: SystemTime) -> Decision {
+pub fn decide(schedule: &Schedule, due: &[SystemTime], more: bool, watch: Watch) -> Decision {
+    let now = watch.now;
     let late_after = ON_TIME + schedule.jitter;
     let mut missed = Vec::new();
     let mut why = String::new();
@@ -378,7 +407,7 @@ pub fn decide(schedule: &Schedule, due: &[SystemTime], more: bool, now: SystemTi
             && match schedule.catch_up {
                 CatchUp::All => true,
                 CatchUp::Latest => newest,
-                CatchUp::None => newest && age <= late_after,
+                CatchUp::None => newest && (age <= late_after || watch.since.is_some_and(|since| since <= slot)),
             };
         if fires {
             return Decision {
@@ -420,10 +449,10 @@ struct ClaimPlan {
 
 /// What a claim of `kept` at `now` writes, as [`decide`] decides; `None`
 /// when nothing is due.
-fn plan_claim(kept: &Kept, now: SystemTime, daemon: &Holder, max_due: usize) -> Option<ClaimPlan> {
-    let schedule = &kept.schedule;
+fn plan_claim(kept: &Kept, watch: Watch, daemon: &Holder, max_due: usize) -> Option<ClaimPlan> {
+    let (schedule, now) = (&kept.schedule, watch.now);
     let due = schedule.spec.slots_between(kept.accounted_until(), now, max_due);
-    let decision = decide(schedule, &due.slots, due.more, now);
+    let decision = decide(schedule, &due.slots, due.more, watch);
     let last = decision.last()?;
     let previous = kept.state.as_ref().map(|(s, _)| s);
     let state = ScheduleState {
@@ -498,7 +527,7 @@ fn plan_claim(kept: &Kept, now: SystemTime, daemon: &Holder, max_due: usize) -> 
     let behind = decision.fire.is_some_and(|f| {
         due.more
             || due.slots.last().is_some_and(|last| *last > f)
-            || now.duration_since(f).unwrap_or_default() > late_after
+            || (now.duration_since(f).unwrap_or_default() > late_after && watch.since.is_none_or(|since| since > f))
     });
     Some(ClaimPlan {
         changes,
@@ -545,12 +574,15 @@ fn key(text: String) -> RecordKey {
     RecordKey::new(text).expect("keys built from a lease name are valid")
 }
 
+const SCHEDULES_PREFIX: &str = "schedule/";
+const STATES_PREFIX: &str = "schedule-state/";
+
 fn schedule_key(name: &LeaseName) -> RecordKey {
-    key(format!("schedule/{name}"))
+    key(format!("{SCHEDULES_PREFIX}{name}"))
 }
 
 fn state_key(name: &LeaseName) -> RecordKey {
-    key(format!("schedule-state/{name}"))
+    key(format!("{STATES_PREFIX}{name}"))
 }
 
 fn slots_prefix(name: &LeaseName) -> String {
@@ -761,27 +793,53 @@ impl Schedules<'_> {
     /// # Errors
     /// As [`Schedules::get`].
     pub fn list(&self) -> Result<Vec<Kept>> {
-        let mut kept = Vec::new();
-        let mut after = None;
+        // Two listings, not a read per schedule: a daemon reads a thousand
+        // schedules every refresh, over a network.
+        let mut states = self.states()?;
+        self.list_all(SCHEDULES_PREFIX)?
+            .iter()
+            .map(|record| {
+                let schedule: Schedule = decode(record)?;
+                Ok(Kept {
+                    state: states.remove(schedule.name.as_str()),
+                    schedule,
+                    version: record.version,
+                })
+            })
+            .collect()
+    }
+
+    /// Every schedule's state, by name.
+    fn states(&self) -> Result<std::collections::HashMap<String, (ScheduleState, RecordVersion)>> {
+        self.list_all(STATES_PREFIX)?
+            .iter()
+            .map(|r| {
+                let name = r
+                    .key
+                    .as_str()
+                    .strip_prefix(STATES_PREFIX)
+                    .unwrap_or_default()
+                    .to_owned();
+                Ok((name, (decode(r)?, r.version)))
+            })
+            .collect()
+    }
+
+    /// Every record under `prefix`, a page at a time.
+    fn list_all(&self, prefix: &str) -> Result<Vec<Record>> {
+        let mut all = Vec::new();
         loop {
             let page = self.records.record_list(&RecordListParams {
-                prefix: "schedule/".into(),
-                after: after.clone(),
+                prefix: prefix.into(),
+                after: all.last().map(|r: &Record| r.key.clone()),
                 descending: false,
                 limit: leasehold_backend::record::RECORD_LIST_MAX,
             })?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.key.clone());
-            for record in &page {
-                let schedule: Schedule = decode(record)?;
-                kept.push(Kept {
-                    state: self.state(&schedule.name)?,
-                    schedule,
-                    version: record.version,
-                });
+            if page.is_empty() {
+                return Ok(all);
             }
+            all.extend(page);
         }
-        Ok(kept)
     }
 
     /// Pause or resume `name`: `Ok(false)` when there is no such schedule.
@@ -931,7 +989,7 @@ impl Schedules<'_> {
     /// # Errors
     /// Store errors.
     pub fn claim(&self, kept: &Kept, now: SystemTime, daemon: &Holder, max_due: usize) -> Result<SlotClaim> {
-        let mut claims = self.claim_many(&[kept], now, daemon, max_due)?;
+        let mut claims = self.claim_many(&[kept], Watch::at(now), daemon, max_due)?;
         Ok(claims.pop().unwrap_or(SlotClaim::NothingDue))
     }
 
@@ -943,18 +1001,12 @@ impl Schedules<'_> {
     ///
     /// # Errors
     /// Store errors (the claims written before one are kept).
-    pub fn claim_many(
-        &self,
-        kept: &[&Kept],
-        now: SystemTime,
-        daemon: &Holder,
-        max_due: usize,
-    ) -> Result<Vec<SlotClaim>> {
+    pub fn claim_many(&self, kept: &[&Kept], watch: Watch, daemon: &Holder, max_due: usize) -> Result<Vec<SlotClaim>> {
         let mut outcomes = vec![SlotClaim::NothingDue; kept.len()];
         let mut pending: std::collections::VecDeque<(usize, ClaimPlan)> = kept
             .iter()
             .enumerate()
-            .filter_map(|(i, k)| plan_claim(k, now, daemon, max_due).map(|p| (i, p)))
+            .filter_map(|(i, k)| plan_claim(k, watch, daemon, max_due).map(|p| (i, p)))
             .collect();
         // A batch that was too late for one of its deadlines is split, its
         // claims written one by one (each judged again).
@@ -982,21 +1034,28 @@ impl Schedules<'_> {
                 }
                 RecordWrite::Conflict { key, .. } => {
                     // The claim that met the conflict is lost, and so is
-                    // any other whose schedule changed since it was read
-                    // (read again now, so that one conflict does not cost
-                    // a write per claim); the rest are tried again.
+                    // every other still to write whose schedule changed
+                    // since it was read — another daemon claimed it: read
+                    // again now, all at once, so that racing daemons cost
+                    // a write per meeting, not one per claim. The rest are
+                    // tried again.
+                    let current = self.versions()?;
                     for (i, plan) in batch.into_iter().rev() {
-                        let stale = plan.changes.iter().any(|c| *c.key() == key) || self.changed(kept[i])?;
-                        if stale {
-                            outcomes[i] = if key.as_str().starts_with(&slots_prefix(&kept[i].schedule.name)) {
-                                SlotClaim::StateBehind
-                            } else {
-                                SlotClaim::Lost
-                            };
+                        pending.push_front((i, plan));
+                    }
+                    let mut still = std::collections::VecDeque::with_capacity(pending.len());
+                    for (i, plan) in pending.drain(..) {
+                        let name = &kept[i].schedule.name;
+                        let met = plan.changes.iter().any(|c| *c.key() == key);
+                        if met && key.as_str().starts_with(&slots_prefix(name)) {
+                            outcomes[i] = SlotClaim::StateBehind;
+                        } else if met || current.get(name.as_str()) != Some(&kept[i].versions()) {
+                            outcomes[i] = SlotClaim::Lost;
                         } else {
-                            pending.push_front((i, plan));
+                            still.push_back((i, plan));
                         }
                     }
+                    pending = still;
                 }
                 RecordWrite::TooLate { now: late } => {
                     if batch.len() > 1 {
@@ -1008,7 +1067,7 @@ impl Schedules<'_> {
                         // Judged again at the store's time of the refusal:
                         // the slot is past its deadline, so missed.
                         for (i, _) in batch {
-                            if let Some(plan) = plan_claim(kept[i], late, daemon, max_due) {
+                            if let Some(plan) = plan_claim(kept[i], Watch { now: late, ..watch }, daemon, max_due) {
                                 pending.push_front((i, plan));
                             }
                         }
@@ -1019,13 +1078,23 @@ impl Schedules<'_> {
         Ok(outcomes)
     }
 
-    /// Whether `kept`'s schedule or state is no longer at the versions
-    /// read.
-    fn changed(&self, kept: &Kept) -> Result<bool> {
-        let name = &kept.schedule.name;
-        let schedule = self.records.record_get(&schedule_key(name))?.map(|r| r.version);
-        let state = self.records.record_get(&state_key(name))?.map(|r| r.version);
-        Ok(schedule != Some(kept.version) || state != kept.state.as_ref().map(|(_, v)| *v))
+    /// Every schedule's versions now (its own, its state's), by name.
+    fn versions(&self) -> Result<std::collections::HashMap<String, (RecordVersion, Option<RecordVersion>)>> {
+        let states = self.states()?;
+        Ok(self
+            .list_all(SCHEDULES_PREFIX)?
+            .into_iter()
+            .map(|r| {
+                let name = r
+                    .key
+                    .as_str()
+                    .strip_prefix(SCHEDULES_PREFIX)
+                    .unwrap_or_default()
+                    .to_owned();
+                let state = states.get(&name).map(|(_, v)| *v);
+                (name, (r.version, state))
+            })
+            .collect())
     }
 
     /// A written claim: what it recorded, with the versions it wrote (so
@@ -1218,7 +1287,7 @@ mod tests {
                 &schedule(catch_up, None),
                 &[at(10)],
                 false,
-                at(10) + Duration::from_millis(20),
+                Watch::at(at(10) + Duration::from_millis(20)),
             );
             assert_eq!((d.fire, d.missed.len()), (Some(at(10)), 0), "{catch_up}");
         }
@@ -1228,12 +1297,34 @@ mod tests {
     fn slots_due_after_downtime_follow_the_catch_up_policy() {
         let due = [at(1), at(2), at(3)];
         let now = at(3) + Duration::from_secs(30);
-        let none = decide(&schedule(CatchUp::None, None), &due, false, now);
+        let none = decide(&schedule(CatchUp::None, None), &due, false, Watch::at(now));
         assert_eq!((none.fire, none.missed), (None, due.to_vec()));
-        let latest = decide(&schedule(CatchUp::Latest, None), &due, false, now);
+        let latest = decide(&schedule(CatchUp::Latest, None), &due, false, Watch::at(now));
         assert_eq!((latest.fire, latest.missed), (Some(at(3)), vec![at(1), at(2)]));
-        let all = decide(&schedule(CatchUp::All, None), &due, false, now);
+        let all = decide(&schedule(CatchUp::All, None), &due, false, Watch::at(now));
         assert_eq!((all.fire, all.missed), (Some(at(1)), vec![]));
+    }
+
+    /// A slot due while a daemon watched (busy, not gone) is on time
+    /// however late its claim; one due before the daemon watched is late.
+    #[test]
+    fn a_slot_due_while_a_daemon_watched_is_on_time_however_late_its_claim() {
+        let none = schedule(CatchUp::None, None);
+        let now = at(10) + Duration::from_secs(5);
+        let watched = Watch {
+            now,
+            since: Some(at(10) - Duration::from_millis(1)),
+        };
+        assert_eq!(decide(&none, &[at(10)], false, watched).fire, Some(at(10)));
+        let since_after = Watch {
+            now,
+            since: Some(at(10) + Duration::from_millis(1)),
+        };
+        assert_eq!(decide(&none, &[at(10)], false, since_after).fire, None);
+        assert_eq!(decide(&none, &[at(10)], false, Watch::at(now)).fire, None);
+        // The deadline holds all the same.
+        let strict = schedule(CatchUp::None, Some(Duration::from_secs(2)));
+        assert_eq!(decide(&strict, &[at(10)], false, watched).fire, None);
     }
 
     #[test]
@@ -1244,7 +1335,7 @@ mod tests {
             &schedule(CatchUp::All, Some(Duration::from_secs(100))),
             &due,
             false,
-            now,
+            Watch::at(now),
         );
         assert_eq!((d.fire, d.missed), (Some(at(3)), vec![at(1), at(2)]));
         assert!(d.missed_why.contains("deadline"), "{}", d.missed_why);
@@ -1252,14 +1343,19 @@ mod tests {
             &schedule(CatchUp::Latest, Some(Duration::from_secs(60))),
             &due,
             false,
-            now,
+            Watch::at(now),
         );
         assert_eq!((d.fire, d.missed), (None, due.to_vec()));
     }
 
     #[test]
     fn the_newest_listed_slot_is_not_the_newest_due_when_more_are() {
-        let d = decide(&schedule(CatchUp::Latest, None), &[at(1), at(2)], true, at(9));
+        let d = decide(
+            &schedule(CatchUp::Latest, None),
+            &[at(1), at(2)],
+            true,
+            Watch::at(at(9)),
+        );
         assert_eq!((d.fire, d.missed), (None, vec![at(1), at(2)]));
     }
 

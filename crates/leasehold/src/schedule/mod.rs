@@ -76,7 +76,7 @@ pub use check::{GAP_SEARCH, GAP_SEARCH_SLOTS, JITTER_MAX};
 pub use error::{Problem, ScheduleError};
 pub use kept::{
     Action, CatchUp, Decision, Kept, ON_TIME, Overlap, PRUNE_EVERY, SLOTS_KEPT, Schedule, ScheduleState, Schedules,
-    SlotClaim, SlotOutcome, SlotRecord, decide, queue_of, slot_task_id,
+    SlotClaim, SlotOutcome, SlotRecord, Watch, decide, queue_of, slot_task_id,
 };
 /// What a record write expects to find ([`Schedules::report`]).
 pub use leasehold_backend::Expect;
