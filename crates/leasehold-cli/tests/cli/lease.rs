@@ -481,7 +481,6 @@ fn bad_arguments_are_usage_errors() {
     }
 }
 
-#[cfg(feature = "postgres")]
 fn an_unreachable_postgres_store_is_unavailable() {
     // Nothing listens on port 1.
     let (code, _, err) = Env::new().run(&["--store", "postgres://127.0.0.1:1/x", "acquire", "job"]);
