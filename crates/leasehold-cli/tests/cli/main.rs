@@ -20,6 +20,7 @@ mod run;
 mod schedule;
 mod serve;
 mod task;
+mod thousand;
 mod util;
 mod waiters;
 mod work;
@@ -45,6 +46,7 @@ fn main() {
         schedule::TESTS,
         serve::TESTS,
         task::TESTS,
+        thousand::TESTS,
         waiters::TESTS,
         work::TESTS,
     ]);
