@@ -482,6 +482,9 @@ fn record_cases<H: Harness>() -> Vec<CaseEntry<H>> {
         case!(records_list_by_prefix_in_key_order, Records),
         case!(records_limits_are_refused, Records),
         case!(records_racing_writers_lose_no_update, Records),
+        case!(records_a_write_past_its_not_after_changes_nothing, Records),
+        case!(records_clock_agrees_with_this_host, Records),
+        case!(records_clock_is_the_stores_not_the_clients, Records, ClockSkew),
     ]
 }
 

@@ -84,6 +84,8 @@ pub(crate) struct Access {
     credentials: Option<EtcdCredentials>,
     /// The same TLS set-up for [`leasehold_tls::probe`].
     probe: Option<Arc<rustls::ClientConfig>>,
+    /// The same again offering HTTP/1.1, for the cluster's clock (`clock`).
+    http: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl fmt::Debug for Access {
@@ -108,15 +110,17 @@ impl Access {
         let tls = tls.cloned().or_else(|| https.then(EtcdTls::default));
         let mut connect = connect;
         let mut probe = None;
+        let mut http = None;
         if let Some(tls) = &tls {
             if let Some(plain) = endpoints.iter().find(|e| e.starts_with("http://")) {
                 return Err(format!(
                     "endpoint {plain} is plain http://, but TLS is asked for (cacert, cert, key or an https:// endpoint): write it HOST:PORT or https://HOST:PORT"
                 ));
             }
-            let (options, config) = tls_options(tls)?;
+            let (options, config, for_clock) = tls_options(tls)?;
             connect = connect.with_tls(options);
             probe = Some(Arc::new(config));
+            http = Some(Arc::new(for_clock));
         }
         if let Some(c) = credentials {
             if c.user.is_empty() || c.user.contains(':') {
@@ -128,8 +132,15 @@ impl Access {
             tls,
             credentials: credentials.cloned(),
             probe,
+            http,
         };
         Ok((access, connect))
+    }
+
+    /// The TLS set-up for an HTTP/1.1 request to a member (`None`: plain
+    /// TCP).
+    pub(crate) fn http_tls(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.http.clone()
     }
 
     /// Whether TLS is on.
@@ -270,8 +281,8 @@ pub(crate) fn token_expired(e: &etcd_client::Error) -> bool {
 const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// The client's TLS options, and the same as a rustls configuration for
-/// [`Access::probe`].
-fn tls_options(tls: &EtcdTls) -> Result<(TlsOptions, rustls::ClientConfig), String> {
+/// [`Access::probe`] (HTTP/2) and for the cluster's clock (HTTP/1.1).
+fn tls_options(tls: &EtcdTls) -> Result<(TlsOptions, rustls::ClientConfig, rustls::ClientConfig), String> {
     let roots = leasehold_tls::roots("cacert", tls.ca.as_deref()).map_err(|e| e.to_string())?;
     let identity = match (tls.cert.as_deref(), tls.key.as_deref()) {
         (None, None) => None,
@@ -282,9 +293,11 @@ fn tls_options(tls: &EtcdTls) -> Result<(TlsOptions, rustls::ClientConfig), Stri
         (None, Some(_)) => return Err("key=PATH needs cert=PATH too: the certificate of that key (PEM)".into()),
     };
     let config = leasehold_tls::client_config(roots.clone(), identity.as_ref(), &[b"h2"]).map_err(|e| e.to_string())?;
+    let http1 =
+        leasehold_tls::client_config(roots.clone(), identity.as_ref(), &[b"http/1.1"]).map_err(|e| e.to_string())?;
     let mut options = TlsOptions::new().trust_anchors(roots.roots);
     if let Some(id) = identity {
         options = options.identity(Identity::from_pem(id.cert_pem, id.key_pem));
     }
-    Ok((options, config))
+    Ok((options, config, http1))
 }

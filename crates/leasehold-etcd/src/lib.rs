@@ -44,11 +44,13 @@
 //!   we would ship silently.
 //! - Records (what schedules are kept in) are keys under `PREFIX/record/`,
 //!   versioned by their `mod_revision`, a batch one transaction guarded by
-//!   a compare per expectation (see `record`).
+//!   a compare per expectation (see `record`). Their clock, which etcd's
+//!   protocol does not carry, is the members' HTTP `Date` (see `clock`).
 //! - TLS (a CA, a client certificate) and etcd users: see `access`; how
 //!   an `etcd://` URL asks for them: `url`.
 
 mod access;
+mod clock;
 mod keys;
 mod lease;
 mod record;
@@ -57,7 +59,7 @@ mod watch;
 
 use std::fmt;
 use std::future::Future;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
@@ -65,8 +67,8 @@ use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams,
-    StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
-    WaiterRemoveParams, WaiterTicket, Watched,
+    StoreBackup, StoreBackupParams, StoreInfo, StoreTime, TokensBumpParams, TokensBumped, WaitTopic,
+    WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 use tokio::runtime::Runtime;
 
@@ -126,6 +128,8 @@ pub struct EtcdBackend {
     access: Access,
     /// The token offset as last read (see `lease::OffsetCache`).
     offset: lease::OffsetCache,
+    /// The cluster's clock, from its members' HTTP `Date` (see `clock`).
+    clock: Arc<clock::DateClock>,
 }
 
 impl fmt::Debug for EtcdBackend {
@@ -206,6 +210,12 @@ impl EtcdBackend {
                 Ok::<_, etcd_client::Error>(client)
             })
             .map_err(|e| Self::refused(&store, &access, keys.prefix(), endpoints, options, &e))?;
+        let members = endpoints.iter().filter_map(|e| clock::Member::parse(e)).collect();
+        let clock = Arc::new(clock::DateClock::new(
+            members,
+            access.http_tls(),
+            options.request_timeout,
+        ));
         Ok(Self {
             endpoints: endpoints.to_vec(),
             keys,
@@ -214,6 +224,7 @@ impl EtcdBackend {
             connect,
             access,
             offset: lease::OffsetCache::default(),
+            clock,
         })
     }
 
@@ -281,6 +292,18 @@ impl EtcdBackend {
             }
         });
         BackendError::new(kind, store, reason).hint(hint)
+    }
+
+    /// The cluster's clock (see `clock`), or why it cannot be read.
+    fn store_clock(&self) -> Result<StoreTime, BackendError> {
+        self.clock.now().map_err(|unread| {
+            BackendError::new(ErrorKind::Unavailable, self.store(), unread.to_string()).hint(
+                "etcd's protocol carries no time, so leasehold reads the cluster's clock from the Date header of a member's \
+                 HTTP answer to GET /version on its client URL (open to every client, also with authentication on): \
+                 check that the endpoints are the members' client URLs and that nothing between (a gRPC-only proxy; \
+                 HTTP moved to --listen-client-http-urls) keeps HTTP/1.1 from them; see docs/ETCD.md",
+            )
+        })
     }
 
     fn label(endpoints: &[String], keys: &Keys) -> String {
@@ -390,13 +413,27 @@ impl Backend for EtcdBackend {
             ),
         ];
         facts.extend(self.access.facts());
+        let mut warnings = Vec::new();
+        match self.store_clock() {
+            Ok(at) => facts.push((
+                "clock".to_owned(),
+                format!(
+                    "the members' HTTP Date, {}",
+                    clock::host_offset(at, leasehold_backend::host::wall_clock())
+                ),
+            )),
+            Err(e) => warnings.push((
+                "clock".to_owned(),
+                format!("{e}: schedules cannot be kept on this store"),
+            )),
+        }
         Ok(StoreInfo {
             kind: "etcd",
             location: self.store(),
             schema_version: None,
             facts,
             problems: Vec::new(),
-            warnings: Vec::new(),
+            warnings,
         })
     }
 
@@ -485,8 +522,22 @@ impl RecordBackend for EtcdBackend {
         self.call(|mut c| async move { c.record_list(params).await })
     }
 
+    /// etcd cannot compare time in a transaction: a write's `not_after` is
+    /// judged on the estimate of the cluster's clock (see `clock`) just
+    /// before the transaction is sent; it commits a round trip later.
     fn record_write(&self, params: &RecordWriteParams) -> Result<RecordWrite, BackendError> {
         params.check()?;
+        if let Some(not_after) = params.not_after
+            && let Some(late) = leasehold_backend::record::too_late(Some(not_after), self.store_clock()?.at)
+        {
+            return Ok(late);
+        }
         self.call(|mut c| async move { c.record_write(params).await })
+    }
+
+    /// The members' HTTP `Date`, estimated to within half a second or
+    /// better (see `clock`).
+    fn record_clock(&self) -> Result<StoreTime, BackendError> {
+        self.store_clock()
     }
 }

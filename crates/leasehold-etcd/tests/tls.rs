@@ -21,6 +21,7 @@ fn main() {
         tls_files_that_are_missing_or_wrong_make_an_invalid_url,
         a_user_whose_role_grants_the_prefix_gets_in_and_bad_credentials_do_not,
         a_token_etcd_forgot_is_renewed_by_authenticating_again,
+        the_clusters_clock_is_read_over_tls_with_a_client_certificate_and_with_users,
     ]]);
 }
 
@@ -217,4 +218,32 @@ fn a_token_etcd_forgot_is_renewed_by_authenticating_again() {
     // The TTL keeper drops a token once a second after its TTL.
     std::thread::sleep(Duration::from_millis(2500));
     acquire_and_release(&store);
+}
+
+/// The cluster's clock (the members' HTTP `Date`) is read over the
+/// store's TLS: with the client certificate a `--client-cert-auth`
+/// cluster wants, and on a cluster with users (`GET /version` is open to
+/// every client). It agrees with this host's, which runs the servers.
+fn the_clusters_clock_is_read_over_tls_with_a_client_certificate_and_with_users() {
+    use leasehold_backend::RecordBackend as _;
+    let mtls = shared_with(Security::MutualTls);
+    let with_cert = open(mtls, "/mtls", tls(&mtls.pki().ca(), client_cert(mtls.pki())), None).unwrap();
+    let users = shared_with(Security::TlsAndPassword);
+    let prefix = format!("{GRANTED}clock");
+    let with_user = open(users, &prefix, tls(&users.pki().ca(), None), Some((USER, PASSWORD))).unwrap();
+    for store in [&with_cert, &with_user] {
+        let before = leasehold_backend::host::wall_clock();
+        let clock = store
+            .record_clock()
+            .unwrap_or_else(|e| panic!("record_clock over TLS: {e}"));
+        let after = leasehold_backend::host::wall_clock();
+        let slack = clock.within + Duration::from_secs(1);
+        assert!(
+            clock.at + slack >= before && clock.at <= after + slack,
+            "the cluster's clock read {clock:?}, this host's {before:?} to {after:?}"
+        );
+        let facts = store.describe().unwrap().facts;
+        let fact = &facts.iter().find(|(k, _)| k == "clock").unwrap().1;
+        assert!(fact.contains("this host's clock is"), "{fact}");
+    }
 }

@@ -19,7 +19,8 @@
 //! - Waiters poll the name's document (every `POLL`): Firestore's change
 //!   streams (listen) are gRPC-only.
 //! - Records (what schedules are kept in) are documents whose update time
-//!   is their version (`records`).
+//!   is their version; a write's `not_after` is judged at the `readTime`
+//!   of a read of its keys just before its commit (`records`).
 //! - No task queue: the seam's default refuses it with `Unsupported`.
 //! - The REST API over a small blocking HTTP/1.1 client (`http`, `rest`):
 //!   the emulator by `FIRESTORE_EMULATOR_HOST`, Google over TLS with
@@ -40,8 +41,8 @@ use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams,
-    StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic, WaiterEnqueueParams,
-    WaiterRemoveParams, WaiterTicket, Watched,
+    StoreBackup, StoreBackupParams, StoreInfo, StoreTime, TokensBumpParams, TokensBumped, WaitTopic,
+    WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 
 pub use layout::DEFAULT_PREFIX;
@@ -365,6 +366,12 @@ impl RecordBackend for FirestoreBackend {
     fn record_write(&self, params: &RecordWriteParams) -> Result<RecordWrite, BackendError> {
         params.check()?;
         self.call(|c| c.record_write(params))
+    }
+
+    /// The server's `readTime` of a read, to the microsecond.
+    fn record_clock(&self) -> Result<StoreTime, BackendError> {
+        self.call(|c| c.record_clock())
+            .map(|at| StoreTime::exactly(at.system_time()))
     }
 }
 

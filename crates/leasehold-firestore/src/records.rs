@@ -8,6 +8,15 @@
 //! expectation asks for (exists: false, or the update time it expects);
 //! when one fails, nothing is written and the keys are read again to say
 //! which one differed.
+//!
+//! The clock is the server's `readTime` (`record_clock` reads the store's
+//! document for it). A write with a `not_after` first reads its keys: it
+//! is judged at that read's time — too late, or a conflict with what was
+//! read, and nothing is committed — and then committed under the same
+//! preconditions. Firestore compares no time in a commit, so the commit
+//! lands a round trip after the time judged (a few ms; more if the client
+//! stalls in between): the limit is the read's, the commit may be that
+//! much past it.
 
 use leasehold_backend::{
     Expect, Record, RecordChange, RecordKey, RecordListParams, RecordVersion, RecordWrite, RecordWriteParams,
@@ -110,22 +119,64 @@ impl Conn<'_> {
         rounds(
             || "writing records".to_owned(),
             Turn::Prompt,
-            || match self.rest.commit(&writes) {
-                Ok(done) => Ok(Some(RecordWrite::Written {
-                    versions: p
-                        .changes
-                        .iter()
-                        .zip(done.updates)
-                        .map(|(c, at)| match (c, at) {
-                            (RecordChange::Put { .. }, Some(t)) => Some(RecordVersion(t.0 as u64)),
-                            _ => None,
-                        })
-                        .collect(),
-                })),
-                Err(rest::Error::Conflict) => self.conflict(p),
-                Err(e) => Err(e.into()),
+            || {
+                if let Some(judged) = self.judge(p)? {
+                    return Ok(Some(judged));
+                }
+                self.commit_records(p, &writes)
             },
         )
+    }
+
+    /// For a write with a `not_after`: read its keys, and end it when the
+    /// read's time is past the limit (`TooLate`) or what was read does not
+    /// meet an expectation (`Conflict`). `None`: commit it.
+    fn judge(&self, p: &RecordWriteParams) -> Result<Option<RecordWrite>> {
+        let Some(not_after) = p.not_after else {
+            return Ok(None);
+        };
+        let names: Vec<String> = p.changes.iter().map(|c| self.record_doc(c.key())).collect();
+        let (docs, at) = self.rest.batch_get(&names, None)?;
+        if let Some(late) = leasehold_backend::record::too_late(Some(not_after), at.system_time()) {
+            return Ok(Some(late));
+        }
+        for (change, doc) in p.changes.iter().zip(docs) {
+            let found = doc.as_ref().map(version).transpose()?;
+            if !change.expect().met_by(found) {
+                return Ok(Some(RecordWrite::Conflict {
+                    key: change.key().clone(),
+                    found,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Commit `writes`, the changes of `p`: how it ended, or `None` when a
+    /// precondition failed and every expectation holds again (try again).
+    fn commit_records(&self, p: &RecordWriteParams, writes: &[Write]) -> Result<Option<RecordWrite>> {
+        match self.rest.commit(writes) {
+            Ok(done) => Ok(Some(RecordWrite::Written {
+                versions: p
+                    .changes
+                    .iter()
+                    .zip(done.updates)
+                    .map(|(c, at)| match (c, at) {
+                        (RecordChange::Put { .. }, Some(t)) => Some(RecordVersion(t.0 as u64)),
+                        _ => None,
+                    })
+                    .collect(),
+            })),
+            Err(rest::Error::Conflict) => self.conflict(p),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The server's clock: the `readTime` of a read of the store's
+    /// document.
+    pub fn record_clock(&self) -> Result<ServerTime> {
+        let (_, at) = self.rest.batch_get(&[self.rest.doc_name(&self.layout.store())], None)?;
+        Ok(at)
     }
 
     /// The first change whose expectation the store does not meet now

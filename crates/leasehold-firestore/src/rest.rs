@@ -26,6 +26,16 @@ impl ServerTime {
         let t: jiff::Timestamp = text.parse().ok()?;
         Some(ServerTime(t.as_microsecond()))
     }
+
+    /// As a `SystemTime`.
+    pub fn system_time(self) -> std::time::SystemTime {
+        let since = std::time::Duration::from_micros(self.0.unsigned_abs());
+        if self.0 >= 0 {
+            std::time::UNIX_EPOCH + since
+        } else {
+            std::time::UNIX_EPOCH - since
+        }
+    }
 }
 
 /// A document as read: its fields (strings and integers) and its update

@@ -15,7 +15,9 @@
 //!   transaction-scoped advisory lock on it, then row locks; renewals take
 //!   the row lock alone (one statement on the happy path). Task claims use
 //!   `FOR UPDATE SKIP LOCKED` on a partial index in claim order. Record
-//!   writes take turns on the one row of `record_version` (see `record`).
+//!   writes take turns on the one row of `record_version`, and read the
+//!   server's clock for their `not_after` once it is their turn (see
+//!   `record`).
 //! - **TLS**: rustls, as `sslmode` / `sslrootcert` ask (see `tls`).
 //! - **Connections**: a small pool of lazily opened connections (`pool`),
 //!   each a `Mutex<Client>` with its own prepared-statement cache. A
@@ -73,7 +75,9 @@ use leasehold_backend::{
     TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskIdParams,
     TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
-use leasehold_backend::{Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams};
+use leasehold_backend::{
+    Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams, StoreTime,
+};
 
 use crate::classify::detail;
 use crate::db::Result;
@@ -358,6 +362,15 @@ impl RecordBackend for PostgresBackend {
     fn record_write(&self, params: &RecordWriteParams) -> std::result::Result<RecordWrite, BackendError> {
         params.check()?;
         self.transact(Kind::Write, |db| record::write(db, params))
+    }
+
+    /// The server's clock (`clock_timestamp()`), to the microsecond.
+    fn record_clock(&self) -> std::result::Result<StoreTime, BackendError> {
+        #[allow(
+            clippy::redundant_closure_for_method_calls,
+            reason = "Db::now is not general over the lifetime"
+        )]
+        self.read(|db| db.now()).map(StoreTime::exactly)
     }
 }
 

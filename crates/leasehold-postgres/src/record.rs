@@ -12,11 +12,20 @@
 //! lock, and two writers expecting it absent would both pass. A conflict
 //! rolls the transaction back, the counter with it.
 //!
+//! The clock (`record_clock`, and a write's `not_after`) is the server's
+//! (`clock::NOW`). A write reads it in the statement that takes its turn,
+//! once the counter's row lock is granted (`RETURNING` is computed after
+//! the row is updated, so after any wait for the lock): a write that
+//! waited for another is judged when it is applied, and one too late rolls
+//! back with nothing changed, the counter with it.
+//!
 //! Versions come from that counter, not from a sequence (not
 //! transactional, as the crate's docs on tokens say), so a key deleted and
 //! written again never gets a version it had. The key column is
 //! `COLLATE "C"`: order and range bounds are bytewise, whatever the
 //! database's collation.
+
+use std::time::SystemTime;
 
 use leasehold_backend::{
     Record, RecordChange, RecordKey, RecordListParams, RecordVersion, RecordWrite, RecordWriteParams,
@@ -24,6 +33,7 @@ use leasehold_backend::{
 use postgres::Row;
 use postgres::types::ToSql;
 
+use crate::clock::NOW;
 use crate::db::{Db, Error, Result};
 
 fn stored_version(v: i64) -> Result<RecordVersion> {
@@ -75,20 +85,25 @@ pub(crate) fn list(db: &mut Db<'_>, params: &RecordListParams) -> Result<Vec<Rec
     db.query(&sql, &bound)?.iter().map(read_row).collect()
 }
 
-/// Apply the batch if every expectation holds; `(outcome, commit)`.
+/// Apply the batch if the server's clock, read once the write holds its
+/// turn, has not passed its `not_after` and every expectation holds;
+/// `(outcome, commit)`.
 pub(crate) fn write(db: &mut Db<'_>, params: &RecordWriteParams) -> Result<(RecordWrite, bool)> {
     let puts = params
         .changes
         .iter()
         .filter(|c| matches!(c, RecordChange::Put { .. }))
         .count() as i64;
-    let last: i64 = db
+    let turn = db
         .query_opt(
-            "UPDATE record_version SET last = last + $1 WHERE id = 1 RETURNING last",
+            &format!("UPDATE record_version SET last = last + $1 WHERE id = 1 RETURNING last, {NOW}"),
             &[&puts],
         )?
-        .ok_or_else(|| Error::BadRow("record_version has lost its row".into()))?
-        .get(0);
+        .ok_or_else(|| Error::BadRow("record_version has lost its row".into()))?;
+    let (last, now): (i64, SystemTime) = (turn.get(0), turn.get(1));
+    if let Some(late) = leasehold_backend::record::too_late(params.not_after, now) {
+        return Ok((late, false));
+    }
     let keys: Vec<&str> = params.changes.iter().map(|c| c.key().as_str()).collect();
     let found: Vec<(String, i64)> = db
         .query("SELECT key, version FROM record WHERE key = ANY($1)", &[&keys])?

@@ -35,6 +35,7 @@ fn main() {
         history_keeps_the_newest_entries_of_a_name,
         a_claim_that_returns_expired_claims_notifies_the_queue,
         records_are_listed_bytewise_whatever_the_database_collation,
+        a_record_write_that_waited_for_its_turn_is_judged_when_applied,
     ]]);
 }
 
@@ -551,4 +552,61 @@ fn records_are_listed_bytewise_whatever_the_database_collation() {
     };
     assert_eq!(list(None), ["slot/a/B", "slot/a/a", "slot/a/z", "slot/a/\u{e9}"]);
     assert_eq!(list(Some("slot/a/a")), ["slot/a/z", "slot/a/\u{e9}"]);
+}
+
+/// A record write's `not_after` is judged on the server's clock once the
+/// write holds its turn (the row lock of `record_version`), not when it
+/// was sent: a write sent well before its limit, held behind another
+/// transaction until the limit passed, ends `TooLate` and writes nothing.
+fn a_record_write_that_waited_for_its_turn_is_judged_when_applied() {
+    use leasehold_backend::RecordWrite;
+    let schema = Server::fresh_schema();
+    let store = open(&Server::shared().url(&schema));
+    let key = RecordKey::new("slot/late").unwrap();
+    let mut holder = Server::shared().client();
+    let mut turn = holder.transaction().unwrap();
+    turn.batch_execute(&format!(
+        "UPDATE \"{schema}\".record_version SET last = last WHERE id = 1"
+    ))
+    .unwrap();
+    let not_after = store.record_clock().unwrap().at + Duration::from_secs(2);
+    let outcome = thread::scope(|s| {
+        let writer = s.spawn(|| {
+            store.record_write(&RecordWriteParams {
+                changes: vec![RecordChange::Put {
+                    key: key.clone(),
+                    body: "{}".into(),
+                    expect: Expect::Absent,
+                }],
+                not_after: Some(not_after),
+            })
+        });
+        let mut watcher = Server::shared().client();
+        let waiting = leasehold_testkit::wait::wait_until(Duration::from_secs(10), || {
+            watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%record_version%'",
+                    &[],
+                )
+                .unwrap()
+                .get::<_, i64>(0)
+                == 1
+        });
+        assert!(waiting.is_some(), "the write never waited for the lock");
+        assert!(
+            store.record_clock().unwrap().at < not_after,
+            "the write reached the lock after its limit: this test proves nothing on so slow a host"
+        );
+        let passed = leasehold_testkit::wait::wait_until(Duration::from_secs(10), || {
+            store.record_clock().unwrap().at > not_after + Duration::from_millis(100)
+        });
+        assert!(passed.is_some(), "the server's clock never passed the limit");
+        turn.commit().unwrap();
+        writer.join().unwrap()
+    });
+    assert!(
+        matches!(outcome, Ok(RecordWrite::TooLate { now }) if now > not_after),
+        "a write applied after its not_after ended {outcome:?}"
+    );
+    assert_eq!(store.record_get(&key).unwrap(), None, "a write too late was applied");
 }

@@ -119,6 +119,7 @@ pub fn run(error: &leasehold::supervise::RunError) -> PyErr {
         RunError::Interrupted { .. } => pyo3::exceptions::PyKeyboardInterrupt::new_err(error.to_string()),
         RunError::LostBeforeStart { .. }
         | RunError::Lost { .. }
+        | RunError::TooLate { .. }
         | RunError::CouldNotStart { .. }
         | RunError::GuardDied { .. } => of_kind(error.kind(), error.to_string()),
     }

@@ -68,6 +68,7 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
         forward_signals: false,
         hand_terminal: false,
         env: Vec::new(),
+        start_by: None,
     };
     let control = Arc::new(Mutex::new(Control::NotStarted));
     let call = {

@@ -740,4 +740,10 @@ impl leasehold_backend::RecordBackend for RedisBackend {
         params.check()?;
         self.run(|| self.record_write(params))
     }
+
+    /// The server's `TIME`, to the microsecond.
+    fn record_clock(&self) -> std::result::Result<leasehold_backend::StoreTime, BackendError> {
+        self.run(|| self.record_clock())
+            .map(leasehold_backend::StoreTime::exactly)
+    }
 }

@@ -3,7 +3,12 @@
 //! (`PREFIX:records`, all scores 0, so Redis orders them bytewise as the
 //! contract asks), and versions from one counter (`PREFIX:record-version`)
 //! that never repeats a version, even for a key deleted and written again.
-//! A batch is one script: every expectation checked, then all applied.
+//! A batch is one script: the server's `TIME` read and the write's
+//! `not_after` judged on it, every expectation checked, then all applied —
+//! nothing runs between them on the server, so the time judged is the
+//! time of the commit. `record_clock` is `TIME` itself.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use leasehold_backend::{
     Expect, Record, RecordChange, RecordKey, RecordListParams, RecordVersion, RecordWrite, RecordWriteParams,
@@ -12,14 +17,22 @@ use leasehold_backend::{
 use crate::resp::Reply;
 use crate::{Error, RedisBackend, Result, Script};
 
-/// ARGV: the prefix, then per change: `put` or `del`, key, expectation
-/// (`absent`, `version`, `any`), the version expected, the body. Answers
-/// `{0, index, found}` for the first unmet expectation, else `{1, v…}`.
+/// ARGV: the prefix, the limit `not_after` in µs since the epoch (empty:
+/// none), then per change: `put` or `del`, key, expectation (`absent`,
+/// `version`, `any`), the version expected, the body. Answers `{2, secs,
+/// µs}` (the server's `TIME`) when the limit has passed, `{0, index,
+/// found}` for the first unmet expectation, else `{1, v…}`.
 const WRITE: Script = Script::new(
     "local p = ARGV[1]
-     local n = (#ARGV - 1) / 5
+     local n = (#ARGV - 2) / 5
+     if ARGV[2] ~= '' then
+       local t = redis.call('TIME')
+       if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(ARGV[2]) then
+         return {2, t[1], t[2]}
+       end
+     end
      for i = 0, n - 1 do
-       local b = 2 + i * 5
+       local b = 3 + i * 5
        local found = redis.call('HGET', p .. ':record:' .. ARGV[b + 1], 'v')
        local e = ARGV[b + 2]
        if (e == 'absent' and found) or (e == 'version' and found ~= ARGV[b + 3]) then
@@ -28,7 +41,7 @@ const WRITE: Script = Script::new(
      end
      local out = {1}
      for i = 0, n - 1 do
-       local b = 2 + i * 5
+       local b = 3 + i * 5
        local key = p .. ':record:' .. ARGV[b + 1]
        if ARGV[b] == 'put' then
          local v = redis.call('INCR', p .. ':record-version')
@@ -58,6 +71,22 @@ const LIST: Script = Script::new(
      end
      return out",
 );
+
+/// A time from `TIME`'s two numbers (seconds, µs).
+pub(crate) fn server_time(secs: &Reply, micros: &Reply) -> Option<SystemTime> {
+    let secs = u64::try_from(secs.int()?).ok()?;
+    let micros = u64::try_from(micros.int()?).ok()?;
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs) + Duration::from_micros(micros))
+}
+
+/// `at` in µs since the epoch, as the write script compares it (before
+/// the epoch: negative).
+fn epoch_micros(at: SystemTime) -> i128 {
+    match at.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_micros() as i128,
+        Err(e) => -(e.duration().as_micros() as i128),
+    }
+}
 
 fn version(r: &Reply) -> Option<RecordVersion> {
     r.int()
@@ -124,7 +153,10 @@ impl RedisBackend {
     }
 
     pub fn record_write(&self, p: &RecordWriteParams) -> Result<RecordWrite> {
-        let mut args: Vec<String> = vec![self.keys.prefix.clone()];
+        // Whole µs: `TIME` (whole µs) is past the limit exactly when it is
+        // past the limit's whole µs.
+        let not_after = p.not_after.map_or_else(String::new, |at| epoch_micros(at).to_string());
+        let mut args: Vec<String> = vec![self.keys.prefix.clone(), not_after];
         for change in &p.changes {
             let (op, body) = match change {
                 RecordChange::Put { body, .. } => ("put", body.clone()),
@@ -155,6 +187,10 @@ impl RedisBackend {
             return Err(Error::Corrupt("the write script answered no array".to_owned()));
         };
         match items.as_slice() {
+            [Reply::Int(2), secs, micros] => Ok(RecordWrite::TooLate {
+                now: server_time(secs, micros)
+                    .ok_or_else(|| Error::Corrupt("TIME answered no numbers in the write script".to_owned()))?,
+            }),
             [Reply::Int(1), versions @ ..] => Ok(RecordWrite::Written {
                 versions: versions.iter().map(version).collect(),
             }),
@@ -169,6 +205,16 @@ impl RedisBackend {
                 })
             }
             _ => Err(Error::Corrupt("the write script answered an unknown form".to_owned())),
+        }
+    }
+
+    /// The server's clock: `TIME`.
+    pub fn record_clock(&self) -> Result<SystemTime> {
+        match self.call(&["TIME"])? {
+            Reply::Array(t) if t.len() == 2 => {
+                server_time(&t[0], &t[1]).ok_or_else(|| Error::Corrupt("TIME answered no numbers".to_owned()))
+            }
+            other => Err(Error::Corrupt(format!("TIME answered {other:?}"))),
         }
     }
 }

@@ -579,9 +579,12 @@ fn the_documented_acl_runs_the_store_end_to_end() {
     assert_eq!(cycle(&store, "job"), Token(2));
     let key = leasehold_backend::RecordKey::new("sched/a").expect("a key");
     let records = store.records().expect("records");
+    // A write judged on the server's clock: TIME, inside the script and
+    // on its own (record_clock), as the documented user.
+    let now = records.record_clock().expect("record_clock").at;
     records
         .record_write(&leasehold_backend::RecordWriteParams {
-            not_after: None,
+            not_after: Some(now + Duration::from_secs(60)),
             changes: vec![leasehold_backend::RecordChange::Put {
                 key: key.clone(),
                 body: "{}".to_owned(),

@@ -555,7 +555,10 @@ impl App {
                     return Err(refuse(404, NO_SCHEDULES));
                 };
                 Ok(json::value(&json::Schedules {
-                    schedules: views.iter().map(|v| json::schedule(&v.kept)).collect(),
+                    schedules: views
+                        .iter()
+                        .map(|v| json::schedule(&v.kept, SystemTime::now()))
+                        .collect(),
                 }))
             }
             ["schedules", n] => {
@@ -574,7 +577,7 @@ impl App {
                     .ok_or_else(|| refuse(404, "no such schedule"))?;
                 let slots = schedules.slots(&n, limit).map_err(unavailable)?;
                 Ok(json::value(&json::ScheduleShown {
-                    schedule: json::schedule(&kept),
+                    schedule: json::schedule(&kept, SystemTime::now()),
                     slots: slots.iter().map(|r| json::slot(&n, r)).collect(),
                 }))
             }

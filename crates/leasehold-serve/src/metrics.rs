@@ -341,7 +341,7 @@ fn schedule_gauges(out: &mut String, schedules: &[ScheduleView], now: SystemTime
         schedules.iter().map(|v| {
             (
                 &v.kept.schedule.name,
-                v.kept.state.map(|(s, _)| unix_seconds(s.last_slot)),
+                v.kept.state.as_ref().map(|(s, _)| unix_seconds(s.last_slot)),
             )
         }),
     );

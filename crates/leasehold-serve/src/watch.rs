@@ -925,7 +925,17 @@ mod tests {
         let store = Store::open_sqlite(&dir.path().join("s.db")).unwrap();
         let schedules = store.schedules().unwrap();
         let name = LeaseName::new("hourly").unwrap();
-        let hour = |h: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600 + h * 3600);
+        // `add` dates a schedule by the store's clock: its slots are the
+        // whole hours after now; hour 1 is the first.
+        let this_hour = schedules
+            .now()
+            .unwrap()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            / 3600
+            * 3600;
+        let hour = |h: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(this_hour + h * 3600);
         let add = || {
             let command = Action::Run {
                 command: vec!["true".into()],

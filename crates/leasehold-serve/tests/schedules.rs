@@ -78,14 +78,18 @@ fn store() -> (tempfile::TempDir, Store) {
         command: vec!["./report.sh".into(), "--all".into()],
     };
     schedules
-        .add(&schedule("hourly", "@every 1h", None, run), false)
+        .add_at(&schedule("hourly", "@every 1h", None, run), false, Some(at(0, 0)))
         .unwrap();
     let enqueue = Action::Enqueue {
         queue: "jobs".into(),
         payload: json!({ "kind": "sweep" }),
     };
     schedules
-        .add(&schedule("sweep", "*/5 * * * *", Some("Europe/Berlin"), enqueue), false)
+        .add_at(
+            &schedule("sweep", "*/5 * * * *", Some("Europe/Berlin"), enqueue),
+            false,
+            Some(at(0, 0)),
+        )
         .unwrap();
     let ten = claim(&store, "hourly", at(10, 100));
     report(&store, "hourly", ten, SlotOutcome::Ran, Some(0));
@@ -171,7 +175,7 @@ fn the_api_documents_are_what_json_prints() {
     let schedules = app.store().schedules().unwrap();
     let all = schedules.list().unwrap();
     let list = json::value(&json::Schedules {
-        schedules: all.iter().map(json::schedule).collect(),
+        schedules: all.iter().map(|k| json::schedule(k, SystemTime::now())).collect(),
     });
     assert_eq!(steady(get_json(&app, "/api/schedules")), steady(list));
     for (path, n, limit) in [
@@ -182,7 +186,7 @@ fn the_api_documents_are_what_json_prints() {
         let kept = schedules.get(&name(n)).unwrap().unwrap();
         let slots = schedules.slots(&name(n), limit).unwrap();
         let show = json::value(&json::ScheduleShown {
-            schedule: json::schedule(&kept),
+            schedule: json::schedule(&kept, SystemTime::now()),
             slots: slots.iter().map(|r| json::slot(&kept.schedule.name, r)).collect(),
         });
         assert_eq!(steady(get_json(&app, path)), steady(show), "{path}");

@@ -26,3 +26,33 @@ pub fn command(offset: &str, program: impl AsRef<OsStr>) -> Command {
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
     cmd
 }
+
+/// Where libfaketime's library is (Debian's path for this architecture,
+/// then the others packagers use).
+fn library() -> Option<std::path::PathBuf> {
+    let arch = std::env::consts::ARCH;
+    [
+        format!("/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1"),
+        "/usr/lib/faketime/libfaketime.so.1".to_owned(),
+        "/usr/local/lib/faketime/libfaketime.so.1".to_owned(),
+    ]
+    .into_iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists())
+}
+
+/// `cmd` with its wall clock `offset` away, the library preloaded into
+/// the program itself — not run under the `faketime` wrapper, which
+/// forks and would take the signals a test sends to the program (a
+/// daemon told to stop with SIGTERM must be the one that gets it).
+/// Go on only where the library is installed (else the test cannot run
+/// here).
+pub fn preload(cmd: &mut Command, offset: &str) {
+    need();
+    let Some(lib) = library() else {
+        crate::unavailable("libfaketime.so.1 is not where Debian puts it; reinstall the Debian package faketime");
+    };
+    cmd.env("LD_PRELOAD", lib)
+        .env("FAKETIME", offset)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+}

@@ -1,11 +1,13 @@
 //! Records (`leasehold_backend::record`): "all or nothing", "versions never
 //! repeat for a key", "lists are in key order, bounded by the prefix,
-//! resumable after a key, either way round".
+//! resumable after a key, either way round", "one clock".
 
 use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
     ErrorKind, Expect, RecordChange, RecordKey, RecordListParams, RecordVersion, RecordWrite, RecordWriteParams,
+    StoreTime, host,
 };
 
 use crate::{Case, Harness};
@@ -40,8 +42,28 @@ impl<H: Harness> Case<H> {
     fn written(&self, changes: Vec<RecordChange>) -> Vec<Option<RecordVersion>> {
         match self.write(changes.clone()) {
             RecordWrite::Written { versions } => versions,
-            other @ RecordWrite::Conflict { .. } => panic!("record_write({changes:?}): {other:?}, expected Written"),
+            other @ (RecordWrite::Conflict { .. } | RecordWrite::TooLate { .. }) => {
+                panic!("record_write({changes:?}): {other:?}, expected Written")
+            }
         }
+    }
+
+    /// `record_write` of `changes` applied only up to `not_after`.
+    fn write_by(&self, changes: Vec<RecordChange>, not_after: SystemTime) -> RecordWrite {
+        let params = RecordWriteParams {
+            changes,
+            not_after: Some(not_after),
+        };
+        self.records()
+            .record_write(&params)
+            .unwrap_or_else(|e| panic!("record_write({params:?}): {e}"))
+    }
+
+    /// `record_clock`.
+    fn clock(&self) -> StoreTime {
+        self.records()
+            .record_clock()
+            .unwrap_or_else(|e| panic!("record_clock(): {e}"))
     }
 
     fn body(&self, k: &str) -> Option<(RecordVersion, String)> {
@@ -236,6 +258,7 @@ pub fn records_racing_writers_lose_no_update<H: Harness>(t: &mut Case<H>) {
                         Ok(RecordWrite::Conflict { .. }) => {}
                         Err(e) if e.kind().is_transient() => {}
                         Err(e) => panic!("record_write: {e}"),
+                        Ok(late @ RecordWrite::TooLate { .. }) => panic!("record_write without not_after: {late:?}"),
                     }
                 }
             });
@@ -243,4 +266,129 @@ pub fn records_racing_writers_lose_no_update<H: Harness>(t: &mut Case<H>) {
     });
     let (_, body) = t.body("counter").expect("present");
     assert_eq!(body, (THREADS * EACH).to_string(), "updates were lost");
+}
+
+/// How far apart two readings of a clock may be for the cases below to
+/// count them as the same time: generous, as a store's answer may wait.
+const CLOCK_SLACK: Duration = Duration::from_secs(1);
+
+/// `a - b` in seconds, either way round.
+fn seconds_between(a: SystemTime, b: SystemTime) -> f64 {
+    match a.duration_since(b) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    }
+}
+
+/// One clock, judged at the commit: a write whose `not_after` has passed
+/// on the store's clock ends `TooLate` and changes nothing of its batch
+/// (not the record it would replace, not the one it would make), though
+/// every expectation holds; one whose `not_after` is still ahead is
+/// written. `TooLate` says the store's time, past the limit.
+pub fn records_a_write_past_its_not_after_changes_nothing<H: Harness>(t: &mut Case<H>) {
+    let v = t.written(vec![put("slot/held", "before", Expect::Absent)])[0].expect("a version");
+    let clock = t.clock();
+    // Passed on the store's clock whatever the reading's uncertainty.
+    let passed = clock.at - clock.within - CLOCK_SLACK;
+    let late = vec![
+        put("slot/held", "late", Expect::Version(v)),
+        put("slot/new", "late", Expect::Absent),
+    ];
+    match t.write_by(late.clone(), passed) {
+        RecordWrite::TooLate { now } => {
+            assert!(
+                now > passed,
+                "TooLate at {now:?}, which is not past the limit {passed:?}"
+            );
+            let off = seconds_between(now, clock.at).abs();
+            assert!(
+                off <= (clock.within + 2 * CLOCK_SLACK).as_secs_f64() + 60.0,
+                "TooLate says the store's clock read {now:?}, {off} s from its reading {clock:?} just before"
+            );
+        }
+        other => panic!(
+            "a write whose not_after passed {:?} ago ended {other:?}",
+            clock.within + CLOCK_SLACK
+        ),
+    }
+    assert_eq!(
+        t.body("slot/held"),
+        Some((v, "before".into())),
+        "a write too late changed a record"
+    );
+    assert_eq!(t.body("slot/new"), None, "a write too late made a record");
+    // Still ahead on the store's clock whatever the reading's uncertainty.
+    let ahead = t.clock();
+    let ahead = ahead.at + ahead.within + Duration::from_secs(60);
+    match t.write_by(late, ahead) {
+        RecordWrite::Written { versions } => {
+            let v2 = versions[0].expect("a put has a version");
+            assert_eq!(t.body("slot/held"), Some((v2, "late".into())));
+            assert_eq!(t.body("slot/new").map(|(_, b)| b).as_deref(), Some("late"));
+        }
+        other => panic!("a write whose not_after is a minute ahead ended {other:?}"),
+    }
+}
+
+/// The store's clock, of a store started on this host, agrees with this
+/// host's wall clock (the kernel's, read past any `LD_PRELOAD` shim) to
+/// within the reading's own uncertainty and a generous slack; the
+/// uncertainty is under a second (etcd's: half an interval of the
+/// member's one-second `Date`).
+pub fn records_clock_agrees_with_this_host<H: Harness>(t: &mut Case<H>) {
+    let before = host::wall_clock();
+    let clock = t.clock();
+    let after = host::wall_clock();
+    assert!(
+        clock.within <= CLOCK_SLACK,
+        "record_clock() is only known to within {:?}: {clock:?}",
+        clock.within
+    );
+    assert!(
+        clock.at + clock.within + CLOCK_SLACK >= before && clock.at <= after + clock.within + CLOCK_SLACK,
+        "record_clock() read {clock:?}, this host's clock read {before:?} to {after:?}: {} s apart",
+        seconds_between(clock.at, before)
+    );
+    let again = t.clock();
+    assert!(
+        again.at + again.within + clock.within >= clock.at,
+        "the store's clock went back from {clock:?} to {again:?}"
+    );
+}
+
+/// `record_clock` and `not_after` are the store's clock, not this
+/// process's: with the store's clock moved an hour on (the test skew), it
+/// reads an hour ahead of this host's, and a write whose limit is half an
+/// hour ahead of this host's clock is too late; one whose limit is two
+/// hours ahead is written.
+pub fn records_clock_is_the_stores_not_the_clients<H: Harness>(t: &mut Case<H>) {
+    const HOUR: Duration = Duration::from_secs(3600);
+    let before = t.clock();
+    t.advance(HOUR);
+    let after = t.clock();
+    let host_now = host::wall_clock();
+    let moved = seconds_between(after.at, before.at);
+    assert!(
+        (3600.0..3600.0 + 60.0).contains(&moved),
+        "the store's clock moved {moved} s when its skew moved an hour"
+    );
+    let ahead = seconds_between(after.at, host_now);
+    assert!(
+        (3600.0 - 60.0..3600.0 + 60.0).contains(&ahead),
+        "record_clock() is {ahead} s from this host's clock; the store's is an hour ahead"
+    );
+    let soon = host_now + HOUR / 2;
+    assert!(
+        matches!(t.write_by(vec![put("slot/a", "x", Expect::Absent)], soon), RecordWrite::TooLate { now } if now > soon),
+        "a write whose not_after is half an hour ahead of this host's clock, but past on the store's, was not too late"
+    );
+    assert_eq!(t.body("slot/a"), None, "a write too late made a record");
+    let later = host_now + 2 * HOUR;
+    assert!(
+        matches!(
+            t.write_by(vec![put("slot/a", "x", Expect::Absent)], later),
+            RecordWrite::Written { .. }
+        ),
+        "a write whose not_after is an hour ahead of the store's clock was not written"
+    );
 }

@@ -36,6 +36,10 @@ pub fn run(ctx: &Ctx, args: &CronArgs) -> anyhow::Result<u8> {
             Some(name) => eprintln!("leasehold cron: {name}: {error}"),
             None => eprintln!("leasehold cron: {error}"),
         },
+        CronEvent::Told { name, line } => match name {
+            Some(name) => eprintln!("leasehold cron: {name}: {line}"),
+            None => eprintln!("leasehold cron: {line}"),
+        },
     })?;
     Ok(ExitCode::Success.code())
 }

@@ -76,6 +76,7 @@ fn held(ctx: &Ctx, args: &RunArgs, held: &Held) -> u8 {
 fn run_error(ctx: &Ctx, args: &RunArgs, token: leasehold::Token, error: &RunError) -> anyhow::Result<u8> {
     match error {
         RunError::LostBeforeStart { .. }
+        | RunError::TooLate { .. }
         | RunError::Lost { .. }
         | RunError::Stalled { .. }
         | RunError::Interrupted { .. } => Err(CliError::new(ExitCode::LeaseLostWhileRunning, error.to_string()).into()),
@@ -118,6 +119,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
         forward_signals: true,
         hand_terminal: true,
         env: Vec::new(),
+        start_by: None,
     };
     // The guard first: its start-up (a process's) overlaps opening the
     // store. Dropped on an error, it ends with nothing started.

@@ -80,10 +80,13 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs) -> anyhow::Result<u8> {
     let schedules = store.schedules()?;
     schedules.add(&schedule, args.replace)?;
     let kept = schedules.get(&args.name)?.ok_or_else(|| not_found(&args.name))?;
+    let now = schedules.now()?;
     if ctx.global.json {
-        output::print_json(&json::schedule(&kept));
+        output::print_json(&json::schedule(&kept, now));
     } else {
-        let next = json::schedule(&kept).next.unwrap_or_else(|| "none (paused)".into());
+        let next = json::schedule(&kept, now)
+            .next
+            .unwrap_or_else(|| "none (paused)".into());
         println!(
             "added schedule {}: {} ({}); next slot {next}",
             args.name,
@@ -97,15 +100,16 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs) -> anyhow::Result<u8> {
 fn list(ctx: &Ctx) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     let all = store.schedules()?.list()?;
+    let now = store.schedules()?.now()?;
     if ctx.global.json {
         output::print_json(&json::Schedules {
-            schedules: all.iter().map(json::schedule).collect(),
+            schedules: all.iter().map(|k| json::schedule(k, now)).collect(),
         });
         return Ok(ExitCode::Success.code());
     }
     let mut table = Table::new(&["name", "cron", "zone", "does", "next", "last slot", "paused"]);
     for kept in &all {
-        let doc = json::schedule(kept);
+        let doc = json::schedule(kept, now);
         table.row([
             kept.schedule.name.to_string(),
             kept.schedule.spec.text().to_owned(),
@@ -137,15 +141,16 @@ fn get(ctx: &Ctx, name: &LeaseName) -> anyhow::Result<(leasehold::Store, Kept)> 
 fn show(ctx: &Ctx, args: &ScheduleShowArgs) -> anyhow::Result<u8> {
     let (store, kept) = get(ctx, &args.name)?;
     let slots = store.schedules()?.slots(&args.name, args.slots.max(1))?;
+    let now = store.schedules()?.now()?;
     if ctx.global.json {
         output::print_json(&json::ScheduleShown {
-            schedule: json::schedule(&kept),
+            schedule: json::schedule(&kept, now),
             slots: slots.iter().map(|r| json::slot(&args.name, r)).collect(),
         });
         return Ok(ExitCode::Success.code());
     }
     let s = &kept.schedule;
-    let doc = json::schedule(&kept);
+    let doc = json::schedule(&kept, now);
     println!("schedule {}", s.name);
     println!("  cron      {} ({})", s.spec.text(), s.spec.zone_name());
     println!("  does      {}", does(&s.action));
@@ -160,6 +165,16 @@ fn show(ctx: &Ctx, args: &ScheduleShowArgs) -> anyhow::Result<u8> {
     println!("  paused    {}", if s.paused { "yes" } else { "no" });
     println!("  next      {}", doc.next.unwrap_or_else(|| "-".into()));
     println!("  created   {}", format_time(s.created));
+    // A state behind its newest record would make every claim conflict: a
+    // daemon moves it past the record (and says so in its log).
+    if let Some(newest) = slots.first()
+        && newest.through > kept.accounted_until()
+    {
+        println!(
+            "  problem   its state is behind the record of slot {}; a running `leasehold cron` moves it past that record",
+            format_time(newest.through)
+        );
+    }
     let mut table = Table::new(&["slot", "outcome", "host", "pid", "token", "late", "took", "detail"]);
     for r in &slots {
         let mut outcome = r.outcome.to_string();
@@ -183,9 +198,9 @@ fn show(ctx: &Ctx, args: &ScheduleShowArgs) -> anyhow::Result<u8> {
 }
 
 fn next(ctx: &Ctx, args: &ScheduleNextArgs) -> anyhow::Result<u8> {
-    let (_, kept) = get(ctx, &args.name)?;
+    let (store, kept) = get(ctx, &args.name)?;
     let spec = &kept.schedule.spec;
-    let from = kept.accounted_until().max(SystemTime::now());
+    let from = kept.accounted_until().max(store.schedules()?.now()?);
     let slots: Vec<SystemTime> = spec.slots_after(from).take(args.count as usize).collect();
     if ctx.global.json {
         output::print_json(&json::ScheduleNext {

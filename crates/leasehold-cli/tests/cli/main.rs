@@ -19,6 +19,7 @@ mod restore;
 mod run;
 mod schedule;
 mod serve;
+mod slot_clock;
 mod task;
 mod thousand;
 mod util;
@@ -45,6 +46,7 @@ fn main() {
         run::TESTS,
         schedule::TESTS,
         serve::TESTS,
+        slot_clock::TESTS,
         task::TESTS,
         thousand::TESTS,
         waiters::TESTS,

@@ -1,6 +1,10 @@
 //! `leasehold cron` under kill -9 (fault case 32): three daemons on one
 //! store fire an `@every 200ms` schedule; every 3 s the process group of
-//! the daemon that fired last is killed with SIGKILL and restarted. On
+//! the daemon that fired last is killed with SIGKILL and restarted. Two of
+//! the three run with their wall clock moved by libfaketime — one an hour
+//! ahead, one 5 s behind — as machines with wrong clocks do: slots are
+//! timed by the store's clock, so neither fires a slot early, records
+//! one in the future, nor writes off the others' slots. On
 //! SQLite, PostgreSQL and etcd; a command each slot (run mode) and, where
 //! the store has a queue, a task each slot (queue mode).
 //!
@@ -15,7 +19,9 @@
 //! - **every slot accounted for**: each slot time on the 200 ms grid
 //!   between the first and the last recorded is covered by exactly one of
 //!   the schedule's slot records (`schedule show --json`), and each slot
-//!   recorded as ran has its `start` line.
+//!   recorded as ran has its `start` line;
+//! - **nothing in the future**: no record is of a slot later than this
+//!   test's (unfaked) clock when the daemons were stopped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead as _;
@@ -53,9 +59,17 @@ struct Daemon {
     lines: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
-fn start_daemon(sb: &Sandbox, store: &str) -> Daemon {
-    let mut child = sb
-        .cmd(&["--json", "cron", NAME, "--refresh", "500ms"])
+/// The wall-clock offset (libfaketime) of the daemon in each of the three
+/// places: an hour ahead, 5 s behind, right.
+const SKEWS: [Option<&str>; 3] = [Some("+1h"), Some("-5s"), None];
+
+fn start_daemon(sb: &Sandbox, store: &str, skew: Option<&str>) -> Daemon {
+    let args = ["--json", "cron", NAME, "--refresh", "500ms"];
+    let mut cmd = sb.cmd(&args);
+    if let Some(offset) = skew {
+        leasehold_testkit::faketime::preload(&mut cmd, offset);
+    }
+    let mut child = cmd
         .env("LEASEHOLD_STORE", store)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -95,11 +109,13 @@ fn ms_of(rfc3339: &str) -> u64 {
 
 fn case32(store: &str, mode: Mode, what: &str) {
     let slots = count(50, 1000);
+    leasehold_testkit::faketime::need();
     let sb = Sandbox::new();
     let log = sb.file("slots.log");
     let lock = sb.file("run.lock");
     add_schedule(&sb, store, mode, &log, &lock);
     let (kills, claimed_twice) = drive(&sb, store, slots);
+    let stopped_ms = u64::try_from(leasehold::unix_ms::to_ms(std::time::SystemTime::now())).expect("after the epoch");
     let (covered, outcomes) = recorded(&sb, store);
     let (Some(&first), Some(&last)) = (covered.keys().next(), covered.keys().next_back()) else {
         panic!("no slot recorded");
@@ -127,10 +143,11 @@ fn case32(store: &str, mode: Mode, what: &str) {
         .copied()
         .collect();
     let unique: BTreeSet<&u64> = starts.keys().collect();
+    let future: Vec<u64> = covered.keys().copied().filter(|t| *t > stopped_ms).collect();
     figure(
         32,
         &format!(
-            "{what}: 3 daemons, @every 200ms, {kills} kills of the firing daemon's process group over {} slots: {} fired ({} distinct), outcomes {outcomes:?}; claimed twice {}, fired twice {}, slots missing from the records {}, recorded twice {}, commands overlapping {}, fired but unrecorded {}, recorded {fired_word} but not seen {}",
+            "{what}: 3 daemons (clocks +1h, -5s, right), @every 200ms, {kills} kills of the firing daemon's process group over {} slots: {} fired ({} distinct), outcomes {outcomes:?}; claimed twice {}, fired twice {}, slots missing from the records {}, recorded twice {}, commands overlapping {}, fired but unrecorded {}, recorded {fired_word} but not seen {}, recorded in the future {}",
             grid.len(),
             starts.values().sum::<usize>(),
             unique.len(),
@@ -141,7 +158,14 @@ fn case32(store: &str, mode: Mode, what: &str) {
             overlaps.len(),
             not_recorded.len(),
             fired_unseen.len(),
+            future.len(),
         ),
+    );
+    assert!(
+        future.is_empty(),
+        "{} slots recorded after the daemons stopped (in the store's future), the first {:?}",
+        future.len(),
+        &future[..future.len().min(5)]
     );
     assert!(kills > 0 || slots < 20, "no daemon was killed");
     assert!(
@@ -179,7 +203,7 @@ fn case32(store: &str, mode: Mode, what: &str) {
 /// killed every 3 s and restarted; the kills, and the slots two daemons
 /// each said they claimed.
 fn drive(sb: &Sandbox, store: &str, slots: usize) -> (usize, Vec<String>) {
-    let mut daemons: Vec<Daemon> = (0..3).map(|_| start_daemon(sb, store)).collect();
+    let mut daemons: Vec<Daemon> = SKEWS.iter().map(|skew| start_daemon(sb, store, *skew)).collect();
     let started = Instant::now();
     let length = Duration::from_millis(EVERY_MS * slots as u64);
     let mut kills = 0;
@@ -204,7 +228,7 @@ fn drive(sb: &Sandbox, store: &str, slots: usize) -> (usize, Vec<String>) {
         );
         let _ = daemons[i].child.wait();
         kills += 1;
-        let dead = std::mem::replace(&mut daemons[i], start_daemon(sb, store));
+        let dead = std::mem::replace(&mut daemons[i], start_daemon(sb, store, SKEWS[i]));
         told.push(dead.lines);
     }
     for d in &mut daemons {

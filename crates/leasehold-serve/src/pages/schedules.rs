@@ -189,7 +189,7 @@ pub fn schedule(app: &App, r: &Request, name: &LeaseName, page: &mut Page) -> Ma
             dt { "cron" } dd { code { (shown(s.spec.text())) } " in " (shown(s.spec.zone_name())) }
             dt { "does" } dd { (does(&s.action)) }
             dt { "next" } dd { (next_cell(view, now)) }
-            dt { "last slot" } dd { @match view.kept.state { Some((state, _)) => (text::time(state.last_slot)), None => "none yet" } }
+            dt { "last slot" } dd { @match &view.kept.state { Some((state, _)) => (text::time(state.last_slot)), None => "none yet" } }
             dt { "overlap" } dd { (s.overlap.as_str()) }
             dt { "catch-up" } dd { (s.catch_up.as_str()) }
             dt { "deadline" } dd { (duration_or(s.deadline, "none")) }

@@ -80,7 +80,7 @@ documents! {
 
 /// A kept schedule's document; `next` from `now` on.
 #[must_use]
-pub fn schedule(kept: &Kept) -> Schedule<'_> {
+pub fn schedule(kept: &Kept, now: SystemTime) -> Schedule<'_> {
     let s = &kept.schedule;
     Schedule {
         name: &s.name,
@@ -94,8 +94,8 @@ pub fn schedule(kept: &Kept) -> Schedule<'_> {
         ttl_ms: duration_millis(s.ttl),
         paused: s.paused,
         created: rfc3339(s.created),
-        last_slot: kept.state.map(|(state, _)| rfc3339(state.last_slot)),
-        next: kept.next_slot(SystemTime::now()).map(rfc3339),
+        last_slot: kept.state.as_ref().map(|(state, _)| rfc3339(state.last_slot)),
+        next: kept.next_slot(now).map(rfc3339),
     }
 }
 

@@ -30,10 +30,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use leasehold_backend::{Expect, Holder, LeaseName, Mode};
+use leasehold_backend::{Expect, Holder, LeaseName, Mode, RecordVersion};
 
+use super::clock::{SKEW_TOLD, StoreClock};
 use super::kept::{Action, Kept, Overlap, SlotClaim, SlotOutcome, SlotRecord, queue_of, slot_task_id};
 use crate::identity::{self, Binding};
 use crate::supervise::{self, GuardProgram, LeaseRun, Output, RunError, RunOutcome, Spec, Stop, StopHandle, Timing};
@@ -44,7 +45,8 @@ use crate::{Cancel, Error, NewTask, Result, Store, TaskId, format_duration, form
 pub struct CronOptions {
     /// The guard program commands run under.
     pub guard: GuardProgram,
-    /// How often the schedules are read again (added, paused, removed).
+    /// How often the schedules are read again (added, paused, removed),
+    /// and the store's clock with them.
     pub refresh: Duration,
     /// Only these schedules (empty: all).
     pub only: Vec<LeaseName>,
@@ -79,10 +81,20 @@ pub enum CronEvent<'a> {
         name: Option<&'a LeaseName>,
         error: &'a Error,
     },
+    /// Something worth the log that is not a slot's record nor a failure:
+    /// this host's clock off the store's, a schedule's state moved past
+    /// its records, a record that could not be written.
+    Told { name: Option<&'a LeaseName>, line: &'a str },
 }
 
 /// The longest sleep of the loop between looks at `cancel`.
 const NAP: Duration = Duration::from_millis(50);
+
+/// The first wait of a schedule whose claim keeps meeting something it
+/// cannot claim past, doubled at each try up to [`BACKOFF_MAX`]: never a
+/// hot loop.
+const BACKOFF: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 type Sink = Arc<dyn Fn(&CronEvent<'_>) + Send + Sync>;
 
@@ -94,14 +106,30 @@ struct Running {
     cancel: Cancel,
     handle: Mutex<Option<StopHandle>>,
     /// Fired as part of a backlog: later slots were due when it was
-    /// claimed (`--catch-up all`).
+    /// claimed, or it was late (`--catch-up`).
     behind: AtomicBool,
     /// Stopped for the next slot (`stop-previous`).
     superseded: AtomicBool,
 }
 
+/// A schedule as the daemon keeps it between reads.
+struct Watched {
+    kept: Kept,
+    /// Not tried again before this (a claim that met something it cannot
+    /// claim past), and the wait after the next such try.
+    backoff: Option<(Instant, Duration)>,
+}
+
 /// Run the daemon until `cancel`: then stop the commands it runs (SIGTERM,
 /// then SIGKILL after their grace), record their slots, and return.
+///
+/// Every slot is timed by the store's clock ([`StoreClock`], read again
+/// every `refresh`), never this host's: a daemon on a machine whose clock
+/// is an hour off fires the same slots at the same instants as the others.
+/// The slots due at one instant are claimed together
+/// ([`Schedules::claim_many`](super::Schedules::claim_many)), each judged
+/// at that instant — a daemon's own queue of claims never makes a slot
+/// late.
 ///
 /// # Errors
 /// When it cannot start: the store keeps no schedules, or this process's
@@ -118,90 +146,204 @@ pub fn run(
     on_event: impl Fn(&CronEvent<'_>) + Send + Sync + 'static,
 ) -> Result<()> {
     store.schedules()?;
-    let daemon = identity::holder(Binding::ThisProcess).map_err(Error::Process)?;
-    let sink: Sink = Arc::new(on_event);
-    let mut fires: Vec<(LeaseName, Arc<Running>, JoinHandle<()>)> = Vec::new();
-    let mut kept: Vec<Kept> = Vec::new();
-    let mut read_at: Option<Instant> = None;
-    // The store's file deleted or replaced under the daemon: it stops —
-    // every claim would fail, and a daemon started on the store now at
-    // the path fires the slots (DESIGN §3, a store's identity).
-    let mut replaced: Option<Error> = None;
-    while !cancel.is_cancelled() && replaced.is_none() {
-        fires.retain(|(_, _, thread)| !thread.is_finished());
-        if read_at.is_none_or(|at| at.elapsed() >= options.refresh) {
-            match store.schedules().and_then(|s| s.list()) {
-                Ok(all) => {
-                    kept = all
-                        .into_iter()
-                        .filter(|k| options.only.is_empty() || options.only.contains(&k.schedule.name))
-                        .collect();
-                    read_at = Some(Instant::now());
-                }
-                Err(error) => {
-                    failed(&sink, &mut replaced, None, error);
-                    read_at = Some(Instant::now());
-                }
-            }
+    let mut d = Daemon {
+        store,
+        options,
+        me: identity::holder(Binding::ThisProcess).map_err(Error::Process)?,
+        sink: Arc::new(on_event),
+        fires: Vec::new(),
+        watched: Vec::new(),
+        read_at: None,
+        clock: None,
+        skew_told: None,
+        replaced: None,
+    };
+    while !cancel.is_cancelled() && d.replaced.is_none() {
+        d.fires.retain(|(_, _, thread)| !thread.is_finished());
+        if d.read_at.is_none_or(|at| at.elapsed() >= options.refresh) {
+            d.refresh();
         }
-        let now = SystemTime::now();
-        let mut next_due: Option<SystemTime> = None;
-        for entry in &mut kept {
-            if entry.schedule.paused {
-                continue;
-            }
-            let Some(slot) = entry.schedule.spec.next_after(entry.accounted_until()) else {
-                continue;
-            };
-            let at = slot + jitter(&entry.schedule.name, slot, entry.schedule.jitter, &daemon);
-            if at > now {
-                next_due = Some(next_due.map_or(at, |n| n.min(at)));
-                continue;
-            }
-            // While this daemon works through a backlog (slots claimed
-            // while later ones were due too: `--catch-up all`), each slot
-            // waits for its run of the one before: one after another, not
-            // all at once and then skipped as overlapping.
-            let behind = fires
-                .iter()
-                .any(|(n, r, t)| *n == entry.schedule.name && r.behind.load(Ordering::SeqCst) && !t.is_finished());
-            if behind {
-                next_due = Some(now + NAP / 5);
-                continue;
-            }
-            match fire_due(store, options, entry, &daemon, &sink) {
-                Ok(Some((running, thread))) => fires.push((entry.schedule.name.clone(), running, thread)),
-                Ok(None) => {}
-                Err(error) => failed(&sink, &mut replaced, Some(&entry.schedule.name), error),
-            }
-            // Read it again for the next round: the claim moved it on.
-            match store.schedules().and_then(|s| s.get(&entry.schedule.name)) {
-                Ok(Some(fresh)) => *entry = fresh,
-                Ok(None) => entry.schedule.paused = true,
-                Err(error) => failed(&sink, &mut replaced, Some(&entry.schedule.name), error),
-            }
-            next_due = Some(SystemTime::now());
+        let Some(clock) = d.clock else {
+            std::thread::sleep(NAP);
+            continue;
+        };
+        let (due, mut wake) = d.due(&clock);
+        if !due.is_empty() {
+            let soon = d.claim(&due, &clock);
+            wake = Some(wake.map_or(soon, |w| w.min(soon)));
         }
-        let until_refresh = read_at.map_or(Duration::ZERO, |at| options.refresh.saturating_sub(at.elapsed()));
-        let until_due = next_due.map_or(until_refresh, |at| {
-            at.duration_since(SystemTime::now()).unwrap_or_default()
-        });
+        let refresh_at = d.read_at.map_or_else(Instant::now, |at| at + options.refresh);
+        let until = wake.map_or(refresh_at, |w| w.min(refresh_at));
         // Naps of at most 50 ms, so that a cancel is seen soon — but the
         // last one ends exactly when the slot is due: a daemon woken at the
         // slot's time fires it then, not up to a nap later.
-        let nap = until_due.min(until_refresh);
-        std::thread::sleep(if nap <= NAP { nap } else { NAP });
+        let nap = until.saturating_duration_since(Instant::now());
+        std::thread::sleep(nap.min(NAP));
     }
-    for (_, running, _) in &fires {
+    for (_, running, _) in &d.fires {
         running.cancel.cancel();
         if let Some(handle) = running.handle.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
             handle.stop(Stop::Shutdown);
         }
     }
-    for (_, _, thread) in fires {
+    for (_, _, thread) in d.fires {
         let _ = thread.join();
     }
-    replaced.map_or(Ok(()), Err)
+    d.replaced.map_or(Ok(()), Err)
+}
+
+/// A running daemon's state.
+struct Daemon<'a> {
+    store: &'a Arc<Store>,
+    options: &'a CronOptions,
+    /// This daemon, as its slot records name it.
+    me: Holder,
+    sink: Sink,
+    fires: Vec<(LeaseName, Arc<Running>, JoinHandle<()>)>,
+    watched: Vec<Watched>,
+    read_at: Option<Instant>,
+    clock: Option<StoreClock>,
+    /// The skew of this host's clock last told (ms), so that it is told
+    /// once per change, not at every reading.
+    skew_told: Option<i64>,
+    /// The store's file deleted or replaced under the daemon: it stops —
+    /// every claim would fail, and a daemon started on the store now at
+    /// the path fires the slots (DESIGN §3, a store's identity).
+    replaced: Option<Error>,
+}
+
+impl Daemon<'_> {
+    /// Read the store's clock and the schedules again, and settle the
+    /// slots of daemons that died.
+    fn refresh(&mut self) {
+        self.read_at = Some(Instant::now());
+        match StoreClock::read(self.store) {
+            Ok(reading) => {
+                // Told when it first exceeds the bound, and again when it
+                // has changed by as much since it was told.
+                let skew = reading.skew_ms();
+                let moved = self
+                    .skew_told
+                    .is_none_or(|told| u128::from(told.abs_diff(skew)) >= SKEW_TOLD.as_millis());
+                if let Some(line) = reading.skew_told().filter(|_| moved) {
+                    (self.sink)(&CronEvent::Told {
+                        name: None,
+                        line: &line,
+                    });
+                    self.skew_told = Some(skew);
+                }
+                self.clock = Some(reading);
+            }
+            Err(error) => failed(&self.sink, &mut self.replaced, None, error),
+        }
+        let all = match self.store.schedules().and_then(|s| s.list()) {
+            Ok(all) => all,
+            Err(error) => return failed(&self.sink, &mut self.replaced, None, error),
+        };
+        let only = &self.options.only;
+        let mut fresh: Vec<Watched> = all
+            .into_iter()
+            .filter(|k| only.is_empty() || only.contains(&k.schedule.name))
+            .map(|kept| {
+                let backoff = self
+                    .watched
+                    .iter()
+                    .find(|w| w.kept.schedule.name == kept.schedule.name)
+                    .and_then(|w| w.backoff);
+                Watched { kept, backoff }
+            })
+            .collect();
+        // Daemons claim in orders of their own, so that racing daemons
+        // meet each other's claims late, not at once.
+        fresh.sort_by_key(|w| order(&w.kept.schedule.name, &self.me));
+        self.watched = fresh;
+        for w in &self.watched {
+            if let Err(error) = settle_previous(self.store, &w.kept, &self.sink) {
+                failed(&self.sink, &mut self.replaced, Some(&w.kept.schedule.name), error);
+            }
+        }
+    }
+
+    /// The schedules with a slot due now on the store's clock (by index),
+    /// and when the next is due otherwise.
+    fn due(&self, clock: &StoreClock) -> (Vec<usize>, Option<Instant>) {
+        // The store's time that has surely passed: no slot after it is
+        // claimed (no record for a slot in the store's future).
+        let now = clock.now().checked_sub(clock.within()).unwrap_or(UNIX_EPOCH);
+        let mut wake: Option<Instant> = None;
+        let mut wake_at = |then: Instant| wake = Some(wake.map_or(then, |w: Instant| w.min(then)));
+        let mut due = Vec::new();
+        for (i, w) in self.watched.iter().enumerate() {
+            let entry = &w.kept;
+            if entry.schedule.paused {
+                continue;
+            }
+            if let Some((until, _)) = w.backoff
+                && until > Instant::now()
+            {
+                wake_at(until);
+                continue;
+            }
+            let Some(slot) = entry.schedule.spec.next_after(entry.accounted_until()) else {
+                continue;
+            };
+            let at = slot + jitter(&entry.schedule.name, slot, entry.schedule.jitter, &self.me);
+            if at > now {
+                wake_at(clock.instant_of(at));
+                continue;
+            }
+            // While this daemon works through a backlog (slots claimed
+            // while later ones were due too, or late: `--catch-up`), each
+            // slot waits for its run of the one before: one after another,
+            // not all at once and then skipped as overlapping.
+            let behind = self
+                .fires
+                .iter()
+                .any(|(n, r, t)| *n == entry.schedule.name && r.behind.load(Ordering::SeqCst) && !t.is_finished());
+            if behind {
+                wake_at(Instant::now() + NAP / 5);
+                continue;
+            }
+            due.push(i);
+        }
+        (due, wake)
+    }
+
+    /// Claim the due slots of `due` together, each judged at the store's
+    /// time now, and fire those this daemon won; when to look again.
+    fn claim(&mut self, due: &[usize], clock: &StoreClock) -> Instant {
+        let now = clock.now().checked_sub(clock.within()).unwrap_or(UNIX_EPOCH);
+        let claiming: Vec<&Kept> = due.iter().map(|&i| &self.watched[i].kept).collect();
+        let claims = self
+            .store
+            .schedules()
+            .and_then(|s| s.claim_many(&claiming, now, &self.me, self.options.max_due));
+        match claims {
+            Ok(claims) => {
+                let mut tasks = Vec::new();
+                for (&i, claim) in due.iter().zip(claims) {
+                    let w = &mut self.watched[i];
+                    match claimed(self.store, self.options, w, claim, clock, &self.sink) {
+                        Ok(Fire::Thread(running, thread)) => {
+                            self.fires.push((w.kept.schedule.name.clone(), running, thread));
+                        }
+                        Ok(Fire::Task(task)) => tasks.push(*task),
+                        Ok(Fire::Nothing) => {}
+                        Err(error) => failed(&self.sink, &mut self.replaced, Some(&w.kept.schedule.name), error),
+                    }
+                }
+                if let Err(error) = add_tasks(self.store, tasks, clock, &self.sink) {
+                    failed(&self.sink, &mut self.replaced, None, error);
+                }
+                Instant::now()
+            }
+            Err(error) => {
+                failed(&self.sink, &mut self.replaced, None, error);
+                // The store failed: tried again after a nap, not at once.
+                Instant::now() + NAP
+            }
+        }
+    }
 }
 
 /// Tell the daemon's failure, or — for a store whose file was deleted or
@@ -212,6 +354,15 @@ fn failed(sink: &Sink, replaced: &mut Option<Error>, name: Option<&LeaseName>, e
     } else {
         sink(&CronEvent::Failed { name, error: &error });
     }
+}
+
+/// Where `name` comes in this daemon's order of claims: a hash of both,
+/// so each daemon starts somewhere else among slots due together.
+fn order(name: &LeaseName, daemon: &Holder) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (name, &daemon.host, daemon.pid).hash(&mut h);
+    h.finish()
 }
 
 /// This daemon's wait after `slot` before claiming it: a part of `jitter`
@@ -228,50 +379,108 @@ fn jitter(name: &LeaseName, slot: SystemTime, jitter: Duration, daemon: &Holder)
     Duration::from_millis(h.finish() % ms)
 }
 
-/// Claim what is due of `entry` and, if a slot is this daemon's to fire,
-/// start it.
-fn fire_due(
+/// What a claim leaves the daemon to do.
+enum Fire {
+    Nothing,
+    /// A slot that fires on a thread of its own.
+    Thread(Arc<Running>, JoinHandle<()>),
+    /// A task to add with the others claimed at the same time, and the
+    /// version of its slot's record.
+    Task(Box<(super::Schedule, SlotRecord, RecordVersion)>),
+}
+
+/// What a claim of `w` came to: tell its records, keep the schedule as
+/// the claim left it, and start the slot it fires, if any.
+fn claimed(
     store: &Arc<Store>,
     options: &CronOptions,
-    entry: &Kept,
-    daemon: &Holder,
+    w: &mut Watched,
+    claim: SlotClaim,
+    clock: &StoreClock,
     sink: &Sink,
-) -> Result<Option<(Arc<Running>, JoinHandle<()>)>> {
+) -> Result<Fire> {
+    let name = w.kept.schedule.name.clone();
     let schedules = store.schedules()?;
-    let name = &entry.schedule.name;
-    // Read afresh: another daemon may have claimed since the last read.
-    let Some(fresh) = schedules.get(name)? else {
-        return Ok(None);
+    let (missed, fired, behind, moved, fired_version) = match claim {
+        SlotClaim::Claimed {
+            missed,
+            fired,
+            behind,
+            kept,
+            fired_version,
+        } => (missed, fired, behind, kept, fired_version),
+        SlotClaim::NothingDue => return Ok(Fire::Nothing),
+        SlotClaim::Lost => {
+            // Another daemon claimed first, or the schedule changed: read it
+            // again (removed: forget it until the next list).
+            match schedules.get(&name)? {
+                Some(fresh) => w.kept = fresh,
+                None => w.kept.schedule.paused = true,
+            }
+            return Ok(Fire::Nothing);
+        }
+        SlotClaim::StateBehind => {
+            let step = w.backoff.map_or(BACKOFF, |(_, step)| (step * 2).min(BACKOFF_MAX));
+            w.backoff = Some((Instant::now() + step, step));
+            let line = match schedules.move_past_recorded(&name)? {
+                Some(slot) => format!(
+                    "its state was behind the record of its slot {}; moved past it (that slot is not fired again)",
+                    format_time(slot)
+                ),
+                None => format!(
+                    "its claim met a slot record it did not expect; tried again in {}",
+                    format_duration(step)
+                ),
+            };
+            sink(&CronEvent::Told {
+                name: Some(&name),
+                line: &line,
+            });
+            if let Some(fresh) = schedules.get(&name)? {
+                w.kept = fresh;
+            }
+            return Ok(Fire::Nothing);
+        }
     };
-    if fresh.schedule.paused {
-        return Ok(None);
-    }
-    settle_previous(store, &fresh, sink)?;
-    let now = SystemTime::now();
-    let claim = schedules.claim(&fresh, now, daemon, options.max_due)?;
-    let SlotClaim::Claimed { missed, fired, behind } = claim else {
-        return Ok(None);
-    };
+    w.backoff = None;
     for record in missed.iter().chain(&fired) {
-        sink(&CronEvent::Slot { name, record });
+        sink(&CronEvent::Slot { name: &name, record });
     }
-    let Some(record) = fired else { return Ok(None) };
+    let schedule = w.kept.schedule.clone();
+    match moved {
+        Some(moved) => w.kept = *moved,
+        None => {
+            if let Some(fresh) = schedules.get(&name)? {
+                w.kept = fresh;
+            }
+        }
+    }
+    let Some(record) = fired else { return Ok(Fire::Nothing) };
+    // A task on time is added with the others claimed with it (one write
+    // per queue, not one per slot); one of a backlog goes on its own
+    // thread, after the one before it.
+    if let (Action::Enqueue { .. }, false, Some(version)) = (&schedule.action, behind, fired_version) {
+        return Ok(Fire::Task(Box::new((schedule, record, version))));
+    }
     let running = Arc::new(Running::default());
     running.behind.store(behind, Ordering::SeqCst);
     let thread = {
         let store = store.clone();
-        let schedule = fresh.schedule.clone();
         let guard = options.guard.clone();
         let running = running.clone();
         let sink = sink.clone();
+        let clock = *clock;
         std::thread::Builder::new()
             .name(format!("cron {name}"))
             .spawn(move || {
-                let record = fire(&store, &schedule, guard, record, &running, &sink);
-                sink(&CronEvent::Slot {
-                    name: &schedule.name,
-                    record: &record,
-                });
+                let firing = Firing {
+                    store,
+                    schedule,
+                    running,
+                    clock,
+                    sink,
+                };
+                firing.fire(guard, record);
             })
             .map_err(|e| {
                 Error::Supervise(supervise::SuperviseError::Io {
@@ -280,15 +489,122 @@ fn fire_due(
                 })
             })?
     };
-    Ok(Some((running, thread)))
+    Ok(Fire::Thread(running, thread))
+}
+
+/// Add the tasks of slots claimed together — one write per queue (of up
+/// to [`TASKS_PER_ADD`]) — and record them, a batch of records at a time.
+/// A slot past its deadline by now is recorded missed instead.
+fn add_tasks(
+    store: &Store,
+    tasks: Vec<(super::Schedule, SlotRecord, RecordVersion)>,
+    clock: &StoreClock,
+    sink: &Sink,
+) -> Result<()> {
+    let mut records: Vec<(super::Schedule, SlotRecord, RecordVersion)> = Vec::with_capacity(tasks.len());
+    let mut by_queue: std::collections::BTreeMap<String, Vec<(usize, TaskId)>> = std::collections::BTreeMap::new();
+    for (schedule, mut record, version) in tasks {
+        let now = clock.now();
+        record.started = Some(now);
+        if let Some(missed) = past_deadline(&schedule, &record, now) {
+            record.outcome = SlotOutcome::Missed;
+            record.started = None;
+            record.detail = missed;
+        } else if let Action::Enqueue { queue, .. } = &schedule.action {
+            match task_id(&schedule.name, record.slot) {
+                Ok(id) => by_queue.entry(queue.clone()).or_default().push((records.len(), id)),
+                Err(e) => {
+                    record.outcome = SlotOutcome::Failed;
+                    record.detail = format!("cannot add its task: {e}");
+                }
+            }
+        }
+        records.push((schedule, record, version));
+    }
+    for (queue, slots) in by_queue {
+        for chunk in slots.chunks(TASKS_PER_ADD) {
+            let new: Vec<NewTask> = chunk
+                .iter()
+                .map(|(i, id)| {
+                    let payload = match &records[*i].0.action {
+                        Action::Enqueue { payload, .. } => payload.clone(),
+                        Action::Run { .. } => serde_json::Value::Null,
+                    };
+                    let mut task = NewTask::new(payload);
+                    task.id = Some(id.clone());
+                    task
+                })
+                .collect();
+            let added = queue_of(&queue).and_then(|q| store.task_add(&q, new));
+            for (i, id) in chunk {
+                let record = &mut records[*i].1;
+                match &added {
+                    Ok(_) => {
+                        record.outcome = SlotOutcome::Enqueued;
+                        record.detail = format!("task {id} added to {queue}");
+                    }
+                    Err(e) => {
+                        record.outcome = SlotOutcome::Failed;
+                        record.detail = format!("cannot add its task: {e}");
+                    }
+                }
+                record.ended = Some(clock.now());
+            }
+        }
+    }
+    let reports: Vec<(&LeaseName, &SlotRecord, RecordVersion)> =
+        records.iter().map(|(s, r, v)| (&s.name, r, *v)).collect();
+    let written = store.schedules()?.report_many(&reports)?;
+    for ((name, record, _), written) in reports.into_iter().zip(written) {
+        told(sink, name, record, written);
+    }
+    Ok(())
+}
+
+/// Tasks added per write when slots of one queue fire together.
+const TASKS_PER_ADD: usize = 500;
+
+/// Why `record`'s slot may no longer start at `now` (its deadline
+/// passed), if so.
+fn past_deadline(schedule: &super::Schedule, record: &SlotRecord, now: SystemTime) -> Option<String> {
+    let late = now.duration_since(record.slot).unwrap_or_default();
+    let deadline = schedule.deadline?;
+    (late > deadline).then(|| {
+        format!(
+            "claimed in time, but {} late at its start; the deadline is {}",
+            format_duration(late),
+            format_duration(deadline)
+        )
+    })
+}
+
+/// Tell a slot's record once written — or that it could not be (its
+/// schedule removed meanwhile), not as if it were kept.
+fn told(sink: &Sink, name: &LeaseName, record: &SlotRecord, written: bool) {
+    if written {
+        sink(&CronEvent::Slot { name, record });
+    } else {
+        sink(&CronEvent::Told {
+            name: Some(name),
+            line: &format!(
+                "the record of its slot {} is gone (the schedule was removed?); what became of the slot was not recorded: {}",
+                format_time(record.slot),
+                record.outcome
+            ),
+        });
+    }
 }
 
 /// The record of the schedule's last fired slot, settled if its daemon is
 /// provably dead: `lost`, or for an enqueue, enqueued now (the same id).
+/// Read only when the daemon the state names is provably gone (or the
+/// state, written by an older leasehold, names none).
 fn settle_previous(store: &Store, fresh: &Kept, sink: &Sink) -> Result<()> {
-    let Some(last) = fresh.state.and_then(|(s, _)| s.last_fired) else {
+    let Some((state, _)) = &fresh.state else { return Ok(()) };
+    let Some(last) = state.last_fired else { return Ok(()) };
+    if state.last_daemon.as_ref().is_some_and(|d| !identity::provably_gone(d)) {
         return Ok(());
-    };
+    }
     let schedules = store.schedules()?;
     let name = &fresh.schedule.name;
     let Some((mut record, version)) = schedules.slot(name, last)? else {
@@ -313,11 +629,23 @@ fn settle_previous(store: &Store, fresh: &Kept, sink: &Sink) -> Result<()> {
             record.detail = format!("its daemon ({who}) died before it reported; its command was stopped with it");
         }
     }
-    record.ended = Some(SystemTime::now());
+    record.ended = Some(schedules.now()?);
     if schedules.report(name, &record, Expect::Version(version))? {
         sink(&CronEvent::Slot { name, record: &record });
     }
     Ok(())
+}
+
+/// The id of a slot's task ([`slot_task_id`]), as a task id.
+fn task_id(name: &LeaseName, slot: SystemTime) -> Result<TaskId> {
+    let id = slot_task_id(name, slot);
+    TaskId::new(id.clone()).map_err(|e| {
+        Error::Store(crate::BackendError::new(
+            crate::ErrorKind::InvalidInput,
+            String::new(),
+            format!("the task id {id:?} of a slot: {e}"),
+        ))
+    })
 }
 
 fn enqueue(
@@ -327,137 +655,160 @@ fn enqueue(
     queue: &str,
     payload: &serde_json::Value,
 ) -> Result<String> {
-    let id = slot_task_id(name, slot);
-    let task_id = TaskId::new(id.clone()).map_err(|e| {
-        Error::Store(crate::BackendError::new(
-            crate::ErrorKind::InvalidInput,
-            String::new(),
-            format!("the task id {id:?} of a slot: {e}"),
-        ))
-    })?;
+    let task_id = task_id(name, slot)?;
+    let id = task_id.to_string();
     let mut task = NewTask::new(payload.clone());
     task.id = Some(task_id);
     store.task_add(&queue_of(queue)?, vec![task])?;
     Ok(id)
 }
 
-/// Fire a claimed slot; what became of it.
-fn fire(
-    store: &Arc<Store>,
-    schedule: &super::Schedule,
-    guard: GuardProgram,
-    mut record: SlotRecord,
-    running: &Arc<Running>,
-    sink: &Sink,
-) -> SlotRecord {
-    let name = &schedule.name;
-    record.started = Some(SystemTime::now());
-    match &schedule.action {
-        Action::Enqueue { queue, payload } => match enqueue(store, name, record.slot, queue, payload) {
-            Ok(id) => {
-                record.outcome = SlotOutcome::Enqueued;
-                record.detail = format!("task {id} added to {queue}");
-            }
-            Err(e) => {
-                record.outcome = SlotOutcome::Failed;
-                record.detail = format!("cannot add its task: {e}");
-            }
-        },
-        Action::Run { command } => run_command(store, schedule, guard, command, &mut record, running, sink),
-    }
-    record.ended = Some(SystemTime::now());
-    if let Err(error) = store
-        .schedules()
-        .and_then(|s| s.report(name, &record, Expect::Anything))
-    {
-        sink(&CronEvent::Failed {
-            name: Some(name),
-            error: &error,
-        });
-    }
-    record
+/// A claimed slot on the thread that fires it.
+struct Firing {
+    store: Arc<Store>,
+    schedule: super::Schedule,
+    running: Arc<Running>,
+    /// The store's clock, as the daemon last read it.
+    clock: StoreClock,
+    sink: Sink,
 }
 
-fn run_command(
-    store: &Arc<Store>,
-    schedule: &super::Schedule,
-    guard: GuardProgram,
-    command: &[String],
-    record: &mut SlotRecord,
-    running: &Arc<Running>,
-    sink: &Sink,
-) {
-    let name = &schedule.name;
-    let timing = match Timing::new(schedule.ttl, None, schedule.grace, None) {
-        Ok(t) => t,
-        Err(e) => {
-            record.outcome = SlotOutcome::Failed;
-            record.detail = e.to_string();
-            return;
+impl Firing {
+    /// Fire a claimed slot — unless the store's clock says it is past its
+    /// deadline by now (a claim is judged at its commit; a start is judged
+    /// again, since a thread may start late) — and record what became of it.
+    fn fire(self, guard: GuardProgram, mut record: SlotRecord) {
+        let Firing {
+            store,
+            schedule,
+            clock,
+            sink,
+            ..
+        } = &self;
+        let name = &schedule.name;
+        let now = clock.now();
+        match (&schedule.action, past_deadline(schedule, &record, now)) {
+            (_, Some(missed)) => {
+                record.outcome = SlotOutcome::Missed;
+                record.detail = missed;
+            }
+            (Action::Enqueue { queue, payload }, None) => {
+                record.started = Some(now);
+                match enqueue(store, name, record.slot, queue, payload) {
+                    Ok(id) => {
+                        record.outcome = SlotOutcome::Enqueued;
+                        record.detail = format!("task {id} added to {queue}");
+                    }
+                    Err(e) => {
+                        record.outcome = SlotOutcome::Failed;
+                        record.detail = format!("cannot add its task: {e}");
+                    }
+                }
+            }
+            (Action::Run { command }, None) => {
+                record.started = Some(now);
+                self.run_command(guard, command, &mut record);
+            }
         }
-    };
-    // How long this slot may wait for the previous one's lease: until the
-    // next slot is due, and no later than the deadline.
-    let next = schedule.spec.next_after(record.slot);
-    let mut until = next.unwrap_or(record.slot + Duration::from_secs(3600));
-    if let Some(deadline) = schedule.deadline {
-        until = until.min(record.slot + deadline);
+        record.ended = Some(clock.now());
+        // Told only once written: a record removed meanwhile (its schedule
+        // removed) is not reported as if it were kept.
+        match store
+            .schedules()
+            .and_then(|s| s.report(name, &record, Expect::Anything))
+        {
+            Ok(written) => told(sink, name, &record, written),
+            Err(error) => sink(&CronEvent::Failed {
+                name: Some(name),
+                error: &error,
+            }),
+        }
     }
-    let wait_for = until.duration_since(SystemTime::now()).unwrap_or_default();
-    let wait = match schedule.overlap {
-        Overlap::Skip => None,
-        Overlap::Wait | Overlap::StopPrevious => Some(Some(wait_for)),
-    };
-    let spec = Spec {
-        command: command.iter().map(Into::into).collect(),
-        guard,
-        grace: timing.grace,
-        stdin: None,
-        output: Output::Inherit,
-        stall: None,
-    };
-    let lease = LeaseRun {
-        wait,
-        cancel: running.cancel.clone(),
-        env: vec![
-            ("LEASEHOLD_SLOT".into(), format_time(record.slot)),
-            ("LEASEHOLD_SCHEDULE".into(), name.to_string()),
-        ],
-        ..LeaseRun::new(name.clone(), timing)
-    };
-    let watcher_stop = Arc::new(AtomicBool::new(false));
-    let outcome = supervise::run_with(
-        store,
-        &lease,
-        spec,
-        |_| {},
-        |grant, handle| {
-            *running.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.clone());
-            record.outcome = SlotOutcome::Running;
-            record.token = Some(grant.token.0);
-            record.started = Some(SystemTime::now());
-            if let Ok(s) = store.schedules()
-                && let Err(error) = s.report(name, record, Expect::Anything)
-            {
-                sink(&CronEvent::Failed {
-                    name: Some(name),
-                    error: &error,
-                });
+
+    fn run_command(&self, guard: GuardProgram, command: &[String], record: &mut SlotRecord) {
+        let Firing {
+            store,
+            schedule,
+            running,
+            clock,
+            sink,
+        } = self;
+        let name = &schedule.name;
+        let timing = match Timing::new(schedule.ttl, None, schedule.grace, None) {
+            Ok(t) => t,
+            Err(e) => {
+                record.outcome = SlotOutcome::Failed;
+                record.detail = e.to_string();
+                return;
             }
-            if schedule.overlap == Overlap::StopPrevious {
-                watch_for_next(
-                    store.clone(),
-                    name.clone(),
-                    record.slot,
-                    handle,
-                    running.clone(),
-                    watcher_stop.clone(),
-                );
-            }
-        },
-    );
-    watcher_stop.store(true, Ordering::SeqCst);
-    settle(record, outcome, schedule.overlap, running);
+        };
+        // How long this slot may wait for the previous one's lease: until the
+        // next slot is due, and no later than the deadline.
+        let next = schedule.spec.next_after(record.slot);
+        let mut until = next.unwrap_or(record.slot + Duration::from_secs(3600));
+        if let Some(deadline) = schedule.deadline {
+            until = until.min(record.slot + deadline);
+        }
+        let wait_for = until.duration_since(clock.now()).unwrap_or_default();
+        let wait = match schedule.overlap {
+            Overlap::Skip => None,
+            Overlap::Wait | Overlap::StopPrevious => Some(Some(wait_for)),
+        };
+        let spec = Spec {
+            command: command.iter().map(Into::into).collect(),
+            guard,
+            grace: timing.grace,
+            stdin: None,
+            output: Output::Inherit,
+            stall: None,
+        };
+        let lease = LeaseRun {
+            wait,
+            cancel: running.cancel.clone(),
+            env: vec![
+                ("LEASEHOLD_SLOT".into(), format_time(record.slot)),
+                ("LEASEHOLD_SCHEDULE".into(), name.to_string()),
+            ],
+            // The deadline holds through the wait for the lease too.
+            start_by: schedule
+                .deadline
+                .map(|d| Instant::now() + (record.slot + d).duration_since(clock.now()).unwrap_or_default()),
+            ..LeaseRun::new(name.clone(), timing)
+        };
+        let watcher_stop = Arc::new(AtomicBool::new(false));
+        let outcome = supervise::run_with(
+            store,
+            &lease,
+            spec,
+            |_| {},
+            |grant, handle| {
+                *running.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.clone());
+                record.outcome = SlotOutcome::Running;
+                record.token = Some(grant.token.0);
+                record.started = Some(clock.now());
+                if let Ok(s) = store.schedules()
+                    && let Err(error) = s.report(name, record, Expect::Anything)
+                {
+                    sink(&CronEvent::Failed {
+                        name: Some(name),
+                        error: &error,
+                    });
+                }
+                if schedule.overlap == Overlap::StopPrevious {
+                    watch_for_next(
+                        store.clone(),
+                        name.clone(),
+                        record.slot,
+                        handle,
+                        running.clone(),
+                        watcher_stop.clone(),
+                    );
+                }
+            },
+        );
+        watcher_stop.store(true, Ordering::SeqCst);
+        settle(record, outcome, schedule.overlap, running);
+    }
 }
 
 /// What a slot's run came to, into its record.
@@ -483,6 +834,14 @@ fn settle(record: &mut SlotRecord, outcome: Result<RunOutcome>, overlap: Overlap
                     record.outcome = SlotOutcome::Failed;
                     record.exit_code = Some(i32::from(code));
                     record.detail = format!("exit {code}");
+                }
+                Err(RunError::TooLate { late, .. }) => {
+                    record.outcome = SlotOutcome::Missed;
+                    record.started = None;
+                    record.detail = format!(
+                        "claimed in time, but its lease came {} after its deadline",
+                        format_duration(late)
+                    );
                 }
                 Err(RunError::Interrupted { .. }) if running.superseded.load(Ordering::SeqCst) => {
                     record.outcome = SlotOutcome::Stopped;

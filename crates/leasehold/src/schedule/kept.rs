@@ -31,7 +31,10 @@ use leasehold_backend::{
 };
 use serde::{Deserialize, Serialize};
 
+use leasehold_backend::record::RECORD_CHANGES_MAX;
+
 use super::ScheduleSpec;
+use super::clock::StoreClock;
 use crate::{Result, Store};
 
 /// Slot records kept per schedule: the newest are kept, older ones pruned
@@ -165,7 +168,7 @@ impl Schedule {
 }
 
 /// The last slot of a schedule accounted for (fired, skipped or missed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduleState {
     #[serde(with = "unix_ms")]
     pub last_slot: SystemTime,
@@ -173,6 +176,11 @@ pub struct ScheduleState {
     /// the next claim looks at.
     #[serde(with = "opt_unix_ms")]
     pub last_fired: Option<SystemTime>,
+    /// The daemon that claimed it: a daemon reads that slot's record only
+    /// when this one is provably gone (one read per dead daemon, not one
+    /// per claim).
+    #[serde(default)]
+    pub last_daemon: Option<Holder>,
     /// Claims written so far (pruning counts them).
     #[serde(default)]
     pub claims: u64,
@@ -288,14 +296,27 @@ pub struct Kept {
 impl Kept {
     /// What a write of the state expects: the version read, or none.
     fn state_expect(&self) -> Expect {
-        self.state.map_or(Expect::Absent, |(_, v)| Expect::Version(v))
+        self.state.as_ref().map_or(Expect::Absent, |(_, v)| Expect::Version(*v))
     }
 
     /// The last slot accounted for: the state's, or the schedule's
     /// creation before its first slot.
     #[must_use]
     pub fn accounted_until(&self) -> SystemTime {
-        self.state.map_or(self.schedule.created, |(s, _)| s.last_slot)
+        self.state.as_ref().map_or(self.schedule.created, |(s, _)| s.last_slot)
+    }
+
+    /// The state moved on to `now` (a resume, a replacement): the slots
+    /// up to now are passed over unrecorded. `None` when it is there
+    /// already — state never moves back, so no slot with a record is ever
+    /// due again.
+    fn moved_on(&self, now: SystemTime) -> Option<ScheduleState> {
+        (now > self.accounted_until()).then(|| ScheduleState {
+            last_slot: now,
+            last_fired: self.state.as_ref().and_then(|(s, _)| s.last_fired),
+            last_daemon: self.state.as_ref().and_then(|(s, _)| s.last_daemon.clone()),
+            claims: self.state.as_ref().map_or(0, |(s, _)| s.claims),
+        })
     }
 
     /// The next slot as of `now`: the first after the last one accounted
@@ -384,6 +405,111 @@ pub fn decide(schedule: &Schedule, due: &[SystemTime], more: bool, now: SystemTi
     }
 }
 
+/// One schedule's claim, as written: its changes (the state first, the
+/// schedule last) and what they record.
+#[derive(Debug, Clone)]
+struct ClaimPlan {
+    changes: Vec<RecordChange>,
+    state: ScheduleState,
+    missed: Option<SlotRecord>,
+    fired: Option<SlotRecord>,
+    behind: bool,
+    /// The fired slot's deadline: the write is applied only before it.
+    not_after: Option<SystemTime>,
+}
+
+/// What a claim of `kept` at `now` writes, as [`decide`] decides; `None`
+/// when nothing is due.
+fn plan_claim(kept: &Kept, now: SystemTime, daemon: &Holder, max_due: usize) -> Option<ClaimPlan> {
+    let schedule = &kept.schedule;
+    let due = schedule.spec.slots_between(kept.accounted_until(), now, max_due);
+    let decision = decide(schedule, &due.slots, due.more, now);
+    let last = decision.last()?;
+    let previous = kept.state.as_ref().map(|(s, _)| s);
+    let state = ScheduleState {
+        last_slot: last,
+        last_fired: decision.fire.or_else(|| previous.and_then(|s| s.last_fired)),
+        last_daemon: if decision.fire.is_some() {
+            Some(daemon.clone())
+        } else {
+            previous.and_then(|s| s.last_daemon.clone())
+        },
+        claims: previous.map_or(0, |s| s.claims) + 1,
+    };
+    let mut changes = vec![RecordChange::Put {
+        key: state_key(&schedule.name),
+        body: encode(&state),
+        expect: kept.state_expect(),
+    }];
+    let missed = if let (Some(&first), Some(&through)) = (decision.missed.first(), decision.missed.last()) {
+        let missed = SlotRecord {
+            slot: first,
+            outcome: SlotOutcome::Missed,
+            count: decision.missed.len() as u64,
+            through,
+            daemon: None,
+            claimed: now,
+            started: None,
+            ended: None,
+            token: None,
+            exit_code: None,
+            detail: decision.missed_why.clone(),
+        };
+        changes.push(RecordChange::Put {
+            key: slot_key(&schedule.name, first),
+            body: encode(&missed),
+            expect: Expect::Absent,
+        });
+        Some(missed)
+    } else {
+        None
+    };
+    let fired = decision.fire.map(|slot| SlotRecord {
+        slot,
+        outcome: SlotOutcome::Claimed,
+        count: 1,
+        through: slot,
+        daemon: Some(daemon.clone()),
+        claimed: now,
+        started: None,
+        ended: None,
+        token: None,
+        exit_code: None,
+        detail: String::new(),
+    });
+    if let Some(record) = &fired {
+        changes.push(RecordChange::Put {
+            key: slot_key(&schedule.name, record.slot),
+            body: encode(record),
+            expect: Expect::Absent,
+        });
+    }
+    // The schedule itself must still be there, unchanged (not paused or
+    // removed since it was read): re-put at the version read.
+    changes.push(RecordChange::Put {
+        key: schedule_key(&schedule.name),
+        body: encode(schedule),
+        expect: Expect::Version(kept.version),
+    });
+    // A fired slot that was not the newest due, or not on time, is part
+    // of a backlog: the next slot waits for its run (one after another,
+    // not skipped as overlapping).
+    let late_after = ON_TIME + schedule.jitter;
+    let behind = decision.fire.is_some_and(|f| {
+        due.more
+            || due.slots.last().is_some_and(|last| *last > f)
+            || now.duration_since(f).unwrap_or_default() > late_after
+    });
+    Some(ClaimPlan {
+        changes,
+        not_after: decision.fire.zip(schedule.deadline).map(|(slot, d)| slot + d),
+        state,
+        missed,
+        fired,
+        behind,
+    })
+}
+
 /// The schedules of a store ([`Store::schedules`]).
 pub struct Schedules<'a> {
     store: &'a Store,
@@ -470,13 +596,25 @@ pub enum SlotClaim {
     Claimed {
         missed: Option<SlotRecord>,
         fired: Option<SlotRecord>,
-        /// Later slots were due too: the fired one is part of a backlog.
+        /// Later slots were due too, or it was late: the fired one is
+        /// part of a backlog.
         behind: bool,
+        /// The schedule with its state as this claim left it (`None` when
+        /// the store did not say the versions it wrote).
+        kept: Option<Box<Kept>>,
+        /// The version of the fired slot's record as claimed: what its
+        /// report expects ([`Schedules::report_many`]).
+        fired_version: Option<RecordVersion>,
     },
     /// Nothing was due.
     NothingDue,
     /// Another daemon claimed first (read again).
     Lost,
+    /// A record of a slot it would write is there already, though the
+    /// state says the slot is due: the state is behind its records (restored from an older copy,
+    /// or written so by an older leasehold). Claiming again would conflict
+    /// forever; [`Schedules::move_past_recorded`] moves the state on.
+    StateBehind,
 }
 
 impl Schedules<'_> {
@@ -486,43 +624,105 @@ impl Schedules<'_> {
         self.store
     }
 
-    /// Add `schedule`. An existing schedule of the name is replaced only
-    /// when `replace` (its slots' records and its place in time are kept);
-    /// otherwise refused as held.
+    /// Add `schedule`, created now on the store's clock (its `created` is
+    /// set so: a machine whose clock is behind cannot add a schedule in
+    /// the past and fire the slots before it existed). An existing
+    /// schedule of the name is replaced only when `replace`; otherwise
+    /// refused as held.
+    ///
+    /// A replacement keeps the slots' records and the place in time: its
+    /// first slot is the first after the later of the last slot accounted
+    /// for and now — never a slot before the replacement, nor one from a
+    /// paused period. A paused schedule stays paused (`resume` resumes it).
     ///
     /// # Errors
     /// [`ErrorKind::Held`] when it exists and not `replace`;
     /// [`ErrorKind::Unsupported`] for a task on a store without a queue;
     /// store errors.
     pub fn add(&self, schedule: &Schedule, replace: bool) -> Result<()> {
+        self.add_at(schedule, replace, None)
+    }
+
+    /// [`Schedules::add`] as if the store's clock read `at` (`None`: read
+    /// it) — for tests and imports that date a schedule themselves; what
+    /// a user adds is dated by the store.
+    ///
+    /// # Errors
+    /// As [`Schedules::add`].
+    pub fn add_at(&self, schedule: &Schedule, replace: bool, at: Option<SystemTime>) -> Result<()> {
         if let Action::Enqueue { queue, .. } = &schedule.action {
             queue_of(queue)?;
             // Refused now, not at the first slot: a store without a queue
             // would fail every slot.
             self.store.tasks()?;
         }
-        let expect = if replace { Expect::Anything } else { Expect::Absent };
-        let change = RecordChange::Put {
-            key: schedule_key(&schedule.name),
-            body: encode(schedule),
-            expect,
-        };
-        match self.write(vec![change])? {
-            RecordWrite::Written { .. } => Ok(()),
-            RecordWrite::Conflict { .. } => Err(BackendError::new(
-                ErrorKind::Held,
-                self.store.url().to_string(),
-                format!(
-                    "a schedule named {} exists; nothing was changed (replace it with --replace, or remove it first)",
-                    crate::quoted(schedule.name.as_str())
-                ),
-            )
-            .into()),
+        loop {
+            let now = match at {
+                Some(at) => at,
+                None => self.now()?,
+            };
+            let existing = if replace { self.get(&schedule.name)? } else { None };
+            let mut added = schedule.clone();
+            added.created = now;
+            let mut changes = Vec::new();
+            let expect = match &existing {
+                None => Expect::Absent,
+                Some(kept) => {
+                    added.paused |= kept.schedule.paused;
+                    if let Some(state) = kept.moved_on(now) {
+                        changes.push(RecordChange::Put {
+                            key: state_key(&schedule.name),
+                            body: encode(&state),
+                            expect: kept.state_expect(),
+                        });
+                    }
+                    Expect::Version(kept.version)
+                }
+            };
+            changes.push(RecordChange::Put {
+                key: schedule_key(&schedule.name),
+                body: encode(&added),
+                expect,
+            });
+            match self.write(changes)? {
+                RecordWrite::Written { .. } => return Ok(()),
+                // Changed between the read and the write: read it again.
+                RecordWrite::Conflict { .. } | RecordWrite::TooLate { .. } if replace => {}
+                RecordWrite::Conflict { .. } | RecordWrite::TooLate { .. } => {
+                    return Err(BackendError::new(
+                        ErrorKind::Held,
+                        self.store.url().to_string(),
+                        format!(
+                            "a schedule named {} exists; nothing was changed (replace it with --replace, or remove it first)",
+                            crate::quoted(schedule.name.as_str())
+                        ),
+                    )
+                    .into());
+                }
+            }
         }
     }
 
+    /// The store's clock now: what every decision about a slot's time is
+    /// taken on ([`StoreClock`]).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn now(&self) -> Result<SystemTime> {
+        Ok(StoreClock::read(self.store)?.now())
+    }
+
+    /// The store's records (what [`StoreClock`] reads the clock of).
+    pub(crate) fn records(&self) -> &dyn RecordBackend {
+        self.records
+    }
+
     fn write(&self, changes: Vec<RecordChange>) -> Result<RecordWrite> {
-        Ok(self.records.record_write(&RecordWriteParams::new(changes))?)
+        self.write_until(changes, None)
+    }
+
+    fn write_until(&self, changes: Vec<RecordChange>, not_after: Option<SystemTime>) -> Result<RecordWrite> {
+        Ok(self.records.record_write(&RecordWriteParams { changes, not_after })?)
     }
 
     /// The schedule `name` with its state, if there is one.
@@ -583,13 +783,15 @@ impl Schedules<'_> {
 
     /// Pause or resume `name`: `Ok(false)` when there is no such schedule.
     /// A paused schedule's slots pass unfired and unrecorded; resuming
-    /// starts it afresh from now (its state moves to now), so a long pause
-    /// leaves no backlog to catch up on.
+    /// starts it afresh from now on the store's clock (its state moves to
+    /// the later of now and the last slot accounted for — never back), so
+    /// a long pause leaves no backlog to catch up on.
     ///
     /// # Errors
     /// Store errors.
     pub fn set_paused(&self, name: &LeaseName, paused: bool) -> Result<bool> {
         loop {
+            let now = self.now()?;
             let Some(kept) = self.get(name)? else { return Ok(false) };
             let mut schedule = kept.schedule.clone();
             schedule.paused = paused;
@@ -598,12 +800,10 @@ impl Schedules<'_> {
                 body: encode(&schedule),
                 expect: Expect::Version(kept.version),
             }];
-            if !paused && kept.schedule.paused {
-                let state = ScheduleState {
-                    last_slot: SystemTime::now(),
-                    last_fired: kept.state.and_then(|(s, _)| s.last_fired),
-                    claims: kept.state.map_or(0, |(s, _)| s.claims),
-                };
+            if !paused
+                && kept.schedule.paused
+                && let Some(state) = kept.moved_on(now)
+            {
                 changes.push(RecordChange::Put {
                     key: state_key(name),
                     body: encode(&state),
@@ -687,93 +887,199 @@ impl Schedules<'_> {
         Ok(matches!(self.write(vec![change])?, RecordWrite::Written { .. }))
     }
 
+    /// [`Schedules::report`] of many records, each expecting the version
+    /// given, in as few writes as the store takes; whether each was
+    /// written (a batch that meets a conflict is written one by one, so
+    /// one removed schedule costs only its own record).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn report_many(&self, records: &[(&LeaseName, &SlotRecord, RecordVersion)]) -> Result<Vec<bool>> {
+        let mut written = Vec::with_capacity(records.len());
+        for batch in records.chunks(RECORD_CHANGES_MAX) {
+            let changes = batch
+                .iter()
+                .map(|(name, record, version)| RecordChange::Put {
+                    key: slot_key(name, record.slot),
+                    body: encode(record),
+                    expect: Expect::Version(*version),
+                })
+                .collect();
+            match self.write(changes)? {
+                RecordWrite::Written { .. } => written.extend(std::iter::repeat_n(true, batch.len())),
+                RecordWrite::Conflict { .. } | RecordWrite::TooLate { .. } => {
+                    for (name, record, version) in batch {
+                        written.push(self.report(name, record, Expect::Version(*version))?);
+                    }
+                }
+            }
+        }
+        Ok(written)
+    }
+
     /// Claim what is due of `kept` at `now`, as [`decide`] decides, for the
     /// daemon `daemon`: one write that moves the state past the slots it
     /// accounts for, records the missed ones and creates the fired slot's
     /// record (see the module docs). At most `max_due` due slots are
-    /// looked at per claim.
+    /// looked at per claim. `now` is the store's time the slots are judged
+    /// at ([`StoreClock`]); a fired slot's deadline is judged again by the
+    /// store when the write is applied.
     ///
     /// # Errors
     /// Store errors.
     pub fn claim(&self, kept: &Kept, now: SystemTime, daemon: &Holder, max_due: usize) -> Result<SlotClaim> {
-        let schedule = &kept.schedule;
-        let due = schedule.spec.slots_between(kept.accounted_until(), now, max_due);
-        let decision = decide(schedule, &due.slots, due.more, now);
-        let Some(last) = decision.last() else {
-            return Ok(SlotClaim::NothingDue);
-        };
-        let state = ScheduleState {
-            last_slot: last,
-            last_fired: decision.fire.or_else(|| kept.state.and_then(|(s, _)| s.last_fired)),
-            claims: kept.state.map_or(0, |(s, _)| s.claims) + 1,
-        };
-        let mut changes = vec![RecordChange::Put {
-            key: state_key(&schedule.name),
-            body: encode(&state),
-            expect: kept.state_expect(),
-        }];
-        let missed = if let (Some(&first), Some(&through)) = (decision.missed.first(), decision.missed.last()) {
-            let missed = SlotRecord {
-                slot: first,
-                outcome: SlotOutcome::Missed,
-                count: decision.missed.len() as u64,
-                through,
-                daemon: None,
-                claimed: now,
-                started: None,
-                ended: None,
-                token: None,
-                exit_code: None,
-                detail: decision.missed_why.clone(),
-            };
-            changes.push(RecordChange::Put {
-                key: slot_key(&schedule.name, first),
-                body: encode(&missed),
-                expect: Expect::Absent,
-            });
-            Some(missed)
-        } else {
-            None
-        };
-        let fired = decision.fire.map(|slot| SlotRecord {
-            slot,
-            outcome: SlotOutcome::Claimed,
-            count: 1,
-            through: slot,
-            daemon: Some(daemon.clone()),
-            claimed: now,
-            started: None,
-            ended: None,
-            token: None,
-            exit_code: None,
-            detail: String::new(),
-        });
-        if let Some(record) = &fired {
-            changes.push(RecordChange::Put {
-                key: slot_key(&schedule.name, record.slot),
-                body: encode(record),
-                expect: Expect::Absent,
-            });
-        }
-        // The schedule itself must still be there, unchanged (not paused or
-        // removed since it was read): re-put at the version read.
-        changes.push(RecordChange::Put {
-            key: schedule_key(&schedule.name),
-            body: encode(schedule),
-            expect: Expect::Version(kept.version),
-        });
-        match self.write(changes)? {
-            RecordWrite::Conflict { .. } => Ok(SlotClaim::Lost),
-            RecordWrite::Written { .. } => {
-                if state.claims.is_multiple_of(PRUNE_EVERY) {
-                    self.prune(&schedule.name)?;
+        let mut claims = self.claim_many(&[kept], now, daemon, max_due)?;
+        Ok(claims.pop().unwrap_or(SlotClaim::NothingDue))
+    }
+
+    /// [`Schedules::claim`] for many schedules at once, as few writes as
+    /// the store takes ([`RECORD_CHANGES_MAX`] changes each): slots due at
+    /// the same instant are claimed together, each judged at `now` — not
+    /// at the end of a queue of claims. A claim another daemon wrote first
+    /// is [`SlotClaim::Lost`] and does not hold up the others'.
+    ///
+    /// # Errors
+    /// Store errors (the claims written before one are kept).
+    pub fn claim_many(
+        &self,
+        kept: &[&Kept],
+        now: SystemTime,
+        daemon: &Holder,
+        max_due: usize,
+    ) -> Result<Vec<SlotClaim>> {
+        let mut outcomes = vec![SlotClaim::NothingDue; kept.len()];
+        let mut pending: std::collections::VecDeque<(usize, ClaimPlan)> = kept
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| plan_claim(k, now, daemon, max_due).map(|p| (i, p)))
+            .collect();
+        // A batch that was too late for one of its deadlines is split, its
+        // claims written one by one (each judged again).
+        let mut single = false;
+        while !pending.is_empty() {
+            let mut batch: Vec<(usize, ClaimPlan)> = Vec::new();
+            let mut changes = 0;
+            while let Some((_, next)) = pending.front() {
+                let fits = changes + next.changes.len() <= RECORD_CHANGES_MAX;
+                if !batch.is_empty() && (single || !fits) {
+                    break;
                 }
-                let behind = decision
-                    .fire
-                    .is_some_and(|f| due.more || due.slots.last().is_some_and(|last| *last > f));
-                Ok(SlotClaim::Claimed { missed, fired, behind })
+                changes += next.changes.len();
+                batch.extend(pending.pop_front());
+            }
+            let not_after = batch.iter().filter_map(|(_, p)| p.not_after).min();
+            let all: Vec<RecordChange> = batch.iter().flat_map(|(_, p)| p.changes.iter().cloned()).collect();
+            match self.write_until(all, not_after)? {
+                RecordWrite::Written { versions } => {
+                    let mut versions = versions.into_iter();
+                    for (i, plan) in batch {
+                        let mine: Vec<Option<RecordVersion>> = versions.by_ref().take(plan.changes.len()).collect();
+                        outcomes[i] = self.claimed(kept[i], plan, &mine)?;
+                    }
+                }
+                RecordWrite::Conflict { key, .. } => {
+                    // The claim that met the conflict is lost, and so is
+                    // any other whose schedule changed since it was read
+                    // (read again now, so that one conflict does not cost
+                    // a write per claim); the rest are tried again.
+                    for (i, plan) in batch.into_iter().rev() {
+                        let stale = plan.changes.iter().any(|c| *c.key() == key) || self.changed(kept[i])?;
+                        if stale {
+                            outcomes[i] = if key.as_str().starts_with(&slots_prefix(&kept[i].schedule.name)) {
+                                SlotClaim::StateBehind
+                            } else {
+                                SlotClaim::Lost
+                            };
+                        } else {
+                            pending.push_front((i, plan));
+                        }
+                    }
+                }
+                RecordWrite::TooLate { now: late } => {
+                    if batch.len() > 1 {
+                        single = true;
+                        for entry in batch.into_iter().rev() {
+                            pending.push_front(entry);
+                        }
+                    } else {
+                        // Judged again at the store's time of the refusal:
+                        // the slot is past its deadline, so missed.
+                        for (i, _) in batch {
+                            if let Some(plan) = plan_claim(kept[i], late, daemon, max_due) {
+                                pending.push_front((i, plan));
+                            }
+                        }
+                    }
+                }
             }
         }
+        Ok(outcomes)
+    }
+
+    /// Whether `kept`'s schedule or state is no longer at the versions
+    /// read.
+    fn changed(&self, kept: &Kept) -> Result<bool> {
+        let name = &kept.schedule.name;
+        let schedule = self.records.record_get(&schedule_key(name))?.map(|r| r.version);
+        let state = self.records.record_get(&state_key(name))?.map(|r| r.version);
+        Ok(schedule != Some(kept.version) || state != kept.state.as_ref().map(|(_, v)| *v))
+    }
+
+    /// A written claim: what it recorded, with the versions it wrote (so
+    /// the daemon need not read the schedule again).
+    fn claimed(&self, kept: &Kept, plan: ClaimPlan, versions: &[Option<RecordVersion>]) -> Result<SlotClaim> {
+        let name = &kept.schedule.name;
+        if plan.state.claims.is_multiple_of(PRUNE_EVERY) {
+            self.prune(name)?;
+        }
+        let version = |i: usize| versions.get(i).copied().flatten();
+        let moved = match (version(0), version(plan.changes.len() - 1)) {
+            (Some(state_version), Some(schedule_version)) => Some(Kept {
+                schedule: kept.schedule.clone(),
+                version: schedule_version,
+                state: Some((plan.state, state_version)),
+            }),
+            _ => None,
+        };
+        // The fired slot's record is the change before the schedule's.
+        let fired_version = plan.fired.as_ref().and_then(|_| version(plan.changes.len() - 2));
+        Ok(SlotClaim::Claimed {
+            missed: plan.missed,
+            fired: plan.fired,
+            behind: plan.behind,
+            kept: moved.map(Box::new),
+            fired_version,
+        })
+    }
+
+    /// Move `name`'s state on past the newest record of its slots, when a
+    /// claim found that record already there ([`SlotClaim::StateBehind`]:
+    /// a state written back by a leasehold before 0.x, or restored from an
+    /// older backup): `Ok(Some(slot))` with the slot it moved past.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn move_past_recorded(&self, name: &LeaseName) -> Result<Option<SystemTime>> {
+        let Some(kept) = self.get(name)? else { return Ok(None) };
+        let Some(newest) = self
+            .slot_records(name, None, 1)?
+            .first()
+            .map(decode::<SlotRecord>)
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        if newest.through <= kept.accounted_until() {
+            return Ok(None);
+        }
+        let mut state = kept.moved_on(newest.through).expect("the record is past the state");
+        state.last_slot = newest.through;
+        let change = RecordChange::Put {
+            key: state_key(name),
+            body: encode(&state),
+            expect: kept.state_expect(),
+        };
+        Ok(matches!(self.write(vec![change])?, RecordWrite::Written { .. }).then_some(newest.through))
     }
 
     /// Delete the slot records of `name` older than the newest
@@ -972,11 +1278,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_sqlite(&dir.path().join("s.db")).unwrap();
         let schedules = store.schedules().unwrap();
-        let start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        // `add` dates the schedule by the store's clock: the slots are the
+        // whole seconds after it.
+        let store_now = schedules.now().unwrap().duration_since(UNIX_EPOCH).unwrap();
+        let start = UNIX_EPOCH + Duration::from_secs(store_now.as_secs() + 1);
         let second = |n: u64| start + Duration::from_secs(n);
         let mut every_second = schedule(CatchUp::None, None);
         every_second.spec = ScheduleSpec::parse("@every 1s", None).unwrap();
-        every_second.created = start;
         schedules.add(&every_second, false).unwrap();
         let daemon = crate::identity::holder(crate::Binding::ThisProcess).unwrap();
         for n in 1..=1100 {

@@ -65,6 +65,7 @@
 //!    moves it.
 
 mod civil;
+pub mod clock;
 pub mod daemon;
 mod error;
 mod kept;

@@ -94,7 +94,7 @@ impl Store {
         })?;
         match written {
             RecordWrite::Written { .. } => Ok(Some(made)),
-            RecordWrite::Conflict { .. } => self.identity(),
+            RecordWrite::Conflict { .. } | RecordWrite::TooLate { .. } => self.identity(),
         }
     }
 }

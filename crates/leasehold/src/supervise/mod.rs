@@ -173,6 +173,10 @@ pub struct LeaseRun {
     /// More variables for the command's environment, beside the lease's
     /// (`leasehold cron` adds `LEASEHOLD_SLOT`).
     pub env: Vec<(String, String)>,
+    /// Start the command only if the lease is granted by then, else
+    /// release it ([`RunError::TooLate`]): a slot's `--deadline`, which a
+    /// wait of the store for the lease must not exceed.
+    pub start_by: Option<std::time::Instant>,
 }
 
 impl LeaseRun {
@@ -188,6 +192,7 @@ impl LeaseRun {
             forward_signals: false,
             hand_terminal: false,
             env: Vec::new(),
+            start_by: None,
         }
     }
 }
@@ -321,6 +326,24 @@ pub fn run_spawned(
         supervised.abort();
         keeper.stop();
         return Ok(lost_before_start(store, lease, grant, loss));
+    }
+    if let Some(late) = lease
+        .start_by
+        .and_then(|by| std::time::Instant::now().checked_duration_since(by))
+        .filter(|late| !late.is_zero())
+    {
+        supervised.abort();
+        keeper.stop();
+        let release_error = release(store, &grant);
+        return Ok(RunOutcome::Ran(Ran {
+            grant,
+            ended: Err(RunError::TooLate {
+                name: lease.name.clone(),
+                late,
+            }),
+            finished: Finished::default(),
+            release_error,
+        }));
     }
     let stall = supervised.stall().cloned();
     let terminal = lease

@@ -46,6 +46,12 @@ pub enum RunError {
     /// process did not run meanwhile), so the command was not started; the
     /// grant was released.
     LostBeforeStart { name: LeaseName, token: Token, loss: Loss },
+    /// The lease was granted `late` after [`LeaseRun::start_by`]
+    /// (`leasehold cron`'s `--deadline`), so the command was not started;
+    /// the grant was released.
+    ///
+    /// [`LeaseRun::start_by`]: super::LeaseRun::start_by
+    TooLate { name: LeaseName, late: Duration },
     /// The grant was lost while the command ran; the command was stopped
     /// before the lease could pass on.
     Lost {
@@ -88,6 +94,7 @@ impl RunError {
             RunError::Stalled { .. }
             | RunError::Interrupted { .. }
             | RunError::CouldNotStart { .. }
+            | RunError::TooLate { .. }
             | RunError::GuardDied { .. } => ErrorKind::Failed,
         }
     }
@@ -117,6 +124,11 @@ impl fmt::Display for RunError {
             RunError::LostBeforeStart { name, token, loss } => write!(
                 f,
                 "lost the lease {name} (token {token}) before the command could start: {loss}. The command was not started; the next holder gets a new token"
+            ),
+            RunError::TooLate { name, late } => write!(
+                f,
+                "the lease {name} was granted {} after the command had to start by; the command was not started and the lease was released",
+                format_duration(*late)
             ),
             RunError::Lost {
                 name,
