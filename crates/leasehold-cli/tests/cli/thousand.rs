@@ -246,7 +246,9 @@ fn judge(env: &Env, names: &[String], marks: &[u64], stopped: &[(Vec<Value>, Str
             }
             match covering.first() {
                 None => unrecorded.push(format!("{name} at {at}")),
-                Some(r) if r["outcome"] == "missed" => missed.push(format!("{name} at {at}: {}", r["detail"])),
+                Some(r) if r["outcome"] == "missed" => {
+                    missed.push(format!("{name} at {at}: recorded at {}: {}", r["claimed"], r["detail"]));
+                }
                 Some(r) if r["outcome"] == "ran" && runs == 0 => {
                     not_run.push(format!("{name} at {at}: recorded ran, never appended"));
                 }
