@@ -22,6 +22,7 @@ mod serve;
 mod slot_clock;
 mod stop_signals;
 mod task;
+mod thousand;
 mod util;
 mod waiters;
 mod work;
@@ -49,6 +50,7 @@ fn main() {
         slot_clock::TESTS,
         stop_signals::TESTS,
         task::TESTS,
+        thousand::TESTS,
         waiters::TESTS,
         work::TESTS,
     ]);

@@ -46,6 +46,9 @@ documents! {
         pub pid: Option<u32>,
         pub token: Option<u64>,
         pub exit_code: Option<i32>,
+        /// When a daemon's claim wrote the record (for missed slots: when
+        /// they were recorded missed).
+        pub claimed: String,
         pub started: Option<String>,
         pub ended: Option<String>,
         /// How long after the slot's time it started.
@@ -111,6 +114,7 @@ pub fn slot<'a>(name: &'a LeaseName, record: &'a SlotRecord) -> Slot<'a> {
         pid: record.daemon.as_ref().map(|d| d.pid),
         token: record.token,
         exit_code: record.exit_code,
+        claimed: rfc3339(record.claimed),
         started: record.started.map(rfc3339),
         ended: record.ended.map(rfc3339),
         late_ms: record.lateness().map(duration_millis),
