@@ -989,4 +989,11 @@ pub struct ServeArgs {
     /// name to its newest 1000 entries).
     #[arg(long, default_value = "7d", value_parser = within(limits::AGE), value_name = "DUR")]
     pub retention: Duration,
+
+    /// Answer requests that reach the page by this name too (repeatable).
+    /// Without it only localhost, IP addresses and the --listen host are
+    /// answered: a page elsewhere cannot read this one through DNS
+    /// rebinding.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
 }

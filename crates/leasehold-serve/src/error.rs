@@ -25,6 +25,8 @@ pub enum ServeError {
     ActionsWithoutToken,
     /// How often the store is read lies outside 100 ms to 1 h.
     Refresh { refresh: Duration },
+    /// A name given to `--allow-host` is not a host name (why).
+    AllowHost(String),
     /// The addresses cannot be listened on.
     Listen { listen: String, error: io::Error },
     /// The listening socket failed.
@@ -76,6 +78,7 @@ impl fmt::Display for ServeError {
                 f.write_str("--allow-actions needs --token-file FILE: retrying and purging tasks always need the token")
             }
             Self::Refresh { .. } => f.write_str("--refresh must lie between 100ms and 1h"),
+            Self::AllowHost(why) => f.write_str(why),
             Self::Listen { listen, error } => write!(f, "cannot listen on {listen}: {error}"),
             Self::Serving(error) => error.fmt(f),
         }

@@ -17,6 +17,7 @@
 //! always need the token and a same-origin form.
 
 mod error;
+pub mod hosts;
 pub mod http;
 mod metrics;
 mod pages;
@@ -54,6 +55,9 @@ pub struct Config {
     pub refresh: Duration,
     /// How long history entries followed are kept in memory.
     pub retention: Duration,
+    /// Names a request may reach the page by beside `localhost`, an IP
+    /// address and the host of `listen` ([`hosts`]: DNS rebinding).
+    pub allow_hosts: Vec<String>,
 }
 
 impl Default for Config {
@@ -64,6 +68,7 @@ impl Default for Config {
             allow_actions: false,
             refresh: Duration::from_secs(1),
             retention: Duration::from_secs(7 * 86_400),
+            allow_hosts: Vec::new(),
         }
     }
 }
@@ -134,6 +139,9 @@ impl Config {
         if self.refresh < Duration::from_millis(100) || self.refresh > Duration::from_secs(3600) {
             return Err(ServeError::Refresh { refresh: self.refresh });
         }
+        if let Some(why) = self.allow_hosts.iter().find_map(|h| hosts::refusal(h)) {
+            return Err(ServeError::AllowHost(why));
+        }
         Ok((token, addresses))
     }
 
@@ -156,6 +164,8 @@ pub struct App {
     /// cookie, which is SameSite=Strict, and the Origin check).
     csrf: String,
     store_label: String,
+    /// The names a request may reach the page by.
+    hosts: hosts::Hosts,
 }
 
 impl std::fmt::Debug for App {
@@ -254,6 +264,7 @@ impl App {
             allow_actions: config.allow_actions,
             csrf: random_hex(16),
             store_label,
+            hosts: hosts::Hosts::new(&config.listen, &config.allow_hosts),
         }
     }
 
@@ -289,6 +300,16 @@ impl App {
     /// Answer one request.
     #[must_use]
     pub fn handle(&self, r: &Request) -> Response {
+        // Before anything else, the token included: a page elsewhere that
+        // reached here through DNS rebinding learns nothing.
+        if let Some(host) = r.header("host").filter(|h| !self.hosts.admits(h)) {
+            let message = format!(
+                "this leasehold serve answers to {}, and IP addresses; the request named {} — a page elsewhere reaching this one through DNS rebinding? To reach it by that name, start serve with --allow-host NAME",
+                self.hosts.names().join(", "),
+                leasehold::quoted(host)
+            );
+            return secure(refuse(421, &message));
+        }
         let segments = r.segments();
         let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
         let public = matches!(segs.as_slice(), ["assets", _] | ["login" | "favicon.ico"]);

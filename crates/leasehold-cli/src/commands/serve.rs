@@ -26,6 +26,7 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<u8> {
         allow_actions: args.allow_actions,
         refresh: args.refresh,
         retention: args.retention,
+        allow_hosts: args.allow_hosts.clone(),
     };
     // Unsafe arguments are refused before the store is even opened.
     config.check().map_err(|e| cli_error(&e))?;

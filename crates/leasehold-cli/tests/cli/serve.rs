@@ -18,6 +18,7 @@ use crate::util::Env;
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_public_address_without_a_token_is_refused_with_exit_2,
     a_host_name_on_loopback_is_served_without_a_token,
+    a_page_elsewhere_cannot_read_this_one_through_dns_rebinding,
     reading_needs_the_token_off_loopback_and_actions_refuse_cross_site_requests,
     without_allow_actions_there_are_no_actions,
     the_api_prints_what_json_prints,
@@ -64,10 +65,11 @@ fn serve(env: &Env, args: &[&str]) -> Serve {
 fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
     let addr = addr.replace("0.0.0.0", "127.0.0.1");
     let mut s = TcpStream::connect(&addr).expect("connect");
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n",
-        body.len()
-    );
+    let mut req = format!("{method} {path} HTTP/1.1\r\nContent-Length: {}\r\n", body.len());
+    // The Host a browser sends for this address, unless the test names one.
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        let _ = write!(req, "Host: {addr}\r\n");
+    }
     for (k, v) in headers {
         let _ = write!(req, "{k}: {v}\r\n");
     }
@@ -150,6 +152,55 @@ fn a_host_name_on_loopback_is_served_without_a_token() {
     assert!(err.contains("no-such-host.invalid:0"), "{err}");
     let (code, _, err) = env.run(&["serve", "--listen", "localhost"]);
     assert_eq!(code, 2, "no port: {err}");
+}
+
+/// A page on another site whose name comes to resolve to 127.0.0.1 (DNS
+/// rebinding) sends its requests here with its own name in `Host`: they
+/// are refused (421) before anything is read — every holder's command
+/// line and payload stays unread — while the names this server is reached
+/// by (an IP address, localhost, a name given with `--allow-host`) are
+/// answered. Planted: the check off — the rebound request answered 200
+/// with the holder's command line.
+fn a_page_elsewhere_cannot_read_this_one_through_dns_rebinding() {
+    let env = Env::new();
+    let mut holder = env.spawn(&["run", "secret-job", "--", "sleep", "30"]);
+    let s = serve(&env, &["--listen", "127.0.0.1:0", "--allow-host", "status.internal"]);
+    let port = s.addr.rsplit_once(':').unwrap().1.to_owned();
+    wait_until(Duration::from_secs(20), || {
+        get_json(&s.addr, "/api/leases")["leases"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty())
+    })
+    .expect("the holder is listed");
+    for host in [
+        "evil.example.com".to_owned(),
+        format!("evil.example.com:{port}"),
+        format!("localhost.evil.example.com:{port}"),
+    ] {
+        for path in ["/api/leases", "/", "/metrics", "/leases/secret-job"] {
+            let (status, _, body) = request(&s.addr, "GET", path, &[("Host", &host)], "");
+            assert_eq!(status, 421, "Host {host} {path}: {body}");
+            assert!(
+                !body.contains("sleep"),
+                "Host {host} {path} read the holder's command: {body}"
+            );
+            assert!(body.contains("--allow-host"), "{body}");
+        }
+    }
+    for host in [
+        s.addr.clone(),
+        format!("localhost:{port}"),
+        format!("status.internal:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let (status, _, body) = request(&s.addr, "GET", "/api/leases", &[("Host", &host)], "");
+        assert_eq!(status, 200, "Host {host}: {body}");
+    }
+    let (code, _, err) = env.run(&["serve", "--listen", "127.0.0.1:0", "--allow-host", "http://x:80"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a host name"), "{err}");
+    let _ = holder.kill();
+    let _ = holder.wait();
 }
 
 /// Task t1 of queue q, dead: claimed and failed without a retry.
