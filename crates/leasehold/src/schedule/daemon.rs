@@ -30,7 +30,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use leasehold_backend::{Expect, Holder, LeaseName, Mode, RecordVersion};
 
@@ -91,10 +91,13 @@ pub enum CronEvent<'a> {
 const NAP: Duration = Duration::from_millis(50);
 
 /// The longest gap between two rounds of the loop that still counts as
-/// watching (a round that claims and starts a thousand slots takes
-/// seconds on a busy machine); a longer one was a freeze, and the slots
-/// due in it are judged late.
-const WATCH_GAP: Duration = Duration::from_secs(5);
+/// watching: a round that claims and starts a thousand slots takes seconds,
+/// and a machine starting thousands of processes at one instant (two
+/// stores' daemons on two cores, in CI) starves a daemon for more — busy,
+/// not down. A longer gap (a daemon stopped, a machine suspended) is not
+/// watching: the slots due in it are judged late, and `--catch-up`
+/// decides. A `--deadline` bounds a slot's lateness either way.
+const WATCH_GAP: Duration = Duration::from_secs(30);
 
 /// The first wait of a schedule whose claim keeps meeting something it
 /// cannot claim past, doubled at each try up to [`BACKOFF_MAX`]: never a
@@ -241,9 +244,15 @@ impl Daemon<'_> {
             .last_tick
             .is_some_and(|last| tick.duration_since(last) <= WATCH_GAP);
         if !unbroken || self.watching_since.is_none() {
-            // The latest the store's time may have been: a later start of
-            // watching counts fewer slots as seen.
-            self.watching_since = Some(clock.at_instant(tick) + clock.within());
+            // The earliest the store's time may have been (etcd's reading
+            // is uncertain by up to half a second at first): a slot due
+            // that little before the daemon began watching was on time
+            // when it began (ON_TIME is a second), so none is counted as
+            // seen that a prompt claim would not have fired. The latest
+            // would make a daemon started just before a mark, whose first
+            // round reads a thousand schedules, find that mark's slots
+            // late: seen in CI, a whole mark recorded missed on etcd.
+            self.watching_since = Some(clock.at_instant(tick).checked_sub(clock.within()).unwrap_or(UNIX_EPOCH));
         }
         self.last_tick = Some(tick);
     }
