@@ -313,8 +313,10 @@ impl Daemon<'_> {
         // meet each other's claims late, not at once.
         fresh.sort_by_key(|w| order(&w.kept.schedule.name, &self.me));
         self.watched = fresh;
+        // This host read once, to judge every schedule's last daemon.
+        let here = identity::Vantage::read();
         for w in &self.watched {
-            if let Err(error) = settle_previous(self.store, &w.kept, &self.sink) {
+            if let Err(error) = settle_previous(self.store, &w.kept, &here, &self.sink) {
                 failed(&self.sink, &mut self.replaced, Some(&w.kept.schedule.name), error);
             }
         }
@@ -597,16 +599,8 @@ fn add_tasks(
             let added = queue_of(&queue).and_then(|q| store.task_add(&q, new));
             for (i, id) in chunk {
                 let record = &mut records[*i].1;
-                match &added {
-                    Ok(_) => {
-                        record.outcome = SlotOutcome::Enqueued;
-                        record.detail = format!("task {id} added to {queue}");
-                    }
-                    Err(e) => {
-                        record.outcome = SlotOutcome::Failed;
-                        record.detail = format!("cannot add its task: {e}");
-                    }
-                }
+                let id = id.to_string();
+                task_added(record, &queue, added.as_ref().map(|_| id.as_str()));
                 record.ended = Some(clock.now());
             }
         }
@@ -618,6 +612,21 @@ fn add_tasks(
         told(sink, name, record, written);
     }
     Ok(())
+}
+
+/// What adding a slot's task to `queue` came to (its id, or why not), into
+/// the slot's record: one wording, whether added alone or with others.
+fn task_added(record: &mut SlotRecord, queue: &str, added: std::result::Result<&str, &Error>) {
+    match added {
+        Ok(id) => {
+            record.outcome = SlotOutcome::Enqueued;
+            record.detail = format!("task {id} added to {queue}");
+        }
+        Err(e) => {
+            record.outcome = SlotOutcome::Failed;
+            record.detail = format!("cannot add its task: {e}");
+        }
+    }
 }
 
 /// Tasks added per write when slots of one queue fire together.
@@ -658,10 +667,10 @@ fn told(sink: &Sink, name: &LeaseName, record: &SlotRecord, written: bool) {
 /// provably dead: `lost`, or for an enqueue, enqueued now (the same id).
 /// Read only when the daemon the state names is provably gone (or the
 /// state, written by an older leasehold, names none).
-fn settle_previous(store: &Store, fresh: &Kept, sink: &Sink) -> Result<()> {
+fn settle_previous(store: &Store, fresh: &Kept, here: &identity::Vantage, sink: &Sink) -> Result<()> {
     let Some((state, _)) = &fresh.state else { return Ok(()) };
     let Some(last) = state.last_fired else { return Ok(()) };
-    if state.last_daemon.as_ref().is_some_and(|d| !identity::provably_gone(d)) {
+    if state.last_daemon.as_ref().is_some_and(|d| !here.gone(d)) {
         return Ok(());
     }
     let schedules = store.schedules()?;
@@ -669,7 +678,7 @@ fn settle_previous(store: &Store, fresh: &Kept, sink: &Sink) -> Result<()> {
     let Some((mut record, version)) = schedules.slot(name, last)? else {
         return Ok(());
     };
-    let dead = record.outcome.is_open() && record.daemon.as_ref().is_some_and(identity::provably_gone);
+    let dead = record.outcome.is_open() && record.daemon.as_ref().is_some_and(|d| here.gone(d));
     if !dead {
         return Ok(());
     }
@@ -753,16 +762,8 @@ impl Firing {
             }
             (Action::Enqueue { queue, payload }, None) => {
                 record.started = Some(now);
-                match enqueue(store, name, record.slot, queue, payload) {
-                    Ok(id) => {
-                        record.outcome = SlotOutcome::Enqueued;
-                        record.detail = format!("task {id} added to {queue}");
-                    }
-                    Err(e) => {
-                        record.outcome = SlotOutcome::Failed;
-                        record.detail = format!("cannot add its task: {e}");
-                    }
-                }
+                let added = enqueue(store, name, record.slot, queue, payload);
+                task_added(&mut record, queue, added.as_deref());
             }
             (Action::Run { command }, None) => {
                 record.started = Some(now);
