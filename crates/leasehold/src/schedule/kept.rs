@@ -1141,11 +1141,10 @@ impl Schedules<'_> {
         else {
             return Ok(None);
         };
-        if newest.through <= kept.accounted_until() {
+        // None when the state is at or past the record already.
+        let Some(state) = kept.moved_on(newest.through) else {
             return Ok(None);
-        }
-        let mut state = kept.moved_on(newest.through).expect("the record is past the state");
-        state.last_slot = newest.through;
+        };
         let change = RecordChange::Put {
             key: state_key(name),
             body: encode(&state),
