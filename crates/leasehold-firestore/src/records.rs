@@ -140,16 +140,7 @@ impl Conn<'_> {
         if let Some(late) = leasehold_backend::record::too_late(Some(not_after), at.system_time()) {
             return Ok(Some(late));
         }
-        for (change, doc) in p.changes.iter().zip(docs) {
-            let found = doc.as_ref().map(version).transpose()?;
-            if !change.expect().met_by(found) {
-                return Ok(Some(RecordWrite::Conflict {
-                    key: change.key().clone(),
-                    found,
-                }));
-            }
-        }
-        Ok(None)
+        first_unmet(p, docs)
     }
 
     /// Commit `writes`, the changes of `p`: how it ended, or `None` when a
@@ -184,15 +175,21 @@ impl Conn<'_> {
     fn conflict(&self, p: &RecordWriteParams) -> Result<Option<RecordWrite>> {
         let names: Vec<String> = p.changes.iter().map(|c| self.record_doc(c.key())).collect();
         let (docs, _) = self.rest.batch_get(&names, None)?;
-        for (change, doc) in p.changes.iter().zip(docs) {
-            let found = doc.as_ref().map(version).transpose()?;
-            if !change.expect().met_by(found) {
-                return Ok(Some(RecordWrite::Conflict {
-                    key: change.key().clone(),
-                    found,
-                }));
-            }
-        }
-        Ok(None)
+        first_unmet(p, docs)
     }
+}
+
+/// The first change of `p` whose expectation `docs` (its keys' documents,
+/// as read, in order) do not meet; `None` when all are met.
+fn first_unmet(p: &RecordWriteParams, docs: Vec<Option<Doc>>) -> Result<Option<RecordWrite>> {
+    for (change, doc) in p.changes.iter().zip(docs) {
+        let found = doc.as_ref().map(version).transpose()?;
+        if !change.expect().met_by(found) {
+            return Ok(Some(RecordWrite::Conflict {
+                key: change.key().clone(),
+                found,
+            }));
+        }
+    }
+    Ok(None)
 }
