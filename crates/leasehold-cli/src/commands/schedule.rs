@@ -3,6 +3,7 @@
 
 use std::time::SystemTime;
 
+use leasehold::schedule::clock::StoreClock;
 use leasehold::schedule::{Action, CatchUp, Kept, Overlap, Schedule, ScheduleSpec, SlotOutcome};
 use leasehold::{LeaseName, QueueName, format_duration, format_time, json};
 
@@ -139,10 +140,12 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs) -> anyhow::Result<u8> {
     };
     let store = ctx.open_store()?;
     let schedules = store.schedules()?;
-    tell_skew(&store);
+    // One reading, for the warning and for the next slot shown.
+    let clock = StoreClock::read(&store)?;
+    tell_skew(&clock);
     schedules.add(&schedule, args.replace)?;
     let kept = schedules.get(&args.name)?.ok_or_else(|| not_found(&args.name))?;
-    let now = schedules.now()?;
+    let now = clock.latest();
     if ctx.global.json {
         output::print_json(&json::schedule(&kept, now));
     } else {
@@ -294,18 +297,17 @@ fn next(ctx: &Ctx, args: &ScheduleNextArgs) -> anyhow::Result<u8> {
 /// Say on stderr when this host's clock is off the store's: the change is
 /// dated by the store's clock all the same (docs/SCHEDULES.md, "One
 /// clock"), but the operator should know their `date` is wrong.
-fn tell_skew(store: &leasehold::Store) {
-    if let Some(line) = leasehold::schedule::clock::StoreClock::read(store)
-        .ok()
-        .and_then(|clock| clock.skew_told())
-    {
+fn tell_skew(clock: &StoreClock) {
+    if let Some(line) = clock.skew_told() {
         eprintln!("leasehold: {line}");
     }
 }
 
 fn pause(ctx: &Ctx, args: &ScheduleNameArg, paused: bool) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
-    tell_skew(&store);
+    if let Ok(clock) = StoreClock::read(&store) {
+        tell_skew(&clock);
+    }
     if !store.schedules()?.set_paused(&args.name, paused)? {
         return Err(not_found(&args.name));
     }
