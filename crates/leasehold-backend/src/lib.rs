@@ -148,6 +148,31 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// never granted.
     fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError>;
 
+    /// What a waiter reads between its attempts: [`Backend::lease_get`]
+    /// with only the waiters ahead of `ticket` (all of them when it is not
+    /// queued), of which only the first `proved` must say who waits — the
+    /// others may read with no [`QueuedWaiter::holder`], and are then
+    /// never proved gone by this reading. A waiter reads this at every
+    /// change of the name; decoding every waiter's record each time made
+    /// idle waiting cost the square of the queue's length.
+    ///
+    /// The default reads everything and cuts the queue at `ticket`.
+    fn lease_waiting(
+        &self,
+        name: &LeaseName,
+        ticket: WaiterTicket,
+        proved: usize,
+    ) -> Result<Option<LeaseState>, BackendError> {
+        let _ = proved;
+        let mut state = self.lease_get(name)?;
+        if let Some(state) = &mut state
+            && let Some(mine) = state.waiters.iter().position(|w| w.ticket == ticket)
+        {
+            state.waiters.truncate(mine);
+        }
+        Ok(state)
+    }
+
     /// The state of every name (with `live_only`, only names with a live
     /// grant), ordered by name.
     fn lease_list(&self, params: &LeaseListParams) -> Result<Vec<LeaseState>, BackendError>;

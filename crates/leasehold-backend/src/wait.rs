@@ -16,6 +16,9 @@ use crate::task::QueueName;
 pub struct WaitTopic {
     what: Watched,
     cursor: AtomicU64,
+    /// A second cursor for a backend that also counts events of its own
+    /// (SQLite: writes seen on its log).
+    events: AtomicU64,
 }
 
 /// The thing a [`WaitTopic`] watches.
@@ -44,6 +47,7 @@ impl WaitTopic {
         Self {
             what,
             cursor: AtomicU64::new(0),
+            events: AtomicU64::new(0),
         }
     }
 
@@ -69,5 +73,12 @@ impl WaitTopic {
     pub fn moved_to(&self, now: u64) -> bool {
         let before = self.cursor.swap(now, Ordering::SeqCst);
         before != 0 && before != now
+    }
+
+    /// Set the backend's event count for this waiter to `now`; whether it
+    /// moved since the last call (a first call counts as moved when `now`
+    /// is not 0).
+    pub fn events_moved_to(&self, now: u64) -> bool {
+        self.events.swap(now, Ordering::SeqCst) != now
     }
 }

@@ -180,31 +180,40 @@ fn waiters(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<Queu
 /// The waiters of `name` live by the store's clock, in FIFO order, with
 /// the processes that wait (only reads).
 fn live_waiters(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<QueuedWaiter>> {
+    waiters_before(tx, now, name, i64::MAX, usize::MAX)
+}
+
+/// The live waiters of `name` queued before ticket `before`, in FIFO
+/// order; only the first `proved` with who waits (decoding each record is
+/// what a waiter's reading would otherwise spend on a long queue).
+fn waiters_before(
+    tx: &Transaction<'_>,
+    now: &Now,
+    name: &LeaseName,
+    before: i64,
+    proved: usize,
+) -> Result<Vec<QueuedWaiter>> {
     let mut stmt = tx.prepare_cached(
         "SELECT id, exclusive, shared_limit, holder FROM lease_waiter \
-         WHERE name = ?1 AND boot_id = ?2 AND expires_ns > ?3 ORDER BY id",
+         WHERE name = ?1 AND boot_id = ?2 AND expires_ns > ?3 AND id < ?4 ORDER BY id",
     )?;
-    let rows = stmt.query_map(params![name.as_str(), now.boot_id, now.ns], |r| {
-        Ok((
-            WaiterTicket(r.get::<_, i64>(0)? as u64),
-            mode_from_columns(r.get(1)?, r.get(2)?),
-            r.get::<_, String>(3)?,
-        ))
-    })?;
+    let mut rows = stmt.query(params![name.as_str(), now.boot_id, now.ns, before])?;
     let mut out = Vec::new();
-    for row in rows {
-        let (ticket, mode, holder) = row?;
-        let holder = serde_json::from_str(&holder).map_err(|e| {
-            Error::BadRow(format!(
-                "waiter {} of {name} has an unreadable holder record: {e}",
-                ticket.0
-            ))
-        })?;
-        out.push(QueuedWaiter {
-            ticket,
-            mode,
-            holder: Some(holder),
-        });
+    while let Some(r) = rows.next()? {
+        let ticket = WaiterTicket(r.get::<_, i64>(0)? as u64);
+        let mode = mode_from_columns(r.get(1)?, r.get(2)?);
+        let holder = if out.len() < proved {
+            let holder = r.get_ref(3)?.as_str().map_err(rusqlite::Error::from)?;
+            Some(serde_json::from_str(holder).map_err(|e| {
+                Error::BadRow(format!(
+                    "waiter {} of {name} has an unreadable holder record: {e}",
+                    ticket.0
+                ))
+            })?)
+        } else {
+            None
+        };
+        out.push(QueuedWaiter { ticket, mode, holder });
     }
     Ok(out)
 }
@@ -588,6 +597,24 @@ pub(crate) fn waiter_remove(tx: &Transaction<'_>, name: &LeaseName, ticket: Wait
 }
 
 pub(crate) fn get(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Option<LeaseState>> {
+    state(tx, now, name, i64::MAX, usize::MAX)
+}
+
+/// [`get`] as a waiter reads it (`Backend::lease_waiting`): the waiters
+/// ahead of `ticket` only, the first `proved` of them with who waits.
+pub(crate) fn waiting(
+    tx: &Transaction<'_>,
+    now: &Now,
+    name: &LeaseName,
+    ticket: WaiterTicket,
+    proved: usize,
+) -> Result<Option<LeaseState>> {
+    state(tx, now, name, i64::try_from(ticket.0).unwrap_or(i64::MAX), proved)
+}
+
+/// A name's state with its waiters queued before `before` (the first
+/// `proved` of them with who waits).
+fn state(tx: &Transaction<'_>, now: &Now, name: &LeaseName, before: i64, proved: usize) -> Result<Option<LeaseState>> {
     let Some(last_token) = counter(tx, name)? else {
         return Ok(None);
     };
@@ -599,7 +626,7 @@ pub(crate) fn get(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<O
         name: name.clone(),
         last_token,
         grants,
-        waiters: live_waiters(tx, now, name)?,
+        waiters: waiters_before(tx, now, name, before, proved)?,
     }))
 }
 

@@ -540,6 +540,15 @@ impl Backend for SqliteBackend {
         self.read(|tx, now| lease::get(tx, now, name))
     }
 
+    fn lease_waiting(
+        &self,
+        name: &LeaseName,
+        ticket: WaiterTicket,
+        proved: usize,
+    ) -> Result<Option<LeaseState>, BackendError> {
+        self.read(|tx, now| lease::waiting(tx, now, name, ticket, proved))
+    }
+
     fn lease_list(&self, params: &LeaseListParams) -> Result<Vec<LeaseState>, BackendError> {
         self.read(|tx, now| lease::list(tx, now, params))
     }

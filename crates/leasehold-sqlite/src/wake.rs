@@ -18,8 +18,9 @@
 //!   first, and the write count is taken before that comparison.
 //! - The log is written *before* the commit is visible: the wal-index is
 //!   updated after the log's fsync. So after a write — seen while waiting,
-//!   or just before the wait began — the waiter waits for `data_version`
-//!   to change (polled every 0.5 ms, at most [`SETTLE`]) before it reads;
+//!   or since the waiter last looked — the waiter waits for `data_version`
+//!   to change (polled after 0.5 ms, then less often up to every 4 ms; at
+//!   most [`SETTLE`]) before it reads;
 //!   reading at once would show the old state and send it back to wait
 //!   for a write that has already happened (seen: p90 117 ms of a 150 ms
 //!   poll).
@@ -60,7 +61,6 @@ pub(crate) struct Waker {
 #[derive(Debug, Default)]
 struct Seen {
     writes: u64,
-    last: Option<Instant>,
 }
 
 impl Waker {
@@ -97,7 +97,6 @@ impl Waker {
                 Ok(true) => {
                     let mut seen = self.seen();
                     seen.writes += 1;
-                    seen.last = Some(Instant::now());
                     drop(seen);
                     self.wrote.notify_all();
                 }
@@ -156,22 +155,32 @@ impl SqliteBackend {
             return Ok(());
         };
         let begun = Instant::now();
-        let (writes, recent) = {
-            let seen = waker.seen();
-            (seen.writes, seen.last.is_some_and(|at| at.elapsed() < SETTLE))
-        };
+        let writes = waker.seen().writes;
+        // Writes seen since this waiter last looked: one of them may not
+        // be visible yet (see the module docs).
+        let unseen = topic.events_moved_to(writes);
         let now = self.data_version()?;
         if topic.moved_to(now) {
             return Ok(()); // committed since the waiter last looked
         }
-        if recent || waker.wait_past(writes, timeout) {
+        if unseen || waker.wait_past(writes, timeout) {
             let until = Instant::now() + SETTLE.min(timeout.saturating_sub(begun.elapsed()));
+            let mut pause = Duration::from_micros(500);
             while Instant::now() < until {
-                if self.data_version()? != now {
+                let version = self.data_version()?;
+                if version != now {
+                    // What the caller reads next includes this commit:
+                    // the next wait waits for a later one.
+                    topic.set_cursor(version);
                     break;
                 }
-                std::thread::sleep(Duration::from_micros(500));
+                std::thread::sleep(pause);
+                // An fsync takes a few milliseconds; a write that commits
+                // nothing new (a checkpoint) is not polled for 50 ms at
+                // 2 kHz.
+                pause = (pause * 2).min(Duration::from_millis(4));
             }
+            topic.events_moved_to(waker.seen().writes);
         }
         Ok(())
     }

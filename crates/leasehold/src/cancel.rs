@@ -14,8 +14,9 @@
 
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
+use std::time::Duration;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
@@ -47,7 +48,18 @@ const BY_CALL: i32 = -1;
 /// # Ok::<(), leasehold::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicI32>);
+pub struct Cancel(Arc<Shared>);
+
+/// What the clones of a [`Cancel`] share: the state, and a condition a
+/// waiter that sleeps between reads of the store ([`Cancel::sleep`]) is
+/// woken by — so a waiter far back in the queue can sleep long without
+/// answering a cancel late.
+#[derive(Debug, Default)]
+struct Shared {
+    state: AtomicI32,
+    lock: Mutex<()>,
+    cancelled: Condvar,
+}
 
 impl Cancel {
     #[must_use]
@@ -61,18 +73,38 @@ impl Cancel {
     }
 
     fn set(&self, how: i32) {
-        let _ = self.0.compare_exchange(NOT, how, Ordering::SeqCst, Ordering::SeqCst);
+        if self
+            .0
+            .state
+            .compare_exchange(NOT, how, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            // Under the lock: a sleeper between its look and its wait
+            // cannot miss this.
+            let _locked = self.0.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.0.cancelled.notify_all();
+        }
     }
 
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst) != NOT
+        self.0.state.load(Ordering::SeqCst) != NOT
+    }
+
+    /// Sleep `duration`, or until cancelled if that comes first.
+    pub(crate) fn sleep(&self, duration: Duration) {
+        let locked = self.0.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = self
+            .0
+            .cancelled
+            .wait_timeout_while(locked, duration, |()| !self.is_cancelled())
+            .unwrap_or_else(PoisonError::into_inner);
     }
 
     /// The signal that cancelled, if one did ([`Cancel::on_signals`]).
     #[must_use]
     pub fn signal(&self) -> Option<i32> {
-        Some(self.0.load(Ordering::SeqCst)).filter(|n| *n > 0)
+        Some(self.0.state.load(Ordering::SeqCst)).filter(|n| *n > 0)
     }
 
     /// Opt in: process-wide handlers (signal-hook) for SIGINT, SIGTERM and

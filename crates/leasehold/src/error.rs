@@ -29,6 +29,18 @@ pub enum Error {
     #[error("{0}; nothing was changed")]
     InvalidInput(leasehold_backend::limits::OutOfRange),
 
+    /// A wait for a name whose grant can end only after this process has
+    /// ([`Vantage::encloses_this_process`](crate::identity::Vantage::encloses_this_process)):
+    /// it would never end. Refused before queueing.
+    #[error(
+        "{name} is held by pid {pid} ({cmdline}) for a command this process is part of: it is released only after this process ends, so waiting for it would never end; nothing was changed. Inside `leasehold run`, the lease is already held for you (LEASEHOLD_NAME, LEASEHOLD_TOKEN); use another name for another lease"
+    )]
+    WaitsForItself {
+        name: leasehold_backend::LeaseName,
+        pid: u32,
+        cmdline: String,
+    },
+
     /// A supervised command's guard could not be found, started or told.
     #[error(transparent)]
     Supervise(#[from] crate::supervise::SuperviseError),
@@ -40,7 +52,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Store(e) => e.kind(),
-            Error::Process(_) | Error::InvalidInput(_) => ErrorKind::InvalidInput,
+            Error::Process(_) | Error::InvalidInput(_) | Error::WaitsForItself { .. } => ErrorKind::InvalidInput,
             Error::Panicked { .. } => ErrorKind::Failed,
             Error::CandidateInUse { .. } => ErrorKind::Held,
             Error::Supervise(e) => e.kind(),

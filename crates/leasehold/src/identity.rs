@@ -261,6 +261,29 @@ impl Vantage {
                 .is_some_and(|pid| rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok())
     }
 
+    /// Whether `holder`'s grant can end only after this process has: it
+    /// is bound to this process's own process group, or held by a
+    /// supervisor (a grant with a guard: `run`, `work`, `cron`) this
+    /// process descends from — whose command's tree, which the grant
+    /// outlives, this process is part of. Waiting for such a grant is
+    /// waiting for oneself (issue 41: `run` inside `run` on its own name
+    /// waited for ever).
+    #[must_use]
+    pub fn encloses_this_process(&self, holder: &Holder) -> bool {
+        if self.here.judges(holder).is_none() || start_time(holder.pid).ok() != holder.start_time {
+            return false;
+        }
+        let own_group = rustix::process::getpgrp().as_raw_nonzero().get().unsigned_abs();
+        if holder.pgid == Some(own_group) {
+            return true;
+        }
+        let guard = holder.guard.as_ref().map(|g| g.pid);
+        guard.is_some()
+            && ancestry(std::process::id())
+                .iter()
+                .any(|&p| p == holder.pid || Some(p) == guard)
+    }
+
     /// [`liveness`], from here.
     #[must_use]
     pub fn liveness(&self, holder: &Holder) -> Liveness {
@@ -274,6 +297,21 @@ impl Vantage {
             Liveness::Unknown
         }
     }
+}
+
+/// `pid` and its ancestors, nearest first, as far as they can be read.
+#[must_use]
+pub fn ancestry(pid: u32) -> Vec<u32> {
+    let mut chain = vec![pid];
+    let mut current = pid;
+    while let Some(parent) = host::parent_pid(current) {
+        if parent == 0 || chain.contains(&parent) {
+            break;
+        }
+        chain.push(parent);
+        current = parent;
+    }
+    chain
 }
 
 /// What this process knows of where it runs, against which a holder's

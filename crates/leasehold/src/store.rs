@@ -6,19 +6,19 @@
 
 pub mod id;
 mod url;
+mod waiting;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leasehold_backend::{
-    Backend, Grant, GrantId, Held, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
-    LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Mode, Owner, QueuedWaiter, Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, host, limits,
-    rules,
+    Backend, Grant, GrantId, Held, HistoryEntry, LeaseAcquireParams, LeaseFence, LeaseFenceParams, LeaseHistoryParams,
+    LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams, LeaseState, Mode,
+    Owner, QueuedWaiter, Token, limits,
 };
 
-use crate::identity::{self, Binding};
+use crate::identity::{self, Binding, Vantage};
 use crate::{Cancel, Error, Keeper, KeeperOptions, Result};
 
 pub use url::{StoreUrl, built_in_stores};
@@ -84,16 +84,19 @@ pub enum Kept {
     Held(Held),
 }
 
-/// How long a waiter's place in the queue lasts without a refresh. A
-/// waiter that dies leaves the queue after this at the latest; at once
-/// when an acquirer on its host can prove it dead ([`waiter_gone`]).
-const WAITER_TTL: Duration = Duration::from_secs(10);
+/// How long a waiter's place in the queue lasts without a refresh (a
+/// waiter refreshes it every quarter of this). A waiter that dies leaves
+/// the queue after this at the latest; at once when an acquirer on its
+/// host can prove it dead. 30 s: 200 waiters refresh 27 times a second in
+/// all, against 80 with 10 s (`bench/idle-waiters`), and a dead waiter on
+/// another host holds the queue up less than a dead holder's default TTL.
+const WAITER_TTL: Duration = Duration::from_secs(30);
 
-/// Whether the process behind a waiter registration is provably gone (as
-/// [`identity::provably_gone`] judges a holder; a registration with no
-/// record of its process never is).
-fn waiter_gone(w: &QueuedWaiter) -> bool {
-    w.holder.as_ref().is_some_and(identity::provably_gone)
+/// Whether the process behind a waiter registration is provably gone,
+/// seen from `here` (as [`Vantage::gone`] judges a holder; a registration
+/// with no record of its process never is).
+fn waiter_gone(here: &Vantage, w: &QueuedWaiter) -> bool {
+    w.holder.as_ref().is_some_and(|h| here.gone(h))
 }
 
 /// An open store. `Send + Sync`: one `Arc<Store>` serves many threads
@@ -209,43 +212,16 @@ impl Store {
         })
     }
 
-    /// One attempt, with fast takeover: if the store says held and some
-    /// holders, or waiters ahead, are provably gone, ask again, evicting
-    /// exactly those.
+    /// One attempt, with fast takeover ([`Store::attempt_judged`]).
     fn attempt(&self, params: &mut LeaseAcquireParams) -> Result<Acquire> {
-        Ok(self.attempt_sent(params)?.0)
+        self.attempt_sent(params).map(|(outcome, _)| outcome)
     }
 
     /// As [`Store::attempt`], with the boot-clock time the request that
-    /// decided the outcome was sent (a keeper's window starts there).
+    /// decided the outcome was sent.
     fn attempt_sent(&self, params: &mut LeaseAcquireParams) -> Result<(Acquire, Duration)> {
-        params.evict.clear();
-        params.evict_waiters.clear();
-        let sent = host::boot_clock();
-        match self.backend.lease_acquire(params)? {
-            LeaseAcquire::Acquired(g) => return Ok((Acquire::Acquired(g), sent)),
-            LeaseAcquire::Held(held) => {
-                params.ticket = held.ticket.or(params.ticket);
-                params.evict = held
-                    .grants
-                    .iter()
-                    .filter(|g| identity::provably_gone(&g.holder))
-                    .map(|g| g.token)
-                    .collect();
-                params.evict_waiters = held.ahead.iter().filter(|w| waiter_gone(w)).map(|w| w.ticket).collect();
-                if params.evict.is_empty() && params.evict_waiters.is_empty() {
-                    return Ok((Acquire::Held(held), sent));
-                }
-            }
-        }
-        let sent = host::boot_clock();
-        Ok(match self.backend.lease_acquire(params)? {
-            LeaseAcquire::Acquired(g) => (Acquire::Acquired(g), sent),
-            LeaseAcquire::Held(held) => {
-                params.ticket = held.ticket.or(params.ticket);
-                (Acquire::Held(held), sent)
-            }
-        })
+        let (outcome, sent, _) = self.attempt_judged(&Vantage::read(), params)?;
+        Ok((outcome, sent))
     }
 
     /// Try once to acquire `name`.
@@ -297,111 +273,6 @@ impl Store {
         on_held: impl FnMut(&Held),
     ) -> Result<Acquire> {
         Ok(self.acquire_wait_sent(name, options, timeout, cancel, on_held)?.0)
-    }
-
-    /// As [`Store::acquire_wait`], with the send time of the deciding request.
-    fn acquire_wait_sent(
-        &self,
-        name: &LeaseName,
-        options: &AcquireOptions,
-        timeout: Option<Duration>,
-        cancel: &Cancel,
-        mut on_held: impl FnMut(&Held),
-    ) -> Result<(Acquire, Duration)> {
-        if let Some(timeout) = timeout {
-            limits::WAIT.check(timeout)?;
-        }
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut params = Self::params(name, options)?;
-        // First a plain attempt: no queue entry when it is free.
-        let first = self.attempt_sent(&mut params)?;
-        let mut last = match first {
-            (Acquire::Held(held), sent) if timeout != Some(Duration::ZERO) => (held, sent),
-            first => return Ok(first),
-        };
-        // The waiter is this process, whatever the grant will be bound to
-        // (none for a bare `acquire --wait`): its death is what frees the
-        // place in the queue.
-        let waiter = identity::holder(Binding::ThisProcess).map_err(Error::Process)?;
-        params.waiter_holder = Some(waiter.clone());
-        params.ticket = Some(self.backend.waiter_enqueue(&WaiterEnqueueParams {
-            name: name.clone(),
-            mode: options.mode,
-            holder: waiter,
-            ttl: WAITER_TTL,
-        })?);
-        // Each attempt is a durable write (it refreshes our place in the
-        // queue), so between attempts we poll with cheap reads and attempt
-        // only when the name looks free, or when our registration needs a
-        // refresh. Between reads we wait for the store to announce a change
-        // of the name (PostgreSQL's NOTIFY, an etcd watch), at most the
-        // backed-off pause: polling is the fallback, and the only way an
-        // expiry is noticed on SQLite and PostgreSQL (etcd's watch sees the
-        // grant's etcd lease run out).
-        let topic = WaitTopic::lease(name);
-        let mut pause = Duration::from_millis(10).min(self.poll);
-        let mut last_attempt = Instant::now();
-        let outcome = loop {
-            if cancel.is_cancelled() {
-                break Ok((Acquire::Held(last.0), last.1));
-            }
-            let due = last_attempt.elapsed() >= WAITER_TTL / 4;
-            // Whether the attempt would be granted, judged from a cheap
-            // read as the plan judges (`rules::admits`): grants and waiters
-            // ahead of us whose processes are provably gone do not count —
-            // the attempt evicts them — so a killed holder or waiter is
-            // passed as soon as a fresh acquire would pass it, not at the
-            // next refresh.
-            let looks_free = || -> Result<bool> {
-                let Some(state) = self.backend.lease_get(name)? else {
-                    return Ok(true);
-                };
-                let mine = params
-                    .ticket
-                    .and_then(|t| state.waiters.iter().position(|w| w.ticket == t));
-                let ahead = &state.waiters[..mine.unwrap_or(state.waiters.len())];
-                Ok(rules::admits(
-                    state
-                        .grants
-                        .iter()
-                        .filter(|g| !identity::provably_gone(&g.holder))
-                        .map(|g| g.mode),
-                    ahead.iter().filter(|w| !waiter_gone(w)).map(|w| w.mode),
-                    options.mode,
-                ))
-            };
-            if due || looks_free()? {
-                last_attempt = Instant::now();
-                match self.attempt_sent(&mut params) {
-                    Ok((Acquire::Acquired(g), sent)) => break Ok((Acquire::Acquired(g), sent)),
-                    Ok((Acquire::Held(held), sent)) => {
-                        on_held(&held);
-                        if deadline.is_some_and(|d| Instant::now() >= d) {
-                            break Ok((Acquire::Held(held), sent));
-                        }
-                        last = (held, sent);
-                    }
-                    Err(e) => break Err(e),
-                }
-            } else if deadline.is_some_and(|d| Instant::now() >= d) {
-                // Report the state as of a final attempt.
-                break self.attempt_sent(&mut params);
-            }
-            let refresh = (WAITER_TTL / 4).saturating_sub(last_attempt.elapsed());
-            let wait = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(Instant::now())));
-            self.backend.wait_for_change(&topic, wait.min(refresh))?;
-            pause = (pause * 2).min(self.poll);
-        };
-        if !matches!(outcome, Ok((Acquire::Acquired(_), _)))
-            && let Some(ticket) = params.ticket
-        {
-            // Best effort: an unremoved registration expires by itself.
-            let _ = self.backend.waiter_remove(&WaiterRemoveParams {
-                name: name.clone(),
-                ticket,
-            });
-        }
-        outcome
     }
 
     /// Acquire `name` once and keep the grant: the boot clock is read just
@@ -606,7 +477,8 @@ impl Store {
     pub fn status(&self, name: &LeaseName) -> Result<Option<LeaseState>> {
         let mut state = self.backend.lease_get(name)?;
         if let Some(state) = &mut state {
-            state.waiters.retain(|w| !waiter_gone(w));
+            let here = Vantage::read();
+            state.waiters.retain(|w| !waiter_gone(&here, w));
         }
         Ok(state)
     }
@@ -622,12 +494,13 @@ impl Store {
     /// [`Error::Store`] when the store fails.
     pub fn list(&self, live_only: bool) -> Result<Vec<LeaseState>> {
         let mut states = self.backend.lease_list(&LeaseListParams { live_only })?;
+        let here = Vantage::read();
         for state in &mut states {
-            state.waiters.retain(|w| !waiter_gone(w));
+            state.waiters.retain(|w| !waiter_gone(&here, w));
         }
         if live_only {
             for state in &mut states {
-                state.grants.retain(|g| !identity::provably_gone(&g.holder));
+                state.grants.retain(|g| !here.gone(&g.holder));
             }
             states.retain(|s| !s.grants.is_empty());
         }

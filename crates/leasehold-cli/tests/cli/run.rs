@@ -11,6 +11,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     exit_codes_pass_through_and_death_by_signal_is_128_plus_n,
     the_command_gets_the_lease_in_its_environment_and_stdio_passes_through,
     a_second_run_is_refused_skipped_or_waits_its_turn,
+    a_run_waiting_for_the_run_it_is_inside_is_refused,
     the_old_if_held_wait_says_to_use_wait,
     arguments_that_cannot_stop_the_command_in_time_are_refused,
     signals_to_the_supervisor_are_forwarded_to_the_command,
@@ -452,4 +453,43 @@ fn finish_script(mut script: std::process::Child) -> Option<std::process::ExitSt
         let _ = script.kill();
     }
     script.wait().ok()
+}
+
+/// `run` inside `run` on its own name with a bare `--wait` waited on its
+/// own parent for ever (issue 41, item 5): the outer run releases only
+/// once its command — the inner run among it — has ended. Refused at once,
+/// saying why, with nothing queued; as is `acquire --wait` from the same
+/// command, and the inner run's own command never runs. A second name
+/// still waits and runs as before. (`timeout 20`: a regression fails
+/// with 124 rather than hanging the suite.)
+fn a_run_waiting_for_the_run_it_is_inside_is_refused() {
+    let env = Env::new();
+    let bin = crate::util::bin().display().to_string();
+    let script = format!(
+        "timeout 20 '{bin}' run job --wait -- touch inner-ran; echo run=$?; \
+         timeout 20 '{bin}' acquire job --wait 1h; echo acquire=$?; \
+         timeout 20 '{bin}' run other --wait -- true; echo other=$?"
+    );
+    let started = std::time::Instant::now();
+    let (code, out, err) = env.run(&["run", "job", "--", "sh", "-c", &script]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        out.contains("run=2") && out.contains("acquire=2") && out.contains("other=0"),
+        "{out}{err}"
+    );
+    assert!(!env.file("inner-ran").exists(), "the inner run ran its command: {err}");
+    assert!(
+        err.contains("job is held by pid") && err.contains("waiting for it would never end"),
+        "{err}"
+    );
+    let (_, status, _) = env.run(&["status", "job", "--json"]);
+    assert!(
+        status.contains("\"waiters\": 0"),
+        "a refused waiter was queued: {status}"
+    );
 }

@@ -10,7 +10,7 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> anyhow::Result<u8> {
     let live = args.live || args.exclude_ancestry_of.is_some();
     let mut states = store.list(live)?;
     if let Some(pid) = args.exclude_ancestry_of {
-        let chain = ancestry(pid);
+        let chain = leasehold::identity::ancestry(pid);
         for state in &mut states {
             state
                 .grants
@@ -37,18 +37,4 @@ pub fn show(ctx: &Ctx, states: &[LeaseState]) {
     } else {
         println!("{}", output::lease_table(states));
     }
-}
-
-/// `pid` and its ancestors.
-fn ancestry(pid: u32) -> Vec<u32> {
-    let mut chain = vec![pid];
-    let mut current = pid;
-    while let Some(parent) = leasehold::host::parent_pid(current) {
-        if parent == 0 || chain.contains(&parent) {
-            break;
-        }
-        chain.push(parent);
-        current = parent;
-    }
-    chain
 }
