@@ -6,7 +6,7 @@
 //!
 //! Slow clients cannot take the page (slowloris): what mature servers do
 //! (Go's `ReadHeaderTimeout`, nginx's `client_header_timeout` and
-//! `limit_conn`), in one place — the constants below and [`Gate`]:
+//! `limit_conn`), in one place — the constants below and `Gate`:
 //! - the request (its head, then its body) must arrive within
 //!   [`HEAD_TIMEOUT`] of the connection's accept, however it trickles in —
 //!   a deadline, not a timeout per read; then 408 and the connection closed;
@@ -19,7 +19,10 @@
 //! - so [`MAX_CONNECTIONS`] − [`MAX_HEADS`] connections are always kept for
 //!   requests whose head has arrived: a scrape of `/metrics`, a page load
 //!   and the open tabs' event streams. A connection whose head has arrived
-//!   (an event stream included) is never counted as a head again.
+//!   (an event stream included) is never counted as a head again;
+//! - and at most [`MAX_STREAMS`] of those are streamed bodies (event
+//!   streams, a tab each): one more is answered 503, `Retry-After: 10`, so
+//!   a scrape and a page load find a place however many tabs are open.
 
 use std::fmt::Write as _;
 use std::io::{self, Read as _, Write};
@@ -32,12 +35,20 @@ use std::time::{Duration, Instant};
 /// answered 503 at once — which only [`MAX_CONNECTIONS`] − [`MAX_HEADS`]
 /// answered requests and streams can cause.
 pub const MAX_CONNECTIONS: usize = 64;
+/// Streamed bodies (event streams: a tab each) at once; one more is
+/// answered 503 with `Retry-After` [`STREAM_RETRY`]. Leaves
+/// [`MAX_CONNECTIONS`] − [`MAX_HEADS`] − [`MAX_STREAMS`] = 16 places for
+/// requests answered at once, whatever heads and streams hold.
+pub const MAX_STREAMS: usize = 32;
+/// When a stream refused for [`MAX_STREAMS`] is asked to come back.
+pub const STREAM_RETRY: Duration = Duration::from_secs(10);
 /// Connections at once still sending their request head. A browser or a
 /// scraper sends its head in one packet; only a slow or hostile client
 /// holds one of these for long.
 pub const MAX_HEADS: usize = 16;
-/// Of [`MAX_HEADS`], from one client address (IPv4, or IPv6 in full).
-/// Above the 6 connections a browser opens to one server at once.
+/// Of [`MAX_HEADS`], from one client address ([`client_of`]: an IPv4
+/// address, an IPv6 /64). Above the 6 connections a browser opens to one
+/// server at once.
 pub const MAX_HEADS_PER_CLIENT: usize = 8;
 /// From a connection's accept to the last byte of its request, head and
 /// body: a deadline for the whole, however the bytes trickle in (Go's
@@ -288,6 +299,8 @@ struct Gate {
 struct Places {
     heads: Vec<Head>,
     answering: usize,
+    /// Of `answering`, streamed bodies.
+    streams: usize,
     next: u64,
 }
 
@@ -310,7 +323,7 @@ impl Gate {
     /// when their limits are reached; `None` when the connections past
     /// their head take every place left (answer 503).
     fn admit(gate: &Arc<Self>, stream: &TcpStream, client: IpAddr) -> Option<Slot> {
-        let client = client.to_canonical();
+        let client = client_of(client);
         let mut places = gate.places();
         if places.heads.iter().filter(|h| h.client == client).count() >= MAX_HEADS_PER_CLIENT {
             let oldest = places.unfinished(Some(client));
@@ -331,6 +344,7 @@ impl Gate {
             gate: Arc::clone(gate),
             id,
             answering: false,
+            streaming: false,
         })
     }
 }
@@ -355,6 +369,17 @@ impl Places {
     }
 }
 
+/// The client a connection from `ip` counts for: an IPv4 address (one
+/// mapped into IPv6 too), or an IPv6 address's /64 — the block one site
+/// is given, whose 2^64 addresses are one client's to choose from.
+#[must_use]
+pub fn client_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 @ IpAddr::V4(_) => v4,
+    }
+}
+
 /// Whether the end of a request head is among the bytes `stream` has
 /// received and not yet read (looked at, not taken).
 fn head_waits(stream: &TcpStream, buf: &mut [u8]) -> bool {
@@ -374,6 +399,7 @@ struct Slot {
     gate: Arc<Gate>,
     id: u64,
     answering: bool,
+    streaming: bool,
 }
 
 impl Slot {
@@ -389,11 +415,25 @@ impl Slot {
         self.answering = true;
         true
     }
+
+    /// A streamed body's place, if one of [`MAX_STREAMS`] is free.
+    fn stream(&mut self) -> bool {
+        let mut places = self.gate.places();
+        if places.streams >= MAX_STREAMS {
+            return false;
+        }
+        places.streams += 1;
+        self.streaming = true;
+        true
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut places = self.gate.places();
+        if self.streaming {
+            places.streams -= 1;
+        }
         if self.answering {
             places.answering -= 1;
         } else if let Some(i) = places.heads.iter().position(|h| h.id == self.id) {
@@ -419,7 +459,19 @@ fn connection(
             if !slot.arrived() {
                 return Ok(());
             }
-            handler(request)
+            match handler(request) {
+                Response {
+                    body: Body::Stream(_), ..
+                } if !slot.stream() => Response::text(
+                    503,
+                    format!(
+                        "{MAX_STREAMS} event streams are open, as many as this server keeps; try again in {} s\n",
+                        STREAM_RETRY.as_secs()
+                    ),
+                )
+                .with("retry-after", STREAM_RETRY.as_secs().to_string()),
+                response => response,
+            }
         }
     };
     write_response(&mut stream, response)
@@ -593,6 +645,17 @@ mod tests {
         assert_eq!(places.unfinished(Some(places.heads[0].client)), Some(1));
         places.heads.truncate(1);
         assert_eq!(places.unfinished(None), None, "the only head came whole");
+    }
+
+    #[test]
+    fn a_client_is_an_ipv4_address_or_an_ipv6_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(client_of(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(client_of(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(client_of(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(client_of(ip("2001:db8:1:2:ffff::9")), client_of(ip("2001:db8:1:2::1")));
+        assert_ne!(client_of(ip("2001:db8:1:3::1")), client_of(ip("2001:db8:1:2::1")));
+        assert_eq!(client_of(ip("::1")), ip("::"));
     }
 
     #[test]

@@ -750,28 +750,37 @@ struct Trickled {
     answer: String,
 }
 
-/// `n` event streams from 127.0.0.1, as the page's open tabs hold them
-/// (with the token when given), each past its first event.
-fn open_event_streams(addr: &str, n: usize, bearer: Option<&str>) -> Vec<TcpStream> {
+/// `n` event streams from 127.0.0.1 opened one after the other, as the
+/// page's open tabs hold them (with the token when given): those past
+/// their first event, and how many were refused (503, come back in 10 s).
+fn open_event_streams(addr: &str, n: usize, bearer: Option<&str>) -> (Vec<TcpStream>, usize) {
     let host = addr.replace("0.0.0.0", "127.0.0.1");
     let auth = bearer.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
-    (0..n)
-        .map(|_| {
-            let mut e = connect_from(1, addr).expect("connect");
-            let req = format!("GET /events HTTP/1.1\r\nHost: {host}\r\n{auth}\r\n");
-            Write::write_all(&mut e, req.as_bytes()).unwrap();
-            e.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let mut seen = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !String::from_utf8_lossy(&seen).contains("event: hello") {
-                let n = e.read(&mut buf).expect("the event stream's first event");
-                assert!(n > 0, "stream closed: {}", String::from_utf8_lossy(&seen));
-                seen.extend_from_slice(&buf[..n]);
+    let mut refused = 0;
+    let mut open = Vec::new();
+    for _ in 0..n {
+        let mut e = connect_from(1, addr).expect("connect");
+        let req = format!("GET /events HTTP/1.1\r\nHost: {host}\r\n{auth}\r\n");
+        Write::write_all(&mut e, req.as_bytes()).unwrap();
+        e.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&seen).contains("event: hello") {
+            let n = e.read(&mut buf).expect("the event stream's first event");
+            let text = String::from_utf8_lossy(&seen);
+            if n == 0 && text.starts_with("HTTP/1.1 503") && text.contains("retry-after: 10\r\n") {
+                refused += 1;
+                break;
             }
+            assert!(n > 0, "stream closed: {text}");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        if String::from_utf8_lossy(&seen).contains("event: hello") {
             assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
-            e
-        })
-        .collect()
+            open.push(e);
+        }
+    }
+    (open, refused)
 }
 
 /// Each of `streams` is still open: what it sent since is read, and no
@@ -837,21 +846,22 @@ fn trickle(from: u8, addr: &str, every: Duration, stop: &std::sync::atomic::Atom
 /// held `/`, `/metrics` and `/api` at 503 for as long as they lasted (64
 /// connections at most, a 10 s timeout per read that a line every 4 s
 /// never reached). Now, with the 70 spread over 10 client addresses (7
-/// each, under the limit per address) and four tabs viewing the page
-/// (an event stream each), the page and the scrape answer 200
-/// throughout, the tabs' streams stay open, at most 16 heads are held at
-/// once, and every slow connection is closed — those still held at the
-/// head deadline answered 408 there, 10 s after they connected. Planted:
-/// the old server — a page load answered 503 at once; the deadline made
-/// a timeout per read again — slow connections still open 14 s on; no
-/// reserve (heads allowed all 64 places) — a request answered 503.
+/// each, under the limit per address) and 50 tabs viewing the page (32
+/// holding an event stream, 18 told to come back in 10 s), the page and
+/// the scrape answer 200 throughout, the tabs' streams stay open, at most
+/// 16 heads are held at once, and every slow connection is closed —
+/// those still held at the head deadline answered 408 there, 10 s after
+/// they connected. Planted: the old server — a page load answered 503 at
+/// once; the deadline made a timeout per read again — slow connections
+/// still open 14 s on; no reserve (heads allowed all 64 places) — a
+/// request answered 503; no limit on streams — a request answered 503.
 fn slow_clients_cannot_blind_the_page_and_are_closed_at_the_head_deadline() {
-    use leasehold_serve::http::{HEAD_TIMEOUT, MAX_HEADS};
+    use leasehold_serve::http::{HEAD_TIMEOUT, MAX_HEADS, MAX_STREAMS};
     use std::sync::atomic::{AtomicBool, Ordering};
     let env = Env::new();
     let s = serve(&env, &[]);
-    // Four tabs viewing the page, each holding its event stream.
-    let viewers = open_event_streams(&s.addr, 4, None);
+    // Fifty tabs viewing the page, each wanting its event stream.
+    let (viewers, refused) = open_event_streams(&s.addr, 50, None);
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let slow: Vec<_> = (0..70u8)
         .map(|i| {
@@ -894,6 +904,11 @@ fn slow_clients_cannot_blind_the_page_and_are_closed_at_the_head_deadline() {
             assert!(t.answer.is_empty(), "slow connection {i} was answered {:?}", t.answer);
         }
     }
+    assert_eq!(
+        (viewers.len(), refused),
+        (MAX_STREAMS, 50 - MAX_STREAMS),
+        "streams open and refused (come back in 10 s)"
+    );
     assert_still_streaming(viewers, "under the slow clients' attack");
     assert!(
         (1..=MAX_HEADS).contains(&at_deadline),
@@ -923,7 +938,8 @@ fn an_unauthenticated_slow_client_cannot_block_an_authenticated_scrape() {
         &env,
         &["--listen", "0.0.0.0:0", "--token-file", token_file.to_str().unwrap()],
     );
-    let streams = open_event_streams(&s.addr, 10, Some(secret));
+    let (streams, refused) = open_event_streams(&s.addr, 10, Some(secret));
+    assert_eq!(refused, 0);
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let flood: Vec<_> = (0..70)
         .map(|_| {

@@ -760,3 +760,41 @@ def test_the_page_stays_live_while_slow_clients_hold_connections(env):
         stop.set()
         for t in threads:
             t.join(10)
+
+
+def test_a_tab_refused_an_event_stream_goes_live_when_one_frees(env):
+    """32 event streams are open (as many as serve keeps, so a scrape and a
+    page load always find a place): a new tab's stream is refused with 503
+    and Retry-After, the tab says it is reconnecting, and goes live by
+    itself once a stream place frees (EventSource gives up on a 503; the
+    page tries again)."""
+    import socket
+
+    base = env.serve()
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    held = []
+    for _ in range(32):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall(f"GET /events HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        seen = b""
+        while b"event: hello" not in seen:
+            chunk = s.recv(1024)
+            assert chunk, seen
+            seen += chunk
+        held.append(s)
+    try:
+        with sync_playwright() as p:
+            browser = chromium(p)
+            page = browser.new_page()
+            page.goto(base + "/")
+            page.wait_for_selector("table.leases")
+            wait_for(lambda: "reconnecting" in page.locator("#live").text_content())
+            assert any(k[0] == "leasehold_serve_refreshes_total" for k in metrics(base)), "the scrape has its place"
+            for s in held:
+                s.close()
+            held.clear()
+            wait_for(lambda: page.locator("#live").text_content() == "● live", limit=20)
+            browser.close()
+    finally:
+        for s in held:
+            s.close()
