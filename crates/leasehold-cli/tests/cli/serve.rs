@@ -1,7 +1,8 @@
 //! `leasehold serve` over HTTP: safe defaults, the token, cross-site
-//! refusals, and `/api` documents equal to the CLI's `--json`. (The page
-//! in a real browser and `/metrics` through a Prometheus parser:
-//! crates/leasehold-serve/tests/ui, run by scripts/test.)
+//! refusals, slow clients, and `/api` documents equal to the CLI's
+//! `--json`. (The page in a real browser and `/metrics` through a
+//! Prometheus parser: crates/leasehold-serve/tests/ui, run by
+//! scripts/test.)
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _, Write};
