@@ -805,6 +805,28 @@ fn assert_still_streaming(streams: Vec<TcpStream>, when: &str) {
 /// trickled to `addr`, a header line every `every`, never finished,
 /// until the server closes the connection or `stop` is set.
 fn trickle(from: u8, addr: &str, every: Duration, stop: &std::sync::atomic::AtomicBool) -> Trickled {
+    let host = addr.replace("0.0.0.0", "127.0.0.1");
+    let head = format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\n");
+    trickle_after(
+        from,
+        addr,
+        &head,
+        |line| format!("X-Slow-{line}: {line}\r\n"),
+        every,
+        stop,
+    )
+}
+
+/// A slow client sending `opening` at once, then `next(1)`, `next(2)`, …
+/// `every` apart, until closed or told to stop.
+fn trickle_after(
+    from: u8,
+    addr: &str,
+    opening: &str,
+    next: impl Fn(usize) -> String,
+    every: Duration,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Trickled {
     use std::sync::atomic::Ordering;
     let opened = Instant::now();
     let Ok(mut s) = connect_from(from, addr) else {
@@ -814,9 +836,8 @@ fn trickle(from: u8, addr: &str, every: Duration, stop: &std::sync::atomic::Atom
             answer: String::new(),
         };
     };
-    let host = addr.replace("0.0.0.0", "127.0.0.1");
     let mut answer = Vec::new();
-    let mut sent = Write::write_all(&mut s, format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\n").as_bytes()).is_ok();
+    let mut sent = Write::write_all(&mut s, opening.as_bytes()).is_ok();
     s.set_read_timeout(Some(every)).unwrap();
     let mut line = 0;
     while sent {
@@ -832,7 +853,7 @@ fn trickle(from: u8, addr: &str, every: Duration, stop: &std::sync::atomic::Atom
             Ok(n) => answer.extend_from_slice(&buf[..n]),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                 line += 1;
-                sent = Write::write_all(&mut s, format!("X-Slow-{line}: {line}\r\n").as_bytes()).is_ok();
+                sent = Write::write_all(&mut s, next(line).as_bytes()).is_ok();
             }
             Err(_) => break,
         }
@@ -852,10 +873,12 @@ fn trickle(from: u8, addr: &str, every: Duration, stop: &std::sync::atomic::Atom
 /// the scrape answer 200 throughout, the tabs' streams stay open, at most
 /// 16 heads are held at once, and every slow connection is closed —
 /// those still held at the head deadline answered 408 there, 10 s after
-/// they connected. Planted: the old server — a page load answered 503 at
-/// once; the deadline made a timeout per read again — slow connections
-/// still open 14 s on; no reserve (heads allowed all 64 places) — a
-/// request answered 503; no limit on streams — a request answered 503.
+/// they connected, as did a `POST /login` whose body trickled after its
+/// head. Planted: the old server — a page load answered 503 at once; the
+/// deadline made a timeout per read again — slow connections still open
+/// 14 s on; the body read with a timeout per read — the slow body still
+/// open; no reserve (heads allowed all 64 places) — a request answered
+/// 503; no limit on streams — a request answered 503.
 fn slow_clients_cannot_blind_the_page_and_are_closed_at_the_head_deadline() {
     use leasehold_serve::http::{HEAD_TIMEOUT, MAX_HEADS, MAX_STREAMS};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -870,6 +893,24 @@ fn slow_clients_cannot_blind_the_page_and_are_closed_at_the_head_deadline() {
             std::thread::spawn(move || trickle(1 + i % 10, &addr, Duration::from_secs(4), &stop))
         })
         .collect();
+    // A body trickled after a whole head (`POST /login` is read before any
+    // token): the same deadline, from the accept, not from the head.
+    let slow_body = {
+        let (addr, stop) = (s.addr.clone(), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            let host = addr.replace("0.0.0.0", "127.0.0.1");
+            let head = format!("POST /login HTTP/1.1\r\nHost: {host}\r\nContent-Length: 4096\r\n\r\n");
+            trickle_after(
+                11,
+                &addr,
+                &head,
+                |_| "token=x&".to_owned(),
+                Duration::from_secs(4),
+                &stop,
+            )
+        })
+    };
     let attacked = Instant::now();
     let mut probes = 0;
     while attacked.elapsed() < HEAD_TIMEOUT + Duration::from_secs(4) {
@@ -888,6 +929,15 @@ fn slow_clients_cannot_blind_the_page_and_are_closed_at_the_head_deadline() {
         std::thread::sleep(Duration::from_millis(300));
     }
     stop.store(true, Ordering::SeqCst);
+    let slow_body = slow_body.join().expect("slow body");
+    let body_open = slow_body
+        .open
+        .expect("the slow body's connection was still open 13 s on");
+    assert!(
+        slow_body.answer.starts_with("HTTP/1.1 408") && body_open + Duration::from_secs(1) >= HEAD_TIMEOUT,
+        "a body trickled after its head: answered {:?} after {body_open:?}",
+        slow_body.answer
+    );
     let slow: Vec<Trickled> = slow.into_iter().map(|t| t.join().expect("slow client")).collect();
     let mut at_deadline = 0;
     for (i, t) in slow.iter().enumerate() {
