@@ -83,7 +83,16 @@
     source = new EventSource("/events");
     source.addEventListener("hello", function () { live.textContent = "● live"; live.className = ""; });
     source.addEventListener("change", function () { refresh(); });
-    source.onerror = function () { live.textContent = "● reconnecting"; live.className = "off"; };
+    source.onerror = function () {
+      live.textContent = "● reconnecting";
+      live.className = "off";
+      // Refused (every stream place taken, 503) or not a stream: the
+      // browser gives up on it; try again as the server's Retry-After says.
+      if (source.readyState === EventSource.CLOSED) {
+        source = null;
+        setTimeout(connect, 10000);
+      }
+    };
   }
   function disconnect() {
     if (source) { source.close(); source = null; }

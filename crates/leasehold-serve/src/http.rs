@@ -3,19 +3,62 @@
 //! (`Connection: close`), request heads parsed by `httparse`, bounded in
 //! size and time. Enough for a status page a few people look at and a
 //! Prometheus scraper, with nothing to tune and no async runtime.
+//!
+//! Slow clients cannot take the page (slowloris): what mature servers do
+//! (Go's `ReadHeaderTimeout`, nginx's `client_header_timeout` and
+//! `limit_conn`), in one place — the constants below and `Gate`:
+//! - the request (its head, then its body) must arrive within
+//!   [`HEAD_TIMEOUT`] of the connection's accept, however it trickles in —
+//!   a deadline, not a timeout per read; then 408 and the connection closed;
+//! - at most [`MAX_HEADS`] connections at once may still be sending their
+//!   head, at most [`MAX_HEADS_PER_CLIENT`] of them from one client
+//!   address; a connection beyond either takes the place of the oldest
+//!   unfinished head (of its own address first), which is closed — not
+//!   of one whose end has arrived and waits to be read, so a burst of new
+//!   connections cannot close a request that came whole;
+//! - so [`MAX_CONNECTIONS`] − [`MAX_HEADS`] connections are always kept for
+//!   requests whose head has arrived: a scrape of `/metrics`, a page load
+//!   and the open tabs' event streams. A connection whose head has arrived
+//!   (an event stream included) is never counted as a head again;
+//! - and at most [`MAX_STREAMS`] of those are streamed bodies (event
+//!   streams, a tab each): one more is answered 503, `Retry-After: 10`, so
+//!   a scrape and a page load find a place however many tabs are open.
 
 use std::fmt::Write as _;
-use std::io::{self, BufRead as _, BufReader, Read as _, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::io::{self, Read as _, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
-/// Connections served at once; more wait in the listen backlog.
+/// Connections open at once (a thread each): heads still arriving,
+/// requests being answered, event streams. Beyond it a new connection is
+/// answered 503 at once — which only [`MAX_CONNECTIONS`] − [`MAX_HEADS`]
+/// answered requests and streams can cause.
 pub const MAX_CONNECTIONS: usize = 64;
+/// Streamed bodies (event streams: a tab each) at once; one more is
+/// answered 503 with `Retry-After` [`STREAM_RETRY`]. Leaves
+/// [`MAX_CONNECTIONS`] − [`MAX_HEADS`] − [`MAX_STREAMS`] = 16 places for
+/// requests answered at once, whatever heads and streams hold.
+pub const MAX_STREAMS: usize = 32;
+/// When a stream refused for [`MAX_STREAMS`] is asked to come back.
+pub const STREAM_RETRY: Duration = Duration::from_secs(10);
+/// Connections at once still sending their request head. A browser or a
+/// scraper sends its head in one packet; only a slow or hostile client
+/// holds one of these for long.
+pub const MAX_HEADS: usize = 16;
+/// Of [`MAX_HEADS`], from one client address ([`client_of`]: an IPv4
+/// address, an IPv6 /64). Above the 6 connections a browser opens to one
+/// server at once.
+pub const MAX_HEADS_PER_CLIENT: usize = 8;
+/// From a connection's accept to the last byte of its request, head and
+/// body: a deadline for the whole, however the bytes trickle in (Go's
+/// `ReadHeaderTimeout`; nginx's `client_header_timeout`, 60 s by default,
+/// 10 s as CIS advises).
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Each write of a response (an event stream's too).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HEAD: usize = 16 * 1024;
 const MAX_BODY: usize = 64 * 1024;
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One request.
 #[derive(Debug)]
@@ -160,6 +203,7 @@ fn reason(status: u16) -> &'static str {
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
         413 => "Payload Too Large",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
@@ -220,66 +264,279 @@ pub fn parse_query(q: &str) -> Vec<(String, String)> {
 
 /// Serve `listener` forever, answering each request with `handler`.
 pub fn serve(listener: &TcpListener, handler: &Handler) -> io::Result<()> {
-    let open = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Gate::default());
     for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        if open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-            let mut stream = stream;
+        let Ok(mut stream) = stream else { continue };
+        let accepted = Instant::now();
+        let Ok(peer) = stream.peer_addr() else { continue };
+        let Some(slot) = Gate::admit(&gate, &stream, peer.ip()) else {
+            let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
             let _ = write_response(&mut stream, Response::text(503, "too many connections; try again\n"));
             continue;
-        }
-        open.fetch_add(1, Ordering::SeqCst);
-        let (open, handler) = (Arc::clone(&open), Arc::clone(handler));
+        };
+        let handler = Arc::clone(handler);
         let spawned = std::thread::Builder::new()
             .name("leasehold-serve-conn".into())
             .spawn(move || {
-                let _ = connection(stream, handler.as_ref());
-                open.fetch_sub(1, Ordering::SeqCst);
+                let _ = connection(stream, peer, accepted, slot, handler.as_ref());
             });
         if spawned.is_err() {
-            // The thread was not started and the counter not taken back.
+            // The closure, its slot with it, was dropped: the place is free.
             std::thread::sleep(Duration::from_millis(50));
         }
     }
     Ok(())
 }
 
-fn connection(stream: TcpStream, handler: &(dyn Fn(Request) -> Response + Send + Sync)) -> io::Result<()> {
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
-    stream.set_write_timeout(Some(READ_TIMEOUT))?;
-    let _ = stream.set_nodelay(true);
-    let peer = stream.peer_addr()?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut stream = stream;
-    let request = match read_request(&mut reader, peer) {
-        Ok(r) => r,
-        Err(status) => return write_response(&mut stream, Response::text(status, format!("{}\n", reason(status)))),
-    };
-    write_response(&mut stream, handler(request))
+/// Who holds which place: the connections still sending their head, in
+/// the order they were accepted, and how many are past it.
+#[derive(Debug, Default)]
+struct Gate {
+    places: Mutex<Places>,
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>, peer: SocketAddr) -> Result<Request, u16> {
-    let mut head = Vec::new();
-    loop {
-        let n = reader.read_until(b'\n', &mut head).map_err(|_| 400u16)?;
-        if n == 0 {
-            return Err(400);
+#[derive(Debug, Default)]
+struct Places {
+    heads: Vec<Head>,
+    answering: usize,
+    /// Of `answering`, streamed bodies.
+    streams: usize,
+    next: u64,
+}
+
+/// A connection still sending its head; `stream` is its socket, to close
+/// it when another connection takes its place.
+#[derive(Debug)]
+struct Head {
+    id: u64,
+    client: IpAddr,
+    stream: TcpStream,
+}
+
+impl Gate {
+    fn places(&self) -> MutexGuard<'_, Places> {
+        self.places.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A place for a new connection from `client`, taking the place of
+    /// the oldest unfinished head of the same address, or else of anyone,
+    /// when their limits are reached; `None` when the connections past
+    /// their head take every place left (answer 503).
+    fn admit(gate: &Arc<Self>, stream: &TcpStream, client: IpAddr) -> Option<Slot> {
+        let client = client_of(client);
+        let mut places = gate.places();
+        if places.heads.iter().filter(|h| h.client == client).count() >= MAX_HEADS_PER_CLIENT {
+            let oldest = places.unfinished(Some(client));
+            places.close(oldest);
         }
-        if head.len() > MAX_HEAD {
-            return Err(431);
+        if places.heads.len() >= MAX_HEADS {
+            let oldest = places.unfinished(None);
+            places.close(oldest);
         }
-        if head.ends_with(b"\r\n\r\n") || head.ends_with(b"\n\n") {
-            break;
+        if places.heads.len() + places.answering >= MAX_CONNECTIONS {
+            return None;
+        }
+        let stream = stream.try_clone().ok()?;
+        let id = places.next;
+        places.next += 1;
+        places.heads.push(Head { id, client, stream });
+        Some(Slot {
+            gate: Arc::clone(gate),
+            id,
+            answering: false,
+            streaming: false,
+        })
+    }
+}
+
+impl Places {
+    /// The oldest head (of `client`, when given) still arriving: not one
+    /// whose end has arrived and waits unread — its thread not yet run,
+    /// in a burst of connections — which would be answered in a moment.
+    fn unfinished(&self, client: Option<IpAddr>) -> Option<usize> {
+        let mut unread = vec![0u8; MAX_HEAD];
+        self.heads
+            .iter()
+            .position(|h| client.is_none_or(|c| c == h.client) && !head_waits(&h.stream, &mut unread))
+    }
+
+    /// Close the head at `index`: its thread's next read ends.
+    fn close(&mut self, index: Option<usize>) {
+        if let Some(i) = index {
+            let head = self.heads.remove(i);
+            let _ = head.stream.shutdown(Shutdown::Both);
         }
     }
+}
+
+/// The client a connection from `ip` counts for: an IPv4 address (one
+/// mapped into IPv6 too), or an IPv6 address's /64 — the block one site
+/// is given, whose 2^64 addresses are one client's to choose from.
+#[must_use]
+pub fn client_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 @ IpAddr::V4(_) => v4,
+    }
+}
+
+/// Whether the end of a request head is among the bytes `stream` has
+/// received and not yet read (looked at, not taken).
+fn head_waits(stream: &TcpStream, buf: &mut [u8]) -> bool {
+    use rustix::net::RecvFlags;
+    match rustix::net::recv(stream, &mut *buf, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+        Ok((n, _)) => {
+            let unread = &buf[..n];
+            unread.windows(4).any(|w| w == b"\r\n\r\n") || unread.windows(2).any(|w| w == b"\n\n")
+        }
+        Err(_) => false,
+    }
+}
+
+/// A connection's place, given back when dropped (a panicking handler
+/// included).
+struct Slot {
+    gate: Arc<Gate>,
+    id: u64,
+    answering: bool,
+    streaming: bool,
+}
+
+impl Slot {
+    /// The head has arrived: from a head's place to an answered one.
+    /// False when another connection took this one's place meanwhile.
+    fn arrived(&mut self) -> bool {
+        let mut places = self.gate.places();
+        let Some(i) = places.heads.iter().position(|h| h.id == self.id) else {
+            return false;
+        };
+        places.heads.remove(i);
+        places.answering += 1;
+        self.answering = true;
+        true
+    }
+
+    /// A streamed body's place, if one of [`MAX_STREAMS`] is free.
+    fn stream(&mut self) -> bool {
+        let mut places = self.gate.places();
+        if places.streams >= MAX_STREAMS {
+            return false;
+        }
+        places.streams += 1;
+        self.streaming = true;
+        true
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut places = self.gate.places();
+        if self.streaming {
+            places.streams -= 1;
+        }
+        if self.answering {
+            places.answering -= 1;
+        } else if let Some(i) = places.heads.iter().position(|h| h.id == self.id) {
+            places.heads.remove(i);
+        }
+    }
+}
+
+fn connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    accepted: Instant,
+    mut slot: Slot,
+    handler: &(dyn Fn(Request) -> Response + Send + Sync),
+) -> io::Result<()> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let _ = stream.set_nodelay(true);
+    let response = match read_request(&mut stream, peer, accepted + HEAD_TIMEOUT) {
+        // Closed by the client, or its place taken by another connection.
+        Err(Unread::Gone) => return Ok(()),
+        Err(Unread::Refused(status, why)) => Response::text(status, why),
+        Ok(request) => {
+            if !slot.arrived() {
+                return Ok(());
+            }
+            match handler(request) {
+                Response {
+                    body: Body::Stream(_), ..
+                } if !slot.stream() => Response::text(
+                    503,
+                    format!(
+                        "{MAX_STREAMS} event streams are open, as many as this server keeps; try again in {} s\n",
+                        STREAM_RETRY.as_secs()
+                    ),
+                )
+                .with("retry-after", STREAM_RETRY.as_secs().to_string()),
+                response => response,
+            }
+        }
+    };
+    write_response(&mut stream, response)
+}
+
+/// Why no request was read.
+enum Unread {
+    /// Answer this status, saying why.
+    Refused(u16, String),
+    /// The connection is closed: answer nothing.
+    Gone,
+}
+
+fn refused(status: u16) -> Unread {
+    Unread::Refused(status, format!("{}\n", reason(status)))
+}
+
+/// Read from `stream` into `buf` what arrives before `deadline`.
+fn read_before(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), Unread> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Unread::Refused(
+                408,
+                format!(
+                    "the request did not arrive within {} s of connecting; send it whole at once\n",
+                    HEAD_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+        stream.set_read_timeout(Some(left)).map_err(|_| Unread::Gone)?;
+        match stream.read(&mut chunk) {
+            Ok(0) => return Err(Unread::Gone),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Ok(());
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // The deadline: the next turn answers 408.
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(_) => return Err(Unread::Gone),
+        }
+    }
+}
+
+fn read_request(stream: &mut TcpStream, peer: SocketAddr, deadline: Instant) -> Result<Request, Unread> {
+    let mut buf = Vec::new();
+    let end = loop {
+        read_before(stream, &mut buf, deadline)?;
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        match httparse::Request::new(&mut headers).parse(&buf) {
+            Ok(httparse::Status::Complete(end)) if end <= MAX_HEAD => break end,
+            Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD => {}
+            Ok(_) | Err(httparse::Error::TooManyHeaders) => return Err(refused(431)),
+            Err(_) => return Err(refused(400)),
+        }
+    };
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut parsed = httparse::Request::new(&mut headers);
-    match parsed.parse(&head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        _ => return Err(400),
+    if !matches!(parsed.parse(&buf[..end]), Ok(httparse::Status::Complete(_))) {
+        return Err(refused(400));
     }
-    let method = parsed.method.ok_or(400u16)?.to_owned();
-    let target = parsed.path.ok_or(400u16)?;
+    let method = parsed.method.ok_or_else(|| refused(400))?.to_owned();
+    let target = parsed.path.ok_or_else(|| refused(400))?;
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let headers: Vec<(String, String)> = parsed
         .headers
@@ -295,20 +552,24 @@ fn read_request(reader: &mut BufReader<TcpStream>, peer: SocketAddr) -> Result<R
         .iter()
         .find(|(n, _)| n == "content-length")
         .map_or(Ok(0), |(_, v)| v.trim().parse::<usize>())
-        .map_err(|_| 400u16)?;
+        .map_err(|_| refused(400))?;
     if length > MAX_BODY {
-        return Err(413);
+        return Err(refused(413));
     }
     if headers.iter().any(|(n, _)| n == "transfer-encoding") {
         // Chunked request bodies are not needed by anything served here.
-        return Err(400);
+        return Err(refused(400));
     }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).map_err(|_| 400u16)?;
+    let (path, query) = (path.to_owned(), parse_query(query));
+    let mut body = buf.split_off(end);
+    while body.len() < length {
+        read_before(stream, &mut body, deadline)?;
+    }
+    body.truncate(length);
     Ok(Request {
         method,
-        path: path.to_owned(),
-        query: parse_query(query),
+        path,
+        query,
         headers,
         body,
         peer,
@@ -342,6 +603,60 @@ fn write_response(stream: &mut TcpStream, response: Response) -> io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A burst of new connections takes the places of heads still
+    /// arriving, never of a head that came whole and waits to be read
+    /// (its thread not yet run). Planted: every head counted as still
+    /// arriving — the whole one was chosen.
+    #[test]
+    fn a_head_that_came_whole_is_not_the_one_closed() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut places = Places::default();
+        let mut clients = Vec::new();
+        for (id, sent) in [
+            &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: x\r\n",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut client = TcpStream::connect(address).unwrap();
+            client.write_all(sent).unwrap();
+            let (stream, peer) = listener.accept().unwrap();
+            // Loopback delivers at once; wait until it has all the same.
+            let mut buf = [0u8; 64];
+            let until = Instant::now() + Duration::from_secs(10);
+            while rustix::net::recv(&stream, &mut buf[..], rustix::net::RecvFlags::PEEK)
+                .unwrap()
+                .0
+                < sent.len()
+            {
+                assert!(Instant::now() < until, "loopback delivered nothing");
+            }
+            places.heads.push(Head {
+                id: id as u64,
+                client: peer.ip(),
+                stream,
+            });
+            clients.push(client);
+        }
+        assert_eq!(places.unfinished(None), Some(1));
+        assert_eq!(places.unfinished(Some(places.heads[0].client)), Some(1));
+        places.heads.truncate(1);
+        assert_eq!(places.unfinished(None), None, "the only head came whole");
+    }
+
+    #[test]
+    fn a_client_is_an_ipv4_address_or_an_ipv6_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(client_of(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(client_of(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(client_of(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(client_of(ip("2001:db8:1:2:ffff::9")), client_of(ip("2001:db8:1:2::1")));
+        assert_ne!(client_of(ip("2001:db8:1:3::1")), client_of(ip("2001:db8:1:2::1")));
+        assert_eq!(client_of(ip("::1")), ip("::"));
+    }
 
     #[test]
     fn decoding() {

@@ -1,7 +1,8 @@
 //! `leasehold serve` over HTTP: safe defaults, the token, cross-site
-//! refusals, and `/api` documents equal to the CLI's `--json`. (The page
-//! in a real browser and `/metrics` through a Prometheus parser:
-//! crates/leasehold-serve/tests/ui, run by scripts/test.)
+//! refusals, slow clients, and `/api` documents equal to the CLI's
+//! `--json`. (The page in a real browser and `/metrics` through a
+//! Prometheus parser: crates/leasehold-serve/tests/ui, run by
+//! scripts/test.)
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _, Write};
@@ -26,6 +27,8 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     the_page_works_on_postgres_etcd_firestore_and_redis,
     claim_age_counts_from_the_claim_not_the_last_heartbeat,
     pages_of_tasks_list_each_task_once_and_deep_pages_cost_what_the_first_does,
+    slow_clients_cannot_blind_the_page_and_are_closed_at_the_head_deadline,
+    an_unauthenticated_slow_client_cannot_block_an_authenticated_scrape,
 ];
 
 /// A running `serve`, stopped (by its pid) when dropped.
@@ -695,4 +698,333 @@ fn pages_of_tasks_list_each_task_once_and_deep_pages_cost_what_the_first_does() 
         last <= first * 10 + Duration::from_millis(250),
         "the last page of 30,000 tasks took {last:?}, the first {first:?}"
     );
+}
+
+/// A connection to `addr` (`HOST:PORT`, 0.0.0.0 meaning loopback) from
+/// the local address 127.0.0.`from`: loopback answers every one, so one
+/// machine plays several clients.
+fn connect_from(from: u8, addr: &str) -> std::io::Result<TcpStream> {
+    use rustix::net::{AddressFamily, SocketType};
+    let target: std::net::SocketAddr = addr
+        .replace("0.0.0.0", "127.0.0.1")
+        .parse()
+        .unwrap_or_else(|e| panic!("{addr}: {e}"));
+    let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None)?;
+    rustix::net::bind(&fd, &std::net::SocketAddrV4::new([127, 0, 0, from].into(), 0))?;
+    rustix::net::connect(&fd, &target)?;
+    Ok(TcpStream::from(fd))
+}
+
+/// A GET from 127.0.0.`from`, its head sent in `pieces` (one at once
+/// when 1, else `gap` apart): (status, body); status 0 when the
+/// connection was closed without an answer.
+fn get_from(from: u8, addr: &str, path: &str, bearer: Option<&str>, pieces: usize, gap: Duration) -> (u16, String) {
+    let mut s = connect_from(from, addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let host = addr.replace("0.0.0.0", "127.0.0.1");
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n");
+    if let Some(token) = bearer {
+        let _ = write!(head, "Authorization: Bearer {token}\r\n");
+    }
+    head.push_str("\r\n");
+    let bytes = head.as_bytes();
+    let size = bytes.len().div_ceil(pieces);
+    for (i, piece) in bytes.chunks(size).enumerate() {
+        if i > 0 {
+            std::thread::sleep(gap);
+        }
+        if Write::write_all(&mut s, piece).is_err() {
+            return (0, String::new());
+        }
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, out)
+}
+
+/// What a slow client saw of one connection: how long it stayed open
+/// (`None`: still open when told to stop) and what it was answered.
+struct Trickled {
+    open: Option<Duration>,
+    answer: String,
+}
+
+/// `n` event streams from 127.0.0.1 opened one after the other, as the
+/// page's open tabs hold them (with the token when given): those past
+/// their first event, and how many were refused (503, come back in 10 s).
+fn open_event_streams(addr: &str, n: usize, bearer: Option<&str>) -> (Vec<TcpStream>, usize) {
+    let host = addr.replace("0.0.0.0", "127.0.0.1");
+    let auth = bearer.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    let mut refused = 0;
+    let mut open = Vec::new();
+    for _ in 0..n {
+        let mut e = connect_from(1, addr).expect("connect");
+        let req = format!("GET /events HTTP/1.1\r\nHost: {host}\r\n{auth}\r\n");
+        Write::write_all(&mut e, req.as_bytes()).unwrap();
+        e.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&seen).contains("event: hello") {
+            let n = e.read(&mut buf).expect("the event stream's first event");
+            let text = String::from_utf8_lossy(&seen);
+            if n == 0 && text.starts_with("HTTP/1.1 503") && text.contains("retry-after: 10\r\n") {
+                refused += 1;
+                break;
+            }
+            assert!(n > 0, "stream closed: {text}");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        if String::from_utf8_lossy(&seen).contains("event: hello") {
+            assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
+            open.push(e);
+        }
+    }
+    (open, refused)
+}
+
+/// Each of `streams` is still open: what it sent since is read, and no
+/// end of stream follows.
+fn assert_still_streaming(streams: Vec<TcpStream>, when: &str) {
+    for (i, mut e) in streams.into_iter().enumerate() {
+        e.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match e.read(&mut buf) {
+                Ok(0) => panic!("event stream {i} was closed {when}"),
+                Ok(_) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(err) => panic!("event stream {i} {when}: {err}"),
+            }
+        }
+    }
+}
+
+/// A slow client (slowloris): from 127.0.0.`from`, a request head
+/// trickled to `addr`, a header line every `every`, never finished,
+/// until the server closes the connection or `stop` is set.
+fn trickle(from: u8, addr: &str, every: Duration, stop: &std::sync::atomic::AtomicBool) -> Trickled {
+    let host = addr.replace("0.0.0.0", "127.0.0.1");
+    let head = format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\n");
+    trickle_after(
+        from,
+        addr,
+        &head,
+        |line| format!("X-Slow-{line}: {line}\r\n"),
+        every,
+        stop,
+    )
+}
+
+/// A slow client sending `opening` at once, then `next(1)`, `next(2)`, …
+/// `every` apart, until closed or told to stop.
+fn trickle_after(
+    from: u8,
+    addr: &str,
+    opening: &str,
+    next: impl Fn(usize) -> String,
+    every: Duration,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Trickled {
+    use std::sync::atomic::Ordering;
+    let opened = Instant::now();
+    let Ok(mut s) = connect_from(from, addr) else {
+        // Refused at once (the listen backlog full): closed, not held.
+        return Trickled {
+            open: Some(Duration::ZERO),
+            answer: String::new(),
+        };
+    };
+    let mut answer = Vec::new();
+    let mut sent = Write::write_all(&mut s, opening.as_bytes()).is_ok();
+    s.set_read_timeout(Some(every)).unwrap();
+    let mut line = 0;
+    while sent {
+        if stop.load(Ordering::SeqCst) {
+            return Trickled {
+                open: None,
+                answer: String::from_utf8_lossy(&answer).into_owned(),
+            };
+        }
+        let mut buf = [0u8; 1024];
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                line += 1;
+                sent = Write::write_all(&mut s, next(line).as_bytes()).is_ok();
+            }
+            Err(_) => break,
+        }
+    }
+    Trickled {
+        open: Some(opened.elapsed()),
+        answer: String::from_utf8_lossy(&answer).into_owned(),
+    }
+}
+
+/// Issue 41, defect 2: 70 connections trickling a header line every 4 s
+/// held `/`, `/metrics` and `/api` at 503 for as long as they lasted (64
+/// connections at most, a 10 s timeout per read that a line every 4 s
+/// never reached). Now, with the 70 spread over 10 client addresses (7
+/// each, under the limit per address) and 50 tabs viewing the page (32
+/// holding an event stream, 18 told to come back in 10 s), the page and
+/// the scrape answer 200 throughout, the tabs' streams stay open, at most
+/// 16 heads are held at once, and every slow connection is closed —
+/// those still held at the head deadline answered 408 there, 10 s after
+/// they connected, as did a `POST /login` whose body trickled after its
+/// head. Planted: the old server — a page load answered 503 at once; the
+/// deadline made a timeout per read again — slow connections still open
+/// 14 s on; the body read with a timeout per read — the slow body still
+/// open; no reserve (heads allowed all 64 places) — a request answered
+/// 503; no limit on streams — a request answered 503.
+fn slow_clients_cannot_blind_the_page_and_are_closed_at_the_head_deadline() {
+    use leasehold_serve::http::{HEAD_TIMEOUT, MAX_HEADS, MAX_STREAMS};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = Env::new();
+    let s = serve(&env, &[]);
+    // Fifty tabs viewing the page, each wanting its event stream.
+    let (viewers, refused) = open_event_streams(&s.addr, 50, None);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let slow: Vec<_> = (0..70u8)
+        .map(|i| {
+            let (addr, stop) = (s.addr.clone(), std::sync::Arc::clone(&stop));
+            std::thread::spawn(move || trickle(1 + i % 10, &addr, Duration::from_secs(4), &stop))
+        })
+        .collect();
+    // A body trickled after a whole head (`POST /login` is read before any
+    // token): the same deadline, from the accept, not from the head.
+    let slow_body = {
+        let (addr, stop) = (s.addr.clone(), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            let host = addr.replace("0.0.0.0", "127.0.0.1");
+            let head = format!("POST /login HTTP/1.1\r\nHost: {host}\r\nContent-Length: 4096\r\n\r\n");
+            trickle_after(
+                11,
+                &addr,
+                &head,
+                |_| "token=x&".to_owned(),
+                Duration::from_secs(4),
+                &stop,
+            )
+        })
+    };
+    let attacked = Instant::now();
+    let mut probes = 0;
+    while attacked.elapsed() < HEAD_TIMEOUT + Duration::from_secs(4) {
+        for path in ["/metrics", "/", "/api/leases"] {
+            let t = Instant::now();
+            let (status, body) = get_from(1, &s.addr, path, None, 1, Duration::ZERO);
+            assert_eq!(
+                status,
+                200,
+                "{path} {:.1} s into the slow clients' attack: {body}",
+                attacked.elapsed().as_secs_f64()
+            );
+            assert!(t.elapsed() < Duration::from_secs(5), "{path} took {:?}", t.elapsed());
+            probes += 1;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let slow_body = slow_body.join().expect("slow body");
+    let body_open = slow_body
+        .open
+        .expect("the slow body's connection was still open 13 s on");
+    assert!(
+        slow_body.answer.starts_with("HTTP/1.1 408") && body_open + Duration::from_secs(1) >= HEAD_TIMEOUT,
+        "a body trickled after its head: answered {:?} after {body_open:?}",
+        slow_body.answer
+    );
+    let slow: Vec<Trickled> = slow.into_iter().map(|t| t.join().expect("slow client")).collect();
+    let mut at_deadline = 0;
+    for (i, t) in slow.iter().enumerate() {
+        let open = t
+            .open
+            .unwrap_or_else(|| panic!("slow connection {i} was still open 14 s on; answered {:?}", t.answer));
+        assert!(
+            open <= HEAD_TIMEOUT + Duration::from_secs(3),
+            "slow connection {i} held {open:?}"
+        );
+        if t.answer.starts_with("HTTP/1.1 408") {
+            at_deadline += 1;
+            assert!(open + Duration::from_secs(1) >= HEAD_TIMEOUT, "408 after only {open:?}");
+        } else {
+            assert!(t.answer.is_empty(), "slow connection {i} was answered {:?}", t.answer);
+        }
+    }
+    assert_eq!(
+        (viewers.len(), refused),
+        (MAX_STREAMS, 50 - MAX_STREAMS),
+        "streams open and refused (come back in 10 s)"
+    );
+    assert_still_streaming(viewers, "under the slow clients' attack");
+    assert!(
+        (1..=MAX_HEADS).contains(&at_deadline),
+        "{at_deadline} slow connections (together, from the first second) were held to the head deadline and answered 408 there: at least 1, at most {MAX_HEADS}"
+    );
+    eprintln!(
+        "{probes} requests answered under the attack; {at_deadline} of 70 slow connections closed at the head deadline, the others when newer ones took their place"
+    );
+}
+
+/// The page beyond loopback with `--token-file`: one unauthenticated
+/// address keeps 70 slow connections coming (each reconnects as soon as
+/// it is closed), while authenticated clients on other addresses scrape
+/// `/metrics`, load `/` and read `/api/leases` — answered 200 throughout,
+/// a scrape on a slow link (its head over 1.5 s) too — and 10 open event
+/// streams (more than one address's limit of heads) are never closed: a
+/// stream is past its head. Planted: no limit per client address — the
+/// flood took the slow-link scrape's place (answered nothing); a stream
+/// counted as a head for ever — the streams were closed.
+fn an_unauthenticated_slow_client_cannot_block_an_authenticated_scrape() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = Env::new();
+    let token_file = env.file("ui-token");
+    let secret = "0123456789abcdef0123456789abcdef";
+    fixture(&token_file, &format!("{secret}\n"));
+    let s = serve(
+        &env,
+        &["--listen", "0.0.0.0:0", "--token-file", token_file.to_str().unwrap()],
+    );
+    let (streams, refused) = open_event_streams(&s.addr, 10, Some(secret));
+    assert_eq!(refused, 0);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let flood: Vec<_> = (0..70)
+        .map(|_| {
+            let (addr, stop) = (s.addr.clone(), std::sync::Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    trickle(2, &addr, Duration::from_secs(1), &stop);
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            })
+        })
+        .collect();
+    let attacked = Instant::now();
+    let mut round = 0;
+    while attacked.elapsed() < Duration::from_secs(10) {
+        round += 1;
+        for path in ["/metrics", "/", "/api/leases"] {
+            let (status, body) = get_from(3, &s.addr, path, Some(secret), 1, Duration::ZERO);
+            assert_eq!(status, 200, "{path} under the flood: {body}");
+        }
+        if round % 3 == 0 {
+            let (status, body) = get_from(4, &s.addr, "/metrics", Some(secret), 4, Duration::from_millis(500));
+            assert_eq!(status, 200, "a scrape on a slow link, under the flood: {body}");
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        get_from(2, &s.addr, "/metrics", None, 1, Duration::ZERO).0,
+        401,
+        "the flooding address is not authenticated"
+    );
+    stop.store(true, Ordering::SeqCst);
+    for t in flood {
+        t.join().expect("slow client");
+    }
+    assert_still_streaming(streams, "under the flood");
 }

@@ -699,3 +699,102 @@ def time_of(rfc3339):
     """Unix seconds of `2026-01-02T03:04:05.678Z`."""
     from datetime import datetime
     return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+def test_the_page_stays_live_while_slow_clients_hold_connections(env):
+    """Issue 41, defect 2, in a browser: 70 slow clients on ten other
+    addresses keep trickling request heads (a header line every 2 s, each
+    reconnecting when closed) while the page loads, goes live on its
+    event stream, shows a lease taken meanwhile, survives a reload, and
+    /metrics parses — all of which answered 503 for as long as the slow
+    clients lasted before (tests/cli/serve.rs pins the numbers)."""
+    import socket
+    import threading
+
+    env.run("acquire", "first-job", "--ttl", "5m")
+    base = env.serve()
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    stop = threading.Event()
+
+    def slow(source):
+        while not stop.is_set():
+            s = socket.socket()
+            try:
+                s.bind((source, 0))
+                s.connect((host, int(port)))
+                s.sendall(f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n".encode())
+                s.settimeout(2)
+                n = 0
+                while not stop.is_set():
+                    try:
+                        if not s.recv(1024):
+                            break
+                    except socket.timeout:
+                        n += 1
+                        s.sendall(f"X-Slow-{n}: {n}\r\n".encode())
+            except OSError:
+                pass
+            finally:
+                s.close()
+            stop.wait(0.25)
+
+    threads = [threading.Thread(target=slow, args=(f"127.0.0.{2 + i % 10}",), daemon=True) for i in range(70)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1)  # the slow clients hold their places
+        with sync_playwright() as p:
+            browser = chromium(p)
+            page = browser.new_page()
+            for _ in range(2):
+                page.goto(base + "/")
+                page.wait_for_selector("table.leases")
+                wait_for(lambda: "live" in page.locator("#live").text_content()
+                         and "reconnecting" not in page.locator("#live").text_content())
+            env.run("acquire", "second-job", "--ttl", "5m")
+            page.wait_for_selector("a.name:has-text('second-job')", timeout=10_000)
+            assert "live" in page.locator("#live").text_content()
+            browser.close()
+        assert any(k[0] == "leasehold_lease_holders" for k in metrics(base))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+
+
+def test_a_tab_refused_an_event_stream_goes_live_when_one_frees(env):
+    """32 event streams are open (as many as serve keeps, so a scrape and a
+    page load always find a place): a new tab's stream is refused with 503
+    and Retry-After, the tab says it is reconnecting, and goes live by
+    itself once a stream place frees (EventSource gives up on a 503; the
+    page tries again)."""
+    import socket
+
+    base = env.serve()
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    held = []
+    for _ in range(32):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall(f"GET /events HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        seen = b""
+        while b"event: hello" not in seen:
+            chunk = s.recv(1024)
+            assert chunk, seen
+            seen += chunk
+        held.append(s)
+    try:
+        with sync_playwright() as p:
+            browser = chromium(p)
+            page = browser.new_page()
+            page.goto(base + "/")
+            page.wait_for_selector("table.leases")
+            wait_for(lambda: "reconnecting" in page.locator("#live").text_content())
+            assert any(k[0] == "leasehold_serve_refreshes_total" for k in metrics(base)), "the scrape has its place"
+            for s in held:
+                s.close()
+            held.clear()
+            wait_for(lambda: page.locator("#live").text_content() == "● live", limit=20)
+            browser.close()
+    finally:
+        for s in held:
+            s.close()
