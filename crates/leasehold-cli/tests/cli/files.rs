@@ -668,6 +668,28 @@ fn sigterm_to_update_stops_its_filter_group_and_writes_nothing() {
     env.wait_for("pids");
     let pids = env.pids("pids");
     assert_eq!(pids.len(), 2, "{pids:?}");
+    // A second update, waiting for FILE.lock (its descriptor open): SIGTERM
+    // ends it at once, before its filter ever runs.
+    let waiting = env.spawn(&["update", "state", "--", "sh", "-c", "touch second-ran"]);
+    let lock = env.file("state.lock");
+    let has_lock_open = |pid: u32| {
+        fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.flatten()
+                .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == lock))
+        })
+    };
+    assert!(
+        leasehold_testkit::wait::wait_until(Duration::from_secs(20), || has_lock_open(waiting.id())).is_some(),
+        "the second update never opened state.lock"
+    );
+    crate::util::signal(waiting.id(), "TERM");
+    let (code, _, err) = crate::util::finish(waiting, Duration::from_secs(20));
+    assert_eq!(code, 143, "{err}");
+    assert!(
+        err.contains("stopped by SIGTERM before the filter ran; state is unchanged"),
+        "{err}"
+    );
+    assert!(!env.file("second-ran").exists());
     crate::util::signal(update.id(), "TERM");
     let (code, _, err) = crate::util::finish(update, Duration::from_secs(20));
     assert_eq!(code, 143, "{err}");

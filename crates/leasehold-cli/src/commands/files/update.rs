@@ -47,7 +47,7 @@ static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
 /// starts (waiting for FILE.lock) one ends `update` at once, nothing
 /// written; while it runs, it stops the filter's group — the filter's
 /// failure then leaves FILE unchanged.
-fn watch_signals() -> anyhow::Result<()> {
+fn watch_signals(file: std::path::PathBuf) -> anyhow::Result<()> {
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
@@ -55,6 +55,11 @@ fn watch_signals() -> anyhow::Result<()> {
             let group = FILTER_GROUP.load(Ordering::SeqCst);
             let Some(group) = rustix::process::Pid::from_raw(group) else {
                 // No filter yet: nothing to stop, nothing written.
+                let name = signal_hook::low_level::signal_name(sig).unwrap_or("a signal");
+                eprintln!(
+                    "leasehold: stopped by {name} before the filter ran; {} is unchanged",
+                    file.display()
+                );
                 std::process::exit(i32::from(crate::exit_codes::by_signal(sig)));
             };
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::TERM);
@@ -161,7 +166,7 @@ fn run_filter(argv: &[OsString], input: &[u8]) -> Result<Vec<u8>, FilterError> {
 
 pub fn run(ctx: &Ctx, args: &UpdateArgs) -> anyhow::Result<u8> {
     let file = &args.file;
-    watch_signals()?;
+    watch_signals(file.file.clone())?;
     let options = super::options(ctx, file);
     // A missing FILE reads as --init; with --json as `null`, the JSON for
     // "nothing yet", which jq and most filters start from (`.runs += 1`
