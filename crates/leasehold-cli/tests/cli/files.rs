@@ -35,6 +35,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     write_refuses_a_hard_linked_file_unless_told_to_break_the_links,
     the_fence_record_names_its_lease_and_refuses_another_leases_token,
     fence_token_zero_is_refused,
+    a_socket_at_the_lock_path_of_a_state_file_is_named,
 ];
 
 /// `leasehold ARGS` with `stdin`; (exit code, stdout, stderr).
@@ -897,4 +898,19 @@ fn fence_token_zero_is_refused() {
         "{err}"
     );
     assert!(!env.file("out").exists() && !env.file("out.fence").exists());
+}
+
+/// A socket at `FILE.lock` said "No such device or address" (ENXIO at
+/// open), as for `lock`: now it is named, FILE unchanged.
+fn a_socket_at_the_lock_path_of_a_state_file_is_named() {
+    let env = Env::new();
+    put(&env.file("state"), b"old\n");
+    let _listener = std::os::unix::net::UnixListener::bind(env.file("state.lock")).unwrap();
+    let (code, _, err) = run_in(&env, &["write", "state"], b"new\n");
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains("state.lock is a socket, not a regular file; it cannot be a lock file; nothing was written"),
+        "{err}"
+    );
+    assert_eq!(fs::read(env.file("state")).unwrap(), b"old\n");
 }

@@ -118,10 +118,13 @@ fn check_json(data: &[u8]) -> Result<(), String> {
 /// [`FileError::TrailingSlash`] when `path` ends in a slash;
 /// [`FileError::UnsafeDirectory`] when its directory is missing or cannot
 /// be followed safely;
+/// [`FileError::HardLinked`] when the file has other hard links (unless
+/// `break_hard_links`);
 /// [`FileError::NoSpace`], [`FileError::ReadOnly`],
 /// [`FileError::PermissionDenied`] or [`FileError::Io`] with the file
-/// unchanged; [`FileError::Unconfirmed`] when only the final directory fsync
-/// failed.
+/// unchanged (an extended attribute of the old file that cannot be set on
+/// the new one included); [`FileError::Unconfirmed`] when only the final
+/// directory fsync failed.
 ///
 /// # Examples
 ///
@@ -147,7 +150,9 @@ pub fn write_atomic(path: &Path, data: &[u8], options: &WriteOptions) -> Result<
 ///
 /// # Errors
 ///
-/// As [`write_atomic`]; also the lock file's errors ([`Role::Lock`]).
+/// As [`write_atomic`]; also the lock file's errors ([`Role::Lock`]), and
+/// [`FileError::LockHeld`] when another process keeps `FILE.lock` longer
+/// than [`WriteOptions::wait`].
 ///
 /// # Examples
 ///
@@ -299,7 +304,8 @@ impl FencedFile {
     ///
     /// [`FileError::StaleToken`] when a higher token was written (nothing
     /// changed); [`FileError::ReissuedToken`] when another grant wrote the
-    /// same token; [`FileError::CorruptFence`] when the record does not parse
+    /// same token; [`FileError::OtherLease`] when the record is of another
+    /// lease than [`FencedFile::for_lease`]'s; [`FileError::CorruptFence`] when the record does not parse
     /// (it is never reset); otherwise as [`write_locked`].
     ///
     /// # Examples
