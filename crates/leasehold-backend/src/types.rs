@@ -480,8 +480,10 @@ impl fmt::Display for HeldBy<'_> {
                 f,
                 "{} by {} ({}), token {}, expires in {}",
                 g.mode.label(),
-                g.owner,
-                g.holder,
+                // Escaped as tables escape them: an owner or command line
+                // must not reorder or hide the message's words.
+                crate::escape_hidden(&g.owner),
+                crate::escape_hidden(&g.holder.to_string()),
                 g.token,
                 crate::format_duration(g.expires_in)
             )?;
@@ -503,12 +505,12 @@ pub struct HeldRefusal<'a> {
 
 impl fmt::Display for HeldRefusal<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = crate::escape_hidden(self.name);
         match self.waited {
-            None => write!(f, "{} is held: {}", self.name, self.by),
+            None => write!(f, "{name} is held: {}", self.by),
             Some(d) => write!(
                 f,
-                "{} is still held after waiting {}: {}",
-                self.name,
+                "{name} is still held after waiting {}: {}",
                 crate::format_duration(d),
                 self.by
             ),

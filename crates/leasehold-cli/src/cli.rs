@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueHint};
 use leasehold::limits::{self, Limit};
 use leasehold::{LeaseName, Token};
 
@@ -40,9 +40,9 @@ pub struct Cli {
 
 #[derive(Debug, Clone, Args)]
 pub struct Global {
-    /// Where lease state lives: `sqlite://PATH`, `postgres://...`, `etcd://HOST:PORT`.
-    /// Default: `sqlite://$XDG_STATE_HOME/leasehold/leasehold.db`
-    #[arg(long, global = true, env = "LEASEHOLD_STORE", value_name = "URL")]
+    // The help lists this build's stores (`store_help`), so a store added
+    // to the library is never missing here.
+    #[arg(long, global = true, env = "LEASEHOLD_STORE", value_name = "URL", help = store_help(), value_hint = ValueHint::Url)]
     pub store: Option<String>,
 
     /// Use a SQLite store (or lock file) on a network filesystem anyway.
@@ -146,6 +146,20 @@ pub enum Command {
     Serve(ServeArgs),
 }
 
+/// `--store`'s help: every URL scheme this build opens, from the
+/// library's one list ([`leasehold::built_in_schemes`]).
+fn store_help() -> String {
+    let schemes: Vec<String> = leasehold::built_in_schemes()
+        .iter()
+        .map(|s| format!("`{s}://`"))
+        .collect();
+    format!(
+        "Where lease state lives: a URL of one of this build's stores ({}; see README.md). \
+         Default: `sqlite://$XDG_STATE_HOME/leasehold/leasehold.db`",
+        schemes.join(", ")
+    )
+}
+
 pub fn parse_name(s: &str) -> Result<LeaseName, String> {
     LeaseName::new(s).map_err(|e| e.to_string())
 }
@@ -159,6 +173,18 @@ fn within(limit: Limit) -> impl Fn(&str) -> Result<Duration, leasehold::ParseErr
 
 pub fn parse_token(s: &str) -> Result<Token, String> {
     s.parse()
+}
+
+/// A token to fence a state file with: a token a store issued, so 1 or more.
+fn parse_fence_token(s: &str) -> Result<Token, String> {
+    match s.parse()? {
+        Token(0) => Err(format!(
+            "{} is not a fencing token: stores issue tokens from 1 up; pass the token `acquire` printed \
+             (or $LEASEHOLD_TOKEN under `run`)",
+            leasehold::quoted(s)
+        )),
+        token => Ok(token),
+    }
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -191,7 +217,7 @@ fn parse_limit(s: &str) -> Result<u32, String> {
 #[derive(Debug, Clone, Args)]
 pub struct SharedArg {
     /// Take a shared grant: many holders, or at most N with `--shared N`.
-    #[arg(long, num_args = 0..=1, value_name = "N", value_parser = parse_limit)]
+    #[arg(long, num_args = 0..=1, value_name = "N", value_parser = parse_limit, value_hint = ValueHint::Other)]
     #[allow(clippy::option_option, reason = "clap: absent, bare --shared, or --shared N")]
     pub shared: Option<Option<u32>>,
 }
@@ -241,7 +267,7 @@ pub struct WaitArg {
     /// When held, wait (first come, first served) up to DUR — `--wait 10m`,
     /// `--wait=10m`, a bare number is seconds — or forever (`--wait` or
     /// `--wait forever`); then exit 11. Without it: exit 11 at once.
-    #[arg(long, num_args = 0..=1, value_name = "DUR", value_parser = parse_wait, default_missing_value = "forever")]
+    #[arg(long, num_args = 0..=1, value_name = "DUR", value_parser = parse_wait, default_missing_value = "forever", value_hint = ValueHint::Other)]
     pub wait: Option<Wait>,
 }
 
@@ -253,12 +279,12 @@ pub struct AcquireArgs {
 
     /// How long the grant lives without renewal (90s, 5m, 1h30m; bare number = seconds).
     /// Default 60s; with --for-pid, the grant lives as long as that process (at most a year) unless --ttl is given.
-    #[arg(long, value_parser = within(limits::TTL))]
+    #[arg(long, value_parser = within(limits::TTL), value_hint = ValueHint::Other)]
     pub ttl: Option<Duration>,
 
     /// Owner label. When given, renew/release must name it too, and acquiring
     /// again with it while the grant is live returns the same token.
-    #[arg(long)]
+    #[arg(long, value_hint = ValueHint::Other)]
     pub owner: Option<String>,
 
     #[command(flatten)]
@@ -266,7 +292,7 @@ pub struct AcquireArgs {
 
     /// Bind the grant to process PID: live while it lives, taken over at once
     /// when it is provably gone.
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", value_hint = ValueHint::Other)]
     pub for_pid: Option<u32>,
 
     #[command(flatten)]
@@ -279,18 +305,18 @@ pub struct TokenArgs {
     pub name: LeaseName,
 
     /// The fencing token printed by `acquire`.
-    #[arg(long, value_parser = parse_token)]
+    #[arg(long, value_parser = parse_token, value_hint = ValueHint::Other)]
     pub token: Token,
 
     /// The owner label given to `acquire`, if any.
-    #[arg(long)]
+    #[arg(long, value_hint = ValueHint::Other)]
     pub owner: Option<String>,
 
     /// The grant (16 hex digits, printed by `acquire --json`, exported by
     /// `run` as `LEASEHOLD_GRANT`): only that grant is acted on — after a
     /// store lost data its token may belong to another. Without it, a
     /// token alone acts only on a grant bound to no process.
-    #[arg(long, value_parser = parse_grant, value_name = "GRANT")]
+    #[arg(long, value_parser = parse_grant, value_name = "GRANT", value_hint = ValueHint::Other)]
     pub grant: Option<leasehold::GrantId>,
 }
 
@@ -300,7 +326,7 @@ pub struct RenewArgs {
     pub lease: TokenArgs,
 
     /// New TTL from now (default: the grant's own TTL).
-    #[arg(long, value_parser = within(limits::TTL))]
+    #[arg(long, value_parser = within(limits::TTL), value_hint = ValueHint::Other)]
     pub ttl: Option<Duration>,
 }
 
@@ -323,13 +349,13 @@ pub struct FenceArgs {
     pub name: LeaseName,
 
     /// The token the writer holds.
-    #[arg(long, value_parser = parse_token)]
+    #[arg(long, value_parser = parse_token, value_hint = ValueHint::Other)]
     pub token: Token,
 
     /// The writer's grant (16 hex digits): the token's grant in the store
     /// must be this one. Under `leasehold run`, `LEASEHOLD_GRANT` is used
     /// when TOKEN is `LEASEHOLD_TOKEN`.
-    #[arg(long, value_parser = parse_grant, value_name = "GRANT")]
+    #[arg(long, value_parser = parse_grant, value_name = "GRANT", value_hint = ValueHint::Other)]
     pub grant: Option<leasehold::GrantId>,
 
     /// The command to run when the token passes.
@@ -354,7 +380,7 @@ pub struct ListArgs {
 
     /// Leave out grants held by PID or its ancestors (implies --live): "who
     /// else holds this?".
-    #[arg(long, value_name = "PID")]
+    #[arg(long, value_name = "PID", value_hint = ValueHint::Other)]
     pub exclude_ancestry_of: Option<u32>,
 
     /// Print nothing; only the exit code answers (with --live: 0 something
@@ -369,7 +395,7 @@ pub struct HistoryArgs {
     pub name: LeaseName,
 
     /// How many entries, newest first, at least 1 (with --timeline: all the store keeps).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..), value_hint = ValueHint::Other)]
     pub limit: u32,
 
     /// Draw the grants as a timeline: bars labelled with their tokens, with
@@ -378,7 +404,7 @@ pub struct HistoryArgs {
     pub timeline: bool,
 
     /// With --timeline: how far back to draw (1m to 7d and more).
-    #[arg(long, default_value = "1h", value_parser = within(limits::AGE), requires = "timeline", value_name = "DUR")]
+    #[arg(long, default_value = "1h", value_parser = within(limits::AGE), requires = "timeline", value_name = "DUR", value_hint = ValueHint::Other)]
     pub since: Duration,
 }
 
@@ -405,7 +431,7 @@ pub struct MigrateArgs {
     /// than N — at least the most grants any one name could have had since
     /// the copy (on etcd: every write to the cluster since). Too large
     /// costs nothing. See README.md, "Restoring a store".
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=leasehold::TokensBumpParams::MAX))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=leasehold::TokensBumpParams::MAX), value_hint = ValueHint::Other)]
     pub bump_tokens: Option<u64>,
 }
 
@@ -417,13 +443,35 @@ pub struct FileArgs {
 
     /// Permission bits in octal (644, 0600). Default: the existing file's;
     /// 0644 less the umask for a new file.
-    #[arg(long, value_parser = parse_mode, value_name = "OCTAL")]
+    #[arg(long, value_parser = parse_mode, value_name = "OCTAL", value_hint = ValueHint::Other)]
     pub mode: Option<u32>,
 
     /// Refuse (exit 13, nothing changed) if a higher token was already
     /// written to FILE; otherwise record TOKEN durably first, then write.
-    #[arg(long, value_parser = parse_token, value_name = "TOKEN")]
+    #[arg(long, value_parser = parse_fence_token, value_name = "TOKEN", value_hint = ValueHint::Other)]
     pub fence_token: Option<Token>,
+
+    /// The lease TOKEN is of, recorded with it: a token of another lease is
+    /// then refused (exit 13), naming both. Under `leasehold run`,
+    /// `LEASEHOLD_NAME` is used when TOKEN is `LEASEHOLD_TOKEN`.
+    #[arg(long, requires = "fence_token", value_parser = parse_name, value_name = "NAME", value_hint = ValueHint::Other)]
+    pub fence_lease: Option<LeaseName>,
+
+    /// FILE now belongs to the lease of --fence-lease: a record of another
+    /// lease is replaced by TOKEN, whatever the tokens.
+    #[arg(long, requires = "fence_lease")]
+    pub fence_new_lease: bool,
+
+    /// Replace FILE even when it has other hard links (they keep the old
+    /// content). Without it such a FILE is refused (exit 65), unchanged.
+    #[arg(long)]
+    pub break_hard_links: bool,
+
+    /// When another writer or update holds FILE.lock, wait at most DUR
+    /// (then exit 11, FILE unchanged). Default: as long as it takes, saying
+    /// on stderr who holds it.
+    #[arg(long, value_name = "DUR", value_parser = parse_wait, value_hint = ValueHint::Other)]
+    pub wait: Option<Wait>,
 
     /// The fence record (default: FILE.fence). Files sharing one record are
     /// fenced together.
@@ -434,7 +482,7 @@ pub struct FileArgs {
     /// grant with the same token (a store restored from a backup) is then
     /// refused. Under `leasehold run`, `LEASEHOLD_GRANT` is used when TOKEN
     /// is `LEASEHOLD_TOKEN`.
-    #[arg(long, requires = "fence_token", value_parser = parse_grant, value_name = "GRANT")]
+    #[arg(long, requires = "fence_token", value_parser = parse_grant, value_name = "GRANT", value_hint = ValueHint::Other)]
     pub fence_grant: Option<leasehold::GrantId>,
 }
 
@@ -442,20 +490,24 @@ fn parse_grant(s: &str) -> Result<leasehold::GrantId, String> {
     s.parse()
 }
 
+// `lock`, `write` and `update` open no store: `--store` (global, so
+// accepted, e.g. from LEASEHOLD_STORE) is left out of their help.
 #[derive(Debug, Args)]
+#[command(mut_arg("store", |a| a.hide(true)))]
 pub struct WriteArgs {
     #[command(flatten)]
     pub file: FileArgs,
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("store", |a| a.hide(true)))]
 pub struct UpdateArgs {
     #[command(flatten)]
     pub file: FileArgs,
 
     /// What the filter reads when FILE does not exist yet. Default: `null`
     /// with --json (so `jq '.runs += 1'` starts from nothing), else empty.
-    #[arg(long, value_name = "CONTENT")]
+    #[arg(long, value_name = "CONTENT", value_hint = ValueHint::Other)]
     pub init: Option<String>,
 
     /// The filter and its arguments, after `--`.
@@ -503,45 +555,45 @@ pub struct ScheduleAddArgs {
 
     /// When: five cron fields (`30 2 * * *`), six with seconds first, `@daily`
     /// and the other shorthands, or `@every DUR` (`@every 5m`).
-    #[arg(long, value_name = "EXPR")]
+    #[arg(long, value_name = "EXPR", value_hint = ValueHint::Other)]
     pub cron: String,
 
     /// The time zone cron fields are read in (IANA, `Europe/Berlin`). Default: UTC.
-    #[arg(long, value_name = "ZONE")]
+    #[arg(long, value_name = "ZONE", value_hint = ValueHint::Other)]
     pub tz: Option<String>,
 
     /// When the previous slot's command still runs: skip this slot, wait for
     /// it (until the next slot or the deadline), or stop it and run.
-    #[arg(long, default_value = "skip", value_parser = clap::builder::PossibleValuesParser::new(leasehold::schedule::Overlap::WORDS))]
+    #[arg(long, default_value = "skip", value_parser = clap::builder::PossibleValuesParser::new(leasehold::schedule::Overlap::WORDS), value_hint = ValueHint::Other)]
     pub overlap: String,
 
     /// Slots missed while no daemon could fire them: none run (record them
     /// missed), the latest runs, or all run.
-    #[arg(long, default_value = "none", value_parser = clap::builder::PossibleValuesParser::new(leasehold::schedule::CatchUp::WORDS))]
+    #[arg(long, default_value = "none", value_parser = clap::builder::PossibleValuesParser::new(leasehold::schedule::CatchUp::WORDS), value_hint = ValueHint::Other)]
     pub catch_up: String,
 
     /// A slot not started within DUR of its time is recorded as missed, never run late.
-    #[arg(long, value_name = "DUR", value_parser = within(limits::DELAY))]
+    #[arg(long, value_name = "DUR", value_parser = within(limits::DELAY), value_hint = ValueHint::Other)]
     pub deadline: Option<Duration>,
 
     /// Each daemon waits a random part of DUR after a slot's time before it fires it.
-    #[arg(long, value_name = "DUR", default_value = "0", value_parser = within(limits::DELAY))]
+    #[arg(long, value_name = "DUR", default_value = "0", value_parser = within(limits::DELAY), value_hint = ValueHint::Other)]
     pub jitter: Duration,
 
     /// The TTL of the lease a command runs under (renewed while it runs).
-    #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
+    #[arg(long, default_value = "60s", value_parser = within(limits::TTL), value_hint = ValueHint::Other)]
     pub ttl: Duration,
 
     /// Time between SIGTERM and SIGKILL when a command must stop. Default: as `run`.
-    #[arg(long, value_parser = within(limits::GRACE))]
+    #[arg(long, value_parser = within(limits::GRACE), value_hint = ValueHint::Other)]
     pub grace: Option<Duration>,
 
     /// Enqueue a task to this queue at each slot instead of running a command.
-    #[arg(long, value_name = "QUEUE", conflicts_with = "command")]
+    #[arg(long, value_name = "QUEUE", conflicts_with = "command", value_hint = ValueHint::Other)]
     pub queue: Option<String>,
 
     /// With --queue: the task's payload (JSON). Default: null.
-    #[arg(long, value_name = "JSON", requires = "queue")]
+    #[arg(long, value_name = "JSON", requires = "queue", value_hint = ValueHint::Other)]
     pub payload: Option<String>,
 
     /// Replace a schedule of the same name (its slots' records are kept).
@@ -563,7 +615,7 @@ pub struct ScheduleShowArgs {
     pub name: LeaseName,
 
     /// How many of the latest slots' records to show.
-    #[arg(short = 'n', long, default_value_t = 20)]
+    #[arg(short = 'n', long, default_value_t = 20, value_hint = ValueHint::Other)]
     pub slots: u32,
 }
 
@@ -573,7 +625,7 @@ pub struct ScheduleNextArgs {
     pub name: LeaseName,
 
     /// How many slots to print.
-    #[arg(short = 'n', long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(short = 'n', long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000), value_hint = ValueHint::Other)]
     pub count: u32,
 }
 
@@ -584,7 +636,7 @@ pub struct CronArgs {
     pub only: Vec<LeaseName>,
 
     /// How often to read the schedules again (added, paused, removed).
-    #[arg(long, default_value = "2s", value_parser = within(limits::POLL_INTERVAL))]
+    #[arg(long, default_value = "2s", value_parser = within(limits::POLL_INTERVAL), value_hint = ValueHint::Other)]
     pub refresh: Duration,
 }
 
@@ -648,27 +700,27 @@ pub struct TaskAddArgs {
 
     /// The task's id (default: a generated one). The same id again is a no-op;
     /// with another payload it is an error.
-    #[arg(long, value_parser = parse_name, conflicts_with = "batch")]
+    #[arg(long, value_parser = parse_name, conflicts_with = "batch", value_hint = ValueHint::Other)]
     pub id: Option<LeaseName>,
 
     /// The task's JSON payload (default: null).
-    #[arg(long, value_parser = parse_json, conflicts_with = "batch")]
+    #[arg(long, value_parser = parse_json, conflicts_with = "batch", value_hint = ValueHint::Other)]
     pub payload: Option<serde_json::Value>,
 
     /// Higher is claimed first.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_hint = ValueHint::Other)]
     pub priority: i64,
 
     /// Not claimable before this much time has passed (on the store's clock).
-    #[arg(long, value_parser = within(limits::DELAY), conflicts_with = "at")]
+    #[arg(long, value_parser = within(limits::DELAY), conflicts_with = "at", value_hint = ValueHint::Other)]
     pub delay: Option<Duration>,
 
     /// Not claimable before this time (RFC 3339).
-    #[arg(long, value_parser = parse_start)]
+    #[arg(long, value_parser = parse_start, value_hint = ValueHint::Other)]
     pub at: Option<std::time::SystemTime>,
 
     /// Claims before the task is dead.
-    #[arg(long, default_value_t = leasehold::DEFAULT_MAX_ATTEMPTS, value_parser = parse_max_attempts)]
+    #[arg(long, default_value_t = leasehold::DEFAULT_MAX_ATTEMPTS, value_parser = parse_max_attempts, value_hint = ValueHint::Other)]
     pub max_attempts: u32,
 
     /// Read tasks as JSON lines from stdin: {"id": .., "payload": .., "priority": ..}
@@ -683,11 +735,11 @@ pub struct TaskClaimArgs {
     pub queue: LeaseName,
 
     /// How long the claim lives without a heartbeat.
-    #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
+    #[arg(long, default_value = "60s", value_parser = within(limits::TTL), value_hint = ValueHint::Other)]
     pub ttl: Duration,
 
     /// Owner label of the claim (default host:pid).
-    #[arg(long)]
+    #[arg(long, value_hint = ValueHint::Other)]
     pub owner: Option<String>,
 }
 
@@ -700,7 +752,7 @@ pub struct TaskRefArgs {
     pub id: LeaseName,
 
     /// The claim's token, from `task claim`.
-    #[arg(long, value_parser = parse_token)]
+    #[arg(long, value_parser = parse_token, value_hint = ValueHint::Other)]
     pub token: Token,
 }
 
@@ -710,7 +762,7 @@ pub struct TaskHeartbeatArgs {
     pub task: TaskRefArgs,
 
     /// New TTL from now (default: the claim's own TTL).
-    #[arg(long, value_parser = within(limits::TTL))]
+    #[arg(long, value_parser = within(limits::TTL), value_hint = ValueHint::Other)]
     pub ttl: Option<Duration>,
 }
 
@@ -720,7 +772,7 @@ pub struct TaskDoneArgs {
     pub task: TaskRefArgs,
 
     /// The task's result, as JSON.
-    #[arg(long, value_parser = parse_json)]
+    #[arg(long, value_parser = parse_json, value_hint = ValueHint::Other)]
     pub result: Option<serde_json::Value>,
 }
 
@@ -730,11 +782,11 @@ pub struct TaskFailArgs {
     pub task: TaskRefArgs,
 
     /// What went wrong (kept as the task's last error).
-    #[arg(long, default_value = "failed")]
+    #[arg(long, default_value = "failed", value_hint = ValueHint::Other)]
     pub error: String,
 
     /// Retry after this delay instead of the default exponential backoff.
-    #[arg(long, value_parser = within(limits::DELAY), conflicts_with = "no_retry")]
+    #[arg(long, value_parser = within(limits::DELAY), conflicts_with = "no_retry", value_hint = ValueHint::Other)]
     pub retry_in: Option<Duration>,
 
     /// Do not retry: the task is dead.
@@ -757,11 +809,11 @@ pub struct TaskListArgs {
     pub queue: LeaseName,
 
     /// Only tasks in this state (pending, running, done, dead).
-    #[arg(long, value_parser = parse_state)]
+    #[arg(long, value_parser = parse_state, value_hint = ValueHint::Other)]
     pub state: Option<leasehold::TaskState>,
 
     /// At most this many (at least 1); a cut list says that more exist.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..), value_hint = ValueHint::Other)]
     pub limit: u32,
 }
 
@@ -778,11 +830,11 @@ pub struct TaskPurgeArgs {
     pub queue: LeaseName,
 
     /// Which finished tasks: done or dead.
-    #[arg(long, value_parser = parse_state)]
+    #[arg(long, value_parser = parse_state, value_hint = ValueHint::Other)]
     pub state: leasehold::TaskState,
 
     /// Only those last updated longer ago than this.
-    #[arg(long, value_parser = within(limits::AGE))]
+    #[arg(long, value_parser = within(limits::AGE), value_hint = ValueHint::Other)]
     pub older_than: Duration,
 }
 
@@ -837,13 +889,13 @@ pub struct RunArgs {
     pub name: LeaseName,
 
     /// How long the grant lives without renewal.
-    #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
+    #[arg(long, default_value = "60s", value_parser = within(limits::TTL), value_hint = ValueHint::Other)]
     pub ttl: Duration,
 
     /// How often to renew. Default: TTL/3, shorter where the TTL is short
     /// (so that a late renewal still fits before the command must stop):
     /// 20s for --ttl 60s, 275ms for --ttl 2s, 75ms for --ttl 1s.
-    #[arg(long, value_parser = within(limits::HEARTBEAT))]
+    #[arg(long, value_parser = within(limits::HEARTBEAT), value_hint = ValueHint::Other)]
     pub heartbeat: Option<Duration>,
 
     #[command(flatten)]
@@ -851,7 +903,7 @@ pub struct RunArgs {
 
     /// When the lease is held (without --wait): fail (exit 11) or skip
     /// (exit 0, one line on stderr, for cron).
-    #[arg(long, value_parser = IfHeldParser, default_value = "fail", conflicts_with = "wait")]
+    #[arg(long, value_parser = IfHeldParser, default_value = "fail", conflicts_with = "wait", value_hint = ValueHint::Other)]
     pub if_held: IfHeld,
 
     #[command(flatten)]
@@ -859,11 +911,11 @@ pub struct RunArgs {
 
     /// Time between SIGTERM and SIGKILL when the command must stop.
     /// Default: TTL/5, at most 10s (10s for --ttl 60s, 2s for --ttl 10s).
-    #[arg(long, value_parser = within(limits::GRACE))]
+    #[arg(long, value_parser = within(limits::GRACE), value_hint = ValueHint::Other)]
     pub grace: Option<Duration>,
 
     /// Stop the command (exit 75) when it writes nothing to stdout/stderr for DUR.
-    #[arg(long, value_parser = within(limits::STALL), value_name = "DUR")]
+    #[arg(long, value_parser = within(limits::STALL), value_name = "DUR", value_hint = ValueHint::Other)]
     pub stall_timeout: Option<Duration>,
 
     /// With --stall-timeout: touching FILE also counts as progress.
@@ -871,7 +923,7 @@ pub struct RunArgs {
     pub progress_file: Option<std::path::PathBuf>,
 
     /// Owner label recorded with the grant (default host:pid).
-    #[arg(long)]
+    #[arg(long, value_hint = ValueHint::Other)]
     pub owner: Option<String>,
 
     /// The command and its arguments, run directly (no shell).
@@ -880,6 +932,7 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("store", |a| a.hide(true)))]
 pub struct LockArgs {
     /// The lock file (created if missing), or a directory, locked through
     /// `.leasehold.lock` inside it. A trailing slash (`state/my-agent/`)
@@ -914,26 +967,26 @@ pub struct WorkArgs {
     pub queue: LeaseName,
 
     /// How long each claim lives without a heartbeat.
-    #[arg(long, default_value = "60s", value_parser = within(limits::TTL))]
+    #[arg(long, default_value = "60s", value_parser = within(limits::TTL), value_hint = ValueHint::Other)]
     pub ttl: Duration,
 
     /// How often to renew a claim. Default: TTL/3, shorter where the TTL is
     /// short (20s for --ttl 60s, 275ms for --ttl 2s, 75ms for --ttl 1s).
-    #[arg(long, value_parser = within(limits::HEARTBEAT))]
+    #[arg(long, value_parser = within(limits::HEARTBEAT), value_hint = ValueHint::Other)]
     pub heartbeat: Option<Duration>,
 
     /// After SIGTERM to a command, how long before SIGKILL. Default: TTL/5,
     /// at most 10s (10s for --ttl 60s, 2s for --ttl 10s).
-    #[arg(long, value_parser = within(limits::GRACE))]
+    #[arg(long, value_parser = within(limits::GRACE), value_hint = ValueHint::Other)]
     pub grace: Option<Duration>,
 
     /// After `work` gets SIGTERM/SIGINT, how long running tasks may finish
     /// before they are stopped (their claims handed back).
-    #[arg(long, default_value = "10s", value_parser = within(limits::GRACE), value_name = "DUR")]
+    #[arg(long, default_value = "10s", value_parser = within(limits::GRACE), value_name = "DUR", value_hint = ValueHint::Other)]
     pub shutdown_timeout: Duration,
 
     /// How many tasks to run at once.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024), value_hint = ValueHint::Other)]
     pub concurrency: u32,
 
     /// Exit as soon as nothing is claimable now — even while a failed task
@@ -948,15 +1001,15 @@ pub struct WorkArgs {
     pub drain: bool,
 
     /// Exit after this many tasks.
-    #[arg(long)]
+    #[arg(long, value_hint = ValueHint::Other)]
     pub max_tasks: Option<u64>,
 
     /// Owner label of the claims (default host:pid).
-    #[arg(long)]
+    #[arg(long, value_hint = ValueHint::Other)]
     pub owner: Option<String>,
 
     /// Largest result kept from a command's stdout; more is cut (and said so).
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = 1 << 20, value_hint = ValueHint::Other)]
     pub result_limit: usize,
 
     /// The command to run for each task.
@@ -968,7 +1021,7 @@ pub struct WorkArgs {
 pub struct ServeArgs {
     /// Where to listen: an address or a host name, and a port (127.0.0.1:7878,
     /// `[::1]:7878`, localhost:7878). Anything but loopback needs --token-file.
-    #[arg(long, default_value = leasehold_serve::DEFAULT_LISTEN, value_name = "HOST:PORT")]
+    #[arg(long, default_value = leasehold_serve::DEFAULT_LISTEN, value_name = "HOST:PORT", value_hint = ValueHint::Other)]
     pub listen: String,
 
     /// A file whose first line is the token (at least 16 characters):
@@ -981,19 +1034,19 @@ pub struct ServeArgs {
     pub allow_actions: bool,
 
     /// How often the store is read (one reading serves every viewer).
-    #[arg(long, default_value = "1s", value_parser = within(limits::HEARTBEAT), value_name = "DUR")]
+    #[arg(long, default_value = "1s", value_parser = within(limits::HEARTBEAT), value_name = "DUR", value_hint = ValueHint::Other)]
     pub refresh: Duration,
 
     /// How long history entries followed by serve are kept in memory, so
     /// timelines reach back further than the store keeps (it prunes each
     /// name to its newest 1000 entries).
-    #[arg(long, default_value = "7d", value_parser = within(limits::AGE), value_name = "DUR")]
+    #[arg(long, default_value = "7d", value_parser = within(limits::AGE), value_name = "DUR", value_hint = ValueHint::Other)]
     pub retention: Duration,
 
     /// Answer requests that reach the page by this name too (repeatable).
     /// Without it only localhost, IP addresses and the --listen host are
     /// answered: a page elsewhere cannot read this one through DNS
     /// rebinding.
-    #[arg(long = "allow-host", value_name = "NAME")]
+    #[arg(long = "allow-host", value_name = "NAME", value_hint = ValueHint::Other)]
     pub allow_hosts: Vec<String>,
 }

@@ -65,13 +65,28 @@ impl std::fmt::Display for Table {
     }
 }
 
-/// The people's table of leases: one row per live grant, one row per free name.
+/// The most of a name or owner a lease table shows on a terminal, in
+/// characters: one 255-byte name must not make every row 300 columns wide.
+/// Into a pipe or file, and with `--json`, they are whole.
+pub const CELL_SHOWN_MAX: usize = 60;
+
+/// The people's table of leases: one row per live grant, one row per free
+/// name; names and owners cut to [`CELL_SHOWN_MAX`] on a terminal.
 pub fn lease_table(states: &[LeaseState]) -> Table {
+    use std::io::IsTerminal as _;
+    let terminal = std::io::stdout().is_terminal();
+    let cell = |s: &str| {
+        if terminal {
+            shorten(s, CELL_SHOWN_MAX)
+        } else {
+            s.to_owned()
+        }
+    };
     let mut table = Table::new(&["name", "mode", "token", "owner", "holder", "alive?", "expires in"]);
     for state in states {
         if state.grants.is_empty() {
             table.row([
-                state.name.to_string(),
+                cell(state.name.as_str()),
                 "free".into(),
                 format!("(last {})", state.last_token),
                 String::new(),
@@ -82,10 +97,10 @@ pub fn lease_table(states: &[LeaseState]) -> Table {
         }
         for g in &state.grants {
             table.row([
-                state.name.to_string(),
+                cell(state.name.as_str()),
                 g.mode.label().into(),
                 g.token.to_string(),
-                g.owner.clone(),
+                cell(&g.owner),
                 g.holder.to_string(),
                 alive(g).into(),
                 format_duration(g.expires_in),

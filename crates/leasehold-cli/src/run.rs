@@ -169,15 +169,17 @@ fn usage_error(e: clap::Error) -> u8 {
 
 /// `e` with the argument value it repeats cut to
 /// [`leasehold::VALUE_SHOWN_MAX`] characters (clap repeats it whole: a 4 KB
-/// name filled the terminal). The parsers' own messages show a value
-/// through [`leasehold::quoted`], which cuts it the same way.
+/// name filled the terminal) and escaped as tables escape text
+/// ([`crate::output::for_terminal`]: clap repeats a newline or a U+202E
+/// raw). The parsers' own messages show a value through
+/// [`leasehold::quoted`], which cuts and escapes it the same way.
 fn cut_long_value(mut e: clap::Error) -> clap::Error {
     use clap::error::{ContextKind, ContextValue};
-    if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue)
-        && value.chars().count() > leasehold::VALUE_SHOWN_MAX
-    {
-        let cut = leasehold::shorten(value, leasehold::VALUE_SHOWN_MAX);
-        e.insert(ContextKind::InvalidValue, ContextValue::String(cut));
+    if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue) {
+        let shown = crate::output::for_terminal(&leasehold::shorten(value, leasehold::VALUE_SHOWN_MAX));
+        if shown != *value {
+            e.insert(ContextKind::InvalidValue, ContextValue::String(shown));
+        }
     }
     e
 }

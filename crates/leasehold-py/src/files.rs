@@ -14,7 +14,11 @@ use crate::convert;
 use crate::errors::{self, OrRaise as _};
 
 fn options(mode: Option<u32>, json: bool) -> WriteOptions {
-    WriteOptions { mode, json }
+    WriteOptions {
+        mode,
+        json,
+        ..WriteOptions::default()
+    }
 }
 
 fn fence(fence: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Fence>> {

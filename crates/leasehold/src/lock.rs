@@ -76,8 +76,12 @@ pub enum LockError {
     )]
     Symlink { path: PathBuf },
 
-    #[error("refusing to lock {path}: it is not a regular file or a directory; choose another path")]
-    NotAFile { path: PathBuf },
+    /// A socket, FIFO or device at the path (`kind` says which).
+    #[error(
+        "refusing to lock {path}: it is a {kind}, not a regular file or a directory; a lock file is \
+         a regular file leasehold may create: choose another path"
+    )]
+    NotAFile { path: PathBuf, kind: &'static str },
 
     /// The path names a directory (`named_by` a trailing slash or `--dir`)
     /// but something else is there.
@@ -411,12 +415,20 @@ fn open(path: &Path, options: LockOptions) -> Result<Opened, LockError> {
     let fd = match fd {
         Ok(fd) => fd,
         Err(rustix::io::Errno::LOOP) => return Err(LockError::Symlink { path }),
+        // A socket cannot be opened at all ("No such device or address"):
+        // say what it is.
+        Err(rustix::io::Errno::NXIO) => {
+            let st = rustix::fs::lstat(&at).map_err(|e| io_err("inspect", e.into()))?;
+            let kind = symlinks::kind(rustix::fs::FileType::from_raw_mode(st.st_mode));
+            return Err(LockError::NotAFile { path, kind });
+        }
         Err(e) => return Err(io_err("open", e.into())),
     };
     let file = File::from(fd);
     let meta = file.metadata().map_err(|e| io_err("inspect", e))?;
     if !meta.is_file() {
-        return Err(LockError::NotAFile { path });
+        let kind = symlinks::kind(rustix::fs::FileType::from_raw_mode(meta.mode()));
+        return Err(LockError::NotAFile { path, kind });
     }
     Ok(Opened { file, path, at })
 }
@@ -437,8 +449,9 @@ fn recorded_pid(file: &File) -> Option<u32> {
     pid.trim_end().parse().ok()
 }
 
-/// Who holds the lock `file` could not take (see [`Holders`]).
-fn holders(file: &File) -> Holders {
+/// Who holds the lock `file` could not take (see [`Holders`]); also what
+/// a state file write waiting for `FILE.lock` says ([`crate::files`]).
+pub(crate) fn holders(file: &File) -> Holders {
     let recorded = || {
         recorded_pid(file)
             .filter(|&pid| pid != 0)

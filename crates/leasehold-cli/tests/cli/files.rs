@@ -28,6 +28,14 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_write_waits_for_an_update_holding_the_lock,
     strace_shows_fsync_before_rename_and_the_directory_fsync_before_exit,
     fenced_writes_under_run_record_the_grant_and_refuse_a_reissued_token,
+    sigterm_to_update_stops_its_filter_group_and_writes_nothing,
+    kill_9_of_update_takes_its_filter_with_it,
+    a_write_behind_a_hung_filter_names_the_holder_and_honours_wait,
+    write_keeps_extended_attributes,
+    write_refuses_a_hard_linked_file_unless_told_to_break_the_links,
+    the_fence_record_names_its_lease_and_refuses_another_leases_token,
+    fence_token_zero_is_refused,
+    a_socket_at_the_lock_path_of_a_state_file_is_named,
 ];
 
 /// `leasehold ARGS` with `stdin`; (exit code, stdout, stderr).
@@ -589,7 +597,11 @@ fn fenced_writes_under_run_record_the_grant_and_refuse_a_reissued_token() {
     let seen = fs::read_to_string(env.file("grant")).unwrap();
     let (token, grant) = seen.split_once(' ').unwrap();
     assert_eq!(grant.len(), 16, "{seen:?}");
-    assert_eq!(fs::read_to_string(env.file("out.fence")).unwrap(), format!("{seen}\n"));
+    // The lease is recorded too: `run` exports LEASEHOLD_NAME.
+    assert_eq!(
+        fs::read_to_string(env.file("out.fence")).unwrap(),
+        format!("{seen} lease job\n")
+    );
     // The same token, named by another grant: refused, nothing changed.
     let other = if grant == "0000000000000001" {
         "0000000000000002"
@@ -622,7 +634,10 @@ fn fenced_writes_under_run_record_the_grant_and_refuse_a_reissued_token() {
         run_in(&env, &["write", "out", "--fence-token", token], b"token only").0,
         0
     );
-    assert_eq!(fs::read_to_string(env.file("out.fence")).unwrap(), format!("{seen}\n"));
+    assert_eq!(
+        fs::read_to_string(env.file("out.fence")).unwrap(),
+        format!("{seen} lease job\n")
+    );
     // A malformed grant is a usage error.
     let (code, _, err) = run_in(
         &env,
@@ -630,4 +645,272 @@ fn fenced_writes_under_run_record_the_grant_and_refuse_a_reissued_token() {
         b"x",
     );
     assert_eq!(code, 2, "{err}");
+}
+
+/// Whether `pid` runs (a zombie does not: it only waits to be reaped).
+fn running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Issue 41, item 11: SIGTERM to `update` left its filter running,
+/// orphaned. Now the filter's whole group (the filter and what it started)
+/// is stopped, `update` exits 143 and FILE keeps its old content.
+fn sigterm_to_update_stops_its_filter_group_and_writes_nothing() {
+    let env = Env::new();
+    let f = env.file("state");
+    put(&f, b"old\n");
+    // The filter and a child of it, both long-lived, their pids recorded.
+    // (Its stderr away from the test's pipe, which an orphan would hold open.)
+    let script = "sleep 120 2>/dev/null & echo $$ $! > pids.tmp && mv pids.tmp pids; wait; echo new";
+    let update = env.spawn(&["update", "state", "--", "sh", "-c", script]);
+    env.wait_for("pids");
+    let pids = env.pids("pids");
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    // A second update, waiting for FILE.lock (its descriptor open): SIGTERM
+    // ends it at once, before its filter ever runs.
+    let waiting = env.spawn(&["update", "state", "--", "sh", "-c", "touch second-ran"]);
+    let lock = env.file("state.lock");
+    let has_lock_open = |pid: u32| {
+        fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.flatten()
+                .any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == lock))
+        })
+    };
+    assert!(
+        leasehold_testkit::wait::wait_until(Duration::from_secs(20), || has_lock_open(waiting.id())).is_some(),
+        "the second update never opened state.lock"
+    );
+    crate::util::signal(waiting.id(), "TERM");
+    let (code, _, err) = crate::util::finish(waiting, Duration::from_secs(20));
+    assert_eq!(code, 143, "{err}");
+    assert!(
+        err.contains("stopped by SIGTERM before the filter ran; state is unchanged"),
+        "{err}"
+    );
+    assert!(!env.file("second-ran").exists());
+    crate::util::signal(update.id(), "TERM");
+    let (code, _, err) = crate::util::finish(update, Duration::from_secs(20));
+    assert_eq!(code, 143, "{err}");
+    assert!(
+        err.contains("stopped by SIGTERM: the filter sh was stopped with it; state is unchanged"),
+        "{err}"
+    );
+    assert!(
+        leasehold_testkit::wait::wait_until(Duration::from_secs(20), || !pids.iter().any(|&p| running(p))).is_some(),
+        "the filter's group outlived update: {:?} still run",
+        pids.iter().filter(|&&p| running(p)).collect::<Vec<_>>()
+    );
+    assert_eq!(fs::read(&f).unwrap(), b"old\n");
+}
+
+/// The backstop: kill -9 gives `update` no chance to act, and the filter
+/// (`PR_SET_PDEATHSIG`) dies with it all the same.
+fn kill_9_of_update_takes_its_filter_with_it() {
+    let env = Env::new();
+    put(&env.file("state"), b"old\n");
+    // Its stderr away from the test's pipe, which an orphan would hold open.
+    let script = "echo $$ > pid.tmp && mv pid.tmp pid; exec sleep 120 2>/dev/null";
+    let mut update = env.spawn(&["update", "state", "--", "sh", "-c", script]);
+    env.wait_for("pid");
+    let filter = env.pids("pid")[0];
+    crate::util::signal(update.id(), "KILL");
+    update.wait().unwrap();
+    assert!(
+        leasehold_testkit::wait::wait_until(Duration::from_secs(20), || !running(filter)).is_some(),
+        "the filter (pid {filter}) outlived update, orphaned"
+    );
+    assert_eq!(fs::read(env.file("state")).unwrap(), b"old\n");
+}
+
+/// A filter that hangs held FILE.lock, and every `write` to FILE waited
+/// silently. Now a write says which lock it waits for and who holds it,
+/// and `--wait DUR` ends the wait: exit 11, FILE unchanged.
+fn a_write_behind_a_hung_filter_names_the_holder_and_honours_wait() {
+    let env = Env::new();
+    let f = env.file("state");
+    put(&f, b"old\n");
+    let update = env.spawn(&["update", "state", "--", "sh", "-c", "touch started; sleep 120"]);
+    env.wait_for("started");
+    let started = Instant::now();
+    let (code, _, err) = run_in(&env, &["write", arg(&f), "--wait", "1s"], b"new\n");
+    let took = started.elapsed();
+    let lock = format!("{}.lock", f.display());
+    let holder = update.id();
+    assert_eq!(code, 11, "{err}");
+    assert!(
+        err.contains(&format!(
+            "waiting for {lock}, held by pid {holder}, to write {} (at most 1s)",
+            f.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{lock} is still held by pid {holder} after waiting 1s; {} is unchanged",
+            f.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(15),
+        "{took:?}"
+    );
+    assert_eq!(fs::read(&f).unwrap(), b"old\n");
+    crate::util::signal(update.id(), "TERM");
+    assert_eq!(crate::util::finish(update, Duration::from_secs(20)).0, 143);
+    // Free again: the write goes through at once.
+    assert_eq!(run_in(&env, &["write", arg(&f), "--wait", "1s"], b"new\n").0, 0);
+    assert_eq!(fs::read(&f).unwrap(), b"new\n");
+}
+
+/// `write` replaced the file with a new inode and dropped its extended
+/// attributes (ACLs and security labels live there). Now they are set on
+/// the new file before the rename.
+fn write_keeps_extended_attributes() {
+    let env = Env::new();
+    let f = env.file("state");
+    put(&f, b"old\n");
+    match rustix::fs::setxattr(&f, "user.owner-note", b"keep me", rustix::fs::XattrFlags::empty()) {
+        Err(rustix::io::Errno::NOTSUP) => {
+            leasehold_testkit::unavailable(
+                "the test directory's filesystem has no user extended attributes".to_owned(),
+            );
+        }
+        other => other.unwrap(),
+    }
+    rustix::fs::setxattr(&f, "user.empty", b"", rustix::fs::XattrFlags::empty()).unwrap();
+    for verb in [&["write", "state"][..], &["update", "state", "--", "tr", "a-z", "A-Z"]] {
+        let (code, _, err) = run_in(&env, verb, b"new\n");
+        assert_eq!(code, 0, "{err}");
+        let mut value = [0; 64];
+        let n = rustix::fs::getxattr(&f, "user.owner-note", &mut value[..])
+            .unwrap_or_else(|e| panic!("{verb:?} dropped the attribute user.owner-note: {e}"));
+        assert_eq!(&value[..n], b"keep me");
+        assert_eq!(rustix::fs::getxattr(&f, "user.empty", &mut value[..]), Ok(0));
+    }
+    assert_eq!(fs::read(&f).unwrap(), b"NEW\n");
+}
+
+/// `write` renamed a new file over one name of a hard-linked file: the
+/// other names silently kept the old content. Now it is refused, naming
+/// the links, unless `--break-hard-links` says to.
+fn write_refuses_a_hard_linked_file_unless_told_to_break_the_links() {
+    let env = Env::new();
+    let (f, other) = (env.file("state"), env.file("other-name"));
+    put(&f, b"old\n");
+    fs::hard_link(&f, &other).unwrap();
+    let (code, _, err) = run_in(&env, &["write", arg(&f)], b"new\n");
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} has 2 hard links; replacing it would leave the other link with the old content, so nothing was written",
+            f.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        (fs::read(&f).unwrap(), fs::read(&other).unwrap()),
+        (b"old\n".to_vec(), b"old\n".to_vec())
+    );
+    let (code, _, err) = run_in(&env, &["write", arg(&f), "--break-hard-links"], b"new\n");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        (fs::read(&f).unwrap(), fs::read(&other).unwrap()),
+        (b"new\n".to_vec(), b"old\n".to_vec())
+    );
+}
+
+/// The fence record named no lease, so another lease's token 10 locked the
+/// real holder (token 3) out with "token 10 was already written" and no
+/// hint. Now the record names the lease, a token of another lease is
+/// refused naming both (whatever the tokens), `--fence-new-lease` moves
+/// the file to a lease, and records without a lease are still read.
+fn the_fence_record_names_its_lease_and_refuses_another_leases_token() {
+    let env = Env::new();
+    let fence = |token: &str, lease: &str, extra: &[&str], data: &[u8]| {
+        let mut args = vec!["write", "out", "--fence-token", token, "--fence-lease", lease];
+        args.extend_from_slice(extra);
+        run_in(&env, &args, data)
+    };
+    assert_eq!(fence("10", "other-job", &[], b"other\n").0, 0);
+    assert_eq!(
+        fs::read_to_string(env.file("out.fence")).unwrap(),
+        "10 lease other-job\n"
+    );
+    let (code, _, err) = fence("3", "nightly", &[], b"nightly\n");
+    assert_eq!(code, 13, "{err}");
+    assert!(
+        err.contains(
+            "out is fenced by lease other-job (token 10 written), not by lease nightly; the file is unchanged"
+        ),
+        "{err}"
+    );
+    // The other way round too: a higher token of another lease is no newer.
+    let (code, _, err) = fence("11", "nightly", &[], b"nightly\n");
+    assert_eq!(code, 13, "{err}");
+    assert_eq!(fs::read(env.file("out")).unwrap(), b"other\n");
+    // Said on purpose: the file now belongs to nightly.
+    let (code, _, err) = fence("3", "nightly", &["--fence-new-lease"], b"nightly\n");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read_to_string(env.file("out.fence")).unwrap(), "3 lease nightly\n");
+    // A stale token of the same lease names the lease in its refusal.
+    let (code, _, err) = fence("2", "nightly", &[], b"stale\n");
+    assert_eq!(code, 13, "{err}");
+    assert!(err.contains("token 3 of lease nightly was already written"), "{err}");
+    // Under `run`, the lease comes from LEASEHOLD_NAME with the token.
+    let (code, _, err) = env.run_with(
+        &["write", "out", "--fence-token", "4"],
+        &[("LEASEHOLD_TOKEN", "4"), ("LEASEHOLD_NAME", "other-job")],
+    );
+    assert_eq!(code, 13, "{err}");
+    assert!(err.contains("fenced by lease nightly"), "{err}");
+    // An old record (a token alone) is read and judged by its token.
+    put(&env.file("old.fence"), b"10\n");
+    let (code, _, err) = run_in(
+        &env,
+        &["write", "old", "--fence-token", "3", "--fence-lease", "nightly"],
+        b"x",
+    );
+    assert_eq!(code, 13, "{err}");
+    assert!(err.contains("token 10 was already written;"), "{err}");
+    assert_eq!(
+        run_in(
+            &env,
+            &["write", "old", "--fence-token", "10", "--fence-lease", "nightly"],
+            b"x"
+        )
+        .0,
+        0
+    );
+    assert_eq!(fs::read_to_string(env.file("old.fence")).unwrap(), "10 lease nightly\n");
+}
+
+/// Tokens start at 1: `--fence-token 0` was accepted (and recorded).
+fn fence_token_zero_is_refused() {
+    let env = Env::new();
+    let (code, _, err) = run_in(&env, &["write", "out", "--fence-token", "0"], b"x");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("\"0\" is not a fencing token: stores issue tokens from 1 up"),
+        "{err}"
+    );
+    assert!(!env.file("out").exists() && !env.file("out.fence").exists());
+}
+
+/// A socket at `FILE.lock` said "No such device or address" (ENXIO at
+/// open), as for `lock`: now it is named, FILE unchanged.
+fn a_socket_at_the_lock_path_of_a_state_file_is_named() {
+    let env = Env::new();
+    put(&env.file("state"), b"old\n");
+    let _listener = std::os::unix::net::UnixListener::bind(env.file("state.lock")).unwrap();
+    let (code, _, err) = run_in(&env, &["write", "state"], b"new\n");
+    assert_eq!(code, 65, "{err}");
+    assert!(
+        err.contains("state.lock is a socket, not a regular file; it cannot be a lock file; nothing was written"),
+        "{err}"
+    );
+    assert_eq!(fs::read(env.file("state")).unwrap(), b"old\n");
 }

@@ -13,6 +13,10 @@ use serde_json::Value;
 use crate::util::Env;
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
+    acquire_after_waiting_says_it_waited_and_does_not_advise_waiting,
+    fence_after_a_release_says_it_was_released_and_what_is_live,
+    held_messages_and_usage_errors_escape_hidden_characters,
+    list_cuts_a_long_name_on_a_terminal_and_keeps_it_whole_elsewhere,
     acquire_prints_the_token_and_a_second_acquire_is_held,
     tokens_grow_across_release_and_renew_and_release_are_token_scoped,
     an_explicit_owner_scopes_release_and_makes_acquire_idempotent,
@@ -212,7 +216,7 @@ fn fence_runs_the_command_only_for_the_current_token() {
     let (code, _, err) = env.run(&["fence", "pub", "--token", &t1s, "--", "sh", "-c", &touch]);
     assert_eq!(code, 13, "{err}");
     assert!(
-        err.contains("refused") && err.contains(&format!("newest token {t2}")),
+        err.contains("refused: its grant was released at ") && err.contains(&format!("token {t2} live now")),
         "{err}"
     );
     assert!(!marker.exists(), "a refused fence must not run the command");
@@ -878,4 +882,104 @@ fn closed_standard_streams_never_become_a_file_leasehold_opens() {
     assert!(status.success(), "{status:?}");
     let fd: u32 = std::fs::read_to_string(&out).unwrap().trim().parse().unwrap();
     assert!(fd > 2, "the lock file took descriptor {fd}");
+}
+
+/// Issue 41, item 8: `acquire --wait 1s` advised "wait with --wait" after
+/// it had waited. Now it says it waited 1s and the name is still held.
+fn acquire_after_waiting_says_it_waited_and_does_not_advise_waiting() {
+    let env = Env::new();
+    env.acquire(&["job", "--ttl", "60s"]);
+    let (code, _, err) = env.run(&["acquire", "job", "--wait", "1s"]);
+    assert_eq!(code, 11, "{err}");
+    assert!(
+        err.contains("leasehold: job is still held after waiting 1s: exclusive by"),
+        "{err}"
+    );
+    assert!(!err.contains("wait with --wait"), "{err}");
+    // Without --wait, waiting is still the advice.
+    let (code, _, err) = env.run(&["acquire", "job"]);
+    assert_eq!(code, 11, "{err}");
+    assert!(
+        err.contains("job is held: ") && err.contains("wait with --wait"),
+        "{err}"
+    );
+}
+
+/// `fence` after a release said "its grant is no longer live (newest token
+/// 1)": whether it was released or expired, and who holds the name now,
+/// were left to guess. Now the store's history says.
+fn fence_after_a_release_says_it_was_released_and_what_is_live() {
+    let env = Env::new();
+    let token = env.acquire(&["job"]).to_string();
+    assert_eq!(env.run(&["release", "job", "--token", &token]).0, 0);
+    let (code, _, err) = env.run(&["fence", "job", "--token", &token, "--", "touch", "ran"]);
+    assert_eq!(code, 13, "{err}");
+    assert!(
+        err.contains(&format!("token {token} of job refused: its grant was released at ")),
+        "{err}"
+    );
+    assert!(
+        err.contains("; no grant of job is live now; the command was not run"),
+        "{err}"
+    );
+    let newer = env.acquire(&["job"]).to_string();
+    let (code, _, err) = env.run(&["fence", "job", "--token", &token]);
+    assert_eq!(code, 13, "{err}");
+    assert!(err.contains(&format!("; token {newer} live now;")), "{err}");
+    assert!(!env.file("ran").exists());
+}
+
+/// The "is held" message printed a name's U+202E raw (tables escape it),
+/// and clap's usage error repeated a name with a raw newline: both are
+/// escaped as tables escape text now.
+fn held_messages_and_usage_errors_escape_hidden_characters() {
+    let env = Env::new();
+    let name = "invoice\u{202e}fdp.exe";
+    env.acquire(&[name]);
+    let (code, _, err) = env.run(&["acquire", name]);
+    assert_eq!(code, 11, "{err}");
+    assert!(!err.contains('\u{202e}'), "a raw U+202E: {err:?}");
+    assert!(err.contains("invoice\\u{202e}fdp.exe is held"), "{err}");
+    let (code, _, err) = env.run(&["acquire", "two\nlines"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("invalid value 'two\\u{a}lines'"), "{err}");
+    assert!(!err.contains("two\nlines"), "a raw newline: {err:?}");
+}
+
+/// One 255-byte name made every row of `list` 300 columns wide. On a
+/// terminal names are cut (with an ellipsis); into a pipe and with --json
+/// they are whole.
+fn list_cuts_a_long_name_on_a_terminal_and_keeps_it_whole_elsewhere() {
+    leasehold_testkit::need_program("script", "util-linux");
+    let env = Env::new();
+    let long = "n".repeat(255);
+    env.acquire(&[&long]);
+    env.acquire(&["short"]);
+    let shell = env
+        .std_cmd(&[])
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+        .collect::<Vec<_>>();
+    let out = Command::new("script")
+        .args(["-q", "-e", "-c"])
+        .arg(format!("'{}' list", crate::util::bin().display()))
+        .arg("/dev/null")
+        .envs(shell)
+        .env("COLUMNS", "400")
+        .current_dir(env.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(screen.contains("short"), "{screen}");
+    assert!(!screen.contains(&long), "the whole name on a terminal: {screen}");
+    assert!(screen.contains(&format!("{}…", "n".repeat(59))), "{screen}");
+    let widest = screen.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest < 255, "{widest} columns: {screen}");
+    // Into a pipe, and as JSON: whole.
+    let (code, piped, err) = env.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(piped.contains(&long), "{piped}");
+    let (_, listed, _) = env.run(&["--json", "list"]);
+    assert!(listed.contains(&long), "{listed}");
 }

@@ -19,6 +19,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_file_of_another_owner_is_left_byte_identical_however_it_is_locked,
     a_script_can_lock_itself_and_still_run,
     a_lock_file_it_created_records_its_exclusive_holder,
+    a_socket_or_fifo_as_the_lock_path_is_named_and_refused,
 ];
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -300,4 +301,35 @@ fn a_lock_file_it_created_records_its_exclusive_holder() {
     assert_eq!(code, 0);
     assert_eq!(env.run(&lock_args("app.lock", &[], "true")).0, 0);
     assert_eq!(std::fs::read_to_string(env.file("app.lock")).unwrap(), "mine\n");
+}
+
+/// Issue 41, item 12: a Unix socket as the lock path said "No such device
+/// or address" (open(2)'s ENXIO). Now what is there is named and refused;
+/// a FIFO too, the command never run.
+fn a_socket_or_fifo_as_the_lock_path_is_named_and_refused() {
+    let env = Env::new();
+    let socket = env.file("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let fifo = env.file("pipe");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    for (path, kind) in [(&socket, "socket"), (&fifo, "FIFO")] {
+        let (code, _, err) = env.run(&lock_args(path.to_str().unwrap(), &[], "touch ran"));
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!(
+                "refusing to lock {}: it is a {kind}, not a regular file or a directory",
+                path.display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("No such device"), "{err}");
+        assert!(!env.file("ran").exists());
+    }
 }

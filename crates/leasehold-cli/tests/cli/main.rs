@@ -6,6 +6,7 @@ mod clock;
 mod damaged;
 mod files;
 mod grants;
+mod help;
 mod identity;
 mod json;
 mod lease;
@@ -34,6 +35,7 @@ fn main() {
         damaged::TESTS,
         files::TESTS,
         grants::TESTS,
+        help::TESTS,
         identity::TESTS,
         json::TESTS,
         lease::TESTS,

@@ -83,7 +83,7 @@ fn a_restored_store_reissues_no_token_a_sink_accepts_and_a_bump_lets_holders_wri
     let (mark, mark_grant) = before_loss.last().cloned().unwrap();
     assert_eq!(
         fs::read_to_string(env.file("out.fence")).unwrap(),
-        format!("{mark} {mark_grant}\n")
+        format!("{mark} {mark_grant} lease job\n")
     );
 
     // The store is lost and restored from the backup: it issues the last

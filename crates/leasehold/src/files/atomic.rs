@@ -112,11 +112,17 @@ pub trait Ops {
 #[derive(Debug)]
 pub struct DirOps<'a> {
     dir: BorrowedFd<'a>,
+    /// Extended attributes of the file replaced, set on the temp file
+    /// after its mode and owner ([`super::xattr`]).
+    pub xattrs: Vec<super::xattr::Xattr>,
 }
 
 impl<'a> DirOps<'a> {
     pub fn new(dir: BorrowedFd<'a>) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            xattrs: Vec::new(),
+        }
     }
 }
 
@@ -128,7 +134,8 @@ impl Ops for DirOps<'_> {
         // Without an explicit mode the kernel applies the umask to 0644.
         let initial = if perm.mode.is_some() { 0o600 } else { 0o644 };
         let fd = rustix::fs::openat(self.dir, name, flags, Mode::from_raw_mode(initial))?;
-        if let Err(e) = set_perm(&fd, perm) {
+        // After chown, which clears security.capability.
+        if let Err(e) = set_perm(&fd, perm).and_then(|()| super::xattr::apply(&fd, &self.xattrs)) {
             let _ = self.remove(name);
             return Err(e);
         }
@@ -287,10 +294,22 @@ pub fn clean_stale_temps(dir: BorrowedFd<'_>, target: &OsStr, max_age: Duration)
 }
 
 /// Replace `target` with `data` durably: the public write path. Keeps the
-/// existing file's mode and owner unless `mode` is given; cleans up stale
-/// temp files first.
-pub fn write_target(target: &Target, data: &[u8], mode: Option<u32>) -> Result<(), FileError> {
-    write_target_with(target, data, mode, &mut DirOps::new(target.dir.as_fd()))
+/// existing file's mode and owner unless `mode` is given, and its extended
+/// attributes; refuses a file with other hard links unless
+/// `break_hard_links` ([`FileError::HardLinked`]); cleans up stale temp
+/// files first.
+pub fn write_target(target: &Target, data: &[u8], mode: Option<u32>, break_hard_links: bool) -> Result<(), FileError> {
+    let mut ops = DirOps::new(target.dir.as_fd());
+    if let Some(existing) = target.existing()? {
+        if existing.links > 1 && !break_hard_links {
+            return Err(FileError::HardLinked {
+                path: target.path.clone(),
+                links: existing.links,
+            });
+        }
+        ops.xattrs = super::xattr::read(target)?;
+    }
+    write_target_with(target, data, mode, &mut ops)
 }
 
 /// [`write_target`] through any [`Ops`] (tests pass a faulty one).
@@ -302,7 +321,9 @@ pub fn write_target_with<O: Ops>(
 ) -> Result<(), FileError> {
     let existing = target.existing()?;
     let perm = match existing {
-        Some(Existing { mode: old, uid, gid }) => Perm {
+        Some(Existing {
+            mode: old, uid, gid, ..
+        }) => Perm {
             mode: Some(mode.unwrap_or(old)),
             owner: Some((uid, gid)),
         },

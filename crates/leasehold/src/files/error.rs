@@ -108,19 +108,42 @@ pub enum FileError {
     )]
     CorruptFence { path: PathBuf, reason: String },
 
-    /// A fenced write with a token lower than one already written.
+    /// A fenced write with a token lower than one already written (of
+    /// `lease`, when the record names it).
     #[error(
-        "stale fencing token {token} for {}: token {highest} was already written; the file is \
+        "stale fencing token {token} for {}: token {highest}{} was already written; the file is \
          unchanged. The holder of token {token} must stop writing. (If no grant newer than \
          {token} was made, the store lost data and issued tokens again — wiped, flushed, \
          replaced or restored: raise its tokens with `leasehold migrate --bump-tokens N`, N \
          above {highest}.)",
-        path.display()
+        path.display(),
+        lease.as_deref().map(|l| format!(" of lease {}", crate::escape_hidden(l))).unwrap_or_default()
     )]
     StaleToken {
         path: PathBuf,
         token: Token,
         highest: Token,
+        lease: Option<String>,
+    },
+
+    /// A fenced write naming a lease other than the one the record names:
+    /// tokens of two leases say nothing about each other, so it is refused
+    /// whatever the tokens, unless the writer says the file now belongs to
+    /// its lease ([`FencedFile::for_new_lease`](super::FencedFile::for_new_lease)).
+    #[error(
+        "{} is fenced by lease {} (token {recorded_token} written), not by lease {}; the file is \
+         unchanged. A token of one lease says nothing about another's: write with a token of \
+         {1}, or, if the file now belongs to {2}, say so (`--fence-new-lease`)",
+        path.display(),
+        crate::escape_hidden(recorded_lease),
+        crate::escape_hidden(lease)
+    )]
+    OtherLease {
+        path: PathBuf,
+        token: Token,
+        lease: String,
+        recorded_token: Token,
+        recorded_lease: String,
     },
 
     /// A fenced write whose token equals the record's but whose grant is
@@ -141,6 +164,32 @@ pub enum FileError {
         recorded: GrantId,
         grant: GrantId,
     },
+
+    /// Another process kept `FILE.lock` (an update whose filter hangs, a
+    /// writer) for the whole wait the writer allowed.
+    #[error(
+        "{} is still held by {holders} after waiting {}; {} is unchanged",
+        lock.display(),
+        crate::format_duration(*waited),
+        path.display()
+    )]
+    LockHeld {
+        path: PathBuf,
+        lock: PathBuf,
+        holders: String,
+        waited: std::time::Duration,
+    },
+
+    /// The file has other hard links: replacing it (a rename) would give
+    /// only this name the new content and leave the others with the old.
+    #[error(
+        "{} has {links} hard links; replacing it would leave the other {} with the old content, \
+         so nothing was written. Write to a file with one link, or allow it (`--break-hard-links`, \
+         `WriteOptions::break_hard_links`)",
+        path.display(),
+        if *links == 2 { "link".to_owned() } else { format!("{} links", links - 1) }
+    )]
+    HardLinked { path: PathBuf, links: u64 },
 
     /// The new content was renamed into place but the directory fsync
     /// failed: the file holds the new content now, but it may not survive a
@@ -173,7 +222,8 @@ impl FileError {
             Self::NoSpace { .. } => ErrorKind::DiskFull,
             Self::ReadOnly { .. } => ErrorKind::ReadOnly,
             Self::PermissionDenied { .. } => ErrorKind::Permission,
-            Self::StaleToken { .. } | Self::ReissuedToken { .. } => ErrorKind::Stale,
+            Self::StaleToken { .. } | Self::ReissuedToken { .. } | Self::OtherLease { .. } => ErrorKind::Stale,
+            Self::LockHeld { .. } => ErrorKind::Held,
             Self::Corrupt { .. } | Self::CorruptFence { .. } => ErrorKind::Corrupt,
             // Not the path's fault: the directory is not there (yet).
             Self::UnsafeDirectory {
@@ -187,7 +237,8 @@ impl FileError {
             | Self::TrailingSlash { .. }
             | Self::Symlink { .. }
             | Self::UnsafeDirectory { .. }
-            | Self::NotRegular { .. } => ErrorKind::InvalidInput,
+            | Self::NotRegular { .. }
+            | Self::HardLinked { .. } => ErrorKind::InvalidInput,
         }
     }
 

@@ -1,13 +1,17 @@
 //! The fence record: the highest fencing token ever written to a file and,
-//! when the writer said, the grant that wrote it — one line, `TOKEN` or
-//! `TOKEN GRANT` (a [`GrantId`]). It only moves up, it is itself replaced
-//! atomically and durably, and a record that does not parse is an error —
-//! never reset, since a reset would let a stale holder write again.
+//! when the writer said, the grant that wrote it and the lease it is of —
+//! one line, `TOKEN`, `TOKEN GRANT` (a [`GrantId`]), and either followed
+//! by ` lease NAME`. It only moves up, it is itself replaced atomically
+//! and durably, and a record that does not parse is an error — never
+//! reset, since a reset would let a stale holder write again.
 //!
 //! The grant is there for stores restored from an older copy, which issue
 //! tokens again: a second grant with the token of the record is refused
 //! even though its token is not lower (docs/STATE-FILES.md, "Fenced
-//! writes", has the table of old and new writers and records).
+//! writes", has the table of old and new writers and records). The lease
+//! is there because tokens of two leases say nothing about each other: a
+//! token of another lease is refused, naming both, unless the writer says
+//! the file now belongs to its lease.
 
 use std::fmt;
 
@@ -16,9 +20,12 @@ use super::error::FileError;
 use super::target::Target;
 use crate::{Grant, GrantId, Token};
 
-/// A record longer than this is not a fence record (20 digits, a space and
-/// 16 hexadecimal digits fit).
-const MAX_LEN: usize = 64;
+/// A record longer than this is not a fence record (20 digits, a space,
+/// 16 hexadecimal digits, ` lease ` and a 255-byte name fit).
+const MAX_LEN: usize = 320;
+
+/// What comes before the lease's name in a record.
+const LEASE_MARK: &str = " lease ";
 
 /// What a fenced write presents and a fence record keeps: a token and, when
 /// known, the grant holding it. A bare [`Token`] converts into a `Fence`
@@ -44,6 +51,39 @@ pub const GRANT_VAR: &str = "LEASEHOLD_GRANT";
 
 /// The variable `leasehold run` sets to the grant's token.
 pub const TOKEN_VAR: &str = "LEASEHOLD_TOKEN";
+
+/// The variable `leasehold run` sets to the lease's name.
+pub const NAME_VAR: &str = "LEASEHOLD_NAME";
+
+/// The lease of the `leasehold run` this process runs under when `token`
+/// is that grant's (`LEASEHOLD_TOKEN` equal to it and `LEASEHOLD_NAME`
+/// set): a command under `run` names its lease without passing anything.
+#[must_use]
+pub fn lease_from_env(token: Token) -> Option<String> {
+    let ours = std::env::var(TOKEN_VAR).ok().and_then(|t| t.parse::<Token>().ok()) == Some(token);
+    ours.then(|| std::env::var(NAME_VAR).ok())
+        .flatten()
+        .filter(|n| !n.is_empty())
+}
+
+/// A whole fence record: the [`Fence`] and, when the writer named it, the
+/// lease the token is of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub fence: Fence,
+    pub lease: Option<String>,
+}
+
+/// The record's line, without its newline.
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fence.fmt(f)?;
+        match &self.lease {
+            Some(lease) => write!(f, "{LEASE_MARK}{lease}"),
+            None => Ok(()),
+        }
+    }
+}
 
 impl Fence {
     /// The fence of `grant`: its token and its identity.
@@ -104,19 +144,20 @@ impl fmt::Display for Fence {
 }
 
 /// The record, or `None` when there is none yet.
-pub fn read(fence: &Target) -> Result<Option<Fence>, FileError> {
+pub fn read(fence: &Target) -> Result<Option<Record>, FileError> {
     let Some(data) = fence.read()? else {
         return Ok(None);
     };
-    parse(&data).map(Some).map_err(|reason| FileError::CorruptFence {
+    parse_record(&data).map(Some).map_err(|reason| FileError::CorruptFence {
         path: fence.path.clone(),
         reason,
     })
 }
 
-/// Parse a fence record: one decimal token, optionally a space and a grant
-/// identity, optionally a newline. The reason when it is not one (the
-/// caller names the file).
+/// Parse a fence record's token and grant: one decimal token, optionally a
+/// space and a grant identity, optionally ` lease NAME` (see
+/// [`parse_record`]), optionally a newline. The reason when it is not one
+/// (the caller names the file).
 ///
 /// # Errors
 /// Anything else, or more than 64 bytes.
@@ -132,10 +173,44 @@ pub fn read(fence: &Target) -> Result<Option<Fence>, FileError> {
 /// assert!(parse_fence_record(b"+42").is_err());
 /// ```
 pub fn parse(data: &[u8]) -> Result<Fence, String> {
+    parse_record(data).map(|r| r.fence)
+}
+
+/// Parse a whole fence record, the lease's name included.
+///
+/// # Errors
+/// As [`parse`]; a lease name that is empty or holds a control character.
+///
+/// # Examples
+/// ```
+/// use leasehold::{Token, files::parse_fence_record_with_lease};
+/// let record = parse_fence_record_with_lease(b"42 lease nightly report\n")?;
+/// assert_eq!((record.fence.token, record.lease.as_deref()), (Token(42), Some("nightly report")));
+/// # Ok::<(), String>(())
+/// ```
+pub fn parse_record(data: &[u8]) -> Result<Record, String> {
     if data.len() > MAX_LEN {
         return Err(format!("{} bytes, longer than any fence record", data.len()));
     }
     let line = data.strip_suffix(b"\n").unwrap_or(data);
+    // The name comes last and may hold spaces; neither a token nor a grant
+    // holds the mark.
+    let mark = LEASE_MARK.as_bytes();
+    let (line, lease) = match line.windows(mark.len()).position(|w| w == mark) {
+        Some(at) => {
+            let name = std::str::from_utf8(&line[at + mark.len()..])
+                .ok()
+                .filter(|n| !n.is_empty() && !n.chars().any(char::is_control))
+                .ok_or_else(|| {
+                    format!(
+                        "{:?} is not a lease name",
+                        String::from_utf8_lossy(&line[at + mark.len()..])
+                    )
+                })?;
+            (&line[..at], Some(name.to_owned()))
+        }
+        None => (line, None),
+    };
     let (token, grant) = match line.iter().position(|&b| b == b' ') {
         Some(space) => (&line[..space], Some(&line[space + 1..])),
         None => (line, None),
@@ -157,24 +232,42 @@ pub fn parse(data: &[u8]) -> Result<Fence, String> {
                 .ok_or_else(|| format!("{:?} is not a grant identity", String::from_utf8_lossy(g)))
         })
         .transpose()?;
-    Ok(Fence { token, grant })
+    Ok(Record {
+        fence: Fence { token, grant },
+        lease,
+    })
 }
 
 /// What a fenced write does to a record: the refusal, or the record to
 /// write first (`None`: the record stays as it is).
 ///
-/// - A lower token is refused; a higher one is recorded, with its grant.
+/// - A record of another lease than the writer's refuses it, whatever the
+///   tokens (tokens of two leases say nothing about each other), unless the
+///   writer says the file now belongs to its lease (`new_lease`): then the
+///   writer's record replaces it.
+/// - A lower token is refused; a higher one is recorded, with its grant
+///   and lease.
 /// - An equal token with a different grant than the record's is refused:
 ///   the token was issued again (a store restored from an older copy).
 /// - An equal token where either side names no grant is judged by the
-///   token alone, as before grants were recorded; a grant writing an equal
-///   token to a record without one is recorded, so that from then on a
-///   third grant with that token is refused.
-fn verdict(record: Option<Fence>, write: Fence) -> Result<Option<Fence>, Refused> {
+///   token alone, as before grants were recorded; a grant (or a lease)
+///   writing an equal token to a record without one is recorded, so that
+///   from then on a third grant with that token is refused. A side that
+///   names no lease is judged as before leases were recorded.
+fn verdict(record: Option<Record>, write: Record, new_lease: bool) -> Result<Option<Record>, Refused> {
     let Some(record) = record else {
         return Ok(Some(write));
     };
-    match write.token.cmp(&record.token) {
+    if let (Some(recorded), Some(lease)) = (&record.lease, &write.lease)
+        && recorded != lease
+    {
+        return if new_lease {
+            Ok(Some(write))
+        } else {
+            Err(Refused::OtherLease(record))
+        };
+    }
+    match write.fence.token.cmp(&record.fence.token) {
         // Planted bug (scripts/mutants): a lower token writes, the mark stays.
         std::cmp::Ordering::Less
             if leasehold_backend::mutant::strikes(
@@ -184,40 +277,63 @@ fn verdict(record: Option<Fence>, write: Fence) -> Result<Option<Fence>, Refused
         {
             Ok(None)
         }
-        std::cmp::Ordering::Less => Err(Refused::Lower(record.token)),
+        std::cmp::Ordering::Less => Err(Refused::Lower(record.fence.token, record.lease)),
         std::cmp::Ordering::Greater => Ok(Some(write)),
-        std::cmp::Ordering::Equal => match (record.grant, write.grant) {
+        std::cmp::Ordering::Equal => match (record.fence.grant, write.fence.grant) {
             (Some(recorded), Some(grant)) if recorded != grant => Err(Refused::OtherGrant(recorded, grant)),
-            (None, Some(_)) => Ok(Some(write)),
-            _ => Ok(None),
+            (recorded, grant) => {
+                let merged = Record {
+                    fence: Fence {
+                        token: record.fence.token,
+                        grant: grant.or(recorded),
+                    },
+                    lease: write.lease.or_else(|| record.lease.clone()),
+                };
+                Ok((merged != record).then_some(merged))
+            }
         },
     }
 }
 
 #[derive(Debug, PartialEq, Eq)]
 enum Refused {
-    Lower(Token),
+    Lower(Token, Option<String>),
     OtherGrant(GrantId, GrantId),
+    OtherLease(Record),
 }
 
 /// Refuse `write` if the record says it is stale (see [`verdict`]);
 /// otherwise raise the record, durably, before the caller writes. The
 /// caller holds the lock that serializes writers.
-pub fn check_and_advance(data_path: &std::path::Path, fence: &Target, write: Fence) -> Result<(), FileError> {
-    match verdict(read(fence)?, write) {
-        Err(Refused::Lower(highest)) => Err(FileError::StaleToken {
+pub fn check_and_advance(
+    data_path: &std::path::Path,
+    fence: &Target,
+    write: Record,
+    new_lease: bool,
+) -> Result<(), FileError> {
+    let token = write.fence.token;
+    match verdict(read(fence)?, write.clone(), new_lease) {
+        Err(Refused::Lower(highest, lease)) => Err(FileError::StaleToken {
             path: data_path.to_owned(),
-            token: write.token,
+            token,
             highest,
+            lease,
         }),
         Err(Refused::OtherGrant(recorded, grant)) => Err(FileError::ReissuedToken {
             path: data_path.to_owned(),
-            token: write.token,
+            token,
             recorded,
             grant,
         }),
+        Err(Refused::OtherLease(recorded)) => Err(FileError::OtherLease {
+            path: data_path.to_owned(),
+            token,
+            lease: write.lease.unwrap_or_default(),
+            recorded_token: recorded.fence.token,
+            recorded_lease: recorded.lease.unwrap_or_default(),
+        }),
         Ok(None) => Ok(()),
-        Ok(Some(record)) => write_target(fence, format!("{record}\n").as_bytes(), None),
+        Ok(Some(record)) => write_target(fence, format!("{record}\n").as_bytes(), None, false),
     }
 }
 
@@ -229,6 +345,20 @@ mod tests {
         Fence {
             token: Token(token),
             grant: grant.map(GrantId),
+        }
+    }
+
+    fn rec(token: u64, grant: Option<u64>) -> Record {
+        Record {
+            fence: fence(token, grant),
+            lease: None,
+        }
+    }
+
+    fn of(token: u64, lease: &str) -> Record {
+        Record {
+            fence: fence(token, None),
+            lease: Some(lease.to_owned()),
         }
     }
 
@@ -277,39 +407,77 @@ mod tests {
     #[test]
     fn the_verdict_refuses_lower_tokens_and_other_grants_of_the_same_token() {
         // No record: recorded as written.
-        assert_eq!(verdict(None, fence(5, Some(1))), Ok(Some(fence(5, Some(1)))));
+        assert_eq!(verdict(None, rec(5, Some(1)), false), Ok(Some(rec(5, Some(1)))));
         // Lower: refused, whatever the grants.
         assert_eq!(
-            verdict(Some(fence(5, Some(1))), fence(4, Some(1))),
-            Err(Refused::Lower(Token(5)))
+            verdict(Some(rec(5, Some(1))), rec(4, Some(1)), false),
+            Err(Refused::Lower(Token(5), None))
         );
         assert_eq!(
-            verdict(Some(fence(5, None)), fence(4, None)),
-            Err(Refused::Lower(Token(5)))
+            verdict(Some(rec(5, None)), rec(4, None), false),
+            Err(Refused::Lower(Token(5), None))
         );
         // Higher: recorded, with the writer's grant or without one.
         assert_eq!(
-            verdict(Some(fence(5, Some(1))), fence(6, None)),
-            Ok(Some(fence(6, None)))
+            verdict(Some(rec(5, Some(1))), rec(6, None), false),
+            Ok(Some(rec(6, None)))
         );
         assert_eq!(
-            verdict(Some(fence(5, None)), fence(6, Some(2))),
-            Ok(Some(fence(6, Some(2))))
+            verdict(Some(rec(5, None)), rec(6, Some(2)), false),
+            Ok(Some(rec(6, Some(2))))
         );
         // Equal, same grant: passes, record unchanged.
-        assert_eq!(verdict(Some(fence(5, Some(1))), fence(5, Some(1))), Ok(None));
+        assert_eq!(verdict(Some(rec(5, Some(1))), rec(5, Some(1)), false), Ok(None));
         // Equal, another grant: the token was issued again.
         assert_eq!(
-            verdict(Some(fence(5, Some(1))), fence(5, Some(2))),
+            verdict(Some(rec(5, Some(1))), rec(5, Some(2)), false),
             Err(Refused::OtherGrant(GrantId(1), GrantId(2)))
         );
         // Equal, a side without a grant: judged by the token alone; a grant
         // meeting a token-only record is recorded.
-        assert_eq!(verdict(Some(fence(5, Some(1))), fence(5, None)), Ok(None));
-        assert_eq!(verdict(Some(fence(5, None)), fence(5, None)), Ok(None));
+        assert_eq!(verdict(Some(rec(5, Some(1))), rec(5, None), false), Ok(None));
+        assert_eq!(verdict(Some(rec(5, None)), rec(5, None), false), Ok(None));
         assert_eq!(
-            verdict(Some(fence(5, None)), fence(5, Some(2))),
-            Ok(Some(fence(5, Some(2))))
+            verdict(Some(rec(5, None)), rec(5, Some(2)), false),
+            Ok(Some(rec(5, Some(2))))
         );
+    }
+
+    #[test]
+    fn a_record_names_its_lease_and_another_lease_is_refused_unless_the_file_moves_to_it() {
+        assert_eq!(parse_record(b"10 lease other job\n"), Ok(of(10, "other job")));
+        assert_eq!(
+            parse_record(b"10 00000000000000ab lease a\n").map(|r| r.fence),
+            Ok(fence(10, Some(0xab)))
+        );
+        assert_eq!(parse(b"10 lease a\n"), Ok(fence(10, None)));
+        for bad in [&b"10 lease \n"[..], b"10 lease a\tb", b"lease a"] {
+            assert!(parse_record(bad).is_err(), "{bad:?} parsed");
+        }
+        assert_eq!(parse_record(format!("{}\n", of(3, "a b")).as_bytes()), Ok(of(3, "a b")));
+        // Another lease: refused whatever the tokens, the record named.
+        assert_eq!(
+            verdict(Some(of(10, "b")), of(3, "a"), false),
+            Err(Refused::OtherLease(of(10, "b")))
+        );
+        assert_eq!(
+            verdict(Some(of(3, "a")), of(10, "b"), false),
+            Err(Refused::OtherLease(of(3, "a")))
+        );
+        // ... unless the file now belongs to the writer's lease.
+        assert_eq!(verdict(Some(of(10, "b")), of(3, "a"), true), Ok(Some(of(3, "a"))));
+        // The same lease: tokens compared, the lease named in a refusal.
+        assert_eq!(
+            verdict(Some(of(10, "a")), of(3, "a"), false),
+            Err(Refused::Lower(Token(10), Some("a".into())))
+        );
+        assert_eq!(verdict(Some(of(3, "a")), of(4, "a"), false), Ok(Some(of(4, "a"))));
+        // No lease on one side: by token alone; an equal token names its lease.
+        assert_eq!(
+            verdict(Some(rec(10, None)), of(3, "a"), false),
+            Err(Refused::Lower(Token(10), None))
+        );
+        assert_eq!(verdict(Some(rec(3, None)), of(3, "a"), false), Ok(Some(of(3, "a"))));
+        assert_eq!(verdict(Some(of(3, "a")), rec(3, None), false), Ok(None));
     }
 }

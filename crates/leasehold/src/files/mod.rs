@@ -46,19 +46,24 @@ mod lock;
 mod target;
 #[cfg(test)]
 mod tests;
+mod xattr;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 pub use atomic::STALE_TEMP_AGE;
 pub use error::{FileError, Role, UpdateError};
-pub use fence::{Fence, GRANT_VAR, TOKEN_VAR, parse as parse_fence_record};
+pub use fence::{
+    Fence, GRANT_VAR, NAME_VAR, Record as FenceRecord, TOKEN_VAR, lease_from_env, parse as parse_fence_record,
+    parse_record as parse_fence_record_with_lease,
+};
+pub use lock::LockWait;
 
 use crate::Token;
 use target::Target;
 
 /// How to write a state file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct WriteOptions {
     /// Exact permission bits (e.g. `0o600`). `None` keeps the existing
     /// file's mode; a new file gets 0644 less the umask. The owner of an
@@ -69,6 +74,17 @@ pub struct WriteOptions {
     /// file that does not parse ([`FileError::Corrupt`]) rather than hand it
     /// to the filter.
     pub json: bool,
+    /// Replace a file that has other hard links anyway: the other names
+    /// keep the old content. Without it such a file is refused
+    /// ([`FileError::HardLinked`]), nothing written.
+    pub break_hard_links: bool,
+    /// How long a locked write waits for `FILE.lock` held by another
+    /// process ([`FileError::LockHeld`] after it); `None`: as long as it
+    /// takes.
+    pub wait: Option<std::time::Duration>,
+    /// Told who holds `FILE.lock` when a locked write must wait for it,
+    /// once, before it waits (the CLI says it on stderr).
+    pub on_wait: Option<fn(&LockWait<'_>)>,
 }
 
 impl WriteOptions {
@@ -102,10 +118,13 @@ fn check_json(data: &[u8]) -> Result<(), String> {
 /// [`FileError::TrailingSlash`] when `path` ends in a slash;
 /// [`FileError::UnsafeDirectory`] when its directory is missing or cannot
 /// be followed safely;
+/// [`FileError::HardLinked`] when the file has other hard links (unless
+/// `break_hard_links`);
 /// [`FileError::NoSpace`], [`FileError::ReadOnly`],
 /// [`FileError::PermissionDenied`] or [`FileError::Io`] with the file
-/// unchanged; [`FileError::Unconfirmed`] when only the final directory fsync
-/// failed.
+/// unchanged (an extended attribute of the old file that cannot be set on
+/// the new one included); [`FileError::Unconfirmed`] when only the final
+/// directory fsync failed.
 ///
 /// # Examples
 ///
@@ -123,7 +142,7 @@ fn check_json(data: &[u8]) -> Result<(), String> {
 pub fn write_atomic(path: &Path, data: &[u8], options: &WriteOptions) -> Result<(), FileError> {
     options.check_new(path, data)?;
     let target = Target::open(path, Role::Data)?;
-    atomic::write_target(&target, data, options.mode)
+    atomic::write_target(&target, data, options.mode, options.break_hard_links)
 }
 
 /// [`write_atomic`] under the exclusive lock on `FILE.lock`, so it never
@@ -131,7 +150,9 @@ pub fn write_atomic(path: &Path, data: &[u8], options: &WriteOptions) -> Result<
 ///
 /// # Errors
 ///
-/// As [`write_atomic`]; also the lock file's errors ([`Role::Lock`]).
+/// As [`write_atomic`]; also the lock file's errors ([`Role::Lock`]), and
+/// [`FileError::LockHeld`] when another process keeps `FILE.lock` longer
+/// than [`WriteOptions::wait`].
 ///
 /// # Examples
 ///
@@ -191,6 +212,8 @@ pub fn update<E>(
 pub struct FencedFile {
     path: PathBuf,
     fence: Option<PathBuf>,
+    lease: Option<String>,
+    new_lease: bool,
 }
 
 impl FencedFile {
@@ -199,7 +222,38 @@ impl FencedFile {
         Self {
             path: path.into(),
             fence: None,
+            lease: None,
+            new_lease: false,
         }
+    }
+
+    /// The tokens written are of lease `name`, recorded with them: a
+    /// token of another lease is then refused ([`FileError::OtherLease`]),
+    /// and a stale token's refusal names the lease of the record.
+    #[must_use]
+    pub fn for_lease(mut self, name: impl Into<String>) -> Self {
+        self.lease = Some(name.into());
+        self
+    }
+
+    /// As [`FencedFile::for_lease`], and the file now belongs to lease
+    /// `name`: a record of another lease is replaced by this lease's
+    /// token, whatever the tokens (they say nothing about each other).
+    #[must_use]
+    pub fn for_new_lease(mut self, name: impl Into<String>) -> Self {
+        self.lease = Some(name.into());
+        self.new_lease = true;
+        self
+    }
+
+    /// The lease the record names (`None`: no record, or one written
+    /// without a lease).
+    ///
+    /// # Errors
+    ///
+    /// As [`FencedFile::highest_token`].
+    pub fn recorded_lease(&self) -> Result<Option<String>, FileError> {
+        Ok(fence::read(&Target::open(&self.fence_path(), Role::Fence)?)?.and_then(|r| r.lease))
     }
 
     /// Keep the fence record at `fence` instead (several files may share
@@ -239,7 +293,7 @@ impl FencedFile {
     ///
     /// As [`FencedFile::highest_token`].
     pub fn fence_record(&self) -> Result<Option<Fence>, FileError> {
-        fence::read(&Target::open(&self.fence_path(), Role::Fence)?)
+        Ok(fence::read(&Target::open(&self.fence_path(), Role::Fence)?)?.map(|r| r.fence))
     }
 
     /// Replace the file with `data` if `fence` (a [`Token`], or a
@@ -250,7 +304,8 @@ impl FencedFile {
     ///
     /// [`FileError::StaleToken`] when a higher token was written (nothing
     /// changed); [`FileError::ReissuedToken`] when another grant wrote the
-    /// same token; [`FileError::CorruptFence`] when the record does not parse
+    /// same token; [`FileError::OtherLease`] when the record is of another
+    /// lease than [`FencedFile::for_lease`]'s; [`FileError::CorruptFence`] when the record does not parse
     /// (it is never reset); otherwise as [`write_locked`].
     ///
     /// # Examples
@@ -270,7 +325,7 @@ impl FencedFile {
     pub fn write(&self, fence: impl Into<Fence>, data: &[u8], options: &WriteOptions) -> Result<(), FileError> {
         options.check_new(&self.path, data)?;
         let record = self.fence_path();
-        guarded::<std::convert::Infallible>(&self.path, options, Some((&record, fence.into())), |_| {
+        guarded::<std::convert::Infallible>(&self.path, options, Some((&record, self.record(fence))), |_| {
             Ok(Cow::Borrowed(data))
         })
         .map_err(UpdateError::into_file)
@@ -307,9 +362,17 @@ impl FencedFile {
         filter: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, E>,
     ) -> Result<(), UpdateError<E>> {
         let record = self.fence_path();
-        guarded(&self.path, options, Some((&record, fence.into())), |target| {
+        guarded(&self.path, options, Some((&record, self.record(fence))), |target| {
             read_and_filter(target, options, filter)
         })
+    }
+
+    fn record(&self, fence: impl Into<Fence>) -> (fence::Record, bool) {
+        let record = fence::Record {
+            fence: fence.into(),
+            lease: self.lease.clone(),
+        };
+        (record, self.new_lease)
     }
 }
 
@@ -352,7 +415,7 @@ fn read_and_filter<'a, E>(
 fn guarded<'a, E>(
     path: &Path,
     options: &WriteOptions,
-    fence: Option<(&Path, Fence)>,
+    fence: Option<(&Path, (fence::Record, bool))>,
     produce: impl FnOnce(&Target) -> Result<Cow<'a, [u8]>, UpdateError<E>>,
 ) -> Result<(), UpdateError<E>> {
     let target = Target::open(path, Role::Data)?;
@@ -363,15 +426,19 @@ fn guarded<'a, E>(
     let fence = fence
         .map(|(p, token)| Target::open(p, Role::Fence).map(|target| (target, p, token)))
         .transpose()?;
+    let waiting = lock::Waiting {
+        wait: options.wait,
+        on_wait: options.on_wait,
+    };
     let _fence_lock = match &fence {
-        Some((_, p, _)) if *p != beside(path, ".fence") => Some(lock::lock_beside(p)?),
+        Some((_, p, _)) if *p != beside(path, ".fence") => Some(lock::lock_beside(p, waiting)?),
         _ => None,
     };
-    let _lock = lock::lock_beside(path)?;
-    if let Some((fence_target, _, token)) = fence {
-        fence::check_and_advance(path, &fence_target, token)?;
+    let _lock = lock::lock_beside(path, waiting)?;
+    if let Some((fence_target, _, (record, new_lease))) = fence {
+        fence::check_and_advance(path, &fence_target, record, new_lease)?;
     }
     let data = produce(&target)?;
-    atomic::write_target(&target, &data, options.mode)?;
+    atomic::write_target(&target, &data, options.mode, options.break_hard_links)?;
     Ok(())
 }

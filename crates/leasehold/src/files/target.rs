@@ -19,6 +19,8 @@ pub struct Existing {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
+    /// Its hard links (names).
+    pub links: u64,
 }
 
 #[derive(Debug)]
@@ -111,6 +113,8 @@ impl Target {
                     mode: crate::host::mode_bits(st.st_mode) & 0o7777,
                     uid: st.st_uid,
                     gid: st.st_gid,
+                    #[allow(clippy::useless_conversion, reason = "st_nlink is narrower on some platforms")]
+                    links: u64::from(st.st_nlink),
                 })),
                 other => Err(self.not_a_file(other)),
             },
@@ -131,6 +135,16 @@ impl Target {
             // O_NOFOLLOW reports a symlink at the last component as ELOOP.
             Err(Errno::LOOP) => return Err(self.not_a_file(FileType::Symlink)),
             Err(Errno::ISDIR) => return Err(self.not_a_file(FileType::Directory)),
+            // A socket cannot be opened at all ("No such device or
+            // address"): say what it is.
+            Err(Errno::NXIO) => {
+                return Err(
+                    match rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => self.not_a_file(FileType::from_raw_mode(st.st_mode)),
+                        Err(e) => FileError::io(&self.path, op, e.into()),
+                    },
+                );
+            }
             Err(e) => return Err(FileError::io(&self.path, op, e.into())),
         };
         let st = rustix::fs::fstat(&fd).map_err(|e| FileError::io(&self.path, op, e.into()))?;

@@ -103,6 +103,19 @@ pub fn built_in_stores() -> Vec<&'static str> {
         .collect()
 }
 
+/// Every URL scheme this build opens (`sqlite`, `postgres`,
+/// `postgresql`, `etcd`, `firestore`, `redis`, `rediss` with every
+/// store), in the order messages name the stores: the one list that
+/// `leasehold --help` shows for `--store`.
+#[must_use]
+pub fn built_in_schemes() -> Vec<&'static str> {
+    STORES
+        .iter()
+        .filter(|s| matches!(s, Listed::Built(_)))
+        .flat_map(|s| s.kind().schemes.iter().copied())
+        .collect()
+}
+
 /// Where lease state lives: a URL of one of the stores —
 /// `sqlite://PATH`, `postgres://…`, `postgresql://…` or
 /// `etcd://HOST:PORT[,HOST:PORT…][?prefix=/KEY/PREFIX]` (TLS and users:

@@ -3,7 +3,7 @@
 pub mod update;
 pub mod write;
 
-use leasehold::files::{Fence, FencedFile, WriteOptions};
+use leasehold::files::{Fence, FencedFile, LockWait, WriteOptions};
 
 use crate::cli::FileArgs;
 use crate::commands::Ctx;
@@ -13,13 +13,33 @@ fn options(ctx: &Ctx, args: &FileArgs) -> WriteOptions {
     WriteOptions {
         mode: args.mode,
         json: ctx.global.json,
+        break_hard_links: args.break_hard_links,
+        wait: args.wait.and_then(crate::cli::Wait::timeout),
+        on_wait: Some(say_waiting),
     }
+}
+
+/// A write that must wait for FILE.lock says so, naming the holder: a
+/// hung filter of another `update` must not block it silently.
+fn say_waiting(wait: &LockWait<'_>) {
+    eprintln!("leasehold: {wait}");
 }
 
 fn fenced(args: &FileArgs) -> FencedFile {
     let file = FencedFile::new(&args.file);
-    match &args.fence_file {
+    let file = match &args.fence_file {
         Some(fence) => file.with_fence_record(fence),
+        None => file,
+    };
+    // The lease: named, or that of the `run` whose token this is.
+    let lease = args
+        .fence_lease
+        .as_ref()
+        .map(ToString::to_string)
+        .or_else(|| args.fence_token.and_then(leasehold::files::lease_from_env));
+    match lease {
+        Some(lease) if args.fence_new_lease => file.for_new_lease(lease),
+        Some(lease) => file.for_lease(lease),
         None => file,
     }
 }

@@ -45,7 +45,11 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
             let mut shown = false;
             let outcome = store.acquire_wait(&args.name, &options, wait.timeout(), &cancel, |held| {
                 if tty && !shown {
-                    eprintln!("leasehold: waiting for {}: {}", args.name, held.by(options.mode));
+                    eprintln!(
+                        "leasehold: waiting for {}: {}",
+                        output::for_terminal(args.name.as_str()),
+                        held.by(options.mode)
+                    );
                     shown = true;
                 }
             })?;
@@ -81,7 +85,12 @@ pub fn run(ctx: &Ctx, args: &AcquireArgs) -> anyhow::Result<u8> {
             Ok(crate::commands::refuse(
                 ctx,
                 details,
-                &super::held_error(&args.name, &held, options.mode),
+                &super::held_error(
+                    &args.name,
+                    &held,
+                    options.mode,
+                    args.wait.wait.map(|w| w.timeout().unwrap_or_default()),
+                ),
             ))
         }
     }

@@ -35,6 +35,8 @@ pub fn show(ctx: &Ctx, states: &[LeaseState]) {
     } else if states.is_empty() {
         eprintln!("no leases");
     } else {
-        println!("{}", output::lease_table(states));
+        // A closed stdout (`list | head`) is no failure worth a panic.
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), "{}", output::lease_table(states));
     }
 }

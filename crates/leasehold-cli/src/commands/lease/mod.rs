@@ -8,20 +8,25 @@ pub mod release;
 pub mod renew;
 pub mod status;
 
+use std::time::Duration;
+
 use leasehold::{Held, LeaseName, LostReason, Mode, Token};
 
 use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
 use crate::run::CliError;
 
-/// The error for a lease that is held by others: names the holders.
-pub fn held_error(name: &LeaseName, held: &Held, mode: Mode) -> CliError {
+/// The error for a lease that is held by others: names the holders, and
+/// after a wait (`waited`) says how long it waited — advising `--wait`
+/// to one who just waited would be advice already taken.
+pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, waited: Option<Duration>) -> CliError {
+    let next = match waited {
+        None => "Try again later, or wait with --wait [DUR]",
+        Some(_) => "Try again later, or wait longer (--wait forever waits as long as it takes)",
+    };
     CliError::new(
         ExitCode::Held,
-        format!(
-            "{}. Try again later, or wait with --wait [DUR]",
-            held.refusal(name.as_str(), mode, None)
-        ),
+        format!("{}. {next}", held.refusal(name.as_str(), mode, waited)),
     )
 }
 
