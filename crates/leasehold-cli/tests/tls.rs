@@ -20,6 +20,7 @@ fn main() {
         postgres_with_the_password_in_pgpassword_or_the_url,
         firestore_goes_through_https_proxy_unless_no_proxy_names_the_host,
         firestore_project_ids_are_held_to_googles_rule,
+        firestore_names_a_certificate_it_refuses,
     ]]);
 }
 
@@ -381,4 +382,49 @@ fn postgres_with_the_password_in_pgpassword_or_the_url() {
 )]
 fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
+}
+
+/// An HTTPS token endpoint whose certificate the system's roots do not
+/// trust (`openssl s_server` with the test CA's server certificate): the
+/// certificate problem in words — not rustls' "invalid peer certificate:
+/// `UnknownIssuer`" — the words of the one HTTP client the Firestore store
+/// uses for Google, its token endpoints and the metadata server.
+fn firestore_names_a_certificate_it_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = leasehold_testkit::pki::Pki::make(dir.path(), "someone");
+    let port = leasehold_testkit::port::free();
+    let mut server = Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept"])
+        .arg(port.to_string())
+        .arg("-cert")
+        .arg(pki.server_cert())
+        .arg("-key")
+        .arg(pki.server_key())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = leasehold_testkit::wait::wait_until(std::time::Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up.is_some(), "openssl s_server did not listen");
+    let credentials = service_account(dir.path(), &format!("https://localhost:{port}/token"));
+    let (code, err) = on_google(
+        "firestore://lh-cert-test",
+        dir.path(),
+        &[("GOOGLE_APPLICATION_CREDENTIALS", credentials.to_str().unwrap())],
+        &["status", "job"],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    eprintln!("exit {code}: {err}");
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot reach the token endpoint https://localhost:{port}/token: TLS failed: the certificate of https://localhost:{port} was not accepted: it is not signed by a CA among the trusted roots"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("peer") && !err.contains("UnknownIssuer"), "{err}");
 }
