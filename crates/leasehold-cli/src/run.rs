@@ -235,23 +235,20 @@ fn too_many_open_files(limit: impl fmt::Display) -> String {
 /// What to do about [`too_many_open_files`].
 const RAISE_OPEN_FILES: &str = "raise the limit (ulimit -n 1024, or LimitNOFILE= in a systemd unit)";
 
-/// Whether an error comes from the limit of open files (`EMFILE`) or the
-/// system's (`ENFILE`): an I/O error in the chain, or under a store's
-/// error, or one worded into a message (the supervisor's and the process
-/// identity's errors carry the system's words, `(os error 24)`, not the
-/// error).
+/// Whether an error comes from this process's limit of open files
+/// (`EMFILE`; not the system's, `ENFILE`, which a higher `ulimit -n` does
+/// not help): an I/O error in the chain, or under a store's error, or one
+/// worded into a message (the supervisor's and the process identity's
+/// errors carry the system's words, `(os error 24)`, not the error).
 fn out_of_files(err: &anyhow::Error) -> bool {
-    let worded = [libc::EMFILE, libc::ENFILE].map(|n| format!("(os error {n})"));
-    if err.chain().any(|cause| {
-        let text = cause.to_string();
-        worded.iter().any(|w| text.contains(w.as_str()))
-    }) {
+    let worded = format!("(os error {})", libc::EMFILE);
+    if err.chain().any(|cause| cause.to_string().contains(&worded)) {
         return true;
     }
     let is_emfile = |e: &(dyn std::error::Error + 'static)| {
         e.downcast_ref::<std::io::Error>()
             .and_then(std::io::Error::raw_os_error)
-            .is_some_and(|n| n == libc::EMFILE || n == libc::ENFILE)
+            .is_some_and(|n| n == libc::EMFILE)
     };
     err.chain().any(|cause| {
         let store = cause
