@@ -274,7 +274,7 @@ fn report(global: &Global, err: &anyhow::Error) -> ExitCode {
         let limit = open_files_limit().map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
         (
             ExitCode::Unavailable,
-            format!("{}: {}; {RAISE_OPEN_FILES}", too_many_open_files(limit), message(err)),
+            format!("{}; {RAISE_OPEN_FILES}: {}", too_many_open_files(limit), message(err)),
         )
     } else {
         (exit_code_of(err), message(err))

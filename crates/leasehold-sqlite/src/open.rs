@@ -233,6 +233,20 @@ fn connect(
     // filesystem (it cannot make the WAL's shared-memory file): name it.
     let read_only = || rustix::fs::statvfs(dir).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
     let open_error = |e: rusqlite::Error| {
+        // SQLite says only "unable to open database file" when this
+        // process has no descriptor left either (EMFILE): ask for one, and
+        // if that fails the same way, say so with the system's error, which
+        // a front end words with the limit.
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen)
+            && let Some(emfile) = crate::classify::out_of_descriptors()
+        {
+            return BackendError::new(
+                ErrorKind::Unavailable,
+                store,
+                format!("cannot open it: this process has no file descriptor left ({emfile})"),
+            )
+            .with_source(emfile);
+        }
         if read_only() {
             BackendError::new(ErrorKind::ReadOnly, store, "it is on a read-only filesystem")
                 .hint("remount it read-write; nothing was changed")

@@ -7,6 +7,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_command_that_only_reads_never_creates_a_store,
     a_store_on_tmpfs_is_warned_about_when_made_and_by_doctor,
     too_few_open_files_are_named_with_the_limit_before_anything_is_done,
+    descriptors_used_up_on_the_way_are_named_with_the_limit,
     a_store_file_this_user_cannot_read_is_named_not_its_directory,
     a_store_without_a_schema_says_so_in_doctor_and_migrate,
 ];
@@ -125,6 +126,48 @@ fn too_few_open_files_are_named_with_the_limit_before_anything_is_done() {
     // With room, the same commands work.
     let (code, out, err) = with_open_files(&env, 64, &["run", "x", "--", "true"]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// Descriptors used up after the start check passed (the parent left 27
+/// to 35 of them open under `ulimit -n 40`): `acquire` either works or
+/// fails saying EMFILE and the limit, exit 69, whichever step ran out —
+/// the SQLite open ("unable to open database file" blamed permissions),
+/// the boot id ("is /proc mounted?").
+fn descriptors_used_up_on_the_way_are_named_with_the_limit() {
+    let env = Env::new();
+    let mut failed = 0;
+    for inherited in 27..=35 {
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                "ulimit -n 40 && for fd in $(seq 5 \"$1\"); do eval \"exec $fd</dev/null\"; done && shift && exec \"$@\"",
+                "bash",
+            ])
+            .arg((4 + inherited).to_string())
+            .arg(crate::util::bin())
+            .args(["acquire", &format!("job-{inherited}"), "--ttl", "1m"])
+            .env("LEASEHOLD_STORE", env.store_url())
+            .env("HOME", env.path())
+            .env("XDG_STATE_HOME", env.path().join("xdg"))
+            .env_remove("LEASEHOLD_LOG")
+            .output()
+            .expect("run bash");
+        let err = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => {}
+            code => {
+                failed += 1;
+                assert_eq!(code, Some(69), "{inherited} inherited: {err}");
+                assert!(
+                    err.starts_with(
+                        "leasehold: too many open files (EMFILE): this process may open 40 (ulimit -n); raise the limit"
+                    ),
+                    "{inherited} inherited: {err}"
+                );
+            }
+        }
+    }
+    assert!(failed > 0, "no descriptor ran out: the test proves nothing");
 }
 
 /// A store made by root (its file, -wal and -shm 0600), used by another
