@@ -175,6 +175,26 @@ pub fn damaged_counter(name: &str, counted: Option<i64>, granted: i64) -> String
 /// [`LostReason::StoreReplaced`](crate::LostReason::StoreReplaced)).
 pub const STORE_REPLACED_HINT: &str = "put the store's file back if it was removed by mistake; if the store now at the path is to be used, first run `leasehold migrate --bump-tokens N` on it (README.md \"Restoring a store\"), since tokens the old store issued may be in sinks";
 
+/// Whether an I/O error is a read, write or connect that ran out of its
+/// time: a socket timeout reads `EAGAIN` ("Resource temporarily
+/// unavailable") on Linux, `ETIMEDOUT` for a connect.
+#[must_use]
+pub fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+}
+
+/// `timed out after N s` (or ms): what every network store says of a
+/// request that got no answer in its time, in place of the operating
+/// system's words for it.
+#[must_use]
+pub fn timed_out(after: std::time::Duration) -> String {
+    if after.subsec_millis() == 0 && after.as_secs() > 0 {
+        format!("timed out after {} s", after.as_secs())
+    } else {
+        format!("timed out after {} ms", after.as_millis())
+    }
+}
+
 /// A store failed (as opposed to contention, which is a value). See the
 /// module docs.
 #[derive(Debug)]

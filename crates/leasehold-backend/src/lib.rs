@@ -58,7 +58,9 @@ pub mod task;
 mod types;
 mod wait;
 
-pub use error::{BackendError, DAMAGED_COUNTER_HINT, ErrorKind, Remedy, STORE_REPLACED_HINT, damaged_counter};
+pub use error::{
+    BackendError, DAMAGED_COUNTER_HINT, ErrorKind, Remedy, STORE_REPLACED_HINT, damaged_counter, is_timeout, timed_out,
+};
 pub use human::{
     ParseError, VALUE_SHOWN_MAX, escape_hidden, format_duration, format_time, hides_or_reorders, parse_duration,
     parse_duration_within, parse_time_within, quoted, shorten,

@@ -109,3 +109,13 @@ pub fn lease_table(states: &[LeaseState]) -> Table {
     }
     table
 }
+
+/// A store's schema as `migrate` and `doctor` say it: `schema version N`,
+/// or for a store that keeps none (Redis, Firestore, etcd: each record is
+/// checked as it is read) that it has none — never a `?`.
+pub fn schema_words(version: Option<u32>) -> String {
+    version.map_or_else(
+        || "no schema version (this store has no schema to migrate: each record is checked as it is read)".to_owned(),
+        |v| format!("schema version {v}"),
+    )
+}

@@ -198,10 +198,69 @@ pub fn run() -> u8 {
     };
     init_logging();
     let global = cli.global.clone();
+    if let Some(limit) = open_files_limit().filter(|n| *n < OPEN_FILES_NEEDED) {
+        let message = format!(
+            "{}, and leasehold needs at least {OPEN_FILES_NEEDED}: {RAISE_OPEN_FILES}; nothing was done",
+            too_many_open_files(limit)
+        );
+        return report(
+            &global,
+            &anyhow::Error::new(CliError::new(ExitCode::Unavailable, message)),
+        )
+        .code();
+    }
     match crate::commands::dispatch(cli) {
         Ok(code) => code,
         Err(err) => report(&global, &err).code(),
     }
+}
+
+/// The open files (descriptors) below which no command starts: `run` opens
+/// about a dozen (the store, its journal, pipes and a socket to its guard,
+/// the signal pipe), `serve` and `work` more. Below this, each failed
+/// where its first `open` did, with that step's words (exit 2 blaming the
+/// process identity, 1 for the signal handlers, 69 for permissions).
+const OPEN_FILES_NEEDED: u64 = 32;
+
+/// This process's limit of open files (`ulimit -n`, the soft
+/// `RLIMIT_NOFILE`); `None` when unlimited.
+fn open_files_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+/// What `EMFILE` means, with the limit: one wording for the check at start
+/// and for an error that ran into it later.
+fn too_many_open_files(limit: impl fmt::Display) -> String {
+    format!("too many open files (EMFILE): this process may open {limit} (ulimit -n)")
+}
+
+/// What to do about [`too_many_open_files`].
+const RAISE_OPEN_FILES: &str = "raise the limit (ulimit -n 1024, or LimitNOFILE= in a systemd unit)";
+
+/// Whether an error comes from this process's limit of open files
+/// (`EMFILE`; not the system's, `ENFILE`, which a higher `ulimit -n` does
+/// not help): an I/O error in the chain, or under a store's error, or one
+/// worded into a message (the supervisor's and the process identity's
+/// errors carry the system's words, `(os error 24)`, not the error).
+fn out_of_files(err: &anyhow::Error) -> bool {
+    let worded = format!("(os error {})", libc::EMFILE);
+    if err.chain().any(|cause| cause.to_string().contains(&worded)) {
+        return true;
+    }
+    let is_emfile = |e: &(dyn std::error::Error + 'static)| {
+        e.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|n| n == libc::EMFILE)
+    };
+    err.chain().any(|cause| {
+        let store = cause
+            .downcast_ref::<BackendError>()
+            .or_else(|| match cause.downcast_ref::<LibError>() {
+                Some(LibError::Store(e)) => Some(e),
+                _ => None,
+            });
+        is_emfile(cause) || store.and_then(|e| e.cause()).is_some_and(|c| is_emfile(c))
+    })
 }
 
 /// The error and its causes, as `{err:#}` writes them: the library's
@@ -213,8 +272,15 @@ fn message(err: &anyhow::Error) -> String {
 /// Print an error (stderr; with `--json` also one JSON document on stdout)
 /// and return its exit code.
 fn report(global: &Global, err: &anyhow::Error) -> ExitCode {
-    let code = exit_code_of(err);
-    let message = message(err);
+    let (code, message) = if out_of_files(err) {
+        let limit = open_files_limit().map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+        (
+            ExitCode::Unavailable,
+            format!("{}; {RAISE_OPEN_FILES}: {}", too_many_open_files(limit), message(err)),
+        )
+    } else {
+        (exit_code_of(err), message(err))
+    };
     let _ = writeln!(std::io::stderr(), "leasehold: {message}");
     if global.json {
         print_failure(&message, code);

@@ -64,11 +64,24 @@ impl GoogleAuth {
                         host: e.host.clone(),
                         port: e.port,
                         tls: e.tls.then(|| self.tls.clone()),
+                        proxy: Self::proxy(e),
                     },
                     self.timeout,
                 ))
             })
             .clone()
+    }
+
+    /// The proxy to a token endpoint: an HTTPS one (Google's, or a service
+    /// account's `token_uri`) as Firestore's; the metadata server (plain
+    /// HTTP, on the local network) directly. A variable that does not
+    /// parse was refused at open already (for Firestore's host); for
+    /// another host it means no proxy.
+    fn proxy(e: &auth::Endpoint) -> Option<crate::proxy::Proxy> {
+        let env = |var: &str| std::env::var(var).ok();
+        e.tls
+            .then(|| crate::proxy::for_host(&e.host, &env).ok().flatten())
+            .flatten()
     }
 
     fn fetch(&self, now: SystemTime) -> Result<AccessToken, AuthError> {
@@ -80,10 +93,9 @@ impl GoogleAuth {
             (_, Ok(a)) => a,
             (Credentials::Metadata { host }, Err(e)) => return Err(auth::metadata_unreachable(host, &e)),
             (_, Err(e)) => {
-                return Err(AuthError::BadResponse {
+                return Err(AuthError::Unreachable {
                     url: request.url.clone(),
-                    status: 0,
-                    problem: format!("cannot reach it: {e}"),
+                    cause: e.to_string(),
                 });
             }
         };

@@ -642,6 +642,10 @@ pub enum AuthError {
     },
     #[error("{url} answered HTTP {status} without a usable token: {problem}")]
     BadResponse { url: String, status: u16, problem: String },
+    /// No answer at all from a token endpoint (`cause`: the HTTP client's
+    /// words — a timeout, a proxy's refusal, a certificate).
+    #[error("cannot reach the token endpoint {url}: {cause}")]
+    Unreachable { url: String, cause: String },
     #[error(
         "no credentials found: GOOGLE_APPLICATION_CREDENTIALS is not set, there is no \
          gcloud application default credentials file, and the metadata server at {host} \

@@ -26,6 +26,8 @@ pub struct Endpoint {
     pub host: String,
     pub port: u16,
     pub tls: Option<Arc<ClientConfig>>,
+    /// The proxy to tunnel through (`HTTPS_PROXY`, see `proxy`).
+    pub proxy: Option<crate::proxy::Proxy>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -138,24 +140,68 @@ impl Client {
         let kept = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
         let (mut conn, reused) = match kept {
             Some(c) => (c, true),
-            None => (self.connect()?, false),
+            None => (self.connect().map_err(|e| self.worded(e))?, false),
         };
         let answer = match self.exchange(&mut conn, method, path, headers, body) {
             Err(Failed::Stale(_)) if reused => {
-                conn = self.connect()?;
+                conn = self.connect().map_err(|e| self.worded(e))?;
                 self.exchange(&mut conn, method, path, headers, body)
             }
             other => other,
         };
-        let (response, keep) = answer.map_err(|(Failed::Stale(e) | Failed::Final(e))| e)?;
+        let (response, keep) = answer.map_err(|(Failed::Stale(e) | Failed::Final(e))| self.worded(e))?;
         if keep {
             self.idle.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
         }
         Ok(response)
     }
 
+    /// An I/O error in words (one place for this client, so the
+    /// Firestore, metadata and token requests say it alike): a timeout as
+    /// `timed out after N s`, where the system says "Resource temporarily
+    /// unavailable (os error 11)"; a certificate TLS refused as what is
+    /// wrong with it.
+    fn worded(&self, e: io::Error) -> io::Error {
+        if leasehold_backend::is_timeout(&e) {
+            return io::Error::new(io::ErrorKind::TimedOut, leasehold_backend::timed_out(self.timeout));
+        }
+        match leasehold_tls::refusal(&e) {
+            Some(leasehold_tls::Refusal::ServerCertificate(why)) => {
+                let through = match &self.endpoint.proxy {
+                    Some(p) => format!(
+                        "; through the proxy {}: a proxy that inspects TLS shows a certificate of its own, whose CA must then be among the system's roots (SSL_CERT_FILE)",
+                        p.shown()
+                    ),
+                    None => String::new(),
+                };
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "TLS failed: the certificate of {} was not accepted: {why}{through}",
+                        self.endpoint.origin()
+                    ),
+                )
+            }
+            Some(leasehold_tls::Refusal::ClientCertificate(why) | leasehold_tls::Refusal::Other(why)) => {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("TLS failed with {}: {why}", self.endpoint.origin()),
+                )
+            }
+            None => e,
+        }
+    }
+
     fn connect(&self) -> io::Result<BufReader<Stream>> {
         let e = &self.endpoint;
+        if let (Some(proxy), Some(config)) = (&e.proxy, &e.tls) {
+            let tcp = proxy.tunnel(&e.host, e.port, self.timeout)?;
+            tcp.set_nodelay(true)?;
+            let name =
+                ServerName::try_from(e.host.clone()).map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+            let conn = ClientConnection::new(config.clone(), name).map_err(io::Error::other)?;
+            return Ok(BufReader::new(Stream::Tls(Box::new(StreamOwned::new(conn, tcp)))));
+        }
         let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{} has no address", e.host));
         for addr in (e.host.as_str(), e.port).to_socket_addrs()? {
             match TcpStream::connect_timeout(&addr, self.timeout) {

@@ -31,6 +31,7 @@ pub mod auth;
 mod http;
 mod layout;
 mod lease;
+mod proxy;
 mod records;
 mod rest;
 mod url;
@@ -125,6 +126,7 @@ impl FirestoreBackend {
                     host: h.trim_start_matches('[').trim_end_matches(']').to_owned(),
                     port,
                     tls: None,
+                    proxy: None,
                 };
                 (endpoint, None)
             }
@@ -133,10 +135,13 @@ impl FirestoreBackend {
                 let tls = access::tls().map_err(|why| refused(ErrorKind::Unavailable, why))?;
                 let env = |var: &str| std::env::var(var).ok();
                 let credentials = auth::discover(&env).map_err(|e| refused(ErrorKind::Auth, e.to_string()))?;
+                let proxy = proxy::for_host(access::FIRESTORE_HOST, &env)
+                    .map_err(|why| refused(ErrorKind::InvalidInput, why))?;
                 let endpoint = http::Endpoint {
                     host: access::FIRESTORE_HOST.to_owned(),
                     port: 443,
                     tls: Some(tls.clone()),
+                    proxy,
                 };
                 let auth: Box<dyn rest::Authorizer> =
                     Box::new(access::GoogleAuth::new(credentials, tls, options.timeout));
@@ -186,14 +191,18 @@ impl FirestoreBackend {
             lease::Error::Rest(rest::Error::Io(io)) => BackendError::new(
                 ErrorKind::Unavailable,
                 store,
-                format!("cannot reach Firestore at {origin}: {io}"),
+                if io.kind() == std::io::ErrorKind::TimedOut {
+                    format!("Firestore at {origin} did not answer: {io}")
+                } else {
+                    format!("cannot reach Firestore at {origin}: {io}")
+                },
             )
             .hint(match self.options.target {
                 Target::Emulator(_) => format!(
                     "is the emulator running there ({} names it)? `gcloud emulators firestore start --host-port=HOST:PORT`; a call that failed this way was not reported as done",
                     url::EMULATOR_VAR
                 ),
-                Target::Google => "check the network; a call that failed this way was not reported as done".to_owned(),
+                Target::Google => "check the network (behind a proxy: HTTPS_PROXY, docs/FIRESTORE.md); a call that failed this way was not reported as done".to_owned(),
             })
             .with_source(io),
             lease::Error::Rest(rest::Error::Status { code, status, message }) => {

@@ -59,13 +59,44 @@ fn open(location: &StoreLocation, _: &StoreOpenOptions) -> Result<Box<dyn Backen
     Ok(Box::new(FirestoreBackend::open(&options)?))
 }
 
-/// A project id as Google makes them (lowercase letters, digits,
-/// hyphens; a domain-scoped one has `domain:` before it).
-fn project_ok(p: &str) -> bool {
-    !p.is_empty()
-        && p.len() <= 100
-        && p.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.:".contains(&b))
+/// What is wrong with a project id, if anything, by Google's rule for
+/// them (Resource Manager's `Project.projectId`; `gcloud projects create`):
+/// 6 to 30 lowercase ASCII letters, digits or hyphens, starting with a
+/// letter and not ending with a hyphen. A legacy domain-scoped id has
+/// `DOMAIN:` before one (`example.com:my-project`). The emulator takes
+/// more; leasehold holds every store to Google's rule, so that a URL that
+/// works on the emulator works on Google.
+fn project_problem(p: &str) -> Option<String> {
+    let (domain, id) = p.rsplit_once(':').unwrap_or(("", p));
+    if p.contains(':') && !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(format!(
+            "{p:?} has a port: a Firestore URL names a project, not a server (send the requests to an emulator at HOST:PORT with {EMULATOR_VAR}=HOST:PORT)"
+        ));
+    }
+    let domain_ok = |d: &str| {
+        !d.is_empty()
+            && d.len() <= 253
+            && d.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            })
+    };
+    let id_ok = (6..=30).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && id.starts_with(|c: char| c.is_ascii_lowercase())
+        && !id.ends_with('-');
+    if id_ok && (!p.contains(':') || domain_ok(domain)) {
+        return None;
+    }
+    Some(format!(
+        "{} is not a Google Cloud project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen; a domain-scoped one as DOMAIN:ID): firestore://PROJECT[/DATABASE]",
+        leasehold_backend::quoted(p)
+    ))
 }
 
 /// A database id: `(default)`, or lowercase letters, digits and hyphens.
@@ -95,10 +126,8 @@ impl FirestoreUrl {
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (project, database) = path.split_once('/').unwrap_or((path, "(default)"));
         let database = if database.is_empty() { "(default)" } else { database };
-        if !project_ok(project) {
-            return Err(format!(
-                "{project:?} is not a Google Cloud project id (lowercase letters, digits and hyphens): firestore://PROJECT[/DATABASE]"
-            ));
+        if let Some(problem) = project_problem(project) {
+            return Err(problem);
         }
         if !database_ok(database) {
             return Err(format!(
@@ -136,16 +165,34 @@ mod tests {
             (u.project.as_str(), u.database.as_str(), u.prefix),
             ("my-proj", "(default)", None)
         );
-        let u = FirestoreUrl::parse("firestore://p-1/db-2?prefix=jobs_a").unwrap();
+        for ok in [
+            "abcdef",
+            &format!("a{}", "b".repeat(29)),
+            "example.com:my-proj",
+            "a-1-2-3",
+        ] {
+            assert!(FirestoreUrl::parse(&format!("firestore://{ok}")).is_ok(), "{ok}");
+        }
+        for bad in ["abcde", &format!("a{}", "b".repeat(30)), &"p".repeat(100)] {
+            let e = FirestoreUrl::parse(&format!("firestore://{bad}")).unwrap_err();
+            assert!(e.contains("6 to 30 lowercase letters"), "{bad}: {e}");
+        }
+        let u = FirestoreUrl::parse("firestore://proj-1/db-2?prefix=jobs_a").unwrap();
         assert_eq!((u.database.as_str(), u.prefix.as_deref()), ("db-2", Some("jobs_a")));
         for (bad, says) in [
             ("postgres://x", "starts with firestore://"),
             ("firestore://", "not a Google Cloud project id"),
             ("firestore://My_Proj", "not a Google Cloud project id"),
-            ("firestore://p/DB", "not a Firestore database id"),
-            ("firestore://p?prefix=a/b", "not a collection id"),
-            ("firestore://p?prefix=__x__", "not a collection id"),
-            ("firestore://p?ttl=3", "unknown parameter"),
+            ("firestore://my-proj:8080", "has a port"),
+            ("firestore://p", "not a Google Cloud project id"),
+            ("firestore://proj-", "not a Google Cloud project id"),
+            ("firestore://1proj-a", "not a Google Cloud project id"),
+            ("firestore://example.com:", "not a Google Cloud project id"),
+            ("firestore://ex..com:my-proj", "not a Google Cloud project id"),
+            ("firestore://proj-1/DB", "not a Firestore database id"),
+            ("firestore://proj-1?prefix=a/b", "not a collection id"),
+            ("firestore://proj-1?prefix=__x__", "not a collection id"),
+            ("firestore://proj-1?ttl=3", "unknown parameter"),
         ] {
             let e = FirestoreUrl::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

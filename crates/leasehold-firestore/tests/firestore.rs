@@ -40,6 +40,7 @@ fn main() {
         a_waiter_asking_again_early_writes_nothing,
         history_keeps_the_newest_entries_within_the_bound_across_chunks,
         a_store_nobody_answers_for_is_unavailable_with_what_to_do,
+        a_server_that_never_answers_times_out_in_words,
         a_document_changed_by_hand_is_corrupt_and_left_as_it_is,
     ]]);
 }
@@ -169,6 +170,35 @@ fn a_store_nobody_answers_for_is_unavailable_with_what_to_do() {
     for needed in [at.as_str(), "FIRESTORE_EMULATOR_HOST", "not reported as done"] {
         assert!(said.contains(needed), "{needed:?} missing from: {said}");
     }
+}
+
+/// A server that takes the connection and never answers (a listener
+/// nobody accepts on), with a 1 s timeout: "did not answer: timed out
+/// after 1 s" — the words of the one HTTP client that also reaches the
+/// metadata server and the token endpoint — never the system's "Resource
+/// temporarily unavailable (os error 11)".
+fn a_server_that_never_answers_times_out_in_words() {
+    let blackhole = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let at = format!("127.0.0.1:{}", blackhole.local_addr().expect("address").port());
+    let store = leasehold_firestore::FirestoreBackend::open(&leasehold_firestore::FirestoreOptions {
+        project: support::PROJECT.to_owned(),
+        prefix: "silent".to_owned(),
+        target: leasehold_firestore::Target::Emulator(at.clone()),
+        timeout: Duration::from_secs(1),
+        ..leasehold_firestore::FirestoreOptions::default()
+    })
+    .expect("opening asks nothing");
+    let began = std::time::Instant::now();
+    let e = store.lease_acquire(&params::acquire("job")).expect_err("no answer");
+    assert!(began.elapsed() < Duration::from_secs(10), "{:?}", began.elapsed());
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("Firestore at http://{at} did not answer: timed out after 1 s")),
+        "{e}"
+    );
+    assert!(!text.contains("os error") && !text.contains("temporarily"), "{e}");
+    drop(blackhole);
 }
 
 /// A name's document whose state is not leasehold's: every operation on

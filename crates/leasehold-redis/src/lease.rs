@@ -92,6 +92,17 @@ fn text(r: &Reply) -> Option<String> {
     r.text().map(str::to_owned)
 }
 
+/// A value read from a key, for a message: quoted and cut short
+/// (`leasehold_backend::quoted`), bytes that are not UTF-8 escaped.
+pub(crate) fn shown(r: &Reply) -> String {
+    match r {
+        Reply::Bulk(b) => leasehold_backend::quoted(&String::from_utf8_lossy(b)),
+        Reply::Int(i) => i.to_string(),
+        Reply::Nil => "nothing".to_owned(),
+        _ => "a value of another type".to_owned(),
+    }
+}
+
 impl RedisBackend {
     /// The snapshot of `name` from a `READ` reply.
     fn decode(&self, name: &LeaseName, reply: &Reply, refused: Option<crate::durability::Refusal>) -> Result<Snap> {
@@ -106,7 +117,16 @@ impl RedisBackend {
             return Err(corrupt("TIME answered no numbers"));
         };
         let now_us = secs.saturating_mul(1_000_000).saturating_add(micros);
-        let floor = floor.int().and_then(|f| u64::try_from(f).ok()).unwrap_or(0);
+        let floor = self.floor_of(floor)?;
+        // A version the commit script could not count on: damage, said at
+        // once (the script would take it for 0, and a version read again
+        // would never match — a race lost every round).
+        if !matches!(version, Reply::Nil) && version.int().is_none_or(|v| v < 1) {
+            return Err(corrupt(&format!(
+                "field `v` holds {}, not a version (a positive integer)",
+                shown(version)
+            )));
+        }
         let read = Read {
             version: text(version),
             floor,
@@ -126,6 +146,23 @@ impl RedisBackend {
             .and_then(|n| u64::try_from(n).ok())
             .ok_or_else(|| corrupt("field `n` is not a token"))?;
         Ok(Snapshot::new(state, newest, now_us, read))
+    }
+
+    /// The store's token floor from a `GET` of its key: none is 0;
+    /// anything but a non-negative integer is damage (the commit script
+    /// compares it as read, so a value taken for 0 here would lose every
+    /// round of a creation, for ever).
+    pub(crate) fn floor_of(&self, reply: &Reply) -> Result<u64> {
+        match reply {
+            Reply::Nil => Ok(0),
+            r => r.int().and_then(|f| u64::try_from(f).ok()).ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "{} holds {}, not a token floor (a non-negative integer)",
+                    self.keys.floor(),
+                    shown(r)
+                ))
+            }),
+        }
     }
 
     fn read_args(&self, name: &LeaseName) -> [String; 2] {
@@ -186,8 +223,7 @@ impl RedisBackend {
             || "raising the token floor".to_owned(),
             document::Turn::Prompt,
             || {
-                let floor = self.call(&["GET", &floor_key])?.int().unwrap_or(0);
-                let floor = u64::try_from(floor).unwrap_or(0);
+                let floor = self.floor_of(&self.call(&["GET", &floor_key])?)?;
                 let highest = Token(highest.max(floor));
                 let new_floor = match p.floor_above(highest) {
                     Ok(f) => f,

@@ -463,9 +463,19 @@ impl RedisBackend {
         let store = self.store();
         let at = format!("{}:{}", self.url.host, self.url.port);
         match e {
-            Error::Io(io) => BackendError::new(ErrorKind::Unavailable, store, format!("cannot reach Redis at {at}: {io}"))
-                .hint("is redis-server running there? a call that failed this way was not reported as done")
-                .with_source(io),
+            Error::Io(io) if leasehold_backend::is_timeout(&io) => BackendError::new(
+                ErrorKind::Unavailable,
+                store,
+                format!("Redis at {at} did not answer: {}", leasehold_backend::timed_out(TIMEOUT)),
+            )
+            .hint("the server may be overloaded or stopped, or a firewall may drop the packets; a call that failed this way was not reported as done")
+            .with_source(io),
+            Error::Io(io) => match leasehold_tls::refusal(&io) {
+                Some(refusal) => self.tls_error(refusal, &at).with_source(io),
+                None => BackendError::new(ErrorKind::Unavailable, store, format!("cannot reach Redis at {at}: {io}"))
+                    .hint("is redis-server running there? a call that failed this way was not reported as done")
+                    .with_source(io),
+            },
             Error::Server(words) => {
                 let mut code = words.split_whitespace().next().unwrap_or_default();
                 // A command inside a script that the ACL refuses answers
@@ -513,6 +523,32 @@ impl RedisBackend {
         }
     }
 
+    /// A TLS handshake that failed: which certificate, and what to do.
+    fn tls_error(&self, refusal: leasehold_tls::Refusal, at: &str) -> BackendError {
+        use leasehold_tls::Refusal;
+        let (kind, reason, hint) = match refusal {
+            Refusal::ServerCertificate(why) => (
+                ErrorKind::Auth,
+                format!("TLS failed: the certificate of Redis at {at} was not accepted: {why}"),
+                "pass cacert=PATH with the CA certificate that signed the server's (its tls-cert-file), which must name the host in the URL; see docs/REDIS.md".to_owned(),
+            ),
+            Refusal::ClientCertificate(why) => (
+                ErrorKind::Auth,
+                match &self.url.cert {
+                    Some(cert) => format!("TLS failed: Redis at {at} refused the client certificate cert={} ({why})", cert.display()),
+                    None => format!("TLS failed: Redis at {at} refused the connection without a client certificate ({why})"),
+                },
+                "the server (tls-auth-clients) takes client certificates signed by the CA of its tls-ca-cert-file: pass cert= and key= with one it issued; see docs/REDIS.md".to_owned(),
+            ),
+            Refusal::Other(why) => (
+                ErrorKind::Unavailable,
+                format!("TLS failed with Redis at {at}: {why}"),
+                "check that the port is the server's tls-port; a call that failed this way was not reported as done".to_owned(),
+            ),
+        };
+        BackendError::new(kind, self.store(), reason).hint(hint)
+    }
+
     fn run<T>(&self, f: impl FnOnce() -> Result<T>) -> std::result::Result<T, BackendError> {
         f().map_err(|e| self.error(e))
     }
@@ -558,7 +594,7 @@ impl Backend for RedisBackend {
     fn describe(&self) -> std::result::Result<StoreInfo, BackendError> {
         self.run(|| {
             let names = self.call(&["SCARD", &self.keys.names()])?.int().unwrap_or(0);
-            let floor = self.call(&["GET", &self.keys.floor()])?.int().unwrap_or(0);
+            let floor = self.floor_of(&self.call(&["GET", &self.keys.floor()])?)?;
             let mut facts = vec![
                 ("server".to_owned(), format!("{}:{}", self.url.host, self.url.port)),
                 ("database".to_owned(), self.url.db.to_string()),

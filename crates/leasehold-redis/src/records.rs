@@ -19,12 +19,18 @@ use crate::{Error, RedisBackend, Result, Script};
 
 /// ARGV: the prefix, the limit `not_after` in µs since the epoch (empty:
 /// none), then per change: `put` or `del`, key, expectation (`absent`,
-/// `version`, `any`), the version expected, the body. Answers `{2, secs,
-/// µs}` (the server's `TIME`) when the limit has passed, `{0, index,
-/// found}` for the first unmet expectation, else `{1, v…}`.
+/// `version`, `any`), the version expected, the body. Answers `{3,
+/// value}` when the version counter holds no counter (damage: `INCR`
+/// would fail after earlier writes of the batch), `{2, secs, µs}` (the
+/// server's `TIME`) when the limit has passed, `{0, index, found}` for the
+/// first unmet expectation, else `{1, v…}`.
 const WRITE: Script = Script::new(
     "local p = ARGV[1]
      local n = (#ARGV - 2) / 5
+     local counter = redis.call('GET', p .. ':record-version')
+     if counter and not string.match(counter, '^%d+$') then
+       return {3, counter}
+     end
      if ARGV[2] ~= '' then
        local t = redis.call('TIME')
        if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(ARGV[2]) then
@@ -187,6 +193,11 @@ impl RedisBackend {
             return Err(Error::Corrupt("the write script answered no array".to_owned()));
         };
         match items.as_slice() {
+            [Reply::Int(3), counter] => Err(Error::Corrupt(format!(
+                "{}:record-version holds {}, not a version counter (a non-negative integer)",
+                self.keys.prefix,
+                crate::lease::shown(counter)
+            ))),
             [Reply::Int(2), secs, micros] => Ok(RecordWrite::TooLate {
                 now: server_time(secs, micros)
                     .ok_or_else(|| Error::Corrupt("TIME answered no numbers in the write script".to_owned()))?,

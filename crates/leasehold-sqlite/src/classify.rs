@@ -74,6 +74,16 @@ pub(crate) fn io_kind(e: &std::io::Error) -> ErrorKind {
     }
 }
 
+/// `EMFILE`, when this process cannot open a file now: what lies behind a
+/// failure whose own words lost the system's error (SQLite's "unable to
+/// open database file", a boot id that could not be read). A front end
+/// words it with the limit (the CLI: `too many open files (EMFILE) ...`).
+pub(crate) fn out_of_descriptors() -> Option<std::io::Error> {
+    std::fs::File::open("/dev/null")
+        .err()
+        .filter(|e| e.raw_os_error() == Some(rustix::io::Errno::MFILE.raw_os_error()))
+}
+
 /// SQLite's own words when a statement names a table or column the store
 /// lacks: its schema was changed under a running store.
 fn missing_from_schema(e: &rusqlite::Error) -> Option<&str> {

@@ -249,15 +249,20 @@ impl SqliteBackend {
 
     fn now(&self) -> Result<Now, BackendError> {
         let boot_id = host::boot_id().ok_or_else(|| {
-            BackendError::new(
-                ErrorKind::Unavailable,
-                self.store(),
-                format!(
-                    "cannot read this boot's id from {}, which expiry on the boot clock needs",
-                    host::BOOT_ID_SOURCE
-                ),
-            )
-            .hint("make it readable (Linux: mount /proc), or use a postgres:// or etcd:// store")
+            let reason = format!(
+                "cannot read this boot's id from {}, which expiry on the boot clock needs",
+                host::BOOT_ID_SOURCE
+            );
+            match classify::out_of_descriptors() {
+                Some(emfile) => BackendError::new(
+                    ErrorKind::Unavailable,
+                    self.store(),
+                    format!("{reason}: this process has no file descriptor left ({emfile})"),
+                )
+                .with_source(emfile),
+                None => BackendError::new(ErrorKind::Unavailable, self.store(), reason)
+                    .hint("make it readable (Linux: mount /proc), or use a postgres:// or etcd:// store"),
+            }
         })?;
         let ns = duration_nanos(host::boot_clock()).saturating_add(duration_nanos(self.options.skew()));
         Ok(Now {

@@ -233,6 +233,20 @@ fn connect(
     // filesystem (it cannot make the WAL's shared-memory file): name it.
     let read_only = || rustix::fs::statvfs(dir).is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
     let open_error = |e: rusqlite::Error| {
+        // SQLite says only "unable to open database file" when this
+        // process has no descriptor left either (EMFILE): ask for one, and
+        // if that fails the same way, say so with the system's error, which
+        // a front end words with the limit.
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen)
+            && let Some(emfile) = crate::classify::out_of_descriptors()
+        {
+            return BackendError::new(
+                ErrorKind::Unavailable,
+                store,
+                format!("cannot open it: this process has no file descriptor left ({emfile})"),
+            )
+            .with_source(emfile);
+        }
         if read_only() {
             BackendError::new(ErrorKind::ReadOnly, store, "it is on a read-only filesystem")
                 .hint("remount it read-write; nothing was changed")
@@ -242,6 +256,7 @@ fn connect(
             map_error(store, e)
         }
     };
+    refuse_forbidden_files(store, path, dir)?;
     let log = crate::log_file::ready(path, dir).map_err(|e| log_error(store, &e, read_only()))?;
     let mut conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
     // Two connections that both read a new file and then both want it
@@ -269,6 +284,66 @@ fn connect(
         Err(e) => Err(open_error(e)),
     }
 }
+
+/// Refuse a store whose files this user may not read and write, naming
+/// the file, its owner and mode: SQLite says only "unable to open
+/// database file", and the log (made first) was blamed on the directory.
+/// Every command needs both (a reader too: SQLite writes `-shm` to read).
+fn refuse_forbidden_files(store: &str, path: &Path, dir: &Path) -> Result<(), BackendError> {
+    use rustix::fs::{Access, access};
+    let forbidden = |file: &Path, how: Access| matches!(access(file, how), Err(e) if e == rustix::io::Errno::ACCESS || e == rustix::io::Errno::PERM);
+    let me = format!(
+        "uid {}, gid {}",
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw()
+    );
+    for file in [
+        path.to_path_buf(),
+        log_file::path_of(path),
+        files::suffixed(path, "-shm"),
+    ] {
+        let Ok(meta) = std::fs::symlink_metadata(&file) else {
+            // Not there yet: it is made in the directory, checked below.
+            continue;
+        };
+        if forbidden(&file, Access::READ_OK | Access::WRITE_OK) {
+            let may = match (forbidden(&file, Access::READ_OK), forbidden(&file, Access::WRITE_OK)) {
+                (true, true) => "neither read nor write",
+                (true, false) => "not read",
+                _ => "not write",
+            };
+            return Err(BackendError::new(
+                ErrorKind::Permission,
+                store,
+                format!(
+                    "permission denied: this user ({me}) may {may} {} (mode {:04o}, owner uid {}, gid {}), and every command needs to read and write it",
+                    file.display(),
+                    meta.mode() & 0o7777,
+                    meta.uid(),
+                    meta.gid()
+                ),
+            )
+            .hint(FORBIDDEN_HINT)
+            .remedy(Remedy::AnotherStore));
+        }
+    }
+    if !log_file::path_of(path).exists() && forbidden(dir, Access::WRITE_OK | Access::EXEC_OK) {
+        return Err(BackendError::new(
+            ErrorKind::Permission,
+            store,
+            format!(
+                "permission denied: this user ({me}) may not create files in {}, where the store's write-ahead log (-wal) must be made",
+                dir.display()
+            ),
+        )
+        .hint(FORBIDDEN_HINT)
+        .remedy(Remedy::AnotherStore));
+    }
+    Ok(())
+}
+
+/// What to do about a store file this user may not use.
+const FORBIDDEN_HINT: &str = "give every user of the store read and write access to its file, the -wal and -shm files beside it and their directory (a shared group: chgrp GROUP FILES; chmod g+rw FILES), or run as the store's owner";
 
 /// The error of a store whose log cannot be made ready (`log_file`).
 fn log_error(store: &str, e: &std::io::Error, read_only: bool) -> BackendError {

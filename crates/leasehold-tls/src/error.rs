@@ -59,6 +59,11 @@ pub enum TlsError {
     InvalidKey(ParamFile),
     /// The key is not the certificate's.
     KeyMismatch { key: ParamFile, cert: ParamFile },
+    /// The certificate is not X.509 version 3 (`version`: 1 or 2), the
+    /// only version rustls (webpki) reads.
+    NotVersion3 { cert: ParamFile, version: u8 },
+    /// rustls (webpki) cannot read the certificate: `why`, in words.
+    UnreadableCertificate { cert: ParamFile, why: String },
     /// rustls cannot use the key.
     UnusableKey { key: ParamFile, error: rustls::Error },
     /// rustls cannot make a client configuration.
@@ -105,6 +110,14 @@ impl fmt::Display for TlsError {
                 "{key} is not the private key of {cert} (their public keys differ): name the key the certificate \
                  was issued for"
             ),
+            Self::NotVersion3 { cert, version } => write!(
+                f,
+                "{cert} is an X.509 version {version} certificate, and leasehold's TLS library (rustls, with \
+                 webpki) reads only version 3 ones (OpenSSL, and so redis-cli, still takes older ones): have it \
+                 issued again as version 3 — `openssl x509 -req` with `-extfile` naming v3 extensions (say a file \
+                 holding `basicConstraints=CA:FALSE`), or `openssl req -x509` (v3 by default)"
+            ),
+            Self::UnreadableCertificate { cert, why } => write!(f, "{cert}: cannot use this certificate: {why}"),
             Self::UnusableKey { key, error } => write!(f, "{key}: cannot use this key: {error}"),
             Self::Setup(error) => write!(f, "TLS set-up failed: {error}"),
             Self::ClientCertificate(error) => write!(f, "cannot use the client certificate: {error}"),

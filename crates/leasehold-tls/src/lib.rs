@@ -96,6 +96,15 @@ pub fn identity(cert: Param<'_>, key: Param<'_>) -> Result<Identity, TlsError> {
     let chain = parse_certificates(cert, &cert_pem)?;
     let key_pem = read(key)?;
     let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| key_error(key, &key_pem, &e))?;
+    // rustls reads certificates with webpki, which takes X.509 version 3
+    // only (RFC 5280; mozilla::pkix's choice too): an older one is said
+    // as such, not as a key rustls "cannot use".
+    if let Some(version) = chain.first().and_then(|c| x509_version(c)).filter(|v| *v != 3) {
+        return Err(TlsError::NotVersion3 {
+            cert: cert.into(),
+            version,
+        });
+    }
     let provider = rustls::crypto::ring::default_provider();
     match CertifiedKey::from_der(chain.clone(), private.clone_key(), &provider) {
         Ok(_) => Ok(Identity {
@@ -108,7 +117,91 @@ pub fn identity(cert: Param<'_>, key: Param<'_>) -> Result<Identity, TlsError> {
             key: key.into(),
             cert: cert.into(),
         }),
+        // The certificate, not the key: webpki could not read it.
+        Err(rustls::Error::InvalidCertificate(error)) => Err(TlsError::UnreadableCertificate {
+            cert: cert.into(),
+            why: certificate_words(&error),
+        }),
         Err(error) => Err(TlsError::UnusableKey { key: key.into(), error }),
+    }
+}
+
+/// The X.509 version of a DER certificate (1, 2 or 3), read from the
+/// start of its `TBSCertificate`: `[0] EXPLICIT Version` (0 for v1, 2 for
+/// v3), which a version 1 certificate leaves out. `None` when the bytes do
+/// not start as a certificate does (webpki then says what is wrong).
+fn x509_version(der: &[u8]) -> Option<u8> {
+    /// The contents of the DER element at the start of `b`, if it has
+    /// `tag`.
+    fn inside(b: &[u8], tag: u8) -> Option<&[u8]> {
+        let (&t, rest) = b.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        if t != tag {
+            return None;
+        }
+        let (len, rest) = if first < 0x80 {
+            (usize::from(first), rest)
+        } else {
+            let n = usize::from(first & 0x7f);
+            if n == 0 || n > 4 || rest.len() < n {
+                return None;
+            }
+            let len = rest[..n].iter().fold(0usize, |l, &b| (l << 8) | usize::from(b));
+            (len, &rest[n..])
+        };
+        rest.get(..len)
+    }
+    let tbs = inside(inside(der, 0x30)?, 0x30)?;
+    match inside(tbs, 0xa0) {
+        None => Some(1),
+        Some(version) => match inside(version, 0x02)? {
+            [v @ 0..=2] => Some(v + 1),
+            _ => None,
+        },
+    }
+}
+
+/// What is wrong with a certificate, in words: rustls' own messages name
+/// most cases by their Rust names (`UnknownIssuer`) and call every
+/// certificate the "peer" one.
+#[must_use]
+pub fn certificate_words(e: &rustls::CertificateError) -> String {
+    use rustls::CertificateError as C;
+    match e {
+        C::BadEncoding => "it is not a well-formed X.509 certificate".to_owned(),
+        C::Expired | C::ExpiredContext { .. } => "it has expired".to_owned(),
+        C::NotValidYet | C::NotValidYetContext { .. } => "it is not valid yet (is this host's clock right?)".to_owned(),
+        C::Revoked => "it is revoked".to_owned(),
+        C::UnknownIssuer => "it is not signed by a CA among the trusted roots".to_owned(),
+        C::BadSignature => "its signature does not verify".to_owned(),
+        C::NotValidForName => "it is not issued for the host name connected to".to_owned(),
+        // rustls' words: the name expected and the names it has.
+        C::NotValidForNameContext { .. } => e.to_string(),
+        C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+            "it is not issued for this use (its extended key usage)".to_owned()
+        }
+        C::UnhandledCriticalExtension => "it has a critical extension that cannot be handled".to_owned(),
+        C::UnsupportedSignatureAlgorithmContext { .. } | C::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
+            "it is signed with an algorithm that is not supported".to_owned()
+        }
+        C::Other(other) if other.to_string().contains("UnsupportedCertVersion") => {
+            "it is not an X.509 version 3 certificate, the only version rustls reads".to_owned()
+        }
+        _ => "it cannot be verified".to_owned(),
+    }
+}
+
+/// A TLS alert about the client's certificate, in words.
+fn alert_words(alert: AlertDescription) -> &'static str {
+    match alert {
+        AlertDescription::CertificateRequired | AlertDescription::NoCertificate => {
+            "the server requires a client certificate (cert= and key=)"
+        }
+        AlertDescription::UnknownCA => "the server does not trust the CA that signed the client certificate",
+        AlertDescription::CertificateExpired => "the server says the client certificate has expired",
+        AlertDescription::CertificateRevoked => "the server says the client certificate is revoked",
+        AlertDescription::AccessDenied => "the server denied access to this client certificate",
+        _ => "the server did not accept the client certificate",
     }
 }
 
@@ -214,11 +307,10 @@ pub fn probe(host: &str, port: u16, config: Arc<ClientConfig>, hello: &[u8], tim
 }
 
 fn classify(e: &rustls::Error) -> Refusal {
-    let text = e.to_string();
     match e {
-        rustls::Error::InvalidCertificate(_) => Refusal::ServerCertificate(text),
+        rustls::Error::InvalidCertificate(c) => Refusal::ServerCertificate(certificate_words(c)),
         rustls::Error::AlertReceived(
-            AlertDescription::BadCertificate
+            alert @ (AlertDescription::BadCertificate
             | AlertDescription::UnsupportedCertificate
             | AlertDescription::CertificateRevoked
             | AlertDescription::CertificateExpired
@@ -226,9 +318,9 @@ fn classify(e: &rustls::Error) -> Refusal {
             | AlertDescription::UnknownCA
             | AlertDescription::AccessDenied
             | AlertDescription::CertificateRequired
-            | AlertDescription::NoCertificate,
-        ) => Refusal::ClientCertificate(text),
-        _ => Refusal::Other(text),
+            | AlertDescription::NoCertificate),
+        ) => Refusal::ClientCertificate(alert_words(*alert).to_owned()),
+        _ => Refusal::Other(e.to_string()),
     }
 }
 

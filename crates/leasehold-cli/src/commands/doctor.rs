@@ -157,10 +157,10 @@ fn store_checks(ctx: &Ctx, checks: &mut Vec<Check>) {
                 checks.push(check(
                     "store",
                     Ok(format!(
-                        "{} at {}, schema version {}",
+                        "{} at {}, {}",
                         info.kind,
                         info.location,
-                        info.schema_version.map_or_else(|| "?".into(), |v| v.to_string())
+                        crate::output::schema_words(info.schema_version)
                     )),
                 ));
                 checks.push(identity_check(&store));

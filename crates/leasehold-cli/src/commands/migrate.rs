@@ -15,7 +15,6 @@ pub fn run(ctx: &Ctx, args: &MigrateArgs) -> anyhow::Result<u8> {
     let store = ctx.open_store()?;
     let info = store.backend().describe()?;
     let bumped = args.bump_tokens.map(|by| store.bump_tokens(by)).transpose()?;
-    let version = info.schema_version.map_or_else(|| "?".to_owned(), |v| v.to_string());
     if ctx.global.json {
         output::print_json(&leasehold::json::Migrated {
             store: info.kind,
@@ -25,8 +24,10 @@ pub fn run(ctx: &Ctx, args: &MigrateArgs) -> anyhow::Result<u8> {
         });
     } else {
         println!(
-            "{} store at {} is at schema version {version}",
-            info.kind, info.location
+            "{} store at {}: {}",
+            info.kind,
+            info.location,
+            output::schema_words(info.schema_version)
         );
         if let Some(b) = bumped {
             println!(
