@@ -60,6 +60,8 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
 
 /// An exception of `class` with `message`.
 fn new(class_name: &str, message: String) -> PyErr {
+    // Errors are made on attached threads: this takes no GIL.
+    #[allow(clippy::disallowed_methods, reason = "the thread is attached already")]
     Python::attach(|py| match class(py, class_name).and_then(|c| c.call1((message,))) {
         Ok(exc) => PyErr::from_value(exc),
         Err(e) => e,
@@ -85,6 +87,8 @@ pub struct HolderFacts {
 /// `lh.Held` with its facts as attributes (`name`, `holders`, `waiters`;
 /// see `leasehold/_errors.py`), besides the message.
 pub fn held(message: String, name: &str, holders: &[HolderFacts], waiters: u32) -> PyErr {
+    // Errors are made on attached threads: this takes no GIL.
+    #[allow(clippy::disallowed_methods, reason = "the thread is attached already")]
     Python::attach(|py| {
         let made = (|| -> PyResult<Bound<'_, PyAny>> {
             let holder = class(py, "Holder")?;

@@ -23,7 +23,7 @@ fn fence(fence: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Fence>> {
 
 fn write(py: Python<'_>, path: PathBuf, data: Vec<u8>, fence: Option<Fence>, options: &WriteOptions) -> PyResult<()> {
     let options = options.clone();
-    py.detach(move || match fence {
+    crate::exiting::detach(py, move || match fence {
         Some(fence) => FencedFile::new(path).write(fence, &data, &options),
         None => files::write_locked(&path, &data, &options),
     })
@@ -108,11 +108,12 @@ pub fn update_json<'py>(
     let options = options(mode, true);
     // The default is copied through JSON, so `f` may change what it gets.
     let default = default.map(convert::to_json_text).transpose()?;
-    let written = py.detach(move || {
+    let written = crate::exiting::detach(py, move || {
         let mut written = String::new();
         // Runs under the lock, without the GIL until it calls `f`.
         let filter = |old: Option<&[u8]>| -> Result<Vec<u8>, PyErr> {
-            Python::attach(|py| {
+            let exiting = || pyo3::exceptions::PyRuntimeError::new_err("the interpreter is exiting");
+            crate::exiting::attach(|py| {
                 let old = match (old, &default) {
                     (Some(old), _) => convert::from_json_text(py, &String::from_utf8_lossy(old))?,
                     (None, Some(default)) => convert::from_json_text(py, default)?,
@@ -122,6 +123,9 @@ pub fn update_json<'py>(
                 written = convert::to_json_text(new.bind(py))?;
                 Ok(format!("{written}\n").into_bytes())
             })
+            // The interpreter exits: `f` is not called, the file is left
+            // as it is, and this thread never returns to Python.
+            .unwrap_or_else(|| Err(exiting()))
         };
         let outcome = match token {
             Some(token) => FencedFile::new(&path).update(token, &options, filter),

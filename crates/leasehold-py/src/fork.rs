@@ -95,7 +95,9 @@ impl<T: Send> Local<T> {
     /// process's; in a forked child it is leaked.
     pub fn finish_detached(self, f: impl FnOnce(T) + Send) {
         if let Ok(value) = self.take() {
-            Python::attach(|py| py.detach(move || f(value)));
+            // Drops run attached: this takes no GIL.
+            #[allow(clippy::disallowed_methods, reason = "the thread is attached already")]
+            Python::attach(|py| crate::exiting::detach(py, move || f(value)));
         }
     }
 }

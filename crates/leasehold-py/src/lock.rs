@@ -60,7 +60,7 @@ pub fn lock_path(
     };
     let wait = Wait::from_py(wait)?;
     let outcome = match wait.timeout() {
-        None => py.detach(|| lock::try_lock(&path, options)),
+        None => crate::exiting::detach(py, || lock::try_lock(&path, options)),
         Some(timeout) => {
             let call = {
                 let path = path.clone();
@@ -147,7 +147,7 @@ impl FileLock {
             None => {}
         }
         let (asked, options) = (self.asked.clone(), self.options);
-        match py.detach(move || lock::try_lock(&asked, options)).or_raise()? {
+        match crate::exiting::detach(py, move || lock::try_lock(&asked, options)).or_raise()? {
             TryLock::Locked(held) => {
                 let mut slot = self
                     .slot

@@ -48,6 +48,7 @@ __all__ = [
     "write_json",
     "update_json",
     "after_fork_in_child",
+    "at_exit",
     "guard_main",
     "ETCD",
     "__version__",
@@ -321,4 +322,5 @@ def update_json(
     mode: Optional[int] = None,
 ) -> Any: ...
 def after_fork_in_child() -> None: ...
+def at_exit() -> None: ...
 def guard_main(args: Sequence[str]) -> int: ...
