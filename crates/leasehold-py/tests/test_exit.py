@@ -6,7 +6,10 @@ the interpreter finalizes (src/exiting.rs says why that crashed: exit 139).
 Each shape of ``exit_shapes.py`` runs in a child interpreter 20 times on
 the oldest and the newest CPython here, with the package this suite
 imports (its abi3 extension loads on both), and must exit 0 every time.
-The children run in parallel: they mostly sleep."""
+``exit_shim.c``, preloaded, makes the bug visible in any build: a thread
+that tries to take the GIL while the interpreter finalizes ends the child
+with 97 (only some builds segfault on it). The children run in parallel:
+they mostly sleep."""
 
 from __future__ import annotations
 
@@ -94,11 +97,16 @@ def oldest_and_newest() -> List[Tuple[Tuple[int, int], str]]:
 
 def test_no_crash_at_exit_with_a_call_blocked_on_another_thread(tmp_path: Path) -> None:
     pythons = oldest_and_newest()
+    cc = shutil.which("cc")
+    if cc is None:
+        missing("no C compiler (cc) for exit_shim.c; install the Debian package gcc")
+    shim = tmp_path / "exit_shim.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(shim), str(HERE / "exit_shim.c"), "-ldl"], check=True)
     # The package as this suite imports it, alone on the children's path.
     site = tmp_path / "site"
     site.mkdir()
     (site / "leasehold").symlink_to(Path(lh.__file__).resolve().parent)
-    env = dict(os.environ, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", LD_PRELOAD=str(shim))
     env.pop("LEASEHOLD_STORE", None)
 
     def child(python: str, shape: str) -> Tuple[int, str, str]:
