@@ -80,9 +80,13 @@ pub fn lock_path(
     match outcome {
         TryLock::Locked(held) => {
             let path = held.path().to_owned();
+            let file = held.file().try_clone().ok();
             let slot = Arc::new(LockSlot {
                 lock: Mutex::new(Some(Local::new(held))),
             });
+            if let Some(file) = file {
+                crate::files::note_lock(&slot, &file);
+            }
             fork::register_lock(&slot);
             Ok(FileLock {
                 slot,
@@ -156,6 +160,9 @@ impl FileLock {
                     .unwrap_or_else(PoisonError::into_inner);
                 // Another thread entered it meanwhile: ours is let go.
                 if slot.is_none() {
+                    if let Ok(file) = held.file().try_clone() {
+                        crate::files::note_lock(&self.slot, &file);
+                    }
                     *slot = Some(Local::new(held));
                 }
                 Ok(())
@@ -175,6 +182,7 @@ impl FileLock {
         match held.map(Local::take) {
             Some(Ok(lock)) => {
                 drop(lock);
+                crate::files::forget_lock(&self.slot);
                 Ok(())
             }
             Some(Err(forked)) => Err(errors::of_kind(
