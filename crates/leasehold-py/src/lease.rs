@@ -206,7 +206,8 @@ pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyEr
             pid: g.holder.bound.then_some(g.holder.pid),
         })
         .collect();
-    errors::held(message, name.as_str(), &holders, held.waiters_ahead)
+    let timed_out = matches!(wait, Wait::Upto(_));
+    errors::held(message, name.as_str(), &holders, held.waiters_ahead, timed_out)
 }
 
 /// A held grant and its keeper (this process's: see `fork.rs`).
@@ -909,6 +910,24 @@ impl Drop for Lease {
         let Now::Held(local) = std::mem::replace(&mut inner.now, Now::Idle) else {
             return;
         };
+        if let Ok(hold) = local.get() {
+            // As an unclosed file does: the release came from the garbage
+            // collector, not from the code that held it.
+            let message = format!(
+                "lease {} (token {}) was dropped while held and is released now: release it (release(), or a \
+                 with block) when done with it",
+                self.name, hold.grant.token
+            );
+            // Drops run attached: this takes no GIL.
+            #[allow(clippy::disallowed_methods, reason = "the thread is attached already")]
+            Python::attach(|py| {
+                let category = py.get_type::<pyo3::exceptions::PyResourceWarning>();
+                let message = std::ffi::CString::new(message).unwrap_or_default();
+                if let Err(e) = PyErr::warn(py, &category, &message, 1) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
         local.finish_detached(move |hold| drop(release_hold(hold)));
     }
 }

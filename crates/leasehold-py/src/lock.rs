@@ -124,7 +124,13 @@ fn held_error(path: &std::path::Path, holders: &Holders, wait: &Wait) -> PyErr {
             pid: Some(pid),
         })
         .collect();
-    errors::held(message, &path.display().to_string(), &facts, 0)
+    errors::held(
+        message,
+        &path.display().to_string(),
+        &facts,
+        0,
+        !matches!(wait, Wait::No),
+    )
 }
 
 impl FileLock {

@@ -688,8 +688,18 @@ impl Task {
         self.report(py, Report::Release).map(drop)
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// Refused (``InvalidInput``) for a task already reported: its block
+    /// would run for a task no longer held.
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        let this = slf.get();
+        if let State::Ended(how) = &*this.state(py) {
+            return Err(errors::invalid(format!(
+                "{} has already ended ({how}): a with block would run for a task this worker no longer holds; \
+                 claim the next task instead",
+                this.what()
+            )));
+        }
+        Ok(slf)
     }
 
     /// `done` on success. An `Exception` is recorded with `fail` (its

@@ -93,14 +93,37 @@ impl Store {
                          else the embedded store",
                     ));
                 }
+                no_sqlite_query(&text)?;
                 StoreUrl::parse(&text).or_raise()
             }
             Some(path) => Ok(StoreUrl::sqlite(convert::path(path)?)),
             None => match std::env::var(STORE_VAR).ok().filter(|v| !v.is_empty()) {
-                Some(url) => StoreUrl::parse(&url).or_raise(),
+                Some(url) => {
+                    no_sqlite_query(&url)?;
+                    StoreUrl::parse(&url).or_raise()
+                }
                 None => StoreUrl::default_location().or_raise(),
             },
         }
+    }
+}
+
+/// A `sqlite://` URL takes no query string: `sqlite:///x.db?mode=ro`
+/// made a file named `x.db?mode=ro`. Refused, naming what to do (a path
+/// with a `?` in it goes as a `pathlib.Path`).
+fn no_sqlite_query(url: &str) -> PyResult<()> {
+    let Some(rest) = url.strip_prefix("sqlite://") else {
+        return Ok(());
+    };
+    match rest.find(['?', '#']) {
+        None => Ok(()),
+        Some(at) => Err(errors::invalid(format!(
+            "the SQLite store URL {url:?} has a query string or fragment ({:?}), which SQLite URLs do not take: \
+             the store would be a file named {:?}. Drop it (sqlite:///PATH); for a file whose name holds \
+             '?' or '#', pass pathlib.Path(PATH)",
+            &rest[at..],
+            rest
+        ))),
     }
 }
 

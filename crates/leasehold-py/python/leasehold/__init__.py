@@ -36,6 +36,7 @@ from ._errors import (
     StoreBusy,
     StoreUnavailable,
     Unsupported,
+    WaitTimeout,
 )
 from ._native import (
     ETCD,
@@ -110,6 +111,7 @@ __all__ = [
     "TaskInfo",
     "TaskIter",
     "Unsupported",
+    "WaitTimeout",
     "lock",
     "update_json",
     "write_atomic",
