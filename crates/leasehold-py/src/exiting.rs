@@ -52,8 +52,9 @@
 //! own thread between two passes (a `__del__` run by a collection there).
 
 use std::cell::Cell;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::{self, ThreadId};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use leasehold::Cancel;
@@ -63,35 +64,41 @@ use pyo3::prelude::*;
 /// queue: they do at their next poll.
 const CANCELLED_WAITS: Duration = Duration::from_secs(2);
 
-#[derive(Default)]
-struct Gate {
-    closed: bool,
-    /// The thread that closed it: the one finalizing.
-    closer: Option<ThreadId>,
-    /// Threads holding a pass now.
-    inside: usize,
-    /// The waits in flight, to cancel when it closes.
-    waits: Vec<(u64, Cancel)>,
-    next_wait: u64,
-}
+// The gate is two atomics, not a mutex: it is passed without the GIL, and
+// a mutex held by another thread when `os.fork()` copies the process would
+// stay locked in the child for good. Taking a pass adds to INSIDE and then
+// reads CLOSED; closing sets CLOSED and then reads INSIDE (all SeqCst):
+// either the thread sees the gate closed and backs out, or the closer sees
+// it inside and waits for it.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+/// Threads holding a pass now.
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
 
-static GATE: Mutex<Gate> = Mutex::new(Gate {
-    closed: false,
-    closer: None,
-    inside: 0,
-    waits: Vec::new(),
-    next_wait: 0,
-});
-/// Signalled when the last pass is given back, or a wait ends.
-static CHANGED: Condvar = Condvar::new();
+/// The waits in flight (their ids and cancels), to cancel when it closes.
+/// Touched for an instant when a wait starts and ends; never waited for
+/// (`try_waits`), so a copy locked at a fork costs only the cancel.
+static WAITS: Mutex<Waits> = Mutex::new((0, Vec::new()));
+
+/// The last id given, and the waits by id.
+type Waits = (u64, Vec<(u64, Cancel)>);
 
 thread_local! {
     /// How many passes this thread holds (passes nest).
     static PASSES: Cell<usize> = const { Cell::new(0) };
+    /// Whether this thread closed the gate: the one finalizing.
+    static CLOSER: Cell<bool> = const { Cell::new(false) };
 }
 
-fn gate() -> MutexGuard<'static, Gate> {
-    GATE.lock().unwrap_or_else(PoisonError::into_inner)
+/// The waits, if they can be had within a moment.
+fn try_waits() -> Option<MutexGuard<'static, Waits>> {
+    for _ in 0..100 {
+        match WAITS.try_lock() {
+            Ok(waits) => return Some(waits),
+            Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => thread::sleep(Duration::from_micros(100)),
+        }
+    }
+    None
 }
 
 /// Take a pass: `false` once the gate is closed, except on the thread
@@ -99,11 +106,11 @@ fn gate() -> MutexGuard<'static, Gate> {
 fn enter() -> bool {
     let held = PASSES.with(Cell::get);
     if held == 0 {
-        let mut gate = gate();
-        if gate.closed && gate.closer != Some(thread::current().id()) {
+        INSIDE.fetch_add(1, SeqCst);
+        if CLOSED.load(SeqCst) && !CLOSER.with(Cell::get) {
+            INSIDE.fetch_sub(1, SeqCst);
             return false;
         }
-        gate.inside += 1;
     }
     PASSES.with(|p| p.set(held + 1));
     true
@@ -113,11 +120,7 @@ fn leave() {
     let held = PASSES.with(Cell::get);
     PASSES.with(|p| p.set(held.saturating_sub(1)));
     if held == 1 {
-        let mut gate = gate();
-        gate.inside -= 1;
-        if gate.inside == 0 {
-            CHANGED.notify_all();
-        }
+        INSIDE.fetch_sub(1, SeqCst);
     }
 }
 
@@ -158,26 +161,27 @@ pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
 
 /// A wait in flight (a lease wait, a campaign): cancelled if the
 /// interpreter exits while it waits. Ended when dropped.
-pub struct Watched(u64);
+pub struct Watched(Option<u64>);
 
 /// Watch `cancel`'s wait until the returned guard is dropped; cancelled
 /// at once if the interpreter already exits.
 pub fn watch(cancel: &Cancel) -> Watched {
-    let mut gate = gate();
-    if gate.closed {
+    if CLOSED.load(SeqCst) {
         cancel.cancel();
     }
-    gate.next_wait += 1;
-    let id = gate.next_wait;
-    gate.waits.push((id, cancel.clone()));
-    Watched(id)
+    Watched(try_waits().map(|mut waits| {
+        waits.0 += 1;
+        let id = waits.0;
+        waits.1.push((id, cancel.clone()));
+        id
+    }))
 }
 
 impl Drop for Watched {
     fn drop(&mut self) {
-        let mut gate = gate();
-        gate.waits.retain(|(id, _)| *id != self.0);
-        CHANGED.notify_all();
+        if let (Some(id), Some(mut waits)) = (self.0, try_waits()) {
+            waits.1.retain(|(w, _)| *w != id);
+        }
     }
 }
 
@@ -186,32 +190,35 @@ impl Drop for Watched {
 /// and for every pass to be given back.
 #[pyfunction]
 pub fn at_exit(py: Python<'_>) {
-    {
-        let mut gate = gate();
-        gate.closed = true;
-        gate.closer = Some(thread::current().id());
-        for (_, cancel) in &gate.waits {
+    CLOSER.with(|c| c.set(true));
+    CLOSED.store(true, SeqCst);
+    if let Some(waits) = try_waits() {
+        for (_, cancel) in &waits.1 {
             cancel.cancel();
         }
     }
-    // This thread may take the GIL back: it is the one finalizing.
+    // This thread may take the GIL back: it is the one finalizing. A pass
+    // is held for an instant (a thread taking the GIL back) or while a
+    // thread of ours calls into Python (waking a loop, an `on_lost`).
     detach(py, || {
         let deadline = Instant::now() + CANCELLED_WAITS;
-        let mut gate = gate();
-        while gate.inside > 0 || !gate.waits.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if gate.inside == 0 && left.is_zero() {
+        loop {
+            let waiting = Instant::now() < deadline && try_waits().is_some_and(|w| !w.1.is_empty());
+            if INSIDE.load(SeqCst) == 0 && !waiting {
                 break;
             }
-            let slice = if gate.waits.is_empty() {
-                Duration::from_secs(3600)
-            } else {
-                left.max(Duration::from_millis(1))
-            };
-            gate = CHANGED
-                .wait_timeout(gate, slice)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            thread::sleep(Duration::from_millis(1));
         }
     });
+}
+
+/// In a child made by `os.fork()` (`fork.rs`): the parent's threads, their
+/// passes and waits are not here; the child exits on its own.
+pub fn after_fork_in_child() {
+    INSIDE.store(PASSES.with(Cell::get), SeqCst);
+    CLOSED.store(false, SeqCst);
+    CLOSER.with(|c| c.set(false));
+    if let Some(mut waits) = try_waits() {
+        waits.1.clear();
+    }
 }

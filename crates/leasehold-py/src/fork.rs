@@ -133,6 +133,7 @@ pub fn register_lock(slot: &Arc<LockSlot>) {
 #[pyfunction]
 pub fn after_fork_in_child(py: Python<'_>) -> PyResult<()> {
     use std::os::fd::AsRawFd as _;
+    crate::exiting::after_fork_in_child();
     let locks = std::mem::take(&mut *LOCKS.lock().unwrap_or_else(PoisonError::into_inner));
     let os = py.import("os")?;
     for slot in locks.iter().filter_map(Weak::upgrade) {
