@@ -12,6 +12,10 @@
 //! awaiting task was cancelled, or when the loop closed meanwhile (then
 //! `finish` runs on the call's thread): `finish` must then let go of what
 //! the call got (a grant taken for nobody is released at once).
+//!
+//! Once the interpreter exits, the call's thread does not call into Python
+//! at all (`exiting`): `abandon` lets go of what the call got, without
+//! Python, on the call's thread.
 
 use std::sync::Mutex;
 
@@ -68,7 +72,8 @@ impl OnCancel {
 /// that gets `finish`'s value (or exception). `on_cancel` runs if the future
 /// is cancelled first (it must not block: the loop's thread runs it).
 /// `finish` is told whether the future is still awaited; when it is not,
-/// what it returns is dropped.
+/// what it returns is dropped. `abandon` gets what the call got instead
+/// when the interpreter exits first (it runs without the GIL).
 ///
 /// # Errors
 /// Outside a running loop (`asyncio.get_running_loop` raises), or when no
@@ -78,6 +83,7 @@ pub fn run<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
     on_cancel: impl FnOnce() + Send + 'static,
     finish: impl FnOnce(Python<'_>, T, bool) -> PyResult<Py<PyAny>> + Send + 'static,
+    abandon: impl FnOnce(T) + Send + 'static,
 ) -> PyResult<Bound<'_, PyAny>> {
     let running = py.import("asyncio")?.call_method0("get_running_loop")?;
     let fut = running.call_method0("create_future")?;
@@ -90,7 +96,11 @@ pub fn run<T: Send + 'static>(
         .name("leasehold-async".into())
         .spawn(move || {
             let out = work();
-            Python::attach(|py| {
+            // `out` goes to `finish` through Python, or to `abandon` when the
+            // interpreter exits (then no Python is touched on this thread).
+            let mut out = Some(out);
+            crate::exiting::attach(|py| {
+                let Some(out) = out.take() else { return };
                 let job: Job = Box::new(move |py, on_loop| {
                     let fut = theirs.bind(py);
                     let cancelled = || {
@@ -127,6 +137,9 @@ pub fn run<T: Send + 'static>(
                     wake.get().run(py, false);
                 }
             });
+            if let Some(out) = out {
+                abandon(out);
+            }
         })
         .map_err(|e| crate::errors::of_kind(leasehold::ErrorKind::Failed, format!("cannot start a thread: {e}")))?;
     Ok(fut)

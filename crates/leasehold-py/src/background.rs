@@ -56,7 +56,7 @@ impl<T: Send + 'static> Background<T> {
     /// Wait up to `slice` without the GIL; the result if it came.
     fn poll(&self, py: Python<'_>, slice: Duration) -> Option<T> {
         let shared = self.shared.clone();
-        py.detach(move || {
+        crate::exiting::detach(py, move || {
             let (state, done) = &*shared;
             let state = state.lock().unwrap_or_else(PoisonError::into_inner);
             let mut state = done
@@ -107,7 +107,7 @@ impl<T: Send + 'static> Background<T> {
         match std::mem::replace(&mut *state, State::Taken) {
             State::Done(out) => {
                 drop(state);
-                py.detach(move || abandon(out));
+                crate::exiting::detach(py, move || abandon(out));
             }
             State::Running => *state = State::GaveUp(Box::new(abandon)),
             other => *state = other,

@@ -281,13 +281,52 @@ pub fn to_json_text(value: &Bound<'_, PyAny>) -> PyResult<String> {
     kwargs.set_item("allow_nan", false)?;
     json_module(value.py())?
         .call_method("dumps", (value,), Some(&kwargs))
-        .map_err(|e| errors::invalid(format!("not JSON: {e}")))?
+        .map_err(|e| {
+            // A value of a type JSON has no form for is a TypeError, as
+            // json.dumps raises it; NaN and cycles are bad values.
+            if e.is_instance_of::<pyo3::exceptions::PyTypeError>(value.py()) {
+                pyo3::exceptions::PyTypeError::new_err(format!("not JSON: {e}"))
+            } else {
+                errors::invalid(format!("not JSON: {e}"))
+            }
+        })?
         .extract()
+}
+
+/// The first integer in `value` (through lists, tuples and dict values)
+/// that does not fit in 64 bits, which the store's JSON (queue payloads
+/// and results) would turn into a float.
+fn wide_int(value: &Bound<'_, PyAny>, depth: usize) -> Option<String> {
+    use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyTuple};
+    if depth > 200 {
+        return None;
+    }
+    if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() {
+        let fits = value.extract::<i64>().is_ok() || value.extract::<u64>().is_ok();
+        return (!fits).then(|| value.str().map(|s| s.to_string()).unwrap_or_default());
+    }
+    if let Ok(dict) = value.cast::<PyDict>() {
+        return dict.values().iter().find_map(|v| wide_int(&v, depth + 1));
+    }
+    if let Ok(list) = value.cast::<PyList>() {
+        return list.iter().find_map(|v| wide_int(&v, depth + 1));
+    }
+    if let Ok(tuple) = value.cast::<PyTuple>() {
+        return tuple.iter().find_map(|v| wide_int(&v, depth + 1));
+    }
+    None
 }
 
 /// A Python value as JSON.
 pub fn to_json(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
-    serde_json::from_str(&to_json_text(value)?).map_err(|e| errors::invalid(format!("not JSON: {e}")))
+    let text = to_json_text(value)?;
+    if let Some(int) = wide_int(value, 0) {
+        return Err(errors::invalid(format!(
+            "the integer {int} does not fit in 64 bits, and the store's JSON would keep it as a float \
+             (losing digits): pass it as a string"
+        )));
+    }
+    serde_json::from_str(&text).map_err(|e| errors::invalid(format!("not JSON: {e}")))
 }
 
 /// JSON as a Python value, as `json.loads` reads it.

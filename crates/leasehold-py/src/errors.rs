@@ -60,6 +60,8 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
 
 /// An exception of `class` with `message`.
 fn new(class_name: &str, message: String) -> PyErr {
+    // Errors are made on attached threads: this takes no GIL.
+    #[allow(clippy::disallowed_methods, reason = "the thread is attached already")]
     Python::attach(|py| match class(py, class_name).and_then(|c| c.call1((message,))) {
         Ok(exc) => PyErr::from_value(exc),
         Err(e) => e,
@@ -84,7 +86,11 @@ pub struct HolderFacts {
 
 /// `lh.Held` with its facts as attributes (`name`, `holders`, `waiters`;
 /// see `leasehold/_errors.py`), besides the message.
-pub fn held(message: String, name: &str, holders: &[HolderFacts], waiters: u32) -> PyErr {
+/// `timed_out`: after a wait with a limit — `lh.WaitTimeout`, a `Held`
+/// that is also a `TimeoutError`.
+pub fn held(message: String, name: &str, holders: &[HolderFacts], waiters: u32, timed_out: bool) -> PyErr {
+    // Errors are made on attached threads: this takes no GIL.
+    #[allow(clippy::disallowed_methods, reason = "the thread is attached already")]
     Python::attach(|py| {
         let made = (|| -> PyResult<Bound<'_, PyAny>> {
             let holder = class(py, "Holder")?;
@@ -99,7 +105,8 @@ pub fn held(message: String, name: &str, holders: &[HolderFacts], waiters: u32) 
             kwargs.set_item("name", name)?;
             kwargs.set_item("holders", holders)?;
             kwargs.set_item("waiters", waiters)?;
-            class(py, "Held")?.call((message,), Some(&kwargs))
+            let class_name = if timed_out { "WaitTimeout" } else { "Held" };
+            class(py, class_name)?.call((message,), Some(&kwargs))
         })();
         match made {
             Ok(exc) => PyErr::from_value(exc),

@@ -95,7 +95,9 @@ impl<T: Send> Local<T> {
     /// process's; in a forked child it is leaked.
     pub fn finish_detached(self, f: impl FnOnce(T) + Send) {
         if let Ok(value) = self.take() {
-            Python::attach(|py| py.detach(move || f(value)));
+            // Drops run attached: this takes no GIL.
+            #[allow(clippy::disallowed_methods, reason = "the thread is attached already")]
+            Python::attach(|py| crate::exiting::detach(py, move || f(value)));
         }
     }
 }
@@ -131,6 +133,7 @@ pub fn register_lock(slot: &Arc<LockSlot>) {
 #[pyfunction]
 pub fn after_fork_in_child(py: Python<'_>) -> PyResult<()> {
     use std::os::fd::AsRawFd as _;
+    crate::exiting::after_fork_in_child();
     let locks = std::mem::take(&mut *LOCKS.lock().unwrap_or_else(PoisonError::into_inner));
     let os = py.import("os")?;
     for slot in locks.iter().filter_map(Weak::upgrade) {

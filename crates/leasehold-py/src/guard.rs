@@ -42,5 +42,5 @@ pub fn program(py: Python<'_>) -> PyResult<GuardProgram> {
 #[pyfunction]
 pub fn guard_main(py: Python<'_>, args: Vec<OsString>) -> u8 {
     // The guard is the whole process: nothing in Python waits for it.
-    py.detach(move || leasehold::supervise::guard::main(&args).unwrap_or(2))
+    crate::exiting::detach(py, move || leasehold::supervise::guard::main(&args).unwrap_or(2))
 }

@@ -34,7 +34,10 @@ pub fn campaign(
     let cancel = Cancel::new();
     let call = {
         let (cancel, name) = (cancel.clone(), name.clone());
-        Background::spawn(move || store.campaign(&name, &options, &cancel))
+        Background::spawn(move || {
+            let _watched = crate::exiting::watch(&cancel);
+            store.campaign(&name, &options, &cancel)
+        })
     };
     let led = loop {
         if let Some(led) = call.wait_for(py, Duration::from_millis(50)) {
@@ -121,7 +124,7 @@ impl Leadership {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         match led {
-            Some(led) => py.detach(move || led.resign()).or_raise(),
+            Some(led) => crate::exiting::detach(py, move || led.resign()).or_raise(),
             None => Ok(()),
         }
     }
@@ -210,6 +213,7 @@ impl Observer {
                 Some(change) => change_document(py, &change.or_raise()?),
                 None => Err(PyStopAsyncIteration::new_err(())),
             },
+            drop,
         )
     }
 

@@ -131,17 +131,17 @@ pub fn forked_error(forked: Forked, what: &str) -> PyErr {
 /// Push a keeper's loss to `on_lost`, on the keeper's thread (which takes
 /// the GIL for it). What the callable raises is reported as unraisable:
 /// there is nobody to raise it to.
-pub fn notify<L: leasehold::Refusal>(keeper: &Keeper<L>, what: String, on_lost: Option<&Py<PyAny>>) {
+pub fn notify<L: leasehold::Refusal>(py: Python<'_>, keeper: &Keeper<L>, what: String, on_lost: Option<&Py<PyAny>>) {
     let Some(on_lost) = on_lost else { return };
-    let on_lost = Python::attach(|py| on_lost.clone_ref(py));
+    let on_lost = on_lost.clone_ref(py);
     keeper.on_loss(loss_callback(what, on_lost));
 }
 
 /// What a keeper calls on loss to call `on_lost` with the `LeaseLost` of
-/// `what` (taking the GIL).
+/// `what` (taking the GIL) — not once the interpreter exits (`exiting`).
 pub fn loss_callback<L: std::fmt::Display>(what: String, on_lost: Py<PyAny>) -> impl FnOnce(Loss<L>) + Send + 'static {
     move |loss| {
-        Python::attach(|py| {
+        crate::exiting::attach(|py| {
             let exc = lost_error(&what, &loss);
             // Its key, by which a raise of the same loss in the main thread
             // withdraws it from the interrupt (`told_lost`).
@@ -206,7 +206,8 @@ pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyEr
             pid: g.holder.bound.then_some(g.holder.pid),
         })
         .collect();
-    errors::held(message, name.as_str(), &holders, held.waiters_ahead)
+    let timed_out = matches!(wait, Wait::Upto(_));
+    errors::held(message, name.as_str(), &holders, held.waiters_ahead, timed_out)
 }
 
 /// A held grant and its keeper (this process's: see `fork.rs`).
@@ -424,7 +425,11 @@ impl Lease {
         let (wait, cancel) = (self.wait.timeout(), cancel.clone());
         move || match wait {
             None => store.acquire_and_keep(&name, &options, keep),
-            Some(timeout) => store.acquire_wait_and_keep(&name, &options, timeout, &cancel, |_| {}, keep),
+            Some(timeout) => {
+                // Cancelled, out of the store's queue, if the interpreter exits.
+                let _watched = crate::exiting::watch(&cancel);
+                store.acquire_wait_and_keep(&name, &options, timeout, &cancel, |_| {}, keep)
+            }
         }
     }
 
@@ -441,7 +446,7 @@ impl Lease {
                 return Err(errors::library(&e));
             }
         };
-        notify(&keeper, self.what(&grant), self.on_lost.as_ref());
+        notify(py, &keeper, self.what(&grant), self.on_lost.as_ref());
         self.inner(py).now = Now::Held(Local::new(Hold { store, grant, keeper }));
         Ok(())
     }
@@ -518,7 +523,7 @@ impl Lease {
         let Some(hold) = self.begin_release(py, exiting)? else {
             return Ok(());
         };
-        let released = py.detach(move || release_hold(hold));
+        let released = crate::exiting::detach(py, move || release_hold(hold));
         self.end_release(py, released)
     }
 
@@ -544,7 +549,7 @@ impl Lease {
             }
         };
         let mut hold = taken.map_err(|refused| self.raise(refused))?;
-        let (hold, renewed) = py.detach(move || {
+        let (hold, renewed) = crate::exiting::detach(py, move || {
             let renewed = hold.keeper.renew_now(new);
             (hold, renewed)
         });
@@ -617,7 +622,7 @@ impl Lease {
         let cancel = Cancel::new();
         let blocking = this.acquire_blocking(&store, &cancel);
         let kept = if this.wait == Wait::No {
-            py.detach(blocking)
+            crate::exiting::detach(py, blocking)
         } else {
             let call = Background::spawn(blocking);
             match call.wait(py) {
@@ -695,7 +700,7 @@ impl Lease {
         let (handle, what) = kept.map_err(|refused| self.raise(refused))?;
         // Without the GIL: the keeper's verdict may be awaited, and its
         // callbacks take the GIL.
-        match py.detach(|| handle.loss()) {
+        match crate::exiting::detach(py, || handle.loss()) {
             None => Ok(()),
             Some(loss) => Err(told_lost(py, self.on_lost.as_ref(), &what, &loss)),
         }
@@ -735,7 +740,7 @@ impl Lease {
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
         let store = self.store.get().handle(py)?;
         let name = self.name.clone();
-        let state = py.detach(move || store.status(&name)).or_raise()?;
+        let state = crate::exiting::detach(py, move || store.status(&name)).or_raise()?;
         Ok(state.is_some_and(|s| s.grants.iter().any(|g| leasehold::json::alive(g) != "no")))
     }
 
@@ -824,6 +829,7 @@ impl Lease {
         let cancel = Cancel::new();
         let blocking = this.acquire_blocking(&store, &cancel);
         let lease = slf.clone().unbind();
+        let abandoned = store.clone();
         crate::aio::run(
             py,
             blocking,
@@ -836,6 +842,15 @@ impl Lease {
                 }
                 this.end_acquire(py, store, kept)?;
                 Ok(lease.clone_ref(py).into_any())
+            },
+            move |kept| {
+                if let Ok(Kept::Acquired(grant, keeper)) = kept {
+                    drop(release_hold(Hold {
+                        store: abandoned,
+                        grant,
+                        keeper,
+                    }));
+                }
             },
         )
         .inspect_err(|_| this.inner(py).now = Now::Idle)
@@ -868,6 +883,7 @@ impl Lease {
                 }
                 Ok(py.None())
             },
+            drop,
         )
     }
 
@@ -894,6 +910,24 @@ impl Drop for Lease {
         let Now::Held(local) = std::mem::replace(&mut inner.now, Now::Idle) else {
             return;
         };
+        if let Ok(hold) = local.get() {
+            // As an unclosed file does: the release came from the garbage
+            // collector, not from the code that held it.
+            let message = format!(
+                "lease {} (token {}) was dropped while held and is released now: release it (release(), or a \
+                 with block) when done with it",
+                self.name, hold.grant.token
+            );
+            // Drops run attached: this takes no GIL.
+            #[allow(clippy::disallowed_methods, reason = "the thread is attached already")]
+            Python::attach(|py| {
+                let category = py.get_type::<pyo3::exceptions::PyResourceWarning>();
+                let message = std::ffi::CString::new(message).unwrap_or_default();
+                if let Err(e) = PyErr::warn(py, &category, &message, 1) {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
         local.finish_detached(move |hold| drop(release_hold(hold)));
     }
 }

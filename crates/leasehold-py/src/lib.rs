@@ -17,6 +17,7 @@
 //! | `convert`, `errors` | durations, names, paths, JSON; error kinds to exception classes |
 //! | `fork`, `background` | what a forked child may not touch; interruptible waits |
 //! | `aio` | `async with`: waits on threads of their own that wake the event loop |
+//! | `exiting` | no thread re-enters Python once the interpreter exits: every `detach`/`attach` goes through it |
 //!
 //! Every blocking call runs without the GIL; heartbeats run on the
 //! keeper's threads and take the GIL only to call an `on_lost` callable.
@@ -33,6 +34,7 @@ mod aio;
 mod background;
 mod convert;
 mod errors;
+mod exiting;
 mod files;
 mod fork;
 mod guard;
@@ -61,6 +63,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(files::update_json, m)?)?;
     m.add_function(wrap_pyfunction!(fork::after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(guard::guard_main, m)?)?;
+    m.add_function(wrap_pyfunction!(exiting::at_exit, m)?)?;
     m.add("ETCD", cfg!(feature = "etcd"))?;
     // The workspace's version: the same as `leasehold --version` of the
     // command a wheel installs beside the module.

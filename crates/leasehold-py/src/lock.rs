@@ -60,7 +60,7 @@ pub fn lock_path(
     };
     let wait = Wait::from_py(wait)?;
     let outcome = match wait.timeout() {
-        None => py.detach(|| lock::try_lock(&path, options)),
+        None => crate::exiting::detach(py, || lock::try_lock(&path, options)),
         Some(timeout) => {
             let call = {
                 let path = path.clone();
@@ -80,9 +80,13 @@ pub fn lock_path(
     match outcome {
         TryLock::Locked(held) => {
             let path = held.path().to_owned();
+            let file = held.file().try_clone().ok();
             let slot = Arc::new(LockSlot {
                 lock: Mutex::new(Some(Local::new(held))),
             });
+            if let Some(file) = file {
+                crate::files::note_lock(&slot, &file);
+            }
             fork::register_lock(&slot);
             Ok(FileLock {
                 slot,
@@ -120,7 +124,13 @@ fn held_error(path: &std::path::Path, holders: &Holders, wait: &Wait) -> PyErr {
             pid: Some(pid),
         })
         .collect();
-    errors::held(message, &path.display().to_string(), &facts, 0)
+    errors::held(
+        message,
+        &path.display().to_string(),
+        &facts,
+        0,
+        !matches!(wait, Wait::No),
+    )
 }
 
 impl FileLock {
@@ -147,7 +157,7 @@ impl FileLock {
             None => {}
         }
         let (asked, options) = (self.asked.clone(), self.options);
-        match py.detach(move || lock::try_lock(&asked, options)).or_raise()? {
+        match crate::exiting::detach(py, move || lock::try_lock(&asked, options)).or_raise()? {
             TryLock::Locked(held) => {
                 let mut slot = self
                     .slot
@@ -156,6 +166,9 @@ impl FileLock {
                     .unwrap_or_else(PoisonError::into_inner);
                 // Another thread entered it meanwhile: ours is let go.
                 if slot.is_none() {
+                    if let Ok(file) = held.file().try_clone() {
+                        crate::files::note_lock(&self.slot, &file);
+                    }
                     *slot = Some(Local::new(held));
                 }
                 Ok(())
@@ -175,6 +188,7 @@ impl FileLock {
         match held.map(Local::take) {
             Some(Ok(lock)) => {
                 drop(lock);
+                crate::files::forget_lock(&self.slot);
                 Ok(())
             }
             Some(Err(forked)) => Err(errors::of_kind(

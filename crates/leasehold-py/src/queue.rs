@@ -69,12 +69,11 @@ impl Queue {
             let claimed = {
                 let (store, queue, keep) = (store.clone(), self.name.clone(), hold.keep.clone());
                 let owner = keep.owner.clone();
-                py.detach(move || store.claim_and_keep(&queue, owner.as_deref(), keep))
-                    .or_raise()?
+                crate::exiting::detach(py, move || store.claim_and_keep(&queue, owner.as_deref(), keep)).or_raise()?
             };
             if let Some((claim, keeper)) = claimed {
                 let what = format!("claim of task {}/{} (token {})", claim.queue, claim.id, claim.token);
-                notify(&keeper, what, hold.on_lost.as_ref());
+                notify(py, &keeper, what, hold.on_lost.as_ref());
                 let on_lost = hold.on_lost.as_ref().map(|f| f.clone_ref(py));
                 return Task::new(py, claim, hold.keep.ttl, Hold { store, keeper }, on_lost).map(Some);
             }
@@ -88,7 +87,7 @@ impl Queue {
             while Instant::now() < until {
                 let (store, queue) = (store.clone(), self.name.clone());
                 let slice = until.saturating_duration_since(Instant::now()).min(SLICE);
-                py.detach(move || store.wait_for_tasks(&queue, slice)).or_raise()?;
+                crate::exiting::detach(py, move || store.wait_for_tasks(&queue, slice)).or_raise()?;
                 py.check_signals()?;
             }
             idle = (idle * 2).min(IDLE_MAX);
@@ -251,9 +250,7 @@ impl Queue {
         let state = state.map(task_state).transpose()?;
         let store = self.store.get().handle(py)?;
         let queue = self.name.clone();
-        let tasks = py
-            .detach(move || store.task_list(Some(&queue), state, limit))
-            .or_raise()?;
+        let tasks = crate::exiting::detach(py, move || store.task_list(Some(&queue), state, limit)).or_raise()?;
         convert::documents(py, &tasks.iter().map(leasehold::json::task).collect::<Vec<_>>())
     }
 
@@ -272,15 +269,14 @@ impl Queue {
         let older_than = convert::duration(older_than, "older_than")?;
         let store = self.store.get().handle(py)?;
         let queue = self.name.clone();
-        py.detach(move || store.task_purge(&queue, state, older_than))
-            .or_raise()
+        crate::exiting::detach(py, move || store.task_purge(&queue, state, older_than)).or_raise()
     }
 
     /// Counts by state: pending, running, done, dead.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store.get().handle(py)?;
         let queue = self.name.clone();
-        let stats = py.detach(move || store.task_stats(Some(&queue))).or_raise()?;
+        let stats = crate::exiting::detach(py, move || store.task_stats(Some(&queue))).or_raise()?;
         let (pending, running, done, dead) = stats
             .first()
             .map_or((0, 0, 0, 0), |s| (s.pending, s.running, s.done, s.dead));
@@ -295,7 +291,7 @@ impl Queue {
         let id = convert::task_id(id)?;
         let store = self.store.get().handle(py)?;
         let queue = self.name.clone();
-        let task = py.detach(move || store.task_get(&queue, &id)).or_raise()?;
+        let task = crate::exiting::detach(py, move || store.task_get(&queue, &id)).or_raise()?;
         task.map(|t| convert::document(py, &leasehold::json::task(&t)))
             .transpose()
     }
@@ -306,7 +302,7 @@ impl Queue {
         let id = convert::task_id(id)?;
         let store = self.store.get().handle(py)?;
         let (queue, task) = (self.name.clone(), id.clone());
-        match py.detach(move || store.task_retry(&queue, &task)).or_raise()? {
+        match crate::exiting::detach(py, move || store.task_retry(&queue, &task)).or_raise()? {
             TaskRetry::Revived => Ok(()),
             TaskRetry::NotFound => Err(errors::other(
                 Other::NoSuchTask,
@@ -329,7 +325,7 @@ impl Queue {
     fn add_tasks(&self, py: Python<'_>, tasks: Vec<NewTask>) -> PyResult<Vec<String>> {
         let store = self.store.get().handle(py)?;
         let queue = self.name.clone();
-        let added = py.detach(move || store.task_add(&queue, tasks)).or_raise()?;
+        let added = crate::exiting::detach(py, move || store.task_add(&queue, tasks)).or_raise()?;
         let conflicts: Vec<String> = added
             .iter()
             .filter_map(|(id, outcome)| match outcome {
@@ -549,7 +545,7 @@ impl Task {
             Err(Refused::Invalid(message)) => return Err(errors::invalid(message)),
         };
         let (task, ttl) = (self.claim.task_ref(), self.ttl);
-        let outcome = py.detach(move || {
+        let outcome = crate::exiting::detach(py, move || {
             // Whether a refusal could be an expiry: the store cannot expire
             // the claim before the last renewal's send time + TTL.
             let expiry = keeper.last_renewed().saturating_add(ttl);
@@ -650,7 +646,7 @@ impl Task {
         };
         let handle = message.map_err(|message| errors::of_kind(leasehold::ErrorKind::Lost, message))?;
         // Without the GIL, as `Lease.check`.
-        match py.detach(|| handle.loss()) {
+        match crate::exiting::detach(py, || handle.loss()) {
             None => Ok(()),
             Some(loss) => Err(told_lost(py, self.on_lost.as_ref(), &self.what(), &loss)),
         }
@@ -692,8 +688,18 @@ impl Task {
         self.report(py, Report::Release).map(drop)
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// Refused (``InvalidInput``) for a task already reported: its block
+    /// would run for a task no longer held.
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        let this = slf.get();
+        if let State::Ended(how) = &*this.state(py) {
+            return Err(errors::invalid(format!(
+                "{} has already ended ({how}): a with block would run for a task this worker no longer holds; \
+                 claim the next task instead",
+                this.what()
+            )));
+        }
+        Ok(slf)
     }
 
     /// `done` on success. An `Exception` is recorded with `fail` (its

@@ -73,7 +73,10 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: RunArgs) -> PyRes
     let control = Arc::new(Mutex::new(Control::NotStarted));
     let call = {
         let control = control.clone();
+        let cancel = cancel.clone();
         Background::spawn(move || {
+            // A wait for the lease ends, out of the queue, if the interpreter exits.
+            let _watched = crate::exiting::watch(&cancel);
             supervise::run_with(
                 &store,
                 &lease,

@@ -66,7 +66,7 @@ impl Store {
             }
         }
         let (url, options) = (self.url.clone(), self.options.clone());
-        let store = Arc::new(py.detach(move || leasehold::Store::open(&url, &options)).or_raise()?);
+        let store = Arc::new(crate::exiting::detach(py, move || leasehold::Store::open(&url, &options)).or_raise()?);
         let mut open = self.open.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner);
         if let Some(Ok(theirs)) = open.as_ref().map(Local::get) {
             // Another thread of this child opened it first.
@@ -93,14 +93,37 @@ impl Store {
                          else the embedded store",
                     ));
                 }
+                no_sqlite_query(&text)?;
                 StoreUrl::parse(&text).or_raise()
             }
             Some(path) => Ok(StoreUrl::sqlite(convert::path(path)?)),
             None => match std::env::var(STORE_VAR).ok().filter(|v| !v.is_empty()) {
-                Some(url) => StoreUrl::parse(&url).or_raise(),
+                Some(url) => {
+                    no_sqlite_query(&url)?;
+                    StoreUrl::parse(&url).or_raise()
+                }
                 None => StoreUrl::default_location().or_raise(),
             },
         }
+    }
+}
+
+/// A `sqlite://` URL takes no query string: `sqlite:///x.db?mode=ro`
+/// made a file named `x.db?mode=ro`. Refused, naming what to do (a path
+/// with a `?` in it goes as a `pathlib.Path`).
+fn no_sqlite_query(url: &str) -> PyResult<()> {
+    let Some(rest) = url.strip_prefix("sqlite://") else {
+        return Ok(());
+    };
+    match rest.find(['?', '#']) {
+        None => Ok(()),
+        Some(at) => Err(errors::invalid(format!(
+            "the SQLite store URL {url:?} has a query string or fragment ({:?}), which SQLite URLs do not take: \
+             the store would be a file named {:?}. Drop it (sqlite:///PATH); for a file whose name holds \
+             '?' or '#', pass pathlib.Path(PATH)",
+            &rest[at..],
+            rest
+        ))),
     }
 }
 
@@ -116,7 +139,7 @@ impl Store {
         };
         let opened = {
             let (url, options) = (url.clone(), options.clone());
-            py.detach(move || leasehold::Store::open(&url, &options)).or_raise()?
+            crate::exiting::detach(py, move || leasehold::Store::open(&url, &options)).or_raise()?
         };
         Ok(Self {
             url,
@@ -140,7 +163,7 @@ impl Store {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         // Closing may wait for a connection's goodbye.
-        py.detach(move || drop(taken));
+        crate::exiting::detach(py, move || drop(taken));
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -302,7 +325,7 @@ impl Store {
     fn status<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
         let name = convert::lease_name(name)?;
         let store = self.handle(py)?;
-        let state = py.detach(move || store.status(&name)).or_raise()?;
+        let state = crate::exiting::detach(py, move || store.status(&name)).or_raise()?;
         state
             .map(|s| convert::document(py, &leasehold::json::lease_state(&s)))
             .transpose()
@@ -314,7 +337,7 @@ impl Store {
     #[pyo3(signature = (*, live=false))]
     fn list<'py>(&self, py: Python<'py>, live: bool) -> PyResult<Bound<'py, PyList>> {
         let store = self.handle(py)?;
-        let states = py.detach(move || store.list(live)).or_raise()?;
+        let states = crate::exiting::detach(py, move || store.list(live)).or_raise()?;
         convert::documents(py, &states.iter().map(leasehold::json::lease_state).collect::<Vec<_>>())
     }
 
@@ -325,7 +348,7 @@ impl Store {
     fn history<'py>(&self, py: Python<'py>, name: &str, limit: u32) -> PyResult<Bound<'py, PyList>> {
         let name = convert::lease_name(name)?;
         let store = self.handle(py)?;
-        let entries = py.detach(move || store.history(&name, limit)).or_raise()?;
+        let entries = crate::exiting::detach(py, move || store.history(&name, limit)).or_raise()?;
         convert::documents(
             py,
             &entries.iter().map(leasehold::json::history_entry).collect::<Vec<_>>(),
@@ -346,7 +369,7 @@ impl Store {
         let dest = convert::path(dest)?;
         let store = self.handle(py)?;
         let location = store.url().redacted();
-        let copy = py.detach(move || store.backup(&dest)).or_raise()?;
+        let copy = crate::exiting::detach(py, move || store.backup(&dest)).or_raise()?;
         convert::document(
             py,
             &leasehold::json::BackedUp {
@@ -370,7 +393,7 @@ impl Store {
         let store = self.handle(py)?;
         let fenced = {
             let name = name.clone();
-            py.detach(move || store.fence(&name, fence)).or_raise()?
+            crate::exiting::detach(py, move || store.fence(&name, fence)).or_raise()?
         };
         match fenced {
             LeaseFence::Passed(_) => Ok(()),

@@ -12,6 +12,7 @@ docs/PYTHON.md has the whole API. Durations are strings (``"90s"``,
 
 from __future__ import annotations
 
+import atexit
 import os
 
 from . import _interrupt
@@ -35,6 +36,7 @@ from ._errors import (
     StoreBusy,
     StoreUnavailable,
     Unsupported,
+    WaitTimeout,
 )
 from ._native import (
     ETCD,
@@ -53,6 +55,7 @@ from ._native import (
     write_json,
 )
 from ._native import after_fork_in_child as _native_after_fork
+from ._native import at_exit as _native_at_exit
 from ._types import Backup, GrantInfo, HistoryEntry, Leader, LeaderChange, LeaseStatus, TaskInfo
 
 
@@ -64,6 +67,12 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# From here until the process ends, no thread of the package's takes the
+# GIL again: a daemon thread blocked in a call stays there, a wait in flight
+# is cancelled (crates/leasehold-py/src/exiting.rs says why: a thread that
+# takes the GIL while the interpreter finalizes crashes the process).
+atexit.register(_native_at_exit)
 
 __all__ = [
     "ETCD",
@@ -102,6 +111,7 @@ __all__ = [
     "TaskInfo",
     "TaskIter",
     "Unsupported",
+    "WaitTimeout",
     "lock",
     "update_json",
     "write_atomic",

@@ -72,6 +72,12 @@ class Held(Error):
         return self.holders[0].expires if self.holders else None
 
 
+class WaitTimeout(Held, TimeoutError):
+    """A wait with ``wait=DURATION`` ended with the lease or lock still
+    held: a :class:`Held` (same attributes) that is also a ``TimeoutError``,
+    as ``filelock.Timeout`` is."""
+
+
 class LeaseLost(Error):
     """The grant or claim is gone: a renewal was refused (released, expired,
     taken over), the holder-side deadline passed before a renewal, the
@@ -209,6 +215,7 @@ __all__ = [
     "StoreBusy",
     "StoreUnavailable",
     "Unsupported",
+    "WaitTimeout",
 ]
 
 # Shown as `leasehold.Held`, not `leasehold._errors.Held` (and pickled by

@@ -28,8 +28,11 @@ _Shared = Union[bool, int, None]
 _OnLost = Union[Callable[[LeaseLost], object], Literal["interrupt"], None]
 _StrPath = Union[str, "os.PathLike[str]"]
 #: A command: a list (or tuple) of arguments — never one str, which a type
-#: checker would otherwise accept as a ``Sequence[str]``.
-_Argv = Union[List[_StrPath], Tuple[_StrPath, ...]]
+#: checker would accept as a ``Sequence[str]``. ``List[str]`` and
+#: ``List[pathlib.Path]`` are named as well as the list of either: a
+#: list type is invariant, so a ``list[str]`` is not a
+#: ``List[Union[str, os.PathLike[str]]]``.
+_Argv = Union[List[str], List[pathlib.Path], List["os.PathLike[str]"], List[_StrPath], Tuple[_StrPath, ...]]
 #: Anything ``json.dumps`` writes.
 _Json = Any
 _TaskState = Literal["pending", "running", "done", "dead"]
@@ -48,6 +51,7 @@ __all__ = [
     "write_json",
     "update_json",
     "after_fork_in_child",
+    "at_exit",
     "guard_main",
     "ETCD",
     "__version__",
@@ -321,4 +325,5 @@ def update_json(
     mode: Optional[int] = None,
 ) -> Any: ...
 def after_fork_in_child() -> None: ...
+def at_exit() -> None: ...
 def guard_main(args: Sequence[str]) -> int: ...
