@@ -427,7 +427,7 @@ fn open(path: &Path, options: LockOptions) -> Result<Opened, LockError> {
     let file = File::from(fd);
     let meta = file.metadata().map_err(|e| io_err("inspect", e))?;
     if !meta.is_file() {
-        let kind = symlinks::kind(rustix::fs::FileType::from_raw_mode(meta.mode()));
+        let kind = symlinks::kind(rustix::fs::FileType::from_raw_mode(crate::host::raw_mode(meta.mode())));
         return Err(LockError::NotAFile { path, kind });
     }
     Ok(Opened { file, path, at })

@@ -129,6 +129,9 @@ fn run_filter(argv: &[OsString], input: &[u8]) -> Result<Vec<u8>, FilterError> {
         command.pre_exec(move || {
             // The backstop: killed with `update` however it dies (this
             // thread forks: the main thread, which lives as long as it).
+            // Linux only: macOS has no such request (the group kill on a
+            // signal still stops the filter there).
+            #[cfg(target_os = "linux")]
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // Already gone before the request took: die now.
             if rustix::process::getppid() != Some(parent) {
