@@ -311,7 +311,10 @@ fn a_socket_or_fifo_as_the_lock_path_is_named_and_refused() {
     let socket = env.file("agent.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let fifo = env.file("pipe");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("run mkfifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
     assert!(made.success(), "mkfifo {}", fifo.display());
     for (path, kind) in [(&socket, "socket"), (&fifo, "FIFO")] {
         let (code, _, err) = env.run(&lock_args(path.to_str().unwrap(), &[], "touch ran"));
