@@ -427,7 +427,10 @@ fn open(path: &Path, options: LockOptions) -> Result<Opened, LockError> {
     let file = File::from(fd);
     let meta = file.metadata().map_err(|e| io_err("inspect", e))?;
     if !meta.is_file() {
-        let kind = symlinks::kind(rustix::fs::FileType::from_raw_mode(crate::host::raw_mode(meta.mode())));
+        // The type from fstat(2)'s own mode (`st_mode` is 16 bits on macOS).
+        let kind = rustix::fs::fstat(&file).map_or("file", |st| {
+            symlinks::kind(rustix::fs::FileType::from_raw_mode(st.st_mode))
+        });
         return Err(LockError::NotAFile { path, kind });
     }
     Ok(Opened { file, path, at })
