@@ -161,16 +161,23 @@ pub(crate) const WAITERS_SQL: &str = "WITH gone AS (DELETE FROM lease_waiter WHE
 /// A waiter row (`id`, `exclusive`, `shared_limit`, `holder::text`).
 fn read_waiter(r: &PgRow, name: &LeaseName) -> Result<QueuedWaiter> {
     let ticket = WaiterTicket(r.get::<_, i64>(0) as u64);
-    let holder = serde_json::from_str(r.get::<_, &str>(3)).map_err(|e| {
-        Error::BadRow(format!(
-            "waiter {} of {name} has an unreadable holder record: {e}",
-            ticket.0
-        ))
-    })?;
+    // No holder: a waiter's reading that asked for only the first few
+    // (`waiting`).
+    let holder = r
+        .get::<_, Option<&str>>(3)
+        .map(|holder| {
+            serde_json::from_str(holder).map_err(|e| {
+                Error::BadRow(format!(
+                    "waiter {} of {name} has an unreadable holder record: {e}",
+                    ticket.0
+                ))
+            })
+        })
+        .transpose()?;
     Ok(QueuedWaiter {
         ticket,
         mode: mode_from_columns(r.get(1), r.get(2)),
-        holder: Some(holder),
+        holder,
     })
 }
 
@@ -585,6 +592,26 @@ fn waiter_remove_locked(db: &mut Db<'_>, name: &LeaseName, ticket: WaiterTicket)
 }
 
 pub(crate) fn get(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<Option<LeaseState>> {
+    state(db, now, name, i64::MAX, i64::MAX)
+}
+
+/// [`get`] as a waiter reads it (`Backend::lease_waiting`): the waiters
+/// ahead of `ticket` only, the first `proved` of them with who waits.
+pub(crate) fn waiting(
+    db: &mut Db<'_>,
+    now: SystemTime,
+    name: &LeaseName,
+    ticket: WaiterTicket,
+    proved: usize,
+) -> Result<Option<LeaseState>> {
+    let before = i64::try_from(ticket.0).unwrap_or(i64::MAX);
+    state(db, now, name, before, i64::try_from(proved).unwrap_or(i64::MAX))
+}
+
+/// A name's state with its waiters queued before `before`, the first
+/// `proved` of them with who waits (decoding every record at each of a
+/// waiter's readings made a long queue cost its square).
+fn state(db: &mut Db<'_>, now: SystemTime, name: &LeaseName, before: i64, proved: i64) -> Result<Option<LeaseState>> {
     let Some(last_token) = counter(db, name)? else {
         return Ok(None);
     };
@@ -594,9 +621,10 @@ pub(crate) fn get(db: &mut Db<'_>, now: SystemTime, name: &LeaseName) -> Result<
         .collect();
     let waiters = db
         .query(
-            "SELECT id, exclusive, shared_limit, holder::text FROM lease_waiter \
-             WHERE name = $1 AND expires_at > $2 ORDER BY id",
-            &[&name.as_str(), &now],
+            "SELECT id, exclusive, shared_limit, \
+             CASE WHEN row_number() OVER (ORDER BY id) <= $4 THEN holder::text END \
+             FROM lease_waiter WHERE name = $1 AND expires_at > $2 AND id < $3 ORDER BY id",
+            &[&name.as_str(), &now, &before, &proved],
         )?
         .iter()
         .map(|r| read_waiter(r, name))

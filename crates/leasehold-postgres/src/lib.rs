@@ -309,6 +309,18 @@ impl Backend for PostgresBackend {
         self.write(|db| lease::waiter_remove(db, &p.name, p.ticket))
     }
 
+    fn lease_waiting(
+        &self,
+        name: &LeaseName,
+        ticket: WaiterTicket,
+        proved: usize,
+    ) -> std::result::Result<Option<LeaseState>, BackendError> {
+        self.read(|db| {
+            let now = db.now()?;
+            lease::waiting(db, now, name, ticket, proved)
+        })
+    }
+
     fn lease_get(&self, name: &LeaseName) -> std::result::Result<Option<LeaseState>, BackendError> {
         self.read(|db| {
             let now = db.now()?;

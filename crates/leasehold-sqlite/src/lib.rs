@@ -337,6 +337,7 @@ impl SqliteBackend {
         if outcome.is_ok() {
             if committing.is_some() {
                 checkpoint::after_commit(&conn, &self.log_frames, &self.path);
+                self.committed_here();
             }
             failpoint!(op, "after-commit");
         }

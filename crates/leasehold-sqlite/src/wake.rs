@@ -61,6 +61,10 @@ pub(crate) struct Waker {
 #[derive(Debug, Default)]
 struct Seen {
     writes: u64,
+    /// Commits made through this handle: `data_version` does not move for
+    /// a connection's own commits, so threads sharing one store (a release
+    /// on one, a waiter on another) would wait out [`SETTLE`] for each.
+    own: u64,
 }
 
 impl Waker {
@@ -117,6 +121,12 @@ impl Waker {
         }
     }
 
+    /// A commit through this handle is visible to its waiters now.
+    pub(crate) fn committed(&self) {
+        self.seen().own += 1;
+        self.wrote.notify_all();
+    }
+
     /// Wait up to `timeout` for a write after the `writes`-th.
     fn wait_past(&self, writes: u64, timeout: Duration) -> bool {
         let seen = self.seen();
@@ -129,14 +139,23 @@ impl Waker {
 }
 
 impl SqliteBackend {
-    /// `PRAGMA data_version` of this handle's connection, as a cursor
-    /// (never 0, which means "not set").
-    fn data_version(&self) -> Result<u64, BackendError> {
+    /// `PRAGMA data_version` of this handle's connection, with the commits
+    /// made through the handle itself (which do not move it) in the high
+    /// half, as a cursor (never 0, which means "not set").
+    fn data_version(&self, waker: &Waker) -> Result<u64, BackendError> {
+        let own = waker.seen().own;
         let version: i64 = self
             .conn()
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(|e| crate::map_error(&self.store(), e))?;
-        Ok((version as u64).wrapping_add(1).max(1))
+        Ok((version as u64).wrapping_add(own << 32).wrapping_add(1).max(1))
+    }
+
+    /// Tell this handle's waiters of a commit made through it.
+    pub(crate) fn committed_here(&self) {
+        if let Some(waker) = self.waker.get().and_then(|w| w.as_deref()) {
+            waker.committed();
+        }
     }
 
     /// This handle's watch, started on the first wait.
@@ -159,7 +178,7 @@ impl SqliteBackend {
         // Writes seen since this waiter last looked: one of them may not
         // be visible yet (see the module docs).
         let unseen = topic.events_moved_to(writes);
-        let now = self.data_version()?;
+        let now = self.data_version(waker)?;
         if topic.moved_to(now) {
             return Ok(()); // committed since the waiter last looked
         }
@@ -167,7 +186,7 @@ impl SqliteBackend {
             let until = Instant::now() + SETTLE.min(timeout.saturating_sub(begun.elapsed()));
             let mut pause = Duration::from_micros(500);
             while Instant::now() < until {
-                let version = self.data_version()?;
+                let version = self.data_version(waker)?;
                 if version != now {
                     // What the caller reads next includes this commit:
                     // the next wait waits for a later one.
