@@ -8,13 +8,20 @@ use std::process::Command;
 /// (ignored with the reason, a failure under `CI=true`).
 pub fn need() {
     crate::need_program("faketime", "faketime");
-    let runs = Command::new("faketime")
-        .args(["-f", "+0", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !runs {
-        crate::unavailable("`faketime -f +0 true` fails here; reinstall the Debian package faketime");
+    // Up to three tries: under a loaded suite it once failed by itself
+    // (CI, 2026-12-07), and its reason was not kept.
+    let mut why = String::new();
+    for _ in 0..3 {
+        match Command::new("faketime").args(["-f", "+0", "true"]).output() {
+            Ok(out) if out.status.success() => return,
+            Ok(out) => why = format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
+            Err(e) => why = e.to_string(),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
     }
+    crate::unavailable(format!(
+        "`faketime -f +0 true` fails here ({why}); reinstall the Debian package faketime"
+    ));
 }
 
 /// `program` with its wall clock `offset` away from the real one (`+2h`,
