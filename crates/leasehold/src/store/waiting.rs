@@ -15,10 +15,13 @@
 //!   when a blocker is proved gone, or when its registration needs a
 //!   refresh.
 //! - Only the waiters next in line (at most one admission ahead of them)
-//!   listen for the store's announcements; those further back sleep,
-//!   longer the further back they are ([`PARKED_PER_PLACE`] per admission
-//!   ahead, at most until their refresh), and read once when they wake. A
-//!   commit wakes two waiters, not all of them.
+//!   listen for the store's announcements; those further back sleep and
+//!   read once when they wake. A commit wakes two waiters, not all of
+//!   them. The sleep starts at [`PARKED_FIRST`] and doubles while the
+//!   queue stands still, up to [`PARKED_PER_PLACE`] per admission ahead
+//!   (at most until the refresh); a reading that sees the queue move
+//!   starts it again — a queue that turns over quickly (threads taking
+//!   turns) is followed closely, an idle one costs a reading a second.
 //! - A store that fails while waiting is asked again until the wait's end:
 //!   a restart of the server is not the end of a wait (a `warn` says so).
 
@@ -36,6 +39,10 @@ use crate::{Cancel, Error, Result};
 /// How long a waiter far back sleeps between readings, per admission
 /// ahead of it: the tenth in line reads once a second.
 pub(crate) const PARKED_PER_PLACE: Duration = Duration::from_millis(100);
+
+/// A waiter further back's first sleep, and its sleep after a reading
+/// that saw the queue move.
+const PARKED_FIRST: Duration = Duration::from_millis(10);
 
 /// How long after a blocking grant's expiry a waiter reads again: the
 /// store judges expiry by its own clock.
@@ -71,6 +78,9 @@ pub(crate) struct Judged {
     /// ahead (0: it goes in with the first of them, or alone), counted
     /// without proving anything.
     pub behind: usize,
+    /// What says the queue moved between two readings: the live grants'
+    /// tokens and the number of waiters ahead.
+    pub place: (Vec<Token>, usize),
 }
 
 /// Judge a reading: `grants` live, `ahead` the waiters ahead of the
@@ -112,6 +122,7 @@ pub(crate) fn judge(here: &Vantage, grants: &[Grant], ahead: &[QueuedWaiter], mo
         judged.expires_in = None;
     }
     judged.behind = admissions_ahead(ahead.iter().map(|w| w.mode), mode);
+    judged.place = (grants.iter().map(|g| g.token).collect(), ahead.len());
     judged
 }
 
@@ -218,6 +229,7 @@ impl Store {
             deadline,
             cancel,
             outage: None,
+            nap: (PARKED_FIRST, None),
         };
         let mut last_attempt = Instant::now();
         // What the last reading said; `None`: read before deciding.
@@ -260,7 +272,8 @@ impl Store {
                 .flatten()
                 .min()
                 .unwrap_or(now);
-            if let Err(e) = wait.outlast(wait.until_worth_reading(&now_judged, read_at)) {
+            let waited = wait.until_worth_reading(&now_judged, read_at);
+            if let Err(e) = wait.outlast(waited) {
                 break Err(e);
             }
         };
@@ -288,6 +301,9 @@ struct Wait<'a> {
     cancel: &'a Cancel,
     /// Since when the store has been failing, and how long the last pause was.
     outage: Option<(Instant, Duration)>,
+    /// A waiter further back's next sleep, and the place it was last
+    /// seen at.
+    nap: (Duration, Option<(Vec<Token>, usize)>),
 }
 
 impl Wait<'_> {
@@ -336,7 +352,7 @@ impl Wait<'_> {
     /// Wait until a reading is worth making: the store announced a change
     /// (for a waiter next in line), a blocker is proved gone, `read_at`
     /// came, or the wait was cancelled.
-    fn until_worth_reading(&self, judged: &Judged, read_at: Instant) -> Result<()> {
+    fn until_worth_reading(&mut self, judged: &Judged, read_at: Instant) -> Result<()> {
         // Held although the reading admits it (a race, or the store's
         // clock): read again after a poll.
         let read_at = if judged.admits {
@@ -348,7 +364,13 @@ impl Wait<'_> {
             // Far back: no announcement can let this waiter in before
             // those ahead of it; sleep, further back longer.
             let place = u32::try_from(judged.behind).unwrap_or(u32::MAX);
-            let nap = PARKED_PER_PLACE.saturating_mul(place);
+            let (last, seen) = &self.nap;
+            let nap = if seen.as_ref() == Some(&judged.place) {
+                (*last * 2).min(PARKED_PER_PLACE.saturating_mul(place))
+            } else {
+                PARKED_FIRST
+            };
+            self.nap = (nap, Some(judged.place.clone()));
             self.cancel
                 .sleep(nap.min(read_at.saturating_duration_since(Instant::now())));
             return Ok(());
