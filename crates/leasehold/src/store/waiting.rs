@@ -272,8 +272,8 @@ impl Store {
                 .flatten()
                 .min()
                 .unwrap_or(now);
-            let waited = wait.until_worth_reading(&now_judged, read_at);
-            if let Err(e) = wait.outlast(waited) {
+            let paused = wait.until_worth_reading(&now_judged, read_at);
+            if let Err(e) = wait.outlast(paused) {
                 break Err(e);
             }
         };
