@@ -132,6 +132,30 @@ class Race:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{racer} still runs after {limit} s: {self.log(racer)}") from None
 
+    def eight_racers(self, config: Callable[[str], dict[str, Any]], ready: Callable[[], None] = lambda: None) -> None:
+        """r0..r7 race for the repository with `config(racer)` added,
+        attempts about 1 s apart, each holding 1.5 s (a TTL of 3 s): r0
+        starts once a racer of r2..r7 holds (not by luck) and makes
+        attempts for 6 s; the others make attempts until r0 has exited,
+        however long contention keeps them from holding (a fixed 6 s for
+        all lost to the emulator's contention on a loaded machine: none of
+        r2..r7 held within it). `ready` runs once all are ready. Returns
+        when r0 has exited and the others are told to stop."""
+        self.ttl, self.heartbeat = 3.0, 1.0
+        start, ahead, stop = self.dir / "start", self.dir / "start-ahead", self.dir / "stop"
+        for i in range(8):
+            racer = f"r{i}"
+            window = {"duration": 6.0, "start": str(ahead)} if racer == "r0" else {"duration": 300.0, "stop": str(stop), "start": str(start)}
+            self.start(racer, hold=1.5, retry=1.0, **window, **config(racer))
+        for racer in self.racers:
+            self.wait_for(racer, "ready")
+        ready()
+        start.touch()
+        wait_until(lambda: self.holder(skewed=False) is not None, 60, "a racer with a true clock holds")
+        ahead.touch()
+        self.wait_exit("r0", limit=120)
+        stop.touch()
+
     def newcomer_publishes_while_holder_paused(self, at: str, **holder: Any) -> None:
         """The interleaving of the takeover races: the holder stopped
         (SIGSTOP) at its pause point `at`, past its TTL; a newcomer takes
@@ -208,18 +232,8 @@ def test_seed001_eight_racers_with_skewed_clocks(race: Race) -> None:
     5 (`ValueError: Failed to commit transaction in 5 attempts`, which the
     seed does not catch): a TTL of 3 s here, attempts about 1 s apart,
     and errors counted apart from the violations."""
-    race.ttl, race.heartbeat = 3.0, 1.0
-    start, ahead = race.dir / "start", race.dir / "start-ahead"
     skews = {"r0": 10.0, "r1": -10.0}
-    for i in range(8):
-        racer = f"r{i}"
-        begin = ahead if racer == "r0" else start
-        race.start(racer, skew=skews.get(racer, 0.0), hold=1.5, duration=6.0, retry=1.0, start=str(begin))
-    for racer in race.racers:
-        race.wait_for(racer, "ready")
-    start.touch()
-    wait_until(lambda: race.holder(skewed=False) is not None, 60, "a racer with a true clock holds")
-    ahead.touch()
+    race.eight_racers(lambda racer: {"skew": skews.get(racer, 0.0)})
     for racer in race.racers:
         race.wait_exit(racer)
     counts = race.judge(skews=skews)

@@ -100,21 +100,15 @@ def test_leasehold_eight_racers_with_skewed_clocks(race: LeaseholdRace) -> None:
     (libfaketime), r0 let go once a racer with a true clock holds. The
     store decides expiry by its own clock, so the skews change nothing:
     one holder at a time, every token once."""
-    race.ttl, race.heartbeat = 3.0, 1.0
-    start, ahead = race.dir / "start", race.dir / "start-ahead"
     skews = {"r0": 10.0, "r1": -10.0}
-    for i in range(8):
-        racer = f"r{i}"
-        begin = ahead if racer == "r0" else start
-        env = faketime(f"{skews[racer]:+}s") if racer in skews else None
-        race.start(racer, env=env, hold=1.5, duration=6.0, retry=1.0, start=str(begin))
-    for racer in race.racers:
-        race.wait_for(racer, "ready")
-    for racer, skew in skews.items():
-        assert abs(race.clock_offset(racer) - skew) < 1, f"{racer}'s clock is not off by {skew} s"
-    start.touch()
-    wait_until(lambda: race.holder(skewed=False) is not None, 60, "a racer with a true clock holds")
-    ahead.touch()
+
+    def clocks_are_off() -> None:
+        for racer, skew in skews.items():
+            assert abs(race.clock_offset(racer) - skew) < 1, f"{racer}'s clock is not off by {skew} s"
+
+    race.eight_racers(
+        lambda racer: {"env": faketime(f"{skews[racer]:+}s")} if racer in skews else {}, ready=clocks_are_off
+    )
     for racer in race.racers:
         assert race.wait_exit(racer) == 0, race.log(racer)
     counts = race.judge(skews=skews)

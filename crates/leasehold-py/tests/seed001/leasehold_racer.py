@@ -26,7 +26,7 @@ process — leasehold's clock is in Rust); the ledger keeps the kernel's
 true time, and waits are not `time.sleep` (racing.py says why).
 
 CONFIG_JSON: as racer.py's (ledger, racer, ttl, heartbeat, hold, pause_at,
-go, start, duration, retry), and
+go, start, duration, stop, retry), and
     url          the store
     gate         the gate: a fenced state file
     skip_fence   the planted bug: publish without `store.fence`, and

@@ -28,6 +28,7 @@ CONFIG_JSON:
     duration     run attempts for this long after the start (else one attempt),
                  `retry` seconds apart (0.25 by default, ±50 % at random,
                  the first after up to `retry`);
+    stop         with `duration`: a file whose existence ends the attempts;
                  an attempt that raises is recorded and the next one made, as
                  the article's "upper retry" would
 """

@@ -77,7 +77,8 @@ def pause_point(point: str) -> None:
 
 def race(attempt: Callable[[], None], **ready: Any) -> None:
     """Say "ready" (with `ready`'s fields), wait for `start` if given, then
-    make one attempt — or attempts for `duration` seconds, `retry` seconds
+    make one attempt — or attempts for `duration` seconds (or until the
+    file `stop` exists, if given, whichever comes first), `retry` seconds
     apart (±50 % at random, the first after up to `retry`: agents started
     together do not call within the same millisecond) — and say "exit"."""
     record("ready", t=true_time(), **ready)
@@ -89,7 +90,8 @@ def race(attempt: Callable[[], None], **ready: Any) -> None:
         until = time.monotonic() + float(CONFIG["duration"])
         retry = float(CONFIG.get("retry", 0.25))
         sleep(retry * random.uniform(0.0, 1.0))
-        while time.monotonic() < until:
+        stop = CONFIG.get("stop")
+        while time.monotonic() < until and not (stop and os.path.exists(stop)):
             attempt()
             sleep(retry * random.uniform(0.5, 1.5))
     record("exit", token=Holding.token, t=true_time())
