@@ -11,12 +11,16 @@
 //! opens the store first reads it whole (SQLite rebuilds its index of the
 //! log when the first connection opens). Three things do it, none on a
 //! short command's usual path:
-//! - **a long-lived process** (`run`'s keeper, `work`, `serve`, the cron
-//!   daemon, a library program): once its handle is older than
-//!   [`LONG_LIVED`], a thread of the handle checkpoints every [`EVERY`]
-//!   when something was committed since — on its own connection, so the
+//! - **a long-lived process that writes** (`run`'s keeper, `work`, the
+//!   cron daemon, a library program): once its handle is older than
+//!   [`LONG_LIVED`], a thread of the handle checkpoints [`EVERY`] after
+//!   the handle commits — on its own connection, so the
 //!   handle's calls never wait for it, and passively, so no writer waits
-//!   for it either;
+//!   for it either. Its own commits, not anyone's: with any commit, every
+//!   long-lived process checkpointed every second — 200 idle waiters
+//!   (each refreshing its place now and then) made 200 checkpoints a
+//!   second between them, a quarter of what waiting cost (issue 41). A
+//!   process that only reads (`serve`) leaves the log to its writers;
 //! - **a busy handle**: a commit that leaves more than
 //!   [`AUTOCHECKPOINT_FRAMES`] in the log copies them (SQLite's own
 //!   auto-checkpoint, at its default size); the next commit then writes
@@ -72,27 +76,44 @@ pub(crate) const AUTOCHECKPOINT_FRAMES: u32 = 1000;
 /// this also caps what that costs (about 1 MiB).
 pub(crate) const TRUNCATE_FRAMES: u32 = 256;
 
+/// What a connection's log hook counts of its own commits.
+#[derive(Debug, Default)]
+pub(crate) struct Log {
+    /// The frames the log held after the connection's last commit.
+    frames: AtomicU32,
+}
+
+impl Log {
+    /// Whether the connection committed something a checkpoint of its own
+    /// has not yet copied.
+    pub(crate) fn uncopied(&self) -> bool {
+        self.frames.load(Ordering::Relaxed) > 0
+    }
+}
+
 /// Keep the log between connections and skip the checkpoint on close (see
-/// the module docs). Returns the number of frames the log held after this
-/// connection's last commit, kept up to date by SQLite's log hook (which
-/// replaces its own auto-checkpoint: [`after_commit`] does the same).
-pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<AtomicU32>> {
+/// the module docs). Returns what the connection's commits leave in the
+/// log, kept up to date by SQLite's log hook (which replaces its own
+/// auto-checkpoint: [`after_commit`] does the same).
+pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<Log>> {
     conn.file_control(None::<&str>, FileControl::PersistWal(&mut 1))?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
-    let frames = Arc::new(AtomicU32::new(0));
-    let theirs = Arc::clone(&frames);
+    let log = Arc::new(Log::default());
+    let theirs = Arc::clone(&log);
     conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int| {
-        theirs.store(u32::try_from(pages).unwrap_or(0), Ordering::Relaxed);
+        theirs
+            .frames
+            .store(u32::try_from(pages).unwrap_or(0), Ordering::Relaxed);
         Ok(())
     }))?;
-    Ok(frames)
+    Ok(log)
 }
 
 /// After a commit: copy the log into the store file if it holds more
 /// than [`AUTOCHECKPOINT_FRAMES`] (passively: never waits).
-pub(crate) fn after_commit(conn: &Connection, frames: &AtomicU32, store: &Path) {
-    if frames.load(Ordering::Relaxed) > AUTOCHECKPOINT_FRAMES {
-        checkpoint(conn, frames, "PRAGMA wal_checkpoint(PASSIVE)", store);
+pub(crate) fn after_commit(conn: &Connection, log: &Log, store: &Path) {
+    if log.frames.load(Ordering::Relaxed) > AUTOCHECKPOINT_FRAMES {
+        checkpoint(conn, &log.frames, "PRAGMA wal_checkpoint(PASSIVE)", store);
     }
 }
 
@@ -100,8 +121,8 @@ pub(crate) fn after_commit(conn: &Connection, frames: &AtomicU32, store: &Path) 
 /// [`TRUNCATE_FRAMES`] in the log, let SQLite checkpoint on this close
 /// and truncate the log — which it does only if no other connection has
 /// the store open (it tries for an exclusive lock, without waiting).
-pub(crate) fn before_close(conn: &Connection, frames: &AtomicU32) {
-    if frames.load(Ordering::Relaxed) > TRUNCATE_FRAMES {
+pub(crate) fn before_close(conn: &Connection, log: &Log) {
+    if log.frames.load(Ordering::Relaxed) > TRUNCATE_FRAMES {
         let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false);
         let _ = conn.pragma_update(None, "journal_size_limit", 0);
     }
@@ -126,44 +147,58 @@ fn checkpoint(conn: &Connection, frames: &AtomicU32, pragma: &str, store: &Path)
 }
 
 /// The background checkpoints of a long-lived handle: the thread runs
-/// until this is dropped (with the handle).
+/// until this is dropped (with the handle), and sleeps until the handle
+/// commits — an idle process's thread never wakes (200 idle waiters'
+/// threads, each looking every second, cost a tenth of a core's percent
+/// apiece in timer wake-ups alone).
 #[derive(Debug)]
 pub(crate) struct Checkpointer {
-    /// Dropping it wakes the thread, which then ends.
-    _stop: mpsc::Sender<()>,
+    /// A message: the handle committed. Dropping it wakes the thread,
+    /// which then ends.
+    committed: mpsc::Sender<()>,
 }
 
 impl Checkpointer {
-    /// Start checkpointing the store at `file` every [`EVERY`]; `None` when
-    /// the thread or its connection cannot be had (the size bound then
-    /// still keeps the log in check).
-    pub(crate) fn start(file: &Path, busy_timeout: Duration) -> Option<Self> {
+    /// Start checkpointing the store at `file` [`EVERY`] after a commit
+    /// of the handle (and after the start when `uncopied`: commits it made
+    /// while young); `None` when the thread or its connection cannot be
+    /// had (the size bound then still keeps the log in check).
+    pub(crate) fn start(file: &Path, busy_timeout: Duration, uncopied: bool) -> Option<Self> {
         // The handle's own connection has made sure the file is a store
         // (and not a link) already.
         let mut conn = Connection::open_with_flags(file, crate::files::OPEN_FLAGS).ok()?;
         conn.busy_timeout(busy_timeout).ok()?;
         keep_the_log(&mut conn).ok()?;
-        let (stop, stopped) = mpsc::channel();
+        let (committed, commits) = mpsc::channel();
         let file = file.display().to_string();
         std::thread::Builder::new()
             .name("leasehold-checkpoint".into())
-            .spawn(move || run(&conn, &stopped, &file))
+            .spawn(move || run(&conn, &commits, &file))
             .ok()?;
-        Some(Self { _stop: stop })
+        if uncopied {
+            let _ = committed.send(());
+        }
+        Some(Self { committed })
+    }
+
+    /// The handle committed: checkpoint within [`EVERY`].
+    pub(crate) fn committed(&self) {
+        let _ = self.committed.send(());
     }
 }
 
-/// The thread: every [`EVERY`], checkpoint if another connection
-/// committed since the last look (`PRAGMA data_version` moves then).
-fn run(conn: &Connection, stopped: &mpsc::Receiver<()>, file: &str) {
-    let version = || conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)).ok();
-    let mut seen = version();
-    while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERY) {
-        let now = version();
-        if now == seen {
-            continue;
+/// The thread: after a commit, wait [`EVERY`] (the commits meanwhile
+/// share one checkpoint), then checkpoint; end when the handle is gone.
+fn run(conn: &Connection, commits: &mpsc::Receiver<()>, file: &str) {
+    while commits.recv().is_ok() {
+        let at = Instant::now() + EVERY;
+        loop {
+            match commits.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(()) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
         }
-        seen = now;
         let begun = Instant::now();
         // PASSIVE: copy what no reader still needs, wait for no one.
         match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {

@@ -49,7 +49,7 @@ pub use wal::LARGE_WAL_BYTES;
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "test-clock")]
@@ -121,16 +121,16 @@ pub struct SqliteBackend {
     /// The store file, its directory resolved (for the waiters' watch).
     file: PathBuf,
     /// The waiters' watch of the store's log, started by the first wait.
-    waker: std::sync::OnceLock<Option<std::sync::Arc<wake::Waker>>>,
+    waker: std::sync::OnceLock<Option<Arc<wake::Waker>>>,
     /// SQLite's shared-memory file beside the store, where it takes its
     /// write lock ([`WAL_WRITE_LOCK_BYTE`]).
     shm: PathBuf,
     /// When the handle was opened: one older than `checkpoint::LONG_LIVED`
     /// checkpoints in the background.
     opened: Instant,
-    /// The frames in the log after this handle's last commit
+    /// What this handle's commits left in the log
     /// (`checkpoint::keep_the_log`).
-    log_frames: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    log: Arc<checkpoint::Log>,
     /// The background checkpoints, started by the first call of a
     /// long-lived handle.
     checkpointer: std::sync::OnceLock<Option<checkpoint::Checkpointer>>,
@@ -148,7 +148,7 @@ impl Drop for SqliteBackend {
         // Where only short commands use the store, this keeps its log
         // small (see `checkpoint`).
         let conn = self.conn.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
-        checkpoint::before_close(conn, &self.log_frames);
+        checkpoint::before_close(conn, &self.log);
     }
 }
 
@@ -242,8 +242,9 @@ impl SqliteBackend {
     /// command's calls only compare two instants here.
     fn checkpoint_if_long_lived(&self) {
         if self.checkpointer.get().is_none() && self.opened.elapsed() >= checkpoint::LONG_LIVED {
-            self.checkpointer
-                .get_or_init(|| checkpoint::Checkpointer::start(&self.file, self.options.busy_timeout));
+            self.checkpointer.get_or_init(|| {
+                checkpoint::Checkpointer::start(&self.file, self.options.busy_timeout, self.log.uncopied())
+            });
         }
     }
 
@@ -336,7 +337,10 @@ impl SqliteBackend {
         );
         if outcome.is_ok() {
             if committing.is_some() {
-                checkpoint::after_commit(&conn, &self.log_frames, &self.path);
+                checkpoint::after_commit(&conn, &self.log, &self.path);
+                if let Some(Some(checkpointer)) = self.checkpointer.get() {
+                    checkpointer.committed();
+                }
                 self.committed_here();
             }
             failpoint!(op, "after-commit");

@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use leasehold_backend::plan::{HISTORY_PER_NAME, HISTORY_PRUNE_EVERY};
-use leasehold_backend::{Backend, ErrorKind, LeaseAcquire, LeaseHistoryParams, LeaseRelease, TaskBackend as _};
+use leasehold_backend::{
+    Backend, ErrorKind, LeaseAcquire, LeaseHistoryParams, LeaseName, LeaseRelease, TaskBackend as _,
+};
 use leasehold_backend_tests::params;
 use leasehold_sqlite::{SqliteBackend, SqliteOptions};
 
@@ -43,6 +45,7 @@ fn main() {
         a_log_its_maker_has_not_synced_yet_makes_the_opener_sync_the_directory,
         the_log_stays_small_when_only_short_processes_use_the_store,
         a_long_lived_handle_checkpoints_in_the_background,
+        a_long_lived_handle_that_only_reads_does_not_checkpoint_others_commits,
     ]]);
 }
 
@@ -549,8 +552,7 @@ fn the_log_stays_small_when_only_short_processes_use_the_store() {
 
 /// A handle kept open (a long-lived process) checkpoints in the
 /// background: its commits reach the store file itself without another
-/// commit or a close. Checked on a copy of the store file alone, read by
-/// the sqlite3 program as an immutable file (no log).
+/// commit or a close.
 fn a_long_lived_handle_checkpoints_in_the_background() {
     leasehold_testkit::need_program("sqlite3", "sqlite3");
     let dir = tempfile::tempdir().unwrap();
@@ -558,20 +560,51 @@ fn a_long_lived_handle_checkpoints_in_the_background() {
     // Older than a short command ever is (checkpoint::LONG_LIVED, 1 s).
     std::thread::sleep(Duration::from_millis(1200));
     acquired(&store, "long-lived");
-    let copies = tempfile::tempdir().unwrap();
-    let copy = copies.path().join("copy.db");
-    let in_the_file = || {
-        std::fs::copy(dir.path().join("leasehold.db"), &copy).unwrap();
-        let out = std::process::Command::new("sqlite3")
-            .arg(format!("file:{}?immutable=1", copy.display()))
-            .arg("SELECT count(*) FROM lease_name WHERE name = 'long-lived'")
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim() == "1"
-    };
     assert!(
-        leasehold_testkit::wait::wait_until(Duration::from_secs(10), in_the_file).is_some(),
+        leasehold_testkit::wait::wait_until(Duration::from_secs(10), || in_the_store_file(&dir, "long-lived"))
+            .is_some(),
         "the commit is still only in the log after 10 s"
     );
     drop(store);
+}
+
+/// A long-lived handle that only reads (an idle waiter, `serve`) leaves
+/// the log to the handles that write it: its thread checkpoints after the
+/// handle's own commits, not after another's. (When it checkpointed after
+/// any commit, 200 idle waiters made 200 checkpoints a second between
+/// them, issue 41.) Another handle's commit, made while the reader looks
+/// on for 2.5 s — past the reader's second, when it checkpointed before —
+/// is still only in the log.
+fn a_long_lived_handle_that_only_reads_does_not_checkpoint_others_commits() {
+    leasehold_testkit::need_program("sqlite3", "sqlite3");
+    let dir = tempfile::tempdir().unwrap();
+    let reader = open(&dir, SqliteOptions::default());
+    std::thread::sleep(Duration::from_millis(1200));
+    reader.lease_get(&LeaseName::new("other").unwrap()).unwrap();
+    let writer = open(&dir, SqliteOptions::default());
+    acquired(&writer, "other");
+    for _ in 0..25 {
+        std::thread::sleep(Duration::from_millis(100));
+        reader.lease_get(&LeaseName::new("other").unwrap()).unwrap();
+    }
+    assert!(
+        !in_the_store_file(&dir, "other"),
+        "a handle that only reads copied another handle's commit into the store file"
+    );
+    drop((reader, writer));
+}
+
+/// Whether `name` is in the store file itself, not only in its log: read
+/// from a copy of the file alone by the sqlite3 program, as an immutable
+/// file (no log).
+fn in_the_store_file(dir: &tempfile::TempDir, name: &str) -> bool {
+    let copies = tempfile::tempdir().unwrap();
+    let copy = copies.path().join("copy.db");
+    std::fs::copy(dir.path().join("leasehold.db"), &copy).unwrap();
+    let out = std::process::Command::new("sqlite3")
+        .arg(format!("file:{}?immutable=1", copy.display()))
+        .arg(format!("SELECT count(*) FROM lease_name WHERE name = '{name}'"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "1"
 }
