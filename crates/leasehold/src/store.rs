@@ -85,12 +85,19 @@ pub enum Kept {
 }
 
 /// How long a waiter's place in the queue lasts without a refresh (a
-/// waiter refreshes it every quarter of this). A waiter that dies leaves
-/// the queue after this at the latest; at once when an acquirer on its
-/// host can prove it dead. 30 s: 200 waiters refresh 27 times a second in
-/// all, against 80 with 10 s (`bench/idle-waiters`), and a dead waiter on
-/// another host holds the queue up less than a dead holder's default TTL.
-const WAITER_TTL: Duration = Duration::from_secs(30);
+/// waiter refreshes it every [`WAITER_REFRESH`]). A waiter that dies
+/// leaves the queue after this at the latest; at once when an acquirer on
+/// its host can prove it dead. 60 s, refreshed every 20 s — etcd's session
+/// default and its keep-alive at a third: each refresh is a durable write
+/// that wakes the waiters next in line, and 200 waiters refreshing every
+/// 7.5 s (a 30 s registration) made 27 commits a second between them. A
+/// dead waiter on another host holds the queue up no longer than a dead
+/// holder of the default TTL does.
+const WAITER_TTL: Duration = Duration::from_secs(60);
+
+/// How often a waiter refreshes its place: a third of [`WAITER_TTL`], so
+/// that two refreshes may fail (a store restarting) before it runs out.
+const WAITER_REFRESH: Duration = Duration::from_secs(20);
 
 /// Whether the process behind a waiter registration is provably gone,
 /// seen from `here` (as [`Vantage::gone`] judges a holder; a registration

@@ -233,9 +233,9 @@ fn a_killed_waiter_never_blocks_a_released_lease() {
 }
 
 /// A waiter queued behind a killed one is served as soon as the holder
-/// releases — not when the dead registration expires (30 s after its last
-/// refresh): the bound here is a sixth of that, the expected time one poll
-/// (100 ms).
+/// releases — not when the dead registration expires (60 s after its last
+/// refresh): the bound here is a twelfth of that, the expected time one
+/// poll (100 ms).
 fn a_waiter_behind_a_killed_waiter_is_served_on_release() {
     for store in Store::every() {
         let what = store.what;

@@ -14,10 +14,12 @@
 //!   announces a change, when a blocking grant runs out (its `expires_in`),
 //!   when a blocker is proved gone, or when its registration needs a
 //!   refresh.
-//! - Only the waiters next in line (at most one admission ahead of them)
-//!   listen for the store's announcements; those further back sleep and
-//!   read once when they wake. A commit wakes two waiters, not all of
-//!   them. The sleep starts at [`PARKED_FIRST`] and doubles while the
+//! - Only the waiters near the front (at most [`LISTENING`] admissions
+//!   ahead of them) listen for the store's announcements; those further
+//!   back sleep and read once when they wake. A commit wakes three
+//!   waiters, not all of them. (With two listening, threads taking turns
+//!   on one name found the third asleep at nearly every turn: a turn
+//!   takes a few milliseconds, its first sleep ten.) The sleep starts at [`PARKED_FIRST`] and doubles while the
 //!   queue stands still, up to [`PARKED_PER_PLACE`] per admission ahead
 //!   (at most until the refresh); a reading that sees the queue move
 //!   starts it again — a queue that turns over quickly (threads taking
@@ -32,9 +34,13 @@ use leasehold_backend::{
     Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, host, limits, rules,
 };
 
-use super::{Acquire, AcquireOptions, Store, WAITER_TTL};
+use super::{Acquire, AcquireOptions, Store, WAITER_REFRESH, WAITER_TTL};
 use crate::identity::{self, Binding, Vantage};
 use crate::{Cancel, Error, Result};
+
+/// A waiter with at most this many admissions ahead of it listens for
+/// the store's announcements; one further back sleeps.
+const LISTENING: usize = 2;
 
 /// How long a waiter far back sleeps between readings, per admission
 /// ahead of it: the tenth in line reads once a second.
@@ -247,7 +253,7 @@ impl Store {
                 },
             };
             let now = Instant::now();
-            if now_judged.admits || now >= last_attempt + WAITER_TTL / 4 || deadline.is_some_and(|d| now >= d) {
+            if now_judged.admits || now >= last_attempt + WAITER_REFRESH || deadline.is_some_and(|d| now >= d) {
                 // Each attempt is a durable write (it refreshes this
                 // waiter's place), so it is made only when the reading
                 // says it would be granted, when the place needs a
@@ -267,7 +273,7 @@ impl Store {
                 }
             }
             let expiry = now_judged.expires_in.map(|e| now + e + EXPIRY_MARGIN);
-            let read_at = [Some(last_attempt + WAITER_TTL / 4), deadline, expiry]
+            let read_at = [Some(last_attempt + WAITER_REFRESH), deadline, expiry]
                 .into_iter()
                 .flatten()
                 .min()
@@ -360,7 +366,7 @@ impl Wait<'_> {
         } else {
             read_at
         };
-        if judged.behind > 1 {
+        if judged.behind > LISTENING {
             // Far back: no announcement can let this waiter in before
             // those ahead of it; sleep, further back longer.
             let place = u32::try_from(judged.behind).unwrap_or(u32::MAX);
