@@ -20,6 +20,7 @@ import pytest
 
 import leasehold as lh
 
+from conftest import leasehold_cli
 from test_package import mypy
 
 PY = sys.executable
@@ -262,3 +263,27 @@ def test_an_int_token_names_its_lease_as_the_cli_does(sqlite_url: str, tmp_path:
     with store.lease("nightly", ttl="30s") as lease:
         with pytest.raises(lh.InvalidInput, match="grant of lease nightly, but fence_lease= names weekly"):
             lh.write_atomic(path, b"4", fence=lease, fence_lease="weekly")
+
+
+def test_python_and_the_cli_keep_one_record_and_one_refusal(sqlite_url: str, tmp_path: Path) -> None:
+    cli, path = leasehold_cli(), tmp_path / "out"
+
+    def cli_write(token: int, lease: str) -> "subprocess.CompletedProcess[bytes]":
+        argv = [cli, "write", str(path), "--fence-token", str(token), "--fence-lease", lease]
+        return subprocess.run(argv, input=b"cli", capture_output=True, check=False, timeout=60)
+
+    assert cli_write(5, "other").returncode == 0
+    store = lh.Store(sqlite_url)
+    with store.lease("mine", ttl="30s") as mine:
+        # The CLI's record of lease other refuses Python's write of lease mine
+        # (a lower token: the lease is what is named first).
+        with pytest.raises(lh.StaleToken, match="is fenced by lease other .token 5 written., not by lease mine"):
+            lh.write_atomic(path, b"py", fence=mine)
+        lh.write_atomic(path, b"py", fence=mine, fence_new_lease=True)
+        assert (tmp_path / "out.fence").read_text() == f"{mine.token} {mine.grant} lease mine\n"
+        # And Python's record refuses the CLI's token of lease other, in the
+        # same words, the CLI's option named.
+        refused = cli_write(9, "other")
+        assert refused.returncode == 13, refused
+        assert b"is fenced by lease mine" in refused.stderr and b"--fence-new-lease" in refused.stderr, refused.stderr
+    assert path.read_bytes() == b"py"
