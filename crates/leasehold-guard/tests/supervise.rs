@@ -370,3 +370,27 @@ fn a_dead_guard_leaves_the_lease_unreleased_until_its_ttl_ran_out() {
         "expired by the time run returned"
     );
 }
+
+#[test]
+fn a_command_launched_in_a_directory_runs_there_its_output_captured_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let work = tempfile::tempdir().unwrap();
+    let t = timing(10_000);
+    let mut spec = spec("pwd; head -c 100000 /dev/zero | tr '\\0' e >&2", &t);
+    spec.output = Output::Capture;
+    let lease = LeaseRun::new(LeaseName::new("job").unwrap(), t);
+    let supervised = supervise::Supervised::launch_in(spec, Some(work.path())).unwrap();
+    let RunOutcome::Ran(ran) = supervise::run_spawned(&store, &lease, supervised, |_| {}, |_, _| {}).unwrap() else {
+        panic!("held")
+    };
+    assert_eq!(ran.ended, Ok(0));
+    let cwd = std::fs::canonicalize(work.path()).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&ran.finished.stdout),
+        format!("{}\n", cwd.display())
+    );
+    // Whole, not a tail, and not forwarded.
+    assert_eq!(ran.finished.stderr, vec![b'e'; 100_000]);
+    assert!(ran.finished.stderr_tail.is_empty());
+}

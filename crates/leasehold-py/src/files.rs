@@ -126,8 +126,86 @@ fn options(mode: Option<u32>, json: bool) -> WriteOptions {
     }
 }
 
-fn fence(fence: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Fence>> {
-    fence.filter(|f| !f.is_none()).map(convert::fence).transpose()
+/// A `fence=` with the lease its token is of, recorded with it as the
+/// CLI's `--fence-lease` records it: `TOKEN[ GRANT][ lease NAME]` in
+/// `PATH.fence` (the record's format is the library's, `files::fence`).
+struct Fenced {
+    fence: Fence,
+    /// A lease's own name; `fence_lease=`; or, for an int that is the
+    /// token of the `leasehold run` this process runs under, its
+    /// `LEASEHOLD_NAME` — as `leasehold write` finds it.
+    lease: Option<String>,
+    /// `fence_new_lease=True`: the file now belongs to `lease`, a record of
+    /// another lease is replaced.
+    new_lease: bool,
+}
+
+impl Fenced {
+    fn file(&self, path: impl Into<PathBuf>) -> FencedFile {
+        let file = FencedFile::new(path);
+        match &self.lease {
+            Some(lease) if self.new_lease => file.for_new_lease(lease),
+            Some(lease) => file.for_lease(lease),
+            None => file,
+        }
+    }
+}
+
+fn fence(
+    fence: Option<&Bound<'_, PyAny>>,
+    fence_lease: Option<&str>,
+    fence_new_lease: bool,
+) -> PyResult<Option<Fenced>> {
+    let Some(value) = fence.filter(|f| !f.is_none()) else {
+        if fence_lease.is_some() || fence_new_lease {
+            return Err(errors::invalid(
+                "fence_lease= and fence_new_lease= name the lease of fence=; give fence= (a lease, a task or a token) too",
+            ));
+        }
+        return Ok(None);
+    };
+    let named = fence_lease
+        .map(|name| convert::lease_name(name).map(|n| n.to_string()))
+        .transpose()?;
+    let fence = convert::fence(value)?;
+    let own = if let Ok(lease) = value.cast::<crate::lease::Lease>() {
+        Some(lease.getattr("name")?.extract::<String>()?)
+    } else if value.is_instance_of::<pyo3::types::PyInt>() && named.is_none() {
+        files::lease_from_env(fence.token)
+    } else {
+        None
+    };
+    let lease = match (own, named) {
+        (Some(own), Some(named)) if own != named => {
+            return Err(errors::invalid(format!(
+                "fence= is a grant of lease {}, but fence_lease= names {}; leave fence_lease= out (a lease names itself)",
+                leasehold::escape_hidden(&own),
+                leasehold::escape_hidden(&named)
+            )));
+        }
+        (own, named) => own.or(named),
+    };
+    if fence_new_lease && lease.is_none() {
+        return Err(errors::invalid(
+            "fence_new_lease=True needs the lease's name: give fence= a lease, or fence_lease=NAME",
+        ));
+    }
+    Ok(Some(Fenced {
+        fence,
+        lease,
+        new_lease: fence_new_lease,
+    }))
+}
+
+/// A refused or failed write. The library words a record of another lease
+/// for the CLI's `--fence-new-lease`; the same words name this API's option.
+fn file_error(e: &files::FileError) -> PyErr {
+    let error = errors::file(e);
+    if matches!(e, files::FileError::OtherLease { .. }) {
+        let message = e.to_string().replace("`--fence-new-lease`", "fence_new_lease=True");
+        return errors::of_kind(e.kind(), message);
+    }
+    error
 }
 
 /// Where an unfenced write or a fenced one is, for a ^C while it waits.
@@ -148,7 +226,7 @@ fn write(
     what: &str,
     path: PathBuf,
     data: Vec<u8>,
-    fence: Option<Fence>,
+    fence: Option<Fenced>,
     options: &WriteOptions,
 ) -> PyResult<()> {
     refuse_reentry(what, &path)?;
@@ -170,7 +248,7 @@ fn write(
                 Err(_) => Err(Cancelled),
             };
         match fence {
-            Some(fence) => FencedFile::new(path).update(fence, &options, filter),
+            Some(fenced) => fenced.file(path).update(fenced.fence, &options, filter),
             None => files::update(&path, &options, filter),
         }
     });
@@ -195,6 +273,7 @@ fn write(
             let note = match outcome {
                 Ok(()) => format!("{what}({shown}) had begun writing when interrupted, and wrote the file"),
                 Err(UpdateError::File(e)) => {
+                    let e = file_error(&e);
                     format!("{what}({shown}) had begun writing when interrupted, and failed: {e}")
                 }
                 Err(UpdateError::Filter(Cancelled)) => format!("{what}({shown}) was interrupted; nothing was written"),
@@ -205,7 +284,7 @@ fn write(
     };
     match outcome {
         Ok(()) => Ok(()),
-        Err(UpdateError::File(e)) => Err(errors::file(&e)),
+        Err(UpdateError::File(e)) => Err(file_error(&e)),
         Err(UpdateError::Filter(Cancelled)) => Err(errors::invalid(format!("{what}({shown}) was cancelled"))),
     }
 }
@@ -229,17 +308,23 @@ fn add_note(py: Python<'_>, e: &PyErr, note: String) {
 ///
 /// ``fence``: a lease, a task or a token — refused with ``StaleToken`` if a
 /// newer token has written (or, for a lease, another grant wrote the same
-/// token); the token is kept in ``PATH.fence``. ``mode``: the file's
-/// permission bits (e.g. ``0o600``; default: the old file's, else 0o644
-/// less the umask).
+/// token); the token is kept in ``PATH.fence`` with the lease it is of (a
+/// lease's own name; ``fence_lease=NAME`` for a token; the name of the
+/// ``leasehold run`` whose ``LEASEHOLD_TOKEN`` it is), and a token of another
+/// lease than the record's is refused (``StaleToken``) unless
+/// ``fence_new_lease=True`` says the file now belongs to this lease.
+/// ``mode``: the file's permission bits (e.g. ``0o600``; default: the old
+/// file's, else 0o644 less the umask).
 #[pyfunction]
-#[pyo3(signature = (path, data, *, fence=None, mode=None))]
+#[pyo3(signature = (path, data, *, fence=None, mode=None, fence_lease=None, fence_new_lease=false))]
 pub fn write_atomic(
     py: Python<'_>,
     path: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
     fence: Option<&Bound<'_, PyAny>>,
     mode: Option<u32>,
+    fence_lease: Option<&str>,
+    fence_new_lease: bool,
 ) -> PyResult<()> {
     let data = if let Ok(text) = data.cast::<PyString>() {
         text.to_cow()?.as_bytes().to_vec()
@@ -255,21 +340,23 @@ pub fn write_atomic(
         "write_atomic",
         convert::path(path)?,
         data,
-        self::fence(fence)?,
+        self::fence(fence, fence_lease, fence_new_lease)?,
         &options(mode, false),
     )
 }
 
-/// ``write_atomic`` of ``value`` as JSON at ``path``; ``fence`` and ``mode``
-/// as for ``write_atomic``.
+/// ``write_atomic`` of ``value`` as JSON at ``path``; ``fence``,
+/// ``fence_lease``, ``fence_new_lease`` and ``mode`` as for ``write_atomic``.
 #[pyfunction]
-#[pyo3(signature = (path, value, *, fence=None, mode=None))]
+#[pyo3(signature = (path, value, *, fence=None, mode=None, fence_lease=None, fence_new_lease=false))]
 pub fn write_json(
     py: Python<'_>,
     path: &Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
     fence: Option<&Bound<'_, PyAny>>,
     mode: Option<u32>,
+    fence_lease: Option<&str>,
+    fence_new_lease: bool,
 ) -> PyResult<()> {
     let mut text = convert::to_json_text(value)?;
     text.push('\n');
@@ -278,7 +365,7 @@ pub fn write_json(
         "write_json",
         convert::path(path)?,
         text.into_bytes(),
-        self::fence(fence)?,
+        self::fence(fence, fence_lease, fence_new_lease)?,
         &options(mode, true),
     )
 }
@@ -288,9 +375,11 @@ pub fn write_json(
 /// replaces the file. Concurrent updates never lose one another's change;
 /// if `f` raises, the file is unchanged and the exception goes on. With
 /// ``fence=``, a stale token is refused before `f` reads. Returns the new
-/// value. ``path``: the JSON file; ``mode``: as for ``write_atomic``.
+/// value. ``path``: the JSON file; ``mode``, ``fence_lease`` and
+/// ``fence_new_lease``: as for ``write_atomic``.
 #[pyfunction]
-#[pyo3(signature = (path, f, *, default=None, fence=None, mode=None))]
+#[pyo3(signature = (path, f, *, default=None, fence=None, mode=None, fence_lease=None, fence_new_lease=false))]
+#[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
 pub fn update_json<'py>(
     py: Python<'py>,
     path: &Bound<'py, PyAny>,
@@ -298,10 +387,12 @@ pub fn update_json<'py>(
     default: Option<&Bound<'py, PyAny>>,
     fence: Option<&Bound<'py, PyAny>>,
     mode: Option<u32>,
+    fence_lease: Option<&str>,
+    fence_new_lease: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let path = convert::path(path)?;
     refuse_reentry("update_json", &path)?;
-    let token = self::fence(fence)?;
+    let token = self::fence(fence, fence_lease, fence_new_lease)?;
     let options = options(mode, true);
     let mut lock = path.as_os_str().to_owned();
     lock.push(".lock");
@@ -332,7 +423,7 @@ pub fn update_json<'py>(
             .unwrap_or_else(|| Err(exiting()))
         };
         let outcome = match token {
-            Some(token) => FencedFile::new(&path).update(token, &options, filter),
+            Some(fenced) => fenced.file(&path).update(fenced.fence, &options, filter),
             None => files::update(&path, &options, filter),
         };
         outcome.map(|()| written)
@@ -340,6 +431,6 @@ pub fn update_json<'py>(
     match written {
         Ok(text) => convert::from_json_text(py, &text),
         Err(UpdateError::Filter(e)) => Err(e),
-        Err(UpdateError::File(e)) => Err(errors::file(&e)),
+        Err(UpdateError::File(e)) => Err(file_error(&e)),
     }
 }

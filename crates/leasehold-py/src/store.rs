@@ -275,7 +275,8 @@ impl Store {
     }
 
     /// Run the command ``argv`` under the lease ``name``, as ``leasehold run``
-    /// does; returns its exit code (128+N for signal N).
+    /// does; returns its exit code (128+N for signal N), or with
+    /// ``capture_output=True`` a ``subprocess.CompletedProcess``.
     ///
     /// ``argv``: the program and its arguments, a list of str (not one str:
     /// ``["sh", "-c", "echo hi"]`` for a shell line). ``ttl``, ``wait``,
@@ -283,9 +284,18 @@ impl Store {
     /// ``grace``: how long the command gets between SIGTERM and SIGKILL when
     /// it must stop (default ttl/5, at most 10 s). ``stall_timeout``: stop
     /// it (``Failed``) when it writes nothing to stdout or stderr — nor
-    /// touches ``progress_file`` — for that long. Raises ``Held``, and
+    /// touches ``progress_file`` — for that long. ``env``: variables added
+    /// to this process's environment for the command (not replacing it, as
+    /// ``subprocess.run``'s does; ``LEASEHOLD_*`` of the grant cannot be
+    /// set). ``cwd``: the command's working directory. ``input``: bytes (or
+    /// str, as UTF-8) fed to its stdin, which is then closed; ``None``: it
+    /// inherits this process's stdin. ``capture_output``: collect stdout and
+    /// stderr (bytes; str with ``text=True``). ``timeout``: from the
+    /// command's start, stop it as a lost lease stops it (SIGTERM to its
+    /// tree, SIGKILL after ``grace``) and raise ``RunTimeout`` once every
+    /// process of it is gone and the lease released. Raises ``Held``, and
     /// ``LeaseLost`` when the lease was lost while it ran (it was stopped).
-    #[pyo3(signature = (name, argv, *, ttl=None, heartbeat=None, grace=None, wait=None, shared=None, owner=None, stall_timeout=None, progress_file=None))]
+    #[pyo3(signature = (name, argv, *, ttl=None, heartbeat=None, grace=None, wait=None, shared=None, owner=None, stall_timeout=None, progress_file=None, env=None, cwd=None, input=None, timeout=None, capture_output=false, text=false))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn run(
         &self,
@@ -300,7 +310,13 @@ impl Store {
         owner: Option<String>,
         stall_timeout: Option<&Bound<'_, PyAny>>,
         progress_file: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<u8> {
+        env: Option<&Bound<'_, PyAny>>,
+        cwd: Option<&Bound<'_, PyAny>>,
+        input: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        capture_output: bool,
+        text: bool,
+    ) -> PyResult<Py<PyAny>> {
         let run_args = crate::run::RunArgs {
             name: convert::lease_name(name)?,
             argv: convert::argv(argv)?,
@@ -312,8 +328,14 @@ impl Store {
             owner,
             stall: convert::opt_duration(stall_timeout, "stall_timeout")?,
             progress_file: progress_file.map(convert::path).transpose()?,
+            env: crate::run::env(env)?,
+            cwd: cwd.filter(|c| !c.is_none()).map(convert::path).transpose()?,
+            input: crate::run::input(input)?,
+            timeout: convert::opt_duration(timeout, "timeout")?,
+            capture: capture_output,
+            text,
         };
-        crate::run::run(py, self.handle(py)?, run_args)
+        crate::run::run(py, self.handle(py)?, &run_args)
     }
 
     /// The state of the lease ``name`` as a dict — ``name``, ``last_token``,

@@ -131,7 +131,8 @@ def test_fenced_writes_record_the_grant_and_refuse_a_reissued_token(store_url: s
     with store.lease("g", ttl="30s") as lease:
         assert len(lease.grant) == 16
         lh.write_atomic(out, "first", fence=lease)
-        assert (tmp_path / "report.json.fence").read_text() == f"{lease.token} {lease.grant}\n"
+        # The record names the lease too, as `leasehold write --fence-lease` does.
+        assert (tmp_path / "report.json.fence").read_text() == f"{lease.token} {lease.grant} lease g\n"
         other = "0" * 15 + ("2" if lease.grant.endswith("1") else "1")
         reissued = types.SimpleNamespace(token=lease.token, grant=other)
         with pytest.raises(lh.StaleToken, match="issued twice"):

@@ -14,7 +14,8 @@ parse the message. Every class here says it is ``leasehold.X``
 from __future__ import annotations
 
 import datetime
-from typing import Iterable, List, NamedTuple, Optional
+import subprocess
+from typing import Any, Iterable, List, NamedTuple, Optional, Sequence
 
 
 class Holder(NamedTuple):
@@ -195,6 +196,35 @@ class Stalled(Failed):
     kind = "stalled"
 
 
+class RunTimeout(Failed, subprocess.TimeoutExpired):
+    """``store.run(timeout=...)``: the command ran past its timeout, so it
+    was stopped as a lost lease stops it (SIGTERM to its whole tree, SIGKILL
+    after the grace period); raised once every process of it was gone and
+    the lease released. A ``subprocess.TimeoutExpired`` too, with its
+    attributes: ``cmd``, ``timeout`` (seconds), ``output``/``stdout`` and
+    ``stderr`` (what was captured with ``capture_output=True``, else
+    ``None``). Its work may be incomplete."""
+
+    def __init__(
+        self, message: str = "", *, cmd: Sequence[str] = (), timeout: float = 0.0, output: Any = None, stderr: Any = None
+    ) -> None:
+        Exception.__init__(self, message)
+        self.cmd = list(cmd)
+        self.timeout = timeout
+        self.output = output
+        self.stderr = stderr
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self) -> Any:
+        return (_run_timeout, (str(self), self.cmd, self.timeout, self.output, self.stderr))
+
+
+def _run_timeout(message: str, cmd: Sequence[str], timeout: float, output: Any, stderr: Any) -> RunTimeout:
+    return RunTimeout(message, cmd=cmd, timeout=timeout, output=output, stderr=stderr)
+
+
 __all__ = [
     "AuthFailed",
     "BadData",
@@ -210,6 +240,7 @@ __all__ = [
     "NothingToClaim",
     "PermissionDenied",
     "ReadOnly",
+    "RunTimeout",
     "StaleToken",
     "Stalled",
     "StoreBusy",

@@ -8,8 +8,25 @@ below (tests/test_types.py).
 import datetime
 import os
 import pathlib
+import subprocess
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Type, Union, final
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+    final,
+    overload,
+)
 
 from ._errors import LeaseLost
 from ._types import Backup, HistoryEntry, LeaderChange, LeaseStatus, TaskInfo
@@ -94,6 +111,7 @@ class Store:
     ) -> Optional["Leadership"]: ...
     def observe(self, name: str) -> "Observer": ...
     def queue(self, name: str) -> "Queue": ...
+    @overload
     def run(
         self,
         name: str,
@@ -107,7 +125,76 @@ class Store:
         owner: Optional[str] = None,
         stall_timeout: Optional[_Duration] = None,
         progress_file: Optional[_StrPath] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[_StrPath] = None,
+        input: Union[bytes, bytearray, str, None] = None,
+        timeout: Optional[_Duration] = None,
+        capture_output: Literal[False] = False,
+        text: bool = False,
     ) -> int: ...
+    @overload
+    def run(
+        self,
+        name: str,
+        argv: _Argv,
+        *,
+        ttl: Optional[_Duration] = None,
+        heartbeat: Optional[_Duration] = None,
+        grace: Optional[_Duration] = None,
+        wait: _Wait = None,
+        shared: _Shared = None,
+        owner: Optional[str] = None,
+        stall_timeout: Optional[_Duration] = None,
+        progress_file: Optional[_StrPath] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[_StrPath] = None,
+        input: Union[bytes, bytearray, str, None] = None,
+        timeout: Optional[_Duration] = None,
+        capture_output: Literal[True],
+        text: Literal[False] = False,
+    ) -> "subprocess.CompletedProcess[bytes]": ...
+    @overload
+    def run(
+        self,
+        name: str,
+        argv: _Argv,
+        *,
+        ttl: Optional[_Duration] = None,
+        heartbeat: Optional[_Duration] = None,
+        grace: Optional[_Duration] = None,
+        wait: _Wait = None,
+        shared: _Shared = None,
+        owner: Optional[str] = None,
+        stall_timeout: Optional[_Duration] = None,
+        progress_file: Optional[_StrPath] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[_StrPath] = None,
+        input: Union[bytes, bytearray, str, None] = None,
+        timeout: Optional[_Duration] = None,
+        capture_output: Literal[True],
+        text: Literal[True],
+    ) -> "subprocess.CompletedProcess[str]": ...
+    @overload
+    def run(
+        self,
+        name: str,
+        argv: _Argv,
+        *,
+        ttl: Optional[_Duration] = None,
+        heartbeat: Optional[_Duration] = None,
+        grace: Optional[_Duration] = None,
+        wait: _Wait = None,
+        shared: _Shared = None,
+        owner: Optional[str] = None,
+        stall_timeout: Optional[_Duration] = None,
+        progress_file: Optional[_StrPath] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[_StrPath] = None,
+        input: Union[bytes, bytearray, str, None] = None,
+        timeout: Optional[_Duration] = None,
+        capture_output: bool = False,
+        text: bool = False,
+    ) -> Union[int, "subprocess.CompletedProcess[Any]"]: ...
     def status(self, name: str) -> Optional[LeaseStatus]: ...
     def list(self, *, live: bool = False) -> List[LeaseStatus]: ...
     def history(self, name: str, *, limit: int = 100) -> List[HistoryEntry]: ...
@@ -308,6 +395,8 @@ def write_atomic(
     *,
     fence: Union[int, Lease, Task, None] = None,
     mode: Optional[int] = None,
+    fence_lease: Optional[str] = None,
+    fence_new_lease: bool = False,
 ) -> None: ...
 def write_json(
     path: _StrPath,
@@ -315,6 +404,8 @@ def write_json(
     *,
     fence: Union[int, Lease, Task, None] = None,
     mode: Optional[int] = None,
+    fence_lease: Optional[str] = None,
+    fence_new_lease: bool = False,
 ) -> None: ...
 def update_json(
     path: _StrPath,
@@ -323,6 +414,8 @@ def update_json(
     default: _Json = None,
     fence: Union[int, Lease, Task, None] = None,
     mode: Optional[int] = None,
+    fence_lease: Optional[str] = None,
+    fence_new_lease: bool = False,
 ) -> Any: ...
 def after_fork_in_child() -> None: ...
 def at_exit() -> None: ...

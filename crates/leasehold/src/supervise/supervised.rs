@@ -113,6 +113,10 @@ pub enum Output {
     /// caller reports), stderr forwarded and its last `stderr_tail` bytes
     /// kept.
     Collect { stdout_limit: usize, stderr_tail: usize },
+    /// stdout and stderr both collected whole ([`Finished::stdout`],
+    /// [`Finished::stderr`]), nothing forwarded: Python's
+    /// `store.run(capture_output=True)`, as `subprocess.run`'s.
+    Capture,
 }
 
 /// How to run the command.
@@ -173,6 +177,8 @@ pub struct Finished<L = LostReason> {
     pub stdout_overflow: bool,
     /// With `Output::Collect`: the end of stderr.
     pub stderr_tail: Vec<u8>,
+    /// With `Output::Capture`: all of stderr (stdout is in `stdout`).
+    pub stderr: Vec<u8>,
     /// The guard died, and processes of the command's tree that had left
     /// its process group may still run where nothing can find them (this
     /// process did not adopt the guard's orphans:
@@ -220,6 +226,7 @@ impl<L> Default for Finished<L> {
             stdout: Vec::new(),
             stdout_overflow: false,
             stderr_tail: Vec::new(),
+            stderr: Vec::new(),
             tree_may_live: false,
         }
     }
@@ -288,6 +295,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SuperviseError> {
 /// report (`group PID` or `ready`).
 fn spawn_guard<L: Refusal>(
     spec: &Spec,
+    cwd: Option<&std::path::Path>,
     extra: &[&str],
     stdin: Stdio,
     output: Stdio,
@@ -306,9 +314,25 @@ fn spawn_guard<L: Refusal>(
         })?;
         inheritable(&control_child)?;
         inheritable(&report_child)?;
-        let child = spec
-            .guard
-            .command()
+        let mut command = match cwd {
+            // A relative path to the guard is this process's, not the
+            // command's directory's.
+            Some(_) if spec.guard.program().is_relative() && spec.guard.program().components().count() > 1 => {
+                GuardProgram::new(
+                    std::path::absolute(spec.guard.program()).map_err(|error| SuperviseError::Io {
+                        what: "cannot find the guard program's absolute path",
+                        error,
+                    })?,
+                )
+                .with_args(spec.guard.args().to_vec())
+                .command()
+            }
+            _ => spec.guard.command(),
+        };
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
+        let child = command
             .arg(format!("--control-fd={}", control_child.as_raw_fd()))
             .arg(format!("--report-fd={}", report_child.as_raw_fd()))
             .arg(format!("--grace={}ms", spec.grace.as_millis()))
@@ -373,7 +397,14 @@ impl<L: Refusal> GuardSlot<L> {
     /// [`SuperviseError`] when the guard cannot be started or does not
     /// report.
     pub fn spawn(spec: Spec) -> Result<Self, SuperviseError> {
-        let (guard, (_, rx)) = spawn_guard(&spec, &["--slot"], Stdio::inherit(), Stdio::inherit(), Stdio::inherit())?;
+        let (guard, (_, rx)) = spawn_guard(
+            &spec,
+            None,
+            &["--slot"],
+            Stdio::inherit(),
+            Stdio::inherit(),
+            Stdio::inherit(),
+        )?;
         if !matches!(rx.recv(), Ok(Event::Ready)) {
             return Err(SuperviseError::GuardSilent {
                 program: guard.program.clone(),
@@ -470,6 +501,7 @@ struct Collected {
     stdout: Vec<u8>,
     stdout_overflow: bool,
     stderr_tail: Vec<u8>,
+    stderr: Vec<u8>,
 }
 
 impl<L: Refusal> Supervised<L> {
@@ -494,10 +526,23 @@ impl<L: Refusal> Supervised<L> {
     /// # Errors
     /// [`SuperviseError`] when the guard cannot be started.
     pub fn launch(spec: Spec) -> Result<Self, SuperviseError> {
+        Self::launch_in(spec, None)
+    }
+
+    /// As [`Supervised::launch`], the command's working directory `cwd`
+    /// (`None`: this process's): the guard starts there, and the command,
+    /// which it forks, with it — a relative program path is found from
+    /// there, as `subprocess.run(cwd=)` finds one (Python's `store.run`).
+    ///
+    /// # Errors
+    /// As [`Supervised::launch`]; a `cwd` that cannot be entered fails the
+    /// guard's start ([`SuperviseError::GuardSpawn`]): check it first.
+    pub fn launch_in(spec: Spec, cwd: Option<&std::path::Path>) -> Result<Self, SuperviseError> {
         let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
         let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
         let (guard, (tx, rx)) = spawn_guard(
             &spec,
+            cwd,
             &[],
             piped(spec.stdin.is_some()),
             piped(pipe_output),
@@ -721,10 +766,17 @@ impl<L: Refusal> Supervised<L> {
             } => Some((stdout_limit, stderr_tail)),
             _ => None,
         };
+        let capture = self.output == Output::Capture;
         let (activity, collected) = (activity.clone(), self.collected.clone());
         self.pump = Some(crate::pool::spawn(move || {
             let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
             pump([out, err], &activity, |stream, chunk| {
+                if capture {
+                    let mut c = lock(&collected);
+                    let whole = if stream == 0 { &mut c.stdout } else { &mut c.stderr };
+                    whole.extend_from_slice(chunk);
+                    return true;
+                }
                 if stream == 0 {
                     return match collect {
                         Some((limit, _)) => {
@@ -874,6 +926,7 @@ impl<L: Refusal> Supervised<L> {
         finished.stdout = collected.stdout;
         finished.stdout_overflow = collected.stdout_overflow;
         finished.stderr_tail = collected.stderr_tail;
+        finished.stderr = collected.stderr;
         finished
     }
 }
