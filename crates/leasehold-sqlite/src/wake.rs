@@ -1,9 +1,9 @@
 //! Waking waiters without polling. SQLite has no notification across
 //! processes, but every commit writes the write-ahead log (`-wal`) with
 //! `write(2)`: a thread of this store handle blocks on a watch of that
-//! file (`host::FileWatch`: inotify on Linux, kqueue on macOS) and counts
-//! the writes it sees; waiters wait for that count to move, then read the
-//! store again. A commit to *any* name wakes every waiter of the store;
+//! file (`host::FileWatch`: inotify on Linux, kqueue on macOS; the store
+//! file until the log exists) and counts the writes it sees; waiters wait
+//! for that count to move, then read the store again. A commit to *any* name wakes every waiter of the store;
 //! each then makes one cheap read, which is what the poll did anyway
 //! every 100 ms.
 //!
@@ -19,8 +19,8 @@
 //! - The log is written *before* the commit is visible: the wal-index is
 //!   updated after the log's fsync. So after a write — seen while waiting,
 //!   or since the waiter last looked — the waiter waits for `data_version`
-//!   to change (polled after 0.5 ms, then less often up to every 4 ms; at
-//!   most [`SETTLE`]) before it reads;
+//!   to change (polled after 0.5 ms, then every millisecond; at most
+//!   [`SETTLE`]) before it reads;
 //!   reading at once would show the old state and send it back to wait
 //!   for a write that has already happened (seen: p90 117 ms of a 150 ms
 //!   poll).
@@ -77,7 +77,12 @@ impl Waker {
         let mut wal = file.as_os_str().to_owned();
         wal.push("-wal");
         let wal = PathBuf::from(wal);
-        let watch = host::FileWatch::new(&[&wal, file]).ok()?;
+        // The log alone once it exists: commits write only the log; the
+        // store file is written by checkpoints, which change nothing a
+        // waiter reads (and each woke every waiter next in line for a
+        // settle of up to `SETTLE`).
+        let has_wal = wal.exists();
+        let watch = host::FileWatch::new(&[if has_wal { &wal } else { file }]).ok()?;
         let waker = Arc::new(Self {
             pid: std::process::id(),
             seen: Mutex::default(),
@@ -87,14 +92,13 @@ impl Waker {
         let file = file.to_path_buf();
         std::thread::Builder::new()
             .name("leasehold-wake".into())
-            .spawn(move || theirs.watch(watch, &file, &wal))
+            .spawn(move || theirs.watch(watch, has_wal, &file, &wal))
             .ok()?;
         Some(waker)
     }
 
     /// The watching thread: count writes until the handle is dropped.
-    fn watch(self: &Arc<Self>, mut watch: host::FileWatch, file: &Path, wal: &Path) {
-        let mut has_wal = wal.exists();
+    fn watch(self: &Arc<Self>, mut watch: host::FileWatch, mut has_wal: bool, file: &Path, wal: &Path) {
         // The handle holds the other reference: alone, it is gone.
         while Arc::strong_count(self) > 1 {
             match watch.wait(LOOK) {
@@ -107,8 +111,8 @@ impl Waker {
                 Ok(false) => {
                     if !has_wal && wal.exists() {
                         // A new store: watch the log now that it is there.
-                        if let Ok(both) = host::FileWatch::new(&[wal, file]) {
-                            watch = both;
+                        if let Ok(log) = host::FileWatch::new(&[wal]) {
+                            watch = log;
                             has_wal = true;
                         }
                     }
@@ -194,10 +198,10 @@ impl SqliteBackend {
                     break;
                 }
                 std::thread::sleep(pause);
-                // An fsync takes a few milliseconds; a write that commits
-                // nothing new (a checkpoint) is not polled for 50 ms at
-                // 2 kHz.
-                pause = (pause * 2).min(Duration::from_millis(4));
+                // An fsync takes a millisecond or a few: looked at every
+                // millisecond after the first half (backing off to 4 ms
+                // cost threads taking turns a millisecond a turn).
+                pause = Duration::from_millis(1);
             }
             topic.events_moved_to(waker.seen().writes);
         }

@@ -41,6 +41,7 @@ fn main() {
         a_directory_link_planted_in_a_sticky_directory_is_refused,
         many_first_opens_at_once_all_succeed,
         a_commit_by_another_process_wakes_a_waiter,
+        a_checkpoint_by_another_process_wakes_no_waiter,
         a_log_left_without_its_store_is_refused_not_replayed_into_a_new_store,
         a_log_its_maker_has_not_synced_yet_makes_the_opener_sync_the_directory,
         the_log_stays_small_when_only_short_processes_use_the_store,
@@ -464,6 +465,54 @@ fn a_commit_by_another_process_wakes_a_waiter() {
         "woken by the commit, not the timeout: {woken:?}"
     );
     assert!(b.lease_get(&name).unwrap().is_none_or(|s| s.grants.is_empty()));
+}
+
+/// A checkpoint by another process — it writes the store file, not the
+/// log, and changes nothing a waiter reads — wakes no waiter. (The wake
+/// watched the store file too, so every checkpoint woke the waiters next
+/// in line for a settle of up to 50 ms; with long-lived processes
+/// checkpointing after their commits, that was a wake-up per commit
+/// more.)
+fn a_checkpoint_by_another_process_wakes_no_waiter() {
+    use leasehold_backend::WaitTopic;
+    leasehold_testkit::need_program("sqlite3", "sqlite3");
+    let dir = tempfile::tempdir().unwrap();
+    let b = open(&dir, SqliteOptions::default());
+    acquired(&b, "job");
+    let topic = WaitTopic::lease(&LeaseName::new("job").unwrap());
+    // The first wait takes its cursor.
+    b.wait_for_change(&topic, Duration::from_millis(100)).unwrap();
+    let db = dir.path().join("leasehold.db");
+    let checkpoint = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 0.3; sqlite3 '{}' 'PRAGMA busy_timeout=5000; PRAGMA wal_checkpoint(PASSIVE);'",
+            db.display()
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let begun = Instant::now();
+    b.wait_for_change(&topic, Duration::from_secs(2)).unwrap();
+    let waited = begun.elapsed();
+    let out = checkpoint.wait_with_output().unwrap();
+    // busy_timeout's line, then "busy|frames in the log|frames copied".
+    let copied = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        copied
+            .rsplit('|')
+            .next()
+            .is_some_and(|n| n.parse::<u32>().unwrap_or(0) > 0),
+        "the checkpoint copied nothing, so it tested nothing: {copied:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "a checkpoint woke the waiter after {waited:?} (it copied {copied:?})"
+    );
 }
 
 /// The store file removed (or moved) without its log: the log may hold the
