@@ -11,10 +11,10 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
-    Available, Backend, Claim, ErrorKind, Expect, LeaseAcquire, QueueName, RecordBackend as _, RecordChange, RecordKey,
-    RecordListParams, RecordWriteParams, Retry, TaskAddParams, TaskBackend as _, TaskClaimParams, TaskCompleteParams,
-    TaskFail, TaskFailParams, TaskHeartbeatParams, TaskLost, TaskPurgeParams, TaskState, TaskStatsParams, TaskUpdate,
-    Token,
+    Available, Backend, Claim, ErrorKind, Expect, LeaseAcquire, LeaseName, QueueName, RecordBackend as _, RecordChange,
+    RecordKey, RecordListParams, RecordWriteParams, Retry, TaskAddParams, TaskBackend as _, TaskClaimParams,
+    TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskLost, TaskPurgeParams, TaskState,
+    TaskStatsParams, TaskUpdate, Token,
 };
 use leasehold_backend_tests::params;
 use leasehold_postgres::{PostgresBackend, PostgresOptions, SCHEMA_VERSION};
@@ -22,6 +22,7 @@ use leasehold_testkit::postgres::Server;
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![
+        one_call_at_a_time_keeps_one_connection,
         the_schema_objects_checked_at_open_are_those_created,
         a_store_missing_a_table_is_refused_as_damaged_and_not_recreated,
         first_starts_race_safely_and_a_newer_schema_is_refused,
@@ -75,6 +76,34 @@ fn claim_params(queue: &str, ttl: Duration) -> TaskClaimParams {
         owner: "worker".into(),
         ttl,
     }
+}
+
+/// A process making one call at a time holds one connection, however many
+/// calls it makes (an idle waiter held six: the pool handed out its slots
+/// in turn, and 200 waiters ran a server with 1,500 slots out of them).
+fn one_call_at_a_time_keeps_one_connection() {
+    let app = format!("onecall{}", std::process::id());
+    let url = format!(
+        "{}&application_name={app}",
+        Server::shared().url(&Server::fresh_schema())
+    );
+    let store = open(&url);
+    for i in 0..20 {
+        let name = format!("job{}", i % 3);
+        if let LeaseAcquire::Acquired(g) = store.lease_acquire(&params::acquire(&name)).unwrap() {
+            store.lease_release(&params::release(&name, g.token)).unwrap();
+        }
+        store.lease_get(&LeaseName::new(&name).unwrap()).unwrap();
+    }
+    let connections: i64 = Server::shared()
+        .client()
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(connections, 1, "60 calls one at a time held {connections} connections");
 }
 
 fn the_schema_objects_checked_at_open_are_those_created() {
