@@ -161,19 +161,28 @@ pub(crate) struct Checkpointer {
 impl Checkpointer {
     /// Start checkpointing the store at `file` [`EVERY`] after a commit
     /// of the handle (and after the start when `uncopied`: commits it made
-    /// while young); `None` when the thread or its connection cannot be
-    /// had (the size bound then still keeps the log in check).
+    /// while young); `None` when the thread cannot be started (the size
+    /// bound then still keeps the log in check, as it does when the thread
+    /// cannot open its connection).
     pub(crate) fn start(file: &Path, busy_timeout: Duration, uncopied: bool) -> Option<Self> {
-        // The handle's own connection has made sure the file is a store
-        // (and not a link) already.
-        let mut conn = Connection::open_with_flags(file, crate::files::OPEN_FLAGS).ok()?;
-        conn.busy_timeout(busy_timeout).ok()?;
-        keep_the_log(&mut conn).ok()?;
         let (committed, commits) = mpsc::channel();
-        let file = file.display().to_string();
+        let file = file.to_path_buf();
+        // The connection is opened on the thread: the call that starts it
+        // is often a waiter's attempt at the hand-off, which opening a
+        // connection (a few milliseconds) delayed.
         std::thread::Builder::new()
             .name("leasehold-checkpoint".into())
-            .spawn(move || run(&conn, &commits, &file))
+            .spawn(move || {
+                // The handle's own connection has made sure the file is a
+                // store (and not a link) already.
+                let Ok(mut conn) = Connection::open_with_flags(&file, crate::files::OPEN_FLAGS) else {
+                    return;
+                };
+                if conn.busy_timeout(busy_timeout).is_err() || keep_the_log(&mut conn).is_err() {
+                    return;
+                }
+                run(&conn, &commits, &file.display().to_string());
+            })
             .ok()?;
         if uncopied {
             let _ = committed.send(());
