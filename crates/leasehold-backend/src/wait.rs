@@ -1,6 +1,8 @@
 //! What a waiter waits for: a change of one lease name or one task queue.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::LeaseName;
 use crate::task::QueueName;
@@ -19,6 +21,19 @@ pub struct WaitTopic {
     /// A second cursor for a backend that also counts events of its own
     /// (SQLite: writes seen on its log).
     events: AtomicU64,
+    /// What a backend keeps open for this waiter from one wait to the
+    /// next (etcd: its watch), dropped with the topic.
+    kept: Kept,
+}
+
+/// A backend's open state for one waiter; see [`WaitTopic::kept`].
+#[derive(Default)]
+struct Kept(Mutex<Option<Box<dyn Any + Send>>>);
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Kept(..)")
+    }
 }
 
 /// The thing a [`WaitTopic`] watches.
@@ -48,6 +63,7 @@ impl WaitTopic {
             what,
             cursor: AtomicU64::new(0),
             events: AtomicU64::new(0),
+            kept: Kept::default(),
         }
     }
 
@@ -80,5 +96,13 @@ impl WaitTopic {
     /// is not 0).
     pub fn events_moved_to(&self, now: u64) -> bool {
         self.events.swap(now, Ordering::SeqCst) != now
+    }
+
+    /// What the backend keeps open for this waiter between its waits (an
+    /// etcd watch: made once per wait loop, not once per wait — a waiter
+    /// waits in slices of the poll interval). Dropped with the topic; what
+    /// is kept must end itself cleanly when dropped.
+    pub fn kept(&self) -> MutexGuard<'_, Option<Box<dyn Any + Send>>> {
+        self.kept.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -37,7 +37,8 @@ use crate::keys::Keys;
 pub const END_GRACE: Duration = Duration::from_secs(1);
 
 /// Wait until an event on `name` may unblock a waiter, or until
-/// `deadline`, advancing `topic`'s cursor. `Err` when the watch cannot be
+/// `deadline`, advancing `topic`'s cursor. The watch is kept in `topic`
+/// for the waiter's next wait ([`Open`]). `Err` when the watch cannot be
 /// made or breaks (the caller then sleeps). Once the watch is made,
 /// returns by `deadline` + [`END_GRACE`] at the latest.
 pub async fn changed(
@@ -56,15 +57,56 @@ pub async fn changed(
         set(topic, resp.header().map_or(1, ResponseHeader::revision));
         return Ok(());
     }
-    let options = WatchOptions::new().with_prefix().with_start_revision(seen + 1);
-    let (mut watcher, mut stream) = client.watch(dir.clone(), Some(options)).await?;
-    match tokio::time::timeout_at(deadline, examine(&mut stream, &dir, topic)).await {
+    // The watch this waiter kept from its last wait — it has examined
+    // every event up to the cursor — or a new one from the revision after.
+    let kept = topic.kept().take().and_then(|k| k.downcast::<Open>().ok());
+    let mut open = if let Some(open) = kept {
+        *open
+    } else {
+        let options = WatchOptions::new().with_prefix().with_start_revision(seen + 1);
+        let (watcher, stream) = client.watch(dir.clone(), Some(options)).await?;
+        Open {
+            watch: Some((watcher, stream)),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    };
+    let Some((_, stream)) = open.watch.as_mut() else {
+        return Ok(());
+    };
+    match tokio::time::timeout_at(deadline, examine(stream, &dir, topic)).await {
         // The server ended the watch (or the stream): nothing to cancel.
-        Ok(Ended::ByServer(result)) => result,
-        // Woken, or out of time: a wait that ran its course.
+        Ok(Ended::ByServer(result)) => {
+            open.watch = None;
+            result
+        }
+        // Woken, or out of time: a wait that ran its course. The watch is
+        // kept for the waiter's next wait (reading a stream's next message
+        // is cancel-safe: nothing is lost at the deadline).
         Ok(Ended::Woken) | Err(_) => {
-            let _ = tokio::time::timeout(END_GRACE, end(&mut watcher, &mut stream)).await;
+            *topic.kept() = Some(Box::new(open));
             Ok(())
+        }
+    }
+}
+
+/// A watch kept open between one waiter's waits, in its topic: a waiter
+/// waits in slices of its poll interval (100 ms), and a watch made and
+/// cancelled for each slice was two round trips and a server-side watcher
+/// ten times a second per waiter. Ended cleanly (see [`end`]) when the
+/// topic is dropped.
+struct Open {
+    watch: Option<(Watcher, WatchStream)>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some((mut watcher, mut stream)) = self.watch.take() {
+            // On the runtime, by the next call that drives it; a runtime
+            // already gone has closed the connection, and the watch with it.
+            self.runtime.spawn(async move {
+                let _ = tokio::time::timeout(END_GRACE, end(&mut watcher, &mut stream)).await;
+            });
         }
     }
 }
