@@ -49,6 +49,7 @@ from ._native import (
     Store,
     Task,
     TaskIter,
+    alock,
     lock,
     update_json,
     write_atomic,
@@ -56,6 +57,7 @@ from ._native import (
 )
 from ._native import after_fork_in_child as _native_after_fork
 from ._native import at_exit as _native_at_exit
+from ._aio import Pending
 from ._types import Backup, GrantInfo, HistoryEntry, Leader, LeaderChange, LeaseStatus, TaskInfo
 
 
@@ -99,6 +101,7 @@ __all__ = [
     "NoSuchTask",
     "NothingToClaim",
     "Observer",
+    "Pending",
     "PermissionDenied",
     "Queue",
     "ReadOnly",
@@ -112,6 +115,7 @@ __all__ = [
     "TaskIter",
     "Unsupported",
     "WaitTimeout",
+    "alock",
     "lock",
     "update_json",
     "write_atomic",
