@@ -108,9 +108,10 @@ fn file_lock(held: lock::FileLock, asked: PathBuf, options: LockOptions) -> File
 /// entered (``async with lh.alock(path) as lock:``), it takes the lock
 /// without blocking the event loop — a wait stands in this process's
 /// line for the path and polls ``flock`` there (backing off from 5 ms to
-/// 100 ms, as ``lock`` does) — and returns the held ``FileLock``. The
-/// arguments are ``lock``'s. Cancelling the awaiting task ends the wait;
-/// a lock it got meanwhile is let go at once.
+/// 100 ms, as ``lock`` does) — and returns the held ``FileLock``.
+/// ``path``, ``wait``, ``shared``, ``dir`` and ``allow_network_fs``: as for
+/// ``lock``. Cancelling the awaiting task ends the wait; a lock it got
+/// meanwhile is let go at once.
 #[pyfunction]
 #[pyo3(signature = (path, *, wait=None, shared=false, dir=false, allow_network_fs=false))]
 pub fn alock<'py>(

@@ -267,9 +267,10 @@ impl Queue {
     /// ``with task:`` does), it claims without blocking the event loop — a
     /// wait stands in this process's line for the queue and waits there as
     /// ``claim`` does (woken by PostgreSQL's NOTIFY, else polling) — and
-    /// returns the ``Task``. The arguments are ``claim``'s; nothing
-    /// claimable in time raises ``NothingToClaim``. Cancelling the awaiting
-    /// task ends the wait; a claim it got meanwhile is handed back at once.
+    /// returns the ``Task``. ``ttl``, ``wait``, ``owner``, ``heartbeat``,
+    /// ``margin`` and ``on_lost``: as for ``claim()``; nothing claimable in
+    /// time raises ``NothingToClaim``. Cancelling the awaiting task ends
+    /// the wait; a claim it got meanwhile is handed back at once.
     #[pyo3(signature = (*, ttl=None, wait=None, owner=None, heartbeat=None, margin=None, on_lost=None))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn aclaim<'py>(

@@ -198,12 +198,15 @@ def test_a_wait_whose_time_runs_out_in_line_raises_held_then(sqlite_url: str) ->
             async with store.lease("t", ttl="30s", wait=True):
                 pass
 
+        async def hasty() -> None:
+            async with store.lease("t", ttl="30s", wait="1s"):
+                pass
+
         head = asyncio.create_task(patient())
         await asyncio.sleep(0.2)
         started = time.monotonic()
         with pytest.raises(lh.WaitTimeout):
-            async with store.lease("t", ttl="30s", wait="1s"):
-                pass
+            await asyncio.wait_for(hasty(), 10)
         took = time.monotonic() - started
         holder.release()
         await asyncio.wait_for(head, 30)
@@ -223,16 +226,16 @@ def test_a_task_cancelled_in_line_leaves_it_and_takes_nothing(sqlite_url: str) -
             async with store.lease("q", ttl="30s", wait="30s"):
                 got.append(i)
 
-        tasks = [asyncio.create_task(one(i)) for i in range(3)]
+        tasks = [asyncio.create_task(one(i)) for i in range(4)]
         await asyncio.sleep(0.3)
-        tasks[1].cancel()  # in line behind the head: it never waited in the store
+        tasks[2].cancel()  # in line behind the head: it never waited in the store
         with pytest.raises(asyncio.CancelledError):
-            await tasks[1]
+            await tasks[2]
         holder.release()
-        await asyncio.wait_for(asyncio.gather(tasks[0], tasks[2]), 30)
+        await asyncio.wait_for(asyncio.gather(tasks[0], tasks[1], tasks[3]), 30)
 
     asyncio.run(main())
-    assert got == [0, 2], got
+    assert got == [0, 1, 3], got
     state = store.status("q")
     assert state is not None and state["grants"] == [] and state["waiters"] == 0, state
 
@@ -428,6 +431,12 @@ def test_a_cancelled_async_lock_wait_leaves_the_lock_free(tmp_path: Path) -> Non
             await waiting
         with pytest.raises(lh.Held):
             await behind  # still held by `held`: its second ran out
+        # The cancelled wait does not go on polling in the background: its
+        # line (and the line's thread) ends while the lock is still held.
+        deadline = time.monotonic() + 5
+        while line_threads() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert line_threads() == 0, "a cancelled lock wait went on waiting"
         held.release()
         await asyncio.sleep(0.3)  # the cancelled wait polled again by now
         # Nobody took it for the cancelled task: free without waiting.
@@ -439,3 +448,16 @@ def test_a_cancelled_async_lock_wait_leaves_the_lock_free(tmp_path: Path) -> Non
 
 async def _lock(path: Path, wait: str = "30s") -> lh.FileLock:
     return await lh.alock(path, wait=wait)
+
+
+def line_threads() -> int:
+    """This process's threads driving a line of waits (aio.rs)."""
+    import os
+
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+        except OSError:
+            pass  # ended meanwhile
+    return names.count("leasehold-line")

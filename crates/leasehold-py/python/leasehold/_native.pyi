@@ -48,6 +48,7 @@ __all__ = [
     "TaskIter",
     "FileLock",
     "lock",
+    "alock",
     "write_atomic",
     "write_json",
     "update_json",
