@@ -86,15 +86,22 @@ impl Wake {
 
 type CancelFn = Box<dyn FnOnce(Python<'_>) + Send>;
 
-/// The future's done-callback: `on_cancel`, if the future was cancelled.
+/// The future's done-callback: `on_cancel`, if the future was cancelled;
+/// and the wait's timer, if it has one, is cancelled once the future is
+/// done (else each timer would stay in the loop until its time).
 #[pyclass(frozen, module = "leasehold")]
 struct OnCancel {
     on_cancel: Mutex<Option<CancelFn>>,
+    timer: Mutex<Option<Py<PyAny>>>,
 }
 
 #[pymethods]
 impl OnCancel {
     fn __call__(&self, fut: &Bound<'_, PyAny>) -> PyResult<()> {
+        let timer = self.timer.try_lock().ok().and_then(|mut t| t.take());
+        if let Some(timer) = timer {
+            timer.bind(fut.py()).call_method0("cancel")?;
+        }
         if fut.call_method0("cancelled")?.is_truthy()? {
             // Only the loop's thread calls it, once.
             let on_cancel = self.on_cancel.try_lock().ok().and_then(|mut f| f.take());
@@ -554,6 +561,15 @@ pub fn wait<T: Send + 'static>(
         }
     }
     let left = line.clone();
+    let timer = match timeout {
+        // Its time may run out while it stands in line.
+        Some(timeout) => Some(
+            running
+                .call_method1("call_later", (timeout.as_secs_f64(), Py::new(py, Expire { line, id })?))?
+                .unbind(),
+        ),
+        None => None,
+    };
     let on_cancel = OnCancel {
         on_cancel: Mutex::new(Some(Box::new(move |py| {
             on_cancel();
@@ -561,12 +577,9 @@ pub fn wait<T: Send + 'static>(
                 waiter.run(Turn::Dropped(py));
             }
         }))),
+        timer: Mutex::new(timer),
     };
     fut.call_method1("add_done_callback", (Py::new(py, on_cancel)?,))?;
-    if let Some(timeout) = timeout {
-        // Its time may run out while it stands in line.
-        running.call_method1("call_later", (timeout.as_secs_f64(), Py::new(py, Expire { line, id })?))?;
-    }
     Ok(fut)
 }
 
@@ -586,6 +599,7 @@ pub fn run<T: Send + 'static>(
     let (running, fut) = future(py)?;
     let on_cancel = OnCancel {
         on_cancel: Mutex::new(Some(Box::new(move |_| on_cancel()))),
+        timer: Mutex::new(None),
     };
     fut.call_method1("add_done_callback", (Py::new(py, on_cancel)?,))?;
     let (running, theirs) = (running.unbind(), fut.clone().unbind());

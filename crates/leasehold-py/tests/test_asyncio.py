@@ -216,6 +216,24 @@ def test_a_wait_whose_time_runs_out_in_line_raises_held_then(sqlite_url: str) ->
     assert 0.9 <= took < 5, f"a 1 s wait standing in line ended after {took:.2f} s"
 
 
+def test_a_wait_done_leaves_no_timer_in_the_loop(sqlite_url: str) -> None:
+    # Each timed wait sets a timer for its time in line; a wait that is
+    # done must not leave it in the loop for its whole timeout (an hour
+    # here: a long-lived program would pile them up).
+    store = lh.Store(sqlite_url)
+
+    async def main() -> int:
+        async def one(i: int) -> None:
+            async with store.lease(f"n{i % 5}", ttl="30s", wait="1h"):
+                await asyncio.sleep(0.001)
+
+        await asyncio.gather(*(one(i) for i in range(50)))
+        scheduled = asyncio.get_running_loop()._scheduled  # type: ignore[attr-defined]
+        return sum(1 for timer in scheduled if not timer.cancelled())
+
+    assert asyncio.run(main()) == 0, "timers of waits that are done stayed in the loop"
+
+
 def test_a_task_cancelled_in_line_leaves_it_and_takes_nothing(sqlite_url: str) -> None:
     store = lh.Store(sqlite_url)
     holder = store.lease("q", ttl="30s").acquire()
