@@ -9,17 +9,18 @@
 //! Two kinds of threads, so that a crowd of waiters never holds up the
 //! calls that would end its wait:
 //!
-//! - **The pool** ([`call`]) runs calls that end in a store round trip or
-//!   two — an acquire that does not wait, a release, a report. At most
-//!   [`WORKERS`] threads, started when work comes and none is idle, ended
-//!   after [`IDLE_EXIT`] without work. Never a wait: a pool that waits
-//!   fills up with waiters, and the release that would wake them queues
-//!   behind them (why the loop's default executor was refused: issue 23).
+//! - **The pool** ([`call`], `pool.rs`) runs calls that end in a store
+//!   round trip or two — an acquire that does not wait, a release, a
+//!   report. Never a wait: a pool that waits fills up with waiters, and
+//!   the release that would wake them queues behind them (why the loop's
+//!   default executor was refused: issue 23).
 //! - **Lines** ([`wait`]): the waits of this process for one name of one
 //!   store (or one lock file, or one queue) take turns in a line of their
-//!   own, first come first served, driven by one thread that lives while the
-//!   line is not empty. Only the head of the line waits in the store's queue;
-//!   when it is granted (or gives up) the next one starts. A crowd of 500
+//!   own, first come first served. A line nobody drives yet tries its head
+//!   once on the pool (a free name needs no thread); the first wait that
+//!   must wait gets the line a thread of its own, which drives it until it
+//!   is empty. Only the head of the line waits in the store's queue; when
+//!   it is granted (or gives up) the next one starts. A crowd of 500
 //!   tasks on one name is one thread and one waiter in the store, not 500
 //!   threads all registered and polling there (issue 41: 300 waiters took
 //!   75 s of CPU to grant 94). Waits for different names never share a
@@ -28,6 +29,7 @@
 //!   A wait's timeout counts from the call: one whose time runs out while
 //!   it stands in line behind the head (a timer of the loop's) leaves the
 //!   line and tries once, on the pool — `Held` as a wait that timed out.
+//!   The timer is cancelled once the wait is done.
 //!
 //! Cancelling the awaiting task calls `on_cancel` at once, on the loop's
 //! thread (a wait for a lease is told to stop: it leaves the store's queue
@@ -46,16 +48,10 @@
 //! and the lines are started afresh there (they remember whose they are).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-
-/// The most pool threads.
-pub const WORKERS: usize = 8;
-
-/// How long a pool thread without work lives.
-const IDLE_EXIT: Duration = Duration::from_secs(10);
 
 /// What runs when the call is done: `true` on the loop's thread.
 type Job = Box<dyn FnOnce(Python<'_>, bool) + Send>;
@@ -179,92 +175,6 @@ fn no_thread(e: &std::io::Error) -> PyErr {
     crate::errors::of_kind(leasehold::ErrorKind::Failed, format!("cannot start a thread: {e}"))
 }
 
-// The pool.
-
-type Work = Box<dyn FnOnce() + Send>;
-
-struct Pool {
-    jobs: VecDeque<Work>,
-    /// Threads started and not ended, and how many of them wait for work.
-    workers: usize,
-    idle: usize,
-    /// The process these threads are in (see the module docs on fork).
-    pid: u32,
-}
-
-static POOL: Mutex<Pool> = Mutex::new(Pool {
-    jobs: VecDeque::new(),
-    workers: 0,
-    idle: 0,
-    pid: 0,
-});
-static WORK: Condvar = Condvar::new();
-
-fn pool() -> MutexGuard<'static, Pool> {
-    let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-    let pid = std::process::id();
-    if pool.pid != pid {
-        // Forked (or new): the threads counted are the parent's.
-        *pool = Pool {
-            jobs: std::mem::take(&mut pool.jobs),
-            workers: 0,
-            idle: 0,
-            pid,
-        };
-    }
-    pool
-}
-
-/// Run `job` on a pool thread. It must end in bounded time (no waits).
-///
-/// # Errors
-/// When no pool thread runs and none can be started (then `job` is
-/// dropped).
-pub fn submit(job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-    let mut state = pool();
-    state.jobs.push_back(Box::new(job));
-    if state.idle >= state.jobs.len() || state.workers >= WORKERS {
-        WORK.notify_one();
-        return Ok(());
-    }
-    state.workers += 1;
-    drop(state);
-    let started = std::thread::Builder::new().name("leasehold-pool".into()).spawn(worker);
-    if let Err(e) = started {
-        let mut again = pool();
-        again.workers -= 1;
-        if again.workers == 0 {
-            again.jobs.pop_back();
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
-fn worker() {
-    loop {
-        let job = {
-            let mut pool = pool();
-            loop {
-                if let Some(job) = pool.jobs.pop_front() {
-                    break job;
-                }
-                pool.idle += 1;
-                let (again, waited) = WORK
-                    .wait_timeout(pool, IDLE_EXIT)
-                    .unwrap_or_else(PoisonError::into_inner);
-                pool = again;
-                pool.idle -= 1;
-                if waited.timed_out() && pool.jobs.is_empty() {
-                    pool.workers -= 1;
-                    return;
-                }
-            }
-        };
-        job();
-    }
-}
-
 /// Run `work` — a call that ends in bounded time, no wait — on a pool
 /// thread; return a future of the running loop that gets `finish`'s value
 /// (or exception). `finish` is told whether the future is still awaited;
@@ -283,7 +193,7 @@ pub fn call<T: Send + 'static>(
 ) -> PyResult<Bound<'_, PyAny>> {
     let (running, fut) = future(py)?;
     let (running, theirs) = (running.unbind(), fut.clone().unbind());
-    submit(move || deliver(&running, theirs, work(), finish, abandon)).map_err(|e| no_thread(&e))?;
+    crate::pool::submit(move || deliver(&running, theirs, work(), finish, abandon)).map_err(|e| no_thread(&e))?;
     Ok(fut)
 }
 
@@ -500,7 +410,7 @@ impl Expire {
     fn __call__(&self) {
         if let Some((_, waiter)) = leave(&self.line, self.id) {
             // If no thread can be had, it stays unanswered: as if it hung.
-            let _ = submit(move || waiter.run(Turn::Try));
+            let _ = crate::pool::submit(move || waiter.run(Turn::Try));
         }
     }
 }
@@ -555,7 +465,7 @@ pub fn wait<T: Send + 'static>(
     };
     if first {
         let driven = line.clone();
-        if let Err(e) = submit(move || start(&driven)) {
+        if let Err(e) = crate::pool::submit(move || start(&driven)) {
             drop(leave(&line, id));
             return Err(no_thread(&e));
         }

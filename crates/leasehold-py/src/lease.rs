@@ -465,7 +465,7 @@ impl Lease {
                     drop(release_hold(hold));
                 }
             };
-            if crate::aio::submit(release).is_err() {
+            if crate::pool::submit(release).is_err() {
                 // No pool thread to be had: here, then (it ends promptly).
                 let taken = hold.lock().unwrap_or_else(PoisonError::into_inner).take();
                 if let Some(hold) = taken {

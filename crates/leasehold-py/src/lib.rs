@@ -41,6 +41,7 @@ mod guard;
 mod leadership;
 mod lease;
 mod lock;
+mod pool;
 mod queue;
 mod run;
 mod store;
