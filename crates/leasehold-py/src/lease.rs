@@ -871,6 +871,11 @@ impl Lease {
             )
             .inspect_err(|_| this.inner(py).now = Now::Idle);
         };
+        if let Some(Err(e)) = timeout.map(|t| leasehold::limits::WAIT.check(t)) {
+            // Refused as the blocking wait refuses it, free name or not.
+            this.inner(py).now = Now::Idle;
+            return Err(errors::library(&e.into()));
+        }
         let cancel = Cancel::new();
         let line = crate::aio::Line::of(&store, "lease", this.name.as_str());
         let waiting = {

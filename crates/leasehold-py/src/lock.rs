@@ -129,6 +129,13 @@ pub fn alock<'py>(
         dir,
     };
     let wait = Wait::from_py(wait)?;
+    if let Some(Some(timeout)) = wait.timeout() {
+        // Refused as `lock` refuses it, free or not.
+        leasehold::limits::WAIT
+            .check(timeout)
+            .map_err(lock::LockError::from)
+            .or_raise()?;
+    }
     crate::aio::pending(py, move |py| {
         let asked = path.clone();
         let finish = move |py: Python<'_>, outcome: Option<Result<TryLock, lock::LockError>>, awaited: bool| {

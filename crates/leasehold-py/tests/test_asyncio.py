@@ -479,3 +479,28 @@ def line_threads() -> int:
         except OSError:
             pass  # ended meanwhile
     return names.count("leasehold-line")
+
+
+def test_an_async_wait_beyond_the_limit_is_refused_as_the_blocking_one_is(sqlite_url: str, tmp_path: Path) -> None:
+    # The blocking calls refuse a wait beyond a year even for a free name;
+    # the async ones, which try a free name once before they wait, too.
+    store = lh.Store(sqlite_url)
+    too_long = 400 * 86400
+    with pytest.raises(lh.InvalidInput) as blocking:
+        store.lease("free", ttl="30s", wait=too_long).acquire()
+    with pytest.raises(lh.InvalidInput) as blocking_lock:
+        lh.lock(tmp_path / "free.lock", wait=too_long)
+
+    async def main() -> None:
+        with pytest.raises(lh.InvalidInput) as refused:
+            async with store.lease("free", ttl="30s", wait=too_long):
+                pass
+        assert str(refused.value) == str(blocking.value)
+        with pytest.raises(lh.InvalidInput) as refused_lock:
+            await lh.alock(tmp_path / "free.lock", wait=too_long)
+        assert str(refused_lock.value) == str(blocking_lock.value)
+        # Nothing was taken: both are free.
+        async with store.lease("free", ttl="30s"), lh.alock(tmp_path / "free.lock"):
+            pass
+
+    asyncio.run(main())
