@@ -159,6 +159,12 @@ pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
     Some(out)
 }
 
+/// Whether the interpreter has begun to exit (the gate is closed): a wait
+/// not started yet is then not started at all.
+pub fn closed() -> bool {
+    CLOSED.load(SeqCst)
+}
+
 /// A wait in flight (a lease wait, a campaign): cancelled if the
 /// interpreter exits while it waits. Ended when dropped.
 pub struct Watched(Option<u64>);

@@ -452,12 +452,26 @@ impl Lease {
     }
 
     /// A grant got for nobody (its acquirer gave up or was cancelled): let
-    /// it go, on a thread of its own (the caller may be the event loop).
+    /// it go, on the pool (the caller may be the event loop).
     fn let_go(&self, py: Python<'_>, store: Arc<leasehold::Store>, kept: leasehold::Result<Kept>) {
         self.inner(py).now = Now::Idle;
         if let Ok(Kept::Acquired(grant, keeper)) = kept {
             let hold = Hold { store, grant, keeper };
-            std::thread::spawn(move || drop(release_hold(hold)));
+            let hold = Arc::new(Mutex::new(Some(hold)));
+            let theirs = hold.clone();
+            let release = move || {
+                let taken = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(hold) = taken {
+                    drop(release_hold(hold));
+                }
+            };
+            if crate::pool::submit(release).is_err() {
+                // No pool thread to be had: here, then (it ends promptly).
+                let taken = hold.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(hold) = taken {
+                    crate::exiting::detach(py, move || drop(release_hold(hold)));
+                }
+            }
         }
     }
 
@@ -819,23 +833,79 @@ impl Lease {
         Ok(())
     }
 
-    /// ``async with``: acquiring — and waiting — runs on a thread of its
-    /// own, which wakes the loop when done: the loop goes on, and its
-    /// executor is left alone. Cancelling the task ends the wait (it leaves
-    /// the store's queue) and lets go of anything it got.
+    /// ``async with``: acquiring runs off the loop (`aio`): a wait stands
+    /// in this process's line for the name, one thread for the line, and
+    /// waits in the store when its turn comes; an acquire that does not
+    /// wait runs on the pool. The loop goes on, and its executor is left
+    /// alone. Cancelling the task ends the wait (it leaves the line, or the
+    /// store's queue) and lets go of anything it got.
     fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let (this, py) = (slf.get(), slf.py());
         let store = this.begin_acquire(py)?;
-        let cancel = Cancel::new();
-        let blocking = this.acquire_blocking(&store, &cancel);
         let lease = slf.clone().unbind();
         let abandoned = store.clone();
-        crate::aio::run(
+        let abandon = move |kept: leasehold::Result<Kept>| {
+            if let Ok(Kept::Acquired(grant, keeper)) = kept {
+                drop(release_hold(Hold {
+                    store: abandoned,
+                    grant,
+                    keeper,
+                }));
+            }
+        };
+        let Some(timeout) = this.wait.timeout() else {
+            let attempt = this.acquire_blocking(&store, &Cancel::new());
+            return crate::aio::call(
+                py,
+                attempt,
+                move |py, kept, awaited| {
+                    let this = lease.get();
+                    if !awaited {
+                        this.let_go(py, store, kept);
+                        return Ok(py.None());
+                    }
+                    this.end_acquire(py, store, kept)?;
+                    Ok(lease.clone_ref(py).into_any())
+                },
+                abandon,
+            )
+            .inspect_err(|_| this.inner(py).now = Now::Idle);
+        };
+        if let Some(Err(e)) = timeout.map(|t| leasehold::limits::WAIT.check(t)) {
+            // Refused as the blocking wait refuses it, free name or not.
+            this.inner(py).now = Now::Idle;
+            return Err(errors::library(&e.into()));
+        }
+        let cancel = Cancel::new();
+        let line = crate::aio::Line::of(&store, "lease", this.name.as_str());
+        let waiting = {
+            let (store, name, options, keep, cancel) = (
+                store.clone(),
+                this.name.clone(),
+                this.options.clone(),
+                this.keep.clone(),
+                cancel.clone(),
+            );
+            move |left: Option<Duration>| {
+                // Cancelled, out of the store's queue, if the interpreter exits.
+                let _watched = crate::exiting::watch(&cancel);
+                store.acquire_wait_and_keep(&name, &options, left, &cancel, |_| {}, keep.clone())
+            }
+        };
+        crate::aio::wait(
             py,
-            blocking,
+            line,
+            timeout,
+            waiting,
+            |kept| !matches!(kept, Ok(Kept::Held(_))),
             move || cancel.cancel(),
             move |py, kept, awaited| {
                 let this = lease.get();
+                let Some(kept) = kept else {
+                    // Cancelled in line: it took nothing.
+                    this.inner(py).now = Now::Idle;
+                    return Ok(py.None());
+                };
                 if !awaited {
                     this.let_go(py, store, kept);
                     return Ok(py.None());
@@ -843,21 +913,13 @@ impl Lease {
                 this.end_acquire(py, store, kept)?;
                 Ok(lease.clone_ref(py).into_any())
             },
-            move |kept| {
-                if let Ok(Kept::Acquired(grant, keeper)) = kept {
-                    drop(release_hold(Hold {
-                        store: abandoned,
-                        grant,
-                        keeper,
-                    }));
-                }
-            },
+            abandon,
         )
         .inspect_err(|_| this.inner(py).now = Now::Idle)
     }
 
-    /// ``async with``: the release runs on a thread of its own, as acquiring
-    /// does — never queued behind waiters.
+    /// ``async with``: the release runs on the pool (`aio`), which never
+    /// waits — never queued behind waiters.
     #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
     fn __aexit__<'py>(
         slf: &Bound<'py, Self>,
@@ -871,11 +933,10 @@ impl Lease {
             return crate::aio::ready(py, py.None());
         };
         let lease = slf.clone().unbind();
-        crate::aio::run(
+        // A release is not cut short: the grant must end.
+        crate::aio::call(
             py,
             move || release_hold(hold),
-            // A release is not cut short: the grant must end.
-            || {},
             move |py, released, _| {
                 let released = lease.get().end_release(py, released);
                 if !raising {

@@ -41,6 +41,7 @@ mod guard;
 mod leadership;
 mod lease;
 mod lock;
+mod pool;
 mod queue;
 mod run;
 mod store;
@@ -58,6 +59,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<queue::TaskIter>()?;
     m.add_class::<lock::FileLock>()?;
     m.add_function(wrap_pyfunction!(lock::lock_path, m)?)?;
+    m.add_function(wrap_pyfunction!(lock::alock, m)?)?;
     m.add_function(wrap_pyfunction!(files::write_atomic, m)?)?;
     m.add_function(wrap_pyfunction!(files::write_json, m)?)?;
     m.add_function(wrap_pyfunction!(files::update_json, m)?)?;

@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use leasehold::lock::{self, Holders, LockOptions, TryLock};
 use pyo3::prelude::*;
@@ -78,25 +79,114 @@ pub fn lock_path(
     }
     .or_raise()?;
     match outcome {
-        TryLock::Locked(held) => {
-            let path = held.path().to_owned();
-            let file = held.file().try_clone().ok();
-            let slot = Arc::new(LockSlot {
-                lock: Mutex::new(Some(Local::new(held))),
-            });
-            if let Some(file) = file {
-                crate::files::note_lock(&slot, &file);
-            }
-            fork::register_lock(&slot);
-            Ok(FileLock {
-                slot,
-                path,
-                asked: path_asked,
-                options,
-                pid: std::process::id(),
-            })
-        }
+        TryLock::Locked(held) => Ok(file_lock(held, path_asked, options)),
         TryLock::Held { path, holders } => Err(held_error(&path, &holders, &wait)),
+    }
+}
+
+/// A held `FileLock` of `held`, locked as `asked` with `options` said.
+fn file_lock(held: lock::FileLock, asked: PathBuf, options: LockOptions) -> FileLock {
+    let path = held.path().to_owned();
+    let file = held.file().try_clone().ok();
+    let slot = Arc::new(LockSlot {
+        lock: Mutex::new(Some(Local::new(held))),
+    });
+    if let Some(file) = file {
+        crate::files::note_lock(&slot, &file);
+    }
+    fork::register_lock(&slot);
+    FileLock {
+        slot,
+        path,
+        asked,
+        options,
+        pid: std::process::id(),
+    }
+}
+
+/// The async ``lock``: awaited (``lock = await lh.alock(path)``), or
+/// entered (``async with lh.alock(path) as lock:``), it takes the lock
+/// without blocking the event loop — a wait stands in this process's
+/// line for the path and polls ``flock`` there (backing off from 5 ms to
+/// 100 ms, as ``lock`` does) — and returns the held ``FileLock``.
+/// ``path``, ``wait``, ``shared``, ``dir`` and ``allow_network_fs``: as for
+/// ``lock``. Cancelling the awaiting task ends the wait; a lock it got
+/// meanwhile is let go at once.
+#[pyfunction]
+#[pyo3(signature = (path, *, wait=None, shared=false, dir=false, allow_network_fs=false))]
+pub fn alock<'py>(
+    py: Python<'py>,
+    path: &Bound<'py, PyAny>,
+    wait: Option<&Bound<'py, PyAny>>,
+    shared: bool,
+    dir: bool,
+    allow_network_fs: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let path = convert::path(path)?;
+    let options = LockOptions {
+        shared,
+        allow_network_fs,
+        dir,
+    };
+    let wait = Wait::from_py(wait)?;
+    if let Some(Some(timeout)) = wait.timeout() {
+        // Refused as `lock` refuses it, free or not.
+        leasehold::limits::WAIT
+            .check(timeout)
+            .map_err(lock::LockError::from)
+            .or_raise()?;
+    }
+    crate::aio::pending(py, move |py| {
+        let asked = path.clone();
+        let finish = move |py: Python<'_>, outcome: Option<Result<TryLock, lock::LockError>>, awaited: bool| {
+            let Some(outcome) = outcome.filter(|_| awaited) else {
+                // Nobody awaits: a lock it got is let go (dropped) here.
+                return Ok(py.None());
+            };
+            match outcome.or_raise()? {
+                TryLock::Locked(held) => Ok(Py::new(py, file_lock(held, asked, options))?.into_any()),
+                TryLock::Held { path, holders } => Err(held_error(&path, &holders, &wait)),
+            }
+        };
+        let Some(timeout) = wait.timeout() else {
+            let path = path.clone();
+            return crate::aio::call(py, move || Some(lock::try_lock(&path, options)), finish, drop);
+        };
+        let cancel = leasehold::Cancel::new();
+        let theirs = cancel.clone();
+        crate::aio::wait(
+            py,
+            crate::aio::Line::lock(&path),
+            timeout,
+            move |left| poll_lock(&path, options, left, &theirs),
+            |outcome| !matches!(outcome, Ok(TryLock::Held { .. })),
+            move || cancel.cancel(),
+            finish,
+            drop,
+        )
+    })
+}
+
+/// `lock::lock`'s wait, ending early when `cancel` says so (then with the
+/// last attempt's `Held`): `left` as `aio::wait` gives it.
+fn poll_lock(
+    path: &std::path::Path,
+    options: LockOptions,
+    left: Option<Duration>,
+    cancel: &leasehold::Cancel,
+) -> Result<TryLock, lock::LockError> {
+    let _watched = crate::exiting::watch(cancel);
+    let deadline = left.map(|left| Instant::now() + left);
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let attempt = lock::try_lock(path, options)?;
+        let over = deadline.is_some_and(|d| Instant::now() >= d);
+        if matches!(attempt, TryLock::Locked(_)) || over || cancel.is_cancelled() {
+            return Ok(attempt);
+        }
+        let rest = deadline.map_or(pause, |d| d.saturating_duration_since(Instant::now()));
+        std::thread::sleep(pause.min(rest));
+        pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
 
@@ -260,6 +350,25 @@ impl FileLock {
             released?;
         }
         Ok(())
+    }
+
+    /// ``async with``: as ``with`` (locking again without waiting, or
+    /// unlocking, takes no time worth leaving the loop for).
+    fn __aenter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+        slf.get().relock(py)?;
+        crate::aio::ready(py, slf.into_any())
+    }
+
+    #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        exc_type: Option<&Bound<'py, PyAny>>,
+        _exc: Option<&Bound<'py, PyAny>>,
+        _tb: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.__exit__(py, exc_type, None, None)?;
+        crate::aio::ready(py, py.None())
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

@@ -95,6 +95,54 @@ impl Queue {
     }
 }
 
+/// What an async claim got: a claim and its keeper (and the store), or
+/// nothing claimable in time.
+type Claimed = leasehold::Result<Option<(Claim, ClaimKeeper, Arc<leasehold::Store>)>>;
+
+/// A claim got for nobody (its awaiter was cancelled, or the interpreter
+/// exits): handed back, no attempt charged.
+fn hand_back(claimed: Claimed) {
+    if let Ok(Some((claim, keeper, store))) = claimed
+        && keeper.stop().is_none()
+    {
+        let _ = store.task_release(&claim.task_ref());
+    }
+}
+
+/// `claim_next`'s wait without Python, for `aclaim`: claim, else wait for
+/// the store's announcement or the idle pause, until `left` has passed
+/// (`None`: as long as it takes; `Some(ZERO)`: once) or `cancel` says stop.
+fn claim_waiting(
+    store: &Arc<leasehold::Store>,
+    queue: &QueueName,
+    keep: &leasehold::KeeperOptions,
+    left: Option<Duration>,
+    cancel: &leasehold::Cancel,
+) -> Claimed {
+    let _watched = crate::exiting::watch(cancel);
+    let deadline = left.map(|left| Instant::now() + left);
+    let mut idle = SLICE;
+    loop {
+        let owner = keep.owner.clone();
+        if let Some((claim, keeper)) = store.claim_and_keep(queue, owner.as_deref(), keep.clone())? {
+            return Ok(Some((claim, keeper, store.clone())));
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) || cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let until = deadline.map_or(now + idle, |d| d.min(now + idle));
+        while !cancel.is_cancelled() {
+            let slice = until.saturating_duration_since(Instant::now()).min(SLICE);
+            if slice.is_zero() {
+                break;
+            }
+            store.wait_for_tasks(queue, slice)?;
+        }
+        idle = (idle * 2).min(IDLE_MAX);
+    }
+}
+
 #[pymethods]
 impl Queue {
     #[getter]
@@ -210,6 +258,83 @@ impl Queue {
             errors::other(
                 Other::NothingToClaim,
                 format!("nothing to claim in queue {}", self.name),
+            )
+        })
+    }
+
+    /// The async ``claim``: awaited (``task = await q.aclaim(...)``), or
+    /// entered (``async with q.aclaim(...) as task:``, which reports as
+    /// ``with task:`` does), it claims without blocking the event loop — a
+    /// wait stands in this process's line for the queue and waits there as
+    /// ``claim`` does (woken by PostgreSQL's NOTIFY, else polling) — and
+    /// returns the ``Task``. ``ttl``, ``wait``, ``owner``, ``heartbeat``,
+    /// ``margin`` and ``on_lost``: as for ``claim()``; nothing claimable in
+    /// time raises ``NothingToClaim``. Cancelling the awaiting task ends
+    /// the wait; a claim it got meanwhile is handed back at once.
+    #[pyo3(signature = (*, ttl=None, wait=None, owner=None, heartbeat=None, margin=None, on_lost=None))]
+    #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    fn aclaim<'py>(
+        slf: &Bound<'py, Self>,
+        ttl: Option<&Bound<'py, PyAny>>,
+        wait: Option<&Bound<'py, PyAny>>,
+        owner: Option<String>,
+        heartbeat: Option<&Bound<'py, PyAny>>,
+        margin: Option<&Bound<'py, PyAny>>,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let hold = HoldOptions::from_py(ttl, owner, heartbeat, margin, on_lost)?;
+        let wait = Wait::from_py(wait)?;
+        let queue = slf.clone().unbind();
+        crate::aio::pending(slf.py(), move |py| {
+            let this = queue.get();
+            let store = this.store.get().handle(py)?;
+            let name = this.name.clone();
+            let finish = {
+                let name = name.clone();
+                move |py: Python<'_>, claimed: Option<Claimed>, awaited: bool| {
+                    let claimed = match claimed {
+                        None => return Ok(py.None()),
+                        Some(claimed) if !awaited => {
+                            hand_back(claimed);
+                            return Ok(py.None());
+                        }
+                        Some(claimed) => claimed.or_raise()?,
+                    };
+                    let Some((claim, keeper, store)) = claimed else {
+                        return Err(errors::other(
+                            Other::NothingToClaim,
+                            format!("nothing to claim in queue {name}"),
+                        ));
+                    };
+                    let what = format!("claim of task {}/{} (token {})", claim.queue, claim.id, claim.token);
+                    notify(py, &keeper, what, hold.on_lost.as_ref());
+                    let on_lost = hold.on_lost.as_ref().map(|f| f.clone_ref(py));
+                    let task = Task::new(py, claim, hold.keep.ttl, Hold { store, keeper }, on_lost)?;
+                    Ok(Py::new(py, task)?.into_any())
+                }
+            };
+            let keep = hold.keep.clone();
+            let Some(timeout) = wait.timeout() else {
+                let cancel = leasehold::Cancel::new();
+                return crate::aio::call(
+                    py,
+                    move || claim_waiting(&store, &name, &keep, Some(Duration::ZERO), &cancel),
+                    move |py, claimed, awaited| finish(py, Some(claimed), awaited),
+                    hand_back,
+                );
+            };
+            let cancel = leasehold::Cancel::new();
+            let theirs = cancel.clone();
+            let line = crate::aio::Line::of(&store, "queue", name.as_str());
+            crate::aio::wait(
+                py,
+                line,
+                timeout,
+                move |left| claim_waiting(&store, &name, &keep, left, &theirs),
+                |claimed| !matches!(claimed, Ok(None)),
+                move || cancel.cancel(),
+                finish,
+                hand_back,
             )
         })
     }
@@ -516,6 +641,14 @@ impl Task {
     /// End the claim as `report` says; the outcome's word. A claim
     /// already reported (or being reported) is refused at once, saying how.
     fn report(&self, py: Python<'_>, report: Report) -> PyResult<&'static str> {
+        let reporting = self.begin_report(py, report)?;
+        let outcome = crate::exiting::detach(py, reporting);
+        self.end_report(py, outcome)
+    }
+
+    /// `Claimed` → `Busy`, or why not: the blocking report to make (call
+    /// it without the GIL), for `end_report`.
+    fn begin_report(&self, py: Python<'_>, report: Report) -> PyResult<impl FnOnce() -> Reported + Send + 'static> {
         // Worded under the lock, raised after it (an exception runs Python).
         let taken = {
             let mut state = self.state(py);
@@ -545,7 +678,7 @@ impl Task {
             Err(Refused::Invalid(message)) => return Err(errors::invalid(message)),
         };
         let (task, ttl) = (self.claim.task_ref(), self.ttl);
-        let outcome = crate::exiting::detach(py, move || {
+        Ok(move || {
             // Whether a refusal could be an expiry: the store cannot expire
             // the claim before the last renewal's send time + TTL.
             let expiry = keeper.last_renewed().saturating_add(ttl);
@@ -568,7 +701,11 @@ impl Task {
                     TaskUpdate::Lost(l) => Err(lost(l)),
                 },
             })
-        });
+        })
+    }
+
+    /// `Busy` → `Ended`, with what the store said.
+    fn end_report(&self, py: Python<'_>, outcome: Reported) -> PyResult<&'static str> {
         let (ended, result) = match outcome {
             Ok(Ok(how)) => (how, Ok(how)),
             Ok(Err(loss)) => ("lost", Err(lost_error(&self.what(), &loss))),
@@ -577,7 +714,41 @@ impl Task {
         *self.state(py) = State::Ended(ended);
         result
     }
+
+    /// How `__exit__` and `__aexit__` report: `None` when the block
+    /// reported itself; else the report and whether the exception (if
+    /// any) is to be suppressed once the report is recorded.
+    fn exit_report(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        exc: Option<&Bound<'_, PyAny>>,
+        tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<(Report, bool)>> {
+        if matches!(*self.state(py), State::Ended(_)) {
+            // Reported inside the block: nothing more to say.
+            return Ok(None);
+        }
+        let Some(exc_type) = exc_type.filter(|t| !t.is_none()) else {
+            return Ok(Some((Report::Done(None), false)));
+        };
+        if !exc_type
+            .cast::<PyType>()?
+            .is_subclass_of::<pyo3::exceptions::PyException>()?
+        {
+            // Ours or not, the exception goes on up.
+            return Ok(Some((Report::Release, false)));
+        }
+        let lines = py
+            .import("traceback")?
+            .call_method1("format_exception", (exc_type, exc, tb))?;
+        let text: String = PyString::new(py, "").call_method1("join", (lines,))?.extract()?;
+        Ok(Some((Report::Fail(text, Retry::Backoff), true)))
+    }
 }
+
+/// What a report got: the outcome's word, or the loss; or the store's error.
+type Reported = leasehold::Result<Result<&'static str, leasehold::Loss<ClaimLost>>>;
 
 #[pymethods]
 impl Task {
@@ -717,27 +888,51 @@ impl Task {
         exc: Option<&Bound<'_, PyAny>>,
         tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if matches!(*self.state(py), State::Ended(_)) {
-            // Reported inside the block: nothing more to say.
-            return Ok(false);
+        match self.exit_report(py, exc_type, exc, tb)? {
+            None => Ok(false),
+            Some((report @ Report::Done(_), _)) => self.report(py, report).map(|_| false),
+            Some((report, suppress)) => {
+                let recorded = self.report(py, report).is_ok();
+                Ok(suppress && recorded)
+            }
         }
-        let Some(exc_type) = exc_type.filter(|t| !t.is_none()) else {
-            self.done(py, None)?;
-            return Ok(false);
+    }
+
+    /// ``async with task:`` — as ``with task:``, the report made on the
+    /// pool (`aio`), off the event loop.
+    fn __aenter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+        let slf = Self::__enter__(slf, py)?;
+        crate::aio::ready(py, slf.into_any())
+    }
+
+    #[pyo3(signature = (exc_type, exc=None, tb=None))]
+    fn __aexit__<'py>(
+        slf: Py<Self>,
+        py: Python<'py>,
+        exc_type: Option<&Bound<'py, PyAny>>,
+        exc: Option<&Bound<'py, PyAny>>,
+        tb: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.get();
+        let Some((report, suppress)) = this.exit_report(py, exc_type, exc, tb)? else {
+            return crate::aio::ready(py, false.into_pyobject(py)?.to_owned().into_any().unbind());
         };
-        if !exc_type
-            .cast::<PyType>()?
-            .is_subclass_of::<pyo3::exceptions::PyException>()?
-        {
-            // Ours or not, the exception goes on up.
-            let _ = self.report(py, Report::Release);
-            return Ok(false);
-        }
-        let lines = py
-            .import("traceback")?
-            .call_method1("format_exception", (exc_type, exc, tb))?;
-        let text: String = PyString::new(py, "").call_method1("join", (lines,))?.extract()?;
-        Ok(self.report(py, Report::Fail(text, Retry::Backoff)).is_ok())
+        let done = matches!(report, Report::Done(_));
+        let reporting = this.begin_report(py, report)?;
+        crate::aio::call(
+            py,
+            reporting,
+            move |py, outcome, _| {
+                let reported = slf.get().end_report(py, outcome);
+                let suppressed = if done {
+                    reported.map(|_| false)?
+                } else {
+                    suppress && reported.is_ok()
+                };
+                Ok(suppressed.into_pyobject(py)?.to_owned().into_any().unbind())
+            },
+            drop,
+        )
     }
 
     fn __repr__(&self) -> String {

@@ -80,6 +80,28 @@ elif shape == "asyncio-done":
         await asyncio.gather(*(one(i) for i in range(200)))
 
     asyncio.run(main())
+elif shape == "asyncio-lock-claim-cancelled":
+    # Waits standing in lines (aio.rs) — a lock's and a queue's — given
+    # up together; their heads end at their next poll, maybe at exit.
+    path = os.path.join(where, "lock")
+    mine = lh.lock(path)
+    q = store.queue("q")
+
+    async def locker() -> None:
+        async with lh.alock(path, wait=True):
+            pass
+
+    async def claimer() -> None:
+        async with q.aclaim(ttl="30s", wait=True):
+            pass
+
+    async def main() -> None:
+        waits = [asyncio.wait_for(locker(), 0.2) for _ in range(30)]
+        waits += [asyncio.wait_for(claimer(), 0.2) for _ in range(20)]
+        results = await asyncio.gather(*waits, return_exceptions=True)
+        assert all(isinstance(r, asyncio.TimeoutError) for r in results), results
+
+    asyncio.run(main())
 else:
     sys.exit(f"exit_shapes.py: no shape {shape!r}")
 

@@ -40,6 +40,7 @@ SHAPES = [
     "claim-wait",
     "asyncio-cancelled",
     "asyncio-done",
+    "asyncio-lock-claim-cancelled",
 ]
 RUNS = 20
 # The package supports CPython 3.9 and newer (pyproject.toml); the newest

@@ -50,6 +50,7 @@ from ._native import (
     Store,
     Task,
     TaskIter,
+    alock,
     lock,
     update_json,
     write_atomic,
@@ -57,6 +58,7 @@ from ._native import (
 )
 from ._native import after_fork_in_child as _native_after_fork
 from ._native import at_exit as _native_at_exit
+from ._aio import Pending
 from ._types import Backup, GrantInfo, HistoryEntry, Leader, LeaderChange, LeaseStatus, TaskInfo
 
 
@@ -100,6 +102,7 @@ __all__ = [
     "NoSuchTask",
     "NothingToClaim",
     "Observer",
+    "Pending",
     "PermissionDenied",
     "Queue",
     "ReadOnly",
@@ -114,6 +117,7 @@ __all__ = [
     "TaskIter",
     "Unsupported",
     "WaitTimeout",
+    "alock",
     "lock",
     "update_json",
     "write_atomic",

@@ -28,6 +28,7 @@ from typing import (
     overload,
 )
 
+from ._aio import Pending
 from ._errors import LeaseLost
 from ._types import Backup, HistoryEntry, LeaderChange, LeaseStatus, TaskInfo
 
@@ -64,6 +65,7 @@ __all__ = [
     "TaskIter",
     "FileLock",
     "lock",
+    "alock",
     "write_atomic",
     "write_json",
     "update_json",
@@ -308,6 +310,16 @@ class Queue:
         margin: Optional[_Duration] = None,
         on_lost: _OnLost = None,
     ) -> "Task": ...
+    def aclaim(
+        self,
+        *,
+        ttl: Optional[_Duration] = None,
+        wait: _Wait = None,
+        owner: Optional[str] = None,
+        heartbeat: Optional[_Duration] = None,
+        margin: Optional[_Duration] = None,
+        on_lost: _OnLost = None,
+    ) -> Pending["Task"]: ...
     def claim_iter(
         self,
         *,
@@ -361,6 +373,13 @@ class Task:
         exc: Optional[BaseException] = None,
         tb: Optional[TracebackType] = None,
     ) -> bool: ...
+    def __aenter__(self) -> Awaitable["Task"]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException] = None,
+        tb: Optional[TracebackType] = None,
+    ) -> Awaitable[bool]: ...
 
 @final
 class FileLock:
@@ -380,6 +399,13 @@ class FileLock:
         _exc: Optional[BaseException] = None,
         _tb: Optional[TracebackType] = None,
     ) -> None: ...
+    def __aenter__(self) -> Awaitable["FileLock"]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        _exc: Optional[BaseException] = None,
+        _tb: Optional[TracebackType] = None,
+    ) -> Awaitable[None]: ...
 
 def lock(
     path: _StrPath,
@@ -389,6 +415,14 @@ def lock(
     dir: bool = False,
     allow_network_fs: bool = False,
 ) -> FileLock: ...
+def alock(
+    path: _StrPath,
+    *,
+    wait: _Wait = None,
+    shared: bool = False,
+    dir: bool = False,
+    allow_network_fs: bool = False,
+) -> Pending[FileLock]: ...
 def write_atomic(
     path: _StrPath,
     data: Union[bytes, str],
