@@ -535,6 +535,7 @@ fn lease_cases<H: Harness>() -> Vec<CaseEntry<H>> {
         case!(waiters_expired_ticket_is_remade_at_back, ClockSkew),
         case!(waiters_remove_unblocks),
         case!(waiters_are_read_with_the_waiting_process),
+        case!(waiters_read_by_a_waiter_are_those_ahead_of_it),
         case!(waiters_evicted_waiter_leaves_in_the_acquiring_transaction),
         case!(waiters_evict_only_removes_registrations_still_queued),
         case!(fence_exclusive_newest_live_only),

@@ -329,6 +329,41 @@ impl Waiter {
     }
 }
 
+/// The waiters of a name as a waiter between attempts reads them
+/// (`Backend::lease_waiting`): `kvs`, the name's waiter keys, in FIFO
+/// order; the first `proved` with who waits, the rest with their mode only
+/// (who waits is most of a registration, and of reading it).
+pub fn queued_waiters(keys: &Keys, kvs: &[KeyValue], proved: usize) -> Result<Vec<QueuedWaiter>, BadKey> {
+    /// A registration read for its mode alone.
+    #[derive(Deserialize)]
+    struct ModeOnly {
+        mode: Mode,
+    }
+    let mut out = Vec::with_capacity(kvs.len());
+    for (i, kv) in kvs.iter().enumerate() {
+        let key = key_str(kv);
+        if !keys.split(&key).is_some_and(|(_, tail)| tail.starts_with("w/")) {
+            return Err(BadKey::Foreign { key });
+        }
+        let ticket = WaiterTicket(kv.create_revision() as u64);
+        out.push(if i < proved {
+            let value: WaiterValue = json(kv)?;
+            QueuedWaiter {
+                ticket,
+                mode: value.mode,
+                holder: value.holder,
+            }
+        } else {
+            QueuedWaiter {
+                ticket,
+                mode: json::<ModeOnly>(kv)?.mode,
+                holder: None,
+            }
+        });
+    }
+    Ok(out)
+}
+
 /// One name's keys at one revision.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {

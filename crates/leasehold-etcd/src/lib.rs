@@ -468,6 +468,15 @@ impl Backend for EtcdBackend {
         self.call(|mut c| async move { c.get(name).await })
     }
 
+    fn lease_waiting(
+        &self,
+        name: &LeaseName,
+        ticket: WaiterTicket,
+        proved: usize,
+    ) -> Result<Option<LeaseState>, BackendError> {
+        self.call(|mut c| async move { c.waiting(name, ticket, proved).await })
+    }
+
     fn lease_list(&self, params: &LeaseListParams) -> Result<Vec<LeaseState>, BackendError> {
         self.call(|mut c| async move { c.list(params).await })
     }

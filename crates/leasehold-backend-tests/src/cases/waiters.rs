@@ -284,6 +284,52 @@ pub fn waiters_are_read_with_the_waiting_process<H: Harness>(t: &mut Case<H>) {
     t.released(&params::release("job", x.token));
 }
 
+/// "What a waiter reads between its attempts: `lease_get` with only the
+/// waiters ahead of `ticket`, of which only the first `proved` must say
+/// who waits": the grants and counter as `lease_get` has them, the
+/// waiters queued before the ticket in FIFO order with their modes, the
+/// first `proved` with the process that waits, the others with it or
+/// without; none for the first in line; nothing for a name never granted.
+pub fn waiters_read_by_a_waiter_are_those_ahead_of_it<H: Harness>(t: &mut Case<H>) {
+    let three = Mode::Shared { limit: Some(3) };
+    let (p1, p2, p3) = (waiting_process(1001), waiting_process(1002), waiting_process(1003));
+    let held = t.granted(&params::acquire("job"));
+    let a = t.enqueue(&enqueue_as(Mode::Exclusive, &p1));
+    let b = t.enqueue(&enqueue_as(three, &p2));
+    let third = t.enqueue(&enqueue_as(Mode::Exclusive, &p3));
+    let job = leasehold_backend::LeaseName::new("job").unwrap();
+    let whole = t.state("job");
+    let read = t
+        .backend()
+        .lease_waiting(&job, third, 1)
+        .unwrap()
+        .expect("a granted name");
+    assert_eq!(
+        (read.last_token, tokens(&read.grants)),
+        (whole.last_token, vec![held.token])
+    );
+    let seen: Vec<_> = read.waiters.iter().map(|w| (w.ticket, w.mode)).collect();
+    assert_eq!(
+        seen,
+        vec![(a, Mode::Exclusive), (b, three)],
+        "the waiters ahead of the third, in order"
+    );
+    assert_eq!(
+        read.waiters[0].holder.as_ref(),
+        Some(&p1),
+        "the first is proved: who waits"
+    );
+    assert!(
+        read.waiters[1].holder.is_none() || read.waiters[1].holder.as_ref() == Some(&p2),
+        "a waiter beyond those proved is read with who waits or without"
+    );
+    let first = t.backend().lease_waiting(&job, a, 8).unwrap().expect("a granted name");
+    assert_eq!(first.waiters, vec![], "nobody is ahead of the first in line");
+    let never = leasehold_backend::LeaseName::new("never-granted").unwrap();
+    assert!(t.backend().lease_waiting(&never, a, 8).unwrap().is_none());
+    t.released(&params::release("job", held.token));
+}
+
 /// "Drop the waiters listed in `params.evict_waiters` if still queued":
 /// a waiter the caller proved dead leaves the queue in the same
 /// transaction that judges the acquirer, so a newcomer behind a killed
