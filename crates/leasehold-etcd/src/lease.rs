@@ -785,7 +785,10 @@ impl Conn<'_> {
         let Some(name_keys) = gets.next() else {
             return Ok(None);
         };
-        let snap = snapshots(self.keys, &name_keys)?.pop().map(|(_, s)| s).unwrap_or_default();
+        let snap = snapshots(self.keys, &name_keys)?
+            .pop()
+            .map(|(_, s)| s)
+            .unwrap_or_default();
         let Some(mut state) = self.state(name, &snap).await? else {
             return Ok(None);
         };
