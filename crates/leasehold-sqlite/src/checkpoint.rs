@@ -76,44 +76,27 @@ pub(crate) const AUTOCHECKPOINT_FRAMES: u32 = 1000;
 /// this also caps what that costs (about 1 MiB).
 pub(crate) const TRUNCATE_FRAMES: u32 = 256;
 
-/// What a connection's log hook counts of its own commits.
-#[derive(Debug, Default)]
-pub(crate) struct Log {
-    /// The frames the log held after the connection's last commit.
-    frames: AtomicU32,
-}
-
-impl Log {
-    /// Whether the connection committed something a checkpoint of its own
-    /// has not yet copied.
-    pub(crate) fn uncopied(&self) -> bool {
-        self.frames.load(Ordering::Relaxed) > 0
-    }
-}
-
 /// Keep the log between connections and skip the checkpoint on close (see
-/// the module docs). Returns what the connection's commits leave in the
-/// log, kept up to date by SQLite's log hook (which replaces its own
-/// auto-checkpoint: [`after_commit`] does the same).
-pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<Log>> {
+/// the module docs). Returns the number of frames the log held after this
+/// connection's last commit, kept up to date by SQLite's log hook (which
+/// replaces its own auto-checkpoint: [`after_commit`] does the same).
+pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<AtomicU32>> {
     conn.file_control(None::<&str>, FileControl::PersistWal(&mut 1))?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
-    let log = Arc::new(Log::default());
-    let theirs = Arc::clone(&log);
+    let frames = Arc::new(AtomicU32::new(0));
+    let theirs = Arc::clone(&frames);
     conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int| {
-        theirs
-            .frames
-            .store(u32::try_from(pages).unwrap_or(0), Ordering::Relaxed);
+        theirs.store(u32::try_from(pages).unwrap_or(0), Ordering::Relaxed);
         Ok(())
     }))?;
-    Ok(log)
+    Ok(frames)
 }
 
 /// After a commit: copy the log into the store file if it holds more
 /// than [`AUTOCHECKPOINT_FRAMES`] (passively: never waits).
-pub(crate) fn after_commit(conn: &Connection, log: &Log, store: &Path) {
-    if log.frames.load(Ordering::Relaxed) > AUTOCHECKPOINT_FRAMES {
-        checkpoint(conn, &log.frames, "PRAGMA wal_checkpoint(PASSIVE)", store);
+pub(crate) fn after_commit(conn: &Connection, frames: &AtomicU32, store: &Path) {
+    if frames.load(Ordering::Relaxed) > AUTOCHECKPOINT_FRAMES {
+        checkpoint(conn, frames, "PRAGMA wal_checkpoint(PASSIVE)", store);
     }
 }
 
@@ -121,8 +104,8 @@ pub(crate) fn after_commit(conn: &Connection, log: &Log, store: &Path) {
 /// [`TRUNCATE_FRAMES`] in the log, let SQLite checkpoint on this close
 /// and truncate the log — which it does only if no other connection has
 /// the store open (it tries for an exclusive lock, without waiting).
-pub(crate) fn before_close(conn: &Connection, log: &Log) {
-    if log.frames.load(Ordering::Relaxed) > TRUNCATE_FRAMES {
+pub(crate) fn before_close(conn: &Connection, frames: &AtomicU32) {
+    if frames.load(Ordering::Relaxed) > TRUNCATE_FRAMES {
         let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false);
         let _ = conn.pragma_update(None, "journal_size_limit", 0);
     }

@@ -128,9 +128,9 @@ pub struct SqliteBackend {
     /// When the handle was opened: one older than `checkpoint::LONG_LIVED`
     /// checkpoints in the background.
     opened: Instant,
-    /// What this handle's commits left in the log
+    /// The frames in the log after this handle's last commit
     /// (`checkpoint::keep_the_log`).
-    log: Arc<checkpoint::Log>,
+    log_frames: Arc<std::sync::atomic::AtomicU32>,
     /// The background checkpoints, started by the first call of a
     /// long-lived handle.
     checkpointer: std::sync::OnceLock<Option<checkpoint::Checkpointer>>,
@@ -148,7 +148,7 @@ impl Drop for SqliteBackend {
         // Where only short commands use the store, this keeps its log
         // small (see `checkpoint`).
         let conn = self.conn.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
-        checkpoint::before_close(conn, &self.log);
+        checkpoint::before_close(conn, &self.log_frames);
     }
 }
 
@@ -243,7 +243,9 @@ impl SqliteBackend {
     fn checkpoint_if_long_lived(&self) {
         if self.checkpointer.get().is_none() && self.opened.elapsed() >= checkpoint::LONG_LIVED {
             self.checkpointer.get_or_init(|| {
-                checkpoint::Checkpointer::start(&self.file, self.options.busy_timeout, self.log.uncopied())
+                // Commits made while the handle was young, not copied yet.
+                let uncopied = self.log_frames.load(std::sync::atomic::Ordering::Relaxed) > 0;
+                checkpoint::Checkpointer::start(&self.file, self.options.busy_timeout, uncopied)
             });
         }
     }
@@ -337,7 +339,7 @@ impl SqliteBackend {
         );
         if outcome.is_ok() {
             if committing.is_some() {
-                checkpoint::after_commit(&conn, &self.log, &self.path);
+                checkpoint::after_commit(&conn, &self.log_frames, &self.path);
                 if let Some(Some(checkpointer)) = self.checkpointer.get() {
                     checkpointer.committed();
                 }

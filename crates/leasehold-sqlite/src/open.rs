@@ -4,6 +4,7 @@
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,7 +64,7 @@ impl SqliteBackend {
                 })
         };
         let before = look()?;
-        let (mut conn, log) = connect(&store, path, &dir, &options)?;
+        let (mut conn, log_frames) = connect(&store, path, &dir, &options)?;
         let opened_file = look()?;
         if opened_file != before {
             return Err(unavailable(
@@ -81,7 +82,7 @@ impl SqliteBackend {
             waker: std::sync::OnceLock::new(),
             shm: files::suffixed(path, "-shm"),
             opened: Instant::now(),
-            log,
+            log_frames,
             checkpointer: std::sync::OnceLock::new(),
             options,
             opened_file,
@@ -226,7 +227,7 @@ fn connect(
     path: &Path,
     dir: &Path,
     options: &SqliteOptions,
-) -> Result<(Connection, Arc<crate::checkpoint::Log>), BackendError> {
+) -> Result<(Connection, Arc<AtomicU32>), BackendError> {
     let flags = files::OPEN_FLAGS;
     // SQLite says only "unable to open database file" on a read-only
     // filesystem (it cannot make the WAL's shared-memory file): name it.
@@ -358,10 +359,7 @@ fn log_error(store: &str, e: &std::io::Error, read_only: bool) -> BackendError {
 /// Check the file is a leasehold store and set the connection up:
 /// write-ahead logging kept between calls, full sync, stable plans, the
 /// schema migrated.
-fn set_up(
-    conn: &mut Connection,
-    options: &SqliteOptions,
-) -> rusqlite::Result<Result<Arc<crate::checkpoint::Log>, schema::Problem>> {
+fn set_up(conn: &mut Connection, options: &SqliteOptions) -> rusqlite::Result<Result<Arc<AtomicU32>, schema::Problem>> {
     conn.busy_timeout(options.busy_timeout)?;
     // Reading the schema first makes a non-database fail with
     // NotADatabase before any pragma could write to it.
