@@ -445,17 +445,7 @@ fn a_commit_by_another_process_wakes_a_waiter() {
         begun.elapsed() >= Duration::from_millis(300),
         "nothing committed: the whole timeout"
     );
-    let db = dir.path().join("leasehold.db");
-    let writer = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "sleep 0.5; sqlite3 '{}' 'PRAGMA busy_timeout=5000; DELETE FROM lease_grant;'",
-            db.display()
-        ))
-        // The shell prints the busy timeout it set.
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let writer = sqlite3_after(&dir, "0.5", "DELETE FROM lease_grant;");
     let begun = Instant::now();
     b.wait_for_change(&topic, Duration::from_secs(30)).unwrap();
     let woken = begun.elapsed();
@@ -465,6 +455,22 @@ fn a_commit_by_another_process_wakes_a_waiter() {
         "woken by the commit, not the timeout: {woken:?}"
     );
     assert!(b.lease_get(&name).unwrap().is_none_or(|s| s.grants.is_empty()));
+}
+
+/// The sqlite3 program, started now, runs `sql` on the store in `dir`
+/// after `delay` seconds (another process, as a waiter would see it). Its
+/// output is piped: first the busy timeout it set, then what `sql` prints.
+fn sqlite3_after(dir: &tempfile::TempDir, delay: &str, sql: &str) -> std::process::Child {
+    let db = dir.path().join("leasehold.db");
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep {delay}; sqlite3 '{}' 'PRAGMA busy_timeout=5000; {sql}'",
+            db.display()
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// A checkpoint by another process — it writes the store file, not the
@@ -482,16 +488,7 @@ fn a_checkpoint_by_another_process_wakes_no_waiter() {
     let topic = WaitTopic::lease(&LeaseName::new("job").unwrap());
     // The first wait takes its cursor.
     b.wait_for_change(&topic, Duration::from_millis(100)).unwrap();
-    let db = dir.path().join("leasehold.db");
-    let checkpoint = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "sleep 0.3; sqlite3 '{}' 'PRAGMA busy_timeout=5000; PRAGMA wal_checkpoint(PASSIVE);'",
-            db.display()
-        ))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let checkpoint = sqlite3_after(&dir, "0.3", "PRAGMA wal_checkpoint(PASSIVE);");
     let begun = Instant::now();
     b.wait_for_change(&topic, Duration::from_secs(2)).unwrap();
     let waited = begun.elapsed();
