@@ -853,20 +853,30 @@ impl Lease {
                 }));
             }
         };
+        // What the acquire got, to the awaiter — or let go when nobody
+        // awaits it; `None`: cancelled while in line, it took nothing.
+        let finish = {
+            let store = store.clone();
+            move |py: Python<'_>, kept: Option<leasehold::Result<Kept>>, awaited: bool| {
+                let this = lease.get();
+                let Some(kept) = kept else {
+                    this.inner(py).now = Now::Idle;
+                    return Ok(py.None());
+                };
+                if !awaited {
+                    this.let_go(py, store, kept);
+                    return Ok(py.None());
+                }
+                this.end_acquire(py, store, kept)?;
+                Ok(lease.clone_ref(py).into_any())
+            }
+        };
         let Some(timeout) = this.wait.timeout() else {
             let attempt = this.acquire_blocking(&store, &Cancel::new());
             return crate::aio::call(
                 py,
                 attempt,
-                move |py, kept, awaited| {
-                    let this = lease.get();
-                    if !awaited {
-                        this.let_go(py, store, kept);
-                        return Ok(py.None());
-                    }
-                    this.end_acquire(py, store, kept)?;
-                    Ok(lease.clone_ref(py).into_any())
-                },
+                move |py, kept, awaited| finish(py, Some(kept), awaited),
                 abandon,
             )
             .inspect_err(|_| this.inner(py).now = Now::Idle);
@@ -899,20 +909,7 @@ impl Lease {
             waiting,
             |kept| !matches!(kept, Ok(Kept::Held(_))),
             move || cancel.cancel(),
-            move |py, kept, awaited| {
-                let this = lease.get();
-                let Some(kept) = kept else {
-                    // Cancelled in line: it took nothing.
-                    this.inner(py).now = Now::Idle;
-                    return Ok(py.None());
-                };
-                if !awaited {
-                    this.let_go(py, store, kept);
-                    return Ok(py.None());
-                }
-                this.end_acquire(py, store, kept)?;
-                Ok(lease.clone_ref(py).into_any())
-            },
+            finish,
             abandon,
         )
         .inspect_err(|_| this.inner(py).now = Now::Idle)

@@ -99,6 +99,11 @@ impl Queue {
 /// nothing claimable in time.
 type Claimed = leasehold::Result<Option<(Claim, ClaimKeeper, Arc<leasehold::Store>)>>;
 
+/// `NothingToClaim`, worded once for `claim` and `aclaim`.
+fn nothing_to_claim(queue: &QueueName) -> PyErr {
+    errors::other(Other::NothingToClaim, format!("nothing to claim in queue {queue}"))
+}
+
 /// A claim got for nobody (its awaiter was cancelled, or the interpreter
 /// exits): handed back, no attempt charged.
 fn hand_back(claimed: Claimed) {
@@ -254,12 +259,8 @@ impl Queue {
         on_lost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Task> {
         let hold = HoldOptions::from_py(ttl, owner, heartbeat, margin, on_lost)?;
-        self.claim_next(py, &hold, Wait::from_py(wait)?)?.ok_or_else(|| {
-            errors::other(
-                Other::NothingToClaim,
-                format!("nothing to claim in queue {}", self.name),
-            )
-        })
+        self.claim_next(py, &hold, Wait::from_py(wait)?)?
+            .ok_or_else(|| nothing_to_claim(&self.name))
     }
 
     /// The async ``claim``: awaited (``task = await q.aclaim(...)``), or
@@ -301,10 +302,7 @@ impl Queue {
                         Some(claimed) => claimed.or_raise()?,
                     };
                     let Some((claim, keeper, store)) = claimed else {
-                        return Err(errors::other(
-                            Other::NothingToClaim,
-                            format!("nothing to claim in queue {name}"),
-                        ));
+                        return Err(nothing_to_claim(&name));
                     };
                     let what = format!("claim of task {}/{} (token {})", claim.queue, claim.id, claim.token);
                     notify(py, &keeper, what, hold.on_lost.as_ref());
