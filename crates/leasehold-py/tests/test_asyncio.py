@@ -11,6 +11,7 @@ recorded inside its block, not from anything leasehold says.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
@@ -375,6 +376,39 @@ def test_async_claim_awaited_records_a_failure_and_says_when_nothing_is_left(sql
     asyncio.run(main())
     info = q.get("one")
     assert info is not None and "boom" in (info["last_error"] or ""), info
+
+
+def test_an_acquisition_cancelled_on_its_way_lets_go_of_the_grant(sqlite_url: str) -> None:
+    """A free name, `async with` cancelled as soon as its acquire is on
+    the pool: the grant arrives for nobody and is released at once — not
+    kept by the lease object (kept alive here, as a caller's variable
+    would), which nobody will release. 30 rounds; the name must be free
+    after each."""
+    store = lh.Store(sqlite_url)
+    leases: List[lh.Lease] = []
+    entered: List[int] = []
+
+    async def main() -> None:
+        for i in range(30):
+            lease = store.lease("r", ttl="30s")
+            leases.append(lease)
+
+            async def enter() -> None:
+                async with lease:
+                    entered.append(i)
+
+            task = asyncio.create_task(enter())
+            await asyncio.sleep(0)  # the acquire is on its way
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            deadline = time.monotonic() + 5
+            while (state := store.status("r")) is not None and state["grants"] and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert state is None or state["grants"] == [], f"round {i}: a grant was left held for nobody"
+
+    asyncio.run(main())
+    assert entered == [], "a cancelled task entered its block"
 
 
 def test_a_cancelled_async_claim_hands_back_what_it_gets(sqlite_url: str) -> None:
