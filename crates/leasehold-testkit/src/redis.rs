@@ -400,7 +400,17 @@ impl RedisServer {
     /// # Panics
     /// When it does not answer again (its port taken meanwhile, too).
     pub fn restart(&mut self) {
+        self.restart_after(std::time::Duration::ZERO);
+    }
+
+    /// Stop the server, leave it down for `down`, start it again on the
+    /// same port (an outage a client must notice).
+    ///
+    /// # Panics
+    /// As [`RedisServer::restart`].
+    pub fn restart_after(&mut self, down: std::time::Duration) {
         self.stop();
+        std::thread::sleep(down);
         assert!(
             self.spawn(),
             "redis-server's port {} was taken while it was down",

@@ -373,13 +373,19 @@ fn a_waiter_rides_out_a_restart_of_its_server() {
     let pg = postgres::Server::start(true);
     rides_out("postgres", &Env::on(pg.url(&postgres::Server::fresh_schema())), || {
         pg.crash();
+        std::thread::sleep(OUTAGE);
         pg.restart();
     });
     leasehold_testkit::redis::need_redis();
     let mut redis = leasehold_testkit::redis::RedisServer::start();
     let url = redis.url();
-    rides_out("redis", &Env::on(url), || redis.restart());
+    rides_out("redis", &Env::on(url), || redis.restart_after(OUTAGE));
 }
+
+/// How long the server stays down in `a_waiter_rides_out_a_restart_of_its_server`:
+/// long enough that the waiter must notice (a restart quicker than its
+/// next call went unseen, and unsaid).
+const OUTAGE: Duration = Duration::from_secs(1);
 
 /// Hold `job` on `env`, queue a waiter, `restart` the server, release:
 /// the waiter is granted and has said what happened.
