@@ -145,6 +145,40 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// expired ticket is not an error.
     fn waiter_remove(&self, params: &WaiterRemoveParams) -> Result<(), BackendError>;
 
+    /// Keep a waiter's registration alive for another `params.ttl`, in its
+    /// place, without an attempt — where the store can do that cheaply:
+    /// an attempt reads and judges the whole name, and a waiter far back
+    /// refreshes its place every few seconds while nothing else happens. Not durable beyond what the store's
+    /// registrations are (a lost refresh only makes the place expire).
+    ///
+    /// The default offers none ([`WaiterRefresh::NotOffered`]): the waiter
+    /// makes an attempt instead, which refreshes its place.
+    fn waiter_refresh(&self, params: &WaiterRefreshParams) -> Result<WaiterRefresh, BackendError> {
+        let _ = params;
+        Ok(WaiterRefresh::NotOffered)
+    }
+
+    /// For a waiter far back in the queue of `topic`'s name (its place:
+    /// `ticket`): block until the waiter just ahead of it leaves the queue,
+    /// until `timeout` passes (never longer), or until the topic is
+    /// interrupted ([`WaitTopic::interrupt`]). Only what is just ahead is
+    /// watched: the queue standing still costs the waiter nothing, and a
+    /// waiter leaving wakes one waiter, not all of them. Like
+    /// [`Backend::wait_for_change`], a hint: it may end early, and a store
+    /// whose notifications are down simply sleeps.
+    ///
+    /// The default offers none ([`Behind::NotOffered`], at once): the
+    /// waiter sleeps instead and reads the name now and then.
+    fn wait_behind(
+        &self,
+        topic: &WaitTopic,
+        ticket: WaiterTicket,
+        timeout: std::time::Duration,
+    ) -> Result<Behind, BackendError> {
+        let _ = (topic, ticket, timeout);
+        Ok(Behind::NotOffered)
+    }
+
     /// The state of one name: its token counter, live grants, live
     /// waiters (with the processes that wait). `None` if the name was
     /// never granted.

@@ -680,6 +680,43 @@ pub struct WaiterRemoveParams {
     pub ticket: WaiterTicket,
 }
 
+/// Keep a waiter's registration in the FIFO of `name` for another `ttl`
+/// (see [`Backend::waiter_refresh`](crate::Backend::waiter_refresh)).
+#[derive(Debug, Clone)]
+pub struct WaiterRefreshParams {
+    pub name: LeaseName,
+    pub ticket: WaiterTicket,
+    pub ttl: Duration,
+}
+
+/// What [`Backend::waiter_refresh`](crate::Backend::waiter_refresh) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaiterRefresh {
+    /// The registration lives another TTL, in the same place.
+    Refreshed,
+    /// The registration is gone (it expired, or was evicted): the next
+    /// attempt makes it again, at the back of the queue.
+    Gone,
+    /// This store refreshes a registration only by an attempt
+    /// ([`Backend::lease_acquire`](crate::Backend::lease_acquire) with the
+    /// ticket), which the waiter makes instead.
+    NotOffered,
+}
+
+/// How [`Backend::wait_behind`](crate::Backend::wait_behind) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behind {
+    /// The waiter just ahead left the queue (or may have, or there is
+    /// none): read the name again.
+    Moved,
+    /// The time ran out, or the wait was interrupted
+    /// ([`WaitTopic::interrupt`](crate::WaitTopic::interrupt)), with no change seen.
+    Still,
+    /// This store cannot wake a waiter for the one just ahead of it: the
+    /// waiter sleeps instead, and reads the name now and then.
+    NotOffered,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct LeaseListParams {
     pub live_only: bool,

@@ -1,7 +1,7 @@
 //! What a waiter waits for: a change of one lease name or one task queue.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::LeaseName;
@@ -24,6 +24,21 @@ pub struct WaitTopic {
     /// What a backend keeps open for this waiter from one wait to the
     /// next (etcd: its watch), dropped with the topic.
     kept: Kept,
+    /// Set by [`WaitTopic::interrupt`]: a wait on this topic ends.
+    interrupted: AtomicBool,
+    /// What ends a wait in progress on an interrupt, set by the backend
+    /// that waits ([`WaitTopic::on_interrupt`]).
+    waker: Waker,
+}
+
+/// See [`WaitTopic::on_interrupt`].
+#[derive(Default)]
+struct Waker(Mutex<Option<Box<dyn Fn() + Send>>>);
+
+impl std::fmt::Debug for Waker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Waker(..)")
+    }
 }
 
 /// A backend's open state for one waiter; see [`WaitTopic::kept`].
@@ -64,6 +79,8 @@ impl WaitTopic {
             cursor: AtomicU64::new(0),
             events: AtomicU64::new(0),
             kept: Kept::default(),
+            interrupted: AtomicBool::new(false),
+            waker: Waker::default(),
         }
     }
 
@@ -104,5 +121,30 @@ impl WaitTopic {
     /// is kept must end itself cleanly when dropped.
     pub fn kept(&self) -> MutexGuard<'_, Option<Box<dyn Any + Send>>> {
         self.kept.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// End the wait in progress on this topic, and every later one, at
+    /// once (the waiter was cancelled): a waiter far back may wait long
+    /// ([`Backend::wait_behind`](crate::Backend::wait_behind)), and a
+    /// cancel must not wait for it.
+    pub fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::SeqCst);
+        if let Some(wake) = self.waker.0.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            wake();
+        }
+    }
+
+    /// Whether [`WaitTopic::interrupt`] was called.
+    #[must_use]
+    pub fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// For a backend about to block on this topic: `wake` ends its wait
+    /// when the topic is interrupted. Look at [`WaitTopic::interrupted`]
+    /// after setting it (an interrupt before it is not lost that way);
+    /// clear it with `None` when the wait is over.
+    pub fn on_interrupt(&self, wake: Option<Box<dyn Fn() + Send>>) {
+        *self.waker.0.lock().unwrap_or_else(PoisonError::into_inner) = wake;
     }
 }

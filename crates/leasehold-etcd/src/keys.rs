@@ -341,10 +341,7 @@ pub fn queued_waiters(keys: &Keys, kvs: &[KeyValue], proved: usize) -> Result<Ve
     }
     let mut out = Vec::with_capacity(kvs.len());
     for (i, kv) in kvs.iter().enumerate() {
-        let key = key_str(kv);
-        if !keys.split(&key).is_some_and(|(_, tail)| tail.starts_with("w/")) {
-            return Err(BadKey::Foreign { key });
-        }
+        waiter_key(keys, kv)?;
         let ticket = WaiterTicket(kv.create_revision() as u64);
         out.push(if i < proved {
             let value: WaiterValue = json(kv)?;
@@ -362,6 +359,22 @@ pub fn queued_waiters(keys: &Keys, kvs: &[KeyValue], proved: usize) -> Result<Ve
         });
     }
     Ok(out)
+}
+
+/// A waiter key's registration, the key checked to be one.
+pub fn waiter_value(keys: &Keys, kv: &KeyValue) -> Result<WaiterValue, BadKey> {
+    waiter_key(keys, kv)?;
+    json(kv)
+}
+
+/// `Err` unless `kv` is a waiter key (`w/SLOT`) of some name.
+fn waiter_key(keys: &Keys, kv: &KeyValue) -> Result<(), BadKey> {
+    let key = key_str(kv);
+    if keys.split(&key).is_some_and(|(_, tail)| tail.starts_with("w/")) {
+        Ok(())
+    } else {
+        Err(BadKey::Foreign { key })
+    }
 }
 
 /// One name's keys at one revision.

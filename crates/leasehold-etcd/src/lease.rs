@@ -38,8 +38,8 @@ use leasehold_backend::unix_ms::{from_ms, to_ms};
 use leasehold_backend::{
     Grant, HistoryEntry, HistoryEvent, Holder, LeaseAcquire, LeaseAcquireParams, LeaseFence, LeaseFenceParams,
     LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew, LeaseRenewParams,
-    LeaseState, Token, TokensBumpParams, TokensBumpRefused, TokensBumped, WaiterEnqueueParams, WaiterTicket,
-    duration_millis, signed,
+    LeaseState, Token, TokensBumpParams, TokensBumpRefused, TokensBumped, WaiterEnqueueParams, WaiterRefresh,
+    WaiterRefreshParams, WaiterTicket, duration_millis, signed,
 };
 
 use crate::keys::{
@@ -442,21 +442,10 @@ impl Conn<'_> {
                 Op::RefreshWaiter { ticket, ttl } => {
                     let w = snap.waiters.iter().find(|w| w.ticket == *ticket).expect("read");
                     if w.value.ttl_s == ttl_secs(*ttl) {
-                        // A lease that lapsed since the read (its TTL ran out
-                        // in between) is gone with the registration, which
-                        // the next acquisition re-makes at the back of the
-                        // queue: etcd answers TTL 0, which etcd-client turns
-                        // into this error before handing out a keeper — not
-                        // a store that is unavailable (the Python suite's
-                        // 200 `async with` waiters on etcd saw it once).
-                        match self.client.lease_keep_alive(w.lease).await {
-                            Ok((mut keeper, mut stream)) => {
-                                keeper.keep_alive().await?;
-                                let _ = stream.message().await?;
-                            }
-                            Err(etcd_client::Error::LeaseKeepAliveError(m)) if m == "lease not found" => {}
-                            Err(e) => return Err(e.into()),
-                        }
+                        // A lease that lapsed since the read is gone with the
+                        // registration, which the next acquisition re-makes
+                        // at the back of the queue.
+                        self.keep_alive(w.lease).await?;
                     } else {
                         leases.waiter = Some(self.lease(&mut spares.waiter, *ttl).await?);
                     }
@@ -499,6 +488,50 @@ impl Conn<'_> {
             .remaining(slot.lease.expect("a committed grant has a lease"))
             .await?;
         Ok((!left.is_zero()).then(|| slot.grant(name, left)))
+    }
+
+    /// Keep an etcd lease alive for another TTL: false when it is gone
+    /// (its TTL ran out). etcd answers TTL 0 for such a lease, which
+    /// etcd-client turns into this error before handing out a keeper —
+    /// not a store that is unavailable (the Python suite's 200 `async
+    /// with` waiters on etcd saw it once).
+    async fn keep_alive(&mut self, lease: i64) -> Result<bool> {
+        match self.client.lease_keep_alive(lease).await {
+            Ok((mut keeper, mut stream)) => {
+                keeper.keep_alive().await?;
+                Ok(stream.message().await?.is_some_and(|r| r.ttl() > 0))
+            }
+            Err(etcd_client::Error::LeaseKeepAliveError(m)) if m == "lease not found" => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keep a waiter's place (`Backend::waiter_refresh`): a keep-alive of
+    /// its own etcd lease, which holds its key alone — no transaction and
+    /// no read of the name, whose queue an attempt reads whole (200
+    /// waiters refreshing by attempts cost several % of a core). A place
+    /// whose TTL is to change is re-made by an attempt instead.
+    pub async fn waiter_refresh(&mut self, p: &WaiterRefreshParams) -> Result<WaiterRefresh> {
+        let created = i64::try_from(p.ticket.0).unwrap_or(i64::MAX);
+        let options = GetOptions::new()
+            .with_prefix()
+            .with_min_create_revision(created)
+            .with_max_create_revision(created);
+        let resp = self
+            .client
+            .get(format!("{}w/", self.keys.name_dir(&p.name)), Some(options))
+            .await?;
+        let Some(kv) = resp.kvs().first() else {
+            return Ok(WaiterRefresh::Gone);
+        };
+        if crate::keys::waiter_value(self.keys, kv)?.ttl_s != ttl_secs(p.ttl) {
+            return Ok(WaiterRefresh::NotOffered);
+        }
+        Ok(if self.keep_alive(kv.lease()).await? {
+            WaiterRefresh::Refreshed
+        } else {
+            WaiterRefresh::Gone
+        })
     }
 
     /// Revoke an etcd lease, best effort: one that is not revoked runs out

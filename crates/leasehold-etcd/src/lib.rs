@@ -64,11 +64,11 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    Backend, BackendError, Behind, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams,
     StoreBackup, StoreBackupParams, StoreInfo, StoreTime, TokensBumpParams, TokensBumped, WaitTopic,
-    WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
+    WaiterEnqueueParams, WaiterRefresh, WaiterRefreshParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 use tokio::runtime::Runtime;
 
@@ -462,6 +462,30 @@ impl Backend for EtcdBackend {
 
     fn waiter_remove(&self, p: &WaiterRemoveParams) -> Result<(), BackendError> {
         self.call(|mut c| async move { c.waiter_remove(&p.name, p.ticket).await })
+    }
+
+    fn waiter_refresh(&self, p: &WaiterRefreshParams) -> Result<WaiterRefresh, BackendError> {
+        self.call(|mut c| async move { c.waiter_refresh(p).await })
+    }
+
+    /// A watch of the one key of the waiter just ahead (`watch::behind`).
+    /// A watch that cannot be made: not offered this time — the waiter
+    /// sleeps instead (a cancel wakes that sleep), and its next reading
+    /// reports a store that is down.
+    fn wait_behind(&self, topic: &WaitTopic, ticket: WaiterTicket, timeout: Duration) -> Result<Behind, BackendError> {
+        let Watched::Lease(name) = topic.watched() else {
+            return Ok(Behind::NotOffered);
+        };
+        let until = tokio::time::Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
+        let (_, client) = self.client();
+        let waited = self.rt.block_on(async {
+            let behind = watch::behind(client, &self.keys, name, ticket, topic, until);
+            tokio::time::timeout_at(until + watch::END_GRACE, behind).await
+        });
+        Ok(match waited {
+            Ok(Ok(behind)) => behind,
+            Ok(Err(_)) | Err(_) => Behind::NotOffered,
+        })
     }
 
     fn lease_get(&self, name: &LeaseName) -> Result<Option<LeaseState>, BackendError> {

@@ -26,8 +26,10 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, GetOptions, ResponseHeader, WatchOptions, WatchStream, Watcher};
-use leasehold_backend::{LeaseName, WaitTopic};
+use etcd_client::{
+    Client, EventType, GetOptions, ResponseHeader, SortOrder, SortTarget, WatchOptions, WatchStream, Watcher,
+};
+use leasehold_backend::{Behind, LeaseName, WaitTopic, WaiterTicket};
 use tokio::time::Instant;
 
 use crate::keys::Keys;
@@ -59,16 +61,11 @@ pub async fn changed(
     }
     // The watch this waiter kept from its last wait — it has examined
     // every event up to the cursor — or a new one from the revision after.
-    let kept = topic.kept().take().and_then(|k| k.downcast::<Open>().ok());
-    let mut open = if let Some(open) = kept {
-        *open
+    let mut open = if let Some(open) = kept(topic, Target::Name) {
+        open
     } else {
         let options = WatchOptions::new().with_prefix().with_start_revision(seen + 1);
-        let (watcher, stream) = client.watch(dir.clone(), Some(options)).await?;
-        Open {
-            watch: Some((watcher, stream)),
-            runtime: tokio::runtime::Handle::current(),
-        }
+        Open::new(client.watch(dir.clone(), Some(options)).await?, Target::Name)
     };
     let Some((_, stream)) = open.watch.as_mut() else {
         return Ok(());
@@ -89,6 +86,99 @@ pub async fn changed(
     }
 }
 
+/// Wait, for a waiter far back (`ticket`: its place), until the waiter
+/// just ahead of it in `name`'s queue leaves it (its key is deleted, or
+/// written: a registration re-made), until `deadline`, or until `topic` is
+/// interrupted. Only that one key is watched: a queue standing still
+/// sends nothing, and a waiter leaving wakes the one behind it alone.
+/// `Moved` at once when no waiter is ahead. The watch is kept in `topic`
+/// for the next wait of the same place. `Err` when the watch cannot be
+/// made or breaks.
+pub async fn behind(
+    mut client: Client,
+    keys: &Keys,
+    name: &LeaseName,
+    ticket: WaiterTicket,
+    topic: &WaitTopic,
+    deadline: Instant,
+) -> Result<Behind, etcd_client::Error> {
+    let mut open = if let Some(open) = kept(topic, Target::Ahead(ticket)) {
+        open
+    } else {
+        // The waiter just ahead: the newest created before this one.
+        let before = i64::try_from(ticket.0).unwrap_or(i64::MAX).saturating_sub(1);
+        let options = GetOptions::new()
+            .with_prefix()
+            .with_max_create_revision(before.max(1))
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_limit(1)
+            .with_keys_only();
+        let resp = client.get(format!("{}w/", keys.name_dir(name)), Some(options)).await?;
+        let Some(ahead) = resp.kvs().first().filter(|_| before > 0) else {
+            return Ok(Behind::Moved);
+        };
+        // From the revision after the read: its leaving since is seen.
+        let read = resp.header().map_or(1, ResponseHeader::revision);
+        let options = WatchOptions::new().with_start_revision(read + 1);
+        Open::new(client.watch(ahead.key(), Some(options)).await?, Target::Ahead(ticket))
+    };
+    let Some((_, stream)) = open.watch.as_mut() else {
+        return Ok(Behind::Moved);
+    };
+    let interrupt = std::sync::Arc::new(tokio::sync::Notify::new());
+    let wake = interrupt.clone();
+    topic.on_interrupt(Some(Box::new(move || wake.notify_one())));
+    let outcome = if topic.interrupted() {
+        None
+    } else {
+        tokio::select! {
+            message = stream.message() => Some(message),
+            () = interrupt.notified() => None,
+            () = tokio::time::sleep_until(deadline) => None,
+        }
+    };
+    topic.on_interrupt(None);
+    match outcome {
+        // Out of time, or interrupted: the watch is kept (reading a
+        // stream's next message is cancel-safe).
+        None => {
+            *topic.kept() = Some(Box::new(open));
+            Ok(Behind::Still)
+        }
+        // Any event on that key, or the watch ended (compacted past its
+        // start, cancelled): read again, and watch anew.
+        Some(Ok(Some(resp))) if !resp.canceled() && resp.compact_revision() == 0 && resp.events().is_empty() => {
+            // A progress notification: nothing happened.
+            *topic.kept() = Some(Box::new(open));
+            Ok(Behind::Still)
+        }
+        Some(Ok(_)) => {
+            open.watch = None;
+            Ok(Behind::Moved)
+        }
+        Some(Err(e)) => {
+            open.watch = None;
+            Err(e)
+        }
+    }
+}
+
+/// What a kept watch watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// The name's keys ([`changed`]).
+    Name,
+    /// The key of the waiter just ahead of this place ([`behind`]).
+    Ahead(WaiterTicket),
+}
+
+/// The watch `topic` kept, if it watches `target`; one that watches
+/// something else is ended (cleanly: see [`Open`]'s drop).
+fn kept(topic: &WaitTopic, target: Target) -> Option<Open> {
+    let open = topic.kept().take().and_then(|k| k.downcast::<Open>().ok())?;
+    (open.target == target).then_some(*open)
+}
+
 /// A watch kept open between one waiter's waits, in its topic: a waiter
 /// waits in slices of its poll interval (100 ms), and a watch made and
 /// cancelled for each slice was two round trips and a server-side watcher
@@ -96,7 +186,18 @@ pub async fn changed(
 /// topic is dropped.
 struct Open {
     watch: Option<(Watcher, WatchStream)>,
+    target: Target,
     runtime: tokio::runtime::Handle,
+}
+
+impl Open {
+    fn new(watch: (Watcher, WatchStream), target: Target) -> Self {
+        Self {
+            watch: Some(watch),
+            target,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
 }
 
 impl Drop for Open {

@@ -281,17 +281,7 @@ fn a_waiter_keeps_one_watch_for_all_its_waits() {
     check(start.elapsed(), "the release, on the kept watch");
 }
 
-/// The server's count of Watch streams started (`grpc_server_started_total`
-/// for the Watch method, from its /metrics on the client port).
+/// The server's count of Watch streams started.
 fn watches_started(server: &etcd::EtcdServer) -> u64 {
-    use std::io::{Read as _, Write as _};
-    let mut conn = std::net::TcpStream::connect(server.endpoint()).expect("connect to etcd's metrics");
-    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    conn.read_to_string(&mut body).unwrap();
-    body.lines()
-        .find(|l| l.starts_with("grpc_server_started_total{") && l.contains("grpc_method=\"Watch\""))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no count of Watch streams in etcd's metrics"))
+    server.grpc_count("grpc_server_started_total", "Watch")
 }

@@ -145,6 +145,32 @@ impl EtcdServer {
         format!("{}:{}", self.host, self.client_port)
     }
 
+    /// The server's own count of gRPC calls of `method` (`Txn`, `Range`,
+    /// `Watch`, ...) in its counter `metric` (`grpc_server_started_total`,
+    /// `grpc_server_handled_total`: summed over its codes), from its
+    /// /metrics on the client port (a plain server only). What a test
+    /// counts there is what the server saw, whoever's code sent it.
+    ///
+    /// # Panics
+    /// When the metrics cannot be read, or name no such method.
+    #[must_use]
+    pub fn grpc_count(&self, metric: &str, method: &str) -> u64 {
+        use std::io::{Read as _, Write as _};
+        let mut conn = std::net::TcpStream::connect(self.endpoint()).expect("connect to etcd's metrics");
+        conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+            .expect("ask etcd for its metrics");
+        let mut body = String::new();
+        conn.read_to_string(&mut body).expect("read etcd's metrics");
+        let method = format!("grpc_method=\"{method}\"");
+        let counts: Vec<u64> = body
+            .lines()
+            .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&method))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        assert!(!counts.is_empty(), "no {metric} for {method} in etcd's metrics");
+        counts.iter().sum()
+    }
+
     /// The certificates of a TLS server.
     #[must_use]
     pub fn pki(&self) -> &Pki {

@@ -14,7 +14,9 @@
 
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
+
+use leasehold_backend::WaitTopic;
 use std::thread;
 use std::time::Duration;
 
@@ -59,6 +61,10 @@ struct Shared {
     state: AtomicI32,
     lock: Mutex<()>,
     cancelled: Condvar,
+    /// The topics of the waits in progress that a cancel interrupts
+    /// ([`Cancel::interrupts`]): a waiter far back blocks in the store's
+    /// wait, not in [`Cancel::sleep`].
+    topics: Mutex<Vec<Weak<WaitTopic>>>,
 }
 
 impl Cancel {
@@ -81,8 +87,26 @@ impl Cancel {
         {
             // Under the lock: a sleeper between its look and its wait
             // cannot miss this.
-            let _locked = self.0.lock.lock().unwrap_or_else(PoisonError::into_inner);
-            self.0.cancelled.notify_all();
+            {
+                let _locked = self.0.lock.lock().unwrap_or_else(PoisonError::into_inner);
+                self.0.cancelled.notify_all();
+            }
+            let topics = self.0.topics.lock().unwrap_or_else(PoisonError::into_inner);
+            for topic in topics.iter().filter_map(Weak::upgrade) {
+                topic.interrupt();
+            }
+        }
+    }
+
+    /// Interrupt `topic`'s waits when cancelled (at once if already):
+    /// for as long as the topic lives.
+    pub(crate) fn interrupts(&self, topic: &Arc<WaitTopic>) {
+        let mut topics = self.0.topics.lock().unwrap_or_else(PoisonError::into_inner);
+        topics.retain(|t| t.strong_count() > 0);
+        topics.push(Arc::downgrade(topic));
+        drop(topics);
+        if self.is_cancelled() {
+            topic.interrupt();
         }
     }
 

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use leasehold_backend::{
-    HistoryEvent, Holder, LeaseAcquireParams, Mode, QueuedWaiter, WaiterEnqueueParams, WaiterTicket,
+    HistoryEvent, Holder, LeaseAcquireParams, Mode, QueuedWaiter, WaiterEnqueueParams, WaiterRefresh,
+    WaiterRefreshParams, WaiterTicket,
 };
 
 use crate::params::{self, SHARED};
@@ -162,6 +163,59 @@ pub fn waiters_refresh_keeps_place<H: Harness>(t: &mut Case<H>) {
     t.released(&params::release("job", x.token));
     t.held(&newcomer);
     t.granted(&waiting);
+}
+
+/// "Keep a waiter's registration alive for another `params.ttl`, in its
+/// place, without an attempt" (`Backend::waiter_refresh`), where the
+/// store offers it: a place refreshed before each end outlives its TTL
+/// several times over, still ahead of a waiter queued after it; a place
+/// that is gone is said to be gone. A store that offers none says so and
+/// changes nothing: the place runs out.
+pub fn waiters_refresh_alone_keeps_place<H: Harness>(t: &mut Case<H>) {
+    let x = t.granted(&params::acquire("job"));
+    let ttl = t.expiry_ttl();
+    let a = t.enqueue(&WaiterEnqueueParams {
+        ttl,
+        ..params::enqueue("job", Mode::Exclusive)
+    });
+    let long = Duration::from_secs(3600);
+    let b = t.enqueue(&WaiterEnqueueParams {
+        ttl: long,
+        ..params::enqueue("job", Mode::Exclusive)
+    });
+    let refresh_for = |ticket, ttl| {
+        t.backend()
+            .waiter_refresh(&WaiterRefreshParams {
+                name: params::name("job"),
+                ticket,
+                ttl,
+            })
+            .unwrap_or_else(|e| panic!("waiter_refresh: {e}"))
+    };
+    let refresh = |ticket| refresh_for(ticket, ttl);
+    let offered = refresh(a);
+    // Five times half the TTL (and more than the TTL and a real-time
+    // store's expiry lag), refreshing at each.
+    for _ in 0..5 {
+        t.almost_expire();
+        assert_eq!(refresh(a), offered, "a refresh of a live place changed its answer");
+    }
+    let queued: Vec<WaiterTicket> = t.state("job").waiters.iter().map(|w| w.ticket).collect();
+    if offered == WaiterRefresh::NotOffered {
+        assert_eq!(queued, vec![b], "a refresh the store does not offer kept the place");
+        return;
+    }
+    assert_eq!(offered, WaiterRefresh::Refreshed);
+    assert_eq!(queued, vec![a, b], "the refreshed place ran out, or moved");
+    assert_eq!(refresh_for(b, long), WaiterRefresh::Refreshed, "b's place is live");
+    t.released(&params::release("job", x.token));
+    assert_eq!(t.held(&acquirer("b", Mode::Exclusive, Some(b))).waiters_ahead, 1);
+    t.granted(&acquirer("a", Mode::Exclusive, Some(a)));
+    assert_eq!(
+        refresh(a),
+        WaiterRefresh::Gone,
+        "a place that left the queue was refreshed"
+    );
 }
 
 /// Acquiring with an expired ticket while held re-makes the registration at

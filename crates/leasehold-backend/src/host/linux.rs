@@ -90,8 +90,21 @@ fn network_fuse_in(path: &Path, mountinfo: &str) -> Option<String> {
 /// Field `field` (numbered as proc(5) does) of `/proc/PID/stat`. The
 /// command name (field 2) may contain spaces and parentheses: the fields
 /// after it start past the last `)`.
+/// `/proc/PID/stat`, read whole in one `read` or two: waiters prove the
+/// processes that block them through it ten times a second, and
+/// `read_to_string`'s `statx` and growing reads (32, 32, 64, 128, 256
+/// bytes) were most of a listening waiter's system calls.
+fn read_stat(pid: &str) -> io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat"))?;
+    // 52 fields of at most 20 digits, and a command name of 16 bytes.
+    let mut text = Vec::with_capacity(1536);
+    file.by_ref().take(64 * 1024).read_to_end(&mut text)?;
+    String::from_utf8(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 fn stat_field<T: std::str::FromStr>(pid: &str, field: usize) -> io::Result<T> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let stat = read_stat(pid)?;
     let invalid = || {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -113,7 +126,7 @@ pub(super) fn process_start(pid: u32) -> io::Result<u64> {
 pub(super) fn zombie_exit(pid: u32) -> Option<(u64, i32)> {
     // One reading: field 3 the state, 22 the start time, 52 the wait
     // status (Linux 3.5+; 0 where this process may not see it).
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_stat(&pid.to_string()).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
     if fields.first() != Some(&"Z") {

@@ -30,8 +30,9 @@
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{
-    BackendError, ErrorKind, Grant, Held, Holder, LeaseAcquire, LeaseAcquireParams, LeaseName, Mode, QueuedWaiter,
-    Token, WaitTopic, WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, host, limits, rules,
+    BackendError, Behind, ErrorKind, Grant, Held, Holder, LeaseAcquire, LeaseAcquireParams, LeaseName, Mode,
+    QueuedWaiter, Token, WaitTopic, WaiterEnqueueParams, WaiterRefresh, WaiterRefreshParams, WaiterRemoveParams,
+    WaiterTicket, host, limits, rules,
 };
 
 use super::{Acquire, AcquireOptions, Store, WAITER_REFRESH, WAITER_TTL};
@@ -45,6 +46,13 @@ const LISTENING: usize = 2;
 /// How long a waiter far back sleeps between readings, per admission
 /// ahead of it: the tenth in line reads once a second.
 pub(crate) const PARKED_PER_PLACE: Duration = Duration::from_millis(100);
+
+/// How long a waiter far back that the store wakes when the waiter just
+/// ahead of it leaves (`Backend::wait_behind`) waits at most between
+/// readings, per admission ahead of it: only to find a waiter ahead that
+/// died (which nobody listening proves gone once the queue moved past
+/// those who listened).
+const WATCHED_PER_PLACE: Duration = Duration::from_secs(1);
 
 /// A waiter further back's first sleep, and its sleep after a reading
 /// that saw the queue move.
@@ -226,39 +234,51 @@ impl Store {
             ttl: WAITER_TTL,
         })?;
         params.ticket = Some(ticket);
+        let topic = std::sync::Arc::new(WaitTopic::lease(name));
+        cancel.interrupts(&topic);
         let mut wait = Wait {
             store: self,
             here: &here,
-            topic: WaitTopic::lease(name),
+            topic,
             name,
             mode: options.mode,
             deadline,
             cancel,
             outage: None,
             nap: (PARKED_FIRST, None),
+            refreshed: Instant::now(),
         };
-        let mut last_attempt = Instant::now();
         // What the last reading said; `None`: read before deciding.
         let mut judged: Option<Judged> = None;
         let outcome = loop {
             if cancel.is_cancelled() {
                 break Ok((Acquire::Held(last), sent));
             }
+            let place = params.ticket.unwrap_or(ticket);
             let mut now_judged = match judged.take() {
                 Some(judged) => judged,
-                None => match wait.outlast(wait.read(params.ticket.unwrap_or(ticket))) {
+                None => match wait.outlast(wait.read(place)) {
                     Ok(Some(judged)) => judged,
                     Ok(None) => continue,
                     Err(e) => break Err(e),
                 },
             };
             let now = Instant::now();
-            if now_judged.admits || now >= last_attempt + WAITER_REFRESH || deadline.is_some_and(|d| now >= d) {
+            let at_end = deadline.is_some_and(|d| now >= d);
+            if !now_judged.admits && !at_end && now >= wait.refresh_due() {
+                let refreshed = wait.refresh(place);
+                match wait.outlast(refreshed) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => continue,
+                    Err(e) => break Err(e),
+                }
+            }
+            if now_judged.admits || now >= wait.refresh_due() || at_end {
                 // Each attempt is a durable write (it refreshes this
                 // waiter's place), so it is made only when the reading
                 // says it would be granted, when the place needs a
-                // refresh, and once at the end.
-                last_attempt = now;
+                // refresh the store cannot make alone, and once at the end.
+                wait.refreshed = now;
                 match wait.outlast(self.attempt_judged(&here, &mut params)) {
                     Ok(Some((Acquire::Acquired(g), sent, _))) => break Ok((Acquire::Acquired(g), sent)),
                     Ok(Some((Acquire::Held(held), at, again))) => {
@@ -272,13 +292,11 @@ impl Store {
                     break Ok((Acquire::Held(last), sent));
                 }
             }
+            // When to read again whatever happens: at the wait's end, and
+            // when a blocking grant runs out.
             let expiry = now_judged.expires_in.map(|e| now + e + EXPIRY_MARGIN);
-            let read_at = [Some(last_attempt + WAITER_REFRESH), deadline, expiry]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(now);
-            let paused = wait.until_worth_reading(&now_judged, read_at);
+            let read_at = [deadline, expiry].into_iter().flatten().min();
+            let paused = wait.until_worth_reading(&now_judged, params.ticket.unwrap_or(ticket), read_at);
             if let Err(e) = wait.outlast(paused) {
                 break Err(e);
             }
@@ -300,7 +318,8 @@ impl Store {
 struct Wait<'a> {
     store: &'a Store,
     here: &'a Vantage,
-    topic: WaitTopic,
+    /// Interrupted by the cancel ([`Cancel::interrupts`]).
+    topic: std::sync::Arc<WaitTopic>,
     name: &'a LeaseName,
     mode: Mode,
     deadline: Option<Instant>,
@@ -310,9 +329,33 @@ struct Wait<'a> {
     /// A waiter further back's next sleep, and the place it was last
     /// seen at.
     nap: (Duration, Option<(Vec<Token>, usize)>),
+    /// When this waiter's place was last refreshed (by an attempt, or
+    /// alone: [`Wait::refresh`]).
+    refreshed: Instant,
 }
 
 impl Wait<'_> {
+    /// When this waiter's place needs its next refresh.
+    fn refresh_due(&self) -> Instant {
+        self.refreshed + WAITER_REFRESH
+    }
+
+    /// Refresh this waiter's place alone, where the store can do that
+    /// cheaply (`Backend::waiter_refresh`): true when it did. Otherwise
+    /// the caller makes an attempt, which refreshes it (and re-makes a
+    /// place that expired).
+    fn refresh(&mut self, ticket: WaiterTicket) -> Result<bool> {
+        let refreshed = self.store.backend.waiter_refresh(&WaiterRefreshParams {
+            name: self.name.clone(),
+            ticket,
+            ttl: WAITER_TTL,
+        })? == WaiterRefresh::Refreshed;
+        if refreshed {
+            self.refreshed = Instant::now();
+        }
+        Ok(refreshed)
+    }
+
     /// Read the name and judge it for this waiter (`ticket`: its place).
     fn read(&self, ticket: WaiterTicket) -> Result<Judged> {
         let Some(state) = self.store.backend.lease_waiting(self.name, ticket, PROVED_AHEAD)? else {
@@ -358,29 +401,67 @@ impl Wait<'_> {
     /// Wait until a reading is worth making: the store announced a change
     /// (for a waiter next in line), a blocker is proved gone, `read_at`
     /// came, or the wait was cancelled.
-    fn until_worth_reading(&mut self, judged: &Judged, read_at: Instant) -> Result<()> {
+    fn until_worth_reading(&mut self, judged: &Judged, ticket: WaiterTicket, read_at: Option<Instant>) -> Result<()> {
         // Held although the reading admits it (a race, or the store's
         // clock): read again after a poll.
         let read_at = if judged.admits {
-            read_at.min(Instant::now() + self.store.poll)
+            Some(read_at.map_or(Instant::now() + self.store.poll, |r| {
+                r.min(Instant::now() + self.store.poll)
+            }))
         } else {
             read_at
         };
-        if judged.behind > LISTENING {
-            // Far back: no announcement can let this waiter in before
-            // those ahead of it; sleep, further back longer.
-            let place = u32::try_from(judged.behind).unwrap_or(u32::MAX);
-            let (last, seen) = &self.nap;
-            let nap = if seen.as_ref() == Some(&judged.place) {
-                (*last * 2).min(PARKED_PER_PLACE.saturating_mul(place))
-            } else {
-                PARKED_FIRST
-            };
-            self.nap = (nap, Some(judged.place.clone()));
-            self.cancel
-                .sleep(nap.min(read_at.saturating_duration_since(Instant::now())));
-            return Ok(());
+        let due = |wait: &Self| read_at.map_or(wait.refresh_due(), |r| r.min(wait.refresh_due()));
+        if judged.behind <= LISTENING {
+            return self.listen(judged, due(self));
         }
+        // Far back: no announcement can let this waiter in before those
+        // ahead of it. Where the store wakes it when the waiter just ahead
+        // leaves, it waits for that alone — the cancel interrupts it, and
+        // its place is refreshed without a reading; elsewhere it sleeps,
+        // further back longer.
+        let place = u32::try_from(judged.behind).unwrap_or(u32::MAX);
+        // Read now and then all the same: a waiter ahead that died leaves
+        // its place only when its registration expires, unless one behind
+        // it proves it gone.
+        let backstop = Instant::now() + WATCHED_PER_PLACE.saturating_mul(place);
+        loop {
+            let until = due(self).min(backstop);
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.cancel.is_cancelled() {
+                return Ok(());
+            }
+            match self.store.backend.wait_behind(&self.topic, ticket, left)? {
+                Behind::NotOffered => break,
+                Behind::Moved => return Ok(()),
+                Behind::Still => {
+                    let now = Instant::now();
+                    if self.cancel.is_cancelled() || now >= backstop || read_at.is_some_and(|r| now >= r) {
+                        return Ok(());
+                    }
+                    // Only the place is due: refreshed alone, no reading —
+                    // or, where the store cannot, by the attempt after one.
+                    if now >= self.refresh_due() && !self.refresh(ticket)? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        let (last, seen) = &self.nap;
+        let nap = if seen.as_ref() == Some(&judged.place) {
+            (*last * 2).min(PARKED_PER_PLACE.saturating_mul(place))
+        } else {
+            PARKED_FIRST
+        };
+        self.nap = (nap, Some(judged.place.clone()));
+        self.cancel
+            .sleep(nap.min(due(self).saturating_duration_since(Instant::now())));
+        Ok(())
+    }
+
+    /// For a waiter near the front: wait for the store's announcement of
+    /// a change, proving what blocks it between slices, until `read_at`.
+    fn listen(&self, judged: &Judged, read_at: Instant) -> Result<()> {
         loop {
             let left = read_at.saturating_duration_since(Instant::now());
             if left.is_zero() || self.cancel.is_cancelled() {
