@@ -29,7 +29,9 @@ pub const READ: Script = Script::new(
 
 /// Commit a name's new document if its version is still the one read (and,
 /// for a new name, the floor too, which a bump raises), append its new
-/// history entries, keep the newest ARGV[7], and tell the name's waiters.
+/// history entries, keep the newest ARGV[7], and tell the name's waiters
+/// on the channel ARGV[6] (none when it is empty: a commit that changes
+/// nothing they wait on, `Draft::changes_the_queue`).
 ///
 /// A script that fails after its first write keeps what it wrote (Redis
 /// does not roll back), so nothing that can fail comes after it (issue
@@ -57,7 +59,7 @@ pub const COMMIT: Script = Script::new(
        redis.call('RPUSH', KEYS[2], unpack(ARGV, 8))
        redis.call('LTRIM', KEYS[2], -tonumber(ARGV[7]), -1)
      end
-     if redis.acl_check_cmd('PUBLISH', ARGV[6], 'changed') then
+     if ARGV[6] ~= '' and redis.acl_check_cmd('PUBLISH', ARGV[6], 'changed') then
        redis.call('PUBLISH', ARGV[6], 'changed')
      end
      return 1",
@@ -82,6 +84,18 @@ pub struct Read {
 }
 
 type Snap = Snapshot<Read>;
+
+/// What a snapshot is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// A decision that may commit: the server's settings are read with it
+    /// (`durability`), and a commit refused on them.
+    Commit,
+    /// Only to be shown or judged (`lease_get`, a waiter's reading): the
+    /// settings are not asked — three commands fewer per reading, which a
+    /// crowd of waiters makes many times a second.
+    Show,
+}
 
 /// A commit or floor script answers 1 when it wrote.
 fn wrote(reply: &Reply) -> bool {
@@ -247,6 +261,21 @@ impl RedisBackend {
         Ok(Ok(bumped))
     }
 
+    /// A snapshot of `name`, for `purpose`.
+    pub(crate) fn snapshot_for(&self, name: &LeaseName, purpose: Purpose) -> Result<Snap> {
+        let args = [self.read_args(name)];
+        let (mut replies, refused) = match purpose {
+            Purpose::Show => (self.eval_many(&READ, &args, &[])?, None),
+            // The settings a write depends on ride in front of the read: a
+            // commit is refused on what they were one round trip before it.
+            Purpose::Commit => {
+                let (settings, replies) = self.eval_checked(&READ, &args, &[])?;
+                (replies, self.refusal(&settings))
+            }
+        };
+        self.decode(name, &replies.pop().unwrap_or(Reply::Nil), refused)
+    }
+
     /// The version of a name's hash (`None` while it has none): what a
     /// waiter compares.
     pub fn version(&self, name: &LeaseName) -> Result<Option<String>> {
@@ -259,11 +288,7 @@ impl DocStore for RedisBackend {
     type Error = Error;
 
     fn snapshot(&self, name: &LeaseName) -> Result<Snap> {
-        // The settings a write depends on ride in front of the read: a
-        // commit is refused on what they were one round trip before it.
-        let (settings, mut replies) = self.eval_checked(&READ, &[self.read_args(name)], &[])?;
-        let reply = replies.pop().unwrap_or(Reply::Nil);
-        self.decode(name, &reply, self.refusal(&settings))
+        self.snapshot_for(name, Purpose::Commit)
     }
 
     fn commit(&self, name: &LeaseName, snap: &Snap, mut draft: Draft) -> Result<bool> {
@@ -283,7 +308,11 @@ impl DocStore for RedisBackend {
             document::to_json(&draft.state),
             draft.newest.to_string(),
             name.as_str().to_owned(),
-            self.keys.channel(name),
+            if draft.changes_the_queue(snap) {
+                self.keys.channel(name)
+            } else {
+                String::new()
+            },
             HISTORY_PER_NAME.to_string(),
         ];
         let args: Vec<&str> = fixed.iter().chain(&history).map(String::as_str).collect();

@@ -684,7 +684,7 @@ impl Backend for RedisBackend {
     }
 
     fn lease_get(&self, name: &LeaseName) -> std::result::Result<Option<LeaseState>, BackendError> {
-        self.run(|| Ok(document::DocStore::snapshot(self, name)?.lease_state(name)))
+        self.run(|| Ok(self.snapshot_for(name, lease::Purpose::Show)?.lease_state(name)))
     }
 
     fn lease_list(&self, params: &LeaseListParams) -> std::result::Result<Vec<LeaseState>, BackendError> {
@@ -700,16 +700,18 @@ impl Backend for RedisBackend {
             .map_err(|refused| BackendError::tokens_bump_refused(self.store(), refused))
     }
 
-    /// Subscribes to the name's channel (every commit of the name
-    /// publishes on it), then reads the name's version: returns when it
-    /// differs from the one this topic saw last (its cursor), when a
-    /// message arrives, or after `timeout`. A grant's expiry writes
-    /// nothing: a waiter learns of it when its own wait (bounded by the
-    /// grant's expiry) ends. Queue topics sleep: no queue here.
     fn records(&self) -> Option<&dyn leasehold_backend::RecordBackend> {
         Some(self)
     }
 
+    /// Subscribes to the name's channel (every commit that changes what
+    /// waiters wait on publishes on it), then reads the name's version:
+    /// returns when it differs from the one this topic saw last (its
+    /// cursor), when a message arrives, or after `timeout`. The
+    /// subscription is kept in the topic for the waiter's next wait. A
+    /// grant's expiry writes nothing: a waiter learns of it when its own
+    /// wait (bounded by the grant's expiry) ends. Queue topics sleep: no
+    /// queue here.
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
         let deadline = Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
         let Watched::Lease(name) = topic.watched() else {
@@ -717,37 +719,62 @@ impl Backend for RedisBackend {
             return Ok(());
         };
         let waited = || -> Result<()> {
-            let mut sub = self.connect()?;
-            let channel = self.keys.channel(name);
-            // A user without rights on the channel (`&PREFIX:*`; Redis 7
-            // gives none by default) gets NOPERM: its wait is a poll, as
-            // on a store without notifications (`doctor` says so).
-            ok(sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?)?;
-            // Subscribed first, read second: a change after the read is a
-            // message; one before it, a new version.
-            let version = self.version(name)?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            if topic.moved_to(version) {
-                return Ok(());
-            }
+            // The subscription this waiter kept from its last wait: every
+            // message since is in its socket, none is missed between two
+            // waits. A listening waiter waits in slices of its poll
+            // interval; a connection, a SUBSCRIBE and a read of the
+            // version for each slice were most of what 200 idle waiters
+            // cost.
+            let kept = topic.kept().take().and_then(|k| k.downcast::<Conn>().ok());
+            let mut sub = if let Some(sub) = kept {
+                *sub
+            } else {
+                let mut sub = self.connect()?;
+                let channel = self.keys.channel(name);
+                // A user without rights on the channel (`&PREFIX:*`;
+                // Redis 7 gives none by default) gets NOPERM: its wait
+                // is a poll, as on a store without notifications
+                // (`doctor` says so).
+                ok(sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?)?;
+                // Subscribed first, read second: a change after the
+                // read is a message; one before it, a new version. A
+                // first wait cannot know what version the caller's
+                // reading saw: it returns at once, and the caller
+                // reads again with the subscription in place.
+                let version = self.version(name)?.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                let first = topic.cursor() == 0;
+                if topic.moved_to(version) || first {
+                    *topic.kept() = Some(Box::new(sub));
+                    return Ok(());
+                }
+                sub
+            };
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(());
+            if !left.is_zero() {
+                sub.set_read_timeout(left)?;
+                match sub.read() {
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    // A broken subscription is dropped: the next wait makes
+                    // a new one.
+                    Err(e) => return Err(e.into()),
+                }
             }
-            sub.set_read_timeout(left)?;
-            match sub.read() {
-                Ok(_) => Ok(()),
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => Ok(()),
-                Err(e) => Err(e.into()),
-            }
+            *topic.kept() = Some(Box::new(sub));
+            Ok(())
         };
-        // A failed wait is only a shorter one: the waiter reads the store
-        // next, and that read reports a store that is down.
+        // A failed wait is only a shorter one, after which the waiter reads
+        // the store (its cursor moved): that read reports a store that is
+        // down, and the waiter says so — a kept subscription broken by a
+        // restart is otherwise a wait that ended quietly. The next wait
+        // subscribes anew, as a first one.
         if waited().is_err() {
             std::thread::sleep(
                 deadline
                     .saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(500)),
             );
+            topic.set_cursor(0);
         }
         Ok(())
     }

@@ -50,6 +50,8 @@ fn main() {
         a_key_of_another_type_in_a_commit_means_nothing_is_written,
         the_documented_acl_runs_the_store_end_to_end,
         a_user_without_channel_rights_writes_once_per_call_and_its_waiters_poll,
+        only_changes_of_what_waiters_wait_on_are_announced,
+        a_waiter_keeps_one_subscription_for_all_its_waits,
     ]]);
 }
 
@@ -494,6 +496,90 @@ fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
         slept < Duration::from_secs(8),
         "the waiter slept {slept:?}: not woken by the release"
     );
+}
+
+/// A commit is announced on the name's channel only when it changes what
+/// waiters wait on — a grant made or ended, a waiter queued or gone — not
+/// for a renewal, nor for a waiter's refresh of its place (issue 41: each
+/// of 200 idle waiters' refreshes woke the listening ones, which then
+/// read the whole name: several readings a second). Counted by the
+/// server: PUBLISH in its command statistics, which count the scripts'
+/// calls.
+fn only_changes_of_what_waiters_wait_on_are_announced() {
+    let server = RedisServer::start();
+    let store = open(&server.url()).expect("open");
+    let published = || info(&server, "commandstats", "cmdstat_publish:calls=").unwrap_or(0);
+    let token = take(&store, "job", Duration::from_secs(60));
+    let ticket = store
+        .waiter_enqueue(&leasehold_backend::WaiterEnqueueParams {
+            ttl: Duration::from_secs(10),
+            ..params::enqueue("job", Mode::Exclusive)
+        })
+        .expect("enqueue");
+    let before = published();
+    assert!(
+        before >= 2,
+        "the grant and the waiter queued were not announced ({before})"
+    );
+    for _ in 0..3 {
+        match store.lease_renew(&params::renew("job", token)).expect("renew") {
+            LeaseRenew::Renewed(_) => {}
+            LeaseRenew::Lost(lost) => panic!("renew: {lost:?}"),
+        }
+    }
+    // Held, with a TTL for its place that makes the refresh a write (the
+    // place it has is less than half of it).
+    let refreshed = LeaseAcquireParams {
+        ticket: Some(ticket),
+        waiter_ttl: Duration::from_secs(60),
+        ..acquire("job", Duration::from_secs(60))
+    };
+    let version = |store: &RedisBackend| store.version(&params::name("job")).expect("version");
+    let written = version(&store);
+    assert!(matches!(
+        store.lease_acquire(&refreshed).expect("attempt"),
+        LeaseAcquire::Held(_)
+    ));
+    assert_ne!(
+        version(&store),
+        written,
+        "the waiter's refresh wrote nothing: the test proves nothing"
+    );
+    assert_eq!(published(), before, "a renewal or a waiter's refresh was announced");
+    store.lease_release(&params::release("job", token)).expect("release");
+    assert_eq!(published(), before + 1, "the release was not announced");
+}
+
+/// A waiter waits in slices of its poll interval (the library's 100 ms);
+/// its subscription is made once and kept for all of them, not made for
+/// each (a connection, a SUBSCRIBE and a read of the version ten times a
+/// second for every listening waiter). Counted by the server: connections
+/// received over 30 waits of 50 ms on one topic — at most two (one for
+/// the store's calls, one subscription); they were one per wait. The kept
+/// subscription still wakes the waiter: `a_waiter_is_woken_by_the_release_not_by_its_poll`.
+fn a_waiter_keeps_one_subscription_for_all_its_waits() {
+    let server = RedisServer::start();
+    let store = open(&server.url()).expect("open");
+    take(&store, "job", Duration::from_secs(60));
+    let connections = || info(&server, "stats", "total_connections_received:").expect("a count of connections");
+    let topic = WaitTopic::lease(&params::name("job"));
+    let before = connections();
+    for _ in 0..30 {
+        store.wait_for_change(&topic, Duration::from_millis(50)).expect("wait");
+    }
+    let made = connections() - before;
+    assert!(made <= 2, "30 waits on one topic made {made} connections");
+}
+
+/// The count after `field` in the server's `INFO section` (up to a comma
+/// or the line's end), if the section has the field.
+fn info(server: &RedisServer, section: &str, field: &str) -> Option<u64> {
+    let Reply::Bulk(text) = server.command(&["INFO", section]).expect("INFO") else {
+        panic!("INFO answered no text")
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.split(',').next()?.trim().parse().ok())
 }
 
 /// A waiter on `job` on its own connection to `url`: it waits twice (the
