@@ -68,6 +68,33 @@ def test_wait_waits_for_the_holder(store_url: str) -> None:
     held.release()
 
 
+@pytest.mark.parametrize("store_url", ["sqlite", "postgres", "etcd", "redis"], indirect=True)
+def test_threads_sharing_one_store_take_turns_one_holder_at_a_time(store_url: str) -> None:
+    """Threads sharing one Store wait for one name in turn (bench/threads.py's
+    shape). Checked outside the store, on this process's clock: no two
+    holdings overlap, and tokens rise in the order the holdings began."""
+    store = lh.Store(store_url)
+    held: List[Any] = []
+
+    def turns() -> None:
+        for _ in range(10):
+            with store.lease("turns", ttl="30s", wait="60s") as lease:
+                began = time.monotonic()
+                time.sleep(0.001)
+                held.append((began, time.monotonic(), lease.token))
+
+    threads = [threading.Thread(target=turns) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(held) == 40
+    held.sort()
+    for (_, ended, earlier), (began, _, later) in zip(held, held[1:]):
+        assert began > ended, f"token {later} was held from before token {earlier}'s holding ended"
+        assert later > earlier, f"token {later} was granted after token {earlier}: tokens must rise"
+
+
 def test_shared_leases_coexist_up_to_their_limit(store_url: str) -> None:
     store = lh.Store(store_url)
     a = store.lease("s", shared=2).acquire()
