@@ -158,24 +158,26 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Ok(WaiterRefresh::NotOffered)
     }
 
-    /// For a waiter far back in the queue of `topic`'s name (its place:
-    /// `ticket`): block until the waiter just ahead of it leaves the queue,
-    /// until `timeout` passes (never longer), or until the topic is
-    /// interrupted ([`WaitTopic::interrupt`]). Only what is just ahead is
-    /// watched: the queue standing still costs the waiter nothing, and a
-    /// waiter leaving wakes one waiter, not all of them. Like
+    /// For a waiter far back in the queue of `topic`'s name: block until
+    /// `ahead`, the waiter just ahead of it as its last reading saw the
+    /// queue, leaves the queue (or is gone already), until `timeout` passes
+    /// (never longer), or until the topic is interrupted
+    /// ([`WaitTopic::interrupt`]). Only what is just ahead is watched: the
+    /// queue standing still costs the waiter nothing, and a waiter leaving
+    /// wakes one waiter, not all of them. Like
     /// [`Backend::wait_for_change`], a hint: it may end early, and a store
-    /// whose notifications are down simply sleeps.
+    /// whose notifications are down says [`Behind::NotOffered`] (the
+    /// waiter then sleeps).
     ///
     /// The default offers none ([`Behind::NotOffered`], at once): the
     /// waiter sleeps instead and reads the name now and then.
     fn wait_behind(
         &self,
         topic: &WaitTopic,
-        ticket: WaiterTicket,
+        ahead: WaiterTicket,
         timeout: std::time::Duration,
     ) -> Result<Behind, BackendError> {
-        let _ = (topic, ticket, timeout);
+        let _ = (topic, ahead, timeout);
         Ok(Behind::NotOffered)
     }
 

@@ -472,14 +472,14 @@ impl Backend for EtcdBackend {
     /// A watch that cannot be made: not offered this time — the waiter
     /// sleeps instead (a cancel wakes that sleep), and its next reading
     /// reports a store that is down.
-    fn wait_behind(&self, topic: &WaitTopic, ticket: WaiterTicket, timeout: Duration) -> Result<Behind, BackendError> {
+    fn wait_behind(&self, topic: &WaitTopic, ahead: WaiterTicket, timeout: Duration) -> Result<Behind, BackendError> {
         let Watched::Lease(name) = topic.watched() else {
             return Ok(Behind::NotOffered);
         };
         let until = tokio::time::Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
         let (_, client) = self.client();
         let waited = self.rt.block_on(async {
-            let behind = watch::behind(client, &self.keys, name, ticket, topic, until);
+            let behind = watch::behind(client, &self.keys, name, ahead, topic, until);
             tokio::time::timeout_at(until + watch::END_GRACE, behind).await
         });
         Ok(match waited {

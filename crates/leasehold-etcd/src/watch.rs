@@ -26,9 +26,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{
-    Client, EventType, GetOptions, ResponseHeader, SortOrder, SortTarget, WatchOptions, WatchStream, Watcher,
-};
+use etcd_client::{Client, EventType, GetOptions, ResponseHeader, WatchOptions, WatchStream, Watcher};
 use leasehold_backend::{Behind, LeaseName, WaitTopic, WaiterTicket};
 use tokio::time::Instant;
 
@@ -86,41 +84,40 @@ pub async fn changed(
     }
 }
 
-/// Wait, for a waiter far back (`ticket`: its place), until the waiter
-/// just ahead of it in `name`'s queue leaves it (its key is deleted, or
+/// Wait, for a waiter far back, until `ahead` — the waiter just ahead of
+/// it in `name`'s queue — leaves the queue (its key is deleted, or
 /// written: a registration re-made), until `deadline`, or until `topic` is
-/// interrupted. Only that one key is watched: a queue standing still
-/// sends nothing, and a waiter leaving wakes the one behind it alone.
-/// `Moved` at once when no waiter is ahead. The watch is kept in `topic`
-/// for the next wait of the same place. `Err` when the watch cannot be
-/// made or breaks.
+/// interrupted. Only that one key is watched: a queue standing still sends
+/// nothing, and a waiter leaving wakes the one behind it alone. `Moved` at
+/// once when `ahead` is no longer queued. The watch is kept in `topic` for
+/// the next wait on the same waiter. `Err` when the watch cannot be made
+/// or breaks.
 pub async fn behind(
     mut client: Client,
     keys: &Keys,
     name: &LeaseName,
-    ticket: WaiterTicket,
+    ahead: WaiterTicket,
     topic: &WaitTopic,
     deadline: Instant,
 ) -> Result<Behind, etcd_client::Error> {
-    let mut open = if let Some(open) = kept(topic, Target::Ahead(ticket)) {
+    let mut open = if let Some(open) = kept(topic, Target::Ahead(ahead)) {
         open
     } else {
-        // The waiter just ahead: the newest created before this one.
-        let before = i64::try_from(ticket.0).unwrap_or(i64::MAX).saturating_sub(1);
+        // Its key: a ticket is the revision that created it.
+        let created = i64::try_from(ahead.0).unwrap_or(i64::MAX);
         let options = GetOptions::new()
             .with_prefix()
-            .with_max_create_revision(before.max(1))
-            .with_sort(SortTarget::Create, SortOrder::Descend)
-            .with_limit(1)
+            .with_min_create_revision(created)
+            .with_max_create_revision(created)
             .with_keys_only();
         let resp = client.get(format!("{}w/", keys.name_dir(name)), Some(options)).await?;
-        let Some(ahead) = resp.kvs().first().filter(|_| before > 0) else {
+        let Some(key) = resp.kvs().first() else {
             return Ok(Behind::Moved);
         };
         // From the revision after the read: its leaving since is seen.
         let read = resp.header().map_or(1, ResponseHeader::revision);
         let options = WatchOptions::new().with_start_revision(read + 1);
-        Open::new(client.watch(ahead.key(), Some(options)).await?, Target::Ahead(ticket))
+        Open::new(client.watch(key.key(), Some(options)).await?, Target::Ahead(ahead))
     };
     let Some((_, stream)) = open.watch.as_mut() else {
         return Ok(Behind::Moved);
@@ -168,7 +165,7 @@ pub async fn behind(
 enum Target {
     /// The name's keys ([`changed`]).
     Name,
-    /// The key of the waiter just ahead of this place ([`behind`]).
+    /// The key of the waiter of this ticket, just ahead ([`behind`]).
     Ahead(WaiterTicket),
 }
 

@@ -29,9 +29,11 @@ pub const READ: Script = Script::new(
 
 /// Commit a name's new document if its version is still the one read (and,
 /// for a new name, the floor too, which a bump raises), append its new
-/// history entries, keep the newest ARGV[7], and tell the name's waiters
-/// on the channel ARGV[6] (none when it is empty: a commit that changes
-/// nothing they wait on, `Draft::changes_the_queue`).
+/// history entries (ARGV[9 + ARGV[8]] on), keep the newest ARGV[7], tell
+/// the name's waiters on the channel ARGV[6] (none when it is empty: a
+/// commit that changes nothing they wait on, `Draft::changes_the_queue`),
+/// and tell the waiter behind each waiter that left the queue on that
+/// waiter's own channel (the ARGV[8] channels from ARGV[9]: `Keys::left`).
 ///
 /// A script that fails after its first write keeps what it wrote (Redis
 /// does not roll back), so nothing that can fail comes after it (issue
@@ -55,14 +57,33 @@ pub const COMMIT: Script = Script::new(
        redis.call('SADD', KEYS[3], ARGV[5])
      end
      redis.call('HSET', KEYS[1], 's', ARGV[3], 'n', ARGV[4], 'v', tostring((tonumber(ARGV[1]) or 0) + 1))
-     if #ARGV > 7 then
-       redis.call('RPUSH', KEYS[2], unpack(ARGV, 8))
+     local left = tonumber(ARGV[8])
+     if #ARGV > 8 + left then
+       redis.call('RPUSH', KEYS[2], unpack(ARGV, 9 + left))
        redis.call('LTRIM', KEYS[2], -tonumber(ARGV[7]), -1)
      end
      if ARGV[6] ~= '' and redis.acl_check_cmd('PUBLISH', ARGV[6], 'changed') then
        redis.call('PUBLISH', ARGV[6], 'changed')
      end
+     for i = 9, 8 + left do
+       if redis.acl_check_cmd('PUBLISH', ARGV[i], 'left') then
+         redis.call('PUBLISH', ARGV[i], 'left')
+       end
+     end
      return 1",
+);
+
+/// Whether the waiter of ticket ARGV[1] is in the name's document
+/// (expired or not): its record, `{"ticket":N,...}` as `document`
+/// writes it, is looked for in the JSON as it is — a waiter far back
+/// asks this once per waiter ahead of it, and decoding a document of
+/// 200 waiters here or in the client costs far more. Inside a JSON
+/// string a quote is escaped, so the pattern matches a record's key only.
+pub const QUEUED: Script = Script::new(
+    "local s = redis.call('HGET', KEYS[1], 's')
+     if not s then return 0 end
+     if string.find(s, '{\"ticket\":' .. ARGV[1] .. ',', 1, true) then return 1 end
+     return 0",
 );
 
 /// Raise the store's floor from ARGV[1] (as read) to ARGV[2].
@@ -315,7 +336,21 @@ impl DocStore for RedisBackend {
             },
             HISTORY_PER_NAME.to_string(),
         ];
-        let args: Vec<&str> = fixed.iter().chain(&history).map(String::as_str).collect();
+        let left: Vec<String> = snap
+            .state
+            .waiters
+            .iter()
+            .filter(|w| !draft.state.waiters.iter().any(|d| d.ticket == w.ticket))
+            .map(|w| self.keys.left(name, w.ticket))
+            .collect();
+        let count = left.len().to_string();
+        let args: Vec<&str> = fixed
+            .iter()
+            .chain([&count])
+            .chain(&left)
+            .chain(&history)
+            .map(String::as_str)
+            .collect();
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let reply = self.eval_replicated(&COMMIT, &keys, &args, wrote)?;
         Ok(wrote(&reply))

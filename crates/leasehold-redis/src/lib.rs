@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_backend::document;
 use leasehold_backend::{
-    Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
+    Backend, BackendError, Behind, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic,
     WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
@@ -107,6 +107,11 @@ impl Keys {
     }
     fn channel(&self, name: &LeaseName) -> String {
         format!("{}:changed:{}", self.prefix, name.as_str())
+    }
+    /// The channel told when the waiter of `ticket` leaves `name`'s queue
+    /// (a ticket has no colon: the last one ends the name).
+    fn left(&self, name: &LeaseName, ticket: u64) -> String {
+        format!("{}:left:{}:{ticket}", self.prefix, name.as_str())
     }
     fn names(&self) -> String {
         format!("{}:names", self.prefix)
@@ -712,6 +717,23 @@ impl Backend for RedisBackend {
     /// grant's expiry writes nothing: a waiter learns of it when its own
     /// wait (bounded by the grant's expiry) ends. Queue topics sleep: no
     /// queue here.
+    /// A subscription to the channel of the waiter just ahead
+    /// (`RedisBackend::behind`). One that cannot be made or breaks: not
+    /// offered this time — the waiter sleeps (a cancel wakes that sleep),
+    /// and its next reading reports a store that is down.
+    fn wait_behind(
+        &self,
+        topic: &WaitTopic,
+        ahead: WaiterTicket,
+        timeout: Duration,
+    ) -> std::result::Result<Behind, BackendError> {
+        let Watched::Lease(name) = topic.watched() else {
+            return Ok(Behind::NotOffered);
+        };
+        let deadline = Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
+        Ok(self.behind(topic, name, ahead, deadline).unwrap_or(Behind::NotOffered))
+    }
+
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
         let deadline = Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
         let Watched::Lease(name) = topic.watched() else {
@@ -777,6 +799,64 @@ impl Backend for RedisBackend {
             topic.set_cursor(0);
         }
         Ok(())
+    }
+}
+
+/// A far-back waiter's subscription to the channel of the waiter just
+/// ahead of it (`Keys::left`), kept in its topic between waits.
+struct AheadSubscription {
+    ahead: WaiterTicket,
+    sub: Conn,
+}
+
+impl RedisBackend {
+    /// `Backend::wait_behind`: subscribe to the channel of `ahead` (the
+    /// commit that removes it from the queue publishes there), check it is
+    /// still queued, wait for the message. A cancel shuts the socket down.
+    fn behind(&self, topic: &WaitTopic, name: &LeaseName, ahead: WaiterTicket, deadline: Instant) -> Result<Behind> {
+        let kept = topic.kept().take().and_then(|k| k.downcast::<AheadSubscription>().ok());
+        let mut kept = match kept {
+            Some(kept) if kept.ahead == ahead => *kept,
+            _ => {
+                let mut sub = self.connect()?;
+                let channel = self.keys.left(name, ahead.0);
+                ok(sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?)?;
+                // Subscribed first, looked second: a leaving after this
+                // is a message.
+                let ticket = ahead.0.to_string();
+                if self.eval(&lease::QUEUED, &[&self.keys.name(name)], &[&ticket])?.int() != Some(1) {
+                    return Ok(Behind::Moved);
+                }
+                AheadSubscription { ahead, sub }
+            }
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            *topic.kept() = Some(Box::new(kept));
+            return Ok(Behind::Still);
+        }
+        let socket = kept.sub.interrupter()?;
+        topic.on_interrupt(Some(Box::new(move || {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        })));
+        let read = if topic.interrupted() {
+            None
+        } else {
+            kept.sub.set_read_timeout(left)?;
+            Some(kept.sub.read())
+        };
+        topic.on_interrupt(None);
+        match read {
+            // Interrupted: the socket may be shut; the wait is over anyway.
+            None => Ok(Behind::Still),
+            Some(Ok(_)) => Ok(Behind::Moved),
+            Some(Err(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                *topic.kept() = Some(Box::new(kept));
+                Ok(Behind::Still)
+            }
+            Some(Err(_)) if topic.interrupted() => Ok(Behind::Still),
+            Some(Err(e)) => Err(e.into()),
+        }
     }
 }
 

@@ -104,6 +104,13 @@ impl Conn {
         Err(last)
     }
 
+    /// A handle on this connection's socket that another thread may shut
+    /// down, ending a read in progress here (a subscriber's wait, when the
+    /// waiter is cancelled).
+    pub fn interrupter(&self) -> io::Result<TcpStream> {
+        self.socket.try_clone()
+    }
+
     /// How long a read may wait (a subscriber waits longer than a call).
     pub fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
         self.socket

@@ -4,11 +4,11 @@
 //! waiter registration expires unless refreshed, so a dead waiter leaves the
 //! queue." An acquirer without a ticket stands behind every live waiter.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use leasehold_backend::{
-    HistoryEvent, Holder, LeaseAcquireParams, Mode, QueuedWaiter, WaiterEnqueueParams, WaiterRefresh,
-    WaiterRefreshParams, WaiterTicket,
+    Behind, HistoryEvent, Holder, LeaseAcquireParams, Mode, QueuedWaiter, WaitTopic, WaiterEnqueueParams,
+    WaiterRefresh, WaiterRefreshParams, WaiterRemoveParams, WaiterTicket,
 };
 
 use crate::params::{self, SHARED};
@@ -215,6 +215,58 @@ pub fn waiters_refresh_alone_keeps_place<H: Harness>(t: &mut Case<H>) {
         refresh(a),
         WaiterRefresh::Gone,
         "a place that left the queue was refreshed"
+    );
+}
+
+/// "Block until `ahead`, the waiter just ahead, leaves the queue"
+/// (`Backend::wait_behind`), where the store offers it: a waiter is woken
+/// when the waiter it names leaves — here 300 ms in, well before its
+/// wait's 10 s — not when a waiter further ahead does, and at once when
+/// the one it names is not queued any more. A store that offers none says
+/// so at once.
+pub fn waiters_far_back_wait_for_the_waiter_just_ahead<H: Harness>(t: &mut Case<H>) {
+    let name = params::name("job");
+    t.granted(&params::acquire("job"));
+    let first = t.enqueue(&params::enqueue("job", Mode::Exclusive));
+    let ahead = t.enqueue(&params::enqueue("job", Mode::Exclusive));
+    let b = t.backend();
+    let remove = |ticket| {
+        b.waiter_remove(&WaiterRemoveParams {
+            name: name.clone(),
+            ticket,
+        })
+        .unwrap_or_else(|e| panic!("waiter_remove: {e}"));
+    };
+    let wait = || {
+        let topic = WaitTopic::lease(&name);
+        let began = Instant::now();
+        let woke = b
+            .wait_behind(&topic, ahead, Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("wait_behind: {e}"));
+        (woke, began.elapsed())
+    };
+    let (woke, waited) = std::thread::scope(|s| {
+        let waiter = s.spawn(wait);
+        std::thread::sleep(Duration::from_millis(300));
+        remove(first);
+        std::thread::sleep(Duration::from_millis(300));
+        remove(ahead);
+        waiter.join().expect("the waiting thread")
+    });
+    if woke == Behind::NotOffered {
+        assert!(waited < Duration::from_secs(1), "a wait not offered took {waited:?}");
+        return;
+    }
+    assert_eq!(woke, Behind::Moved, "not woken by the waiter just ahead leaving");
+    assert!(
+        (Duration::from_millis(500)..Duration::from_secs(5)).contains(&waited),
+        "woken after {waited:?}: by the waiter further ahead, or late"
+    );
+    let (woke, waited) = wait();
+    assert_eq!(woke, Behind::Moved, "a waiter no longer queued is waited for");
+    assert!(
+        waited < Duration::from_secs(5),
+        "a waiter no longer queued was waited for {waited:?}"
     );
 }
 

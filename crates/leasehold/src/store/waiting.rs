@@ -95,6 +95,9 @@ pub(crate) struct Judged {
     /// What says the queue moved between two readings: the live grants'
     /// tokens and the number of waiters ahead.
     pub place: (Vec<Token>, usize),
+    /// The waiter just ahead of the acquirer, if any: a waiter far back
+    /// waits for it to leave (`Backend::wait_behind`).
+    pub just_ahead: Option<WaiterTicket>,
 }
 
 /// Judge a reading: `grants` live, `ahead` the waiters ahead of the
@@ -137,6 +140,7 @@ pub(crate) fn judge(here: &Vantage, grants: &[Grant], ahead: &[QueuedWaiter], mo
     }
     judged.behind = admissions_ahead(ahead.iter().map(|w| w.mode), mode);
     judged.place = (grants.iter().map(|g| g.token).collect(), ahead.len());
+    judged.just_ahead = ahead.last().map(|w| w.ticket);
     judged
 }
 
@@ -431,7 +435,8 @@ impl Wait<'_> {
             if left.is_zero() || self.cancel.is_cancelled() {
                 return Ok(());
             }
-            match self.store.backend.wait_behind(&self.topic, ticket, left)? {
+            let Some(ahead) = judged.just_ahead else { break };
+            match self.store.backend.wait_behind(&self.topic, ahead, left)? {
                 Behind::NotOffered => break,
                 Behind::Moved => return Ok(()),
                 Behind::Still => {
