@@ -42,7 +42,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{GetResponse, KeyValue};
+use etcd_client::{GetOptions, GetResponse, KeyValue};
 use leasehold_backend::{Grant, Holder, LeaseName, Mode, QueuedWaiter, Token, WaiterTicket, unix_ms};
 use serde::{Deserialize, Serialize};
 
@@ -128,7 +128,24 @@ impl Keys {
     }
 
     pub fn waiter(&self, name: &LeaseName, slot: &str) -> String {
-        format!("{}w/{slot}", self.name_dir(name))
+        format!("{}{slot}", self.waiters(name))
+    }
+
+    /// The directory of a name's waiter keys.
+    pub fn waiters(&self, name: &LeaseName) -> String {
+        format!("{}w/", self.name_dir(name))
+    }
+
+    /// The read of the waiter key `ticket` names — the one created at that
+    /// revision — as (key range, options): the key holds its lease's id in
+    /// its slot, which the ticket alone does not tell.
+    pub fn waiter_of(&self, name: &LeaseName, ticket: WaiterTicket) -> (String, GetOptions) {
+        let created = i64::try_from(ticket.0).unwrap_or(i64::MAX);
+        let options = GetOptions::new()
+            .with_prefix()
+            .with_min_create_revision(created)
+            .with_max_create_revision(created);
+        (self.waiters(name), options)
     }
 
     /// The directory of records (outside `lease/` and `history/`: no

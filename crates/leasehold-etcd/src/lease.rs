@@ -512,15 +512,8 @@ impl Conn<'_> {
     /// waiters refreshing by attempts cost several % of a core). A place
     /// whose TTL is to change is re-made by an attempt instead.
     pub async fn waiter_refresh(&mut self, p: &WaiterRefreshParams) -> Result<WaiterRefresh> {
-        let created = i64::try_from(p.ticket.0).unwrap_or(i64::MAX);
-        let options = GetOptions::new()
-            .with_prefix()
-            .with_min_create_revision(created)
-            .with_max_create_revision(created);
-        let resp = self
-            .client
-            .get(format!("{}w/", self.keys.name_dir(&p.name)), Some(options))
-            .await?;
+        let (waiters, options) = self.keys.waiter_of(&p.name, p.ticket);
+        let resp = self.client.get(waiters, Some(options)).await?;
         let Some(kv) = resp.kvs().first() else {
             return Ok(WaiterRefresh::Gone);
         };
@@ -795,7 +788,7 @@ impl Conn<'_> {
         proved: usize,
     ) -> Result<Option<LeaseState>> {
         let dir = self.keys.name_dir(name);
-        let waiters = format!("{dir}w/");
+        let waiters = self.keys.waiters(name);
         let mut reads = vec![TxnOp::get(dir, Some(GetOptions::new().with_range(waiters.clone())))];
         // 0 would mean no bound: a ticket is a revision, never below 2.
         let before = i64::try_from(ticket.0).unwrap_or(i64::MAX).saturating_sub(1);

@@ -103,14 +103,8 @@ pub async fn behind(
     let mut open = if let Some(open) = kept(topic, Target::Ahead(ahead)) {
         open
     } else {
-        // Its key: a ticket is the revision that created it.
-        let created = i64::try_from(ahead.0).unwrap_or(i64::MAX);
-        let options = GetOptions::new()
-            .with_prefix()
-            .with_min_create_revision(created)
-            .with_max_create_revision(created)
-            .with_keys_only();
-        let resp = client.get(format!("{}w/", keys.name_dir(name)), Some(options)).await?;
+        let (waiters, options) = keys.waiter_of(name, ahead);
+        let resp = client.get(waiters, Some(options.with_keys_only())).await?;
         let Some(key) = resp.kvs().first() else {
             return Ok(Behind::Moved);
         };

@@ -751,13 +751,11 @@ impl Backend for RedisBackend {
             let mut sub = if let Some(sub) = kept {
                 *sub
             } else {
-                let mut sub = self.connect()?;
-                let channel = self.keys.channel(name);
                 // A user without rights on the channel (`&PREFIX:*`;
                 // Redis 7 gives none by default) gets NOPERM: its wait
                 // is a poll, as on a store without notifications
                 // (`doctor` says so).
-                ok(sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?)?;
+                let sub = self.subscribed(&self.keys.channel(name))?;
                 // Subscribed first, read second: a change after the
                 // read is a message; one before it, a new version. A
                 // first wait cannot know what version the caller's
@@ -773,14 +771,9 @@ impl Backend for RedisBackend {
             };
             let left = deadline.saturating_duration_since(Instant::now());
             if !left.is_zero() {
-                sub.set_read_timeout(left)?;
-                match sub.read() {
-                    Ok(_) => {}
-                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-                    // A broken subscription is dropped: the next wait makes
-                    // a new one.
-                    Err(e) => return Err(e.into()),
-                }
+                // A broken subscription is dropped: the next wait makes a
+                // new one.
+                sub.next_message(left)?;
             }
             *topic.kept() = Some(Box::new(sub));
             Ok(())
@@ -810,6 +803,13 @@ struct AheadSubscription {
 }
 
 impl RedisBackend {
+    /// A connection of its own, subscribed to `channel`.
+    fn subscribed(&self, channel: &str) -> Result<Conn> {
+        let mut sub = self.connect()?;
+        ok(sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?)?;
+        Ok(sub)
+    }
+
     /// `Backend::wait_behind`: subscribe to the channel of `ahead` (the
     /// commit that removes it from the queue publishes there), check it is
     /// still queued, wait for the message. A cancel shuts the socket down.
@@ -818,9 +818,7 @@ impl RedisBackend {
         let mut kept = match kept {
             Some(kept) if kept.ahead == ahead => *kept,
             _ => {
-                let mut sub = self.connect()?;
-                let channel = self.keys.left(name, ahead.0);
-                ok(sub.call(&[b"SUBSCRIBE", channel.as_bytes()])?)?;
+                let sub = self.subscribed(&self.keys.left(name, ahead.0))?;
                 // Subscribed first, looked second: a leaving after this
                 // is a message.
                 let ticket = ahead.0.to_string();
@@ -839,18 +837,13 @@ impl RedisBackend {
         topic.on_interrupt(Some(Box::new(move || {
             let _ = socket.shutdown(std::net::Shutdown::Both);
         })));
-        let read = if topic.interrupted() {
-            None
-        } else {
-            kept.sub.set_read_timeout(left)?;
-            Some(kept.sub.read())
-        };
+        let read = (!topic.interrupted()).then(|| kept.sub.next_message(left));
         topic.on_interrupt(None);
         match read {
             // Interrupted: the socket may be shut; the wait is over anyway.
             None => Ok(Behind::Still),
-            Some(Ok(_)) => Ok(Behind::Moved),
-            Some(Err(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Some(Ok(true)) => Ok(Behind::Moved),
+            Some(Ok(false)) => {
                 *topic.kept() = Some(Box::new(kept));
                 Ok(Behind::Still)
             }

@@ -111,6 +111,18 @@ impl Conn {
         self.socket.try_clone()
     }
 
+    /// A subscriber's wait for its next message, at most `within`: true
+    /// when one came, false when the time ran out (an error is a broken
+    /// connection).
+    pub fn next_message(&mut self, within: Duration) -> io::Result<bool> {
+        self.set_read_timeout(within)?;
+        match self.read() {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// How long a read may wait (a subscriber waits longer than a call).
     pub fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
         self.socket
