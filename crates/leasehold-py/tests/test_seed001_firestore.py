@@ -132,27 +132,36 @@ class Race:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{racer} still runs after {limit} s: {self.log(racer)}") from None
 
-    def eight_racers(self, config: Callable[[str], dict[str, Any]], ready: Callable[[], None] = lambda: None) -> None:
+    def eight_racers(
+        self,
+        config: Callable[[str], dict[str, Any]],
+        enough: Callable[[], bool],
+        ready: Callable[[], None] = lambda: None,
+    ) -> None:
         """r0..r7 race for the repository with `config(racer)` added,
         attempts about 1 s apart, each holding 1.5 s (a TTL of 3 s): r0
         starts once a racer of r2..r7 holds (not by luck) and makes
-        attempts for 6 s; the others make attempts until r0 has exited,
-        however long contention keeps them from holding (a fixed 6 s for
-        all lost to the emulator's contention on a loaded machine: none of
-        r2..r7 held within it). `ready` runs once all are ready. Returns
-        when r0 has exited and the others are told to stop."""
+        attempts until `enough()` says the race has shown what it is for
+        (at most 90 s); the others make attempts until r0 has exited,
+        however long contention keeps them from holding. Neither side has
+        a fixed window: on a loaded machine the emulator's contention can
+        make every attempt of a few seconds fail (a fixed 6 s once ended
+        with no holding of r0 at all). `ready` runs once all are ready.
+        Returns when r0 has exited and the others are told to stop."""
         self.ttl, self.heartbeat = 3.0, 1.0
-        start, ahead, stop = self.dir / "start", self.dir / "start-ahead", self.dir / "stop"
+        start, ahead, enough_file, stop = (self.dir / f for f in ("start", "start-ahead", "enough", "stop"))
         for i in range(8):
             racer = f"r{i}"
-            window = {"duration": 6.0, "start": str(ahead)} if racer == "r0" else {"duration": 300.0, "stop": str(stop), "start": str(start)}
-            self.start(racer, hold=1.5, retry=1.0, **window, **config(racer))
+            window = {"start": str(ahead), "stop": str(enough_file)} if racer == "r0" else {"start": str(start), "stop": str(stop)}
+            self.start(racer, hold=1.5, retry=1.0, duration=300.0, **window, **config(racer))
         for racer in self.racers:
             self.wait_for(racer, "ready")
         ready()
         start.touch()
         wait_until(lambda: self.holder(skewed=False) is not None, 60, "a racer with a true clock holds")
         ahead.touch()
+        wait_until(enough, 90, "the race showed what it is for")
+        enough_file.touch()
         self.wait_exit("r0", limit=120)
         stop.touch()
 
@@ -219,7 +228,7 @@ def race(request: pytest.FixtureRequest, firestore_emulator: Firestore, tmp_path
 
 
 def test_seed001_eight_racers_with_skewed_clocks(race: Race) -> None:
-    """Eight agents run the seed's `run()` over and over for 6 s on one
+    """Eight agents run the seed's `run()` over and over on one
     repository; two have their clocks wrong by 10 s (one ahead, one
     behind), as an unsynchronised sandbox may. The one ahead finds every
     lease expired and takes it over; the one behind writes leases that
@@ -233,7 +242,10 @@ def test_seed001_eight_racers_with_skewed_clocks(race: Race) -> None:
     seed does not catch): a TTL of 3 s here, attempts about 1 s apart,
     and errors counted apart from the violations."""
     skews = {"r0": 10.0, "r1": -10.0}
-    race.eight_racers(lambda racer: {"skew": skews.get(racer, 0.0)})
+    race.eight_racers(
+        lambda racer: {"skew": skews.get(racer, 0.0)},
+        enough=lambda: ledger.judge(race.records(), race.ttl)["overlaps"] >= 1,
+    )
     for racer in race.racers:
         race.wait_exit(racer)
     counts = race.judge(skews=skews)
