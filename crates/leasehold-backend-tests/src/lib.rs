@@ -534,6 +534,7 @@ fn lease_cases<H: Harness>() -> Vec<CaseEntry<H>> {
         case!(waiters_refresh_keeps_place, ClockSkew),
         case!(waiters_refresh_alone_keeps_place),
         case!(waiters_far_back_wait_for_the_waiter_just_ahead),
+        case!(waits_end_when_woken_or_interrupted),
         case!(waiters_expired_ticket_is_remade_at_back, ClockSkew),
         case!(waiters_remove_unblocks),
         case!(waiters_are_read_with_the_waiting_process),

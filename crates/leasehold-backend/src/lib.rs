@@ -258,13 +258,19 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// notification channel is down simply sleeps. A `timeout` beyond
     /// [`limits::WAIT`] is cut to it (a wait may always end early).
     ///
-    /// The default sleeps `timeout`: pure polling. SQLite, which has no
-    /// notification across processes, watches its write-ahead log
-    /// (`host::FileWatch`: every commit writes it), PostgreSQL listens
-    /// (LISTEN/NOTIFY), etcd watches the name's keys.
+    /// It ends early, at once, when the topic is
+    /// [ending](WaitTopic::ending) — interrupted by a cancel, or woken by
+    /// the waiter's watch of the processes that keep it out — before or
+    /// during the wait: a waiter near the front waits in one piece only
+    /// because of that (slices of the poll interval, with their wake-ups,
+    /// were most of what idle waiters cost).
+    ///
+    /// The default sleeps `timeout` ([`WaitTopic::sleep`]): pure polling.
+    /// SQLite, which has no notification across processes, watches its
+    /// write-ahead log (`host::FileWatch`: every commit writes it),
+    /// PostgreSQL listens (LISTEN/NOTIFY), etcd watches the name's keys.
     fn wait_for_change(&self, topic: &WaitTopic, timeout: std::time::Duration) -> Result<(), BackendError> {
-        let _ = topic;
-        std::thread::sleep(timeout.min(limits::WAIT.max));
+        topic.sleep(timeout.min(limits::WAIT.max));
         Ok(())
     }
 

@@ -2,7 +2,8 @@
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::LeaseName;
 use crate::task::QueueName;
@@ -26,9 +27,13 @@ pub struct WaitTopic {
     kept: Kept,
     /// Set by [`WaitTopic::interrupt`]: a wait on this topic ends.
     interrupted: AtomicBool,
+    /// Set by [`WaitTopic::wake`]: the wait in progress ends.
+    woken: AtomicBool,
     /// What ends a wait in progress on an interrupt, set by the backend
     /// that waits ([`WaitTopic::on_interrupt`]).
     waker: Waker,
+    /// What [`WaitTopic::sleep`] waits on.
+    rouse: (Mutex<()>, Condvar),
 }
 
 /// See [`WaitTopic::on_interrupt`].
@@ -80,7 +85,9 @@ impl WaitTopic {
             events: AtomicU64::new(0),
             kept: Kept::default(),
             interrupted: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
             waker: Waker::default(),
+            rouse: (Mutex::new(()), Condvar::new()),
         }
     }
 
@@ -129,9 +136,7 @@ impl WaitTopic {
     /// cancel must not wait for it.
     pub fn interrupt(&self) {
         self.interrupted.store(true, Ordering::SeqCst);
-        if let Some(wake) = self.waker.0.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-            wake();
-        }
+        self.rouse();
     }
 
     /// Whether [`WaitTopic::interrupt`] was called.
@@ -140,10 +145,61 @@ impl WaitTopic {
         self.interrupted.load(Ordering::SeqCst)
     }
 
+    /// End the wait in progress on this topic (or the next one, if none
+    /// is), once: something the waiter watches apart from the store
+    /// happened (a process that kept it out exited). The waiter clears it
+    /// with [`WaitTopic::take_woken`].
+    pub fn wake(&self) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.rouse();
+    }
+
+    /// Whether a wait on this topic is to end now: it was interrupted, or
+    /// woken and not cleared since. A backend that blocks looks at this
+    /// after setting its [`WaitTopic::on_interrupt`] hook.
+    #[must_use]
+    pub fn ending(&self) -> bool {
+        self.interrupted() || self.woken.load(Ordering::SeqCst)
+    }
+
+    /// Clear a [`WaitTopic::wake`]; whether there was one.
+    pub fn take_woken(&self) -> bool {
+        self.woken.swap(false, Ordering::SeqCst)
+    }
+
+    /// Sleep `timeout`, or until the topic is [ending](WaitTopic::ending):
+    /// the wait of a backend that has nothing to be told by.
+    pub fn sleep(&self, timeout: Duration) {
+        let until = Instant::now() + timeout;
+        let (lock, cvar) = &self.rouse;
+        let mut locked = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while !self.ending() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            locked = cvar
+                .wait_timeout(locked, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Tell whoever waits on this topic to look at [`WaitTopic::ending`].
+    fn rouse(&self) {
+        // Under the lock: a sleeper between its look and its wait is not
+        // missed.
+        drop(self.rouse.0.lock().unwrap_or_else(PoisonError::into_inner));
+        self.rouse.1.notify_all();
+        if let Some(wake) = self.waker.0.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            wake();
+        }
+    }
+
     /// For a backend about to block on this topic: `wake` ends its wait
-    /// when the topic is interrupted. Look at [`WaitTopic::interrupted`]
-    /// after setting it (an interrupt before it is not lost that way);
-    /// clear it with `None` when the wait is over.
+    /// when the topic is interrupted or woken. Look at
+    /// [`WaitTopic::ending`] after setting it (an interrupt before it is
+    /// not lost that way); clear it with `None` when the wait is over.
     pub fn on_interrupt(&self, wake: Option<Box<dyn Fn() + Send>>) {
         *self.waker.0.lock().unwrap_or_else(PoisonError::into_inner) = wake;
     }

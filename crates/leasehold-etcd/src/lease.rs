@@ -81,6 +81,27 @@ pub struct Conn<'a> {
     pub client: Client,
     pub keys: &'a Keys,
     pub offset: &'a OffsetCache,
+    pub waiter_leases: &'a WaiterLeases,
+}
+
+/// The etcd lease of each waiter registration this process refreshed, by
+/// its name's directory, ticket and TTL in seconds: a refresh is then one
+/// keep-alive, with no read to find the lease (half of what 200 idle
+/// waiters' refreshes cost). A registration keeps its lease for its life
+/// at one TTL (an attempt moves it to another lease only for another TTL,
+/// a key of this map's); a lease that ended (the registration removed or
+/// expired) answers its keep-alive with nothing left, and its entry goes.
+#[derive(Debug, Default)]
+pub struct WaiterLeases(std::sync::Mutex<std::collections::HashMap<(String, u64, i64), i64>>);
+
+impl WaiterLeases {
+    /// At most this many remembered: a process waits for a few names at a
+    /// time, and the map never grows past it.
+    const MOST: usize = 1024;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, u64, i64), i64>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The token offset (`PREFIX/token-offset`) as this process last read it:
@@ -512,19 +533,32 @@ impl Conn<'_> {
     /// waiters refreshing by attempts cost several % of a core). A place
     /// whose TTL is to change is re-made by an attempt instead.
     pub async fn waiter_refresh(&mut self, p: &WaiterRefreshParams) -> Result<WaiterRefresh> {
-        let (waiters, options) = self.keys.waiter_of(&p.name, p.ticket);
-        let resp = self.client.get(waiters, Some(options)).await?;
-        let Some(kv) = resp.kvs().first() else {
-            return Ok(WaiterRefresh::Gone);
-        };
-        if crate::keys::waiter_value(self.keys, kv)?.ttl_s != ttl_secs(p.ttl) {
-            return Ok(WaiterRefresh::NotOffered);
-        }
-        Ok(if self.keep_alive(kv.lease()).await? {
-            WaiterRefresh::Refreshed
+        let key = (self.keys.name_dir(&p.name), p.ticket.0, ttl_secs(p.ttl));
+        let known = self.waiter_leases.lock().get(&key).copied();
+        let lease = if let Some(lease) = known {
+            lease
         } else {
-            WaiterRefresh::Gone
-        })
+            let (waiters, options) = self.keys.waiter_of(&p.name, p.ticket);
+            let resp = self.client.get(waiters, Some(options)).await?;
+            let Some(kv) = resp.kvs().first() else {
+                return Ok(WaiterRefresh::Gone);
+            };
+            if crate::keys::waiter_value(self.keys, kv)?.ttl_s != key.2 {
+                return Ok(WaiterRefresh::NotOffered);
+            }
+            kv.lease()
+        };
+        let refreshed = self.keep_alive(lease).await?;
+        let mut leases = self.waiter_leases.lock();
+        if !refreshed {
+            leases.remove(&key);
+            return Ok(WaiterRefresh::Gone);
+        }
+        if leases.len() >= WaiterLeases::MOST {
+            leases.clear();
+        }
+        leases.insert(key, lease);
+        Ok(WaiterRefresh::Refreshed)
     }
 
     /// Revoke an etcd lease, best effort: one that is not revoked runs out

@@ -128,6 +128,8 @@ pub struct EtcdBackend {
     access: Access,
     /// The token offset as last read (see `lease::OffsetCache`).
     offset: lease::OffsetCache,
+    /// The etcd leases of waiter registrations (see `lease::WaiterLeases`).
+    waiter_leases: lease::WaiterLeases,
     /// The cluster's clock, from its members' HTTP `Date` (see `clock`).
     clock: Arc<clock::DateClock>,
 }
@@ -224,6 +226,7 @@ impl EtcdBackend {
             connect,
             access,
             offset: lease::OffsetCache::default(),
+            waiter_leases: lease::WaiterLeases::default(),
             clock,
         })
     }
@@ -325,6 +328,7 @@ impl EtcdBackend {
             client,
             keys: &self.keys,
             offset: &self.offset,
+            waiter_leases: &self.waiter_leases,
         };
         let (generation, client) = self.client();
         let result = self.rt.block_on(async {
@@ -522,7 +526,7 @@ impl Backend for EtcdBackend {
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> Result<(), BackendError> {
         let timeout = timeout.min(leasehold_backend::limits::WAIT.max);
         let Watched::Lease(name) = topic.watched() else {
-            std::thread::sleep(timeout);
+            topic.sleep(timeout);
             return Ok(());
         };
         let deadline = Instant::now() + timeout;
@@ -535,7 +539,7 @@ impl Backend for EtcdBackend {
         });
         if let Ok(Err(_)) = woken {
             // Not on the runtime: other threads' calls keep running.
-            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            topic.sleep(deadline.saturating_duration_since(Instant::now()));
         }
         Ok(())
     }

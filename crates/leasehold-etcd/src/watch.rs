@@ -24,6 +24,7 @@
 //! revision or later. History compacted past the cursor also returns at
 //! once (changes may have been missed: the caller re-reads).
 
+use std::future::Future;
 use std::time::Duration;
 
 use etcd_client::{Client, EventType, GetOptions, ResponseHeader, WatchOptions, WatchStream, Watcher};
@@ -68,20 +69,40 @@ pub async fn changed(
     let Some((_, stream)) = open.watch.as_mut() else {
         return Ok(());
     };
-    match tokio::time::timeout_at(deadline, examine(stream, &dir, topic)).await {
+    let ended = until_ending(topic, deadline, examine(stream, &dir, topic)).await;
+    match ended {
         // The server ended the watch (or the stream): nothing to cancel.
-        Ok(Ended::ByServer(result)) => {
+        Some(Ended::ByServer(result)) => {
             open.watch = None;
             result
         }
-        // Woken, or out of time: a wait that ran its course. The watch is
-        // kept for the waiter's next wait (reading a stream's next message
-        // is cancel-safe: nothing is lost at the deadline).
-        Ok(Ended::Woken) | Err(_) => {
+        // Woken, ending or out of time: a wait that ran its course. The
+        // watch is kept for the waiter's next wait (reading a stream's
+        // next message is cancel-safe: nothing is lost at the deadline).
+        Some(Ended::Woken) | None => {
             *topic.kept() = Some(Box::new(open));
             Ok(())
         }
     }
+}
+
+/// `wait`'s outcome, or `None` at `deadline` or when `topic` is
+/// [ending](WaitTopic::ending) (before or during the wait).
+async fn until_ending<T>(topic: &WaitTopic, deadline: Instant, wait: impl Future<Output = T>) -> Option<T> {
+    let ending = std::sync::Arc::new(tokio::sync::Notify::new());
+    let wake = ending.clone();
+    topic.on_interrupt(Some(Box::new(move || wake.notify_one())));
+    let outcome = if topic.ending() {
+        None
+    } else {
+        tokio::select! {
+            outcome = wait => Some(outcome),
+            () = ending.notified() => None,
+            () = tokio::time::sleep_until(deadline) => None,
+        }
+    };
+    topic.on_interrupt(None);
+    outcome
 }
 
 /// Wait, for a waiter far back, until `ahead` — the waiter just ahead of
@@ -116,20 +137,7 @@ pub async fn behind(
     let Some((_, stream)) = open.watch.as_mut() else {
         return Ok(Behind::Moved);
     };
-    let interrupt = std::sync::Arc::new(tokio::sync::Notify::new());
-    let wake = interrupt.clone();
-    topic.on_interrupt(Some(Box::new(move || wake.notify_one())));
-    let outcome = if topic.interrupted() {
-        None
-    } else {
-        tokio::select! {
-            message = stream.message() => Some(message),
-            () = interrupt.notified() => None,
-            () = tokio::time::sleep_until(deadline) => None,
-        }
-    };
-    topic.on_interrupt(None);
-    match outcome {
+    match until_ending(topic, deadline, stream.message()).await {
         // Out of time, or interrupted: the watch is kept (reading a
         // stream's next message is cancel-safe).
         None => {

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use leasehold_backend::{
     Backend, LeaseAcquire, LeaseAcquireParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
-    LeaseRenewParams, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams,
+    LeaseRenewParams, Mode, Owner, Token, WaitTopic, WaiterEnqueueParams, WaiterRefresh, WaiterRefreshParams,
+    WaiterRemoveParams,
 };
 use leasehold_backend_tests::params;
 use leasehold_etcd::EtcdBackend;
@@ -33,6 +34,7 @@ fn main() {
         waits_on_a_quiet_name_never_outlast_their_timeout,
         renewals_wake_nobody,
         a_waiter_keeps_one_watch_for_all_its_waits,
+        a_refresh_after_the_first_reads_nothing,
     ]]);
 }
 
@@ -284,4 +286,46 @@ fn a_waiter_keeps_one_watch_for_all_its_waits() {
 /// The server's count of Watch streams started.
 fn watches_started(server: &etcd::EtcdServer) -> u64 {
     server.grpc_count("grpc_server_started_total", "Watch")
+}
+
+/// A waiter's place is refreshed by one keep-alive of its etcd lease: the
+/// lease is found by a read at the first refresh only (issue 41, item 3:
+/// each of 200 idle waiters' refreshes, every 20 s, read the waiter's key
+/// to find its lease — half of what the refreshes cost). Counted by the
+/// server itself, on a server of this test's own: ten refreshes after the
+/// first make no Range call. A place removed is then Gone, though its
+/// lease was known.
+fn a_refresh_after_the_first_reads_nothing() {
+    let server = etcd::EtcdServer::start();
+    let b = support::open(&server, "/refresh");
+    grant(&b, "holder", Duration::from_secs(30));
+    let ticket = b
+        .waiter_enqueue(&WaiterEnqueueParams {
+            name: name(),
+            mode: Mode::Exclusive,
+            holder: params::this_process("waiter"),
+            ttl: Duration::from_secs(60),
+        })
+        .unwrap();
+    let refresh = || {
+        b.waiter_refresh(&WaiterRefreshParams {
+            name: name(),
+            ticket,
+            ttl: Duration::from_secs(60),
+        })
+        .unwrap()
+    };
+    assert_eq!(refresh(), WaiterRefresh::Refreshed);
+    let ranges = || server.grpc_count("grpc_server_handled_total", "Range");
+    let before = ranges();
+    for _ in 0..10 {
+        assert_eq!(refresh(), WaiterRefresh::Refreshed);
+    }
+    let read = ranges() - before;
+    assert_eq!(
+        read, 0,
+        "ten refreshes of a place whose lease is known made {read} reads"
+    );
+    b.waiter_remove(&WaiterRemoveParams { name: name(), ticket }).unwrap();
+    assert_eq!(refresh(), WaiterRefresh::Gone, "a removed place was refreshed");
 }

@@ -337,10 +337,13 @@ impl Backend for FirestoreBackend {
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> Result<(), BackendError> {
         let deadline = Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
         let Watched::Lease(name) = topic.watched() else {
-            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            topic.sleep(deadline.saturating_duration_since(Instant::now()));
             return Ok(());
         };
         loop {
+            if topic.ending() {
+                return Ok(());
+            }
             let seen = self
                 .conn()
                 .version(name)
@@ -353,7 +356,7 @@ impl Backend for FirestoreBackend {
             if left.is_zero() {
                 return Ok(());
             }
-            std::thread::sleep(left.min(POLL));
+            topic.sleep(left.min(POLL));
         }
     }
 

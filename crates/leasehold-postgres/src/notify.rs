@@ -136,22 +136,37 @@ impl Notifier {
         if topic.moved_to(seen) {
             return; // something happened since this waiter last looked
         }
+        drop(state);
+        let theirs = Arc::downgrade(self);
+        topic.on_interrupt(Some(Box::new(move || {
+            if let Some(notifier) = theirs.upgrade() {
+                // Under the lock: a waiter between its look and its wait
+                // is not missed.
+                drop(notifier.lock());
+                notifier.changed.notify_all();
+            }
+        })));
+        let mut state = self.lock();
         loop {
+            // Looked at before each wait: a change while the hook was set
+            // is not missed.
+            let now = state.generation(bucket);
+            if now != seen {
+                topic.set_cursor(now);
+                break;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
+            if left.is_zero() || topic.ending() {
+                break;
             }
             state = self
                 .changed
                 .wait_timeout(state, left)
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
-            let now = state.generation(bucket);
-            if now != seen {
-                topic.set_cursor(now);
-                return;
-            }
         }
+        drop(state);
+        topic.on_interrupt(None);
     }
 }
 

@@ -737,7 +737,7 @@ impl Backend for RedisBackend {
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
         let deadline = Instant::now() + timeout.min(leasehold_backend::limits::WAIT.max);
         let Watched::Lease(name) = topic.watched() else {
-            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            topic.sleep(deadline.saturating_duration_since(Instant::now()));
             return Ok(());
         };
         let waited = || -> Result<()> {
@@ -772,8 +772,12 @@ impl Backend for RedisBackend {
             let left = deadline.saturating_duration_since(Instant::now());
             if !left.is_zero() {
                 // A broken subscription is dropped: the next wait makes a
-                // new one.
-                sub.next_message(left)?;
+                // new one — as is one whose wait was ended (its socket
+                // may be shut).
+                let Some(read) = next_unless_ending(topic, &mut sub, left) else {
+                    return Ok(());
+                };
+                read?;
             }
             *topic.kept() = Some(Box::new(sub));
             Ok(())
@@ -784,7 +788,7 @@ impl Backend for RedisBackend {
         // restart is otherwise a wait that ended quietly. The next wait
         // subscribes anew, as a first one.
         if waited().is_err() {
-            std::thread::sleep(
+            topic.sleep(
                 deadline
                     .saturating_duration_since(Instant::now())
                     .min(Duration::from_millis(500)),
@@ -833,13 +837,7 @@ impl RedisBackend {
             *topic.kept() = Some(Box::new(kept));
             return Ok(Behind::Still);
         }
-        let socket = kept.sub.interrupter()?;
-        topic.on_interrupt(Some(Box::new(move || {
-            let _ = socket.shutdown(std::net::Shutdown::Both);
-        })));
-        let read = (!topic.interrupted()).then(|| kept.sub.next_message(left));
-        topic.on_interrupt(None);
-        match read {
+        match next_unless_ending(topic, &mut kept.sub, left) {
             // Interrupted: the socket may be shut; the wait is over anyway.
             None => Ok(Behind::Still),
             Some(Ok(true)) => Ok(Behind::Moved),
@@ -847,10 +845,26 @@ impl RedisBackend {
                 *topic.kept() = Some(Box::new(kept));
                 Ok(Behind::Still)
             }
-            Some(Err(_)) if topic.interrupted() => Ok(Behind::Still),
             Some(Err(e)) => Err(e.into()),
         }
     }
+}
+
+/// Wait up to `left` for `sub`'s next message (whether one came), unless
+/// `topic` is [ending](WaitTopic::ending) before or during the wait:
+/// then `None`, and the socket may have been shut down to end the read —
+/// the subscription is not to be kept.
+fn next_unless_ending(topic: &WaitTopic, sub: &mut Conn, left: Duration) -> Option<std::io::Result<bool>> {
+    let socket = match sub.interrupter() {
+        Ok(socket) => socket,
+        Err(e) => return Some(Err(e)),
+    };
+    topic.on_interrupt(Some(Box::new(move || {
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+    })));
+    let read = (!topic.ending()).then(|| sub.next_message(left));
+    topic.on_interrupt(None);
+    if topic.ending() { None } else { read }
 }
 
 impl leasehold_backend::RecordBackend for RedisBackend {

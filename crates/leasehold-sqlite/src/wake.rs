@@ -131,14 +131,27 @@ impl Waker {
         self.wrote.notify_all();
     }
 
-    /// Wait up to `timeout` for a write after the `writes`-th.
-    fn wait_past(&self, writes: u64, timeout: Duration) -> bool {
+    /// Wait up to `timeout` for a write after the `writes`-th, or until
+    /// `topic` is [ending](WaitTopic::ending).
+    fn wait_past(self: &Arc<Self>, writes: u64, timeout: Duration, topic: &WaitTopic) -> bool {
+        let theirs = Arc::downgrade(self);
+        topic.on_interrupt(Some(Box::new(move || {
+            if let Some(waker) = theirs.upgrade() {
+                // Under the lock: a waiter between its look and its wait
+                // is not missed.
+                drop(waker.seen());
+                waker.wrote.notify_all();
+            }
+        })));
         let seen = self.seen();
         let (seen, _) = self
             .wrote
-            .wait_timeout_while(seen, timeout, |s| s.writes == writes)
+            .wait_timeout_while(seen, timeout, |s| s.writes == writes && !topic.ending())
             .unwrap_or_else(PoisonError::into_inner);
-        seen.writes != writes
+        let wrote = seen.writes != writes;
+        drop(seen);
+        topic.on_interrupt(None);
+        wrote
     }
 }
 
@@ -163,10 +176,10 @@ impl SqliteBackend {
     }
 
     /// This handle's watch, started on the first wait.
-    fn waker(&self) -> Option<&Waker> {
+    fn waker(&self) -> Option<&Arc<Waker>> {
         self.waker
             .get_or_init(|| Waker::start(&self.file))
-            .as_deref()
+            .as_ref()
             .filter(|w| w.pid == std::process::id())
     }
 
@@ -174,7 +187,7 @@ impl SqliteBackend {
     pub(crate) fn wait_for_commit(&self, topic: &WaitTopic, timeout: Duration) -> Result<(), BackendError> {
         let timeout = timeout.min(limits::WAIT.max);
         let Some(waker) = self.waker() else {
-            std::thread::sleep(timeout);
+            topic.sleep(timeout);
             return Ok(());
         };
         let begun = Instant::now();
@@ -186,7 +199,7 @@ impl SqliteBackend {
         if topic.moved_to(now) {
             return Ok(()); // committed since the waiter last looked
         }
-        if unseen || waker.wait_past(writes, timeout) {
+        if unseen || waker.wait_past(writes, timeout, topic) {
             let until = Instant::now() + SETTLE.min(timeout.saturating_sub(begun.elapsed()));
             let mut pause = Duration::from_micros(500);
             while Instant::now() < until {

@@ -241,6 +241,14 @@ impl Vantage {
         )
     }
 
+    /// Whether `holder`'s process can be proved gone (or alive) from here:
+    /// bound to a process on this host, boot and pid namespace, with a
+    /// start time to tell a reused pid by.
+    #[must_use]
+    pub fn judges_process(&self, holder: &Holder) -> bool {
+        self.here.judges(holder).is_some()
+    }
+
     /// Whether `holder`'s process is one this process can signal: bound,
     /// on this host, boot and pid namespace, and its pid still the process
     /// that started when the grant says (never a reused pid).

@@ -270,6 +270,47 @@ pub fn waiters_far_back_wait_for_the_waiter_just_ahead<H: Harness>(t: &mut Case<
     );
 }
 
+/// A wait for a change ends soon after its topic is woken (a blocker's
+/// exit, seen by the waiter's own watch) or interrupted (a cancel), though
+/// nothing changed in the store: a waiter near the front waits in one
+/// piece, and only these end it early. A wake ends one wait; an interrupt
+/// every later one too, at once.
+pub fn waits_end_when_woken_or_interrupted<H: Harness>(t: &mut Case<H>) {
+    let name = params::name("job");
+    t.granted(&params::acquire("job"));
+    let b = t.backend();
+    let topic = WaitTopic::lease(&name);
+    // A first wait may only learn where the store is (etcd, Redis).
+    b.wait_for_change(&topic, Duration::from_millis(200))
+        .unwrap_or_else(|e| panic!("wait_for_change: {e}"));
+    let wait_then = |end: &dyn Fn(&WaitTopic)| {
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let began = Instant::now();
+                b.wait_for_change(&topic, Duration::from_secs(20))
+                    .unwrap_or_else(|e| panic!("wait_for_change: {e}"));
+                began.elapsed()
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            end(&topic);
+            waiter.join().expect("the waiting thread")
+        })
+    };
+    let waited = wait_then(&WaitTopic::wake);
+    assert!(waited < Duration::from_secs(5), "a woken wait took {waited:?}");
+    assert!(topic.take_woken(), "the wake was not left for the waiter to clear");
+    let waited = wait_then(&WaitTopic::interrupt);
+    assert!(waited < Duration::from_secs(5), "an interrupted wait took {waited:?}");
+    let began = Instant::now();
+    b.wait_for_change(&topic, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("wait_for_change: {e}"));
+    let waited = began.elapsed();
+    assert!(
+        waited < Duration::from_secs(2),
+        "a wait after the interrupt took {waited:?}"
+    );
+}
+
 /// Acquiring with an expired ticket while held re-makes the registration at
 /// the back of the queue, with a new ticket.
 pub fn waiters_expired_ticket_is_remade_at_back<H: Harness>(t: &mut Case<H>) {

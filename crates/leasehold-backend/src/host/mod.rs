@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use rustix::process::Pid;
 
+mod exits;
+pub use exits::ExitWatch;
 mod locks;
 pub use locks::{HeldLock, LockCall, held_locks, held_locks_at, parse_lock_list};
 mod process;

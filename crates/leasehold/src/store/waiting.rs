@@ -9,11 +9,12 @@
 //!   FIFO order, each proved alive or gone only until the first live one
 //!   that blocks — what [`rules::admits`] would look at anyway. Behind one
 //!   holder that is two proofs, whatever the length of the queue.
-//! - Between readings a waiter re-proves only what blocks it, through
-//!   /proc, without reading the store; it reads again when the store
-//!   announces a change, when a blocking grant runs out (its `expires_in`),
-//!   when a blocker is proved gone, or when its registration needs a
-//!   refresh.
+//! - Between readings a waiter watches only what blocks it — for its
+//!   exit (`host::ExitWatch`), or, where it cannot, by proving it again
+//!   through /proc every poll — without reading the store; it reads again
+//!   when the store announces a change, when a blocking grant runs out
+//!   (its `expires_in`), when a blocker exits or is proved gone, or when
+//!   its registration needs a refresh.
 //! - Only the waiters near the front (at most [`LISTENING`] admissions
 //!   ahead of them) listen for the store's announcements; those further
 //!   back sleep and read once when they wake. A commit wakes three
@@ -465,24 +466,53 @@ impl Wait<'_> {
     }
 
     /// For a waiter near the front: wait for the store's announcement of
-    /// a change, proving what blocks it between slices, until `read_at`.
+    /// a change, or for a blocker's exit, until `read_at`.
+    ///
+    /// The blockers this process can prove gone are watched for their
+    /// exit (`host::ExitWatch`), which wakes the wait — as the cancel
+    /// does — so the wait is one piece, with no wake-up while nothing
+    /// happens. Where they cannot all be watched (a platform without the
+    /// watch, a holder whose process exited but whose proof waits on its
+    /// guard or group), the wait goes in slices of the poll interval,
+    /// proving them through /proc after each.
     fn listen(&self, judged: &Judged, read_at: Instant) -> Result<()> {
+        // A wake left by the last wait's watch, which is gone.
+        self.topic.take_woken();
+        // This process itself (threads sharing a store take turns) cannot
+        // exit while it waits: nothing to watch.
+        let watchable: Option<Vec<(u32, u64)>> = judged
+            .blockers
+            .iter()
+            .filter(|h| h.pid != std::process::id() && self.here.judges_process(h))
+            .map(|h| h.start_time.map(|start| (h.pid, start)))
+            .collect();
+        let topic = std::sync::Arc::downgrade(&self.topic);
+        let watch = watchable.and_then(|processes| {
+            host::ExitWatch::start(&processes, move || {
+                if let Some(topic) = topic.upgrade() {
+                    topic.wake();
+                }
+            })
+        });
+        let longest = if watch.is_some() {
+            limits::WAIT.max
+        } else {
+            self.store.poll
+        };
         loop {
             let left = read_at.saturating_duration_since(Instant::now());
             if left.is_zero() || self.cancel.is_cancelled() {
                 return Ok(());
             }
-            // At most the poll interval: the cancel, and the blockers'
-            // proofs, are looked at that often.
-            let slice = left.min(self.store.poll);
+            let slice = left.min(longest);
             let began = Instant::now();
             let cursor = self.topic.cursor();
             self.store.backend.wait_for_change(&self.topic, slice)?;
-            // Woken before the slice ran out, or the backend's cursor moved
-            // (a backend that polls finds a change at the slice's end): the
-            // name may have changed.
-            let changed = began.elapsed() < slice || self.topic.cursor() != cursor;
-            if changed || judged.blockers.iter().any(|h| self.here.gone(h)) {
+            // Woken before the slice ran out (an announcement, a blocker's
+            // exit, the cancel), or the backend's cursor moved (a backend
+            // that polls finds a change at the slice's end): read again.
+            let changed = self.topic.take_woken() || began.elapsed() < slice || self.topic.cursor() != cursor;
+            if changed || (watch.is_none() && judged.blockers.iter().any(|h| self.here.gone(h))) {
                 return Ok(());
             }
         }
