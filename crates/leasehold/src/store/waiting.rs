@@ -252,6 +252,7 @@ impl Store {
             outage: None,
             nap: (PARKED_FIRST, None),
             refreshed: Instant::now(),
+            refresh_refused: false,
         };
         // What the last reading said; `None`: read before deciding.
         let mut judged: Option<Judged> = None;
@@ -270,7 +271,9 @@ impl Store {
             };
             let now = Instant::now();
             let at_end = deadline.is_some_and(|d| now >= d);
-            if !now_judged.admits && !at_end && now >= wait.refresh_due() {
+            // A place the store would not refresh alone just now (a far-back
+            // wait asked) is refreshed by the attempt below, not asked again.
+            if !now_judged.admits && !at_end && now >= wait.refresh_due() && !wait.refresh_refused {
                 let refreshed = wait.refresh(place);
                 match wait.outlast(refreshed) {
                     Ok(Some(_)) => {}
@@ -283,7 +286,7 @@ impl Store {
                 // waiter's place), so it is made only when the reading
                 // says it would be granted, when the place needs a
                 // refresh the store cannot make alone, and once at the end.
-                wait.refreshed = now;
+                (wait.refreshed, wait.refresh_refused) = (now, false);
                 match wait.outlast(self.attempt_judged(&here, &mut params)) {
                     Ok(Some((Acquire::Acquired(g), sent, _))) => break Ok((Acquire::Acquired(g), sent)),
                     Ok(Some((Acquire::Held(held), at, again))) => {
@@ -337,6 +340,10 @@ struct Wait<'a> {
     /// When this waiter's place was last refreshed (by an attempt, or
     /// alone: [`Wait::refresh`]).
     refreshed: Instant,
+    /// Whether the store's last answer to a refresh alone was that it
+    /// did not refresh (the place is gone, or is to change): the next
+    /// attempt refreshes or re-makes it.
+    refresh_refused: bool,
 }
 
 impl Wait<'_> {
@@ -358,6 +365,7 @@ impl Wait<'_> {
         if refreshed {
             self.refreshed = Instant::now();
         }
+        self.refresh_refused = !refreshed;
         Ok(refreshed)
     }
 
