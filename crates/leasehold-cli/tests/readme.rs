@@ -25,6 +25,7 @@ fn main() {
         the_redis_examples_run_against_a_throwaway_server,
         the_cron_line_is_valid,
         the_systemd_unit_is_valid,
+        every_install_line_names_what_scripts_dist_builds,
     ]]);
 }
 
@@ -410,4 +411,84 @@ fn bash_parses(command: &str) {
         "bash cannot parse {command}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Every install line of the README and of the Python pages names what
+/// `scripts/dist` builds (issue 42, item 1: `pip install leasehold`
+/// installed another project's package — same niche, and its own
+/// `leasehold` module and command): `pip`, `pipx` and `uvx --from` name
+/// the Python package by `crates/leasehold-py/pyproject.toml`'s name, the
+/// wheels scripts/dist makes (and scripts/smoke installs by that name);
+/// `uvx` runs the `leasehold` command `--from` it, never a package called
+/// `leasehold`; `cargo binstall` and `cargo install` name the crate whose
+/// archive scripts/dist builds (`leasehold-cli`, with its binstall
+/// metadata). A path (`./crates/leasehold-py`) is a build from source.
+fn every_install_line_names_what_scripts_dist_builds() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let package = first_name(&read("crates/leasehold-py/pyproject.toml"), "[project]");
+    let dist = read("scripts/dist");
+    assert!(
+        dist.contains(&format!("/{package}-*.whl")) && dist.contains("cd crates/leasehold-py"),
+        "scripts/dist does not build the {package} wheels from crates/leasehold-py"
+    );
+    let cli = read("crates/leasehold-cli/Cargo.toml");
+    let crate_name = first_name(&cli, "[package]");
+    assert!(
+        cli.lines().any(|l| l.trim() == "[package.metadata.binstall]"),
+        "{crate_name} has no binstall metadata: cargo binstall would not find scripts/dist's archive"
+    );
+    let mut seen = 0;
+    for page in ["README.md", "docs/PYTHON.md", "crates/leasehold-py/README.md"] {
+        for (n, line) in read(page).lines().enumerate() {
+            let words: Vec<&str> = line.split('#').next().unwrap_or("").split_whitespace().collect();
+            let at = format!("{page}:{}: {}", n + 1, line.trim());
+            let named = |what: &str| words.iter().skip_while(|w| **w != what).nth(1).copied();
+            let (tool, name) = match words.as_slice() {
+                ["pip" | "pipx", "install", ..] => ("pip", words.iter().skip(2).find(|w| !w.starts_with('-')).copied()),
+                ["uvx", ..] => {
+                    assert!(
+                        named("--from").is_some(),
+                        "{at}: uvx without --from runs a package called as the command"
+                    );
+                    assert_eq!(
+                        named("--from")
+                            .and_then(|_| words.iter().skip_while(|w| **w != "--from").nth(2))
+                            .copied(),
+                        Some("leasehold"),
+                        "{at}: uvx runs another command"
+                    );
+                    ("pip", named("--from"))
+                }
+                ["cargo", "binstall" | "install", ..] => {
+                    ("cargo", words.iter().skip(2).find(|w| !w.starts_with('-')).copied())
+                }
+                _ => continue,
+            };
+            let Some(name) = name else { continue };
+            if name.starts_with('.') || name.starts_with('/') {
+                continue; // a build from the repository
+            }
+            seen += 1;
+            let expected = if tool == "pip" { &package } else { &crate_name };
+            assert_eq!(
+                name, expected,
+                "{at}: installs {name}, but scripts/dist builds {expected}"
+            );
+        }
+    }
+    assert!(
+        seen >= 4,
+        "only {seen} install lines found: the pages' install sections moved?"
+    );
+}
+
+/// The `name = "..."` of a TOML file's `section` (its first key of that
+/// name after the section's header).
+fn first_name(toml: &str, section: &str) -> String {
+    toml.lines()
+        .skip_while(|l| l.trim() != section)
+        .find_map(|l| l.trim().strip_prefix("name = \"")?.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("no name in {section}"))
+        .to_owned()
 }

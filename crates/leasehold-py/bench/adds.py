@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-import leasehold as lh
+import pyleasehold as lh
 
 
 def main() -> None:

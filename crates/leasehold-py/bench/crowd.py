@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Dict, List, Tuple, Union
 
-import leasehold as lh
+import pyleasehold as lh
 
 
 def cpu() -> float:

@@ -21,7 +21,7 @@ def rate(cycle: Callable[[], None], seconds: float) -> float:
 def main() -> None:
     what, target, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
     if what == "leasehold-lease":
-        import leasehold as lh
+        import pyleasehold as lh
 
         store = lh.Store(target)
 
@@ -30,7 +30,7 @@ def main() -> None:
                 pass
 
     elif what == "leasehold-lock":
-        import leasehold as lh
+        import pyleasehold as lh
 
         def cycle() -> None:
             with lh.lock(target):

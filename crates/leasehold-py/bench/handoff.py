@@ -30,7 +30,7 @@ import time
 from contextlib import AbstractContextManager, contextmanager
 from typing import Callable, Iterator
 
-import leasehold as lh
+import pyleasehold as lh
 
 FLOCK = "flock"
 

@@ -23,7 +23,7 @@ SEQUENCES = {
 }
 
 PRELUDE = """
-import sys, leasehold as lh
+import sys, pyleasehold as lh
 store = lh.Store("sqlite://" + sys.argv[1])
 def claimed():
     q = store.queue("q"); q.add({"n": 1}); return q.claim(ttl="1m")

@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Callable, List, Tuple
 
-import leasehold as lh
+import pyleasehold as lh
 
 
 def turns(stores: Callable[[int], lh.Store], threads: int, cycles: int, name: str) -> Tuple[float, int]:

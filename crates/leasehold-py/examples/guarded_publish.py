@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from typing import Callable, Optional
 
-import leasehold as lh
+import pyleasehold as lh
 
 LEASE_TTL = "90s"  # longer than one dangerous step, shorter than a stale run
 HEARTBEAT = "30s"  # about a third of the TTL

@@ -23,7 +23,7 @@ import os
 import sys
 from typing import Any, Dict, List
 
-import leasehold as lh
+import pyleasehold as lh
 
 CLAIM_TTL = "2s"  # short for the demonstration: a crashed worker's task comes back fast
 

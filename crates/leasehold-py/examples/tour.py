@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Dict
 
-import leasehold as lh
+import pyleasehold as lh
 
 
 def send(payload: Dict[str, Any]) -> None:

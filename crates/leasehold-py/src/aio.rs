@@ -57,7 +57,7 @@ use pyo3::prelude::*;
 type Job = Box<dyn FnOnce(Python<'_>, bool) + Send>;
 
 /// The callback the loop runs.
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 struct Wake {
     job: Mutex<Option<Job>>,
 }
@@ -85,7 +85,7 @@ type CancelFn = Box<dyn FnOnce(Python<'_>) + Send>;
 /// The future's done-callback: `on_cancel`, if the future was cancelled;
 /// and the wait's timer, if it has one, is cancelled once the future is
 /// done (else each timer would stay in the loop until its time).
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 struct OnCancel {
     on_cancel: Mutex<Option<CancelFn>>,
     timer: Mutex<Option<Py<PyAny>>>,
@@ -399,7 +399,7 @@ fn drive(line: &Line) {
 }
 
 /// The loop's timer for a wait whose time may run out in line.
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 struct Expire {
     line: Line,
     id: u64,
@@ -529,8 +529,8 @@ pub fn ready(py: Python<'_>, value: Py<PyAny>) -> PyResult<Bound<'_, PyAny>> {
 }
 
 /// A callable that, called once, starts what `start` starts (an awaitable):
-/// what `leasehold._aio.Pending` is made with.
-#[pyclass(frozen, module = "leasehold")]
+/// what `pyleasehold._aio.Pending` is made with.
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct Start {
     start: Mutex<Option<StartFn>>,
 }
@@ -556,7 +556,7 @@ impl Start {
     }
 }
 
-/// `leasehold._aio.Pending(start)`: awaited, or entered with `async with`,
+/// `pyleasehold._aio.Pending(start)`: awaited, or entered with `async with`,
 /// it runs `start` (once).
 pub fn pending<'py>(
     py: Python<'py>,
@@ -568,5 +568,5 @@ pub fn pending<'py>(
             start: Mutex::new(Some(Box::new(start))),
         },
     )?;
-    py.import("leasehold._aio")?.getattr("Pending")?.call1((start,))
+    py.import("pyleasehold._aio")?.getattr("Pending")?.call1((start,))
 }

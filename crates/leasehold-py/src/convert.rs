@@ -244,14 +244,14 @@ pub fn datetime(py: Python<'_>, t: SystemTime) -> PyResult<Bound<'_, PyAny>> {
         Ok(since) => since.as_secs_f64(),
         Err(before) => -before.duration().as_secs_f64(),
     };
-    py.import("leasehold._documents")?
+    py.import("pyleasehold._documents")?
         .call_method1("from_epoch", (seconds,))
 }
 
 /// A document of `leasehold::json` (docs/JSON.md) as Python values: times
 /// as `datetime`, durations as `timedelta` (`leasehold/_documents.py`).
 pub fn document<'py>(py: Python<'py>, document: &impl leasehold::json::Document) -> PyResult<Bound<'py, PyAny>> {
-    py.import("leasehold._documents")?
+    py.import("pyleasehold._documents")?
         .call_method1("document", (from_json(py, &leasehold::json::value(document))?,))
 }
 

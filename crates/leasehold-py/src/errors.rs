@@ -54,7 +54,7 @@ impl Other {
 
 fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    let module = MODULE.get_or_try_init(py, || py.import("leasehold._errors").map(Bound::unbind))?;
+    let module = MODULE.get_or_try_init(py, || py.import("pyleasehold._errors").map(Bound::unbind))?;
     Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?)
 }
 

@@ -1,7 +1,7 @@
 //! The guard of `store.run` ships inside the package: the guard code is
 //! the library's (`leasehold::supervise::guard`), compiled into this
 //! extension module, and the guard program is this Python interpreter
-//! running it — `python -I -S -c "<load leasehold._guard>" __guard ...`
+//! running it — `python -I -S -c "<load pyleasehold._guard>" __guard ...`
 //! (the guard forks the command's process itself, before the interpreter
 //! could start a thread: nothing else is started). So a wheel needs
 //! no second binary, works in any virtualenv or `--user` install, and the
@@ -28,10 +28,10 @@ pub fn program(py: Python<'_>) -> PyResult<GuardProgram> {
     let sys = py.import("sys")?;
     let python: std::path::PathBuf = sys.getattr("executable")?.extract()?;
     // The directory that holds the `leasehold` package.
-    let package: std::path::PathBuf = py.import("leasehold")?.getattr("__path__")?.get_item(0)?.extract()?;
+    let package: std::path::PathBuf = py.import("pyleasehold")?.getattr("__path__")?.get_item(0)?.extract()?;
     let root = package.parent().unwrap_or(&package).to_owned();
     let root = pyo3::types::PyString::new(py, &root.to_string_lossy()).repr()?;
-    let code = format!("import sys; sys.path.insert(0, {root}); from leasehold._guard import main; main()");
+    let code = format!("import sys; sys.path.insert(0, {root}); from pyleasehold._guard import main; main()");
     let args: Vec<OsString> = vec!["-I".into(), "-S".into(), "-c".into(), code.into()];
     Ok(GuardProgram::new(python).with_args(args))
 }

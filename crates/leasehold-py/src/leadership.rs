@@ -73,7 +73,7 @@ pub fn campaign(
 /// ``resign()`` stops renewing and releases at once (the next candidate
 /// leads); ``with store.campaign(...) as leadership:`` resigns at the end.
 #[derive(Debug)]
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct Leadership {
     name: LeaseName,
     /// `None` once resigned.
@@ -153,7 +153,7 @@ impl Leadership {
 /// ``host``, ``pid``, ``since`` (a ``datetime``). ``close()`` ends the
 /// iteration (at most the store's poll interval later).
 #[derive(Debug)]
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct Observer {
     observer: Arc<Mutex<leasehold::Observer>>,
     cancel: Cancel,

@@ -93,12 +93,12 @@ fn keeper_options(ttl: Duration, heartbeat: Option<Duration>, margin: Option<Dur
 }
 
 /// `on_lost`: a callable, or `"interrupt"` (whose callable
-/// `leasehold._interrupt.arm()` returns, in the main thread).
+/// `pyleasehold._interrupt.arm()` returns, in the main thread).
 pub fn on_lost_handler(value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     if let Ok(text) = value.cast::<PyString>() {
         if text.to_cow()? == "interrupt" {
             let py = value.py();
-            return Ok(py.import("leasehold._interrupt")?.call_method0("arm")?.unbind());
+            return Ok(py.import("pyleasehold._interrupt")?.call_method0("arm")?.unbind());
         }
         return Err(errors::invalid(format!(
             "on_lost must be a callable, \"interrupt\" or None, not {:?}",
@@ -154,7 +154,7 @@ pub fn loss_callback<L: std::fmt::Display>(what: String, on_lost: Py<PyAny>) -> 
 }
 
 /// The attribute of a queued `LeaseLost` naming its loss
-/// (`leasehold._interrupt.KEY`).
+/// (`pyleasehold._interrupt.KEY`).
 const INTERRUPT_KEY: &str = "_leasehold_lost";
 
 /// The `LeaseLost` of `what`, about to be raised in this thread. With
@@ -169,7 +169,7 @@ pub fn told_lost<L: std::fmt::Display>(
 ) -> PyErr {
     let withdrawn = || -> PyResult<()> {
         let Some(on_lost) = on_lost else { return Ok(()) };
-        let interrupt = py.import("leasehold._interrupt")?;
+        let interrupt = py.import("pyleasehold._interrupt")?;
         if on_lost.bind(py).is(&interrupt.getattr("_deliver")?) {
             interrupt.call_method1("withdraw", (what,))?;
         }
@@ -255,7 +255,7 @@ struct Inner {
 }
 
 #[derive(Debug)]
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct Lease {
     store: Py<Store>,
     name: LeaseName,

@@ -1,7 +1,7 @@
-//! `leasehold._native`: the Python package's core, over the `leasehold`
+//! `pyleasehold._native`: the Python package's core, over the `leasehold`
 //! library. It converts types and errors and calls the library — leases,
 //! the queue, supervision, state files and locks are the library's, with
-//! no logic of their own here. The Python side (`python/leasehold/`)
+//! no logic of their own here. The Python side (`python/pyleasehold/`)
 //! re-exports it, defines the exception classes, and holds what is
 //! Python's own: the `os.register_at_fork` hook and the main-thread
 //! interrupt of `on_lost="interrupt"`.

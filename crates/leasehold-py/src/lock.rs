@@ -18,7 +18,7 @@ use crate::errors::{self, HolderFacts, OrRaise as _};
 use crate::fork::{self, Local, LockSlot};
 
 #[derive(Debug)]
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct FileLock {
     slot: Arc<LockSlot>,
     path: PathBuf,

@@ -45,7 +45,7 @@ const _: () = assert!(leasehold::DEFAULT_MAX_ATTEMPTS == 5);
 /// tasks, ``claim`` them (a claim is a lease on the task, heartbeated),
 /// ``list``, ``get``, ``retry``, ``purge`` and ``stats``.
 #[derive(Debug)]
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct Queue {
     store: Py<Store>,
     name: QueueName,
@@ -522,7 +522,7 @@ fn task_state(state: &str) -> PyResult<TaskState> {
 }
 
 #[derive(Debug)]
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct TaskIter {
     queue: Py<Queue>,
     hold: HoldOptions,
@@ -593,7 +593,7 @@ impl Report {
 }
 
 #[derive(Debug)]
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct Task {
     claim: Claim,
     payload: Py<PyAny>,

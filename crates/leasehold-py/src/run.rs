@@ -198,7 +198,7 @@ fn returned(
                 leasehold::format_duration(grace),
                 args.name,
             );
-            let class = py.import("leasehold")?.getattr("RunTimeout")?;
+            let class = py.import("pyleasehold")?.getattr("RunTimeout")?;
             let kwargs = pyo3::types::PyDict::new(py);
             kwargs.set_item("cmd", argv_list(py, &args.argv)?)?;
             kwargs.set_item("timeout", limit.as_secs_f64())?;

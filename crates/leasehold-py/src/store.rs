@@ -36,7 +36,7 @@ const STORE_VAR: &str = "LEASEHOLD_STORE";
 /// ``etcd://`` in a build without etcd. ``with lh.Store(...) as store:``
 /// closes it at the end.
 #[derive(Debug)]
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, module = "pyleasehold")]
 pub struct Store {
     url: StoreUrl,
     options: StoreOptions,

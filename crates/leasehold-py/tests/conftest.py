@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 CI = os.environ.get("CI") == "true"
 HIDDEN = set(os.environ.get("LEASEHOLD_TEST_HIDE", "").split(","))

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-import leasehold as lh
+import pyleasehold as lh
 
 shape, where = sys.argv[1], sys.argv[2]
 store = lh.Store("sqlite:///" + os.path.join(where, "store.db"))

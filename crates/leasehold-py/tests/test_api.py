@@ -18,7 +18,7 @@ from typing import Any, List
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import Servers, block_sqlite, leasehold_cli, python, read_line, unique
 
@@ -241,7 +241,7 @@ def test_on_lost_interrupt_stops_a_loop_that_never_checks(tmp_path: Path) -> Non
     db = tmp_path / "l.db"
     child = python(
         """
-import sys, time, leasehold as lh
+import sys, time, pyleasehold as lh
 store = lh.Store("sqlite://" + sys.argv[1])
 lease = store.lease("i", ttl="2s", on_lost="interrupt").acquire()
 print("held", flush=True)
@@ -277,7 +277,7 @@ def test_a_holder_resumed_from_a_pause_is_refused_at_its_first_check_and_told_on
     db = tmp_path / "l.db"
     child = python(
         """
-import os, signal, sys, threading, time, leasehold as lh
+import os, signal, sys, threading, time, pyleasehold as lh
 store = lh.Store("sqlite://" + sys.argv[1])
 
 def renewing(lease):
@@ -463,7 +463,7 @@ def test_lock_leaves_a_file_it_did_not_create_byte_identical(tmp_path: Path) -> 
     before = (data.read_bytes(), os.stat(data).st_mode, os.stat(data).st_mtime_ns)
     with lh.lock(data):
         # Held by this process: another lock of it names us, from the kernel.
-        child = python(f"import leasehold as lh; lh.lock({str(data)!r})")
+        child = python(f"import pyleasehold as lh; lh.lock({str(data)!r})")
         _, err = child.communicate(timeout=60)
         assert child.returncode != 0 and f"locked by pid {os.getpid()}" in err, err
     with lh.lock(data, shared=True):
@@ -475,10 +475,10 @@ def test_lock_leaves_a_file_it_did_not_create_byte_identical(tmp_path: Path) -> 
 
 def test_the_default_store_is_the_clis(tmp_path: Path) -> None:
     env = {"XDG_STATE_HOME": str(tmp_path), "LEASEHOLD_STORE": ""}
-    child = python("import leasehold as lh; print(lh.Store().url)", env=env)
+    child = python("import pyleasehold as lh; print(lh.Store().url)", env=env)
     assert read_line(child) == f"sqlite://{tmp_path}/leasehold/leasehold.db"
     env["LEASEHOLD_STORE"] = f"sqlite://{tmp_path}/other.db"
-    child = python("import leasehold as lh; print(lh.Store().url)", env=env)
+    child = python("import pyleasehold as lh; print(lh.Store().url)", env=env)
     assert read_line(child) == f"sqlite://{tmp_path}/other.db"
 
 
@@ -514,14 +514,14 @@ def test_held_carries_its_facts_and_is_shown_as_leasehold_held(store_url: str) -
     assert (h.owner, h.token, h.mode, h.pid) == ("the-holder", holder.token, "exclusive", os.getpid())
     assert e.expires == h.expires and h.expires is not None
     assert before < h.expires <= before + datetime.timedelta(minutes=1, seconds=1)
-    assert traceback.format_exception_only(type(e), e)[0].startswith("leasehold.Held: f is held: exclusive by the-holder")
+    assert traceback.format_exception_only(type(e), e)[0].startswith("pyleasehold.Held: f is held: exclusive by the-holder")
     again = pickle.loads(pickle.dumps(e))
     assert type(again) is lh.Held and (again.holders, again.name, str(again)) == (e.holders, e.name, str(e))
     holder.release()
     lock = lh.lock(Path(os.environ.get("TMPDIR", "/tmp")) / f"lh-held-{os.getpid()}")
     try:
         child = python(
-            "import leasehold as lh, sys\n"
+            "import pyleasehold as lh, sys\n"
             "try:\n    lh.lock(sys.argv[1])\n"
             "except lh.Held as e:\n    print(e.name, [(h.pid, h.mode, h.token) for h in e.holders])\n",
             str(lock.path),

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import python
 
@@ -32,7 +32,7 @@ from conftest import python
 #: the loop's default executor — one thread, busy for the whole run.
 CROWD = r'''
 import asyncio, concurrent.futures, json, os, sys, threading, time
-import leasehold as lh
+import pyleasehold as lh
 
 class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
     def __init__(self):

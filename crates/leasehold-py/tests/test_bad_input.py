@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import free_port
 

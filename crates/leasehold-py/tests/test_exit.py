@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import missing
 
@@ -106,7 +106,7 @@ def test_no_crash_at_exit_with_a_call_blocked_on_another_thread(tmp_path: Path) 
     # The package as this suite imports it, alone on the children's path.
     site = tmp_path / "site"
     site.mkdir()
-    (site / "leasehold").symlink_to(Path(lh.__file__).resolve().parent)
+    (site / "pyleasehold").symlink_to(Path(lh.__file__).resolve().parent)
     env = dict(os.environ, PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", LD_PRELOAD=str(shim))
     env.pop("LEASEHOLD_STORE", None)
 

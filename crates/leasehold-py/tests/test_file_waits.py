@@ -11,14 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import python, read_line
 
 # Each case runs in a child: on a regression it waits for itself for ever,
 # and the timeout ends it.
 REENTRY = """
-import sys, leasehold as lh
+import sys, pyleasehold as lh
 path, how = sys.argv[1], sys.argv[2]
 try:
     if how == "update":
@@ -66,7 +66,7 @@ def test_a_write_waiting_for_another_threads_lock_still_waits(tmp_path: Path) ->
 
 
 INTERRUPTED = """
-import sys, leasehold as lh
+import sys, pyleasehold as lh
 path = sys.argv[1]
 print("waiting", flush=True)
 try:

@@ -11,7 +11,7 @@ from typing import List, Optional
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import unique
 

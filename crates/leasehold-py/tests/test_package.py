@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Set
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import REPO
 
@@ -36,7 +36,7 @@ def test_the_stubs_match_the_module() -> None:
     # mypy's stubtest imports the module and compares every name, signature
     # and default with _native.pyi.
     done = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "leasehold", "--mypy-config-file", os.devnull],
+        [sys.executable, "-m", "mypy.stubtest", "pyleasehold", "--mypy-config-file", os.devnull],
         capture_output=True,
         text=True,
         check=False,
@@ -46,14 +46,14 @@ def test_the_stubs_match_the_module() -> None:
 
 def test_a_type_checker_refuses_a_str_command(tmp_path: Path) -> None:
     checked = mypy(
-        "import leasehold as lh\n"
+        "import pyleasehold as lh\n"
         "store = lh.Store()\n"
         'store.run("job", ["echo", "hi"])\n'
         'store.run("job", ("echo", "hi"))\n',
         tmp_path,
     )
     assert checked.returncode == 0, checked.stdout
-    checked = mypy('import leasehold as lh\nlh.Store().run("job", "echo hi")\n', tmp_path)
+    checked = mypy('import pyleasehold as lh\nlh.Store().run("job", "echo hi")\n', tmp_path)
     # store.run is overloaded on capture_output: no variant takes one str.
     refused = 'No overload variant of "run" of "Store" matches argument types "str", "str"'
     assert checked.returncode == 1 and refused in checked.stdout, checked.stdout
@@ -82,7 +82,7 @@ def public_callables() -> Dict[str, Any]:
     found: Dict[str, Any] = {}
     for name in lh.__all__:
         obj = getattr(lh, name)
-        if inspect.isclass(obj) and obj.__module__ == "leasehold" and not issubclass(obj, BaseException):
+        if inspect.isclass(obj) and obj.__module__ == "pyleasehold" and not issubclass(obj, BaseException):
             found[name] = obj
             for attr, member in vars(obj).items():
                 if not attr.startswith("_") and callable(member):
@@ -106,7 +106,7 @@ def test_help_documents_every_parameter() -> None:
     assert undocumented == [], f"help() says nothing of: {', '.join(undocumented)}"
     # The class a user meets first, as help() shows it.
     text = subprocess.run(
-        [sys.executable, "-c", "import leasehold as lh; help(lh.Store)"],
+        [sys.executable, "-c", "import pyleasehold as lh; help(lh.Store)"],
         capture_output=True,
         text=True,
         check=True,

@@ -15,7 +15,7 @@ from typing import List, Tuple
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import python, read_line
 
@@ -74,7 +74,7 @@ def test_four_processes_update_json_without_losing_one(tmp_path: Path) -> None:
 
 
 HOLDER = """
-import sys, time, leasehold as lh
+import sys, time, pyleasehold as lh
 store = lh.Store(sys.argv[1])
 lease = store.lease("job", ttl="60s").acquire()
 print(lease.token, flush=True)
@@ -97,7 +97,7 @@ def test_kill_9_of_a_holder_lets_the_next_acquirer_in_at_once(queue_store_url: s
 
 
 WORKER = """
-import sys, time, leasehold as lh
+import sys, time, pyleasehold as lh
 store = lh.Store(sys.argv[1])
 task = store.queue("jobs").claim(ttl=sys.argv[2])
 print(task.id, task.token, flush=True)
@@ -148,7 +148,7 @@ def test_a_late_worker_cannot_report_a_task_claimed_again(queue_store_url: str) 
 
 
 PAUSED = """
-import os, sys, time, leasehold as lh
+import os, sys, time, pyleasehold as lh
 store = lh.Store(sys.argv[1])
 lease = store.lease("publish", ttl="1s").acquire()
 print(lease.token, flush=True)
@@ -299,7 +299,7 @@ def test_a_forked_child_neither_holds_renews_nor_releases_its_parents_grants(tmp
 
 
 LOCK_THEN_FORK = """
-import os, sys, time, leasehold as lh
+import os, sys, time, pyleasehold as lh
 held = lh.lock(sys.argv[1])
 pid = os.fork()
 if pid == 0:
@@ -334,7 +334,7 @@ def test_a_forked_child_does_not_keep_its_dead_parents_lock(tmp_path: Path) -> N
 
 
 OWNED_HOLDER = """
-import sys, leasehold as lh
+import sys, pyleasehold as lh
 lease = lh.Store(sys.argv[1]).lease("svc-job", ttl="30s", owner="svc").acquire()
 print(lease.token, flush=True)
 sys.stdin.readline()
@@ -367,7 +367,7 @@ def test_a_released_file_lock_entered_again_is_locked_again(tmp_path: Path) -> N
     and `lh.Lease` do), or raises `Held` while another process holds it:
     its block never runs unlocked."""
     path = tmp_path / "data.lock"
-    probe = "import leasehold as lh, sys\ntry:\n    lh.lock(sys.argv[1]).release()\n    print('free')\nexcept lh.Held:\n    print('held')\n"
+    probe = "import pyleasehold as lh, sys\ntry:\n    lh.lock(sys.argv[1]).release()\n    print('free')\nexcept lh.Held:\n    print('held')\n"
 
     def seen_by_another_process() -> str:
         return read_line(python(probe, str(path)))
@@ -380,7 +380,7 @@ def test_a_released_file_lock_entered_again_is_locked_again(tmp_path: Path) -> N
     assert not lk.locked and seen_by_another_process() == "free"
     with lk:
         assert seen_by_another_process() == "held"
-    other = python("import leasehold as lh, sys\nlk = lh.lock(sys.argv[1])\nprint('locked', flush=True)\nsys.stdin.readline()\n", str(path), stdin=subprocess.PIPE)
+    other = python("import pyleasehold as lh, sys\nlk = lh.lock(sys.argv[1])\nprint('locked', flush=True)\nsys.stdin.readline()\n", str(path), stdin=subprocess.PIPE)
     assert read_line(other) == "locked"
     ran = False
     with pytest.raises(lh.Held):

@@ -18,7 +18,7 @@ from typing import List
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import leasehold_cli
 from test_package import mypy
@@ -193,7 +193,7 @@ def test_run_options_type_check_under_mypy_strict(tmp_path: Path) -> None:
     checked = mypy(
         "import subprocess\n"
         "from typing import List, Tuple\n"
-        "import leasehold as lh\n"
+        "import pyleasehold as lh\n"
         "def go(store: lh.Store, argv: List[str], both: Tuple[str, ...]) -> int:\n"
         "    code: int = store.run('x', argv, env={'A': 'b'}, cwd='/tmp', input=b'x', timeout='5s')\n"
         "    raw: subprocess.CompletedProcess[bytes] = store.run('x', both, capture_output=True)\n"

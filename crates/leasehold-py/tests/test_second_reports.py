@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import block_sqlite, python, read_line
 
@@ -27,7 +27,7 @@ from conftest import block_sqlite, python, read_line
 ANSWER_WITHIN = 30.0
 
 SEQUENCES = r'''
-import json, sys, leasehold as lh
+import json, sys, pyleasehold as lh
 store = lh.Store(sys.argv[1])
 q = store.queue("q")
 
@@ -164,7 +164,7 @@ def test_a_second_report_records_nothing(sqlite_url: str) -> None:
 
 
 RELEASE_WHILE_BUSY = r'''
-import json, sys, threading, time, leasehold as lh
+import json, sys, threading, time, pyleasehold as lh
 store = lh.Store(sys.argv[1])
 lease = store.lease("x", ttl="30s").acquire()
 ticks = []
@@ -229,7 +229,7 @@ def test_other_threads_run_and_a_second_release_answers_while_a_release_waits_fo
 
 
 WAIT_THEN_CTRL_C = r'''
-import signal, sys, time, leasehold as lh
+import signal, sys, time, pyleasehold as lh
 # ^C raises, as in a program started at a terminal, even when the suite
 # was started with SIGINT ignored (conftest's ctrl_c_raises says why).
 signal.signal(signal.SIGINT, signal.default_int_handler)

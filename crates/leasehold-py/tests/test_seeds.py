@@ -14,7 +14,7 @@ from typing import List
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from conftest import EXAMPLES, python, read_line
 
@@ -42,7 +42,7 @@ def test_guarded_publish_refuses_a_run_that_woke_up_late(queue_store_url: str, t
         """
 import os, sys, time
 sys.path.insert(0, sys.argv[3])
-import leasehold as lh, guarded_publish as g
+import pyleasehold as lh, guarded_publish as g
 store = lh.Store(sys.argv[1])
 with store.lease("gemilab-repo", ttl="1s") as lease:
     print(lease.token, flush=True)
@@ -98,7 +98,7 @@ def test_json_queue_worker_is_single_instance_and_never_does_a_task_twice(
         """
 import sys, time
 sys.path.insert(0, sys.argv[3])
-import leasehold as lh, json_queue_worker as w
+import pyleasehold as lh, json_queue_worker as w
 def slow(task):
     print("working", task.id, flush=True)
     time.sleep(600)

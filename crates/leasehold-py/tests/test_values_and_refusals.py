@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import leasehold as lh
+import pyleasehold as lh
 
 from test_package import mypy
 
@@ -127,7 +127,7 @@ def test_store_run_takes_a_list_of_str_under_mypy_strict(tmp_path: Path) -> None
     checked = mypy(
         "from pathlib import Path\n"
         "from typing import List, Tuple\n"
-        "import leasehold as lh\n"
+        "import pyleasehold as lh\n"
         "def go(store: lh.Store, argv: List[str], paths: List[Path], both: Tuple[str, Path]) -> int:\n"
         "    return store.run('x', argv) + store.run('x', paths) + store.run('x', both)\n",
         tmp_path,

@@ -41,7 +41,7 @@ import threading
 import time
 from typing import Literal, Optional
 
-import leasehold as lh
+import pyleasehold as lh
 from racing import CONFIG, Holding, pause_point, race, record, sleep, true_time
 
 NAME = "gemilab-repo"

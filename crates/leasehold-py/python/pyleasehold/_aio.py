@@ -1,4 +1,4 @@
-"""What ``Queue.aclaim`` and ``leasehold.alock`` return: an awaitable that
+"""What ``Queue.aclaim`` and ``pyleasehold.alock`` return: an awaitable that
 is also an async context manager (crates/leasehold-py/src/aio.rs runs the
 wait off the event loop)."""
 

@@ -1,7 +1,7 @@
 """leasehold: keep background jobs and agents from running twice, and keep
 their state intact when they crash — the Rust library, from Python.
 
-    import leasehold as lh
+    import pyleasehold as lh
     store = lh.Store()                      # $LEASEHOLD_STORE, else the embedded SQLite store
     with store.lease("nightly-report", ttl="2m") as lease:
         lh.write_atomic("report.json", b"...", fence=lease)

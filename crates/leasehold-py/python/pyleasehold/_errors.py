@@ -7,7 +7,7 @@ one can also be a ``ValueError`` and each carries its documentation.
 Every message is the library's: what happened, to what, and what to do.
 Refusals carry their facts as attributes too (``Held``: ``name``,
 ``holders``, ``token``, ``expires``, ``waiters``), so a program need not
-parse the message. Every class here says it is ``leasehold.X``
+parse the message. Every class here says it is ``pyleasehold.X``
 (``__module__``), so tracebacks and ``repr`` show the name users import.
 """
 
@@ -249,8 +249,8 @@ __all__ = [
     "WaitTimeout",
 ]
 
-# Shown as `leasehold.Held`, not `leasehold._errors.Held` (and pickled by
+# Shown as `pyleasehold.Held`, not `pyleasehold._errors.Held` (and pickled by
 # that name, which the package exports).
 for _name in __all__:
-    globals()[_name].__module__ = "leasehold"
+    globals()[_name].__module__ = "pyleasehold"
 del _name
