@@ -1,13 +1,21 @@
 //! What `leasehold --version` says about the build beyond the version: the
-//! commit and the target. The commit is `$LEASEHOLD_COMMIT` when set (a
-//! build from a source archive, which has no git), else git's short hash
-//! of HEAD, else "unknown".
+//! commit, the target and what kind of build it is. The commit is
+//! `$LEASEHOLD_COMMIT` when set (a build from a source archive, which has
+//! no git), else git's short hash of HEAD, else "unknown". The kind is
+//! `$LEASEHOLD_BUILD` as `scripts/dist` sets it (`release`, or `snapshot`
+//! while the repository's address is a placeholder), else `development`.
 
 use std::path::Path;
 use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=LEASEHOLD_COMMIT");
+    println!("cargo:rerun-if-env-changed=LEASEHOLD_BUILD");
+    let build = match std::env::var("LEASEHOLD_BUILD").as_deref() {
+        Ok(kind @ ("release" | "snapshot")) => kind.to_owned(),
+        _ => "development".to_owned(),
+    };
+    println!("cargo:rustc-env=LEASEHOLD_BUILD={build}");
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
     let git = |args: &[&str]| -> Option<String> {
         let out = Command::new("git").args(args).current_dir(&dir).output().ok()?;

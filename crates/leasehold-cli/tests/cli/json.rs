@@ -114,10 +114,11 @@ fn usage_errors_are_json_too() {
         assert_eq!(
             plain,
             format!(
-                "leasehold {}\ncommit: {}\ntarget: {}\nstores: {}\n",
+                "leasehold {}\ncommit: {}\ntarget: {}\nbuild: {}\nstores: {}\n",
                 version["version"].as_str().unwrap(),
                 version["commit"].as_str().unwrap(),
                 version["target"].as_str().unwrap(),
+                version["build"].as_str().unwrap(),
                 stores.join(", ")
             ),
             "{flag}: the version as with --json"
@@ -440,7 +441,8 @@ fn every_subcommand_describes_itself_as_the_top_level_help_does() {
 }
 
 /// `--version` names what a bug report needs: the commit this binary was
-/// built from (git's, in a checkout), the target it runs on, and the
+/// built from (git's, in a checkout), the target it runs on, the kind of
+/// build (`development` here: scripts/dist sets the others), and the
 /// stores built in — exactly those whose URLs this binary opens (a store
 /// left out answers "does not include"; one built in gets as far as
 /// connecting).
@@ -457,6 +459,8 @@ fn the_version_names_the_commit_the_target_and_exactly_the_stores_that_open() {
         Some(head) => assert_eq!(version["commit"], head.as_str(), "{version}"),
         None => assert_eq!(version["commit"], "unknown", "not a git checkout: {version}"),
     }
+    // Not built by scripts/dist: neither a release nor a snapshot.
+    assert_eq!(version["build"], "development", "{version}");
     let target = version["target"].as_str().unwrap();
     assert!(
         target.starts_with(std::env::consts::ARCH) && target.contains(std::env::consts::OS),

@@ -291,6 +291,9 @@ documents! {
         /// git's short hash, `$LEASEHOLD_COMMIT`, or `unknown`.
         pub commit: &'a str,
         pub target: &'a str,
+        /// `release`, `snapshot` (a build of `scripts/dist --snapshot`:
+        /// not a release) or `development`.
+        pub build: &'a str,
         /// The stores this build opens.
         pub stores: Vec<&'static str>,
     }
