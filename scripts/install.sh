@@ -98,6 +98,21 @@ for bin in leasehold leasehold-guard; do
     mv -f "$dir/.$bin.new" "$dir/$bin"
 done
 say "installed $("$dir/leasehold" --version | head -1) into $dir"
+# The manual pages and the completions beside a bin/ directory, where man
+# and bash-completion look (~/.local/bin: ~/.local/share/...); zsh's and
+# fish's directories there are said, not set up.
+prefix=${dir%/bin}
+if [ "$prefix" != "$dir" ] && [ -d "$tmp/$name/man/man1" ]; then
+    share=$prefix/share
+    mkdir -p "$share/man/man1" "$share/bash-completion/completions" "$share/zsh/site-functions" "$share/fish/vendor_completions.d"
+    cp "$tmp/$name"/man/man1/*.1 "$share/man/man1/"
+    cp "$tmp/$name/completions/leasehold.bash" "$share/bash-completion/completions/leasehold"
+    cp "$tmp/$name/completions/_leasehold" "$share/zsh/site-functions/_leasehold"
+    cp "$tmp/$name/completions/leasehold.fish" "$share/fish/vendor_completions.d/leasehold.fish"
+    say "manual pages into $share/man/man1 (man leasehold), completions into $share: bash-completion finds them; zsh: fpath+=($share/zsh/site-functions); fish: $share/fish/vendor_completions.d"
+else
+    say "$dir is not a bin/ directory: the manual pages and completions stay in the archive ($name/man, $name/completions)"
+fi
 case ":$PATH:" in
 *":$dir:"*) ;;
 *) say "$dir is not on PATH; add it: export PATH=\"$dir:\$PATH\"" ;;

@@ -124,6 +124,12 @@ pub enum Command {
     Backup(BackupArgs),
     /// Print a shell completion script.
     Completions(CompletionsArgs),
+    /// Write the manual pages (leasehold.1 and one per subcommand) into DIR.
+    ///
+    /// Generated from this command's own definition, as `scripts/dist`
+    /// puts them in every archive and wheel. A page already there is
+    /// replaced; a link in a page's place is refused.
+    Man(ManArgs),
     /// A task queue whose claims are leases: add, claim, heartbeat, done, fail, retry, list, show, stats, purge.
     #[command(subcommand)]
     Task(TaskCommand),
@@ -518,6 +524,14 @@ pub struct UpdateArgs {
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The directory to write the pages into (it must exist), e.g.
+    /// ~/.local/share/man/man1.
+    #[arg(value_hint = ValueHint::DirPath)]
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

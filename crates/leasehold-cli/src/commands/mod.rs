@@ -8,6 +8,7 @@ mod files;
 mod leader;
 mod lease;
 mod lock;
+mod man;
 mod migrate;
 mod run;
 mod schedule;
@@ -85,6 +86,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Migrate(args) => migrate::run(&ctx, &args),
         Command::Backup(args) => backup::run(&ctx, &args),
         Command::Completions(args) => Ok(completions::run(&ctx, &args)),
+        Command::Man(args) => man::run(&ctx, &args),
         Command::Task(command) => task::dispatch(&ctx, command),
         Command::Serve(args) => serve::run(&ctx, &args),
         Command::Schedule(command) => schedule::dispatch(&ctx, command),

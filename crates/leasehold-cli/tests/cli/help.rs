@@ -1,4 +1,5 @@
-//! Help and completions say what the commands take (issue 41, item 12).
+//! Help, completions and manual pages say what the commands take (issue
+//! 41, item 12; issue 42, item 3).
 
 use crate::util::Env;
 
@@ -6,6 +7,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     store_help_lists_every_store_of_the_build,
     commands_that_open_no_store_do_not_offer_store,
     bash_completes_file_names_only_for_options_that_take_a_path,
+    man_writes_a_page_per_command_and_never_through_a_link,
 ];
 
 /// `--store`'s help listed sqlite, postgres and etcd only; Redis and
@@ -76,4 +78,58 @@ fn bash_completes_file_names_only_for_options_that_take_a_path() {
     for option in ["--ttl", "--state", "--fence-token", "--owner"] {
         assert!(script.contains(&format!("{option})")), "{option} is not in the script");
     }
+}
+
+/// `leasehold man DIR` writes `leasehold.1` and a page for every command
+/// `--help` lists (roff, each naming its command), into a directory that
+/// exists — a missing one is a usage error that creates nothing — and
+/// never through a link planted in a page's place: the link's target
+/// keeps its contents and the command says which page it could not write.
+#[allow(clippy::disallowed_methods, reason = "test fixtures, not state")]
+fn man_writes_a_page_per_command_and_never_through_a_link() {
+    let env = Env::new();
+    let dir = env.file("man1");
+    let (code, _, err) = env.run(&["man", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "a missing directory: {err}");
+    assert!(err.contains("is not a directory"), "{err}");
+    assert!(!dir.exists(), "the missing directory was created");
+    std::fs::create_dir(&dir).unwrap();
+    let (code, out, err) = env.run(&["man", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("wrote "), "{out}");
+    let (_, help, _) = env.run(&["--help"]);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        // A command's line, not its description's continuation.
+        .filter_map(|l| {
+            l.strip_prefix("  ")
+                .filter(|rest| rest.starts_with(|c: char| c.is_ascii_lowercase()))
+        })
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() > 20, "{help}");
+    for page in std::iter::once("leasehold".to_owned()).chain(commands.iter().map(|c| format!("leasehold-{c}"))) {
+        let text = std::fs::read_to_string(dir.join(format!("{page}.1"))).unwrap_or_else(|e| panic!("{page}.1: {e}"));
+        assert!(
+            text.contains(".TH") && text.contains(&page),
+            "{page}.1 is not its page: {text:.200}"
+        );
+    }
+    let target = env.file("precious");
+    std::fs::write(&target, "keep").unwrap();
+    let page = dir.join("leasehold-acquire.1");
+    std::fs::remove_file(&page).unwrap();
+    std::os::unix::fs::symlink(&target, &page).unwrap();
+    let (code, _, err) = env.run(&["man", dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "a link in a page's place: {err}");
+    assert!(err.contains("leasehold-acquire.1"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "keep",
+        "written through the link"
+    );
 }

@@ -176,6 +176,12 @@ documents! {
         pub script: &'a str,
     }
 
+    /// `man DIR`: the pages written, by file name.
+    pub struct ManPages<'a> {
+        pub dir: &'a std::path::Path,
+        pub pages: Vec<&'a str>,
+    }
+
     /// `task add`.
     pub struct TasksAdded<'a> {
         pub queue: &'a QueueName,
