@@ -97,17 +97,28 @@ class Race:
     def records(self) -> list[dict[str, Any]]:
         return ledger.read(self.ledger) if self.ledger.exists() else []
 
+    def records_so_far(self) -> list[dict[str, Any]]:
+        """The ledger while racers still append to it: a line being
+        written may be read half-way (a read is not atomic with another
+        process's write(2)), so only whole lines — up to the last newline —
+        count. The judgement, once every racer has exited, reads it all
+        (`records`): a half line then is evidence, not noise."""
+        if not self.ledger.exists():
+            return []
+        text = self.ledger.read_text()
+        return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
+
     def has(self, racer: str, event: str, **fields: Any) -> bool:
         return any(
             r["racer"] == racer and r["event"] == event and all(r.get(k) == v for k, v in fields.items())
-            for r in self.records()
+            for r in self.records_so_far()
         )
 
     def holder(self, skewed: bool) -> Optional[str]:
         """A racer (r2..r7 unless `skewed`) that holds the repository now,
         as far as the ledger says: acquired and not yet released."""
         held: dict[str, bool] = {}
-        for r in self.records():
+        for r in self.records_so_far():
             if r["event"] == "acquire" and r["token"] is not None:
                 held[r["racer"]] = True
             elif r["event"] in ("release", "crash"):
@@ -244,7 +255,7 @@ def test_seed001_eight_racers_with_skewed_clocks(race: Race) -> None:
     skews = {"r0": 10.0, "r1": -10.0}
     race.eight_racers(
         lambda racer: {"skew": skews.get(racer, 0.0)},
-        enough=lambda: ledger.judge(race.records(), race.ttl)["overlaps"] >= 1,
+        enough=lambda: ledger.judge(race.records_so_far(), race.ttl)["overlaps"] >= 1,
     )
     for racer in race.racers:
         race.wait_exit(racer)

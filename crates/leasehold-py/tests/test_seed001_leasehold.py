@@ -77,7 +77,7 @@ class LeaseholdRace(Race):
         return super().start(racer, wrapper, env, url=self.url, gate=str(self.gate), **config)
 
     def clock_offset(self, racer: str) -> float:
-        return float(next(r["clock_offset"] for r in self.records() if r["racer"] == racer and r["event"] == "ready"))
+        return float(next(r["clock_offset"] for r in self.records_so_far() if r["racer"] == racer and r["event"] == "ready"))
 
 
 @pytest.fixture(params=["firestore", "redis"])
@@ -92,7 +92,7 @@ def race(request: pytest.FixtureRequest, servers: Servers, tmp_path: Path) -> It
 
 
 def held(race: Race) -> int:
-    return sum(1 for r in race.records() if r["event"] == "acquire" and r["token"] is not None)
+    return sum(1 for r in race.records_so_far() if r["event"] == "acquire" and r["token"] is not None)
 
 
 def test_leasehold_eight_racers_with_skewed_clocks(race: LeaseholdRace) -> None:
