@@ -550,10 +550,15 @@ fn faked(sb: &Sandbox, offset: &str, args: &[&str]) -> (i32, String) {
     let out = sb
         .cmd_via(&["faketime", "-f", offset], args)
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .output()
         .unwrap();
-    let (code, out, _) = proc::outcome(&out);
+    let (code, out, err) = proc::outcome(&out);
+    if code != 0 && code != 11 {
+        // Neither granted nor held: what it (or faketime) said, for the
+        // failure's report.
+        eprintln!("{args:?} at {offset}: exit {code}: {out} {err}");
+    }
     (code, out)
 }
 
