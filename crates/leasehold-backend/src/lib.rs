@@ -80,7 +80,7 @@ pub use task::{
     TaskRetry, TaskState, TaskStatsParams, TaskUpdate,
 };
 pub use types::*;
-pub use wait::{WaitTopic, Watched};
+pub use wait::{WaitTopic, Watched, notify_all_under};
 
 /// One store of leases.
 ///

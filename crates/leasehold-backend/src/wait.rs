@@ -36,6 +36,15 @@ pub struct WaitTopic {
     rouse: (Mutex<()>, Condvar),
 }
 
+/// Wake every thread waiting on `cvar` for what `lock` guards, taking the
+/// lock first: a waiter between its look and its wait is not missed — the
+/// way a backend's [`WaitTopic::on_interrupt`] hook ends a wait on a
+/// condition variable of its own.
+pub fn notify_all_under<T>(lock: &Mutex<T>, cvar: &Condvar) {
+    drop(lock.lock().unwrap_or_else(PoisonError::into_inner));
+    cvar.notify_all();
+}
+
 /// See [`WaitTopic::on_interrupt`].
 #[derive(Default)]
 struct Waker(Mutex<Option<Box<dyn Fn() + Send>>>);
@@ -187,10 +196,7 @@ impl WaitTopic {
 
     /// Tell whoever waits on this topic to look at [`WaitTopic::ending`].
     fn rouse(&self) {
-        // Under the lock: a sleeper between its look and its wait is not
-        // missed.
-        drop(self.rouse.0.lock().unwrap_or_else(PoisonError::into_inner));
-        self.rouse.1.notify_all();
+        notify_all_under(&self.rouse.0, &self.rouse.1);
         if let Some(wake) = self.waker.0.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
             wake();
         }

@@ -443,26 +443,26 @@ fn every_install_line_names_what_scripts_dist_builds() {
         for (n, line) in read(page).lines().enumerate() {
             let words: Vec<&str> = line.split('#').next().unwrap_or("").split_whitespace().collect();
             let at = format!("{page}:{}: {}", n + 1, line.trim());
-            let named = |what: &str| words.iter().skip_while(|w| **w != what).nth(1).copied();
+            // The first word after `install`/`binstall` that is not a flag.
+            let operand = || words.iter().skip(2).find(|w| !w.starts_with('-')).copied();
             let (tool, name) = match words.as_slice() {
-                ["pip" | "pipx", "install", ..] => ("pip", words.iter().skip(2).find(|w| !w.starts_with('-')).copied()),
+                ["pip" | "pipx", "install", ..] => ("pip", operand()),
                 ["uvx", ..] => {
-                    assert!(
-                        named("--from").is_some(),
-                        "{at}: uvx without --from runs a package called as the command"
-                    );
-                    assert_eq!(
-                        named("--from")
-                            .and_then(|_| words.iter().skip_while(|w| **w != "--from").nth(2))
-                            .copied(),
-                        Some("leasehold"),
-                        "{at}: uvx runs another command"
-                    );
-                    ("pip", named("--from"))
+                    // `--from PACKAGE COMMAND ...`
+                    let from: Vec<&str> = words
+                        .iter()
+                        .skip_while(|w| **w != "--from")
+                        .skip(1)
+                        .take(2)
+                        .copied()
+                        .collect();
+                    let [package, command] = from[..] else {
+                        panic!("{at}: uvx without --from runs a package called as the command");
+                    };
+                    assert_eq!(command, "leasehold", "{at}: uvx runs another command");
+                    ("pip", Some(package))
                 }
-                ["cargo", "binstall" | "install", ..] => {
-                    ("cargo", words.iter().skip(2).find(|w| !w.starts_with('-')).copied())
-                }
+                ["cargo", "binstall" | "install", ..] => ("cargo", operand()),
                 _ => continue,
             };
             let Some(name) = name else { continue };

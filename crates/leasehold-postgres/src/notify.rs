@@ -140,10 +140,7 @@ impl Notifier {
         let theirs = Arc::downgrade(self);
         topic.on_interrupt(Some(Box::new(move || {
             if let Some(notifier) = theirs.upgrade() {
-                // Under the lock: a waiter between its look and its wait
-                // is not missed.
-                drop(notifier.lock());
-                notifier.changed.notify_all();
+                leasehold_backend::notify_all_under(&notifier.state, &notifier.changed);
             }
         })));
         let mut state = self.lock();

@@ -106,7 +106,7 @@ class Race:
         if not self.ledger.exists():
             return []
         text = self.ledger.read_text()
-        return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
+        return ledger.parse(text[: text.rfind("\n") + 1])
 
     def has(self, racer: str, event: str, **fields: Any) -> bool:
         return any(

@@ -137,10 +137,7 @@ impl Waker {
         let theirs = Arc::downgrade(self);
         topic.on_interrupt(Some(Box::new(move || {
             if let Some(waker) = theirs.upgrade() {
-                // Under the lock: a waiter between its look and its wait
-                // is not missed.
-                drop(waker.seen());
-                waker.wrote.notify_all();
+                leasehold_backend::notify_all_under(&waker.seen, &waker.wrote);
             }
         })));
         let seen = self.seen();

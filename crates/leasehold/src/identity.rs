@@ -241,12 +241,13 @@ impl Vantage {
         )
     }
 
-    /// Whether `holder`'s process can be proved gone (or alive) from here:
-    /// bound to a process on this host, boot and pid namespace, with a
-    /// start time to tell a reused pid by.
+    /// The process by which `holder` is proved gone (or alive) from here —
+    /// its pid and recorded start time — when it can be: bound to a
+    /// process on this host, boot and pid namespace, with a start time to
+    /// tell a reused pid by.
     #[must_use]
-    pub fn judges_process(&self, holder: &Holder) -> bool {
-        self.here.judges(holder).is_some()
+    pub fn provable_process(&self, holder: &Holder) -> Option<(u32, u64)> {
+        self.here.judges(holder).map(|start| (holder.pid, start))
     }
 
     /// Whether `holder`'s process is one this process can signal: bound,

@@ -33,10 +33,11 @@ pub fn run(ctx: &Ctx, args: &ManArgs) -> anyhow::Result<u8> {
         let name = man.get_filename();
         let mut text = Vec::new();
         man.render(&mut text)?;
-        write(&dir.join(&name), &text).map_err(|e| {
+        let path = dir.join(&name);
+        write(&path, &text).map_err(|e| {
             CliError::new(
                 ExitCode::Failure,
-                format!("cannot write the manual page {}: {e}", dir.join(&name).display()),
+                format!("cannot write the manual page {}: {e}", path.display()),
             )
         })?;
         written.push(name);

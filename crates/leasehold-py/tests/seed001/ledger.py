@@ -40,7 +40,12 @@ from typing import Any
 
 
 def read(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return parse(path.read_text())
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    """The records of a ledger's text, a JSON document a line."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def acted(r: dict[str, Any]) -> float:

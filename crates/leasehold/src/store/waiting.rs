@@ -488,19 +488,17 @@ impl Wait<'_> {
         self.topic.take_woken();
         // This process itself (threads sharing a store take turns) cannot
         // exit while it waits: nothing to watch.
-        let watchable: Option<Vec<(u32, u64)>> = judged
+        let provable: Vec<(u32, u64)> = judged
             .blockers
             .iter()
-            .filter(|h| h.pid != std::process::id() && self.here.judges_process(h))
-            .map(|h| h.start_time.map(|start| (h.pid, start)))
+            .filter(|h| h.pid != std::process::id())
+            .filter_map(|h| self.here.provable_process(h))
             .collect();
         let topic = std::sync::Arc::downgrade(&self.topic);
-        let watch = watchable.and_then(|processes| {
-            host::ExitWatch::start(&processes, move || {
-                if let Some(topic) = topic.upgrade() {
-                    topic.wake();
-                }
-            })
+        let watch = host::ExitWatch::start(&provable, move || {
+            if let Some(topic) = topic.upgrade() {
+                topic.wake();
+            }
         });
         let longest = if watch.is_some() {
             limits::WAIT.max
