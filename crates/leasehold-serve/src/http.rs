@@ -15,7 +15,9 @@
 //!   address; a connection beyond either takes the place of the oldest
 //!   unfinished head (of its own address first), which is closed — not
 //!   of one whose end has arrived and waits to be read, so a burst of new
-//!   connections cannot close a request that came whole;
+//!   connections cannot close a request that came whole, and not of one
+//!   younger than [`HEAD_GRACE`], whose client may not yet have run the
+//!   write that follows its connect (the new connection waits for that);
 //! - so [`MAX_CONNECTIONS`] − [`MAX_HEADS`] connections are always kept for
 //!   requests whose head has arrived: a scrape of `/metrics`, a page load
 //!   and the open tabs' event streams. A connection whose head has arrived
@@ -50,6 +52,13 @@ pub const MAX_HEADS: usize = 16;
 /// address, an IPv6 /64). Above the 6 connections a browser opens to one
 /// server at once.
 pub const MAX_HEADS_PER_CLIENT: usize = 8;
+/// How long a new head is safe from being closed for a newer connection.
+/// A client writes its head right after its connect returns, but on a
+/// busy machine (a burst of connections, two cores) that write may run
+/// milliseconds later: a probe accepted amid a burst was closed before its
+/// bytes came (a CI run: status 0). A flood of unfinished heads is still
+/// closed, [`MAX_HEADS`] per grace at most.
+pub const HEAD_GRACE: Duration = Duration::from_millis(100);
 /// From a connection's accept to the last byte of its request, head and
 /// body: a deadline for the whole, however the bytes trickle in (Go's
 /// `ReadHeaderTimeout`; nginx's `client_header_timeout`, 60 s by default,
@@ -311,6 +320,7 @@ struct Head {
     id: u64,
     client: IpAddr,
     stream: TcpStream,
+    admitted: Instant,
 }
 
 impl Gate {
@@ -324,28 +334,53 @@ impl Gate {
     /// their head take every place left (answer 503).
     fn admit(gate: &Arc<Self>, stream: &TcpStream, client: IpAddr) -> Option<Slot> {
         let client = client_of(client);
-        let mut places = gate.places();
-        if places.heads.iter().filter(|h| h.client == client).count() >= MAX_HEADS_PER_CLIENT {
-            let oldest = places.unfinished(Some(client));
-            places.close(oldest);
-        }
-        if places.heads.len() >= MAX_HEADS {
-            let oldest = places.unfinished(None);
-            places.close(oldest);
-        }
+        // Only this (the accepting) thread adds heads: the room made by the
+        // first stays made while the lock is let go between the two.
+        drop(gate.make_room(|places| {
+            let own = places.heads.iter().filter(|h| h.client == client).count();
+            (own >= MAX_HEADS_PER_CLIENT).then_some(Some(client))
+        }));
+        let mut places = gate.make_room(|places| (places.heads.len() >= MAX_HEADS).then_some(None));
         if places.heads.len() + places.answering >= MAX_CONNECTIONS {
             return None;
         }
         let stream = stream.try_clone().ok()?;
         let id = places.next;
         places.next += 1;
-        places.heads.push(Head { id, client, stream });
+        places.heads.push(Head {
+            id,
+            client,
+            stream,
+            admitted: Instant::now(),
+        });
         Some(Slot {
             gate: Arc::clone(gate),
             id,
             answering: false,
             streaming: false,
         })
+    }
+}
+
+impl Gate {
+    /// When `full` names a limit reached (`Some(client)`: that client's,
+    /// `Some(None)`: everyone's), closes the oldest unfinished head within
+    /// it — once it is [`HEAD_GRACE`] old, waiting (the lock let go) until
+    /// then; the places after, locked.
+    fn make_room(&self, full: impl Fn(&Places) -> Option<Option<IpAddr>>) -> MutexGuard<'_, Places> {
+        loop {
+            let mut places = self.places();
+            let Some(within) = full(&places) else { return places };
+            let Some(oldest) = places.unfinished(within) else {
+                return places;
+            };
+            let Some(left) = HEAD_GRACE.checked_sub(places.heads[oldest].admitted.elapsed()) else {
+                places.close(Some(oldest));
+                return places;
+            };
+            drop(places);
+            std::thread::sleep(left);
+        }
     }
 }
 
@@ -638,6 +673,7 @@ mod tests {
                 id: id as u64,
                 client: peer.ip(),
                 stream,
+                admitted: Instant::now(),
             });
             clients.push(client);
         }
@@ -645,6 +681,54 @@ mod tests {
         assert_eq!(places.unfinished(Some(places.heads[0].client)), Some(1));
         places.heads.truncate(1);
         assert_eq!(places.unfinished(None), None, "the only head came whole");
+    }
+
+    /// A client whose head follows its connect late (its thread not yet
+    /// run: a CI run's probe amid a burst) keeps its place while a burst
+    /// from its address fills the limit: the heads closed are those still
+    /// unfinished past the grace. Planted: no grace — the late head, the
+    /// oldest unfinished when the burst came, was closed.
+    #[test]
+    fn a_head_written_just_after_its_connect_is_not_closed_by_a_burst() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let gate = Arc::new(Gate::default());
+        let accept = |sent: &[u8]| {
+            let mut client = TcpStream::connect(address).unwrap();
+            client.write_all(sent).unwrap();
+            let (stream, peer) = listener.accept().unwrap();
+            let slot = Gate::admit(&gate, &stream, peer.ip()).expect("a place");
+            (client, slot)
+        };
+        let (late, late_slot) = accept(b"");
+        let writer = {
+            let mut late = late.try_clone().unwrap();
+            std::thread::spawn(move || {
+                std::thread::sleep(HEAD_GRACE / 4);
+                late.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            })
+        };
+        let burst: Vec<_> = (0..MAX_HEADS_PER_CLIENT)
+            .map(|_| accept(b"GET / HTTP/1.1\r\nHost: x\r\n"))
+            .collect();
+        writer.join().unwrap();
+        assert!(
+            gate.places().heads.iter().any(|h| h.id == late_slot.id),
+            "the late head was closed for the burst"
+        );
+        late.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut byte = [0u8; 1];
+        let read = (&late).read(&mut byte);
+        assert!(
+            read.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock),
+            "the late client's connection was shut: {read:?}"
+        );
+        assert_eq!(
+            gate.places().heads.len(),
+            MAX_HEADS_PER_CLIENT,
+            "one of the burst made room"
+        );
+        drop(burst);
     }
 
     #[test]
