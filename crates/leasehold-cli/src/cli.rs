@@ -52,6 +52,18 @@ pub struct Global {
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Log events on stderr as text lines or as JSON, one object a line
+    /// (levels: `LEASEHOLD_LOG`, warn by default, info with json).
+    #[arg(
+        long,
+        global = true,
+        env = "LEASEHOLD_LOG_FORMAT",
+        value_enum,
+        default_value_t,
+        value_name = "FORMAT"
+    )]
+    pub log_format: crate::logging::LogFormat,
 }
 
 // `defer`: a subcommand's arguments are built only when it is the one
@@ -652,6 +664,10 @@ pub struct CronArgs {
     /// How often to read the schedules again (added, paused, removed).
     #[arg(long, default_value = "2s", value_parser = within(limits::POLL_INTERVAL), value_hint = ValueHint::Other)]
     pub refresh: Duration,
+    /// Serve this daemon's own Prometheus metrics at `http://ADDR/metrics`
+    /// (loopback only: 127.0.0.1:9464, localhost:0 for any free port).
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
+    pub metrics_listen: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -998,6 +1014,11 @@ pub struct WorkArgs {
     /// before they are stopped (their claims handed back).
     #[arg(long, default_value = "10s", value_parser = within(limits::GRACE), value_name = "DUR", value_hint = ValueHint::Other)]
     pub shutdown_timeout: Duration,
+
+    /// Serve this daemon's own Prometheus metrics at `http://ADDR/metrics`
+    /// (loopback only: 127.0.0.1:9464, localhost:0 for any free port).
+    #[arg(long, value_name = "ADDR", value_hint = ValueHint::Other)]
+    pub metrics_listen: Option<String>,
 
     /// How many tasks to run at once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024), value_hint = ValueHint::Other)]

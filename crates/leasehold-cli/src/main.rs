@@ -23,6 +23,7 @@
 mod cli;
 mod commands;
 mod exit_codes;
+mod logging;
 mod output;
 mod run;
 mod version;

@@ -104,21 +104,6 @@ fn colour() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-fn init_logging() {
-    // A level from LEASEHOLD_LOG (error, warn, info, debug, trace); no
-    // env-filter, which would cost a regex engine at build and start-up.
-    let level = std::env::var("LEASEHOLD_LOG")
-        .ok()
-        .and_then(|l| l.parse::<tracing::Level>().ok())
-        .unwrap_or(tracing::Level::WARN);
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_ansi(colour())
-        .with_target(false)
-        .try_init();
-}
-
 /// Whether `--json` was asked for, read from the raw arguments: when they
 /// do not parse, clap's view of them is not there to ask. Only before a
 /// `--` (after it come a command's own arguments).
@@ -196,7 +181,7 @@ pub fn run() -> u8 {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    init_logging();
+    crate::logging::init(cli.global.log_format, colour());
     let global = cli.global.clone();
     if let Some(limit) = open_files_limit().filter(|n| *n < OPEN_FILES_NEEDED) {
         let message = format!(
@@ -281,7 +266,7 @@ fn report(global: &Global, err: &anyhow::Error) -> ExitCode {
     } else {
         (exit_code_of(err), message(err))
     };
-    let _ = writeln!(std::io::stderr(), "leasehold: {message}");
+    crate::logging::error(&message, code.code());
     if global.json {
         print_failure(&message, code);
     }

@@ -31,7 +31,11 @@ pub fn program(py: Python<'_>) -> PyResult<GuardProgram> {
     let package: std::path::PathBuf = py.import("pyleasehold")?.getattr("__path__")?.get_item(0)?.extract()?;
     let root = package.parent().unwrap_or(&package).to_owned();
     let root = pyo3::types::PyString::new(py, &root.to_string_lossy()).repr()?;
-    let code = format!("import sys; sys.path.insert(0, {root}); from pyleasehold._guard import main; main()");
+    // `_pyleasehold_guard`: the package's import starts no thread (the
+    // log reader) in the guard, which must start before any other thread.
+    let code = format!(
+        "import sys; sys._pyleasehold_guard = True; sys.path.insert(0, {root}); from pyleasehold._guard import main; main()"
+    );
     let args: Vec<OsString> = vec!["-I".into(), "-S".into(), "-c".into(), code.into()];
     Ok(GuardProgram::new(python).with_args(args))
 }

@@ -18,6 +18,7 @@
 //! | `fork`, `background` | what a forked child may not touch; interruptible waits |
 //! | `aio` | `async with`: waits on threads of their own that wake the event loop |
 //! | `exiting` | no thread re-enters Python once the interpreter exits: every `detach`/`attach` goes through it |
+//! | `logs` | the library's events to Python's `logging` (logger `pyleasehold`), through a queue a Python thread reads |
 //!
 //! Every blocking call runs without the GIL; heartbeats run on the
 //! keeper's threads and take the GIL only to call an `on_lost` callable.
@@ -41,6 +42,7 @@ mod guard;
 mod leadership;
 mod lease;
 mod lock;
+mod logs;
 mod pool;
 mod queue;
 mod run;
@@ -66,6 +68,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fork::after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(guard::guard_main, m)?)?;
     m.add_function(wrap_pyfunction!(exiting::at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::log_pipe, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::log_take, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::log_close, m)?)?;
+    logs::install();
     m.add("ETCD", cfg!(feature = "etcd"))?;
     // The workspace's version: the same as `leasehold --version` of the
     // command a wheel installs beside the module.

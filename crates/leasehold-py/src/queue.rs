@@ -65,6 +65,8 @@ impl Queue {
             _ => None,
         };
         let mut idle = SLICE;
+        // One for the whole wait: it keeps what the store has shown it.
+        let topic = Arc::new(leasehold::WaitTopic::queue(&self.name));
         loop {
             let claimed = {
                 let (store, queue, keep) = (store.clone(), self.name.clone(), hold.keep.clone());
@@ -85,9 +87,9 @@ impl Queue {
             // Wake on the store's announcement (PostgreSQL's NOTIFY) or
             // after `idle`, looking at signals every slice.
             while Instant::now() < until {
-                let (store, queue) = (store.clone(), self.name.clone());
+                let (store, topic) = (store.clone(), topic.clone());
                 let slice = until.saturating_duration_since(Instant::now()).min(SLICE);
-                crate::exiting::detach(py, move || store.wait_for_tasks(&queue, slice)).or_raise()?;
+                crate::exiting::detach(py, move || store.wait_for_tasks(&topic, slice)).or_raise()?;
                 py.check_signals()?;
             }
             idle = (idle * 2).min(IDLE_MAX);
@@ -127,6 +129,8 @@ fn claim_waiting(
     let _watched = crate::exiting::watch(cancel);
     let deadline = left.map(|left| Instant::now() + left);
     let mut idle = SLICE;
+    // One for the whole wait: it keeps what the store has shown it.
+    let topic = leasehold::WaitTopic::queue(queue);
     loop {
         let owner = keep.owner.clone();
         if let Some((claim, keeper)) = store.claim_and_keep(queue, owner.as_deref(), keep.clone())? {
@@ -142,7 +146,7 @@ fn claim_waiting(
             if slice.is_zero() {
                 break;
             }
-            store.wait_for_tasks(queue, slice)?;
+            store.wait_for_tasks(&topic, slice)?;
         }
         idle = (idle * 2).min(IDLE_MAX);
     }

@@ -23,6 +23,9 @@ pub enum ServeError {
     OpenWithoutToken { listen: String, addresses: Vec<SocketAddr> },
     /// Actions are allowed, and no token is required.
     ActionsWithoutToken,
+    /// A daemon's metrics asked on `listen` (resolved to `addresses`),
+    /// which is not all loopback.
+    MetricsNotLoopback { listen: String, addresses: Vec<SocketAddr> },
     /// How often the store is read lies outside 100 ms to 1 h.
     Refresh { refresh: Duration },
     /// A name given to `--allow-host` is not a host name (why).
@@ -61,12 +64,7 @@ impl fmt::Display for ServeError {
                 path.display()
             ),
             Self::OpenWithoutToken { listen, addresses } => {
-                let resolved = addresses.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-                let shown = if resolved == *listen {
-                    resolved
-                } else {
-                    format!("{listen} ({resolved})")
-                };
+                let shown = shown(listen, addresses);
                 write!(
                     f,
                     "refusing to listen on {shown} without a token: anyone who can reach it could read every lease \
@@ -74,6 +72,13 @@ impl fmt::Display for ServeError {
                      127.0.0.1 or localhost"
                 )
             }
+            Self::MetricsNotLoopback { listen, addresses } => write!(
+                f,
+                "refusing to serve metrics on {}: a daemon's metrics are served on loopback only \
+                 (127.0.0.1:PORT, [::1]:PORT or localhost:PORT); scrape them from another host through a proxy \
+                 or a tunnel (ssh -L)",
+                shown(listen, addresses)
+            ),
             Self::ActionsWithoutToken => {
                 f.write_str("--allow-actions needs --token-file FILE: retrying and purging tasks always need the token")
             }
@@ -82,6 +87,16 @@ impl fmt::Display for ServeError {
             Self::Listen { listen, error } => write!(f, "cannot listen on {listen}: {error}"),
             Self::Serving(error) => error.fmt(f),
         }
+    }
+}
+
+/// `listen` and, when they differ, the addresses it resolved to.
+fn shown(listen: &str, addresses: &[SocketAddr]) -> String {
+    let resolved = addresses.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    if resolved == listen {
+        resolved
+    } else {
+        format!("{listen} ({resolved})")
     }
 }
 

@@ -16,10 +16,12 @@
 //! ([`Config::check`]), read-only unless `allow_actions`, and actions
 //! always need the token and a same-origin form.
 
+mod daemon;
 mod error;
 pub mod hosts;
 pub mod http;
 mod metrics;
+pub use daemon::serve_metrics;
 mod pages;
 mod text;
 pub mod timeline;
@@ -58,6 +60,14 @@ pub struct Config {
     /// Names a request may reach the page by beside `localhost`, an IP
     /// address and the host of `listen` ([`hosts`]: DNS rebinding).
     pub allow_hosts: Vec<String>,
+    /// Says where the page is, once it listens (the CLI: a line on stderr,
+    /// or an event with `--log-format json`).
+    pub announce: fn(&str),
+}
+
+/// [`Config::announce`] by default: the line on stderr.
+fn announce_on_stderr(line: &str) {
+    eprintln!("leasehold serve: {line}");
 }
 
 impl Default for Config {
@@ -69,6 +79,7 @@ impl Default for Config {
             refresh: Duration::from_secs(1),
             retention: Duration::from_secs(7 * 86_400),
             allow_hosts: Vec::new(),
+            announce: announce_on_stderr,
         }
     }
 }
@@ -77,7 +88,7 @@ impl Default for Config {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
 /// The addresses `listen` (`HOST:PORT`) names, resolved.
-fn resolve(listen: &str) -> Result<Vec<SocketAddr>, ServeError> {
+pub(crate) fn resolve(listen: &str) -> Result<Vec<SocketAddr>, ServeError> {
     let addresses: Vec<SocketAddr> = listen
         .to_socket_addrs()
         .map_err(|error| ServeError::Unresolvable {
@@ -95,7 +106,7 @@ fn resolve(listen: &str) -> Result<Vec<SocketAddr>, ServeError> {
 
 /// Whether every one of `addresses` is on loopback: a name that resolves
 /// to anything else as well counts as not loopback.
-fn all_loopback(addresses: &[SocketAddr]) -> bool {
+pub(crate) fn all_loopback(addresses: &[SocketAddr]) -> bool {
     addresses.iter().all(|a| a.ip().is_loopback())
 }
 
@@ -186,15 +197,15 @@ pub fn run(store: Store, config: &Config) -> Result<(), ServeError> {
     })?;
     let address = listener.local_addr().map_err(ServeError::Serving)?;
     let app = Arc::new(App::with(store, config, token, !address.ip().is_loopback()));
-    eprintln!(
-        "leasehold serve: http://{address}/ ({}, {})",
+    (config.announce)(&format!(
+        "http://{address}/ ({}, {})",
         app.store_label,
         if app.allow_actions {
             "actions allowed with the token"
         } else {
             "read-only"
         }
-    );
+    ));
     let handler: http::Handler = Arc::new(move |r| app.handle(&r));
     http::serve(&listener, &handler).map_err(ServeError::Serving)
 }
@@ -227,7 +238,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
                    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 const TOKEN_COOKIE: &str = "leasehold_token";
 
-fn secure(r: Response) -> Response {
+pub(crate) fn secure(r: Response) -> Response {
     r.with("content-security-policy", CSP)
         .with("x-content-type-options", "nosniff")
         .with("referrer-policy", "no-referrer")
@@ -360,7 +371,7 @@ impl App {
             }
             ("GET" | "HEAD", ["metrics"]) => Response::new(
                 200,
-                "text/plain; version=0.0.4; charset=utf-8",
+                metrics::CONTENT_TYPE,
                 metrics::render(&self.shared.snapshot(), &self.shared.counters()),
             ),
             ("GET" | "HEAD", ["events"]) => self.events(),

@@ -9,9 +9,14 @@
 use std::fmt::{self, Write as _};
 use std::time::{Duration, SystemTime};
 
-use leasehold::{HistoryEvent, LeaseName};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use leasehold::{HistoryEvent, LeaseName, telemetry};
 
 use crate::watch::{COUNTED, Counters, OUTCOMES, QueueView, ScheduleView, Snapshot};
+
+/// The Prometheus text format's media type.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// A label value: backslash, double quote and newline escaped.
 fn label(s: &str) -> String {
@@ -72,6 +77,90 @@ fn counter_of(event: HistoryEvent) -> (&'static str, &'static str) {
             "Fence checks refused (a stale token).",
         ),
     }
+}
+
+/// A daemon's own counters (`work`/`cron --metrics-listen`): what this
+/// process did since it started, whatever the store holds.
+#[must_use]
+pub fn render_process(c: &telemetry::Counters) -> String {
+    let mut out = String::with_capacity(4 * 1024);
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    family(
+        &mut out,
+        "leasehold_daemon_tasks_total",
+        "counter",
+        "Tasks this worker finished, by outcome (done, failed, dead, lost, handed back).",
+    );
+    for (outcome, count) in telemetry::TASK_OUTCOMES.iter().zip(&c.tasks) {
+        sample(
+            &mut out,
+            "leasehold_daemon_tasks_total",
+            &[("outcome", outcome)],
+            n(count),
+        );
+    }
+    family(
+        &mut out,
+        "leasehold_daemon_slots_total",
+        "counter",
+        "Slot records this daemon wrote, by outcome: claimed is a slot fired; missed counts the slots its record stands for.",
+    );
+    for (outcome, count) in telemetry::SLOT_OUTCOMES.iter().zip(&c.slots) {
+        sample(
+            &mut out,
+            "leasehold_daemon_slots_total",
+            &[("outcome", outcome.as_str())],
+            n(count),
+        );
+    }
+    single(
+        &mut out,
+        "leasehold_daemon_grants_total",
+        "counter",
+        "Grants this process was given.",
+        n(&c.grants),
+    );
+    single(
+        &mut out,
+        "leasehold_daemon_lease_losses_total",
+        "counter",
+        "Grants and task claims this process kept and lost.",
+        n(&c.losses),
+    );
+    single(
+        &mut out,
+        "leasehold_daemon_renewal_failures_total",
+        "counter",
+        "Renewals that failed and were tried again.",
+        n(&c.renewal_failures),
+    );
+    single(
+        &mut out,
+        "leasehold_daemon_store_unavailable_total",
+        "counter",
+        "Times the store did not answer and the daemon tried again later.",
+        n(&c.unavailable),
+    );
+    let name = "leasehold_daemon_renewal_latency_seconds";
+    family(
+        &mut out,
+        name,
+        "histogram",
+        "From a renewal's request to its answer, of the grants and claims this process kept.",
+    );
+    let (buckets, count, sum) = c.renewal_latency.cumulative();
+    for (bound, below) in buckets {
+        sample(
+            &mut out,
+            &format!("{name}_bucket"),
+            &[("le", &bound.to_string())],
+            below,
+        );
+    }
+    sample(&mut out, &format!("{name}_bucket"), &[("le", "+Inf")], count);
+    sample(&mut out, &format!("{name}_sum"), &[], sum);
+    sample(&mut out, &format!("{name}_count"), &[], count);
+    out
 }
 
 #[must_use]
@@ -380,5 +469,26 @@ mod tests {
             out,
             "m{name=\"a\\\"b\\\\c\\nd\",mode=\"shared\"} 2\n# HELP t Things.\n# TYPE t counter\nt 1.500\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod daemon_tests {
+    /// Every family a daemon serves is in docs/LOGGING.md's table.
+    #[test]
+    fn the_docs_list_every_daemon_family() {
+        let docs = include_str!("../../../docs/LOGGING.md");
+        let text = super::render_process(&leasehold::telemetry::Counters::default());
+        let families: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
+            .collect();
+        assert_eq!(families.len(), 7, "{text}");
+        for family in families {
+            assert!(
+                docs.contains(&format!("| `{family}")),
+                "{family} is not in docs/LOGGING.md"
+            );
+        }
     }
 }

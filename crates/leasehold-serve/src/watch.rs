@@ -59,17 +59,7 @@ pub const COUNTED: [HistoryEvent; 8] = [
 
 /// Every outcome of a slot, in the order of [`ScheduleView::outcomes`]
 /// and the metrics.
-pub const OUTCOMES: [SlotOutcome; 9] = [
-    SlotOutcome::Ran,
-    SlotOutcome::Failed,
-    SlotOutcome::Stopped,
-    SlotOutcome::Skipped,
-    SlotOutcome::Missed,
-    SlotOutcome::Enqueued,
-    SlotOutcome::Lost,
-    SlotOutcome::Claimed,
-    SlotOutcome::Running,
-];
+pub const OUTCOMES: [SlotOutcome; 9] = SlotOutcome::ALL;
 
 /// Where `outcome` is in [`OUTCOMES`]; a match, so that an outcome added
 /// to the library does not compile until it is counted.

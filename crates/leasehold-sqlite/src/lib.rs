@@ -312,6 +312,7 @@ impl SqliteBackend {
         self.checkpoint_if_long_lived();
         let now = self.now()?;
         let mut conn = self.conn();
+        let changes = conn.total_changes();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.error(e))?;
@@ -343,7 +344,13 @@ impl SqliteBackend {
                 if let Some(Some(checkpointer)) = self.checkpointer.get() {
                     checkpointer.committed();
                 }
-                self.committed_here();
+                // A commit that changed no row (a claim with nothing to
+                // claim) wakes no waiter: each woken one would try again,
+                // commit nothing in turn and wake the others — three idle
+                // worker threads on one handle kept a core busy so.
+                if conn.total_changes() != changes {
+                    self.committed_here();
+                }
             }
             failpoint!(op, "after-commit");
         }

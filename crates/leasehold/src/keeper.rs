@@ -462,7 +462,7 @@ impl<L: Refusal> Shared<L> {
         if state.lost.is_some() || state.stopped {
             return;
         }
-        tracing::warn!(name = %self.name, token = %self.token, "{} lost: {loss}", self.kind);
+        crate::telemetry::lost(self.kind, &self.name, self.token, loss);
         state.lost = Some(loss.clone());
         let callbacks = std::mem::take(&mut state.callbacks);
         drop(state);
@@ -600,6 +600,7 @@ impl<L: Refusal> Shared<L> {
             }
             match outcome {
                 Ok(Renewal::Renewed) => {
+                    crate::telemetry::renewed(self.kind, &self.name, self.token, answered.saturating_sub(sent));
                     state.renewals += 1;
                     state.last_sent = sent;
                     state.retry_at = None;
@@ -611,7 +612,7 @@ impl<L: Refusal> Shared<L> {
                 }
                 Ok(Renewal::Lost(reason)) => return self.lose(state, &Loss::Refused(reason)),
                 Err(e) => {
-                    tracing::warn!(name = %self.name, token = %self.token, "renewal failed, retrying: {e}");
+                    crate::telemetry::renewal_failed(self.kind, &self.name, self.token, &e);
                     state.last_error = Some(e.to_string());
                     state.retry_at = Some(self.clock.now().saturating_add(retry));
                 }
@@ -846,6 +847,15 @@ impl<L: Refusal> Keeper<L> {
         };
         spawn(Shared::renew_loop);
         spawn(Shared::watchdog);
+    }
+
+    /// What it keeps, for the events of a command that follows it.
+    pub(crate) fn under(&self) -> crate::telemetry::Under {
+        crate::telemetry::Under {
+            kind: self.shared.kind,
+            name: self.shared.name.clone(),
+            token: Some(self.shared.token.0),
+        }
     }
 
     #[must_use]

@@ -56,6 +56,7 @@ mod queue;
 pub mod schedule;
 mod store;
 pub mod supervise;
+pub mod telemetry;
 pub mod worker;
 
 pub use cancel::{Cancel, SignalWatch};

@@ -308,14 +308,21 @@ impl Store {
         }))
     }
 
-    /// Wait up to `timeout` for `queue` to get a claimable task: a store
-    /// that announces changes (PostgreSQL's NOTIFY) wakes the caller
-    /// early, others sleep the whole timeout. Then claim again.
+    /// Wait up to `timeout` for the queue of `topic` ([`WaitTopic::queue`])
+    /// to change: a store that announces changes (PostgreSQL's NOTIFY,
+    /// SQLite's commits in this host's processes) wakes the caller early,
+    /// others sleep the whole timeout. Then claim again.
+    ///
+    /// Keep one topic for a waiter's whole loop: it is where the store
+    /// remembers what this waiter has seen. A new topic counts every
+    /// change before it as new — an idle worker that made one per wait
+    /// woke at once every time (SQLite: after a 50 ms look, polling each
+    /// millisecond — a third of a core for three idle threads).
     ///
     /// # Errors
     /// [`crate::Error::Store`] when the store fails to wait.
-    pub fn wait_for_tasks(&self, queue: &QueueName, timeout: Duration) -> Result<()> {
-        Ok(self.backend().wait_for_change(&WaitTopic::queue(queue), timeout)?)
+    pub fn wait_for_tasks(&self, topic: &WaitTopic, timeout: Duration) -> Result<()> {
+        Ok(self.backend().wait_for_change(topic, timeout)?)
     }
 
     /// Extend a live claim to now + `ttl`.

@@ -406,12 +406,14 @@ impl Store {
         owner: Option<&str>,
         grant: Option<GrantId>,
     ) -> Result<LeaseRelease> {
-        Ok(self.backend.lease_release(&LeaseReleaseParams {
+        let release = self.backend.lease_release(&LeaseReleaseParams {
             name: name.clone(),
             token,
             owner: owner.map(str::to_owned),
             grant,
-        })?)
+        })?;
+        crate::telemetry::released(name, token, &release);
+        Ok(release)
     }
 
     /// Check that `fence` (a [`Token`], or a

@@ -26,6 +26,7 @@ pub fn run(ctx: &Ctx, args: &CronArgs) -> anyhow::Result<u8> {
     if !unknown.is_empty() {
         return Err(super::schedule::none_named(&unknown));
     }
+    super::serve::daemon_metrics(args.metrics_listen.as_deref())?;
     let options = CronOptions {
         refresh: args.refresh,
         only: args.only.clone(),
@@ -44,6 +45,8 @@ pub fn run(ctx: &Ctx, args: &CronArgs) -> anyhow::Result<u8> {
                 println!("{}", output::for_terminal(&daemon::describe(name, record)));
             }
         }
+        // With --log-format json the library's events say these.
+        CronEvent::Failed { .. } | CronEvent::Told { .. } if crate::logging::json() => {}
         CronEvent::Failed { name, error } => match name {
             Some(name) => eprintln!("leasehold cron: {name}: {error}"),
             None => eprintln!("leasehold cron: {error}"),

@@ -93,11 +93,14 @@ fn run_error(ctx: &Ctx, args: &RunArgs, token: leasehold::Token, error: &RunErro
 
 fn report_release_error(args: &RunArgs, grant: &leasehold::Grant, error: Option<leasehold::Error>) {
     if let Some(e) = error {
-        eprintln!(
-            "leasehold: could not release {} (token {}): {:#}; it expires by its TTL",
-            args.name,
-            grant.token,
-            anyhow::Error::from(e)
+        crate::logging::warn(
+            crate::logging::RELEASE_FAILED,
+            &format!(
+                "could not release {} (token {}): {:#}; it expires by its TTL",
+                args.name,
+                grant.token,
+                anyhow::Error::from(e)
+            ),
         );
     }
 }

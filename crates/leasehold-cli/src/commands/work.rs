@@ -28,6 +28,7 @@ fn bar_message(c: &Counts) -> String {
 /// Run CMD for each task until the worker stops, then print the summary.
 pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
     let timing = timing(args.ttl, args.heartbeat, args.grace, args.owner.clone())?;
+    super::serve::daemon_metrics(args.metrics_listen.as_deref())?;
     // One store for every worker thread.
     let store = Arc::new(ctx.open_store()?);
     let total = store
@@ -114,6 +115,8 @@ fn show(event: &WorkEvent, progress: Option<&indicatif::ProgressBar>, handle: &W
                     bar.inc(1);
                     bar.set_message(bar_message(&handle.counts()));
                 }
+                // With --log-format json the library's event says it.
+                None if crate::logging::json() => {}
                 // One write per line (eprintln! makes one per piece).
                 None => {
                     let _ = std::io::stderr().write_all(format!("leasehold: {line}\n").as_bytes());
@@ -121,7 +124,9 @@ fn show(event: &WorkEvent, progress: Option<&indicatif::ProgressBar>, handle: &W
             }
         }
         WorkEvent::StoreUnavailable { error, retry_in } => {
-            eprintln!("leasehold: {error}; retrying in {}", format_duration(*retry_in));
+            if !crate::logging::json() {
+                eprintln!("leasehold: {error}; retrying in {}", format_duration(*retry_in));
+            }
         }
         WorkEvent::Claimed(_) | WorkEvent::Started(_) => {}
     }
@@ -139,9 +144,12 @@ fn summary(ctx: &Ctx, queue: &leasehold::QueueName, c: Counts) {
             handed_back: c.handed_back,
         });
     } else {
-        eprintln!(
-            "leasehold: {queue}: {} done, {} failed (will retry), {} dead, {} lost, {} handed back",
-            c.done, c.failed, c.dead, c.lost, c.handed_back
+        crate::logging::say(
+            crate::logging::WORK_STOPPED,
+            &format!(
+                "{queue}: {} done, {} failed (will retry), {} dead, {} lost, {} handed back",
+                c.done, c.failed, c.dead, c.lost, c.handed_back
+            ),
         );
     }
 }

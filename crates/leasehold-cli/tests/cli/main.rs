@@ -12,6 +12,7 @@ mod json;
 mod lease;
 mod limits;
 mod lock;
+mod logs;
 mod mutants;
 mod opening;
 mod race;
@@ -41,6 +42,7 @@ fn main() {
         lease::TESTS,
         limits::TESTS,
         lock::TESTS,
+        logs::TESTS,
         mutants::TESTS,
         opening::TESTS,
         race::TESTS,

@@ -214,3 +214,19 @@ pub fn sh_args<'a>(verb: &'a str, target: &'a str, options: &[&'a str], script: 
     args.extend_from_slice(&["--", "sh", "-c", script]);
     args
 }
+
+/// How many times the threads of process `pid` have been switched out
+/// (voluntarily or not), as /proc counts them.
+pub fn switches(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("read the waiter's threads");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}

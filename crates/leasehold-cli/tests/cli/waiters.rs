@@ -17,7 +17,7 @@ use std::time::Duration;
 use leasehold_testkit::wait::wait_until;
 use leasehold_testkit::{etcd, postgres};
 
-use crate::util::{Env, finish, signal};
+use crate::util::{Env, finish, signal, switches};
 
 pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_killed_waiter_never_blocks_a_released_lease,
@@ -404,22 +404,6 @@ fn a_waiter_next_in_line_sleeps_until_its_holder_exits() {
         "the waiter took {:?} to take over from its dead holder",
         killed.elapsed()
     );
-}
-
-/// How many times the threads of process `pid` have been switched out
-/// (voluntarily or not), as /proc counts them.
-fn switches(pid: u32) -> u64 {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("read the waiter's threads");
-    tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
-        .flat_map(|status| {
-            status
-                .lines()
-                .filter(|l| l.contains("ctxt_switches:"))
-                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .sum()
 }
 
 /// Idle waiters far back cost nothing while the queue stands still, where

@@ -20,6 +20,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     killed_workers_lose_no_task,
     a_slot_guard_runs_many_tasks_and_stops_the_one_whose_claim_is_lost,
     sigkill_of_the_worker_mid_task_leaves_no_process_behind,
+    an_idle_worker_sleeps_until_a_task_comes,
 ];
 
 fn json(s: &str) -> Value {
@@ -386,4 +387,81 @@ fn sigkill_of_the_worker_mid_task_leaves_no_process_behind() {
         let left: Vec<_> = pids.iter().filter(|&&p| alive(p)).collect();
         panic!("still alive after the worker's SIGKILL: {left:?}")
     });
+}
+
+/// Three worker threads on one store handle, idle after their tasks,
+/// sleep until a task comes — and take it when it does. CI (by hand, this
+/// stop): each wait made a new wait topic, which counts every commit
+/// before it as new, so each woke at once for a 50 ms look polled every
+/// millisecond; kept, each thread's empty claim (a commit that changed
+/// nothing) woke the other two, in turn — a core busy between them.
+/// Measured as the CPU time the whole process used (`/proc/PID/stat`,
+/// every thread's, ended ones too), and how often the worker threads were
+/// switched out. Planted: a topic per wait — 8,579 switches in 3 s (each
+/// wait a 50 ms look, polled every millisecond); empty commits waking the
+/// others — 371 ticks.
+fn an_idle_worker_sleeps_until_a_task_comes() {
+    let env = Env::new();
+    add(&env, "jobs", "{\"id\": \"a\"}\n{\"id\": \"b\"}\n{\"id\": \"c\"}\n");
+    let mut worker = env.spawn(&["work", "jobs", "--concurrency", "3", "--", "true"]);
+    let pid = worker.id();
+    let done = |id: &str| show(&env, "jobs", id)["state"] == "done";
+    wait_until(Duration::from_secs(20), || ["a", "b", "c"].iter().all(|id| done(id))).expect("the three tasks done");
+    // The idle back-off reaches its longest pause (2 s) within 4 s.
+    std::thread::sleep(Duration::from_secs(4));
+    let (before, switched) = (cpu_ticks(pid), worker_switches(pid));
+    std::thread::sleep(Duration::from_secs(3));
+    let idle = cpu_ticks(pid).saturating_sub(before);
+    let woke: u64 = worker_switches(pid)
+        .iter()
+        .map(|(tid, n)| n - switched.get(tid).copied().unwrap_or(*n))
+        .sum();
+    let late = Instant::now();
+    add(&env, "jobs", "{\"id\": \"late\"}\n");
+    let taken = wait_until(Duration::from_secs(10), || done("late"));
+    let _ = worker.kill();
+    let _ = worker.wait();
+    // 30 ticks: a tenth of a core (it was a third, then a whole one).
+    assert!(
+        idle < 30,
+        "three idle worker threads used {idle} clock ticks of CPU in 3 s"
+    );
+    // At their longest pause (2 s) each wakes once or twice in 3 s, and
+    // each claim attempt costs a few switches (the store's lock, a read).
+    assert!(
+        woke < 60,
+        "three idle worker threads were switched out {woke} times in 3 s"
+    );
+    assert!(
+        taken.is_some(),
+        "a task added to the idle worker's queue was not done within 10 s"
+    );
+    assert!(late.elapsed() < Duration::from_secs(10));
+}
+
+/// The CPU time process `pid` has used, user and system, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the worker's stat");
+    let fields: Vec<&str> = stat.rsplit_once(')').expect("stat").1.split_whitespace().collect();
+    // utime and stime: fields 14 and 15, the 12th and 13th after the name.
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+/// How often each worker thread (`worker-N`) of process `pid` has been
+/// switched out, by thread id.
+fn worker_switches(pid: u32) -> std::collections::HashMap<String, u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the worker's threads");
+    tasks
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("worker-")))
+        .filter_map(|t| {
+            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+            let n = status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<u64>().ok())
+                .sum();
+            Some((t.file_name().to_string_lossy().into_owned(), n))
+        })
+        .collect()
 }

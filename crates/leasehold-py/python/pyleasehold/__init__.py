@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 
-from . import _interrupt
+from . import _interrupt, _logs
 from ._errors import (
     AuthFailed,
     BadData,
@@ -67,9 +68,19 @@ def _after_fork_in_child() -> None:
     # locks (crates/leasehold-py/src/fork.rs says why and how).
     _native_after_fork()
     _interrupt.after_fork_in_child()
+    _logs.after_fork_in_child()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# The native layer's events reach logging.getLogger("pyleasehold") — not
+# in store.run's guard (crates/leasehold-py/src/guard.rs), which must start
+# before any other thread of its process.
+if not getattr(sys, "_pyleasehold_guard", False):
+    _logs.start()
+    # atexit runs its hooks last first: the reader stops after the hook
+    # below, so what that hook's cancelled waits log is logged.
+    atexit.register(_logs.stop)
 
 # From here until the process ends, no thread of the package's takes the
 # GIL again: a daemon thread blocked in a call stays there, a wait in flight

@@ -1,7 +1,8 @@
 """The guard program of ``store.run``, shipped in the package.
 
 ``store.run`` starts this interpreter as its guard —
-``python -I -S -c "...; from pyleasehold._guard import main; main()" __guard ...``.
+``python -I -S -c "...; from pyleasehold._guard import main; main()" __guard ...``
+(``sys._pyleasehold_guard`` set first: the package then starts no thread).
 The guard itself is the library's (``leasehold::supervise::guard``), compiled into
 the extension module: this only hands it the arguments. Why a separate
 process, and what it guarantees: ``crates/leasehold/src/supervise/guard/mod.rs``.

@@ -163,7 +163,15 @@ pub fn run(
         store,
         options,
         me: identity::holder(Binding::ThisProcess).map_err(Error::Process)?,
-        sink: Arc::new(on_event),
+        // Every event is logged (and counted) here, then the caller's.
+        sink: Arc::new(move |event: &CronEvent<'_>| {
+            match event {
+                CronEvent::Slot { name, record } => crate::telemetry::slot_recorded(name, record),
+                CronEvent::Failed { name, error } => crate::telemetry::schedule_failed(*name, error),
+                CronEvent::Told { name, line } => crate::telemetry::schedule_note(*name, line),
+            }
+            on_event(event);
+        }),
         fires: Vec::new(),
         watched: Vec::new(),
         read_at: None,

@@ -215,6 +215,20 @@ pub enum SlotOutcome {
 }
 
 impl SlotOutcome {
+    /// Every outcome: the closing ones, then `claimed` and `running` (the
+    /// order of the status page's counts and of the metrics).
+    pub const ALL: [SlotOutcome; 9] = [
+        SlotOutcome::Ran,
+        SlotOutcome::Failed,
+        SlotOutcome::Stopped,
+        SlotOutcome::Skipped,
+        SlotOutcome::Missed,
+        SlotOutcome::Enqueued,
+        SlotOutcome::Lost,
+        SlotOutcome::Claimed,
+        SlotOutcome::Running,
+    ];
+
     /// Whether the slot is still in its daemon's hands.
     #[must_use]
     pub fn is_open(self) -> bool {

@@ -179,7 +179,10 @@ impl Store {
         params.evict_waiters.clear();
         let sent = host::boot_clock();
         let held = match self.backend.lease_acquire(params)? {
-            LeaseAcquire::Acquired(g) => return Ok((Acquire::Acquired(g), sent, Judged::default())),
+            LeaseAcquire::Acquired(g) => {
+                crate::telemetry::granted(&g);
+                return Ok((Acquire::Acquired(g), sent, Judged::default()));
+            }
             LeaseAcquire::Held(held) => held,
         };
         params.ticket = held.ticket.or(params.ticket);
@@ -191,7 +194,10 @@ impl Store {
         params.evict_waiters.clone_from(&judged.evict_waiters);
         let sent = host::boot_clock();
         Ok(match self.backend.lease_acquire(params)? {
-            LeaseAcquire::Acquired(g) => (Acquire::Acquired(g), sent, Judged::default()),
+            LeaseAcquire::Acquired(g) => {
+                crate::telemetry::granted(&g);
+                (Acquire::Acquired(g), sent, Judged::default())
+            }
             LeaseAcquire::Held(held) => {
                 params.ticket = held.ticket.or(params.ticket);
                 let judged = judge(here, &held.grants, &held.ahead, params.mode);

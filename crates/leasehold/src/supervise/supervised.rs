@@ -35,6 +35,18 @@ pub enum Stop<L = LostReason> {
     Shutdown,
 }
 
+/// Why, in a few words, for a log event (a front end words the outcome
+/// whole: [`super::RunError`]).
+impl<L: Refusal> std::fmt::Display for Stop<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Lost(loss) => write!(f, "lost: {loss}"),
+            Stop::Stalled(limit) => write!(f, "stalled: nothing written for {}", crate::format_duration(*limit)),
+            Stop::Shutdown => f.write_str("asked to shut down"),
+        }
+    }
+}
+
 /// What the supervisor reacts to.
 #[derive(Debug)]
 enum Event<L> {
@@ -463,6 +475,8 @@ impl<L: Refusal> GuardSlot<L> {
             collected: Arc::default(),
             done: false,
             adopts: false,
+            under: std::sync::OnceLock::new(),
+            started: None,
         })
     }
 }
@@ -494,6 +508,11 @@ pub struct Supervised<L: Refusal = LostReason> {
     /// This process is a child subreaper: when the guard dies, its orphans
     /// come here ([`Supervised::adopt_orphans`]).
     adopts: bool,
+    /// What the command runs under, for its events (the keeper it
+    /// follows).
+    under: std::sync::OnceLock<crate::telemetry::Under>,
+    /// When it was started ([`Supervised::start`]).
+    started: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -563,6 +582,8 @@ impl<L: Refusal> Supervised<L> {
             collected: Arc::default(),
             done: false,
             adopts: false,
+            under: std::sync::OnceLock::new(),
+            started: None,
         })
     }
 
@@ -667,6 +688,7 @@ impl<L: Refusal> Supervised<L> {
     /// [`Supervised::start`], so the guard knows the window before the
     /// command runs.
     pub fn follow(&self, keeper: &Keeper<L>) {
+        let _ = self.under.set(keeper.under());
         let tx = self.tx.clone();
         keeper.on_loss(move |loss| {
             let _ = tx.send(Event::Stop(Stop::Lost(loss)));
@@ -688,6 +710,7 @@ impl<L: Refusal> Supervised<L> {
             what: "the command's environment is not a JSON object of strings",
             error: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
         })?;
+        self.started = Some(Instant::now());
         let activity = Arc::new(AtomicU64::new(0));
         let pipe_output = self.output != Output::Inherit || self.stall.is_some();
         let mut passed: Streams = [None, None, None];
@@ -810,6 +833,7 @@ impl<L: Refusal> Supervised<L> {
             }
         };
         let grace = self.grace;
+        let under = self.under.get().cloned().unwrap_or_default();
         // Only stop handles and keeper callbacks keep the channel open now.
         let (dead_tx, _) = mpsc::channel();
         drop(std::mem::replace(&mut self.tx, dead_tx));
@@ -859,7 +883,7 @@ impl<L: Refusal> Supervised<L> {
                             // on SIGTERM only once continued.
                             kill(Signal::CONT);
                         }
-                        stop = Some((reason, Instant::now() + grace));
+                        stop = Some(self.stopping(&under, reason));
                     }
                     Some((first, _)) if stopped_by_guard && matches!(reason, Stop::Lost(_)) => {
                         *first = reason;
@@ -872,7 +896,7 @@ impl<L: Refusal> Supervised<L> {
                         // The guard sent SIGTERM and keeps the SIGKILL
                         // timer; ours is a second one. Why the window
                         // closed is the keeper's to say (below).
-                        stop = Some((Stop::Lost(Loss::Deadline(Overdue::default())), Instant::now() + grace));
+                        stop = Some(self.stopping(&under, Stop::Lost(Loss::Deadline(Overdue::default()))));
                         stopped_by_guard = true;
                     }
                 }
@@ -916,6 +940,7 @@ impl<L: Refusal> Supervised<L> {
             }
         };
         finished.stopped = stop.map(|(reason, _)| reason);
+        self.log_exit(&under, &finished);
         self.finish();
         // The tree is gone, so EOF is near — unless a process that escaped
         // it holds a stream: then what came so far is what we keep.
@@ -928,6 +953,24 @@ impl<L: Refusal> Supervised<L> {
         finished.stderr_tail = collected.stderr_tail;
         finished.stderr = collected.stderr;
         finished
+    }
+}
+
+impl<L: Refusal> Supervised<L> {
+    /// A stop begun for `reason` (logged), and when its SIGKILL is due.
+    fn stopping(&self, under: &crate::telemetry::Under, reason: Stop<L>) -> (Stop<L>, Instant) {
+        crate::telemetry::stopping(under, self.group(), &reason);
+        (reason, Instant::now() + self.grace)
+    }
+
+    fn log_exit(&self, under: &crate::telemetry::Under, finished: &Finished<L>) {
+        crate::telemetry::exited(
+            under,
+            self.group(),
+            finished.code,
+            self.started.map_or(Duration::ZERO, |s| s.elapsed()),
+            finished.stopped.as_ref().map(|s| s as &dyn std::fmt::Display),
+        );
     }
 }
 

@@ -456,7 +456,18 @@ impl Worker {
     /// guard that cannot be started. The other threads finish their tasks
     /// first.
     pub fn run(self, on_event: impl Fn(&WorkEvent) + Send + Sync) -> Result<Counts, WorkerError> {
-        let on_event = &on_event;
+        // Every event is logged (and counted) here, then the caller's.
+        let on_event = &move |event: &WorkEvent| {
+            match event {
+                WorkEvent::Claimed(task) => crate::telemetry::task_claimed(task),
+                WorkEvent::Finished { task, outcome, took } => crate::telemetry::task_finished(task, outcome, *took),
+                WorkEvent::StoreUnavailable { error, retry_in } => {
+                    crate::telemetry::store_unavailable(error, *retry_in);
+                }
+                WorkEvent::Started(_) => {}
+            }
+            on_event(event);
+        };
         let this = &self;
         let results: Vec<_> = thread::scope(|scope| {
             let workers: Vec<_> = (0..self.options.concurrency.max(1))
@@ -492,6 +503,7 @@ impl Worker {
         let mut slot: Option<GuardSlot<ClaimLost>> = None;
         let mut next = Next::Claim;
         let mut idle = Duration::from_millis(100);
+        let topic = leasehold_backend::WaitTopic::queue(queue);
         loop {
             let stopping = shared.stopping.load(Ordering::SeqCst);
             let claimed = match std::mem::replace(&mut next, Next::Claim) {
@@ -555,7 +567,7 @@ impl Worker {
                 }
                 // Idle: wake on the store's announcement that the queue got
                 // a claimable task (PostgreSQL's NOTIFY), or poll after `idle`.
-                if store.wait_for_tasks(queue, idle).is_err() {
+                if store.wait_for_tasks(&topic, idle).is_err() {
                     thread::sleep(idle);
                 }
                 idle = (idle * 2).min(Duration::from_secs(2));
