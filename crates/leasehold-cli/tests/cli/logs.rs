@@ -47,8 +47,9 @@ fn position(log: &[Value], event: &str) -> usize {
 }
 
 /// A paused supervisor (SIGSTOP past its TTL) loses its grant: the log
-/// says granted, lost, stopping and exited, in that order, with the token
-/// the store granted, then the error with exit 75 — and nothing else.
+/// says granted, then lost and stopping (in either order: a CI run logged
+/// the guard's stop first), then exited, with the token the store
+/// granted, and the error with exit 75 last — and nothing else.
 fn a_run_logs_its_grant_loss_and_stop_as_json_lines() {
     let env = Env::new();
     let args = [
@@ -76,17 +77,17 @@ fn a_run_logs_its_grant_loss_and_stop_as_json_lines() {
     let (code, _, err) = finish(child, LIMIT);
     assert_eq!(code, 75, "{err}");
     let log = json_lines(&err);
-    let order: Vec<usize> = [
-        "lease.granted",
-        "lease.lost",
-        "command.stopping",
-        "command.exited",
-        "error",
-    ]
-    .iter()
-    .map(|e| position(&log, e))
-    .collect();
-    assert!(order.is_sorted(), "out of order {order:?}: {log:#?}");
+    // The keeper (lost) and the guard (its window closed: stopping) see
+    // the same deadline on their own threads: either may be logged first,
+    // and the command's exit waits for the keeper's word only so long (2 s).
+    // The error is last.
+    for chain in [
+        &["lease.granted", "lease.lost", "error"][..],
+        &["lease.granted", "command.stopping", "command.exited", "error"],
+    ] {
+        let order: Vec<usize> = chain.iter().map(|e| position(&log, e)).collect();
+        assert!(order.is_sorted(), "out of order {chain:?} {order:?}: {log:#?}");
+    }
     let (_, history, _) = env.run(&["history", "job", "--json"]);
     let history: Value = serde_json::from_str(&history).expect("history JSON");
     let granted: Vec<&Value> = history["history"]
