@@ -169,6 +169,9 @@ fn run_lines_with(dir: &Path, store: &str, lines: &[(usize, String)], vars: &[(&
         "leasehold() { timeout --preserve-status -s TERM \"${LH_TIMEOUT:-60}\" \"$LEASEHOLD_BIN\" \"$@\"; }\n",
     );
     for (i, (_, line)) in lines.iter().enumerate() {
+        // A daemon's metrics on a free port: other tests run the same
+        // lines beside this one.
+        let line = &line.replace("--metrics-listen 127.0.0.1:9464", "--metrics-listen 127.0.0.1:0");
         // A worker that runs until stopped is stopped (SIGTERM: it drains
         // and exits 0) after a few seconds.
         let line = if line.contains("leasehold work") && !line.contains("--drain") && !line.contains("--until-empty") {
