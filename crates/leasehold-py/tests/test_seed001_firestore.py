@@ -153,7 +153,8 @@ class Race:
         attempts about 1 s apart, each holding 1.5 s (a TTL of 3 s): r0
         starts once a racer of r2..r7 holds (not by luck) and makes
         attempts until `enough()` says the race has shown what it is for
-        (at most 90 s); the others make attempts until r0 has exited,
+        (at most 180 s: a CI run's whole suite once saw none in 90 s, where
+        alone it takes ten; a failure says what each racer did); the others make attempts until r0 has exited,
         however long contention keeps them from holding. Neither side has
         a fixed window: on a loaded machine the emulator's contention can
         make every attempt of a few seconds fail (a fixed 6 s once ended
@@ -171,7 +172,10 @@ class Race:
         start.touch()
         wait_until(lambda: self.holder(skewed=False) is not None, 60, "a racer with a true clock holds")
         ahead.touch()
-        wait_until(enough, 90, "the race showed what it is for")
+        try:
+            wait_until(enough, 180, "the race showed what it is for")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; {self.summary()}") from None
         enough_file.touch()
         self.wait_exit("r0", limit=120)
         stop.touch()
@@ -193,6 +197,15 @@ class Race:
         assert self.has("newcomer", "publish")
         go.touch()
         self.racers["holder"].send_signal(signal.SIGCONT)
+
+    def summary(self) -> str:
+        """What each racer did so far, by event, and the end of r0's log:
+        what a race that showed nothing needs to be understood."""
+        counts: dict[str, dict[str, int]] = {}
+        for r in self.records_so_far():
+            by_event = counts.setdefault(r["racer"], {})
+            by_event[r["event"]] = by_event.get(r["event"], 0) + 1
+        return f"events by racer: {counts}; r0's log: {self.log('r0')[-1500:]}"
 
     def log(self, racer: str) -> str:
         return (self.dir / f"{racer}.log").read_text(errors="replace")[-3000:]
