@@ -109,15 +109,7 @@ mod tests {
     #[test]
     fn the_docs_list_every_event() {
         let docs = include_str!("../../../docs/LOGGING.md");
-        let table = docs
-            .split_once("The CLI's own")
-            .and_then(|(_, rest)| rest.split_once("The fields are named alike"))
-            .map(|(table, _)| table)
-            .expect("docs/LOGGING.md has the CLI's table");
-        let listed: Vec<&str> = table
-            .lines()
-            .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(name, _)| name))
-            .collect();
+        let listed = leasehold_testkit::docs::table_names(docs, "The CLI's own", "The fields are named alike");
         assert_eq!(listed, super::EVENTS);
     }
 }

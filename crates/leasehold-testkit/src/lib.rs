@@ -81,6 +81,7 @@
 //! - `LEASEHOLD_SOAK=1`: the soak tier; the tests of that tier only
 //!   ([`soak_only`]) are ignored in every other run, CI's included.
 
+pub mod docs;
 pub mod etcd;
 pub mod faketime;
 pub mod firestore;

@@ -374,15 +374,7 @@ mod tests {
     #[test]
     fn the_docs_list_every_event() {
         let docs = include_str!("../../../docs/LOGGING.md");
-        let table = docs
-            .split_once("The library's")
-            .and_then(|(_, rest)| rest.split_once("The CLI's own"))
-            .map(|(table, _)| table)
-            .expect("docs/LOGGING.md has the library's table");
-        let listed: Vec<&str> = table
-            .lines()
-            .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(name, _)| name))
-            .collect();
+        let listed = leasehold_testkit::docs::table_names(docs, "The library's", "The CLI's own");
         assert_eq!(listed, EVENTS);
     }
 
