@@ -2,6 +2,7 @@
 //! `1h30m`, `250ms` (a bare number is seconds), and RFC 3339 times. The
 //! parsers with a limit are the ones the CLI's flags use.
 
+pub use leasehold_host::shorten;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::limits::Limit;
@@ -157,28 +158,6 @@ pub fn escape_hidden(s: &str) -> String {
             }
         })
         .collect()
-}
-
-/// At most `max` characters of `s`; a cut is marked with `…` (which counts
-/// as one of them). Total: `max` 0 gives `…` for any non-empty text. The
-/// one cutting rule of every front end: commands in tables and on the
-/// status page, errors in task lists, values repeated by usage errors.
-///
-/// # Examples
-/// ```
-/// use leasehold_backend::shorten;
-/// assert_eq!(shorten("sleep 3", 60), "sleep 3");
-/// assert_eq!(shorten(&"x".repeat(4096), 5), "xxxx…");
-/// assert_eq!(shorten("ünïcödé", 4), "ünï…");
-/// ```
-#[must_use]
-pub fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
-    }
-    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }
 
 /// The most of a value an error repeats, in characters.

@@ -43,7 +43,6 @@
 pub mod document;
 mod error;
 pub mod failpoint;
-pub mod host;
 mod human;
 pub mod limits;
 pub mod migration;
@@ -53,10 +52,14 @@ pub mod plan;
 pub mod record;
 mod registration;
 pub mod rules;
-pub mod symlinks;
 pub mod task;
 mod types;
 mod wait;
+
+// Host facts moved to their own crate, below the seam; these paths stay for
+// the code that still names them through the seam.
+pub use leasehold_host as host;
+pub use leasehold_host::symlinks;
 
 pub use error::{
     BackendError, DAMAGED_COUNTER_HINT, ErrorKind, Remedy, STORE_REPLACED_HINT, damaged_counter, is_timeout, timed_out,

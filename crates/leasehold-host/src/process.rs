@@ -88,7 +88,7 @@ impl ProcessReport {
     pub fn read(pid: u32) -> Self {
         Self {
             pid,
-            command: crate::human::shorten(&super::command_text(pid), COMMAND_SHOWN),
+            command: crate::shorten(&super::command_text(pid), COMMAND_SHOWN),
             state: super::process_state(pid),
             this_process: pid == std::process::id(),
         }

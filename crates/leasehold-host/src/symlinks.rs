@@ -140,9 +140,9 @@ pub fn may_follow(dir_mode: u32, dir_owner: u32, link_owner: u32, follower: u32)
 /// # let tmp = std::fs::canonicalize(tmp.path()).unwrap();
 /// std::fs::create_dir(tmp.join("real")).unwrap();
 /// std::os::unix::fs::symlink("real", tmp.join("link")).unwrap();
-/// let dir = leasehold_backend::symlinks::resolve_dir(&tmp.join("link/new"))?;
+/// let dir = leasehold_host::symlinks::resolve_dir(&tmp.join("link/new"))?;
 /// assert_eq!(dir, tmp.join("real/new"));
-/// # Ok::<(), leasehold_backend::symlinks::DirError>(())
+/// # Ok::<(), leasehold_host::symlinks::DirError>(())
 /// ```
 pub fn resolve_dir(dir: &Path) -> Result<PathBuf, DirError> {
     walk(dir).map(|(resolved, _)| resolved)
@@ -282,7 +282,7 @@ fn walk(dir: &Path) -> Result<(PathBuf, bool), DirError> {
                     return Err(DirError::TooManyLinks { path: dir.to_owned() });
                 }
                 let parent = rustix::fs::stat(&resolved).map_err(|e| io_error(&resolved, e.into()))?;
-                if !may_follow(crate::host::mode_bits(parent.st_mode), parent.st_uid, st.st_uid, me) {
+                if !may_follow(crate::mode_bits(parent.st_mode), parent.st_uid, st.st_uid, me) {
                     return Err(DirError::PlantedLink {
                         link: next,
                         dir: resolved,

@@ -6,7 +6,7 @@
 
 use std::os::unix::fs::{PermissionsExt as _, lchown, symlink};
 
-use leasehold_backend::symlinks::{DirError, resolve_dir};
+use leasehold_host::symlinks::{DirError, resolve_dir};
 
 fn main() {
     leasehold_testkit::main(&[leasehold_testkit::tests![

@@ -1,8 +1,8 @@
 //! Facts about this host that both a host-local store (SQLite) and the
 //! library above the seam (holder deadlines, proof of death, locks, state
-//! files, the guard) need — the one platform module. They live here, once,
-//! because the SQLite backend and the `leasehold` crate both depend on this
-//! crate and on nothing else in common.
+//! files, the guard) need — the one platform crate, below the seam
+//! (`leasehold-backend`), which uses it too (a holder's boot id and pid).
+//! [`symlinks`] resolves the directory of every path leasehold writes.
 //!
 //! Every function that asks the operating system is answered by one file
 //! per platform: `linux.rs` (`/proc`, `CLOCK_BOOTTIME`, `statfs` magic, a
@@ -19,6 +19,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use rustix::process::Pid;
+
+pub mod symlinks;
 
 mod exits;
 pub use exits::ExitWatch;
@@ -40,8 +42,33 @@ use macos as imp;
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 compile_error!(
-    "leasehold runs on Linux and macOS only: its guarantees rest on facts each platform file of leasehold-backend/src/host reads (docs/PLATFORMS.md)"
+    "leasehold runs on Linux and macOS only: its guarantees rest on facts each platform file of leasehold-host reads (docs/PLATFORMS.md)"
 );
+
+/// At most `max` characters of `s`; a cut is marked with `…` (which counts
+/// as one of them). Total: `max` 0 gives `…` for any non-empty text. The
+/// one cutting rule of every front end: commands in tables and on the
+/// status page, errors in task lists, values repeated by usage errors.
+/// It lives here, the lowest crate, because a process's report
+/// ([`ProcessReport`]) cuts its command with it; `leasehold_backend`
+/// re-exports it.
+///
+/// # Examples
+/// ```
+/// use leasehold_host::shorten;
+/// assert_eq!(shorten("sleep 3", 60), "sleep 3");
+/// assert_eq!(shorten(&"x".repeat(4096), 5), "xxxx…");
+/// assert_eq!(shorten("ünïcödé", 4), "ünï…");
+/// ```
+#[must_use]
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
 
 /// The user's home directory (`$HOME`, when set and not empty): where `~/`
 /// in a store URL and the default store lead.
