@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Lease acquire+release and task claim+done per second, 1, 2 and 8 clients:
-# through leasehold (examples/bench.rs) and the same SQL through pgbench,
+# through leasehold (testing/leasehold-bench/src/bin/postgres_rate.rs) and the same SQL through pgbench,
 # alternated over ROUNDS rounds (which goes first alternates too), with the
 # ratio taken within each round: medians and min–max.
 # Prints a Markdown table (bench/run includes it in docs/PERFORMANCE.md).
 # Usage: bench/run.sh HOST PORT [SECONDS]   (database postgres, user postgres,
 # schema "bench" is dropped and re-created). ROUNDS=3 by default. Needs a
-# release build of the example and the leasehold CLI (for `migrate`).
+# release build of postgres_rate (leasehold-bench) and the leasehold CLI (for `migrate`).
 # Issue 15's goals: task claim+done with 8 clients >= 0.9x pgbench; lease
 # acquire+release >= 0.95x at every client count.
 set -euo pipefail
@@ -21,7 +21,7 @@ psql -c 'DROP SCHEMA IF EXISTS bench CASCADE' 2>/dev/null
 "$root/target/release/leasehold" --store "$url" migrate >/dev/null
 psql -f setup.sql
 
-ours() { "$root/target/release/examples/bench" "$url" "$1" "$2" "$secs" | sed 's/.*pairs\/s=//'; }
+ours() { "$root/target/release/postgres_rate" "$url" "$1" "$2" "$secs" | sed 's/.*pairs\/s=//'; }
 theirs() {
     PGOPTIONS='-c search_path=bench' "$bin/pgbench" -n -M prepared -h "$host" -p "$port" -U postgres \
         -c "$2" -j "$2" -T "$secs" -f "$1.sql" postgres 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | cut -d. -f1

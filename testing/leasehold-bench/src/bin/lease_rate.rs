@@ -3,7 +3,7 @@
 //! CLI, next to the least a durable transaction can cost on the same
 //! filesystem. Prints a Markdown table (bench/run includes it).
 //!
-//!     cargo run --release -p leasehold --example lease_rate -- DIR [CLI_BINARY] [ROUNDS]
+//!     cargo run --release -p leasehold-bench --bin lease_rate -- DIR [CLI_BINARY] [ROUNDS]
 //!
 //! The floor is one fsync'd write of the same bytes a library transaction
 //! writes, as SQLite's write-ahead log writes them: appended at the log's
@@ -34,10 +34,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-mod common;
-
-use common::{library, rate, spread, verdict};
 use leasehold::Store;
+use leasehold_bench::{library, rate, spread, verdict};
 
 /// The write-ahead log's size between checkpoints: SQLite checkpoints at
 /// 1 000 pages (its default), each a 4 096-byte page and a 24-byte header.
@@ -171,7 +169,7 @@ fn main() {
         "| library `try_acquire` + `release` (two durable transactions) | {} cycles | {} | {} |",
         spread(&lib, 0),
         spread(&lib_ratio, 2),
-        verdict(common::median(&lib_ratio), 0.5)
+        verdict(leasehold_bench::median(&lib_ratio), 0.5)
     );
     if !cl.is_empty() {
         println!(

@@ -2,7 +2,7 @@
 //! same SQL run directly with rusqlite on the same database file, in the
 //! same run.
 //!
-//!     cargo run --release -p leasehold --example queue_rate -- DIR [BIG] [CLI_BINARY] [ROUNDS]
+//!     cargo run --release -p leasehold-bench --bin queue_rate -- DIR [BIG] [CLI_BINARY] [ROUNDS]
 //!
 //! BIG (default 1000000) is the size of the large queue, added in ROUNDS
 //! (default 3) batches. Figures, each over ROUNDS alternating rounds with
@@ -18,11 +18,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-mod common;
-
-use common::{median, per_sec, spread, verdict};
 use leasehold::unix_ms::to_ms;
 use leasehold::{LeaseName, NewTask, Store, TaskId};
+use leasehold_bench::{median, per_sec, spread, verdict};
 use rusqlite::{Connection, TransactionBehavior, params};
 
 fn name(s: &str) -> LeaseName {

@@ -6,17 +6,15 @@
 //! round's single worker (what contention costs the total), and acquire
 //! latency (p50/p99 over every round).
 //!
-//!     cargo run --release -p leasehold --example contention -- DIR [SECONDS] [ROUNDS]
+//!     cargo run --release -p leasehold-bench --bin contention -- DIR [SECONDS] [ROUNDS]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{per_sec, spread};
 use leasehold::{Acquire, AcquireOptions, LeaseName, Store};
+use leasehold_bench::{per_sec, spread};
 
 /// One worker: acquire (retrying while held), release; until `stop`.
 /// Returns each acquisition's latency (from the first attempt).

@@ -3,7 +3,7 @@
 //! empty store, in the same run. Prints a Markdown table (bench/run
 //! includes it, then times the CLI on the same two stores).
 //!
-//!     cargo run --release -p leasehold --example growth -- DIR [BIG] [ROUNDS]
+//!     cargo run --release -p leasehold-bench --bin growth -- DIR [BIG] [ROUNDS]
 //!
 //! Makes DIR/empty.db and DIR/big.db (BIG defaults to 1000000, ROUNDS to
 //! 10). The big store is filled before any measurement:
@@ -27,10 +27,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::{library, per_sec, spread, verdict_at_most};
 use leasehold::{Acquire, AcquireOptions, Binding, LeaseName, NewTask, Store, TaskId};
+use leasehold_bench::{library, per_sec, spread, verdict_at_most};
 
 /// Names acquired through the library before the rest are copied.
 const SEED: usize = 1000;
@@ -163,6 +161,6 @@ fn main() {
         spread(&on_empty, 0),
         spread(&on_big, 0),
         spread(&ratios, 2),
-        verdict_at_most(common::median(&ratios), 1.2)
+        verdict_at_most(leasehold_bench::median(&ratios), 1.2)
     );
 }

@@ -5,7 +5,7 @@
 //! a server-side TTL (lease grant, the pair with the put on the lease,
 //! lease revoke).
 //!
-//!     cargo run --release -p leasehold --example etcd_rate -- HOST:PORT [LIB_CYCLES] [ETCDCTL_CYCLES] [ROUNDS]
+//!     cargo run --release -p leasehold-bench --bin etcd_rate -- HOST:PORT [LIB_CYCLES] [ETCDCTL_CYCLES] [ROUNDS]
 //!
 //! Alternates the three over ROUNDS rounds (default 3; 100 library cycles
 //! and 20 of each etcdctl loop a round) and prints a Markdown table of
@@ -18,10 +18,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-mod common;
-
-use common::{library, rate, spread};
 use leasehold::{Store, StoreOptions, StoreUrl};
+use leasehold_bench::{library, rate, spread};
 
 fn etcdctl_cmd(endpoint: &str, args: &[&str], stdin: &str) -> String {
     let mut child = Command::new("etcdctl")

@@ -4,9 +4,9 @@
 //! count (`--toggle-collect`). Instruction counts do not depend on the
 //! disk or the neighbours, so two builds compare exactly.
 //!
-//!     cargo build --release -p leasehold --example cycle_cost
+//!     cargo build --release -p leasehold-bench --no-default-features --bin cycle_cost
 //!     valgrind --tool=callgrind --toggle-collect='*measured_cycles*' \
-//!         target/release/examples/cycle_cost DIR 500
+//!         target/release/cycle_cost DIR 500
 
 use std::path::PathBuf;
 

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo build --release -p leasehold-cli
-//! cargo run --release -p leasehold --example write_rate -- DIR [LIB_CALLS] [CLI_CALLS] [ROUNDS]
+//! cargo run --release -p leasehold-bench --bin write_rate -- DIR [LIB_CALLS] [CLI_CALLS] [ROUNDS]
 //! ```
 //!
 //! The CLI is `target/release/leasehold` unless `LEASEHOLD_BIN` names one.
@@ -16,10 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-mod common;
-
-use common::{per_sec, spread};
 use leasehold::files::{WriteOptions, write_atomic};
+use leasehold_bench::{per_sec, spread};
 
 fn payload(i: usize) -> Vec<u8> {
     format!("{{\"seq\":{i},\"pad\":\"{}\"}}\n", "x".repeat(1000)).into_bytes()

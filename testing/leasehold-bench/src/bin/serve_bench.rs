@@ -3,7 +3,7 @@
 //! queue page with 1,000,000 tasks, a `/metrics` scrape, and the reading
 //! of the store that feeds them (once per refresh, shared by every viewer).
 //!
-//!     cargo run --release -p leasehold-serve --example serve_bench [DIR]
+//!     cargo run --release -p leasehold-bench --bin serve_bench [DIR]
 //!
 //! DIR (default: a temporary directory under /dev/shm, so building the
 //! store does not wait on 10,000 fsyncs) holds the SQLite store.

@@ -2,7 +2,7 @@
 //! `leasehold` command and library call goes through), for docs/POSTGRES.md.
 //!
 //! ```text
-//! cargo run --release -p leasehold-postgres --example bench -- URL lease|task CLIENTS SECONDS
+//! cargo run --release -p leasehold-bench --bin postgres_rate -- URL lease|task CLIENTS SECONDS
 //! ```
 //!
 //! `lease`: each client acquires and releases its own name (no contention:

@@ -2,7 +2,7 @@
 //! claim + complete, and an atomic durable write. Each includes its fsync:
 //! that is the cost a caller pays.
 //!
-//!     cargo bench -p leasehold --bench hot_paths
+//!     cargo bench -p leasehold-bench --bench hot_paths
 
 use std::time::Duration;
 
