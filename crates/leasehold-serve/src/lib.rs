@@ -24,7 +24,6 @@ mod metrics;
 pub use daemon::serve_metrics;
 mod pages;
 mod text;
-pub mod timeline;
 pub mod watch;
 
 use std::fmt::Write as _;

@@ -32,9 +32,7 @@ use leasehold::{
 /// Entries read to find a name's cursor; a name with more new entries
 /// since the last visit is read again in full.
 const FOLLOW_WINDOW: u32 = 32;
-/// The most a store keeps of one name (`HISTORY_PER_NAME`, with the slack a
-/// store may prune late).
-pub const HISTORY_MAX: u32 = 1100;
+pub use leasehold::timeline::HISTORY_MAX;
 /// Entries of the cursor compared to find where new ones start.
 const CURSOR_LEN: usize = 16;
 /// Running tasks read per queue (one per worker; more are not shown).
@@ -651,7 +649,7 @@ impl Follower {
                 if let Some(k) = COUNTED.iter().position(|k| *k == e.event) {
                     slot[k] += 1;
                 }
-                if i > 0 && crate::timeline::after_expiry(&newest[i - 1], e) {
+                if i > 0 && leasehold::timeline::after_expiry(&newest[i - 1], e) {
                     slot[COUNTED.len()] += 1;
                 }
             }

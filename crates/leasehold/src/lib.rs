@@ -57,6 +57,7 @@ pub mod schedule;
 mod store;
 pub mod supervise;
 pub mod telemetry;
+pub mod timeline;
 pub mod worker;
 
 pub use cancel::{Cancel, SignalWatch};

@@ -16,8 +16,8 @@ use super::{Page, aged, enc, lease_href};
 use crate::App;
 use crate::http::Request;
 use crate::text::{self, shown};
-use crate::timeline::{self, EventKind, RANGES, Timeline};
 use crate::watch::HISTORY_MAX;
+use leasehold::timeline::{self, EventKind, RANGES, Timeline};
 
 /// The zoom level named `label` (1h when there is no such level).
 #[must_use]

@@ -35,10 +35,10 @@ pub fn run(ctx: &Ctx, args: &HistoryArgs) -> anyhow::Result<u8> {
 /// blocks, coloured only for a person at a terminal (as messages are).
 fn timeline(store: &leasehold::Store, args: &HistoryArgs) -> anyhow::Result<u8> {
     use std::io::IsTerminal as _;
-    let mut entries = store.history(&args.name, leasehold_serve::watch::HISTORY_MAX)?;
+    let mut entries = store.history(&args.name, leasehold::timeline::HISTORY_MAX)?;
     entries.reverse();
     let live = store.status(&args.name)?.map(|s| s.grants).unwrap_or_default();
-    let tl = leasehold_serve::timeline::build(
+    let tl = leasehold::timeline::build(
         &args.name,
         &entries,
         &live,
@@ -57,7 +57,7 @@ fn timeline(store: &leasehold::Store, args: &HistoryArgs) -> anyhow::Result<u8> 
         .unwrap_or(100);
     print!(
         "{}",
-        leasehold_serve::timeline::terminal::render(&tl, width.saturating_sub(40), colour, &output::for_terminal)
+        super::timeline::render(&tl, width.saturating_sub(40), colour, &output::for_terminal)
     );
     Ok(ExitCode::Success.code())
 }

@@ -7,6 +7,7 @@ pub mod list;
 pub mod release;
 pub mod renew;
 pub mod status;
+mod timeline;
 
 use std::time::Duration;
 
