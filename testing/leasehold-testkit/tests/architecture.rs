@@ -4,7 +4,7 @@
 //! the map following fails here, with the line of the map to fix.
 //!
 //! What counts as a citation, read from the text between backticks:
-//! - a path: rooted (`crates/…`, `docs/…`), a crate's (`leasehold-faults/src/checker.rs`)
+//! - a path: rooted (`crates/…`, `docs/…`), a crate's (`leasehold-faults/src/checker/`)
 //!   or a file by its extension. A rooted or a crate's path must exist as
 //!   written; any other must end a path inside the crate whose section it
 //!   is in (a heading `### crates/NAME` in backticks), or, outside such a
@@ -243,14 +243,14 @@ fn a_citation_of_nothing_is_found() {
     // section's crate.
     let map = Map::read(&root());
     let doc = "### `crates/leasehold-backend` — the seam\n\
-               - `plan.rs`, `checker.rs`, `crates/leasehold/src/gone.rs`, `tests/cli/{run,nowhere}.rs`\n\
+               - `plan.rs`, `resource.rs`, `crates/leasehold/src/gone.rs`, `tests/cli/{run,nowhere}.rs`\n\
                - `a_test_that_was_never_written`, `keeper::tests::nor_was_this_one`\n\
                ## Invariants\n\
-               - `checker.rs`, `fence_*`, `crates/leasehold/src/*.rs`, `leasehold-faults/src/checker.rs`\n";
+               - `resource.rs`, `fence_*`, `crates/leasehold/src/*.rs`, `leasehold-faults/src/checker/rules.rs`\n";
     assert_eq!(
         dangling(&map, doc),
         [
-            "line 2: the path `checker.rs`",
+            "line 2: the path `resource.rs`",
             "line 2: the path `crates/leasehold/src/gone.rs`",
             "line 2: the path `tests/cli/{run,nowhere}.rs`",
             "line 3: the name `a_test_that_was_never_written`",
