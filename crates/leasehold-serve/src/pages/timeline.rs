@@ -207,21 +207,7 @@ const MARK_ROWS: usize = 5;
 
 /// The timeline drawn by the server: no chart library, nothing fetched.
 fn svg(tl: &Timeline) -> Markup {
-    let span = tl
-        .to
-        .duration_since(tl.from)
-        .unwrap_or_default()
-        .as_secs_f64()
-        .max(1e-9);
-    let x = |t: SystemTime| -> f64 {
-        let s = t
-            .max(tl.from)
-            .min(tl.to)
-            .duration_since(tl.from)
-            .unwrap_or_default()
-            .as_secs_f64();
-        (s / span * SVG_W * 100.0).round() / 100.0
-    };
+    let x = |t: SystemTime| -> f64 { (tl.fraction(t) * SVG_W * 100.0).round() / 100.0 };
     // Each mark in the first row where it keeps its distance from the
     // mark before it (marks come oldest first); past the last row, counted.
     let mut row_ends: Vec<f64> = Vec::new();

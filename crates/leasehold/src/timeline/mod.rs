@@ -383,6 +383,24 @@ pub struct Event {
 }
 
 impl Timeline {
+    /// Where `t` falls in the range, from 0 (`from`) to 1 (`to`), clamped:
+    /// the one placing of a time both drawings use.
+    #[must_use]
+    pub fn fraction(&self, t: SystemTime) -> f64 {
+        let span = self
+            .to
+            .duration_since(self.from)
+            .unwrap_or_default()
+            .as_secs_f64()
+            .max(1e-9);
+        let at = t
+            .max(self.from)
+            .min(self.to)
+            .duration_since(self.from)
+            .unwrap_or_default();
+        at.as_secs_f64() / span
+    }
+
     /// Everything in the range as one list, newest first: grants, their
     /// ends and the marks.
     #[must_use]

@@ -24,14 +24,7 @@ pub const MAX_ROWS: usize = 40;
 const LABEL_W: usize = 10;
 
 fn column(t: SystemTime, tl: &Timeline, width: usize) -> usize {
-    let span = tl
-        .to
-        .duration_since(tl.from)
-        .unwrap_or_default()
-        .as_secs_f64()
-        .max(1e-9);
-    let x = t.duration_since(tl.from).unwrap_or_default().as_secs_f64() / span;
-    ((x * width as f64) as usize).min(width.saturating_sub(1))
+    ((tl.fraction(t) * width as f64) as usize).min(width.saturating_sub(1))
 }
 
 /// The timeline in `width` columns (the bar area is what is left after
