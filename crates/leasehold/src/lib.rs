@@ -41,6 +41,7 @@
 //! ```
 
 mod cancel;
+mod clock;
 mod deferred;
 mod error;
 pub mod files;
@@ -60,11 +61,12 @@ pub mod telemetry;
 pub mod worker;
 
 pub use cancel::{Cancel, SignalWatch};
+pub use clock::{BootClock, Clock, POLL};
 pub use error::{Error, Result};
 pub use identity::Binding;
 pub use keeper::{
-    Attempt, BootClock, ClaimKeeper, ClaimLost, ClaimRenewer, Clock, Keeper, KeeperOptions, LeaseRenewer, Loss,
-    LossHandle, POLL, Refusal, Renewal, Renewer,
+    Attempt, ClaimKeeper, ClaimLost, ClaimRenewer, Keeper, KeeperOptions, LeaseRenewer, Loss, LossHandle, Refusal,
+    Renewal, Renewer,
 };
 pub use leadership::{CampaignOptions, CandidateInUse, Leader, LeaderChange, Leadership, Observer};
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
