@@ -84,7 +84,6 @@ fn keeper(renewer: Arc<dyn Renewer<Lost = LostReason>>, clock: &Arc<ManualClock>
         ttl: 60 * SEC,
         heartbeat: Some(heartbeat),
         margin: 5 * SEC,
-        owner: None,
     };
     let start = clock.now();
     Keeper::start_with_clock(renewer, start, options, clock.clone())
@@ -389,7 +388,6 @@ fn a_renewal_stuck_behind_a_locked_store_names_the_locker_not_a_pause() {
         ttl: 3 * SEC,
         heartbeat: Some(SEC),
         margin: 300 * Duration::from_millis(1),
-        owner: None,
     };
     let k = Keeper::start_with_clock(renewer.clone(), clock.now(), options, clock.clone());
     let pushed = k.subscribe();
@@ -604,7 +602,6 @@ fn renew_now_waits_for_the_keepers_renewal_never_overlapping_it() {
         ttl: 60 * SEC,
         heartbeat: Some(20 * SEC),
         margin: 5 * SEC,
-        owner: None,
     };
     let mut k = Keeper::start_with_clock(renewer.clone(), clock.now(), options, clock.clone());
     clock.advance(20 * SEC);
@@ -671,7 +668,6 @@ fn a_deadline_found_while_stopping_is_not_reported_after_stop() {
         ttl: 3 * SEC,
         heartbeat: Some(SEC),
         margin: 300 * Duration::from_millis(1),
-        owner: None,
     };
     let k = Keeper::start_with_clock(renewer.clone(), clock.now(), options, clock.clone());
     clock.advance(SEC);
@@ -819,7 +815,6 @@ fn options_out_of_range_are_named_and_never_panic() {
         ttl: Duration::MAX,
         heartbeat: Some(Duration::MAX),
         margin: Duration::MAX,
-        owner: None,
     };
     assert!(
         huge.problem().unwrap().contains("at most 1year"),
@@ -874,7 +869,6 @@ fn a_lost_claim_says_whether_it_was_deleted_taken_or_expired() {
         ttl: 60 * SEC,
         heartbeat: Some(20 * SEC),
         margin: 5 * SEC,
-        owner: None,
     };
     let lost_after_a_heartbeat = |renewer: Arc<dyn Renewer<Lost = ClaimLost>>, clock: &Arc<ManualClock>| {
         let k = Keeper::start_with_clock(renewer, clock.now(), options.clone(), clock.clone());
@@ -975,7 +969,7 @@ impl Renewer for Hiccup {
 /// second renewal `late`: whether the grant was lost, once the renewal
 /// after the late one (due at once) went through or the loss came.
 fn lost_with_a_late_renewal(ttl: Duration, late: Duration) -> Option<Loss> {
-    let options = crate::supervise::Timing::new(ttl, None, None, None).unwrap().keeper;
+    let options = crate::supervise::Timing::new(ttl, None, None).unwrap().keeper;
     let heartbeat = options.heartbeat.unwrap();
     let clock = Arc::new(ManualClock::new(100 * SEC));
     let renewer = Arc::new(Hiccup {
@@ -1003,7 +997,7 @@ fn lost_with_a_late_renewal(ttl: Duration, late: Duration) -> Option<Loss> {
 fn default_timing_keeps_a_short_grant_through_a_late_renewal() {
     for ms in [1000, 1500, 2000, 3000] {
         let ttl = ms * Duration::from_millis(1);
-        let t = crate::supervise::Timing::new(ttl, None, None, None).unwrap();
+        let t = crate::supervise::Timing::new(ttl, None, None).unwrap();
         let window = ttl.saturating_sub(t.keeper.margin);
         let late = crate::supervise::RENEWAL_ROOM
             .min(window * 3 / 4)

@@ -20,8 +20,6 @@ pub struct KeeperOptions {
     /// How long before the store could expire the grant the holder stops
     /// trusting it: time to stop using it, plus slack.
     pub margin: Duration,
-    /// The owner label, if one was given when acquiring.
-    pub owner: Option<String>,
 }
 
 impl KeeperOptions {
@@ -33,7 +31,6 @@ impl KeeperOptions {
             ttl,
             heartbeat: None,
             margin: ttl / 10,
-            owner: None,
         }
     }
 

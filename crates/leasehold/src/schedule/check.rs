@@ -93,7 +93,7 @@ impl Schedule {
                 })?;
             }
         }
-        if let Err(e) = Timing::new(self.ttl, None, self.grace, None) {
+        if let Err(e) = Timing::new(self.ttl, None, self.grace) {
             return Err(refused(e.to_string(), "give a longer --ttl, or a shorter --grace"));
         }
         Ok(())

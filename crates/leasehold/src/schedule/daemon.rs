@@ -802,7 +802,7 @@ impl Firing {
             sink,
         } = self;
         let name = &schedule.name;
-        let timing = match Timing::new(schedule.ttl, None, schedule.grace, None) {
+        let timing = match Timing::new(schedule.ttl, None, schedule.grace) {
             Ok(t) => t,
             Err(e) => {
                 record.outcome = SlotOutcome::Failed;
