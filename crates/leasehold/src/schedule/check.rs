@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{BackendError, ErrorKind};
 
-use super::kept::{Action, Schedule, queue_of};
+use super::record::{Action, Schedule, queue_of};
 use crate::supervise::Timing;
 use crate::{Result, format_duration, format_time, quoted};
 
