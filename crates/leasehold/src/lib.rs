@@ -89,7 +89,7 @@ pub use leasehold_backend::{
 pub use leasehold_etcd::ETCD_PASSWORD_VAR;
 pub use outsider::{HolderRunning, OutsiderRelease, OutsiderReleased};
 pub use overdue::{NOT_RUN, Overdue, Unanswered};
-pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
+pub use queue::{BatchLineError, DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::id::StoreIdentity;
 pub use store::{
     Acquire, AcquireOptions, DEFAULT_POLL, Kept, Store, StoreOptions, StoreUrl, built_in_schemes, built_in_stores,
