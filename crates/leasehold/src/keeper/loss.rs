@@ -18,7 +18,7 @@ use crate::overdue::Overdue;
 pub const VERDICT: Duration = Duration::from_secs(1);
 
 /// Why a keeper stopped trusting its hold. Final. `L` is the kind's
-/// refusal: [`LostReason`] for a lease, [`ClaimLost`] for a task claim.
+/// refusal: [`LostReason`] for a lease, [`ClaimLost`](super::ClaimLost) for a task claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Loss<L = LostReason> {
     /// The store refused a renewal: the hold is gone.

@@ -437,7 +437,7 @@ impl Schedules<'_> {
         Ok(written)
     }
 
-    /// Claim what is due of `kept` at `now`, as [`decide`] decides, for the
+    /// Claim what is due of `kept` at `now`, as [`decide`](super::decide) decides, for the
     /// daemon `daemon`: one write that moves the state past the slots it
     /// accounts for, records the missed ones and creates the fired slot's
     /// record (see the module docs). At most `max_due` due slots are

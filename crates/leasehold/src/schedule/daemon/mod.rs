@@ -7,7 +7,7 @@
 //! that loses the race reads again and finds nothing due). A claimed slot
 //! fires on a thread of its own:
 //! - **run**: the command runs as `leasehold run` runs one
-//!   ([`supervise::run_with`]), under the lease named after the schedule,
+//!   ([`supervise::run_with`](crate::supervise::run_with)), under the lease named after the schedule,
 //!   bound to this daemon — stopped before that lease can pass on, with
 //!   `LEASEHOLD_TOKEN`, `LEASEHOLD_GRANT` and `LEASEHOLD_SLOT` (the slot's
 //!   time, RFC 3339) in its environment. The lease is what keeps slots of
@@ -16,7 +16,7 @@
 //!   deadline), `stop-previous` waits while the daemon running the previous
 //!   slot, which watches the schedule's state, stops its command.
 //! - **enqueue**: the task is added with an id naming the slot
-//!   ([`slot_task_id`]), so it is one task whoever adds it.
+//!   ([`slot_task_id`](super::slot_task_id)), so it is one task whoever adds it.
 //!
 //! Before a claim, the daemon looks at the record of the schedule's last
 //! fired slot: one still `claimed` or `running` whose daemon is provably
