@@ -23,7 +23,7 @@ fn sh(script: &str) -> Vec<std::ffi::OsString> {
 }
 
 fn timing(ttl_ms: u64) -> Timing {
-    Timing::new(Duration::from_millis(ttl_ms), None, None, None).unwrap()
+    Timing::new(Duration::from_millis(ttl_ms), None, None).unwrap()
 }
 
 fn spec(script: &str, timing: &Timing) -> Spec {

@@ -174,7 +174,7 @@ pub fn fence(value: &Bound<'_, PyAny>) -> PyResult<Fence> {
         return task.get().fence(value.py());
     }
     if value.is_instance_of::<PyInt>() {
-        return Fence::with_grant_from_env(int_token(value)?).map_err(errors::invalid);
+        return Fence::with_grant_from_env(int_token(value)?).map_err(|e| errors::invalid(e.to_string()));
     }
     let Some(token) = fence_field(value, "token")? else {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(

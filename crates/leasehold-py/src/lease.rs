@@ -44,6 +44,8 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 pub struct HoldOptions {
     pub keep: KeeperOptions,
+    /// The grant's or claim's owner label, if one was given.
+    pub owner: Option<String>,
     /// The margin, when one was given (else a tenth of the TTL, whatever
     /// the TTL becomes through `extend`).
     pub margin: Option<Duration>,
@@ -63,10 +65,10 @@ impl HoldOptions {
         let ttl = convert::opt_duration(ttl, "ttl")?.unwrap_or(DEFAULT_TTL);
         let heartbeat = convert::opt_duration(heartbeat, "heartbeat")?;
         let margin = convert::opt_duration(margin, "margin")?;
-        let mut keep = keeper_options(ttl, heartbeat, margin)?;
-        keep.owner = owner;
+        let keep = keeper_options(ttl, heartbeat, margin)?;
         Ok(Self {
             keep,
+            owner,
             margin,
             on_lost: on_lost.filter(|v| !v.is_none()).map(on_lost_handler).transpose()?,
         })
@@ -302,7 +304,7 @@ impl Lease {
             store,
             options: AcquireOptions {
                 ttl: hold.keep.ttl,
-                owner: hold.keep.owner.clone(),
+                owner: hold.owner,
                 mode,
                 binding: Binding::ThisProcess,
             },
@@ -683,8 +685,7 @@ impl Lease {
     /// ``InvalidInput`` for a TTL the keeper cannot keep (naming it).
     fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
         let ttl = convert::duration(ttl, "ttl")?;
-        let mut new = keeper_options(ttl, self.keep.heartbeat, self.margin)?;
-        new.owner.clone_from(&self.keep.owner);
+        let new = keeper_options(ttl, self.keep.heartbeat, self.margin)?;
         self.renew_with(py, Some(new))
     }
 

@@ -70,7 +70,7 @@ impl Queue {
         loop {
             let claimed = {
                 let (store, queue, keep) = (store.clone(), self.name.clone(), hold.keep.clone());
-                let owner = keep.owner.clone();
+                let owner = hold.owner.clone();
                 crate::exiting::detach(py, move || store.claim_and_keep(&queue, owner.as_deref(), keep)).or_raise()?
             };
             if let Some((claim, keeper)) = claimed {
@@ -123,6 +123,7 @@ fn claim_waiting(
     store: &Arc<leasehold::Store>,
     queue: &QueueName,
     keep: &leasehold::KeeperOptions,
+    owner: Option<&str>,
     left: Option<Duration>,
     cancel: &leasehold::Cancel,
 ) -> Claimed {
@@ -132,8 +133,7 @@ fn claim_waiting(
     // One for the whole wait: it keeps what the store has shown it.
     let topic = leasehold::WaitTopic::queue(queue);
     loop {
-        let owner = keep.owner.clone();
-        if let Some((claim, keeper)) = store.claim_and_keep(queue, owner.as_deref(), keep.clone())? {
+        if let Some((claim, keeper)) = store.claim_and_keep(queue, owner, keep.clone())? {
             return Ok(Some((claim, keeper, store.clone())));
         }
         let now = Instant::now();
@@ -315,12 +315,12 @@ impl Queue {
                     Ok(Py::new(py, task)?.into_any())
                 }
             };
-            let keep = hold.keep.clone();
+            let (keep, owner) = (hold.keep.clone(), hold.owner.clone());
             let Some(timeout) = wait.timeout() else {
                 let cancel = leasehold::Cancel::new();
                 return crate::aio::call(
                     py,
-                    move || claim_waiting(&store, &name, &keep, Some(Duration::ZERO), &cancel),
+                    move || claim_waiting(&store, &name, &keep, owner.as_deref(), Some(Duration::ZERO), &cancel),
                     move |py, claimed, awaited| finish(py, Some(claimed), awaited),
                     hand_back,
                 );
@@ -332,7 +332,7 @@ impl Queue {
                 py,
                 line,
                 timeout,
-                move |left| claim_waiting(&store, &name, &keep, left, &theirs),
+                move |left| claim_waiting(&store, &name, &keep, owner.as_deref(), left, &theirs),
                 |claimed| !matches!(claimed, Ok(None)),
                 move || cancel.cancel(),
                 finish,

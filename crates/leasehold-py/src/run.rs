@@ -74,7 +74,7 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: &RunArgs) -> PyRe
         return Err(errors::invalid("argv is empty: give the command and its arguments"));
     }
     check_cwd(args.cwd.as_deref())?;
-    let timing = Timing::new(args.ttl, args.heartbeat, args.grace, args.owner.clone())
+    let timing = Timing::new(args.ttl, args.heartbeat, args.grace)
         .map_err(|e| errors::invalid(format!("{e} (ttl=, heartbeat=, grace=)")))?;
     let grace = timing.grace;
     let mut spec = Spec::watched(
@@ -92,6 +92,7 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: &RunArgs) -> PyRe
     let lease = LeaseRun {
         name: args.name.clone(),
         timing,
+        owner: args.owner.clone(),
         mode: args.mode,
         wait: args.wait.timeout(),
         // A ^C while waiting ends the wait: the waiter leaves the queue.

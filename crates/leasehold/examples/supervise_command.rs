@@ -25,7 +25,7 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let store = Arc::new(Store::open_sqlite(path.as_ref())?);
 
     // TTL 10 s: heartbeat and grace by default (3.3 s and 2 s).
-    let timing = Timing::new(Duration::from_secs(10), None, None, None)?;
+    let timing = Timing::new(Duration::from_secs(10), None, None)?;
     let spec = Spec {
         command: vec!["sh".into(), "-c".into(), script.into()],
         guard: GuardProgram::find()?,

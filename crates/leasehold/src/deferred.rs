@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use leasehold_backend::host;
 
-use crate::keeper::POLL;
+use crate::clock::POLL;
 
 /// How long the thread stays with nothing to start.
 const LINGER: Duration = Duration::from_secs(5);

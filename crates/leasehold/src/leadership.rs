@@ -397,10 +397,7 @@ impl Store {
             mode: Mode::Exclusive,
             binding: Binding::ThisProcess,
         };
-        let keep = KeeperOptions {
-            owner: Some(options.id.clone()),
-            ..KeeperOptions::new(options.ttl)
-        };
+        let keep = KeeperOptions::new(options.ttl);
         Ok(
             match self.acquire_wait_and_keep(name, &acquire, None, cancel, |_| {}, keep)? {
                 Kept::Acquired(grant, keeper) => Some(Leadership {

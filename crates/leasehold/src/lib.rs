@@ -41,6 +41,7 @@
 //! ```
 
 mod cancel;
+mod clock;
 mod deferred;
 mod error;
 pub mod files;
@@ -61,11 +62,12 @@ pub mod timeline;
 pub mod worker;
 
 pub use cancel::{Cancel, SignalWatch};
+pub use clock::{BootClock, Clock, POLL};
 pub use error::{Error, Result};
 pub use identity::Binding;
 pub use keeper::{
-    Attempt, BootClock, ClaimKeeper, ClaimLost, ClaimRenewer, Clock, Keeper, KeeperOptions, LeaseRenewer, Loss,
-    LossHandle, POLL, Refusal, Renewal, Renewer,
+    Attempt, ClaimKeeper, ClaimLost, ClaimRenewer, Keeper, KeeperOptions, LeaseRenewer, Loss, LossHandle, Refusal,
+    Renewal, Renewer,
 };
 pub use leadership::{CampaignOptions, CandidateInUse, Leader, LeaderChange, Leadership, Observer};
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
@@ -88,7 +90,7 @@ pub use leasehold_backend::{
 pub use leasehold_etcd::ETCD_PASSWORD_VAR;
 pub use outsider::{HolderRunning, OutsiderRelease, OutsiderReleased};
 pub use overdue::{NOT_RUN, Overdue, Unanswered};
-pub use queue::{DEFAULT_MAX_ATTEMPTS, NewTask};
+pub use queue::{BatchLineError, DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::id::StoreIdentity;
 pub use store::{
     Acquire, AcquireOptions, DEFAULT_POLL, Kept, Store, StoreOptions, StoreUrl, built_in_schemes, built_in_stores,

@@ -67,7 +67,7 @@ impl NewTask {
     /// what the line leaves out. Untrusted input: never panics.
     ///
     /// # Errors
-    /// The reason, in words, when the line is not one task: not JSON, an
+    /// [`BatchLineError`], when the line is not one task: not JSON, an
     /// unknown field, an invalid id, or `max_attempts` 0.
     ///
     /// # Examples
@@ -77,14 +77,14 @@ impl NewTask {
     /// assert_eq!(t.id.unwrap().as_str(), "a");
     /// assert!(NewTask::parse_batch_line(r#"{"url": 1}"#, &NewTask::new(serde_json::Value::Null)).is_err());
     /// ```
-    pub fn parse_batch_line(line: &str, defaults: &NewTask) -> std::result::Result<NewTask, String> {
-        let parsed: BatchLine = serde_json::from_str(line).map_err(|e| format!("not a task ({e})"))?;
+    pub fn parse_batch_line(line: &str, defaults: &NewTask) -> std::result::Result<NewTask, BatchLineError> {
+        let parsed: BatchLine = serde_json::from_str(line).map_err(BatchLineError::NotATask)?;
         let id = match parsed.id {
-            Some(id) => Some(TaskId::new(id).map_err(|e| format!("bad id: {e}"))?),
+            Some(id) => Some(TaskId::new(id).map_err(BatchLineError::BadId)?),
             None => None,
         };
         if parsed.max_attempts == Some(0) {
-            return Err("max_attempts must be at least 1".into());
+            return Err(BatchLineError::NoAttempts);
         }
         Ok(NewTask {
             id,
@@ -94,6 +94,21 @@ impl NewTask {
             max_attempts: parsed.max_attempts.unwrap_or(defaults.max_attempts),
         })
     }
+}
+
+/// Why a line of batch input is not one task
+/// ([`NewTask::parse_batch_line`]).
+#[derive(Debug, thiserror::Error)]
+pub enum BatchLineError {
+    /// Not JSON, or not a task's fields (an unknown one, a wrong type).
+    #[error("not a task ({0})")]
+    NotATask(serde_json::Error),
+    /// The id is not a valid task id.
+    #[error("bad id: {0}")]
+    BadId(leasehold_backend::NameError),
+    /// `max_attempts` is 0.
+    #[error("max_attempts must be at least 1")]
+    NoAttempts,
 }
 
 /// One report waiting for its transaction, and where its outcome goes.

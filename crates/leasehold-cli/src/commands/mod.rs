@@ -154,13 +154,8 @@ pub fn guard_program() -> anyhow::Result<GuardProgram> {
 /// The timing of `run` and `work` from their flags (`--ttl`,
 /// `--heartbeat`, `--grace`); a combination that cannot stop the command
 /// in time is a usage error naming the flags.
-pub fn timing(
-    ttl: Duration,
-    heartbeat: Option<Duration>,
-    grace: Option<Duration>,
-    owner: Option<String>,
-) -> anyhow::Result<Timing> {
-    let e = match Timing::new(ttl, heartbeat, grace, owner) {
+pub fn timing(ttl: Duration, heartbeat: Option<Duration>, grace: Option<Duration>) -> anyhow::Result<Timing> {
+    let e = match Timing::new(ttl, heartbeat, grace) {
         Ok(timing) => return Ok(timing),
         Err(e) => e,
     };

@@ -106,7 +106,7 @@ fn report_release_error(args: &RunArgs, grant: &leasehold::Grant, error: Option<
 }
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
-    let timing = timing(args.ttl, args.heartbeat, args.grace, args.owner.clone())?;
+    let timing = timing(args.ttl, args.heartbeat, args.grace)?;
     let spec = Spec::watched(
         args.command.clone(),
         guard_program()?,
@@ -116,6 +116,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<u8> {
     let lease = LeaseRun {
         name: args.name.clone(),
         timing,
+        owner: args.owner.clone(),
         mode: args.shared.mode(),
         wait: args.wait.wait.map(crate::cli::Wait::timeout),
         cancel: Cancel::new(),

@@ -124,7 +124,7 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs) -> anyhow::Result<u8> {
         (Some(_), false) => return Err(usage("--queue and a command exclude each other".into())),
     };
     // The lease a command runs under must be one `run` could keep.
-    leasehold::supervise::Timing::new(args.ttl, None, args.grace, None).map_err(|e| usage(e.to_string()))?;
+    leasehold::supervise::Timing::new(args.ttl, None, args.grace).map_err(|e| usage(e.to_string()))?;
     let schedule = Schedule {
         name: args.name.clone(),
         spec,

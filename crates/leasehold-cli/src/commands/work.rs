@@ -27,7 +27,7 @@ fn bar_message(c: &Counts) -> String {
 
 /// Run CMD for each task until the worker stops, then print the summary.
 pub fn run(ctx: &Ctx, args: &WorkArgs) -> anyhow::Result<u8> {
-    let timing = timing(args.ttl, args.heartbeat, args.grace, args.owner.clone())?;
+    let timing = timing(args.ttl, args.heartbeat, args.grace)?;
     super::serve::daemon_metrics(args.metrics_listen.as_deref())?;
     // One store for every worker thread.
     let store = Arc::new(ctx.open_store()?);
@@ -80,6 +80,7 @@ fn worker_options(args: &WorkArgs, timing: leasehold::supervise::Timing) -> Work
     WorkerOptions {
         queue: args.queue.clone(),
         timing,
+        owner: args.owner.clone(),
         concurrency: args.concurrency as usize,
         until: match (args.until_empty, args.drain) {
             (true, _) => Until::Empty,

@@ -106,7 +106,10 @@ pub enum FileError {
          and the grant that wrote it)",
         path.display()
     )]
-    CorruptFence { path: PathBuf, reason: String },
+    CorruptFence {
+        path: PathBuf,
+        reason: super::fence::FenceRecordError,
+    },
 
     /// A fenced write with a token lower than one already written (of
     /// `lease`, when the record names it).

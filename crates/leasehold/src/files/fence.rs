@@ -74,6 +74,39 @@ pub struct Record {
     pub lease: Option<String>,
 }
 
+/// Why bytes are not a fence record ([`parse`], [`parse_record`]); the
+/// caller names the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FenceRecordError {
+    /// Longer than any record (the length in bytes).
+    #[error("{0} bytes, longer than any fence record")]
+    TooLong(usize),
+    /// After ` lease `: empty, not UTF-8, or holding a control character.
+    #[error("{0:?} is not a lease name")]
+    NotALeaseName(String),
+    /// The token is not decimal digits (the whole record, as text).
+    #[error("{0:?} is not a decimal token")]
+    NotAToken(String),
+    /// The token does not fit in 64 bits.
+    #[error("{0:?} is out of range")]
+    OutOfRange(String),
+    /// After the token: not 16 hexadecimal digits.
+    #[error("{0:?} is not a grant identity")]
+    NotAGrant(String),
+}
+
+/// Why `LEASEHOLD_GRANT` cannot name the grant of this process's token
+/// ([`Fence::with_grant_from_env`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantEnvError {
+    /// Not UTF-8.
+    #[error("{} is not text", GRANT_VAR)]
+    NotText,
+    /// Not a grant identity (why, in words).
+    #[error("{var}: {0}", var = GRANT_VAR)]
+    NotAGrant(String),
+}
+
 /// The record's line, without its newline.
 impl fmt::Display for Record {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -105,15 +138,15 @@ impl Fence {
     ///
     /// A `LEASEHOLD_GRANT` that is not a grant identity, for this token
     /// (rather than silently writing without it).
-    pub fn with_grant_from_env(token: Token) -> Result<Self, String> {
+    pub fn with_grant_from_env(token: Token) -> Result<Self, GrantEnvError> {
         let ours = std::env::var(TOKEN_VAR).ok().and_then(|t| t.parse::<Token>().ok()) == Some(token);
         let grant = match std::env::var_os(GRANT_VAR) {
             Some(grant) if ours => Some(
                 grant
                     .to_str()
-                    .ok_or_else(|| format!("{GRANT_VAR} is not text"))?
+                    .ok_or(GrantEnvError::NotText)?
                     .parse::<GrantId>()
-                    .map_err(|e| format!("{GRANT_VAR}: {e}"))?,
+                    .map_err(GrantEnvError::NotAGrant)?,
             ),
             _ => None,
         };
@@ -160,7 +193,7 @@ pub fn read(fence: &Target) -> Result<Option<Record>, FileError> {
 /// (the caller names the file).
 ///
 /// # Errors
-/// Anything else, or more than 64 bytes.
+/// [`FenceRecordError`]: anything else, or more than 64 bytes.
 ///
 /// # Examples
 /// ```
@@ -172,7 +205,7 @@ pub fn read(fence: &Target) -> Result<Option<Record>, FileError> {
 /// );
 /// assert!(parse_fence_record(b"+42").is_err());
 /// ```
-pub fn parse(data: &[u8]) -> Result<Fence, String> {
+pub fn parse(data: &[u8]) -> Result<Fence, FenceRecordError> {
     parse_record(data).map(|r| r.fence)
 }
 
@@ -186,11 +219,11 @@ pub fn parse(data: &[u8]) -> Result<Fence, String> {
 /// use leasehold::{Token, files::parse_fence_record_with_lease};
 /// let record = parse_fence_record_with_lease(b"42 lease nightly report\n")?;
 /// assert_eq!((record.fence.token, record.lease.as_deref()), (Token(42), Some("nightly report")));
-/// # Ok::<(), String>(())
+/// # Ok::<(), leasehold::files::FenceRecordError>(())
 /// ```
-pub fn parse_record(data: &[u8]) -> Result<Record, String> {
+pub fn parse_record(data: &[u8]) -> Result<Record, FenceRecordError> {
     if data.len() > MAX_LEN {
-        return Err(format!("{} bytes, longer than any fence record", data.len()));
+        return Err(FenceRecordError::TooLong(data.len()));
     }
     let line = data.strip_suffix(b"\n").unwrap_or(data);
     // The name comes last and may hold spaces; neither a token nor a grant
@@ -202,10 +235,7 @@ pub fn parse_record(data: &[u8]) -> Result<Record, String> {
                 .ok()
                 .filter(|n| !n.is_empty() && !n.chars().any(char::is_control))
                 .ok_or_else(|| {
-                    format!(
-                        "{:?} is not a lease name",
-                        String::from_utf8_lossy(&line[at + mark.len()..])
-                    )
+                    FenceRecordError::NotALeaseName(String::from_utf8_lossy(&line[at + mark.len()..]).into_owned())
                 })?;
             (&line[..at], Some(name.to_owned()))
         }
@@ -216,20 +246,20 @@ pub fn parse_record(data: &[u8]) -> Result<Record, String> {
         None => (line, None),
     };
     if token.is_empty() || !token.iter().all(u8::is_ascii_digit) {
-        return Err(format!("{:?} is not a decimal token", String::from_utf8_lossy(data)));
+        return Err(FenceRecordError::NotAToken(String::from_utf8_lossy(data).into_owned()));
     }
     let token = std::str::from_utf8(token)
         .ok()
         .and_then(|s| s.parse().ok())
         .map(Token)
-        .ok_or_else(|| format!("{:?} is out of range", String::from_utf8_lossy(token)))?;
+        .ok_or_else(|| FenceRecordError::OutOfRange(String::from_utf8_lossy(token).into_owned()))?;
     let grant = grant
         .map(|g| {
             std::str::from_utf8(g)
                 .ok()
                 .filter(|g| g.len() == 16)
                 .and_then(|g| g.parse::<GrantId>().ok())
-                .ok_or_else(|| format!("{:?} is not a grant identity", String::from_utf8_lossy(g)))
+                .ok_or_else(|| FenceRecordError::NotAGrant(String::from_utf8_lossy(g).into_owned()))
         })
         .transpose()?;
     Ok(Record {

@@ -54,8 +54,8 @@ use std::path::{Path, PathBuf};
 pub use atomic::STALE_TEMP_AGE;
 pub use error::{FileError, Role, UpdateError};
 pub use fence::{
-    Fence, GRANT_VAR, NAME_VAR, Record as FenceRecord, TOKEN_VAR, lease_from_env, parse as parse_fence_record,
-    parse_record as parse_fence_record_with_lease,
+    Fence, FenceRecordError, GRANT_VAR, GrantEnvError, NAME_VAR, Record as FenceRecord, TOKEN_VAR, lease_from_env,
+    parse as parse_fence_record, parse_record as parse_fence_record_with_lease,
 };
 pub use lock::LockWait;
 
@@ -92,17 +92,15 @@ impl WriteOptions {
         if !self.json {
             return Ok(());
         }
-        check_json(data).map_err(|reason| FileError::InvalidInput {
+        check_json(data).map_err(|e| FileError::InvalidInput {
             path: path.to_owned(),
-            reason,
+            reason: e.to_string(),
         })
     }
 }
 
-fn check_json(data: &[u8]) -> Result<(), String> {
-    serde_json::from_slice::<serde::de::IgnoredAny>(data)
-        .map(drop)
-        .map_err(|e| e.to_string())
+fn check_json(data: &[u8]) -> Result<(), serde_json::Error> {
+    serde_json::from_slice::<serde::de::IgnoredAny>(data).map(drop)
 }
 
 /// Replace the file at `path` with `data`, atomically and durably (temp
@@ -399,9 +397,9 @@ fn read_and_filter<'a, E>(
 ) -> Result<Cow<'a, [u8]>, UpdateError<E>> {
     let old = target.read()?;
     if let (true, Some(old)) = (options.json, &old) {
-        check_json(old).map_err(|reason| FileError::Corrupt {
+        check_json(old).map_err(|e| FileError::Corrupt {
             path: target.path.clone(),
-            reason,
+            reason: e.to_string(),
         })?;
     }
     let new = filter(old.as_deref()).map_err(UpdateError::Filter)?;

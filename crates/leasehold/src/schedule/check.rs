@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{BackendError, ErrorKind};
 
-use super::kept::{Action, Schedule, queue_of};
+use super::record::{Action, Schedule, queue_of};
 use crate::supervise::Timing;
 use crate::{Result, format_duration, format_time, quoted};
 
@@ -93,7 +93,7 @@ impl Schedule {
                 })?;
             }
         }
-        if let Err(e) = Timing::new(self.ttl, None, self.grace, None) {
+        if let Err(e) = Timing::new(self.ttl, None, self.grace) {
             return Err(refused(e.to_string(), "give a longer --ttl, or a shorter --grace"));
         }
         Ok(())

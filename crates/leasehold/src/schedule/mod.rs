@@ -70,16 +70,19 @@ pub mod clock;
 pub mod daemon;
 mod error;
 mod kept;
+mod plan;
+mod record;
 mod spec;
 
 pub use check::{GAP_SEARCH, GAP_SEARCH_SLOTS, JITTER_MAX};
 pub use error::{Problem, ScheduleError};
-pub use kept::{
-    Action, CatchUp, Decision, Kept, ON_TIME, Overlap, PRUNE_EVERY, SLOTS_KEPT, Schedule, ScheduleState, Schedules,
-    SlotClaim, SlotOutcome, SlotRecord, Watch, decide, queue_of, slot_task_id,
-};
+pub use kept::{PRUNE_EVERY, SLOTS_KEPT, Schedules, SlotClaim};
 /// What a record write expects to find ([`Schedules::report`]).
 pub use leasehold_backend::Expect;
+pub use plan::{Decision, ON_TIME, Watch, decide};
+pub use record::{
+    Action, CatchUp, Kept, Overlap, Schedule, ScheduleState, SlotOutcome, SlotRecord, queue_of, slot_task_id,
+};
 pub use spec::{DEFAULT_ZONE, SCHEDULE_TEXT_MAX, ScheduleSpec, Slots, SlotsBetween};
 
 #[cfg(test)]

@@ -156,8 +156,11 @@ impl SuperviseError {
 #[derive(Debug, Clone)]
 pub struct LeaseRun {
     pub name: LeaseName,
-    /// TTL, heartbeat, grace and owner ([`Timing::new`]).
+    /// TTL, heartbeat and grace ([`Timing::new`]).
     pub timing: Timing,
+    /// The grant's owner label (default `host:pid`, as
+    /// [`AcquireOptions::owner`](crate::AcquireOptions::owner)).
+    pub owner: Option<String>,
     pub mode: Mode,
     /// `None`: try once. `Some(timeout)`: wait in FIFO order up to the
     /// timeout (forever when `None`), as [`Store::acquire_wait`].
@@ -193,6 +196,7 @@ impl LeaseRun {
         Self {
             name,
             timing,
+            owner: None,
             mode: Mode::Exclusive,
             wait: None,
             cancel: Cancel::new(),
@@ -239,7 +243,7 @@ fn release(store: &Store, grant: &Grant) -> Option<Error> {
 /// use leasehold::{LeaseName, Store};
 ///
 /// let store = Arc::new(Store::open_sqlite("/tmp/leasehold.db".as_ref())?);
-/// let timing = Timing::new(Duration::from_secs(30), None, None, None).unwrap();
+/// let timing = Timing::new(Duration::from_secs(30), None, None).unwrap();
 /// let spec = Spec {
 ///     command: vec!["sh".into(), "-c".into(), "echo $LEASEHOLD_TOKEN".into()],
 ///     guard: GuardProgram::find()?,
@@ -442,7 +446,7 @@ fn acquire_and_keep(
 ) -> Result<Kept> {
     let options = AcquireOptions {
         ttl: lease.timing.ttl(),
-        owner: lease.timing.keeper.owner.clone(),
+        owner: lease.owner.clone(),
         mode: lease.mode,
         binding: Binding::Process {
             pid: std::process::id(),

@@ -46,7 +46,7 @@ fn default_heartbeat(ttl: Duration, window: Duration) -> Duration {
 
 /// How a command is kept under a grant of `keeper.ttl`: the grace period
 /// (SIGTERM to SIGKILL) and the keeper's options (heartbeat; margin =
-/// grace + slack; owner).
+/// grace + slack).
 #[derive(Debug, Clone)]
 pub struct Timing {
     pub grace: Duration,
@@ -100,16 +100,11 @@ impl Timing {
     /// ```
     /// use std::time::Duration;
     /// use leasehold::supervise::Timing;
-    /// let t = Timing::new(Duration::from_secs(60), None, None, None).unwrap();
+    /// let t = Timing::new(Duration::from_secs(60), None, None).unwrap();
     /// assert_eq!((t.keeper.heartbeat, t.grace), (Some(Duration::from_secs(20)), Duration::from_secs(10)));
-    /// assert!(Timing::new(Duration::from_secs(10), None, Some(Duration::from_secs(10)), None).is_err());
+    /// assert!(Timing::new(Duration::from_secs(10), None, Some(Duration::from_secs(10))).is_err());
     /// ```
-    pub fn new(
-        ttl: Duration,
-        heartbeat: Option<Duration>,
-        grace: Option<Duration>,
-        owner: Option<String>,
-    ) -> Result<Self, TimingError> {
+    pub fn new(ttl: Duration, heartbeat: Option<Duration>, grace: Option<Duration>) -> Result<Self, TimingError> {
         let slack = slack(ttl);
         let grace_given = grace.is_some();
         let grace = match (grace, heartbeat) {
@@ -124,7 +119,6 @@ impl Timing {
             ttl,
             heartbeat: Some(heartbeat),
             margin: grace + slack,
-            owner,
         };
         let problem = if heartbeat.is_zero() {
             TimingProblem::NoTimeToRenew
@@ -176,7 +170,7 @@ mod tests {
             .chain([30_000, 60_000, 90_000, 3_600_000, 86_400_000])
         {
             let ttl = ms * MS;
-            let t = Timing::new(ttl, None, None, None).unwrap_or_else(|e| panic!("{ttl:?}: {e}"));
+            let t = Timing::new(ttl, None, None).unwrap_or_else(|e| panic!("{ttl:?}: {e}"));
             let heartbeat = t.keeper.heartbeat.unwrap();
             // Room for the first renewal's round trip: at least what the
             // heartbeat waits.
@@ -185,13 +179,13 @@ mod tests {
                 "{ttl:?}: {t:?}"
             );
         }
-        let t = Timing::new(Duration::from_secs(60), None, None, None).unwrap();
+        let t = Timing::new(Duration::from_secs(60), None, None).unwrap();
         assert_eq!(
             (t.keeper.heartbeat, t.grace),
             (Some(20_000 * MS), 10_000 * MS),
             "as before"
         );
-        let t = Timing::new(Duration::from_secs(1), None, None, None).unwrap();
+        let t = Timing::new(Duration::from_secs(1), None, None).unwrap();
         assert_eq!((t.keeper.heartbeat, t.grace), (Some(75 * MS), 200 * MS));
     }
 
@@ -203,7 +197,7 @@ mod tests {
         // wake-up and the store's answer may take.
         for ms in (1000..=6000).step_by(50).chain([10_000, 60_000, 3_600_000]) {
             let ttl = ms * MS;
-            let t = Timing::new(ttl, None, None, None).unwrap();
+            let t = Timing::new(ttl, None, None).unwrap();
             let window = ttl.saturating_sub(t.keeper.margin);
             let left = window.saturating_sub(t.keeper.heartbeat.unwrap());
             let promised = RENEWAL_ROOM.min(window * 3 / 4);
@@ -215,7 +209,7 @@ mod tests {
         }
         // Long TTLs keep TTL/3.
         for secs in [10, 60, 3600] {
-            let t = Timing::new(Duration::from_secs(secs), None, None, None).unwrap();
+            let t = Timing::new(Duration::from_secs(secs), None, None).unwrap();
             assert_eq!(t.keeper.heartbeat, Some(Duration::from_secs(secs) / 3), "{t}");
         }
     }
@@ -224,25 +218,25 @@ mod tests {
     fn only_spelled_out_combinations_are_refused() {
         let s = Duration::from_secs(1);
         // A spelled heartbeat makes the default grace give way.
-        let t = Timing::new(10 * s, Some(7 * s), None, None).unwrap();
+        let t = Timing::new(10 * s, Some(7 * s), None).unwrap();
         assert!(t.grace < 2 * s, "{t:?}");
         // A spelled grace makes the default heartbeat shorter.
-        let t = Timing::new(5 * s, None, Some(3 * s), None).unwrap();
+        let t = Timing::new(5 * s, None, Some(3 * s)).unwrap();
         assert!(t.keeper.heartbeat.unwrap() < 1500 * MS, "{t:?}");
-        let e = Timing::new(10 * s, Some(5 * s), Some(5 * s), None).unwrap_err();
+        let e = Timing::new(10 * s, Some(5 * s), Some(5 * s)).unwrap_err();
         assert_eq!(
             (e.problem, e.heartbeat_given, e.grace_given),
             (TimingProblem::TooLong, true, true)
         );
-        let e = Timing::new(10 * s, None, Some(10 * s), None).unwrap_err();
+        let e = Timing::new(10 * s, None, Some(10 * s)).unwrap_err();
         assert_eq!((e.problem, e.grace_given), (TimingProblem::NoTimeToRenew, true));
-        let e = Timing::new(10 * s, Some(9600 * MS), None, None).unwrap_err();
+        let e = Timing::new(10 * s, Some(9600 * MS), None).unwrap_err();
         assert_eq!(
             (e.problem, e.grace, e.grace_given, e.heartbeat_given),
             (TimingProblem::TooLong, Duration::ZERO, false, true)
         );
         assert!(
-            Timing::new(500 * MS, None, None, None).is_err(),
+            Timing::new(500 * MS, None, None).is_err(),
             "below a second the slack alone is too long"
         );
     }

@@ -74,8 +74,10 @@ pub enum Until {
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
     pub queue: QueueName,
-    /// The claims' TTL, heartbeat, grace and owner ([`Timing::new`]).
+    /// The claims' TTL, heartbeat and grace ([`Timing::new`]).
     pub timing: Timing,
+    /// The claims' owner label (default `host:pid`).
+    pub owner: Option<String>,
     /// How many tasks run at once (threads sharing one store).
     pub concurrency: usize,
     pub until: Until,
@@ -93,6 +95,7 @@ impl WorkerOptions {
         Self {
             queue,
             timing,
+            owner: None,
             concurrency: 1,
             until: Until::Stopped,
             max_tasks: None,
@@ -406,7 +409,7 @@ impl WorkerHandle {
 /// let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db"))?);
 /// let queue = LeaseName::new("resize").unwrap();
 /// store.task_add(&queue, vec![NewTask::new(serde_json::json!({"w": 640}))])?;
-/// let mut options = WorkerOptions::new(queue, Timing::new(Duration::from_secs(30), None, None, None).unwrap());
+/// let mut options = WorkerOptions::new(queue, Timing::new(Duration::from_secs(30), None, None).unwrap());
 /// options.until = Until::Empty;
 /// let job = Job::Handler(Arc::new(|claim, _ctx| Ok(Some(claim.payload["w"].clone()))));
 /// let counts = Worker::new(store, options, job).run(|event| println!("{event:?}")).unwrap();
@@ -530,11 +533,8 @@ impl Worker {
                     if !shared.take_slot() {
                         break;
                     }
-                    let claimed = store.claim_and_keep(
-                        queue,
-                        self.options.timing.keeper.owner.as_deref(),
-                        self.options.timing.keeper.clone(),
-                    );
+                    let claimed =
+                        store.claim_and_keep(queue, self.options.owner.as_deref(), self.options.timing.keeper.clone());
                     match claimed {
                         Ok(claimed) => {
                             if claimed.is_none() {
@@ -752,7 +752,7 @@ impl Worker {
         let both = self.store.complete_and_claim_and_keep(
             &report.task,
             result,
-            self.options.timing.keeper.owner.as_deref(),
+            self.options.owner.as_deref(),
             self.options.timing.keeper.clone(),
         );
         let (completed, claimed) = match both {
@@ -887,7 +887,7 @@ mod tests {
     }
 
     fn options(queue: &QueueName, ttl: Duration) -> WorkerOptions {
-        let mut o = WorkerOptions::new(queue.clone(), Timing::new(ttl, None, None, None).unwrap());
+        let mut o = WorkerOptions::new(queue.clone(), Timing::new(ttl, None, None).unwrap());
         o.until = Until::Empty;
         o
     }

@@ -126,7 +126,7 @@ fn held_grant() -> (String, Option<u64>, String, Option<Fence>) {
     if let (Some(name), Some(token)) = (env("LEASEHOLD_NAME"), env("LEASEHOLD_TOKEN")) {
         let token = number("LEASEHOLD_TOKEN", token);
         // The library's own reading of `run`'s environment: the token and its grant.
-        let fence = Fence::with_grant_from_env(Token(token)).unwrap_or_else(|e| fail(&e));
+        let fence = Fence::with_grant_from_env(Token(token)).unwrap_or_else(|e| fail(&e.to_string()));
         let label = fence
             .grant
             .map_or_else(|| format!("pid{pid}.token{token}"), |g| g.to_string());

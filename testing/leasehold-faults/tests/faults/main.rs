@@ -6,7 +6,7 @@
 //! Cases covered elsewhere (referenced, not repeated): 5, 20 in
 //! `crates/leasehold/src/files/tests.rs`; 6, 18 and 19 for state files and
 //! the process-level part of 24 in `crates/leasehold-cli/tests/cli/files.rs`;
-//! 14 in `crates/leasehold/src/keeper.rs`; 16 in
+//! 14 in `crates/leasehold/src/keeper/tests.rs`; 16 in
 //! `crates/leasehold-cli/tests/cli/run.rs` and `docs/run-faults.sh`; 23 in
 //! `crates/leasehold-cli/tests/cli/{task,work}.rs` (and here at soak size).
 

@@ -33,7 +33,7 @@ fn parse_batch(args: &TaskAddArgs, input: impl BufRead, available: Available) ->
         if line.trim().is_empty() {
             continue;
         }
-        tasks.push(NewTask::parse_batch_line(&line, &defaults).map_err(|why| bad(n, why))?);
+        tasks.push(NewTask::parse_batch_line(&line, &defaults).map_err(|why| bad(n, why.to_string()))?);
         if let Some(bar) = &progress
             && n % 10_000 == 0
         {
