@@ -1,15 +1,17 @@
 //! How a store crate makes its URLs openable: one [`StoreRegistration`]
-//! each (`leasehold_sqlite::STORE`, …), listed once in the `leasehold`
-//! crate, which parses, shows and opens store URLs through it. A new store
-//! thus names its schemes, checks its URLs and opens its backend in its
-//! own crate; the library never names its options.
+//! each (`leasehold_sqlite::STORE`, …), listed once in the
+//! `leasehold-stores` crate, through which the `leasehold` crate parses,
+//! shows and opens store URLs. A new store thus names its schemes, checks
+//! its URLs and opens its backend in its own crate; the library never
+//! names it nor its options.
 
 use std::path::{Path, PathBuf};
 
 use crate::{Backend, BackendError};
 
-/// What messages say of a store — also of one a build leaves out, which
-/// the `leasehold` crate then describes itself (its crate is not there to).
+/// What messages say of a store, and what it can do — also of one a build
+/// leaves out: each store crate's `KIND`, compiled without its backend
+/// too (the crate's feature `backend` off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreKind {
     /// The URL schemes it opens; the first names the store (in
@@ -22,6 +24,16 @@ pub struct StoreKind {
     pub feature: Option<&'static str>,
     /// A URL of it, for the message that lists the stores.
     pub example: &'static str,
+    /// It has a task queue ([`Backend::tasks`](crate::Backend::tasks) is
+    /// `Some`).
+    pub queue: bool,
+    /// It keeps schedules: it has records
+    /// ([`Backend::records`](crate::Backend::records) is `Some`).
+    pub schedules: bool,
+    /// It is kept in one file on this machine ([`StoreLocation::File`]),
+    /// which a network filesystem endangers; every other store is reached
+    /// over the network.
+    pub local_file: bool,
 }
 
 /// A store that can be opened by URL. Its functions see only URLs of its

@@ -49,20 +49,36 @@
 //! - TLS (a CA, a client certificate) and etcd users: see `access`; how
 //!   an `etcd://` URL asks for them: `url`.
 
+mod kind;
+pub use kind::KIND;
+
+#[cfg(feature = "backend")]
 mod access;
+#[cfg(feature = "backend")]
 mod clock;
+#[cfg(feature = "backend")]
 mod keys;
+#[cfg(feature = "backend")]
 mod lease;
+#[cfg(feature = "backend")]
 mod record;
+#[cfg(feature = "backend")]
 mod url;
+#[cfg(feature = "backend")]
 mod watch;
 
+#[cfg(feature = "backend")]
 use std::fmt;
+#[cfg(feature = "backend")]
 use std::future::Future;
+#[cfg(feature = "backend")]
 use std::sync::{Arc, RwLock};
+#[cfg(feature = "backend")]
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "backend")]
 use etcd_client::{Client, ConnectOptions, GetOptions};
+#[cfg(feature = "backend")]
 use leasehold_backend::{
     Backend, BackendError, Behind, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
@@ -70,18 +86,27 @@ use leasehold_backend::{
     StoreBackup, StoreBackupParams, StoreInfo, StoreTime, TokensBumpParams, TokensBumped, WaitTopic,
     WaiterEnqueueParams, WaiterRefresh, WaiterRefreshParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
+#[cfg(feature = "backend")]
 use tokio::runtime::Runtime;
 
+#[cfg(feature = "backend")]
 pub use access::{EtcdCredentials, EtcdTls, Password};
+#[cfg(feature = "backend")]
 pub use keys::DEFAULT_PREFIX;
+#[cfg(feature = "backend")]
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
+#[cfg(feature = "backend")]
 pub use url::{ETCD_PASSWORD_VAR, STORE};
 
+#[cfg(feature = "backend")]
 use crate::access::Access;
+#[cfg(feature = "backend")]
 use crate::keys::Keys;
+#[cfg(feature = "backend")]
 use crate::lease::Conn;
 
 /// How to open an etcd store.
+#[cfg(feature = "backend")]
 #[derive(Debug, Clone)]
 pub struct EtcdOptions {
     /// Every key lives under this prefix (several deployments can share a
@@ -99,6 +124,7 @@ pub struct EtcdOptions {
     pub credentials: Option<EtcdCredentials>,
 }
 
+#[cfg(feature = "backend")]
 impl Default for EtcdOptions {
     fn default() -> Self {
         Self {
@@ -112,6 +138,7 @@ impl Default for EtcdOptions {
 }
 
 /// The etcd store.
+#[cfg(feature = "backend")]
 pub struct EtcdBackend {
     endpoints: Vec<String>,
     keys: Keys,
@@ -134,6 +161,7 @@ pub struct EtcdBackend {
     clock: Arc<clock::DateClock>,
 }
 
+#[cfg(feature = "backend")]
 impl fmt::Debug for EtcdBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdBackend")
@@ -143,6 +171,7 @@ impl fmt::Debug for EtcdBackend {
     }
 }
 
+#[cfg(feature = "backend")]
 impl EtcdBackend {
     /// Connect to the cluster at `endpoints` (`host:port`, or URLs with
     /// `http://` or `https://`), with the TLS and user of `options`, and
@@ -361,6 +390,7 @@ impl EtcdBackend {
     }
 }
 
+#[cfg(feature = "backend")]
 fn unavailable(store: &str, access: &Access, prefix: &str, e: etcd_client::Error) -> BackendError {
     let (kind, (reason, hint)) = match access.refusal(&e, prefix) {
         Some(refusal) => (ErrorKind::Auth, refusal),
@@ -370,6 +400,7 @@ fn unavailable(store: &str, access: &Access, prefix: &str, e: etcd_client::Error
 }
 
 /// A failure that is not the cluster refusing this client.
+#[cfg(feature = "backend")]
 fn unreachable(e: &etcd_client::Error) -> (String, String) {
     (
         e.to_string(),
@@ -379,6 +410,7 @@ fn unreachable(e: &etcd_client::Error) -> (String, String) {
     )
 }
 
+#[cfg(feature = "backend")]
 impl Backend for EtcdBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -549,6 +581,7 @@ impl Backend for EtcdBackend {
     }
 }
 
+#[cfg(feature = "backend")]
 impl RecordBackend for EtcdBackend {
     fn record_get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
         self.call(|mut c| async move { c.record_get(key).await })

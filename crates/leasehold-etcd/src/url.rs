@@ -11,9 +11,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use leasehold_backend::{
-    Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password,
-};
+use leasehold_backend::{Backend, BackendError, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password};
 
 use crate::{EtcdBackend, EtcdCredentials, EtcdOptions, EtcdTls, Password};
 
@@ -44,12 +42,7 @@ pub const ETCD_PASSWORD_VAR: &str = "LEASEHOLD_ETCD_PASSWORD";
 /// assert!(parse("etcd://h:2379?user=agent:hunter2").is_err());
 /// ```
 pub const STORE: StoreRegistration = StoreRegistration {
-    kind: StoreKind {
-        schemes: &["etcd"],
-        name: "the etcd store",
-        feature: Some("etcd"),
-        example: "etcd://host:2379",
-    },
+    kind: crate::KIND,
     parse,
     redact: redact_password,
     open,

@@ -26,18 +26,32 @@
 //!   the emulator by `FIRESTORE_EMULATOR_HOST`, Google over TLS with
 //!   Application Default Credentials (`access`).
 
+mod kind;
+pub use kind::KIND;
+
+#[cfg(feature = "backend")]
 mod access;
+#[cfg(feature = "backend")]
 pub mod auth;
+#[cfg(feature = "backend")]
 mod http;
+#[cfg(feature = "backend")]
 mod layout;
+#[cfg(feature = "backend")]
 mod lease;
+#[cfg(feature = "backend")]
 mod proxy;
+#[cfg(feature = "backend")]
 mod records;
+#[cfg(feature = "backend")]
 mod rest;
+#[cfg(feature = "backend")]
 mod url;
 
+#[cfg(feature = "backend")]
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "backend")]
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
@@ -46,18 +60,25 @@ use leasehold_backend::{
     WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 
+#[cfg(feature = "backend")]
 pub use layout::DEFAULT_PREFIX;
+#[cfg(feature = "backend")]
 pub use url::{EMULATOR_VAR, FirestoreUrl, STORE};
 
+#[cfg(feature = "backend")]
 use crate::layout::Layout;
+#[cfg(feature = "backend")]
 use crate::lease::Conn;
+#[cfg(feature = "backend")]
 use crate::rest::{Rest, ServerTime};
 
 /// How often a waiter reads the name's document to see whether it
 /// changed: each poll is one billed document read.
+#[cfg(feature = "backend")]
 pub const POLL: Duration = Duration::from_millis(500);
 
 /// Where the requests go.
+#[cfg(feature = "backend")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// An emulator at HOST:PORT: plain HTTP, no credentials.
@@ -68,6 +89,7 @@ pub enum Target {
 }
 
 /// How to open a Firestore store.
+#[cfg(feature = "backend")]
 #[derive(Debug, Clone)]
 pub struct FirestoreOptions {
     pub project: String,
@@ -79,6 +101,7 @@ pub struct FirestoreOptions {
     pub timeout: Duration,
 }
 
+#[cfg(feature = "backend")]
 impl Default for FirestoreOptions {
     fn default() -> Self {
         Self {
@@ -92,6 +115,7 @@ impl Default for FirestoreOptions {
 }
 
 /// A Firestore database as a leasehold store.
+#[cfg(feature = "backend")]
 #[derive(Debug)]
 pub struct FirestoreBackend {
     rest: Rest,
@@ -99,6 +123,7 @@ pub struct FirestoreBackend {
     options: FirestoreOptions,
 }
 
+#[cfg(feature = "backend")]
 impl FirestoreBackend {
     /// Open the store (no request is made: `describe` asks the server).
     pub fn open(options: &FirestoreOptions) -> Result<Self, BackendError> {
@@ -234,6 +259,7 @@ impl FirestoreBackend {
     }
 }
 
+#[cfg(feature = "backend")]
 impl Backend for FirestoreBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -365,6 +391,7 @@ impl Backend for FirestoreBackend {
     }
 }
 
+#[cfg(feature = "backend")]
 impl RecordBackend for FirestoreBackend {
     fn record_get(&self, key: &RecordKey) -> Result<Option<Record>, BackendError> {
         self.call(|c| c.record_get(key))
@@ -388,6 +415,7 @@ impl RecordBackend for FirestoreBackend {
 }
 
 /// Shared by the store's tests: open on an emulator.
+#[cfg(feature = "backend")]
 #[doc(hidden)]
 pub fn open_emulator(host: &str, project: &str, prefix: &str) -> Result<FirestoreBackend, BackendError> {
     FirestoreBackend::open(&FirestoreOptions {

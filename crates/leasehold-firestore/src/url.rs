@@ -7,7 +7,7 @@
 //! `firestore.googleapis.com` over TLS, with Application Default
 //! Credentials (see `access`).
 
-use leasehold_backend::{Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration};
+use leasehold_backend::{Backend, BackendError, StoreLocation, StoreOpenOptions, StoreRegistration};
 
 use crate::{FirestoreBackend, FirestoreOptions, Target};
 
@@ -15,12 +15,7 @@ use crate::{FirestoreBackend, FirestoreOptions, Target};
 pub const EMULATOR_VAR: &str = "FIRESTORE_EMULATOR_HOST";
 
 pub const STORE: StoreRegistration = StoreRegistration {
-    kind: StoreKind {
-        schemes: &["firestore"],
-        name: "the Firestore store",
-        feature: Some("firestore"),
-        example: "firestore://my-project",
-    },
+    kind: crate::KIND,
     parse,
     redact: str::to_owned,
     open,

@@ -44,56 +44,89 @@
 //!   named by the URL parameter `?schema=NAME` (default `leasehold`; the
 //!   URL is read in `url`).
 
+mod kind;
+pub use kind::KIND;
+
+#[cfg(feature = "backend")]
 mod classify;
+#[cfg(feature = "backend")]
 mod clock;
+#[cfg(feature = "backend")]
 mod db;
+#[cfg(feature = "backend")]
 mod lease;
+#[cfg(feature = "backend")]
 mod notify;
+#[cfg(feature = "backend")]
 mod pool;
+#[cfg(feature = "backend")]
 mod record;
+#[cfg(feature = "backend")]
 mod register;
+#[cfg(feature = "backend")]
 mod schema;
+#[cfg(feature = "backend")]
 mod task;
+#[cfg(feature = "backend")]
 mod tls;
+#[cfg(feature = "backend")]
 mod transact;
+#[cfg(feature = "backend")]
 mod url;
 
+#[cfg(feature = "backend")]
 use std::sync::atomic::AtomicUsize;
+#[cfg(feature = "backend")]
 use std::sync::{Arc, Mutex};
+#[cfg(feature = "backend")]
 use std::time::Duration;
 
+#[cfg(feature = "backend")]
 #[cfg(feature = "test-clock")]
 use leasehold_backend::ClockSkew;
+#[cfg(feature = "backend")]
 use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, TokensBumpParams, TokensBumped, WaitTopic,
     WaiterEnqueueParams, WaiterTicket,
 };
+#[cfg(feature = "backend")]
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
     TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams, TaskHeartbeatParams, TaskIdParams,
     TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
+#[cfg(feature = "backend")]
 use leasehold_backend::{
     Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams, StoreTime,
 };
 
+#[cfg(feature = "backend")]
 use crate::classify::detail;
+#[cfg(feature = "backend")]
 use crate::db::Result;
+#[cfg(feature = "backend")]
 use crate::pool::Slot;
+#[cfg(feature = "backend")]
 use crate::transact::Kind;
+#[cfg(feature = "backend")]
 use crate::url::parse_url;
 
+#[cfg(feature = "backend")]
 pub use register::STORE;
+#[cfg(feature = "backend")]
 pub use schema::VERSION as SCHEMA_VERSION;
+#[cfg(feature = "backend")]
 #[doc(hidden)]
 pub use schema::objects as schema_objects;
 
 /// The schema used when the URL names none.
+#[cfg(feature = "backend")]
 pub const DEFAULT_SCHEMA: &str = "leasehold";
 
 /// How to open a PostgreSQL store.
+#[cfg(feature = "backend")]
 #[derive(Debug, Clone)]
 pub struct PostgresOptions {
     /// Connections opened at most (lazily). Size it for the concurrency of
@@ -109,6 +142,7 @@ pub struct PostgresOptions {
     pub skew: ClockSkew,
 }
 
+#[cfg(feature = "backend")]
 impl Default for PostgresOptions {
     fn default() -> Self {
         Self {
@@ -122,6 +156,7 @@ impl Default for PostgresOptions {
 }
 
 /// The PostgreSQL store.
+#[cfg(feature = "backend")]
 #[derive(Debug)]
 pub struct PostgresBackend {
     /// The URL without its password, for messages.
@@ -138,12 +173,14 @@ pub struct PostgresBackend {
     notifier: Arc<notify::Notifier>,
 }
 
+#[cfg(feature = "backend")]
 impl Drop for PostgresBackend {
     fn drop(&mut self) {
         self.notifier.stop();
     }
 }
 
+#[cfg(feature = "backend")]
 impl PostgresBackend {
     /// Connect to the store at `url` (`postgres://…` or `postgresql://…`,
     /// libpq-style parameters, plus `schema=NAME`), creating or migrating
@@ -188,6 +225,7 @@ impl PostgresBackend {
     }
 }
 
+#[cfg(feature = "backend")]
 impl Backend for PostgresBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -361,6 +399,7 @@ impl Backend for PostgresBackend {
     }
 }
 
+#[cfg(feature = "backend")]
 impl RecordBackend for PostgresBackend {
     fn record_get(&self, key: &RecordKey) -> std::result::Result<Option<Record>, BackendError> {
         self.read(|db| record::get(db, key))
@@ -386,6 +425,7 @@ impl RecordBackend for PostgresBackend {
     }
 }
 
+#[cfg(feature = "backend")]
 impl TaskBackend for PostgresBackend {
     fn task_add(&self, params: &[TaskAddParams]) -> std::result::Result<Vec<TaskAdd>, BackendError> {
         TaskAddParams::check_all(params)?;
@@ -500,6 +540,7 @@ impl TaskBackend for PostgresBackend {
 
 /// Reading the pgbench scripts of `bench/`, for the tests that check they
 /// run the store's own statements.
+#[cfg(feature = "backend")]
 #[cfg(test)]
 mod bench_sql {
     /// The statements of a pgbench script (or of one statement), each with

@@ -1,20 +1,13 @@
 //! `postgres://` and `postgresql://` URLs: how the `leasehold` crate opens
 //! this store by URL ([`STORE`]).
 
-use leasehold_backend::{
-    Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password,
-};
+use leasehold_backend::{Backend, BackendError, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password};
 
 use crate::{PostgresBackend, PostgresOptions};
 
 /// The PostgreSQL store, by a libpq URL (see [`PostgresBackend::open`]).
 pub const STORE: StoreRegistration = StoreRegistration {
-    kind: StoreKind {
-        schemes: &["postgres", "postgresql"],
-        name: "the PostgreSQL store",
-        feature: Some("postgres"),
-        example: "postgres://host/db",
-    },
+    kind: crate::KIND,
     parse,
     redact: redact_password,
     open,

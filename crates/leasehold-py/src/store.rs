@@ -87,11 +87,7 @@ impl Store {
                 let text = url.extract::<String>()?;
                 if !text.contains("://") {
                     // Not shown: a mistyped URL may hold a password.
-                    return Err(errors::invalid(
-                        "the store URL has no scheme (no \"://\"): write sqlite:///PATH (or pass pathlib.Path(PATH)) for \
-                         a SQLite file, postgres://USER@HOST/DB or etcd://HOST:PORT; or None for $LEASEHOLD_STORE, \
-                         else the embedded store",
-                    ));
+                    return Err(errors::invalid(no_scheme()));
                 }
                 no_sqlite_query(&text)?;
                 StoreUrl::parse(&text).or_raise()
@@ -106,6 +102,23 @@ impl Store {
             },
         }
     }
+}
+
+/// What a str without a scheme should have been, from the store list: the
+/// embedded store's path, or any other store's URL.
+fn no_scheme() -> String {
+    use leasehold::stores::{EMBEDDED, STORES, one_of};
+    let urls = one_of(
+        STORES
+            .iter()
+            .filter(|s| !s.kind.local_file)
+            .map(|s| s.kind.example.to_owned()),
+    );
+    format!(
+        "the store URL has no scheme (no \"://\"): write {}:///PATH (or pass pathlib.Path(PATH)) for {}, \
+         or a URL such as {urls}; or None for $LEASEHOLD_STORE, else the embedded store",
+        EMBEDDED.kind.schemes[0], EMBEDDED.kind.name
+    )
 }
 
 /// A `sqlite://` URL takes no query string: `sqlite:///x.db?mode=ro`

@@ -12,16 +12,28 @@
 //! since (they are read again with the read before every write). A replica
 //! is refused always. See docs/REDIS.md.
 
+mod kind;
+pub use kind::KIND;
+
+#[cfg(feature = "backend")]
 mod durability;
+#[cfg(feature = "backend")]
 mod lease;
+#[cfg(feature = "backend")]
 mod records;
+#[cfg(feature = "backend")]
 mod resp;
+#[cfg(feature = "backend")]
 mod url;
 
+#[cfg(feature = "backend")]
 use std::sync::{Arc, Mutex};
+#[cfg(feature = "backend")]
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "backend")]
 use leasehold_backend::document;
+#[cfg(feature = "backend")]
 use leasehold_backend::{
     Backend, BackendError, Behind, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
@@ -29,17 +41,23 @@ use leasehold_backend::{
     WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 
+#[cfg(feature = "backend")]
 pub use crate::url::{DEFAULT_PREFIX, PASSWORD_VAR, RedisUrl, STORE};
 
+#[cfg(feature = "backend")]
 use crate::durability::{Durability, Settings};
+#[cfg(feature = "backend")]
 use crate::resp::{Conn, Reply};
 
 /// How long one request may take (connecting, sending, answering).
+#[cfg(feature = "backend")]
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a write waits for its replicas (`wait=N`).
+#[cfg(feature = "backend")]
 const WAIT_REPLICAS: Duration = Duration::from_secs(5);
 
+#[cfg(feature = "backend")]
 #[derive(Debug)]
 pub enum Error {
     Io(std::io::Error),
@@ -62,6 +80,7 @@ pub enum Error {
     },
 }
 
+#[cfg(feature = "backend")]
 impl From<durability::Refusal> for Error {
     fn from(r: durability::Refusal) -> Self {
         Error::Refused {
@@ -71,21 +90,25 @@ impl From<durability::Refusal> for Error {
     }
 }
 
+#[cfg(feature = "backend")]
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e)
     }
 }
 
+#[cfg(feature = "backend")]
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// A Lua script, sent once per connection's server by `SCRIPT LOAD` and
 /// then called by its SHA1 (`EVALSHA`).
+#[cfg(feature = "backend")]
 #[derive(Debug)]
 pub(crate) struct Script {
     source: &'static str,
 }
 
+#[cfg(feature = "backend")]
 impl Script {
     pub(crate) const fn new(source: &'static str) -> Self {
         Self { source }
@@ -93,11 +116,13 @@ impl Script {
 }
 
 /// The keys of one store, under its prefix.
+#[cfg(feature = "backend")]
 #[derive(Debug, Clone)]
 struct Keys {
     prefix: String,
 }
 
+#[cfg(feature = "backend")]
 impl Keys {
     fn name(&self, name: &LeaseName) -> String {
         format!("{}:name:{}", self.prefix, name.as_str())
@@ -122,6 +147,7 @@ impl Keys {
 }
 
 /// A Redis server as a leasehold store.
+#[cfg(feature = "backend")]
 #[derive(Debug)]
 pub struct RedisBackend {
     url: RedisUrl,
@@ -142,12 +168,14 @@ pub struct RedisBackend {
     recheck: Recheck,
 }
 
+#[cfg(feature = "backend")]
 #[derive(Debug, Clone, Copy)]
 struct Recheck {
     config: bool,
     role: bool,
 }
 
+#[cfg(feature = "backend")]
 impl RedisBackend {
     /// Connect, and read the server's persistence settings: refused on
     /// settings that can lose acknowledged writes unless `url.relaxed`.
@@ -572,6 +600,7 @@ impl RedisBackend {
 }
 
 /// An error reply as an error.
+#[cfg(feature = "backend")]
 fn ok(reply: Reply) -> Result<Reply> {
     match reply {
         Reply::Error(words) => Err(Error::Server(words)),
@@ -579,6 +608,7 @@ fn ok(reply: Reply) -> Result<Reply> {
     }
 }
 
+#[cfg(feature = "backend")]
 impl Backend for RedisBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -801,11 +831,13 @@ impl Backend for RedisBackend {
 
 /// A far-back waiter's subscription to the channel of the waiter just
 /// ahead of it (`Keys::left`), kept in its topic between waits.
+#[cfg(feature = "backend")]
 struct AheadSubscription {
     ahead: WaiterTicket,
     sub: Conn,
 }
 
+#[cfg(feature = "backend")]
 impl RedisBackend {
     /// A connection of its own, subscribed to `channel`.
     fn subscribed(&self, channel: &str) -> Result<Conn> {
@@ -854,6 +886,7 @@ impl RedisBackend {
 /// `topic` is [ending](WaitTopic::ending) before or during the wait:
 /// then `None`, and the socket may have been shut down to end the read —
 /// the subscription is not to be kept.
+#[cfg(feature = "backend")]
 fn next_unless_ending(topic: &WaitTopic, sub: &mut Conn, left: Duration) -> Option<std::io::Result<bool>> {
     let socket = match sub.interrupter() {
         Ok(socket) => socket,
@@ -867,6 +900,7 @@ fn next_unless_ending(topic: &WaitTopic, sub: &mut Conn, left: Duration) -> Opti
     if topic.ending() { None } else { read }
 }
 
+#[cfg(feature = "backend")]
 impl leasehold_backend::RecordBackend for RedisBackend {
     fn record_get(
         &self,

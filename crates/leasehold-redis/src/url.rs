@@ -12,19 +12,12 @@
 
 use std::path::PathBuf;
 
-use leasehold_backend::{
-    Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password,
-};
+use leasehold_backend::{Backend, BackendError, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password};
 
 use crate::RedisBackend;
 
 pub const STORE: StoreRegistration = StoreRegistration {
-    kind: StoreKind {
-        schemes: &["redis", "rediss"],
-        name: "the Redis store",
-        feature: Some("redis"),
-        example: "redis://host:6379",
-    },
+    kind: crate::KIND,
     parse,
     // A URL with a password is refused, and its message must not repeat it.
     redact: redact_password,

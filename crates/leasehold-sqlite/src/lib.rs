@@ -42,7 +42,7 @@ mod task;
 mod wake;
 mod wal;
 
-pub use register::STORE;
+pub use register::{KIND, STORE};
 #[doc(hidden)]
 pub use task::CLAIM_SQL;
 pub use wal::LARGE_WAL_BYTES;

@@ -9,15 +9,21 @@ use leasehold_backend::{
 
 use crate::{SqliteBackend, SqliteOptions};
 
+/// The SQLite store, as the store list describes it: always built in.
+pub const KIND: StoreKind = StoreKind {
+    schemes: &["sqlite"],
+    name: "the SQLite store",
+    feature: None,
+    example: "sqlite:///path/to/leasehold.db",
+    queue: true,
+    schedules: true,
+    local_file: true,
+};
+
 /// The SQLite store, by `sqlite:///absolute/path.db`, `sqlite://relative.db`
 /// or `sqlite://~/path.db`.
 pub const STORE: StoreRegistration = StoreRegistration {
-    kind: StoreKind {
-        schemes: &["sqlite"],
-        name: "the SQLite store",
-        feature: None,
-        example: "sqlite:///path/to/leasehold.db",
-    },
+    kind: KIND,
     parse,
     redact: redact_password,
     open,

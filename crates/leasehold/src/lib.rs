@@ -79,19 +79,21 @@ pub use leasehold_backend::{
 pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, FenceRefusal, Grant, GrantId, Held, HistoryEntry, HistoryEvent,
     Holder, LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, QueuedWaiter,
-    Remedy, StoreBackup, StoreBackupParams, StoreInfo, Token, TokensBumpParams, TokensBumped, WaitTopic, Watched,
-    WriteLock, host, symlinks,
+    Remedy, StoreBackup, StoreBackupParams, StoreInfo, StoreKind, Token, TokensBumpParams, TokensBumped, WaitTopic,
+    Watched, WriteLock, host, symlinks,
 };
 pub use leasehold_backend::{
     ParseError, VALUE_SHOWN_MAX, duration_millis, duration_nanos, escape_hidden, format_duration, format_time,
     hides_or_reorders, later, limits, parse_duration, parse_duration_within, parse_time_within, quoted, shorten,
 };
-#[cfg(feature = "etcd")]
-pub use leasehold_etcd::ETCD_PASSWORD_VAR;
+/// The store list: every store, what each can do, and the words of the
+/// messages that list them.
+pub use leasehold_stores as stores;
 pub use outsider::{HolderRunning, OutsiderRelease, OutsiderReleased};
 pub use overdue::{NOT_RUN, Overdue, Unanswered};
 pub use queue::{BatchLineError, DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::id::StoreIdentity;
 pub use store::{
     Acquire, AcquireOptions, DEFAULT_POLL, Kept, Store, StoreOptions, StoreUrl, built_in_schemes, built_in_stores,
+    stores_with,
 };

@@ -225,13 +225,13 @@ impl Store {
     ///
     /// # Errors
     /// [`crate::Error::Store`] (kind [`crate::ErrorKind::Unsupported`]) for a store
-    /// without one (etcd).
+    /// without one ([`crate::StoreKind::queue`]).
     pub fn tasks(&self) -> Result<&dyn TaskBackend> {
         self.backend().tasks().ok_or_else(|| {
             BackendError::unsupported(
                 self.url().redacted(),
                 "the task queue",
-                "use a sqlite:// or postgres:// store for tasks",
+                format!("use {} for tasks", crate::stores_with(|k| k.queue)),
             )
             .into()
         })

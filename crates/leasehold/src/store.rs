@@ -21,7 +21,8 @@ use leasehold_backend::{
 use crate::identity::{self, Binding, Vantage};
 use crate::{Cancel, Error, Keeper, KeeperOptions, Result};
 
-pub use url::{StoreUrl, built_in_schemes, built_in_stores};
+pub use leasehold_stores::{built_in_schemes, built_in_stores, stores_with};
+pub use url::StoreUrl;
 
 /// How to open a store.
 #[derive(Debug, Clone, Default)]

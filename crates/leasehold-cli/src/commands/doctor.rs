@@ -209,8 +209,9 @@ fn filesystem(dir: &Path) -> Result<String, String> {
     match host::network_filesystem(dir) {
         Ok(None) => Ok(format!("{} is on a local filesystem", dir.display())),
         Ok(Some(fs)) => Err(format!(
-            "{} is on a network filesystem ({fs}): SQLite locking is unreliable there; move the store to a local disk or use postgres:// / etcd://",
-            dir.display()
+            "{} is on a network filesystem ({fs}): SQLite locking is unreliable there; move the store to a local disk or use {}",
+            dir.display(),
+            leasehold::stores_with(|k| !k.local_file)
         )),
         Err(e) => Err(format!("cannot statfs {}: {e}", dir.display())),
     }

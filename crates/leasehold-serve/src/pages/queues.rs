@@ -47,7 +47,7 @@ pub fn queues(app: &App, page: &mut Page) -> Markup {
         h1 { "Queues" }
         (status_line(app, &snapshot))
         @match &snapshot.queues {
-            None => p { "This store has no task queue (etcd keeps leases only; use a sqlite:// or postgres:// store for queues)." },
+            None => p { "This store has no task queue (use " (leasehold::stores_with(|k| k.queue)) " for queues)." },
             Some(queues) if queues.is_empty() => p { "No tasks yet." },
             Some(queues) => div.scroll { table.queues {
                 thead { tr {

@@ -134,7 +134,7 @@ pub fn schedules(app: &App, page: &mut Page) -> Markup {
         h1 { "Schedules" }
         (status_line(app, &snapshot))
         @match &snapshot.schedules {
-            None => p { "This store keeps no schedules (a SQLite, PostgreSQL or etcd store keeps them)." },
+            None => p { "This store keeps no schedules (" (leasehold::stores_with(|k| k.schedules)) " keeps them)." },
             Some(views) if views.is_empty() => p { "No schedules yet: " code { "leasehold schedule add" } " adds one (docs/SCHEDULES.md)." },
             Some(views) => {
                 div.scroll { table.schedules {

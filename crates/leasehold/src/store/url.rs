@@ -1,7 +1,8 @@
-//! Store URLs: which store a URL names — through the registrations of the
-//! stores this build includes, one line each in [`STORES`] — how it is
-//! shown (passwords redacted), and opening it. What a URL of a store may
-//! say is its own crate's business (`leasehold_etcd::STORE`, …).
+//! Store URLs: which store a URL names — through the store list
+//! (`leasehold_stores::STORES`: every store's kind, and the registration
+//! of each this build includes) — how it is shown (passwords redacted), and
+//! opening it. What a URL of a store may say is its own crate's business
+//! (`leasehold_etcd::STORE`, …); this module names no store.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,112 +10,10 @@ use std::path::{Path, PathBuf};
 use leasehold_backend::{
     Backend, BackendError, Remedy, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, host, redact_password,
 };
+use leasehold_stores::{EMBEDDED, STORES, one_of};
 
 use super::StoreOptions;
 use crate::Result;
-
-/// A store as this build knows it.
-#[derive(Debug, Clone, Copy)]
-enum Listed {
-    /// Built in: its crate's registration.
-    Built(&'static StoreRegistration),
-    /// Left out of this build (its cargo feature off): its URLs parse, and
-    /// opening one says how to get the store.
-    #[allow(dead_code, reason = "none in a build with every store")]
-    LeftOut(&'static StoreKind),
-}
-
-impl Listed {
-    fn kind(self) -> &'static StoreKind {
-        match self {
-            Listed::Built(store) => &store.kind,
-            Listed::LeftOut(kind) => kind,
-        }
-    }
-}
-
-/// Every store, in the order messages name them. A store a build may leave
-/// out has a line for either case.
-const STORES: &[Listed] = &[
-    Listed::Built(&leasehold_sqlite::STORE),
-    #[cfg(feature = "postgres")]
-    Listed::Built(&leasehold_postgres::STORE),
-    #[cfg(not(feature = "postgres"))]
-    Listed::LeftOut(&left_out::POSTGRES),
-    #[cfg(feature = "etcd")]
-    Listed::Built(&leasehold_etcd::STORE),
-    #[cfg(not(feature = "etcd"))]
-    Listed::LeftOut(&left_out::ETCD),
-    #[cfg(feature = "firestore")]
-    Listed::Built(&leasehold_firestore::STORE),
-    #[cfg(not(feature = "firestore"))]
-    Listed::LeftOut(&left_out::FIRESTORE),
-    #[cfg(feature = "redis")]
-    Listed::Built(&leasehold_redis::STORE),
-    #[cfg(not(feature = "redis"))]
-    Listed::LeftOut(&left_out::REDIS),
-];
-
-/// Of each store a build may leave out, its crate's [`StoreKind`], for a
-/// build without that crate (a test checks they agree).
-mod left_out {
-    #[cfg(any(test, not(feature = "postgres")))]
-    pub const POSTGRES: super::StoreKind = super::StoreKind {
-        schemes: &["postgres", "postgresql"],
-        name: "the PostgreSQL store",
-        feature: Some("postgres"),
-        example: "postgres://host/db",
-    };
-
-    #[cfg(any(test, not(feature = "etcd")))]
-    pub const ETCD: super::StoreKind = super::StoreKind {
-        schemes: &["etcd"],
-        name: "the etcd store",
-        feature: Some("etcd"),
-        example: "etcd://host:2379",
-    };
-
-    #[cfg(any(test, not(feature = "firestore")))]
-    pub const FIRESTORE: super::StoreKind = super::StoreKind {
-        schemes: &["firestore"],
-        name: "the Firestore store",
-        feature: Some("firestore"),
-        example: "firestore://my-project",
-    };
-
-    #[cfg(any(test, not(feature = "redis")))]
-    pub const REDIS: super::StoreKind = super::StoreKind {
-        schemes: &["redis", "rediss"],
-        name: "the Redis store",
-        feature: Some("redis"),
-        example: "redis://host:6379",
-    };
-}
-
-/// The stores this build includes, by their first URL scheme (SQLite
-/// always; the network stores, each with TLS, by cargo feature): what
-/// `leasehold --version` reports.
-#[must_use]
-pub fn built_in_stores() -> Vec<&'static str> {
-    STORES
-        .iter()
-        .filter(|s| matches!(s, Listed::Built(_)))
-        .map(|s| s.kind().schemes[0])
-        .collect()
-}
-
-/// Every URL scheme this build opens (`sqlite`, `postgres`,
-/// `postgresql`, `etcd`, `firestore`, `redis`, `rediss` with every
-/// store), in the order messages name the stores: the one list that
-/// `leasehold --help` shows for `--store`.
-#[must_use]
-pub fn built_in_schemes() -> Vec<&'static str> {
-    STORES
-        .iter()
-        .filter(|s| matches!(s, Listed::Built(_)))
-        .flat_map(|s| s.kind().schemes.iter().copied())
-        .collect()
-}
 
 /// Where lease state lives: a URL of one of the stores —
 /// `sqlite://PATH`, `postgres://…`, `postgresql://…` or
@@ -129,7 +28,6 @@ enum Target {
     /// A URL of a store built in, as its registration parsed it.
     Built(&'static StoreRegistration, StoreLocation),
     /// A URL of a store this build leaves out, as given.
-    #[allow(dead_code, reason = "none in a build with every store")]
     LeftOut(&'static StoreKind, String),
     /// A store built from a backend of the caller's, named by the caller.
     Custom(String),
@@ -170,32 +68,30 @@ impl StoreUrl {
     /// ```
     pub fn parse(url: &str) -> std::result::Result<Self, BackendError> {
         let Some((scheme, _)) = url.split_once("://") else {
-            let examples = STORES.iter().map(|s| s.kind().example.to_owned());
+            let examples = STORES.iter().map(|s| s.kind.example.to_owned());
             return Err(BackendError::invalid_url(
                 redact_password(url),
                 format!("expected SCHEME://…, e.g. {}", one_of(examples)),
             ));
         };
-        let Some(listed) = STORES.iter().find(|s| s.kind().schemes.contains(&scheme)) else {
-            let schemes = STORES.iter().map(|s| format!("{}://", s.kind().schemes[0]));
+        let Some(listed) = STORES.iter().find(|s| s.kind.schemes.contains(&scheme)) else {
+            let schemes = STORES.iter().map(|s| format!("{}://", s.kind.schemes[0]));
             return Err(BackendError::invalid_url(
                 redact_password(url),
                 format!("unknown scheme {scheme:?}; use {}", one_of(schemes)),
             ));
         };
-        match *listed {
-            Listed::Built(store) => Ok(StoreUrl(Target::Built(store, (store.parse)(url)?))),
-            Listed::LeftOut(kind) => Ok(StoreUrl(Target::LeftOut(kind, url.to_owned()))),
+        match listed.built {
+            Some(store) => Ok(StoreUrl(Target::Built(store, (store.parse)(url)?))),
+            None => Ok(StoreUrl(Target::LeftOut(listed.kind, url.to_owned()))),
         }
     }
 
-    /// The SQLite store in the file at `path`.
+    /// The SQLite store in the file at `path`: the embedded store
+    /// (`leasehold_stores::EMBEDDED`).
     #[must_use]
     pub fn sqlite(path: impl Into<PathBuf>) -> Self {
-        StoreUrl(Target::Built(
-            &leasehold_sqlite::STORE,
-            StoreLocation::File(path.into()),
-        ))
+        StoreUrl(Target::Built(EMBEDDED, StoreLocation::File(path.into())))
     }
 
     /// The name of a store built from a backend of the caller's
@@ -271,7 +167,10 @@ impl StoreUrl {
                 Err(BackendError::unsupported(
                     self.redacted(),
                     "this store",
-                    format!("this build of leasehold does not include {what}; use sqlite://PATH or another build"),
+                    format!(
+                        "this build of leasehold does not include {what}; use {}://PATH or another build",
+                        EMBEDDED.kind.schemes[0]
+                    ),
                 )
                 .into())
             }
@@ -282,17 +181,6 @@ impl StoreUrl {
             )
             .into()),
         }
-    }
-}
-
-/// `a`, `a or b`, `a, b or c`.
-fn one_of(items: impl Iterator<Item = String>) -> String {
-    let mut items: Vec<String> = items.collect();
-    let last = items.pop().unwrap_or_default();
-    if items.is_empty() {
-        last
-    } else {
-        format!("{} or {last}", items.join(", "))
     }
 }
 
@@ -385,18 +273,25 @@ mod tests {
         );
     }
 
-    /// What a build that leaves a store out says of it is what its crate
-    /// says.
+    /// Of every store this build leaves out (none with every feature; all
+    /// but SQLite with none), a URL parses, and opening it names the store
+    /// and the cargo feature that builds it in.
     #[test]
-    fn the_stores_left_out_are_described_as_their_crates_describe_them() {
-        #[cfg(feature = "postgres")]
-        assert_eq!(leasehold_postgres::STORE.kind, left_out::POSTGRES);
-        #[cfg(feature = "etcd")]
-        assert_eq!(leasehold_etcd::STORE.kind, left_out::ETCD);
-        #[cfg(feature = "firestore")]
-        assert_eq!(leasehold_firestore::STORE.kind, left_out::FIRESTORE);
-        #[cfg(feature = "redis")]
-        assert_eq!(leasehold_redis::STORE.kind, left_out::REDIS);
-        assert_eq!(built_in_stores()[0], "sqlite");
+    fn every_store_left_out_parses_and_says_how_to_get_it() {
+        for kind in STORES.iter().filter(|s| s.built.is_none()).map(|s| s.kind) {
+            let url = StoreUrl::parse(kind.example).unwrap();
+            assert_eq!(url.to_string(), kind.example);
+            let Err(crate::Error::Store(e)) = url.open_backend(&StoreOptions::default()) else {
+                panic!("{url:?} opened");
+            };
+            assert_eq!(e.kind(), ErrorKind::Unsupported);
+            let feature = kind.feature.expect("only a store with a cargo feature is left out");
+            let hint = e.hint_text();
+            assert!(
+                hint.contains(&format!("does not include {} (cargo feature `{feature}`)", kind.name)),
+                "{hint}"
+            );
+        }
+        assert_eq!(super::super::built_in_stores()[0], "sqlite");
     }
 }
