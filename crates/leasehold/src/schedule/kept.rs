@@ -71,7 +71,7 @@ impl Store {
             BackendError::unsupported(
                 self.url().to_string(),
                 "keeping schedules",
-                "keep schedules in a SQLite, PostgreSQL or etcd store",
+                format!("keep schedules in {}", crate::stores_with(|k| k.schedules)),
             )
         })?;
         Ok(Schedules { store: self, records })
