@@ -47,6 +47,7 @@ use leasehold_backend::{
 };
 
 pub use layout::DEFAULT_PREFIX;
+pub use url::UrlError;
 pub use url::{EMULATOR_VAR, FirestoreUrl, STORE};
 
 use crate::layout::Layout;

@@ -79,7 +79,6 @@ use leasehold_backend::{
     Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams, StoreTime,
 };
 
-use crate::classify::detail;
 use crate::db::Result;
 use crate::pool::Slot;
 use crate::transact::Kind;
@@ -342,7 +341,7 @@ impl Backend for PostgresBackend {
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
         let (config, tls) = (self.config.clone(), self.tls.clone());
         self.notifier.wait(topic, timeout, &self.channel, move || {
-            Box::new(move || tls.connect(&config).map_err(|e| detail(&e)))
+            Box::new(move || tls.connect(&config))
         });
         Ok(())
     }

@@ -29,6 +29,7 @@ use leasehold_backend::{
     WaiterEnqueueParams, WaiterRemoveParams, WaiterTicket, Watched,
 };
 
+pub use crate::url::UrlError;
 pub use crate::url::{DEFAULT_PREFIX, PASSWORD_VAR, RedisUrl, STORE};
 
 use crate::durability::{Durability, Settings};
@@ -166,15 +167,13 @@ impl RedisBackend {
         };
         let tls = url
             .tls
-            .then(|| -> std::result::Result<_, String> {
-                let roots = leasehold_tls::roots("cacert", url.cacert.as_deref()).map_err(|e| e.to_string())?;
+            .then(|| -> std::result::Result<_, leasehold_tls::TlsError> {
+                let roots = leasehold_tls::roots("cacert", url.cacert.as_deref())?;
                 let identity = match (&url.cert, &url.key) {
-                    (Some(cert), Some(key)) => {
-                        Some(leasehold_tls::identity(("cert", cert), ("key", key)).map_err(|e| e.to_string())?)
-                    }
+                    (Some(cert), Some(key)) => Some(leasehold_tls::identity(("cert", cert), ("key", key))?),
                     _ => None,
                 };
-                let config = leasehold_tls::client_config(roots, identity.as_ref(), &[]).map_err(|e| e.to_string())?;
+                let config = leasehold_tls::client_config(roots, identity.as_ref(), &[])?;
                 Ok(Arc::new(config))
             })
             .transpose()
