@@ -133,11 +133,11 @@ impl FirestoreBackend {
             }
             Target::Google => {
                 let refused = |kind, why: String| BackendError::new(kind, label.clone(), why);
-                let tls = access::tls().map_err(|why| refused(ErrorKind::Unavailable, why))?;
+                let tls = access::tls().map_err(|why| refused(ErrorKind::Unavailable, why.to_string()))?;
                 let env = |var: &str| std::env::var(var).ok();
                 let credentials = auth::discover(&env).map_err(|e| refused(ErrorKind::Auth, e.to_string()))?;
                 let proxy = proxy::for_host(access::FIRESTORE_HOST, &env)
-                    .map_err(|why| refused(ErrorKind::InvalidInput, why))?;
+                    .map_err(|why| refused(ErrorKind::InvalidInput, why.to_string()))?;
                 let endpoint = http::Endpoint {
                     host: access::FIRESTORE_HOST.to_owned(),
                     port: 443,
