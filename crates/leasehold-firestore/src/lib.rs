@@ -22,7 +22,8 @@
 //!   is their version; a write's `not_after` is judged at the `readTime`
 //!   of a read of its keys just before its commit (`records`).
 //! - No task queue: the seam's default refuses it with `Unsupported`.
-//! - The REST API over a small blocking HTTP/1.1 client (`http`, `rest`):
+//! - The REST API over `ureq`, a blocking HTTP/1.1 client, on connections
+//!   `http` opens (rustls, the `HTTPS_PROXY` tunnel of `proxy`) (`rest`):
 //!   the emulator by `FIRESTORE_EMULATOR_HOST`, Google over TLS with
 //!   Application Default Credentials (`access`).
 
