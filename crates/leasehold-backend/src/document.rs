@@ -76,15 +76,27 @@ impl HistoryRec {
     ///
     /// # Errors
     /// An event this code does not know: the document was not written by it.
-    pub fn entry(&self) -> Result<HistoryEntry, String> {
+    pub fn entry(&self) -> Result<HistoryEntry, DocumentError> {
         Ok(HistoryEntry {
             at: from_ms(self.at_ms),
-            event: HistoryEvent::parse(&self.event).ok_or_else(|| format!("unknown history event {:?}", self.event))?,
+            event: HistoryEvent::parse(&self.event).ok_or_else(|| DocumentError::UnknownEvent(self.event.clone()))?,
             token: self.token.map(Token),
             owner: self.owner.clone(),
             detail: self.detail.clone(),
         })
     }
+}
+
+/// What in a name's document this code could not have written, or a plan
+/// it could not apply to it: the store reports it as corrupt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    /// A history entry's event is none this code writes.
+    #[error("unknown history event {0:?}")]
+    UnknownEvent(String),
+    /// A plan extends a grant the document does not hold.
+    #[error("a plan named grant {0}, which the document does not hold")]
+    NoSuchGrant(Token),
 }
 
 /// What a name's document holds besides its name and newest token.
@@ -250,24 +262,24 @@ impl Draft {
         tokens(&self.state) != tokens(&snap.state) || tickets(&self.state) != tickets(&snap.state)
     }
 
-    fn grant_mut(&mut self, token: Token) -> Result<&mut GrantRec, String> {
+    fn grant_mut(&mut self, token: Token) -> Result<&mut GrantRec, DocumentError> {
         self.state
             .grants
             .iter_mut()
             .find(|g| g.token == token.0)
-            .ok_or_else(|| format!("a plan named grant {token}, which the document does not hold"))
+            .ok_or(DocumentError::NoSuchGrant(token))
     }
 }
 
 impl Apply for Draft {
-    type Error = String;
+    type Error = DocumentError;
 
-    fn remove_grant(&mut self, token: Token, _live: bool) -> Result<(), String> {
+    fn remove_grant(&mut self, token: Token, _live: bool) -> Result<(), DocumentError> {
         self.state.grants.retain(|g| g.token != token.0);
         Ok(())
     }
 
-    fn extend_grant(&mut self, token: Token, ttl: Duration, holder: Option<&Holder>) -> Result<(), String> {
+    fn extend_grant(&mut self, token: Token, ttl: Duration, holder: Option<&Holder>) -> Result<(), DocumentError> {
         let now = self.now_us;
         let g = self.grant_mut(token)?;
         g.expires_us = now.saturating_add(micros(ttl));
@@ -279,7 +291,7 @@ impl Apply for Draft {
     }
 
     /// The next token: above the newest one and above the name's floor.
-    fn insert_grant(&mut self, g: &NewGrant) -> Result<(), String> {
+    fn insert_grant(&mut self, g: &NewGrant) -> Result<(), DocumentError> {
         let token = self.newest.max(self.state.floor) + 1;
         self.newest = token;
         self.issued = Some(Token(token));
@@ -296,7 +308,7 @@ impl Apply for Draft {
         Ok(())
     }
 
-    fn refresh_waiter(&mut self, ticket: WaiterTicket, ttl: Duration) -> Result<(), String> {
+    fn refresh_waiter(&mut self, ticket: WaiterTicket, ttl: Duration) -> Result<(), DocumentError> {
         let now = self.now_us;
         if let Some(w) = self.state.waiters.iter_mut().find(|w| w.ticket == ticket.0) {
             w.expires_us = now.saturating_add(micros(ttl));
@@ -304,7 +316,7 @@ impl Apply for Draft {
         Ok(())
     }
 
-    fn enqueue_waiter(&mut self, w: &NewWaiter) -> Result<(), String> {
+    fn enqueue_waiter(&mut self, w: &NewWaiter) -> Result<(), DocumentError> {
         self.state.tickets += 1;
         self.ticket = Some(WaiterTicket(self.state.tickets));
         self.state.waiters.push(WaiterRec {
@@ -316,12 +328,12 @@ impl Apply for Draft {
         Ok(())
     }
 
-    fn remove_waiter(&mut self, ticket: WaiterTicket) -> Result<(), String> {
+    fn remove_waiter(&mut self, ticket: WaiterTicket) -> Result<(), DocumentError> {
         self.state.waiters.retain(|w| w.ticket != ticket.0);
         Ok(())
     }
 
-    fn record(&mut self, e: &Entry) -> Result<(), String> {
+    fn record(&mut self, e: &Entry) -> Result<(), DocumentError> {
         self.state.seq += 1;
         self.state.recent.push(HistoryRec {
             at_ms: self.now_us / 1000,
@@ -383,7 +395,7 @@ pub fn acquire<S: DocStore>(s: &S, p: &LeaseAcquireParams) -> Result<LeaseAcquir
             let seen = snap.seen(name);
             let plan = plan::acquire(p, &seen, &snap.queue());
             let mut draft = Draft::new(&snap);
-            plan.apply(&mut draft).map_err(S::corrupt)?;
+            plan.apply(&mut draft).map_err(|e| S::corrupt(e.to_string()))?;
             let writes = !plan.ops.is_empty() && !snap.fresh_enough(&plan.ops);
             let outcome = match plan.outcome {
                 Acquire::Acquired(token) => {
@@ -436,7 +448,7 @@ fn by_token<S: DocStore, T>(
             };
             let plan = planner(snap.last_token(), seen.as_ref(), ended);
             let mut draft = Draft::new(&snap);
-            plan.apply(&mut draft).map_err(S::corrupt)?;
+            plan.apply(&mut draft).map_err(|e| S::corrupt(e.to_string()))?;
             let written = draft.state.grants.iter().find(|g| g.token == token.0).cloned();
             if !plan.ops.is_empty() && !s.commit(name, &snap, draft)? {
                 return Ok(None);
@@ -482,7 +494,7 @@ pub fn waiter_enqueue<S: DocStore>(s: &S, p: &WaiterEnqueueParams) -> Result<Wai
         || {
             let snap = s.snapshot(&p.name)?;
             let mut draft = Draft::new(&snap);
-            draft.enqueue_waiter(&w).map_err(S::corrupt)?;
+            draft.enqueue_waiter(&w).map_err(|e| S::corrupt(e.to_string()))?;
             let ticket = draft.ticket.expect("enqueued");
             Ok(s.commit(&p.name, &snap, draft)?.then_some(ticket))
         },
@@ -499,7 +511,7 @@ pub fn waiter_remove<S: DocStore>(s: &S, name: &LeaseName, ticket: WaiterTicket)
                 return Ok(Some(()));
             }
             let mut draft = Draft::new(&snap);
-            draft.remove_waiter(ticket).map_err(S::corrupt)?;
+            draft.remove_waiter(ticket).map_err(|e| S::corrupt(e.to_string()))?;
             Ok(s.commit(name, &snap, draft)?.then_some(()))
         },
     )

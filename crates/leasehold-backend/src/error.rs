@@ -264,10 +264,11 @@ impl BackendError {
         e
     }
 
-    /// The URL of a store (or one of its options) is malformed.
+    /// The URL of a store (or one of its options) is malformed: `reason`
+    /// says how (a message, or a store's typed reason).
     #[must_use]
-    pub fn invalid_url(url: impl Into<String>, reason: impl Into<String>) -> Self {
-        let mut e = Self::new(ErrorKind::InvalidInput, url, reason);
+    pub fn invalid_url(url: impl Into<String>, reason: impl std::fmt::Display) -> Self {
+        let mut e = Self::new(ErrorKind::InvalidInput, url, reason.to_string());
         e.form = Form::Url;
         e
     }

@@ -74,7 +74,8 @@ pub use record::{
     RecordWriteParams, StoreTime,
 };
 pub use registration::{
-    StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, password_from_file, redact_password,
+    PasswordFileError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, password_from_file,
+    redact_password,
 };
 pub use task::{
     Available, Claim, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskClaimParams,

@@ -116,24 +116,33 @@ pub struct StoreOpenOptions {
 ///
 /// # Errors
 /// The file cannot be read, or holds nothing.
-pub fn password_from_file(path: &Path) -> Result<String, String> {
+pub fn password_from_file(path: &Path) -> Result<String, PasswordFileError> {
     let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "password-file={}: no such file (a relative path is taken from the current directory)",
-            path.display()
-        ),
-        _ => format!("cannot read password-file={}: {e}", path.display()),
+        std::io::ErrorKind::NotFound => PasswordFileError::Missing(path.to_owned()),
+        _ => PasswordFileError::Unreadable {
+            path: path.to_owned(),
+            error: e,
+        },
     })?;
     let password = text
         .strip_suffix('\n')
         .map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
     if password.is_empty() {
-        return Err(format!(
-            "password-file={} is empty: write the password to it",
-            path.display()
-        ));
+        return Err(PasswordFileError::Empty(path.to_owned()));
     }
     Ok(password.to_owned())
+}
+
+/// Why a `password-file=PATH` gave no password, in the words of the URL's
+/// error.
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordFileError {
+    #[error("password-file={}: no such file (a relative path is taken from the current directory)", .0.display())]
+    Missing(PathBuf),
+    #[error("cannot read password-file={}: {error}", .path.display())]
+    Unreadable { path: PathBuf, error: std::io::Error },
+    #[error("password-file={} is empty: write the password to it", .0.display())]
+    Empty(PathBuf),
 }
 
 /// `url` with every password in it replaced by `***`: one in the

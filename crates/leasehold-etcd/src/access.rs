@@ -105,7 +105,7 @@ impl Access {
         tls: Option<&EtcdTls>,
         credentials: Option<&EtcdCredentials>,
         connect: ConnectOptions,
-    ) -> Result<(Self, ConnectOptions), String> {
+    ) -> Result<(Self, ConnectOptions), AccessError> {
         let https = endpoints.iter().any(|e| e.starts_with("https://"));
         let tls = tls.cloned().or_else(|| https.then(EtcdTls::default));
         let mut connect = connect;
@@ -113,9 +113,7 @@ impl Access {
         let mut http = None;
         if let Some(tls) = &tls {
             if let Some(plain) = endpoints.iter().find(|e| e.starts_with("http://")) {
-                return Err(format!(
-                    "endpoint {plain} is plain http://, but TLS is asked for (cacert, cert, key or an https:// endpoint): write it HOST:PORT or https://HOST:PORT"
-                ));
+                return Err(AccessError::PlainEndpoint(plain.clone()));
             }
             let (options, config, for_clock) = tls_options(tls)?;
             connect = connect.with_tls(options);
@@ -124,7 +122,7 @@ impl Access {
         }
         if let Some(c) = credentials {
             if c.user.is_empty() || c.user.contains(':') {
-                return Err("user= must be a plain etcd user name (no password after a colon)".into());
+                return Err(AccessError::User);
             }
             connect = connect.with_user(c.user.clone(), c.password.reveal());
         }
@@ -277,24 +275,39 @@ pub(crate) fn token_expired(e: &etcd_client::Error) -> bool {
         if s.message().contains("invalid auth token") || s.message().contains("revision of auth store is old"))
 }
 
+/// Why the URL's TLS and user settings cannot be used (the reason of an
+/// invalid-URL error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AccessError {
+    #[error(
+        "endpoint {0} is plain http://, but TLS is asked for (cacert, cert, key or an https:// endpoint): write it HOST:PORT or https://HOST:PORT"
+    )]
+    PlainEndpoint(String),
+    #[error("user= must be a plain etcd user name (no password after a colon)")]
+    User,
+    #[error("cert=PATH needs key=PATH too: the certificate's private key (PEM)")]
+    CertWithoutKey,
+    #[error("key=PATH needs cert=PATH too: the certificate of that key (PEM)")]
+    KeyWithoutCert,
+    #[error(transparent)]
+    Tls(#[from] leasehold_tls::TlsError),
+}
+
 /// What an HTTP/2 client sends first (RFC 9113, 3.4).
 const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// The client's TLS options, and the same as a rustls configuration for
 /// [`Access::probe`] (HTTP/2) and for the cluster's clock (HTTP/1.1).
-fn tls_options(tls: &EtcdTls) -> Result<(TlsOptions, rustls::ClientConfig, rustls::ClientConfig), String> {
-    let roots = leasehold_tls::roots("cacert", tls.ca.as_deref()).map_err(|e| e.to_string())?;
+fn tls_options(tls: &EtcdTls) -> Result<(TlsOptions, rustls::ClientConfig, rustls::ClientConfig), AccessError> {
+    let roots = leasehold_tls::roots("cacert", tls.ca.as_deref())?;
     let identity = match (tls.cert.as_deref(), tls.key.as_deref()) {
         (None, None) => None,
-        (Some(cert), Some(key)) => {
-            Some(leasehold_tls::identity(("cert", cert), ("key", key)).map_err(|e| e.to_string())?)
-        }
-        (Some(_), None) => return Err("cert=PATH needs key=PATH too: the certificate's private key (PEM)".into()),
-        (None, Some(_)) => return Err("key=PATH needs cert=PATH too: the certificate of that key (PEM)".into()),
+        (Some(cert), Some(key)) => Some(leasehold_tls::identity(("cert", cert), ("key", key))?),
+        (Some(_), None) => return Err(AccessError::CertWithoutKey),
+        (None, Some(_)) => return Err(AccessError::KeyWithoutCert),
     };
-    let config = leasehold_tls::client_config(roots.clone(), identity.as_ref(), &[b"h2"]).map_err(|e| e.to_string())?;
-    let http1 =
-        leasehold_tls::client_config(roots.clone(), identity.as_ref(), &[b"http/1.1"]).map_err(|e| e.to_string())?;
+    let config = leasehold_tls::client_config(roots.clone(), identity.as_ref(), &[b"h2"])?;
+    let http1 = leasehold_tls::client_config(roots.clone(), identity.as_ref(), &[b"http/1.1"])?;
     let mut options = TlsOptions::new().trust_anchors(roots.roots);
     if let Some(id) = identity {
         options = options.identity(Identity::from_pem(id.cert_pem, id.key_pem));

@@ -108,7 +108,44 @@ impl std::fmt::Display for Member {
 /// member's failure.
 #[derive(Debug)]
 pub(crate) struct Unread {
-    pub(crate) failures: Vec<(Member, String)>,
+    pub(crate) failures: Vec<(Member, MemberError)>,
+}
+
+/// Why one member's clock could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MemberError {
+    #[error("cannot resolve {host}: {error}")]
+    Resolve { host: String, error: io::Error },
+    #[error("{0} resolves to no address")]
+    NoAddress(String),
+    #[error("cannot connect: {0}")]
+    Connect(io::Error),
+    #[error("cannot set the socket's timeouts: {0}")]
+    Timeouts(io::Error),
+    #[error("{host} is no TLS server name: {error}")]
+    ServerName {
+        host: String,
+        error: rustls::pki_types::InvalidDnsNameError,
+    },
+    #[error("TLS failed: {0}")]
+    TlsSetup(rustls::Error),
+    #[error("TLS failed: {0}")]
+    Tls(io::Error),
+    #[error("GET /version failed: {0}")]
+    Exchange(io::Error),
+    #[error(transparent)]
+    Date(#[from] DateError),
+}
+
+/// Why an answer's head gives no time.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DateError {
+    #[error("the answer is not HTTP ({0:?}): is this an etcd client URL?")]
+    NotHttp(String),
+    #[error("the answer ({0}) has no Date header")]
+    NoDate(String),
+    #[error("the answer's Date {date:?} is not an HTTP date: {error}")]
+    Unreadable { date: String, error: jiff::Error },
 }
 
 impl std::fmt::Display for Unread {
@@ -237,35 +274,40 @@ impl DateClock {
     }
 
     /// `GET /version` on `member`: the offset interval its `Date` gives.
-    fn read_member(&self, member: &Member) -> Result<Reading, String> {
+    fn read_member(&self, member: &Member) -> Result<Reading, MemberError> {
         let address = (member.host.as_str(), member.port)
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}: {e}", member.host))?
+            .map_err(|error| MemberError::Resolve {
+                host: member.host.clone(),
+                error,
+            })?
             .next()
-            .ok_or_else(|| format!("{} resolves to no address", member.host))?;
-        let mut socket =
-            TcpStream::connect_timeout(&address, self.timeout).map_err(|e| format!("cannot connect: {e}"))?;
+            .ok_or_else(|| MemberError::NoAddress(member.host.clone()))?;
+        let mut socket = TcpStream::connect_timeout(&address, self.timeout).map_err(MemberError::Connect)?;
         let timeouts = socket
             .set_read_timeout(Some(self.timeout))
             .and_then(|()| socket.set_write_timeout(Some(self.timeout)));
-        timeouts.map_err(|e| format!("cannot set the socket's timeouts: {e}"))?;
+        timeouts.map_err(MemberError::Timeouts)?;
         let request =
             format!("GET /version HTTP/1.1\r\nHost: {member}\r\nUser-Agent: leasehold\r\nConnection: close\r\n\r\n");
         let (before, head, after) = match &self.tls {
             None => self.exchange(&mut socket, request.as_bytes()),
             Some(config) => {
-                let name = rustls::pki_types::ServerName::try_from(member.host.clone())
-                    .map_err(|e| format!("{} is no TLS server name: {e}", member.host))?;
-                let mut tls =
-                    rustls::ClientConnection::new(config.clone(), name).map_err(|e| format!("TLS failed: {e}"))?;
+                let name = rustls::pki_types::ServerName::try_from(member.host.clone()).map_err(|error| {
+                    MemberError::ServerName {
+                        host: member.host.clone(),
+                        error,
+                    }
+                })?;
+                let mut tls = rustls::ClientConnection::new(config.clone(), name).map_err(MemberError::TlsSetup)?;
                 // The handshake first: `before` is when the request leaves.
                 while tls.is_handshaking() {
-                    tls.complete_io(&mut socket).map_err(|e| format!("TLS failed: {e}"))?;
+                    tls.complete_io(&mut socket).map_err(MemberError::Tls)?;
                 }
                 self.exchange(&mut rustls::Stream::new(&mut tls, &mut socket), request.as_bytes())
             }
         }
-        .map_err(|e| format!("GET /version failed: {e}"))?;
+        .map_err(MemberError::Exchange)?;
         let date = date_header(&head)?;
         Ok(Reading {
             low: date - after,
@@ -342,13 +384,10 @@ fn next_send(low: i128, high: i128, rtt: i128, earliest: i128) -> i128 {
 }
 
 /// The `Date` of an HTTP answer's head, in ns since the epoch.
-fn date_header(head: &str) -> Result<i128, String> {
+fn date_header(head: &str) -> Result<i128, DateError> {
     let status = head.lines().next().unwrap_or_default();
     if !status.starts_with("HTTP/") {
-        return Err(format!(
-            "the answer is not HTTP ({:?}): is this an etcd client URL?",
-            &status[..status.len().min(60)]
-        ));
+        return Err(DateError::NotHttp(status[..status.len().min(60)].to_owned()));
     }
     let date = head
         .lines()
@@ -358,10 +397,13 @@ fn date_header(head: &str) -> Result<i128, String> {
             let (name, value) = l.split_once(':')?;
             name.trim().eq_ignore_ascii_case("date").then(|| value.trim())
         })
-        .ok_or_else(|| format!("the answer ({status}) has no Date header"))?;
+        .ok_or_else(|| DateError::NoDate(status.to_owned()))?;
     let at = jiff::fmt::rfc2822::DateTimeParser::new()
         .parse_timestamp(date)
-        .map_err(|e| format!("the answer's Date {date:?} is not an HTTP date: {e}"))?;
+        .map_err(|error| DateError::Unreadable {
+            date: date.to_owned(),
+            error,
+        })?;
     Ok(at.as_nanosecond())
 }
 
@@ -488,12 +530,19 @@ mod tests {
         assert!(
             date_header("HTTP/1.1 200 OK\r\n\r\n")
                 .unwrap_err()
+                .to_string()
                 .contains("no Date header")
         );
-        assert!(date_header("\u{0}\u{0}\u{0}\u{4}").unwrap_err().contains("not HTTP"));
+        assert!(
+            date_header("\u{0}\u{0}\u{0}\u{4}")
+                .unwrap_err()
+                .to_string()
+                .contains("not HTTP")
+        );
         assert!(
             date_header("HTTP/1.1 200 OK\r\nDate: yesterday\r\n\r\n")
                 .unwrap_err()
+                .to_string()
                 .contains("not an HTTP date")
         );
     }

@@ -224,7 +224,7 @@ impl EtcdBackend {
             .with_timeout(options.request_timeout)
             .with_keep_alive(Duration::from_secs(10), options.request_timeout);
         let (access, connect) = Access::new(endpoints, options.tls.as_ref(), options.credentials.as_ref(), connect)
-            .map_err(|reason| invalid(&reason))?;
+            .map_err(|reason| invalid(&reason.to_string()))?;
         let keys = Keys::new(&options.prefix);
         let store = Self::label(endpoints, &keys);
         let client = rt

@@ -97,12 +97,12 @@ struct EtcdSecurity {
 
 impl EtcdUrl {
     /// `Err` says why the URL is refused.
-    fn parse(url: &str) -> Result<Self, String> {
+    fn parse(url: &str) -> Result<Self, UrlError> {
         let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
         let (hosts, query) = rest.split_once('?').unwrap_or((rest, ""));
         let endpoints: Vec<String> = hosts.trim_end_matches('/').split(',').map(str::to_owned).collect();
         if endpoints.iter().any(String::is_empty) {
-            return Err("expected etcd://HOST:PORT[,HOST:PORT...][?prefix=/myapp]".into());
+            return Err(UrlError::Endpoints);
         }
         let mut prefix = None;
         let mut security = EtcdSecurity::default();
@@ -113,20 +113,18 @@ impl EtcdUrl {
                     prefix = Some(value.to_owned());
                 }
                 "prefix" => {
-                    return Err("the prefix must be an absolute key path, e.g. ?prefix=/myapp".into());
+                    return Err(UrlError::Prefix);
                 }
                 _ => {
                     if !security.set(name, value)? {
                         // Only the name: a value could be a secret.
-                        return Err(format!(
-                            "unknown parameter {name:?}; the parameters are prefix=/KEY/PREFIX, cacert=PATH, cert=PATH, key=PATH, user=NAME and password-file=PATH"
-                        ));
+                        return Err(UrlError::UnknownParameter(name.to_owned()));
                     }
                 }
             }
         }
         if security.password_file.is_some() && security.user.is_none() {
-            return Err("password-file=PATH needs user=NAME: the etcd user the password is for".into());
+            return Err(UrlError::PasswordFileWithoutUser);
         }
         Ok(EtcdUrl {
             endpoints,
@@ -141,17 +139,13 @@ impl EtcdUrl {
         let Some(user) = &self.security.user else {
             return Ok(None);
         };
-        let invalid = |reason: String| BackendError::invalid_url(self.to_string(), reason);
+        let invalid = |reason: UrlError| BackendError::invalid_url(self.to_string(), reason);
         let password = match &self.security.password_file {
-            Some(path) => leasehold_backend::password_from_file(path).map_err(invalid)?,
+            Some(path) => leasehold_backend::password_from_file(path).map_err(|e| invalid(e.into()))?,
             None => std::env::var(ETCD_PASSWORD_VAR)
                 .ok()
                 .filter(|p| !p.is_empty())
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "user={user} needs a password: write it to a file only you can read and pass password-file=PATH, or set {ETCD_PASSWORD_VAR}"
-                    ))
-                })?,
+                .ok_or_else(|| invalid(UrlError::NoPassword(user.clone())))?,
         };
         Ok(Some(EtcdCredentials {
             user: user.clone(),
@@ -178,13 +172,48 @@ impl fmt::Display for EtcdUrl {
     }
 }
 
+/// Why an etcd URL is refused (the reason of its invalid-URL error).
+#[derive(Debug, thiserror::Error)]
+enum UrlError {
+    #[error("expected etcd://HOST:PORT[,HOST:PORT...][?prefix=/myapp]")]
+    Endpoints,
+    #[error("the prefix must be an absolute key path, e.g. ?prefix=/myapp")]
+    Prefix,
+    /// Only the name: a value could be a secret.
+    #[error(
+        "unknown parameter {0:?}; the parameters are prefix=/KEY/PREFIX, cacert=PATH, cert=PATH, key=PATH, user=NAME and password-file=PATH"
+    )]
+    UnknownParameter(String),
+    #[error("password-file=PATH needs user=NAME: the etcd user the password is for")]
+    PasswordFileWithoutUser,
+    #[error("{0}= needs a path: {0}=/path/to/file.pem")]
+    NoPath(String),
+    #[error(
+        "a password is never taken from the URL (it would show in process lists, shell history and logs): \
+         write it to a file only you can read and pass password-file=PATH, or set {ETCD_PASSWORD_VAR}"
+    )]
+    PasswordInUrl,
+    #[error("user= needs an etcd user name")]
+    NoUserName,
+    #[error(
+        "insecure-skip-tls-verify is not offered: an unverified connection is open to a man in the middle; pass cacert=PATH with the CA that signed the cluster's certificates"
+    )]
+    InsecureSkipTlsVerify,
+    #[error(
+        "user={0} needs a password: write it to a file only you can read and pass password-file=PATH, or set {ETCD_PASSWORD_VAR}"
+    )]
+    NoPassword(String),
+    #[error(transparent)]
+    PasswordFile(#[from] leasehold_backend::PasswordFileError),
+}
+
 impl EtcdSecurity {
     /// Take one query parameter of an etcd URL; `Err` says why the URL is
     /// refused, `Ok(false)` that the parameter is not one of these.
-    fn set(&mut self, name: &str, value: &str) -> Result<bool, String> {
+    fn set(&mut self, name: &str, value: &str) -> Result<bool, UrlError> {
         let path = || {
             if value.is_empty() {
-                Err(format!("{name}= needs a path: {name}=/path/to/file.pem"))
+                Err(UrlError::NoPath(name.to_owned()))
             } else {
                 Ok(Some(PathBuf::from(value)))
             }
@@ -194,25 +223,14 @@ impl EtcdSecurity {
             "cert" => self.cert = path()?,
             "key" => self.key = path()?,
             "password-file" => self.password_file = path()?,
-            "user" if value.contains(':') => return Err(Self::no_password_here()),
-            "user" if value.is_empty() => return Err("user= needs an etcd user name".into()),
+            "user" if value.contains(':') => return Err(UrlError::PasswordInUrl),
+            "user" if value.is_empty() => return Err(UrlError::NoUserName),
             "user" => self.user = Some(value.to_owned()),
-            "password" => return Err(Self::no_password_here()),
-            "insecure-skip-tls-verify" => {
-                return Err(
-                    "insecure-skip-tls-verify is not offered: an unverified connection is open to a man in the middle; pass cacert=PATH with the CA that signed the cluster's certificates".into(),
-                );
-            }
+            "password" => return Err(UrlError::PasswordInUrl),
+            "insecure-skip-tls-verify" => return Err(UrlError::InsecureSkipTlsVerify),
             _ => return Ok(false),
         }
         Ok(true)
-    }
-
-    fn no_password_here() -> String {
-        format!(
-            "a password is never taken from the URL (it would show in process lists, shell history and logs): \
-             write it to a file only you can read and pass password-file=PATH, or set {ETCD_PASSWORD_VAR}"
-        )
     }
 
     /// The URL's parameters for these settings, as `name=value`.
@@ -247,7 +265,7 @@ mod tests {
 
     fn refused(url: &str) -> String {
         match EtcdUrl::parse(url) {
-            Err(reason) => reason,
+            Err(reason) => reason.to_string(),
             Ok(parsed) => panic!("{url} must be refused: {parsed:?}"),
         }
     }

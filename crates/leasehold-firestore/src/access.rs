@@ -18,9 +18,9 @@ pub const FIRESTORE_HOST: &str = "firestore.googleapis.com";
 
 /// A TLS client configuration trusting the system's roots, speaking
 /// HTTP/1.1.
-pub fn tls() -> Result<Arc<ClientConfig>, String> {
-    let roots = leasehold_tls::roots("system roots", None).map_err(|e| e.to_string())?;
-    let config = leasehold_tls::client_config(roots, None, &[b"http/1.1"]).map_err(|e| e.to_string())?;
+pub fn tls() -> Result<Arc<ClientConfig>, leasehold_tls::TlsError> {
+    let roots = leasehold_tls::roots("system roots", None)?;
+    let config = leasehold_tls::client_config(roots, None, &[b"http/1.1"])?;
     Ok(Arc::new(config))
 }
 

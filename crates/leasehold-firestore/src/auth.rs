@@ -224,7 +224,7 @@ fn parse_file(text: &str, file: CredentialsFile) -> Result<Credentials, AuthErro
     }
     match kind {
         "service_account" => {
-            let key = private_key(&required("private_key")?).map_err(invalid)?;
+            let key = private_key(&required("private_key")?).map_err(|e| invalid(e.to_string()))?;
             Ok(Credentials::ServiceAccount(ServiceAccount {
                 client_email: required("client_email")?,
                 private_key_id: text_field("private_key_id"),
@@ -251,21 +251,35 @@ fn parse_file(text: &str, file: CredentialsFile) -> Result<Credentials, AuthErro
 
 /// The RSA key of a PEM PKCS#8 `private_key`. The problems name the field
 /// and never quote it.
-fn private_key(pem: &str) -> Result<RsaKeyPair, String> {
+fn private_key(pem: &str) -> Result<RsaKeyPair, KeyError> {
     let pem = pem.trim();
     if pem.starts_with("-----BEGIN RSA PRIVATE KEY-----") {
-        return Err("private_key is a PKCS#1 key (BEGIN RSA PRIVATE KEY); convert it with \
-                    `openssl pkcs8 -topk8 -nocrypt`, or download a new key"
-            .to_owned());
+        return Err(KeyError::Pkcs1);
     }
     let body = pem
         .strip_prefix("-----BEGIN PRIVATE KEY-----")
         .and_then(|rest| rest.strip_suffix("-----END PRIVATE KEY-----"))
-        .ok_or("private_key is not a PEM PKCS#8 key (-----BEGIN PRIVATE KEY-----)")?;
+        .ok_or(KeyError::NotPem)?;
     let der = STANDARD
         .decode(body.split_ascii_whitespace().collect::<String>())
-        .map_err(|_| "private_key's PEM body is not base64")?;
-    RsaKeyPair::from_pkcs8(&der).map_err(|e| format!("private_key is not a usable RSA key ({e})"))
+        .map_err(|_| KeyError::NotBase64)?;
+    RsaKeyPair::from_pkcs8(&der).map_err(KeyError::Unusable)
+}
+
+/// What is wrong with a `private_key` (never quoting it).
+#[derive(Debug, thiserror::Error)]
+enum KeyError {
+    #[error(
+        "private_key is a PKCS#1 key (BEGIN RSA PRIVATE KEY); convert it with \
+         `openssl pkcs8 -topk8 -nocrypt`, or download a new key"
+    )]
+    Pkcs1,
+    #[error("private_key is not a PEM PKCS#8 key (-----BEGIN PRIVATE KEY-----)")]
+    NotPem,
+    #[error("private_key's PEM body is not base64")]
+    NotBase64,
+    #[error("private_key is not a usable RSA key ({0})")]
+    Unusable(ring::error::KeyRejected),
 }
 
 fn metadata_url(host: &str) -> String {

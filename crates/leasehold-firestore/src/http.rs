@@ -1,24 +1,29 @@
-//! A small blocking HTTP/1.1 client: what the store needs of Firestore's
-//! REST API and of Google's token endpoints, and no more — JSON bodies,
-//! `Content-Length` or chunked answers, kept-alive connections, plain TCP
-//! (the emulator, the metadata server) or TLS by rustls (Google).
+//! The blocking HTTP/1.1 client of the store's requests — Firestore's REST
+//! API, Google's token endpoints, the metadata server — on `ureq`: JSON
+//! bodies, `Content-Length` or chunked answers, kept-alive connections
+//! (ureq's pool, which drops one the server closed while it was idle).
 //!
-//! Why not a client crate: the library is synchronous (no runtime outside
-//! the etcd store), and a blocking client with TLS would bring its own
-//! TLS and URL stacks beside the rustls the other stores use already.
+//! What ureq does not decide here: how a connection is made. This
+//! module's connector ([`Connect`]) opens it as the store always has —
+//! plain TCP (the emulator, the metadata server), or TLS by rustls with
+//! the workspace's configuration (`leasehold-tls`: the system's roots,
+//! ring), through the `HTTPS_PROXY` tunnel `proxy` decides and opens —
+//! so ureq brings no TLS stack, roots or proxy rules of its own, and the
+//! timeouts stay per socket operation.
 
-use std::fmt::Write as _;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, Transport};
 
 /// Answers larger than this are refused (Firestore's largest document is
 /// 1 MiB; a batch of them stays far below).
-const MAX_BODY: usize = 64 << 20;
+const MAX_BODY: u64 = 64 << 20;
 
 /// Where requests go: a host and port, over TLS when `tls` is given.
 #[derive(Clone)]
@@ -42,6 +47,16 @@ impl Endpoint {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}:{}", self.host, self.port)
     }
+
+    /// The origin as a URL names it (an IPv6 address in brackets).
+    fn url_origin(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        if self.host.contains(':') {
+            format!("{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            format!("{scheme}://{}:{}", self.host, self.port)
+        }
+    }
 }
 
 /// An answer: its status and body.
@@ -51,41 +66,11 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Plain(s) => s.read(buf),
-            Stream::Tls(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Plain(s) => s.write(buf),
-            Stream::Tls(s) => s.write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.flush(),
-            Stream::Tls(s) => s.flush(),
-        }
-    }
-}
-
-/// Connections to one endpoint, each used by one request at a time and
-/// kept for the next one while the server keeps it open.
+/// Requests to one endpoint, on connections ureq keeps between them.
 pub struct Client {
     endpoint: Endpoint,
     timeout: Duration,
-    idle: Mutex<Vec<BufReader<Stream>>>,
+    agent: ureq::Agent,
 }
 
 impl std::fmt::Debug for Client {
@@ -96,38 +81,23 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// How a request failed.
-enum Failed {
-    /// Before its answer's first byte came back: on a kept connection,
-    /// the server had closed it while idle, so it never saw the request,
-    /// and sending it again on a new connection is safe.
-    Stale(io::Error),
-    /// Later: the server may have acted on it; not sent again.
-    Final(io::Error),
-}
-
-impl Failed {
-    /// A failure before any answer: stale only if the connection was
-    /// closed or reset (a timeout means the server may be working on it).
-    fn early(e: io::Error) -> Self {
-        use io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
-        if matches!(
-            e.kind(),
-            BrokenPipe | ConnectionAborted | ConnectionReset | UnexpectedEof
-        ) {
-            Failed::Stale(e)
-        } else {
-            Failed::Final(e)
-        }
-    }
-}
-
 impl Client {
     pub fn new(endpoint: Endpoint, timeout: Duration) -> Self {
+        let config = ureq::Agent::config_builder()
+            // Every status is an answer the caller reads (Firestore's
+            // errors are JSON), and none is followed elsewhere.
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .user_agent(format!("leasehold/{}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let connect = Connect {
+            endpoint: endpoint.clone(),
+            timeout,
+        };
         Self {
+            agent: ureq::Agent::with_parts(config, connect, NoResolve),
             endpoint,
             timeout,
-            idle: Mutex::new(Vec::new()),
         }
     }
 
@@ -137,31 +107,44 @@ impl Client {
 
     /// Send one request and read its whole answer.
     pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> io::Result<Response> {
-        let kept = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        let (mut conn, reused) = match kept {
-            Some(c) => (c, true),
-            None => (self.connect().map_err(|e| self.worded(e))?, false),
-        };
-        let answer = match self.exchange(&mut conn, method, path, headers, body) {
-            Err(Failed::Stale(_)) if reused => {
-                conn = self.connect().map_err(|e| self.worded(e))?;
-                self.exchange(&mut conn, method, path, headers, body)
-            }
-            other => other,
-        };
-        let (response, keep) = answer.map_err(|(Failed::Stale(e) | Failed::Final(e))| self.worded(e))?;
-        if keep {
-            self.idle.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
+        let mut request = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.endpoint.url_origin()));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
         }
-        Ok(response)
+        let request = request
+            .body(body)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mut answer = self.agent.run(request).map_err(|e| self.worded(e))?;
+        let status = answer.status().as_u16();
+        let body = answer
+            .body_mut()
+            .with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .map_err(|e| self.worded(e))?;
+        Ok(Response { status, body })
     }
 
-    /// An I/O error in words (one place for this client, so the
-    /// Firestore, metadata and token requests say it alike): a timeout as
-    /// `timed out after N s`, where the system says "Resource temporarily
-    /// unavailable (os error 11)"; a certificate TLS refused as what is
-    /// wrong with it.
-    fn worded(&self, e: io::Error) -> io::Error {
+    /// A failure in words (one place for this client, so the Firestore,
+    /// metadata and token requests say it alike): a timeout as `timed out
+    /// after N s`, where the system says "Resource temporarily unavailable
+    /// (os error 11)"; a certificate TLS refused as what is wrong with it.
+    fn worded(&self, e: ureq::Error) -> io::Error {
+        let e = match e {
+            ureq::Error::Io(e) => e,
+            ureq::Error::Timeout(_) => io::Error::from(io::ErrorKind::TimedOut),
+            ureq::Error::BodyExceedsLimit(_) => {
+                return io::Error::new(io::ErrorKind::InvalidData, "an answer larger than 64 MiB");
+            }
+            other => {
+                return io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("an unreadable HTTP answer: {other}"),
+                );
+            }
+        };
         if leasehold_backend::is_timeout(&e) {
             return io::Error::new(io::ErrorKind::TimedOut, leasehold_backend::timed_out(self.timeout));
         }
@@ -191,16 +174,39 @@ impl Client {
             None => e,
         }
     }
+}
 
-    fn connect(&self) -> io::Result<BufReader<Stream>> {
+/// No resolution by ureq: [`Connect`] resolves the endpoint itself, and
+/// through a proxy the endpoint's name is the proxy's to resolve.
+#[derive(Debug)]
+struct NoResolve;
+
+impl Resolver for NoResolve {
+    fn resolve(
+        &self,
+        _: &ureq::http::Uri,
+        _: &ureq::config::Config,
+        _: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        Ok(self.empty())
+    }
+}
+
+/// Opens a connection to the client's one endpoint: directly, or through
+/// the proxy's tunnel; then TLS when the endpoint has it.
+#[derive(Debug)]
+struct Connect {
+    endpoint: Endpoint,
+    timeout: Duration,
+}
+
+impl Connect {
+    fn tcp(&self) -> io::Result<TcpStream> {
         let e = &self.endpoint;
-        if let (Some(proxy), Some(config)) = (&e.proxy, &e.tls) {
+        if let (Some(proxy), Some(_)) = (&e.proxy, &e.tls) {
             let tcp = proxy.tunnel(&e.host, e.port, self.timeout)?;
             tcp.set_nodelay(true)?;
-            let name =
-                ServerName::try_from(e.host.clone()).map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
-            let conn = ClientConnection::new(config.clone(), name).map_err(io::Error::other)?;
-            return Ok(BufReader::new(Stream::Tls(Box::new(StreamOwned::new(conn, tcp)))));
+            return Ok(tcp);
         }
         let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{} has no address", e.host));
         for addr in (e.host.as_str(), e.port).to_socket_addrs()? {
@@ -209,16 +215,7 @@ impl Client {
                     tcp.set_read_timeout(Some(self.timeout))?;
                     tcp.set_write_timeout(Some(self.timeout))?;
                     tcp.set_nodelay(true)?;
-                    let stream = match &e.tls {
-                        None => Stream::Plain(tcp),
-                        Some(config) => {
-                            let name = ServerName::try_from(e.host.clone())
-                                .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
-                            let conn = ClientConnection::new(config.clone(), name).map_err(io::Error::other)?;
-                            Stream::Tls(Box::new(StreamOwned::new(conn, tcp)))
-                        }
-                    };
-                    return Ok(BufReader::new(stream));
+                    return Ok(tcp);
                 }
                 Err(err) => last = err,
             }
@@ -226,132 +223,182 @@ impl Client {
         Err(last)
     }
 
-    /// One request on `conn`: the answer, and whether the connection may
-    /// carry another.
-    fn exchange(
-        &self,
-        conn: &mut BufReader<Stream>,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> Result<(Response, bool), Failed> {
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nUser-Agent: leasehold/{}\r\n",
-            self.endpoint.host,
-            body.len(),
-            env!("CARGO_PKG_VERSION")
-        );
-        for (k, v) in headers {
-            let _ = write!(head, "{k}: {v}\r\n");
-        }
-        head.push_str("\r\n");
-        let stream = conn.get_mut();
-        stream
-            .write_all(head.as_bytes())
-            .and_then(|()| stream.write_all(body))
-            .and_then(|()| stream.flush())
-            .map_err(Failed::early)?;
-        // Nothing back at all: the server closed a kept connection.
-        if first_bytes(conn).map_err(Failed::early)?.is_empty() {
-            return Err(Failed::Stale(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the server closed the connection",
-            )));
-        }
-        read_response(conn).map_err(Failed::Final)
-    }
-}
-
-/// The answer's first bytes, waiting for them through signals (a
-/// waiter's SIGINT handler interrupts the read; std's `read_exact` and
-/// `read_until` go on after one, `fill_buf` does not).
-fn first_bytes(conn: &mut BufReader<Stream>) -> io::Result<&[u8]> {
-    loop {
-        match conn.fill_buf() {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-            Ok(_) => return conn.fill_buf(),
-        }
-    }
-}
-
-fn bad(what: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.into())
-}
-
-/// Read one answer: status line, headers, body.
-fn read_response(conn: &mut BufReader<Stream>) -> io::Result<(Response, bool)> {
-    let mut head = Vec::new();
-    loop {
-        let before = head.len();
-        conn.read_until(b'\n', &mut head)?;
-        if head.len() == before {
-            return Err(bad("the connection closed in the middle of an answer's headers"));
-        }
-        if head.ends_with(b"\r\n\r\n") || head.ends_with(b"\n\n") {
-            break;
-        }
-        if head.len() > 64 << 10 {
-            return Err(bad("an answer's headers are larger than 64 KiB"));
-        }
-    }
-    let mut slots = [httparse::EMPTY_HEADER; 64];
-    let mut parsed = httparse::Response::new(&mut slots);
-    parsed
-        .parse(&head)
-        .map_err(|e| bad(format!("an unreadable HTTP answer: {e}")))?;
-    let status = parsed.code.ok_or_else(|| bad("an HTTP answer without a status"))?;
-    let header = |name: &str| {
-        parsed
-            .headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| String::from_utf8_lossy(h.value).trim().to_ascii_lowercase())
-    };
-    let close = header("connection").is_some_and(|v| v == "close");
-    let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-        read_chunked(conn)?
-    } else if let Some(len) = header("content-length") {
-        let len: usize = len.parse().map_err(|_| bad(format!("a Content-Length of {len:?}")))?;
-        if len > MAX_BODY {
-            return Err(bad(format!("an answer of {len} bytes")));
-        }
-        let mut body = vec![0; len];
-        conn.read_exact(&mut body)?;
-        body
-    } else {
-        // Neither: the body ends with the connection.
-        let mut body = Vec::new();
-        conn.take(MAX_BODY as u64).read_to_end(&mut body)?;
-        return Ok((Response { status, body }, false));
-    };
-    Ok((Response { status, body }, !close))
-}
-
-fn read_chunked(conn: &mut BufReader<Stream>) -> io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    loop {
-        let mut line = String::new();
-        conn.read_line(&mut line)?;
-        let size = line.trim().split(';').next().unwrap_or("");
-        let size = usize::from_str_radix(size, 16).map_err(|_| bad(format!("a chunk size of {size:?}")))?;
-        if body.len() + size > MAX_BODY {
-            return Err(bad("an answer larger than 64 MiB"));
-        }
-        if size == 0 {
-            // Trailers, up to the empty line.
-            loop {
-                line.clear();
-                if conn.read_line(&mut line)? == 0 || line.trim().is_empty() {
-                    return Ok(body);
-                }
+    fn stream(&self) -> io::Result<Stream> {
+        let tcp = self.tcp()?;
+        Ok(match &self.endpoint.tls {
+            None => Stream::Plain(tcp),
+            Some(config) => {
+                let name = ServerName::try_from(self.endpoint.host.clone())
+                    .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+                let conn = ClientConnection::new(config.clone(), name).map_err(io::Error::other)?;
+                Stream::Tls(Box::new(StreamOwned::new(conn, tcp)))
             }
+        })
+    }
+}
+
+impl Connector for Connect {
+    type Out = Socket;
+
+    fn connect(&self, details: &ConnectionDetails, _: Option<()>) -> Result<Option<Socket>, ureq::Error> {
+        let config = details.config;
+        Ok(Some(Socket {
+            stream: self.stream()?,
+            buffers: LazyBuffers::new(config.input_buffer_size(), config.output_buffer_size()),
+        }))
+    }
+}
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => &s.sock,
         }
-        let start = body.len();
-        body.resize(start + size, 0);
-        conn.read_exact(&mut body[start..])?;
-        line.clear();
-        conn.read_line(&mut line)?;
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// A connection as ureq uses it: the stream and ureq's buffers. Its
+/// socket keeps the timeouts it was opened with (each read and write
+/// waits at most the store's timeout), and a read interrupted by a
+/// signal (a waiter's SIGINT handler) goes on.
+struct Socket {
+    stream: Stream,
+    buffers: LazyBuffers,
+}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Socket")
+            .field("peer", &self.stream.tcp().peer_addr().ok())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport for Socket {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        &mut self.buffers
+    }
+
+    fn transmit_output(&mut self, amount: usize, _: NextTimeout) -> Result<(), ureq::Error> {
+        let output = &self.buffers.output()[..amount];
+        self.stream.write_all(output)?;
+        self.stream.flush()?;
+        Ok(())
+    }
+
+    fn await_input(&mut self, _: NextTimeout) -> Result<bool, ureq::Error> {
+        let input = self.buffers.input_append_buf();
+        let amount = loop {
+            match self.stream.read(input) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other?,
+            }
+        };
+        self.buffers.input_appended(amount);
+        Ok(amount > 0)
+    }
+
+    /// Whether a kept connection may carry another request: nothing to
+    /// read on it yet (a closed one reads as its end; anything else the
+    /// server sent unasked, such as TLS's closing alert, retires it).
+    fn is_open(&mut self) -> bool {
+        let tcp = self.stream.tcp();
+        if tcp.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let idle = matches!(tcp.peek(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+        tcp.set_nonblocking(false).is_ok() && idle
+    }
+
+    fn is_tls(&self) -> bool {
+        matches!(self.stream, Stream::Tls(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead as _;
+    use std::net::TcpListener;
+
+    /// Requests one after another go on one kept connection: a server
+    /// that accepts once answers them all.
+    #[test]
+    fn requests_reuse_a_kept_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (socket, _) = listener.accept().unwrap();
+            let mut reader = io::BufReader::new(socket.try_clone().unwrap());
+            let mut writer = socket;
+            for i in 0..3 {
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let answer = format!("answer {i}");
+                write!(
+                    writer,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{answer}",
+                    answer.len()
+                )
+                .unwrap();
+            }
+        });
+        let client = Client::new(
+            Endpoint {
+                host: "127.0.0.1".to_owned(),
+                port,
+                tls: None,
+                proxy: None,
+            },
+            Duration::from_secs(5),
+        );
+        for i in 0..3 {
+            let answer = client
+                .send("POST", "/x", &[("Content-Type", "application/json")], b"{}")
+                .unwrap();
+            assert_eq!((answer.status, answer.body), (200, format!("answer {i}").into_bytes()));
+        }
+        server.join().unwrap();
     }
 }

@@ -63,7 +63,7 @@ fn decode_history(doc: &Doc, json: &str) -> Result<Vec<HistoryRec>> {
 }
 
 fn entry(r: &HistoryRec) -> Result<HistoryEntry> {
-    r.entry().map_err(Error::Corrupt)
+    r.entry().map_err(|e| Error::Corrupt(e.to_string()))
 }
 
 /// What the store's document holds: the floor new names start above, and

@@ -22,7 +22,8 @@
 //!   is their version; a write's `not_after` is judged at the `readTime`
 //!   of a read of its keys just before its commit (`records`).
 //! - No task queue: the seam's default refuses it with `Unsupported`.
-//! - The REST API over a small blocking HTTP/1.1 client (`http`, `rest`):
+//! - The REST API over `ureq`, a blocking HTTP/1.1 client, on connections
+//!   `http` opens (rustls, the `HTTPS_PROXY` tunnel of `proxy`) (`rest`):
 //!   the emulator by `FIRESTORE_EMULATOR_HOST`, Google over TLS with
 //!   Application Default Credentials (`access`).
 
@@ -62,6 +63,8 @@ use leasehold_backend::{
 
 #[cfg(feature = "backend")]
 pub use layout::DEFAULT_PREFIX;
+#[cfg(feature = "backend")]
+pub use url::UrlError;
 #[cfg(feature = "backend")]
 pub use url::{EMULATOR_VAR, FirestoreUrl, STORE};
 
@@ -157,11 +160,11 @@ impl FirestoreBackend {
             }
             Target::Google => {
                 let refused = |kind, why: String| BackendError::new(kind, label.clone(), why);
-                let tls = access::tls().map_err(|why| refused(ErrorKind::Unavailable, why))?;
+                let tls = access::tls().map_err(|why| refused(ErrorKind::Unavailable, why.to_string()))?;
                 let env = |var: &str| std::env::var(var).ok();
                 let credentials = auth::discover(&env).map_err(|e| refused(ErrorKind::Auth, e.to_string()))?;
                 let proxy = proxy::for_host(access::FIRESTORE_HOST, &env)
-                    .map_err(|why| refused(ErrorKind::InvalidInput, why))?;
+                    .map_err(|why| refused(ErrorKind::InvalidInput, why.to_string()))?;
                 let endpoint = http::Endpoint {
                     host: access::FIRESTORE_HOST.to_owned(),
                     port: 443,

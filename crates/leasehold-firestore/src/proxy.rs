@@ -112,7 +112,7 @@ impl Proxy {
 /// # Errors
 /// A proxy variable that is not an `http://` proxy URL: what is wrong with
 /// it, never its password.
-pub fn for_host(host: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Option<Proxy>, String> {
+pub fn for_host(host: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<Option<Proxy>, ProxyError> {
     let set = |names: [&'static str; 2]| {
         names.into_iter().find_map(|n| {
             var(n)
@@ -152,18 +152,36 @@ fn bypassed(host: &str, list: &str) -> bool {
     })
 }
 
-fn parse(name: &str, value: &str) -> Result<Proxy, String> {
-    let refused =
-        |why: &str| format!("{name}: {why}; give it as http://HOST:PORT (docs/FIRESTORE.md, \"Behind a proxy\")");
+/// A proxy variable that is not an `http://` proxy URL: the variable and
+/// what is wrong with its value (never its password).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}: {problem}; give it as http://HOST:PORT (docs/FIRESTORE.md, \"Behind a proxy\")")]
+pub struct ProxyError {
+    pub var: &'static str,
+    pub problem: ProxyProblem,
+}
+
+/// What is wrong with a proxy variable's value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyProblem {
+    /// A scheme other than `http://` (as `SCHEME://`).
+    #[error(
+        "a proxy reached by {} is not supported, only an HTTP proxy that opens tunnels (CONNECT)",
+        leasehold_backend::quoted(.0)
+    )]
+    Scheme(String),
+    #[error("the port {} is not a number from 1 to 65535", leasehold_backend::quoted(.0))]
+    Port(String),
+    #[error("it names no host")]
+    NoHost,
+}
+
+fn parse(name: &'static str, value: &str) -> Result<Proxy, ProxyError> {
+    let refused = |problem| ProxyError { var: name, problem };
     let rest = match value.split_once("://") {
         None => value,
         Some(("http" | "HTTP", rest)) => rest,
-        Some((scheme, _)) => {
-            return Err(refused(&format!(
-                "a proxy reached by {} is not supported, only an HTTP proxy that opens tunnels (CONNECT)",
-                leasehold_backend::quoted(&format!("{scheme}://"))
-            )));
-        }
+        Some((scheme, _)) => return Err(refused(ProxyProblem::Scheme(format!("{scheme}://")))),
     };
     let authority = rest.split('/').next().unwrap_or_default();
     let (userinfo, hostport) = match authority.rsplit_once('@') {
@@ -173,18 +191,16 @@ fn parse(name: &str, value: &str) -> Result<Proxy, String> {
     let (host, port) = match hostport.rsplit_once(':') {
         Some((h, p)) if !p.contains(']') => (
             h,
-            p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                refused(&format!(
-                    "the port {} is not a number from 1 to 65535",
-                    leasehold_backend::quoted(p)
-                ))
-            })?,
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| refused(ProxyProblem::Port(p.to_owned())))?,
         ),
         _ => (hostport, 80),
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.is_empty() {
-        return Err(refused("it names no host"));
+        return Err(refused(ProxyProblem::NoHost));
     }
     let authorization = userinfo.map(|u| format!("Basic {}", STANDARD.encode(percent_decoded(u))));
     Ok(Proxy {
@@ -275,7 +291,7 @@ mod tests {
             ("http://:8080", "names no host"),
             ("http://user:secret@:8080", "names no host"),
         ] {
-            let e = for_host(host, &env(&[("HTTPS_PROXY", bad)])).unwrap_err();
+            let e = for_host(host, &env(&[("HTTPS_PROXY", bad)])).unwrap_err().to_string();
             assert!(e.contains(says) && e.starts_with("HTTPS_PROXY: "), "{bad}: {e}");
             assert!(!e.contains("secret"), "{bad}: {e}");
         }

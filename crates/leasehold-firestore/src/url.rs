@@ -61,12 +61,10 @@ fn open(location: &StoreLocation, _: &StoreOpenOptions) -> Result<Box<dyn Backen
 /// `DOMAIN:` before one (`example.com:my-project`). The emulator takes
 /// more; leasehold holds every store to Google's rule, so that a URL that
 /// works on the emulator works on Google.
-fn project_problem(p: &str) -> Option<String> {
+fn project_problem(p: &str) -> Option<UrlError> {
     let (domain, id) = p.rsplit_once(':').unwrap_or(("", p));
     if p.contains(':') && !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
-        return Some(format!(
-            "{p:?} has a port: a Firestore URL names a project, not a server (send the requests to an emulator at HOST:PORT with {EMULATOR_VAR}=HOST:PORT)"
-        ));
+        return Some(UrlError::Port(p.to_owned()));
     }
     let domain_ok = |d: &str| {
         !d.is_empty()
@@ -88,10 +86,30 @@ fn project_problem(p: &str) -> Option<String> {
     if id_ok && (!p.contains(':') || domain_ok(domain)) {
         return None;
     }
-    Some(format!(
+    Some(UrlError::Project(p.to_owned()))
+}
+
+/// Why a Firestore URL is refused (the reason of its invalid-URL error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("a Firestore URL starts with firestore://")]
+    Scheme,
+    /// A project with a port: a server's address where a project belongs.
+    #[error(
+        "{0:?} has a port: a Firestore URL names a project, not a server (send the requests to an emulator at HOST:PORT with {EMULATOR_VAR}=HOST:PORT)"
+    )]
+    Port(String),
+    #[error(
         "{} is not a Google Cloud project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen; a domain-scoped one as DOMAIN:ID): firestore://PROJECT[/DATABASE]",
-        leasehold_backend::quoted(p)
-    ))
+        leasehold_backend::quoted(.0)
+    )]
+    Project(String),
+    #[error("{0:?} is not a Firestore database id ((default), or lowercase letters, digits and hyphens)")]
+    Database(String),
+    #[error("prefix={0:?} is not a collection id leasehold uses (letters, digits, _ and -, not __…__)")]
+    Prefix(String),
+    #[error("unknown parameter {0:?} (known: prefix)")]
+    UnknownParameter(String),
 }
 
 /// A database id: `(default)`, or lowercase letters, digits and hyphens.
@@ -114,10 +132,11 @@ pub fn prefix_ok(p: &str) -> bool {
 
 impl FirestoreUrl {
     /// Parse a `firestore://` URL: the reason it is refused, if it is.
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let rest = url
-            .strip_prefix("firestore://")
-            .ok_or("a Firestore URL starts with firestore://")?;
+    ///
+    /// # Errors
+    /// The URL is not one of a Firestore store: [`UrlError`] says why.
+    pub fn parse(url: &str) -> Result<Self, UrlError> {
+        let rest = url.strip_prefix("firestore://").ok_or(UrlError::Scheme)?;
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (project, database) = path.split_once('/').unwrap_or((path, "(default)"));
         let database = if database.is_empty() { "(default)" } else { database };
@@ -125,20 +144,16 @@ impl FirestoreUrl {
             return Err(problem);
         }
         if !database_ok(database) {
-            return Err(format!(
-                "{database:?} is not a Firestore database id ((default), or lowercase letters, digits and hyphens)"
-            ));
+            return Err(UrlError::Database(database.to_owned()));
         }
         let mut prefix = None;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
                 Some(("prefix", value)) if prefix_ok(value) => prefix = Some(value.to_owned()),
                 Some(("prefix", value)) => {
-                    return Err(format!(
-                        "prefix={value:?} is not a collection id leasehold uses (letters, digits, _ and -, not __…__)"
-                    ));
+                    return Err(UrlError::Prefix(value.to_owned()));
                 }
-                _ => return Err(format!("unknown parameter {pair:?} (known: prefix)")),
+                _ => return Err(UrlError::UnknownParameter(pair.to_owned())),
             }
         }
         Ok(Self {
@@ -169,7 +184,9 @@ mod tests {
             assert!(FirestoreUrl::parse(&format!("firestore://{ok}")).is_ok(), "{ok}");
         }
         for bad in ["abcde", &format!("a{}", "b".repeat(30)), &"p".repeat(100)] {
-            let e = FirestoreUrl::parse(&format!("firestore://{bad}")).unwrap_err();
+            let e = FirestoreUrl::parse(&format!("firestore://{bad}"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("6 to 30 lowercase letters"), "{bad}: {e}");
         }
         let u = FirestoreUrl::parse("firestore://proj-1/db-2?prefix=jobs_a").unwrap();
@@ -189,7 +206,7 @@ mod tests {
             ("firestore://proj-1?prefix=__x__", "not a collection id"),
             ("firestore://proj-1?ttl=3", "unknown parameter"),
         ] {
-            let e = FirestoreUrl::parse(bad).unwrap_err();
+            let e = FirestoreUrl::parse(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

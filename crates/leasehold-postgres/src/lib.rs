@@ -103,8 +103,6 @@ use leasehold_backend::{
 };
 
 #[cfg(feature = "backend")]
-use crate::classify::detail;
-#[cfg(feature = "backend")]
 use crate::db::Result;
 #[cfg(feature = "backend")]
 use crate::pool::Slot;
@@ -380,7 +378,7 @@ impl Backend for PostgresBackend {
     fn wait_for_change(&self, topic: &WaitTopic, timeout: Duration) -> std::result::Result<(), BackendError> {
         let (config, tls) = (self.config.clone(), self.tls.clone());
         self.notifier.wait(topic, timeout, &self.channel, move || {
-            Box::new(move || tls.connect(&config).map_err(|e| detail(&e)))
+            Box::new(move || tls.connect(&config))
         });
         Ok(())
     }

@@ -84,8 +84,8 @@ pub(crate) struct Notifier {
     changed: Condvar,
 }
 
-/// Opens the listening connection; `Err` carries a message for the log.
-pub(crate) type Connect = Box<dyn Fn() -> Result<postgres::Client, String> + Send>;
+/// Opens the listening connection.
+pub(crate) type Connect = Box<dyn Fn() -> Result<postgres::Client, postgres::Error> + Send>;
 
 impl Notifier {
     pub(crate) fn new() -> Arc<Self> {
@@ -169,7 +169,7 @@ impl Notifier {
 
 /// The listener thread: LISTEN, count notifications, reconnect when the
 /// connection is lost; exit once the store is gone.
-fn listen(notifier: &Weak<Notifier>, channel: &str, connect: &dyn Fn() -> Result<postgres::Client, String>) {
+fn listen(notifier: &Weak<Notifier>, channel: &str, connect: &dyn Fn() -> Result<postgres::Client, postgres::Error>) {
     let mut backoff = Duration::from_millis(100);
     loop {
         let Some(n) = notifier.upgrade() else { return };
@@ -177,11 +177,7 @@ fn listen(notifier: &Weak<Notifier>, channel: &str, connect: &dyn Fn() -> Result
             return;
         }
         drop(n);
-        let client = connect().and_then(|mut c| {
-            c.batch_execute(&format!("LISTEN \"{channel}\""))
-                .map(|()| c)
-                .map_err(|e| e.to_string())
-        });
+        let client = connect().and_then(|mut c| c.batch_execute(&format!("LISTEN \"{channel}\"")).map(|()| c));
         let Ok(mut client) = client else {
             thread::sleep(backoff);
             backoff = (backoff * 2).min(Duration::from_secs(5));

@@ -122,35 +122,55 @@ pub(crate) fn failure(e: &postgres::Error, client_cert: bool) -> Option<(String,
     })
 }
 
+/// Why the connector cannot be built: what is wrong with the files.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectorError {
+    #[error(transparent)]
+    File(#[from] leasehold_tls::TlsError),
+    #[error("cannot use the root certificates: {0}")]
+    Roots(rustls::client::VerifierBuilderError),
+    #[error("TLS set-up failed: {0}")]
+    Setup(rustls::Error),
+    #[error("cannot use sslcert={cert} with sslkey={key}: {error}")]
+    Identity {
+        cert: String,
+        key: String,
+        error: rustls::Error,
+    },
+}
+
 /// Build the connector; `Err` says what is wrong with the files.
 pub(crate) fn connector(
     verify: Verify,
     root_cert: Option<&str>,
     client: Option<ClientCert<'_>>,
-) -> Result<Tls, String> {
+) -> Result<Tls, ConnectorError> {
     let root_cert = root_cert.filter(|&p| p != "system").map(Path::new);
-    let roots = leasehold_tls::roots("sslrootcert", root_cert).map_err(|e| e.to_string())?;
+    let roots = leasehold_tls::roots("sslrootcert", root_cert)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| format!("cannot use the root certificates: {e}"))?;
+        .map_err(ConnectorError::Roots)?;
     let verifier: Arc<dyn ServerCertVerifier> = match verify {
         Verify::Full => webpki,
         Verify::Chain => Arc::new(ChainOnly(webpki)),
     };
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS set-up failed: {e}"))?
+        .map_err(ConnectorError::Setup)?
         .dangerous()
         .with_custom_certificate_verifier(verifier);
     let config = match client {
         None => config.with_no_client_auth(),
         Some((cert, key)) => {
-            let id = leasehold_tls::identity(("sslcert", Path::new(cert)), ("sslkey", Path::new(key)))
-                .map_err(|e| e.to_string())?;
+            let id = leasehold_tls::identity(("sslcert", Path::new(cert)), ("sslkey", Path::new(key)))?;
             config
                 .with_client_auth_cert(id.chain, id.key)
-                .map_err(|e| format!("cannot use sslcert={cert} with sslkey={key}: {e}"))?
+                .map_err(|error| ConnectorError::Identity {
+                    cert: cert.to_owned(),
+                    key: key.to_owned(),
+                    error,
+                })?
         }
     };
     Ok(Tls::On(MakeRustlsConnect::new(config), verify, client.is_some()))

@@ -80,7 +80,7 @@ pub(crate) fn parse_url(url: &str) -> std::result::Result<ParsedUrl, BackendErro
             )));
         }
         None => tls::Tls::Off,
-        Some(v) => tls::connector(v, root_cert.as_deref(), client).map_err(&invalid)?,
+        Some(v) => tls::connector(v, root_cert.as_deref(), client).map_err(|e| invalid(e.to_string()))?,
     };
     let schema = schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned());
     if !valid_schema(&schema) {

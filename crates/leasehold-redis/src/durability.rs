@@ -73,16 +73,35 @@ pub(crate) enum Role {
 /// What the judged settings are, or why each could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Settings {
-    pub config: std::result::Result<Config, String>,
-    pub role: std::result::Result<Role, String>,
+    pub config: std::result::Result<Config, Unread>,
+    pub role: std::result::Result<Role, Unread>,
+}
+
+/// Why a setting could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unread {
+    #[error("not read yet")]
+    NotYet,
+    /// An error reply to `command`.
+    #[error("{command} was refused: {words}")]
+    Refused { command: &'static str, words: String },
+    /// An answer of another form: `what`, as it was.
+    #[error("{command} answered {what}")]
+    Answered { command: &'static str, what: String },
+    #[error("CONFIG GET did not answer {0}")]
+    NoSetting(String),
+    #[error("CONFIG GET answered no number for maxmemory")]
+    NoMaxmemory,
+    #[error("ROLE answered nothing")]
+    NoRole,
 }
 
 impl Settings {
     /// Before the server was asked.
     pub fn unread() -> Self {
         Self {
-            config: Err("not read yet".to_owned()),
-            role: Err("not read yet".to_owned()),
+            config: Err(Unread::NotYet),
+            role: Err(Unread::NotYet),
         }
     }
 
@@ -210,32 +229,43 @@ impl Settings {
     }
 }
 
-fn parse_config(reply: &Reply) -> std::result::Result<Config, String> {
+fn parse_config(reply: &Reply) -> std::result::Result<Config, Unread> {
+    const COMMAND: &str = "CONFIG GET";
     let pairs = match reply {
         Reply::Array(kv) => kv,
-        Reply::Error(words) => return Err(format!("CONFIG GET was refused: {words}")),
-        other => return Err(format!("CONFIG GET answered {other:?}")),
+        Reply::Error(words) => {
+            return Err(Unread::Refused {
+                command: COMMAND,
+                words: words.clone(),
+            });
+        }
+        other => {
+            return Err(Unread::Answered {
+                command: COMMAND,
+                what: format!("{other:?}"),
+            });
+        }
     };
-    let get = |name: &str| -> std::result::Result<String, String> {
+    let get = |name: &str| -> std::result::Result<String, Unread> {
         pairs
             .chunks(2)
             .find(|kv| kv[0].text() == Some(name))
             .and_then(|kv| kv.get(1)?.text())
             .map(str::to_owned)
-            .ok_or_else(|| format!("CONFIG GET did not answer {name}"))
+            .ok_or_else(|| Unread::NoSetting(name.to_owned()))
     };
     Ok(Config {
         appendonly: get("appendonly")?,
         appendfsync: get("appendfsync")?,
         no_fsync_on_rewrite: get("no-appendfsync-on-rewrite")?,
-        maxmemory: get("maxmemory")?
-            .parse()
-            .map_err(|_| "CONFIG GET answered no number for maxmemory".to_owned())?,
+        maxmemory: get("maxmemory")?.parse().map_err(|_| Unread::NoMaxmemory)?,
         policy: get("maxmemory-policy")?,
     })
 }
 
-fn parse_role(reply: &Reply) -> std::result::Result<Role, String> {
+fn parse_role(reply: &Reply) -> std::result::Result<Role, Unread> {
+    const COMMAND: &str = "ROLE";
+    let answered = |what: String| Unread::Answered { command: COMMAND, what };
     match reply {
         Reply::Array(items) => match items.first().and_then(Reply::text) {
             Some("master") => Ok(Role::Primary),
@@ -246,11 +276,14 @@ fn parse_role(reply: &Reply) -> std::result::Result<Role, String> {
                     primary: format!("{host}:{port}"),
                 })
             }
-            Some(other) => Err(format!("ROLE answered {other:?}")),
-            None => Err("ROLE answered nothing".to_owned()),
+            Some(other) => Err(answered(format!("{other:?}"))),
+            None => Err(Unread::NoRole),
         },
-        Reply::Error(words) => Err(format!("ROLE was refused: {words}")),
-        other => Err(format!("ROLE answered {other:?}")),
+        Reply::Error(words) => Err(Unread::Refused {
+            command: COMMAND,
+            words: words.clone(),
+        }),
+        other => Err(answered(format!("{other:?}"))),
     }
 }
 

@@ -374,7 +374,7 @@ impl DocStore for RedisBackend {
                     _ => &[],
                 })
                 .map_err(|e| Error::Corrupt(format!("{key} holds an unreadable entry: {e}")))?;
-                rec.entry().map_err(Error::Corrupt)
+                rec.entry().map_err(|e| Error::Corrupt(e.to_string()))
             })
             .collect()
     }

@@ -42,6 +42,8 @@ use leasehold_backend::{
 };
 
 #[cfg(feature = "backend")]
+pub use crate::url::UrlError;
+#[cfg(feature = "backend")]
 pub use crate::url::{DEFAULT_PREFIX, PASSWORD_VAR, RedisUrl, STORE};
 
 #[cfg(feature = "backend")]
@@ -194,15 +196,13 @@ impl RedisBackend {
         };
         let tls = url
             .tls
-            .then(|| -> std::result::Result<_, String> {
-                let roots = leasehold_tls::roots("cacert", url.cacert.as_deref()).map_err(|e| e.to_string())?;
+            .then(|| -> std::result::Result<_, leasehold_tls::TlsError> {
+                let roots = leasehold_tls::roots("cacert", url.cacert.as_deref())?;
                 let identity = match (&url.cert, &url.key) {
-                    (Some(cert), Some(key)) => {
-                        Some(leasehold_tls::identity(("cert", cert), ("key", key)).map_err(|e| e.to_string())?)
-                    }
+                    (Some(cert), Some(key)) => Some(leasehold_tls::identity(("cert", cert), ("key", key))?),
                     _ => None,
                 };
-                let config = leasehold_tls::client_config(roots, identity.as_ref(), &[]).map_err(|e| e.to_string())?;
+                let config = leasehold_tls::client_config(roots, identity.as_ref(), &[])?;
                 Ok(Arc::new(config))
             })
             .transpose()

@@ -73,42 +73,40 @@ fn prefix_ok(p: &str) -> bool {
 
 impl RedisUrl {
     /// Parse a `redis://` or `rediss://` URL: the reason it is refused, if it is.
-    pub fn parse(url: &str) -> Result<Self, String> {
+    ///
+    /// # Errors
+    /// The URL is not one of a Redis store: [`UrlError`] says why.
+    pub fn parse(url: &str) -> Result<Self, UrlError> {
         let (tls, rest) = if let Some(rest) = url.strip_prefix("redis://") {
             (false, rest)
         } else if let Some(rest) = url.strip_prefix("rediss://") {
             (true, rest)
         } else {
-            return Err("a Redis URL starts with redis:// or rediss://".to_owned());
+            return Err(UrlError::Scheme);
         };
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (authority, db) = path.split_once('/').unwrap_or((path, ""));
         let (user, hostport) = match authority.rsplit_once('@') {
             Some((userinfo, _)) if userinfo.contains(':') => {
-                return Err(format!(
-                    "a password in the URL is on the command line, in `ps` and in shell history: put it in a file only you can read and pass password-file=PATH, or set {PASSWORD_VAR}"
-                ));
+                return Err(UrlError::PasswordInUrl);
             }
             Some((user, hostport)) if !user.is_empty() => (Some(user.to_owned()), hostport),
             Some((_, hostport)) => (None, hostport),
             None => (None, authority),
         };
         let (host, port) = match hostport.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || hostport.starts_with('[') => (
-                h,
-                p.parse()
-                    .map_err(|_| format!("port {p:?} is not a number from 1 to 65535"))?,
-            ),
+            Some((h, p)) if !h.ends_with(']') || hostport.starts_with('[') => {
+                (h, p.parse().map_err(|_| UrlError::Port(p.to_owned()))?)
+            }
             _ => (hostport, 6379),
         };
         if host.is_empty() || port == 0 {
-            return Err("no host: redis://HOST[:PORT][/DB]".to_owned());
+            return Err(UrlError::NoHost);
         }
         let db = if db.is_empty() {
             0
         } else {
-            db.parse()
-                .map_err(|_| format!("database {db:?} is not a number (redis://HOST/0)"))?
+            db.parse().map_err(|_| UrlError::Database(db.to_owned()))?
         };
         let mut out = Self {
             tls,
@@ -129,23 +127,21 @@ impl RedisUrl {
             match k {
                 "prefix" if prefix_ok(v) => v.clone_into(&mut out.prefix),
                 "prefix" => {
-                    return Err(format!(
-                        "prefix={v:?} is not a key prefix leasehold uses (letters, digits and _-.)"
-                    ));
+                    return Err(UrlError::Prefix(v.to_owned()));
                 }
                 "password-file" if !v.is_empty() => out.password_file = Some(v.into()),
                 "durability" if v == "relaxed" => out.relaxed = true,
                 "durability" if v == "strict" => out.relaxed = false,
-                "durability" => return Err(format!("durability={v:?}: strict (the default) or relaxed")),
+                "durability" => return Err(UrlError::Durability(v.to_owned())),
                 "wait" => {
                     out.wait = v
                         .parse()
                         .ok()
                         .filter(|n| *n <= 64)
-                        .ok_or_else(|| format!("wait={v:?} is not a number of replicas from 0 to 64"))?;
+                        .ok_or_else(|| UrlError::Wait(v.to_owned()))?;
                 }
                 "cacert" | "cert" | "key" if !tls => {
-                    return Err(format!("{k}= is for TLS: use rediss://"));
+                    return Err(UrlError::TlsOnly(k.to_owned()));
                 }
                 "cacert" if !v.is_empty() => out.cacert = Some(v.into()),
                 "cert" if !v.is_empty() => out.cert = Some(v.into()),
@@ -153,17 +149,47 @@ impl RedisUrl {
                 // Only the key: the value of an unknown one may be a secret
                 // (`password=...`), and errors are printed and logged.
                 _ => {
-                    return Err(format!(
-                        "unknown or empty parameter {k:?} (known: prefix, password-file, durability, wait, cacert, cert, key)"
-                    ));
+                    return Err(UrlError::UnknownParameter(k.to_owned()));
                 }
             }
         }
         if out.cert.is_some() != out.key.is_some() {
-            return Err("cert= and key= go together (a client certificate and its key)".to_owned());
+            return Err(UrlError::CertAndKey);
         }
         Ok(out)
     }
+}
+
+/// Why a Redis URL is refused (the reason of its invalid-URL error). No
+/// variant holds a password or a parameter's value that may be one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("a Redis URL starts with redis:// or rediss://")]
+    Scheme,
+    #[error(
+        "a password in the URL is on the command line, in `ps` and in shell history: put it in a file only you can read and pass password-file=PATH, or set {PASSWORD_VAR}"
+    )]
+    PasswordInUrl,
+    #[error("port {0:?} is not a number from 1 to 65535")]
+    Port(String),
+    #[error("no host: redis://HOST[:PORT][/DB]")]
+    NoHost,
+    #[error("database {0:?} is not a number (redis://HOST/0)")]
+    Database(String),
+    #[error("prefix={0:?} is not a key prefix leasehold uses (letters, digits and _-.)")]
+    Prefix(String),
+    #[error("durability={0:?}: strict (the default) or relaxed")]
+    Durability(String),
+    #[error("wait={0:?} is not a number of replicas from 0 to 64")]
+    Wait(String),
+    #[error("{0}= is for TLS: use rediss://")]
+    TlsOnly(String),
+    /// Only the key: the value of an unknown one may be a secret
+    /// (`password=...`), and errors are printed and logged.
+    #[error("unknown or empty parameter {0:?} (known: prefix, password-file, durability, wait, cacert, cert, key)")]
+    UnknownParameter(String),
+    #[error("cert= and key= go together (a client certificate and its key)")]
+    CertAndKey,
 }
 
 #[cfg(test)]
@@ -203,7 +229,7 @@ mod tests {
             ("redis://h?ttl=3", "unknown"),
             ("redis://h?password=secret", "unknown or empty parameter \"password\""),
         ] {
-            let e = RedisUrl::parse(bad).unwrap_err();
+            let e = RedisUrl::parse(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
             assert!(!e.contains("secret"), "{bad}: {e} repeats the secret");
         }

@@ -67,17 +67,23 @@ const GRANT_COLUMNS: &str =
 
 /// A grant row, live while it belongs to this boot and its expiry (boot
 /// clock) lies ahead.
-fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::Result<Seen, String>> {
+fn read_row(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<Result<Seen>> {
     let name: String = r.get(0)?;
     let holder_json: String = r.get(6)?;
     let boot_id: String = r.get(9)?;
     let expires_ns: i64 = r.get(10)?;
     let Ok(name) = LeaseName::stored(name.clone()) else {
-        return Ok(Err(format!("lease_grant holds an invalid name {name:?}")));
+        return Ok(Err(Error::BadRow(format!(
+            "lease_grant holds an invalid name {name:?}"
+        ))));
     };
     let holder: Holder = match serde_json::from_str(&holder_json) {
         Ok(h) => h,
-        Err(e) => return Ok(Err(format!("grant of {name} has an unreadable holder record: {e}"))),
+        Err(e) => {
+            return Ok(Err(Error::BadRow(format!(
+                "grant of {name} has an unreadable holder record: {e}"
+            ))));
+        }
     };
     let remaining = if boot_id == now.boot_id {
         expires_ns.saturating_sub(now.ns).max(0)
@@ -108,7 +114,7 @@ fn rows(tx: &Transaction<'_>, now: &Now, name: &LeaseName) -> Result<Vec<Seen>> 
     let rows = stmt.query_map([name.as_str()], |r| read_row(r, now))?;
     let mut out = Vec::new();
     for row in rows {
-        out.push(row?.map_err(Error::BadRow)?);
+        out.push(row??);
     }
     Ok(out)
 }
@@ -121,7 +127,7 @@ fn row(tx: &Transaction<'_>, now: &Now, name: &LeaseName, token: Token) -> Resul
         .query_row(params![name.as_str(), token.0 as i64], |r| read_row(r, now))
         .optional()?
     {
-        Some(row) => Ok(Some(row.map_err(Error::BadRow)?)),
+        Some(row) => Ok(Some(row?)),
         None => Ok(None),
     }
 }

@@ -108,16 +108,23 @@ fn make(wal: &Path, dir: &Path) -> io::Result<Option<u64>> {
 /// the store was removed or moved without it, and the log may hold its
 /// latest commits — SQLite would also replay them into the new file. An
 /// empty log is another process's, making the same new store.
-pub(crate) fn refuse_orphan(store: &Path) -> Result<(), String> {
+pub(crate) fn refuse_orphan(store: &Path) -> Result<(), OrphanLog> {
     let wal = path_of(store);
     match std::fs::symlink_metadata(&wal) {
-        Ok(meta) if meta.len() > 0 => Err(format!(
-            "the store file is missing but its write-ahead log {} is there ({} bytes): the store was removed or moved without it, and the log may hold its latest commits",
-            wal.display(),
-            meta.len()
-        )),
+        Ok(meta) if meta.len() > 0 => Err(OrphanLog { wal, bytes: meta.len() }),
         _ => Ok(()),
     }
+}
+
+/// A write-ahead log left without its store file ([`refuse_orphan`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the store file is missing but its write-ahead log {} is there ({bytes} bytes): the store was removed or moved without it, and the log may hold its latest commits",
+    wal.display()
+)]
+pub(crate) struct OrphanLog {
+    wal: PathBuf,
+    bytes: u64,
 }
 
 fn open_no_follow(path: &Path) -> io::Result<File> {

@@ -169,7 +169,7 @@ fn inspect_or_create(store: &str, path: &Path, dir: &Path, options: &SqliteOptio
             // A log left without its store (the file deleted) is said as
             // such before anything else, by every command.
             log_file::refuse_orphan(path).map_err(|reason| {
-                BackendError::new(ErrorKind::Corrupt, store, reason)
+                BackendError::new(ErrorKind::Corrupt, store, reason.to_string())
                     .hint(
                         "put the store file back beside its log; only if the store is meant to go, remove the -wal and -shm files too to start a new store (tokens restart at 1)",
                     )

@@ -39,13 +39,12 @@ fn parse_json(what: &str, text: &str) -> Result<serde_json::Value> {
 const TASK_COLUMNS: &str = "queue, id, payload, priority, state, attempts, max_attempts, token, owner, available_ms, \
      boot_id, lease_until_ns, expirations, failures, last_error, result, created_ms, updated_ms, ttl_ms";
 
-fn read_task(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::Result<Task, String>> {
-    let name =
-        |i: usize| -> rusqlite::Result<std::result::Result<leasehold_backend::LeaseName, String>> {
-            let s: String = r.get(i)?;
-            Ok(leasehold_backend::LeaseName::stored(s.clone())
-                .map_err(|_| format!("invalid name {s:?} in the task table")))
-        };
+fn read_task(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<Result<Task>> {
+    let name = |i: usize| -> rusqlite::Result<Result<leasehold_backend::LeaseName>> {
+        let s: String = r.get(i)?;
+        Ok(leasehold_backend::LeaseName::stored(s.clone())
+            .map_err(|_| Error::BadRow(format!("invalid name {s:?} in the task table"))))
+    };
     let queue = match name(0)? {
         Ok(q) => q,
         Err(e) => return Ok(Err(e)),
@@ -56,17 +55,17 @@ fn read_task(r: &rusqlite::Row<'_>, now: &Now) -> rusqlite::Result<std::result::
     };
     let state: String = r.get(4)?;
     let Some(state) = TaskState::parse(&state) else {
-        return Ok(Err(format!("task {id} has an unknown state {state:?}")));
+        return Ok(Err(Error::BadRow(format!("task {id} has an unknown state {state:?}"))));
     };
     let payload: String = r.get(2)?;
     let Ok(payload) = serde_json::from_str(&payload) else {
-        return Ok(Err(format!("task {id} has an unreadable payload")));
+        return Ok(Err(Error::BadRow(format!("task {id} has an unreadable payload"))));
     };
     let result: Option<String> = r.get(15)?;
     let result = match result.map(|t| serde_json::from_str(&t)) {
         None => None,
         Some(Ok(v)) => Some(v),
-        Some(Err(_)) => return Ok(Err(format!("task {id} has an unreadable result"))),
+        Some(Err(_)) => return Ok(Err(Error::BadRow(format!("task {id} has an unreadable result")))),
     };
     let boot_id: Option<String> = r.get(10)?;
     let until: Option<i64> = r.get(11)?;
@@ -105,7 +104,7 @@ pub(crate) fn get(tx: &Transaction<'_>, now: &Now, queue: &QueueName, id: &TaskI
         .query_row(params![queue.as_str(), id.as_str()], |r| read_task(r, now))
         .optional()?
     {
-        Some(t) => Ok(Some(t.map_err(Error::BadRow)?)),
+        Some(t) => Ok(Some(t?)),
         None => Ok(None),
     }
 }
@@ -348,7 +347,7 @@ pub(crate) fn list_page(
         bound.extend_from_slice(key);
         bound.push(&left);
         for row in stmt.query_map(params_from_iter(bound), |r| read_task(r, now))? {
-            out.push(row?.map_err(Error::BadRow)?);
+            out.push(row??);
         }
         Ok(())
     };
@@ -434,7 +433,7 @@ pub(crate) fn list(tx: &Transaction<'_>, now: &Now, p: &TaskListParams) -> Resul
     )?;
     let mut out = Vec::new();
     for row in rows {
-        out.push(row?.map_err(Error::BadRow)?);
+        out.push(row??);
     }
     Ok(out)
 }
