@@ -65,7 +65,7 @@ pub fn ago(t: SystemTime, now: SystemTime) -> String {
 }
 
 /// A time as the page shows it: `2025-01-02 03:04:05 UTC` (the exact
-/// RFC 3339 time in its tooltip, where the page uses [`time`]).
+/// RFC 3339 time in its tooltip, where the status page writes a `<time>` element).
 #[must_use]
 pub fn clock(t: SystemTime) -> String {
     let full = crate::format_time(t); // 2025-01-02T03:04:05.678Z
