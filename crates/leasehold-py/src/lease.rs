@@ -188,8 +188,9 @@ pub fn told_lost<L: std::fmt::Display>(
 pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyErr {
     let message = match wait {
         Wait::No => format!(
-            "{}. Try again later, or wait with wait=DURATION",
-            held.refusal(name.as_str(), mode, None)
+            "{}. {}",
+            held.refusal(name.as_str(), mode, None),
+            leasehold::spelling::try_again(&errors::Keywords)
         ),
         Wait::Upto(d) => held.refusal(name.as_str(), mode, Some(d)).to_string(),
         Wait::Forever => held.refusal(name.as_str(), mode, None).to_string(),

@@ -119,9 +119,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
-pub use outcome::{Ran, RunError, RunOutcome};
+pub use outcome::{Ran, ReleaseFailed, RunError, RunOutcome};
 pub use supervised::{Ending, Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
-pub use timing::{RENEWAL_ROOM, Timing, TimingError, TimingProblem, default_grace, slack};
+pub use timing::{RENEWAL_ROOM, Timing, TimingError, TimingProblem, TimingRemedy, default_grace, slack};
 
 use crate::{AcquireOptions, Binding, Cancel, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
 
