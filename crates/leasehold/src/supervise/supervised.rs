@@ -20,7 +20,7 @@ use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg}
 use rustix::process::{Pid, Signal};
 
 use super::guard::protocol::{Control, Env, Report, Streams};
-use super::{GuardProgram, SuperviseError};
+use super::{CommandEnv, GuardProgram, SuperviseError};
 use crate::{Keeper, Loss, LostReason, Overdue, Refusal, host};
 
 /// Why the supervisor stopped the command. `L` is the refusal of the kept
@@ -699,8 +699,17 @@ impl<L: Refusal> Supervised<L> {
         });
     }
 
-    /// Start the command with `env` (a JSON object of strings) added to
-    /// its environment.
+    /// Start the command with `env`'s variables added to its environment.
+    ///
+    /// # Errors
+    /// When the guard cannot be told (it is gone).
+    pub fn start_with(&mut self, env: &CommandEnv) -> Result<(), SuperviseError> {
+        self.start_env(env.protocol())
+    }
+
+    /// [`Supervised::start_with`] for an environment given as a JSON
+    /// object of strings — the worker's task environment, until it builds
+    /// a [`CommandEnv::Task`].
     ///
     /// # Errors
     /// When `env` is not a JSON object of strings, or the guard cannot be
@@ -710,6 +719,10 @@ impl<L: Refusal> Supervised<L> {
             what: "the command's environment is not a JSON object of strings",
             error: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
         })?;
+        self.start_env(env)
+    }
+
+    fn start_env(&mut self, env: Env) -> Result<(), SuperviseError> {
         self.started = Some(Instant::now());
         let activity = Arc::new(AtomicU64::new(0));
         let pipe_output = self.output != Output::Inherit || self.stall.is_some();
