@@ -235,24 +235,13 @@ impl<L: Refusal> GuardSlot<L> {
             }
             sink.tx = Some(tx.clone());
         }
-        Ok(Supervised {
-            guard: self.guard.clone(),
-            once: false,
-            grace: self.spec.grace,
+        Ok(Supervised::of_guard(
+            self.guard.clone(),
+            false,
+            &self.spec,
             stdin,
-            output: self.spec.output,
-            stall: self.spec.stall.clone(),
-            group: None,
-            tx,
-            rx,
-            early: Vec::new(),
-            pump: None,
-            collected: Arc::default(),
-            done: false,
-            adopts: false,
-            under: std::sync::OnceLock::new(),
-            started: None,
-        })
+            (tx, rx),
+        ))
     }
 }
 

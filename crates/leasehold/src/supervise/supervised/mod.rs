@@ -16,7 +16,7 @@ pub use guard_process::GuardSlot;
 pub use spec::{Output, Spec};
 pub use stop::{Stop, StopHandle};
 
-use guard_process::{Guard, pipe, send, spawn_guard};
+use guard_process::{Channel, Guard, pipe, send, spawn_guard};
 use stop::Event;
 use streams::{Collected, feed, watch_stall};
 
@@ -102,7 +102,7 @@ impl<L: Refusal> Supervised<L> {
     /// # Errors
     /// As [`Supervised::launch`]; a `cwd` that cannot be entered fails the
     /// guard's start ([`SuperviseError::GuardSpawn`]): check it first.
-    pub fn launch_in(spec: Spec, cwd: Option<&std::path::Path>) -> Result<Self, SuperviseError> {
+    pub fn launch_in(mut spec: Spec, cwd: Option<&std::path::Path>) -> Result<Self, SuperviseError> {
         let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
         let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
         let (guard, (tx, rx)) = spawn_guard(
@@ -113,14 +113,22 @@ impl<L: Refusal> Supervised<L> {
             piped(pipe_output),
             piped(pipe_output),
         )?;
-        Ok(Self {
-            group: None,
-            guard: Arc::new(guard),
-            once: true,
+        let stdin = spec.stdin.take();
+        Ok(Self::of_guard(Arc::new(guard), true, &spec, stdin, (tx, rx)))
+    }
+
+    /// A command of `guard` (`once`: the guard's only one), not started,
+    /// with `spec`'s grace, output and stall watch and `stdin`, its events
+    /// on `channel`.
+    fn of_guard(guard: Arc<Guard<L>>, once: bool, spec: &Spec, stdin: Option<Vec<u8>>, (tx, rx): Channel<L>) -> Self {
+        Self {
+            guard,
+            once,
             grace: spec.grace,
-            stdin: spec.stdin,
+            stdin,
             output: spec.output,
-            stall: spec.stall,
+            stall: spec.stall.clone(),
+            group: None,
             tx,
             rx,
             early: Vec::new(),
@@ -130,7 +138,7 @@ impl<L: Refusal> Supervised<L> {
             adopts: false,
             under: std::sync::OnceLock::new(),
             started: None,
-        })
+        }
     }
 
     /// Wait until the guard reports the command's process group (at once
