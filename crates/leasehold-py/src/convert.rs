@@ -170,7 +170,7 @@ pub fn fence(value: &Bound<'_, PyAny>) -> PyResult<Fence> {
     if let Ok(lease) = value.cast::<crate::lease::Lease>() {
         return lease.get().fence(value.py());
     }
-    if let Ok(task) = value.cast::<crate::queue::Task>() {
+    if let Ok(task) = value.cast::<crate::task::Task>() {
         return task.get().fence(value.py());
     }
     if value.is_instance_of::<PyInt>() {

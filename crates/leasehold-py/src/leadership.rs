@@ -57,7 +57,7 @@ pub fn campaign(
     let Some(led) = led else { return Ok(None) };
     if let Some(on_lost) = on_lost {
         let what = format!("leadership of {name} (token {})", led.token());
-        led.on_lost(crate::lease::loss_callback(what, on_lost));
+        led.on_lost(crate::hold::loss_callback(what, on_lost));
     }
     Ok(Some(Leadership {
         name,

@@ -39,6 +39,7 @@ mod exiting;
 mod files;
 mod fork;
 mod guard;
+mod hold;
 mod leadership;
 mod lease;
 mod lock;
@@ -47,6 +48,7 @@ mod pool;
 mod queue;
 mod run;
 mod store;
+mod task;
 
 use pyo3::prelude::*;
 
@@ -57,7 +59,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<leadership::Leadership>()?;
     m.add_class::<leadership::Observer>()?;
     m.add_class::<queue::Queue>()?;
-    m.add_class::<queue::Task>()?;
+    m.add_class::<task::Task>()?;
     m.add_class::<queue::TaskIter>()?;
     m.add_class::<lock::FileLock>()?;
     m.add_function(wrap_pyfunction!(lock::lock_path, m)?)?;

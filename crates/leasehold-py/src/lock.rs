@@ -192,12 +192,14 @@ fn poll_lock(
 
 /// `Held` for a lock on `path` held by `holders`, after a wait like `wait`.
 fn held_error(path: &std::path::Path, holders: &Holders, wait: &Wait) -> PyErr {
+    let locked = lock::LockedBy {
+        path,
+        holders,
+        waited: !matches!(wait, Wait::No),
+    };
     let message = match wait {
-        Wait::No => format!(
-            "{} is locked by {holders}. Try again later, or wait with wait=DURATION",
-            path.display()
-        ),
-        _ => format!("{} is still locked by {holders}", path.display()),
+        Wait::No => locked.with_remedy(&errors::Keywords),
+        _ => locked.to_string(),
     };
     let mode = match holders {
         Holders::Listed { exclusive: false, .. } => "shared",

@@ -75,7 +75,7 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: &RunArgs) -> PyRe
     }
     check_cwd(args.cwd.as_deref())?;
     let timing = Timing::new(args.ttl, args.heartbeat, args.grace)
-        .map_err(|e| errors::invalid(format!("{e} (ttl=, heartbeat=, grace=)")))?;
+        .map_err(|e| errors::invalid(e.worded(&errors::Keywords)))?;
     let grace = timing.grace;
     let mut spec = Spec::watched(
         args.argv.clone(),
@@ -265,11 +265,12 @@ fn warn_release(
     error: Option<leasehold::Error>,
 ) -> PyResult<()> {
     let Some(e) = error else { return Ok(()) };
-    let message = format!(
-        "could not release {name} (token {}): {}; it expires by its TTL",
-        grant.token,
-        errors::library(&e)
-    );
+    let message = supervise::ReleaseFailed {
+        name,
+        token: grant.token,
+        error: &errors::library(&e),
+    }
+    .to_string();
     PyErr::warn(
         py,
         &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),

@@ -220,7 +220,7 @@ impl Store {
         margin: Option<&Bound<'_, PyAny>>,
         on_lost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<crate::lease::Lease> {
-        let hold = crate::lease::HoldOptions::from_py(ttl, owner, heartbeat, margin, on_lost)?;
+        let hold = crate::hold::HoldOptions::from_py(ttl, owner, heartbeat, margin, on_lost)?;
         Ok(crate::lease::Lease::new(
             slf.clone().unbind(),
             convert::lease_name(name)?,
@@ -263,7 +263,7 @@ impl Store {
         };
         let on_lost = on_lost
             .filter(|v| !v.is_none())
-            .map(crate::lease::on_lost_handler)
+            .map(crate::hold::on_lost_handler)
             .transpose()?;
         crate::leadership::campaign(py, self.handle(py)?, convert::lease_name(name)?, options, wait, on_lost)
     }
@@ -333,7 +333,7 @@ impl Store {
         let run_args = crate::run::RunArgs {
             name: convert::lease_name(name)?,
             argv: convert::argv(argv)?,
-            ttl: convert::opt_duration(ttl, "ttl")?.unwrap_or(crate::lease::DEFAULT_TTL),
+            ttl: convert::opt_duration(ttl, "ttl")?.unwrap_or(crate::hold::DEFAULT_TTL),
             heartbeat: convert::opt_duration(heartbeat, "heartbeat")?,
             grace: convert::opt_duration(grace, "grace")?,
             wait: convert::Wait::from_py(wait)?,

@@ -26,6 +26,24 @@ from test_package import mypy
 PY = sys.executable
 
 
+def test_a_timing_that_cannot_stop_the_command_names_the_keywords(sqlite_url: str) -> None:
+    # The library's one wording of the refusal (the CLI's, with --ttl),
+    # in Python's spelling, with only the remedies that apply.
+    store = lh.Store(sqlite_url)
+    with pytest.raises(lh.InvalidInput) as refused:
+        store.run("timing", [PY, "-c", "pass"], ttl=10, grace=10)
+    assert str(refused.value) == (
+        "grace=10s + slack 500ms leave no time to renew within ttl=10s: the command could not be "
+        "stopped before the lease expires in the store. Raise ttl=, or lower grace="
+    )
+    with pytest.raises(
+        lh.InvalidInput,
+        match=r"^heartbeat=9s 600ms \+ grace=0ms \(default\) \+ slack 500ms must be shorter than ttl=10s: .*\. "
+        r"Raise ttl=, or lower heartbeat=$",
+    ):
+        store.run("timing", [PY, "-c", "pass"], ttl=10, heartbeat=9.6)
+
+
 def test_env_adds_to_the_environment_and_cannot_set_the_grant(sqlite_url: str) -> None:
     store = lh.Store(sqlite_url)
     show = "import os, json; print(json.dumps({k: os.environ.get(k) for k in ('FOO', 'PATH', 'LEASEHOLD_NAME')}))"

@@ -55,6 +55,7 @@ mod overdue;
 mod pool;
 mod queue;
 pub mod schedule;
+pub mod spelling;
 mod store;
 pub mod supervise;
 pub mod telemetry;

@@ -254,6 +254,33 @@ impl fmt::Display for Holders {
     }
 }
 
+/// The refusal of a lock held by others — "PATH is locked by pid 4242",
+/// after a wait "PATH is still locked by …": its `Display` is the one
+/// wording; [`LockedBy::with_remedy`] adds the next step.
+#[derive(Debug, Clone, Copy)]
+pub struct LockedBy<'a> {
+    pub path: &'a Path,
+    pub holders: &'a Holders,
+    /// The caller waited for the lock (and the wait ended).
+    pub waited: bool,
+}
+
+impl fmt::Display for LockedBy<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let still = if self.waited { "still " } else { "" };
+        write!(f, "{} is {still}locked by {}", self.path.display(), self.holders)
+    }
+}
+
+impl LockedBy<'_> {
+    /// The refusal and its remedy, a wait spelled as the caller spells it:
+    /// "… locked by pid 4242. Try again later, or wait with --wait [DUR]".
+    #[must_use]
+    pub fn with_remedy(&self, spelling: &dyn crate::spelling::Spelling) -> String {
+        format!("{self}. {}", crate::spelling::try_again(spelling))
+    }
+}
+
 /// A held lock. Dropping it unlocks (and logs a failed unlock; closing the
 /// descriptor releases it anyway).
 #[derive(Debug)]

@@ -12,81 +12,104 @@ use crate::commands::Ctx;
 use crate::exit_codes::ExitCode;
 use crate::output;
 
+/// What a check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Pass,
+    /// Passed, with something worth a look (printed `warn`): it does not
+    /// fail `doctor`.
+    Warn,
+    Fail,
+}
+
 struct Check {
     name: &'static str,
-    ok: bool,
-    /// Passed, with something worth a look (printed `warn`).
-    warning: bool,
+    verdict: Verdict,
     detail: String,
 }
 
 impl Check {
+    fn pass(name: &'static str, detail: String) -> Self {
+        Self {
+            name,
+            verdict: Verdict::Pass,
+            detail,
+        }
+    }
+
+    fn warn(name: &'static str, detail: String) -> Self {
+        Self {
+            name,
+            verdict: Verdict::Warn,
+            detail,
+        }
+    }
+
+    fn fail(name: &'static str, detail: String) -> Self {
+        Self {
+            name,
+            verdict: Verdict::Fail,
+            detail,
+        }
+    }
+
+    fn ok(&self) -> bool {
+        self.verdict != Verdict::Fail
+    }
+
     fn document(&self) -> json::DoctorCheck<'_> {
         json::DoctorCheck {
             check: self.name,
-            ok: self.ok,
+            ok: self.ok(),
             detail: &self.detail,
-            warning: self.warning,
+            warning: self.verdict == Verdict::Warn,
         }
     }
 
     fn mark(&self) -> &'static str {
-        match (self.ok, self.warning) {
-            (false, _) => "FAIL",
-            (true, true) => "warn",
-            (true, false) => "ok  ",
+        match self.verdict {
+            Verdict::Fail => "FAIL",
+            Verdict::Warn => "warn",
+            Verdict::Pass => "ok  ",
         }
     }
 }
 
-fn check(name: &'static str, result: Result<String, String>) -> Check {
-    match result {
-        Ok(detail) => Check {
-            name,
-            ok: true,
-            warning: false,
-            detail,
-        },
-        Err(detail) => Check {
-            name,
-            ok: false,
-            warning: false,
-            detail,
-        },
+/// The boot id, which tells a holder's boot from this one.
+fn boot_id() -> Check {
+    match host::boot_id() {
+        Some(id) => Check::pass("boot id", id),
+        None => Check::fail(
+            "boot id",
+            "cannot read /proc/sys/kernel/random/boot_id; mount /proc".to_owned(),
+        ),
     }
 }
 
-/// A check that passes with a warning: it does not fail `doctor`.
-fn warning(name: &'static str, detail: String) -> Check {
-    Check {
-        name,
-        ok: true,
-        warning: true,
-        detail,
+/// What fast takeover reads of a process: its start time and pid namespace.
+fn process_identity() -> Check {
+    const NAME: &str = "process identity";
+    let started = match identity::start_time(std::process::id()) {
+        Ok(t) => t,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("cannot read /proc/self/stat ({e}): fast takeover will never fire; mount /proc"),
+            );
+        }
+    };
+    match identity::holder(leasehold::Binding::ThisProcess) {
+        Ok(me) if me.pid_ns.is_some() => Check::pass(NAME, format!("/proc/self/stat readable (start time {started})")),
+        Ok(_) => Check::fail(
+            NAME,
+            "cannot read /proc/self/ns/pid: fast takeover will never fire".into(),
+        ),
+        Err(e) => Check::fail(NAME, e.to_string()),
     }
 }
 
 pub fn run(ctx: &Ctx) -> u8 {
-    let mut checks = vec![
-        check(
-            "boot id",
-            host::boot_id().ok_or_else(|| "cannot read /proc/sys/kernel/random/boot_id; mount /proc".to_owned()),
-        ),
-        check(
-            "process identity",
-            identity::start_time(std::process::id())
-                .map(|t| format!("/proc/self/stat readable (start time {t})"))
-                .map_err(|e| format!("cannot read /proc/self/stat ({e}): fast takeover will never fire; mount /proc"))
-                .and_then(|d| {
-                    let me = identity::holder(leasehold::Binding::ThisProcess).map_err(|e| e.to_string())?;
-                    if me.pid_ns.is_some() {
-                        Ok(d)
-                    } else {
-                        Err("cannot read /proc/self/ns/pid: fast takeover will never fire".into())
-                    }
-                }),
-        ),
-    ];
+    let mut checks = vec![boot_id(), process_identity()];
     // Open the store first (never creating it: a mistyped path is a
     // failed check naming it, not a new empty store that passes).
     let url = ctx.store_url();
@@ -105,9 +128,9 @@ pub fn run(ctx: &Ctx) -> u8 {
             match symlinks::resolve_dir(dir) {
                 Ok(resolved) => {
                     let followed = std::path::absolute(dir).is_ok_and(|d| d != resolved);
-                    checks.push(check(
+                    checks.push(Check::pass(
                         "store path",
-                        Ok(if followed {
+                        if followed {
                             format!(
                                 "{} resolves to {} (symbolic links in the directory are followed; at the store file never)",
                                 dir.display(),
@@ -115,19 +138,19 @@ pub fn run(ctx: &Ctx) -> u8 {
                             )
                         } else {
                             format!("{} has no symbolic links", dir.display())
-                        }),
+                        },
                     ));
                     if resolved.is_dir() {
                         checks.extend(directory_checks(&resolved));
                     }
                 }
-                Err(e) => checks.push(check("store path", Err(format!("{e}; {}", e.hint())))),
+                Err(e) => checks.push(Check::fail("store path", format!("{e}; {}", e.hint()))),
             }
         }
         Ok(None) => {}
-        Err(e) => checks.push(check("store URL", Err(e.to_string()))),
+        Err(e) => checks.push(Check::fail("store URL", e.to_string())),
     }
-    let all_ok = checks.iter().all(|c| c.ok);
+    let all_ok = checks.iter().all(Check::ok);
     let details = json::Doctor {
         ok: all_ok,
         checks: checks.iter().map(Check::document).collect(),
@@ -143,7 +166,7 @@ pub fn run(ctx: &Ctx) -> u8 {
         }
         return ExitCode::Success.code();
     }
-    let failed: Vec<&str> = checks.iter().filter(|c| !c.ok).map(|c| c.name).collect();
+    let failed: Vec<&str> = checks.iter().filter(|c| !c.ok()).map(|c| c.name).collect();
     let message = format!("{} failed: see each check's detail for what to do", failed.join(", "));
     crate::commands::fail(ctx, details, &message, ExitCode::Failure.code())
 }
@@ -154,70 +177,72 @@ fn store_checks(ctx: &Ctx, checks: &mut Vec<Check>) {
     match ctx.open_existing_store() {
         Ok(store) => match store.backend().describe() {
             Ok(info) => {
-                checks.push(check(
+                checks.push(Check::pass(
                     "store",
-                    Ok(format!(
+                    format!(
                         "{} at {}, {}",
                         info.kind,
                         info.location,
                         crate::output::schema_words(info.schema_version)
-                    )),
+                    ),
                 ));
                 checks.push(identity_check(&store));
                 for (label, value) in info.facts {
-                    checks.push(check("store fact", Ok(format!("{label}: {value}"))));
+                    checks.push(Check::pass("store fact", format!("{label}: {value}")));
                 }
                 for (label, problem) in info.problems {
-                    checks.push(check("store check", Err(format!("{label}: {problem}"))));
+                    checks.push(Check::fail("store check", format!("{label}: {problem}")));
                 }
                 for (label, text) in info.warnings {
-                    checks.push(warning("store warning", format!("{label}: {text}")));
+                    checks.push(Check::warn("store warning", format!("{label}: {text}")));
                 }
             }
-            Err(e) => checks.push(check("store", Err(e.to_string()))),
+            Err(e) => checks.push(Check::fail("store", e.to_string())),
         },
-        Err(e) => checks.push(check("store", Err(format!("{e:#}")))),
+        Err(e) => checks.push(Check::fail("store", format!("{e:#}"))),
     }
 }
 
 /// The store's identity (`Store::identity`): what a holder compares to
 /// tell a store that lost its data.
 fn identity_check(store: &leasehold::Store) -> Check {
-    check(
-        "store identity",
-        match store.identity() {
-            Ok(Some(identity)) => Ok(identity.to_string()),
-            Ok(None) => Ok("none yet: made at the first renewal of a kept grant (`run`, a library holder); a holder that finds it changed says the store lost data".into()),
-            Err(e) => Err(e.to_string()),
-        },
-    )
+    const NAME: &str = "store identity";
+    match store.identity() {
+        Ok(Some(identity)) => Check::pass(NAME, identity.to_string()),
+        Ok(None) => Check::pass(NAME, "none yet: made at the first renewal of a kept grant (`run`, a library holder); a holder that finds it changed says the store lost data".into()),
+        Err(e) => Check::fail(NAME, e.to_string()),
+    }
 }
 
 /// The checks of the store's directory: its filesystem (a network one
 /// fails; one in memory is warned about, as its store is lost at reboot
 /// and its tokens restart) and fsync.
 fn directory_checks(dir: &Path) -> Vec<Check> {
-    let mut checks = vec![check("filesystem", filesystem(dir))];
+    let mut checks = vec![filesystem(dir)];
     if let Ok(Some(fs)) = host::memory_filesystem(dir) {
-        checks.push(warning("filesystem", host::memory_filesystem_risk(dir, fs)));
+        checks.push(Check::warn("filesystem", host::memory_filesystem_risk(dir, fs)));
     }
-    checks.push(check("fsync", fsync_works(dir)));
+    checks.push(fsync_works(dir));
     checks
 }
 
-fn filesystem(dir: &Path) -> Result<String, String> {
+fn filesystem(dir: &Path) -> Check {
+    const NAME: &str = "filesystem";
     match host::network_filesystem(dir) {
-        Ok(None) => Ok(format!("{} is on a local filesystem", dir.display())),
-        Ok(Some(fs)) => Err(format!(
-            "{} is on a network filesystem ({fs}): SQLite locking is unreliable there; move the store to a local disk or use {}",
-            dir.display(),
-            leasehold::stores_with(|k| !k.local_file)
-        )),
-        Err(e) => Err(format!("cannot statfs {}: {e}", dir.display())),
+        Ok(None) => Check::pass(NAME, format!("{} is on a local filesystem", dir.display())),
+        Ok(Some(fs)) => Check::fail(
+            NAME,
+            format!(
+                "{} is on a network filesystem ({fs}): SQLite locking is unreliable there; move the store to a local disk or use {}",
+                dir.display(),
+                leasehold::stores_with(|k| !k.local_file)
+            ),
+        ),
+        Err(e) => Check::fail(NAME, format!("cannot statfs {}: {e}", dir.display())),
     }
 }
 
-fn fsync_works(dir: &Path) -> Result<String, String> {
+fn fsync_works(dir: &Path) -> Check {
     let probe = dir.join(format!(".leasehold-doctor-{}", std::process::id()));
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe)?;
@@ -226,12 +251,14 @@ fn fsync_works(dir: &Path) -> Result<String, String> {
         std::fs::File::open(dir)?.sync_all()
     })();
     let _ = std::fs::remove_file(&probe);
-    result
-        .map(|()| format!("fsync of a file and of {} works", dir.display()))
-        .map_err(|e| {
+    match result {
+        Ok(()) => Check::pass("fsync", format!("fsync of a file and of {} works", dir.display())),
+        Err(e) => Check::fail(
+            "fsync",
             format!(
                 "fsync in {} failed ({e}): the store cannot be durable there",
                 dir.display()
-            )
-        })
+            ),
+        ),
+    }
 }

@@ -58,14 +58,12 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
                 pid: holders.exclusive_pid(),
                 pids: holders.pids(),
             };
-            let wait = if args.wait.wait.is_some() { "still " } else { "" };
-            let err = CliError::new(
-                ExitCode::Held,
-                format!(
-                    "{} is {wait}locked by {holders}. Try again later, or wait with --wait [DUR]",
-                    path.display()
-                ),
-            );
+            let locked = lock::LockedBy {
+                path: &path,
+                holders: &holders,
+                waited: args.wait.wait.is_some(),
+            };
+            let err = CliError::new(ExitCode::Held, locked.with_remedy(&crate::commands::Flags));
             return Ok(crate::commands::refuse(ctx, details, &err));
         }
     };

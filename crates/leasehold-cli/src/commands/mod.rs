@@ -19,8 +19,9 @@ mod work;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use leasehold::supervise::{GuardProgram, Timing, TimingProblem};
-use leasehold::{Store, StoreOptions, StoreUrl, format_duration, json};
+use leasehold::spelling::{Setting, Spelling};
+use leasehold::supervise::{GuardProgram, Timing};
+use leasehold::{Store, StoreOptions, StoreUrl, json};
 use serde::Serialize;
 
 use crate::cli::{Cli, Command, Global};
@@ -155,48 +156,19 @@ pub fn guard_program() -> anyhow::Result<GuardProgram> {
 /// `--heartbeat`, `--grace`); a combination that cannot stop the command
 /// in time is a usage error naming the flags.
 pub fn timing(ttl: Duration, heartbeat: Option<Duration>, grace: Option<Duration>) -> anyhow::Result<Timing> {
-    let e = match Timing::new(ttl, heartbeat, grace) {
-        Ok(timing) => return Ok(timing),
-        Err(e) => e,
-    };
-    let given = |yes: bool| if yes { "" } else { " (default)" };
-    let message = match e.problem {
-        TimingProblem::NoTimeToRenew => format!(
-            "--grace {}{} + slack {} leave no time to renew within --ttl {}: the command could not be stopped \
-             before the lease expires in the store. Raise --ttl{}",
-            format_duration(e.grace),
-            given(e.grace_given),
-            format_duration(e.slack),
-            format_duration(e.ttl),
-            if e.grace_given { ", or lower --grace" } else { "" },
-        ),
-        TimingProblem::TooLong => {
-            let mut fix = vec!["raise --ttl"];
-            if e.grace_given {
-                fix.push("lower --grace");
-            }
-            if e.heartbeat_given {
-                fix.push("lower --heartbeat");
-            }
-            format!(
-                "--heartbeat {}{} + --grace {}{} + slack {} must be shorter than --ttl {}: otherwise the command could \
-                 not be stopped before the lease expires in the store. {}",
-                format_duration(e.heartbeat),
-                given(e.heartbeat_given),
-                format_duration(e.grace),
-                given(e.grace_given),
-                format_duration(e.slack),
-                format_duration(e.ttl),
-                capitalise(&fix.join(", or ")),
-            )
-        }
-    };
-    Err(CliError::new(ExitCode::Usage, message).into())
+    Timing::new(ttl, heartbeat, grace).map_err(|e| CliError::new(ExitCode::Usage, e.worded(&Flags)).into())
 }
 
-fn capitalise(s: &str) -> String {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
+/// The CLI's spelling of the settings a library message names: its flags.
+pub struct Flags;
+
+impl Spelling for Flags {
+    fn name(&self, setting: Setting) -> &'static str {
+        match setting {
+            Setting::Ttl => "--ttl",
+            Setting::Heartbeat => "--heartbeat",
+            Setting::Grace => "--grace",
+            Setting::Wait => "--wait [DUR]",
+        }
+    }
 }

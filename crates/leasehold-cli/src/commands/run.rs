@@ -95,12 +95,12 @@ fn report_release_error(args: &RunArgs, grant: &leasehold::Grant, error: Option<
     if let Some(e) = error {
         crate::logging::warn(
             crate::logging::RELEASE_FAILED,
-            &format!(
-                "could not release {} (token {}): {:#}; it expires by its TTL",
-                args.name,
-                grant.token,
-                anyhow::Error::from(e)
-            ),
+            &supervise::ReleaseFailed {
+                name: &args.name,
+                token: grant.token,
+                error: &format!("{:#}", anyhow::Error::from(e)),
+            }
+            .to_string(),
         );
     }
 }

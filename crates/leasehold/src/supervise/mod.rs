@@ -110,6 +110,7 @@
 //! a job, and takes it back at the end.
 
 pub mod child;
+mod env;
 pub mod guard;
 mod outcome;
 mod supervised;
@@ -118,10 +119,11 @@ mod timing;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use env::CommandEnv;
 pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
-pub use outcome::{Ran, RunError, RunOutcome};
+pub use outcome::{Ran, ReleaseFailed, RunError, RunOutcome};
 pub use supervised::{Ending, Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
-pub use timing::{RENEWAL_ROOM, Timing, TimingError, TimingProblem, default_grace, slack};
+pub use timing::{RENEWAL_ROOM, Timing, TimingError, TimingProblem, TimingRemedy, default_grace, slack};
 
 use crate::{AcquireOptions, Binding, Cancel, Error, Grant, Held, Kept, LeaseName, Loss, Mode, Result, Store};
 
@@ -373,7 +375,7 @@ pub fn run_spawned(
         let _ = supervised.stop_handle().stop(Stop::Shutdown);
     }
     on_start(&grant, supervised.stop_handle());
-    let started = supervised.start(&command_env(store, lease, &grant));
+    let started = supervised.start_with(&CommandEnv::of_grant(store, &lease.name, &grant, &lease.env));
     let finished = match started {
         Ok(()) => Ok(supervised.wait()),
         Err(e) => {
@@ -476,21 +478,6 @@ fn lost_before_start(store: &Store, lease: &LeaseRun, grant: Grant, loss: Loss) 
         finished: Finished::default(),
         release_error,
     })
-}
-
-/// The environment the command starts with: which grant it runs under.
-fn command_env(store: &Store, lease: &LeaseRun, grant: &Grant) -> serde_json::Value {
-    let mut env = serde_json::json!({
-        "LEASEHOLD_NAME": lease.name.to_string(),
-        "LEASEHOLD_TOKEN": grant.token.to_string(),
-        "LEASEHOLD_GRANT": grant.id().to_string(),
-        "LEASEHOLD_OWNER": grant.owner,
-        "LEASEHOLD_STORE": store.url().to_string(),
-    });
-    for (key, value) in &lease.env {
-        env[key] = value.clone().into();
-    }
-    env
 }
 
 /// How the command ended, read from what the guard reported.

@@ -37,6 +37,26 @@ pub struct Ran {
     pub release_error: Option<Error>,
 }
 
+/// The warning for a grant whose release failed after a run ([`Ran::release_error`]),
+/// with the store's error as the front end words it: the one wording of it.
+#[derive(Clone, Copy)]
+#[allow(missing_debug_implementations, reason = "a wording, made and printed at once")]
+pub struct ReleaseFailed<'a> {
+    pub name: &'a LeaseName,
+    pub token: Token,
+    pub error: &'a dyn fmt::Display,
+}
+
+impl fmt::Display for ReleaseFailed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "could not release {} (token {}): {}; it expires by its TTL",
+            self.name, self.token, self.error
+        )
+    }
+}
+
 /// Why a command under a lease did not run to its own end. `Display` is
 /// the one wording; the fields are the facts a front end may show apart.
 #[derive(Debug, Clone, PartialEq, Eq)]

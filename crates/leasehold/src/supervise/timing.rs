@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::spelling::{Setting, Spelling};
 use crate::{KeeperOptions, format_duration};
 
 /// Slack between SIGKILL and the earliest store-side expiry: covers signal
@@ -79,6 +80,99 @@ pub struct TimingError {
     pub grace_given: bool,
     pub slack: Duration,
     pub ttl: Duration,
+}
+
+/// A change that would make a refused [`TimingError`] work: the TTL may
+/// always be raised; grace and heartbeat lowered only where the caller gave
+/// them (a default already gives way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimingRemedy {
+    RaiseTtl,
+    LowerGrace,
+    LowerHeartbeat,
+}
+
+impl TimingRemedy {
+    /// "raise --ttl", "lower grace=": the remedy in the caller's spelling.
+    #[must_use]
+    pub fn worded(self, spelling: &dyn Spelling) -> String {
+        let (verb, setting) = match self {
+            Self::RaiseTtl => ("raise", Setting::Ttl),
+            Self::LowerGrace => ("lower", Setting::Grace),
+            Self::LowerHeartbeat => ("lower", Setting::Heartbeat),
+        };
+        format!("{verb} {}", spelling.name(setting))
+    }
+}
+
+impl TimingError {
+    /// What the caller may change, in the order a message offers it.
+    #[must_use]
+    pub fn remedies(&self) -> Vec<TimingRemedy> {
+        let mut remedies = vec![TimingRemedy::RaiseTtl];
+        if self.grace_given {
+            remedies.push(TimingRemedy::LowerGrace);
+        }
+        if self.heartbeat_given && self.problem == TimingProblem::TooLong {
+            remedies.push(TimingRemedy::LowerHeartbeat);
+        }
+        remedies
+    }
+
+    /// The refusal for a caller who named the settings as `spelling` does:
+    /// the values (each default marked), what cannot work, and the
+    /// remedies — the one wording the CLI (`--ttl`) and Python (`ttl=`)
+    /// print.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use leasehold::spelling::{Setting, Spelling};
+    /// use leasehold::supervise::Timing;
+    /// struct Flags;
+    /// impl Spelling for Flags {
+    ///     fn name(&self, setting: Setting) -> &'static str {
+    ///         match setting {
+    ///             Setting::Ttl => "--ttl",
+    ///             Setting::Heartbeat => "--heartbeat",
+    ///             Setting::Grace => "--grace",
+    ///             Setting::Wait => "--wait [DUR]",
+    ///         }
+    ///     }
+    /// }
+    /// let e = Timing::new(Duration::from_secs(10), None, Some(Duration::from_secs(10)), None).unwrap_err();
+    /// assert!(e.worded(&Flags).ends_with("Raise --ttl, or lower --grace"));
+    /// ```
+    #[must_use]
+    pub fn worded(&self, spelling: &dyn Spelling) -> String {
+        let valued = |setting, value: Duration, given: bool| {
+            let default = if given { "" } else { " (default)" };
+            format!("{}{default}", spelling.with_value(setting, &format_duration(value)))
+        };
+        let grace = valued(Setting::Grace, self.grace, self.grace_given);
+        let slack = format_duration(self.slack);
+        let ttl = spelling.with_value(Setting::Ttl, &format_duration(self.ttl));
+        let problem = match self.problem {
+            TimingProblem::NoTimeToRenew => format!(
+                "{grace} + slack {slack} leave no time to renew within {ttl}: the command could not be stopped \
+                 before the lease expires in the store"
+            ),
+            TimingProblem::TooLong => format!(
+                "{} + {grace} + slack {slack} must be shorter than {ttl}: otherwise the command could not be \
+                 stopped before the lease expires in the store",
+                valued(Setting::Heartbeat, self.heartbeat, self.heartbeat_given),
+            ),
+        };
+        let remedies: Vec<String> = self.remedies().into_iter().map(|r| r.worded(spelling)).collect();
+        format!("{problem}. {}", capitalise(&remedies.join(", or ")))
+    }
+}
+
+fn capitalise(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
 impl Timing {
@@ -212,6 +306,37 @@ mod tests {
             let t = Timing::new(Duration::from_secs(secs), None, None).unwrap();
             assert_eq!(t.keeper.heartbeat, Some(Duration::from_secs(secs) / 3), "{t}");
         }
+    }
+
+    struct Flags;
+    impl Spelling for Flags {
+        fn name(&self, setting: Setting) -> &'static str {
+            match setting {
+                Setting::Ttl => "--ttl",
+                Setting::Heartbeat => "--heartbeat",
+                Setting::Grace => "--grace",
+                Setting::Wait => "--wait [DUR]",
+            }
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_settings_and_only_the_remedies_that_apply() {
+        let s = Duration::from_secs(1);
+        let e = Timing::new(10 * s, None, Some(10 * s)).unwrap_err();
+        assert_eq!(e.remedies(), [TimingRemedy::RaiseTtl, TimingRemedy::LowerGrace]);
+        assert_eq!(
+            e.worded(&Flags),
+            "--grace 10s + slack 500ms leave no time to renew within --ttl 10s: the command could not be stopped \
+             before the lease expires in the store. Raise --ttl, or lower --grace"
+        );
+        let e = Timing::new(10 * s, Some(9600 * MS), None).unwrap_err();
+        assert_eq!(e.remedies(), [TimingRemedy::RaiseTtl, TimingRemedy::LowerHeartbeat]);
+        assert_eq!(
+            e.worded(&Flags),
+            "--heartbeat 9s 600ms + --grace 0ms (default) + slack 500ms must be shorter than --ttl 10s: otherwise the \
+             command could not be stopped before the lease expires in the store. Raise --ttl, or lower --heartbeat"
+        );
     }
 
     #[test]

@@ -22,8 +22,8 @@ use crate::run::CliError;
 /// to one who just waited would be advice already taken.
 pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, waited: Option<Duration>) -> CliError {
     let next = match waited {
-        None => "Try again later, or wait with --wait [DUR]",
-        Some(_) => "Try again later, or wait longer (--wait forever waits as long as it takes)",
+        None => leasehold::spelling::try_again(&crate::commands::Flags),
+        Some(_) => "Try again later, or wait longer (--wait forever waits as long as it takes)".into(),
     };
     CliError::new(
         ExitCode::Held,

@@ -175,6 +175,44 @@ pub fn main(args: &[OsString]) -> Option<u8> {
     }
 }
 
+/// Why a guard could not start or go on: printed on its stderr
+/// ("leasehold: …") before it exits 1.
+#[derive(Debug, thiserror::Error)]
+enum GuardError {
+    #[error("a guard argument is not UTF-8")]
+    NotUtf8,
+    #[error("unknown guard argument {0}")]
+    UnknownArgument(String),
+    #[error("{key}: {error}")]
+    NotADescriptor {
+        key: String,
+        error: std::num::ParseIntError,
+    },
+    #[error(transparent)]
+    Grace(#[from] crate::ParseError),
+    #[error("usage: __guard --control-fd=N --report-fd=N --grace=DUR [--slot] -- CMD...")]
+    Usage,
+    #[error("descriptor {fd} passed by the supervisor is not open: {error}")]
+    NotOpen { fd: i32, error: Errno },
+    #[error(transparent)]
+    CloseOnExec(Errno),
+    #[error("fork returned a bad pid")]
+    BadPid,
+    #[error(
+        "the guard must start before any other thread of its program (call leasehold::supervise::guard::main first thing in main)"
+    )]
+    Threads,
+    /// A system call failed: `what` could not be done.
+    #[error("{what}: {error}")]
+    System { what: &'static str, error: std::io::Error },
+}
+
+impl GuardError {
+    fn system(what: &'static str) -> impl FnOnce(std::io::Error) -> Self {
+        move |error| Self::System { what, error }
+    }
+}
+
 /// The guard's arguments.
 struct GuardArgs {
     control_fd: i32,
@@ -185,11 +223,11 @@ struct GuardArgs {
     command: Vec<OsString>,
 }
 
-fn parse(args: &[OsString]) -> Result<GuardArgs, String> {
+fn parse(args: &[OsString]) -> Result<GuardArgs, GuardError> {
     let (mut control_fd, mut report_fd, mut grace, mut slot) = (None, None, None, false);
     let mut rest = args.iter();
     for arg in rest.by_ref() {
-        let arg = arg.to_str().ok_or("a guard argument is not UTF-8")?;
+        let arg = arg.to_str().ok_or(GuardError::NotUtf8)?;
         if arg == "--" {
             break;
         }
@@ -197,15 +235,19 @@ fn parse(args: &[OsString]) -> Result<GuardArgs, String> {
             slot = true;
             continue;
         }
-        let (key, value) = arg
-            .split_once('=')
-            .ok_or_else(|| format!("unknown guard argument {arg}"))?;
-        let fd = || value.parse::<i32>().map_err(|e| format!("{key}: {e}"));
+        let unknown = || GuardError::UnknownArgument(arg.to_owned());
+        let (key, value) = arg.split_once('=').ok_or_else(unknown)?;
+        let fd = || {
+            value.parse::<i32>().map_err(|error| GuardError::NotADescriptor {
+                key: key.to_owned(),
+                error,
+            })
+        };
         match key {
             "--control-fd" => control_fd = Some(fd()?),
             "--report-fd" => report_fd = Some(fd()?),
-            "--grace" => grace = Some(crate::parse_duration_within(value, limits::GRACE).map_err(|e| e.to_string())?),
-            _ => return Err(format!("unknown guard argument {arg}")),
+            "--grace" => grace = Some(crate::parse_duration_within(value, limits::GRACE)?),
+            _ => return Err(unknown()),
         }
     }
     let command: Vec<OsString> = rest.cloned().collect();
@@ -217,7 +259,7 @@ fn parse(args: &[OsString]) -> Result<GuardArgs, String> {
             slot,
             command,
         }),
-        _ => Err("usage: __guard --control-fd=N --report-fd=N --grace=DUR [--slot] -- CMD...".into()),
+        _ => Err(GuardError::Usage),
     }
 }
 
@@ -240,15 +282,15 @@ fn survive_group_signals() {
     unsafe_code,
     reason = "adopting an inherited descriptor by number has no safe std API"
 )]
-fn adopt(fd: i32) -> Result<OwnedFd, String> {
+fn adopt(fd: i32) -> Result<OwnedFd, GuardError> {
     let flags = rustix::io::fcntl_getfd(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
-        .map_err(|e| format!("descriptor {fd} passed by the supervisor is not open: {e}"))?;
+        .map_err(|error| GuardError::NotOpen { fd, error })?;
     // SAFETY: the supervisor passed `fd` open (checked just above) and this
     // process has done nothing yet that could have opened or closed
     // descriptors; nothing else in this process refers to it, so the
     // OwnedFd is its only owner.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    rustix::io::fcntl_setfd(&owned, flags | rustix::io::FdFlags::CLOEXEC).map_err(|e| e.to_string())?;
+    rustix::io::fcntl_setfd(&owned, flags | rustix::io::FdFlags::CLOEXEC).map_err(GuardError::CloseOnExec)?;
     Ok(owned)
 }
 
@@ -333,22 +375,18 @@ struct Forked {
     unsafe_code,
     reason = "fork has no safe API; it is only called while this process has one thread"
 )]
-fn fork_command(command: &[OsString], report: &OwnedFd) -> Result<Forked, String> {
+fn fork_command(command: &[OsString], report: &OwnedFd) -> Result<Forked, GuardError> {
     if host::thread_count().is_some_and(|n| n != 1) {
-        return Err(
-            "the guard must start before any other thread of its program (call leasehold::supervise::guard::main first thing in main)"
-                .into(),
-        );
+        return Err(GuardError::Threads);
     }
     let (env_rx, env_tx) =
-        host::pipe(false).map_err(|e| format!("cannot create a pipe to the command's process: {e}"))?;
+        host::pipe(false).map_err(GuardError::system("cannot create a pipe to the command's process"))?;
     // SAFETY: this process has one thread (checked above), so the child is a
     // whole copy of it: it may allocate and run any code, as `child_main`
     // does, and it never returns here (it executes the command or exits).
     match unsafe { libc::fork() } {
-        -1 => Err(format!(
-            "cannot fork the command's process: {}",
-            std::io::Error::last_os_error()
+        -1 => Err(GuardError::system("cannot fork the command's process")(
+            std::io::Error::last_os_error(),
         )),
         0 => {
             drop(env_tx);
@@ -359,7 +397,7 @@ fn fork_command(command: &[OsString], report: &OwnedFd) -> Result<Forked, String
             unsafe { libc::_exit(code) }
         }
         raw => {
-            let pid = Pid::from_raw(raw).ok_or("fork returned a bad pid")?;
+            let pid = Pid::from_raw(raw).ok_or(GuardError::BadPid)?;
             // Both sides set the group, so that it exists once either has
             // run: the group is reported (and recorded with the lease)
             // before the child may have been scheduled.
@@ -515,7 +553,7 @@ impl Run {
 /// The guard: one thread, waiting in `poll` on the control socket and on
 /// SIGCHLD (a self-pipe) with the trust window's timeout — no hand-over
 /// between threads on a run's way in or out.
-fn run(args: &GuardArgs) -> Result<u8, String> {
+fn run(args: &GuardArgs) -> Result<u8, GuardError> {
     let mut guard = Guard::start(args)?;
     let mut events: Vec<Event> = Vec::new();
     // A once-guard's child may have ended before the handler was there.
@@ -566,11 +604,11 @@ impl<'a> Guard<'a> {
     /// Take the descriptors the supervisor passed, keep the tree, fork a
     /// once-guard's command process, watch SIGCHLD, and report `group` (or,
     /// for a slot, `ready`).
-    fn start(args: &'a GuardArgs) -> Result<Self, String> {
+    fn start(args: &'a GuardArgs) -> Result<Self, GuardError> {
         let control = adopt(args.control_fd)?;
         let report_fd = adopt(args.report_fd)?;
         // Before the command's process exists: Linux makes this a subreaper.
-        let tree = host::ProcessTree::keep().map_err(|e| format!("cannot keep the command's tree: {e}"))?;
+        let tree = host::ProcessTree::keep().map_err(GuardError::system("cannot keep the command's tree"))?;
         // A once-guard forks its command's process while it is one thread.
         let forked = if args.slot {
             None
@@ -578,9 +616,9 @@ impl<'a> Guard<'a> {
             Some(fork_command(&args.command, &report_fd)?)
         };
         survive_group_signals();
-        let (chld, chld_tx) = host::pipe(true).map_err(|e| format!("cannot create the guard's signal pipe: {e}"))?;
+        let (chld, chld_tx) = host::pipe(true).map_err(GuardError::system("cannot create the guard's signal pipe"))?;
         signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, chld_tx)
-            .map_err(|e| format!("cannot watch for SIGCHLD: {e}"))?;
+            .map_err(GuardError::system("cannot watch for SIGCHLD"))?;
         let mut out = File::from(report_fd);
         match &forked {
             Some(f) => report(&mut out, &Report::Group(f.pid)),
@@ -624,7 +662,7 @@ impl<'a> Guard<'a> {
     /// Sleep until something happens — a child ends, the supervisor speaks
     /// or goes, the tree changes — or the clock needs looking at; then say
     /// what happened (nothing, when only the clock did).
-    fn wait(&mut self, now: Duration) -> Result<Vec<Event>, String> {
+    fn wait(&mut self, now: Duration) -> Result<Vec<Event>, GuardError> {
         let next = match self.run.kill_at {
             Some(at) => Some(at),
             None => self.run.trusted_until.filter(|_| self.run.running()),
@@ -648,7 +686,7 @@ impl<'a> Guard<'a> {
         }
         match poll(&mut fds, timeout.as_ref()) {
             Ok(_) | Err(Errno::INTR) => {}
-            Err(e) => return Err(format!("cannot wait for events: {e}")),
+            Err(e) => return Err(GuardError::system("cannot wait for events")(e.into())),
         }
         let chld_ready = !fds[0].revents().is_empty();
         let tree_ready = wakeup.is_some() && !fds[1].revents().is_empty();

@@ -1,7 +1,7 @@
 //! The guard's protocol: what the guard reports to its supervisor
 //! ([`Report`]) and what the supervisor tells it ([`Control`]), each
 //! message encoded and decoded here and nowhere else — the guard process
-//! (`mod.rs`) and the supervisor (`supervised.rs`) both use these types.
+//! (`mod.rs`) and the supervisor (`supervised/`) both use these types.
 //! The guard and the library that starts it are always the same version
 //! (the guard is found beside the program), so the format carries no
 //! version of its own.
