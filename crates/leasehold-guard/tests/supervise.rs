@@ -206,7 +206,7 @@ fn a_command_that_cannot_start_is_reported_every_time() {
     let mut slot: GuardSlot<ClaimLost> = GuardSlot::spawn(spec).unwrap();
     for _ in 0..10 {
         let mut run = slot.next(None).unwrap();
-        run.start(&serde_json::json!({})).unwrap();
+        run.start_with(&task_env()).unwrap();
         let finished = run.wait();
         assert_eq!(finished.spawn_error.map(|(code, _)| code), Some(127));
     }
@@ -247,7 +247,7 @@ fn a_slot_runs_each_command_in_a_new_group_and_sweeps_what_it_left() {
     let mut seen = Vec::new();
     for n in 0..5 {
         let mut run = slot.next(Some(format!("{n}\n").into_bytes())).unwrap();
-        run.start(&serde_json::json!({})).unwrap();
+        run.start_with(&task_env()).unwrap();
         let group = run.group().expect("started: its group is known");
         let finished = run.wait();
         assert_eq!(finished.code, Some(0));
@@ -393,4 +393,16 @@ fn a_command_launched_in_a_directory_runs_there_its_output_captured_whole() {
     // Whole, not a tail, and not forwarded.
     assert_eq!(ran.finished.stderr, vec![b'e'; 100_000]);
     assert!(ran.finished.stderr_tail.is_empty());
+}
+
+/// What a slot's run is told: a task's variables (these tests look at
+/// processes, not at the variables).
+fn task_env() -> leasehold::supervise::CommandEnv {
+    leasehold::supervise::CommandEnv::Task {
+        queue: LeaseName::new("q").unwrap(),
+        id: LeaseName::new("t").unwrap(),
+        token: leasehold::Token(1),
+        attempt: 1,
+        store: "sqlite:///nowhere".into(),
+    }
 }

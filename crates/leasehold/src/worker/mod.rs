@@ -650,13 +650,7 @@ impl Worker {
         }
         supervised.follow(&keeper);
         let run_id = self.shared.register(Running::Command(supervised.stop_handle()));
-        let started = supervised.start(&serde_json::json!({
-            "LEASEHOLD_QUEUE": claim.queue.to_string(),
-            "LEASEHOLD_TASK_ID": claim.id.to_string(),
-            "LEASEHOLD_TASK_TOKEN": claim.token.to_string(),
-            "LEASEHOLD_TASK_ATTEMPT": claim.attempt.to_string(),
-            "LEASEHOLD_STORE": store.url().to_string(),
-        }));
+        let started = supervised.start_with(&crate::supervise::CommandEnv::of_claim(store, claim));
         let finished = match started {
             Ok(()) => {
                 on_started();

@@ -261,21 +261,6 @@ impl<L: Refusal> Supervised<L> {
         self.start_env(env.protocol())
     }
 
-    /// [`Supervised::start_with`] for an environment given as a JSON
-    /// object of strings — the worker's task environment, until it builds
-    /// a [`CommandEnv::Task`].
-    ///
-    /// # Errors
-    /// When `env` is not a JSON object of strings, or the guard cannot be
-    /// told (it is gone).
-    pub fn start(&mut self, env: &serde_json::Value) -> Result<(), SuperviseError> {
-        let env: Env = serde_json::from_value(env.clone()).map_err(|e| SuperviseError::Io {
-            what: "the command's environment is not a JSON object of strings",
-            error: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
-        })?;
-        self.start_env(env)
-    }
-
     fn start_env(&mut self, env: Env) -> Result<(), SuperviseError> {
         self.started = Some(Instant::now());
         let activity = Arc::new(AtomicU64::new(0));
