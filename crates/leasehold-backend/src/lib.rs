@@ -56,11 +56,6 @@ pub mod task;
 mod types;
 mod wait;
 
-// Host facts moved to their own crate, below the seam; these paths stay for
-// the code that still names them through the seam.
-pub use leasehold_host as host;
-pub use leasehold_host::symlinks;
-
 pub use error::{
     BackendError, DAMAGED_COUNTER_HINT, ErrorKind, Remedy, STORE_REPLACED_HINT, damaged_counter, is_timeout, timed_out,
 };

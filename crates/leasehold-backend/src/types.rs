@@ -655,7 +655,7 @@ pub enum WriteLock {
     /// Nobody holds it now.
     Free,
     /// Held by this process.
-    HeldBy(crate::host::ProcessReport),
+    HeldBy(leasehold_host::ProcessReport),
     /// Held by a process this one cannot name (in another pid namespace,
     /// such as another container sharing the store's directory).
     HeldUnnamed,
@@ -666,7 +666,7 @@ impl WriteLock {
     /// until someone acts on it.
     #[must_use]
     pub fn halted(&self) -> bool {
-        matches!(self, WriteLock::HeldBy(p) if p.state.is_some_and(crate::host::ProcessState::is_halted))
+        matches!(self, WriteLock::HeldBy(p) if p.state.is_some_and(leasehold_host::ProcessState::is_halted))
     }
 }
 

@@ -455,7 +455,7 @@ impl Backend for EtcdBackend {
                 "clock".to_owned(),
                 format!(
                     "the members' HTTP Date, {}",
-                    clock::host_offset(at, leasehold_backend::host::wall_clock())
+                    clock::host_offset(at, leasehold_host::wall_clock())
                 ),
             )),
             Err(e) => warnings.push((

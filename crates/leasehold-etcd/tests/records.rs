@@ -90,9 +90,9 @@ fn the_clusters_clock_sharpens_to_the_round_trip_and_stays_true() {
     assert!(first.within <= Duration::from_millis(600), "{first:?}");
     let mut last = first;
     let narrowed = leasehold_testkit::wait::wait_until(Duration::from_secs(20), || {
-        let before = leasehold_backend::host::wall_clock();
+        let before = leasehold_host::wall_clock();
         last = records(&store).record_clock().expect("record_clock");
-        let after = leasehold_backend::host::wall_clock();
+        let after = leasehold_host::wall_clock();
         let slack = last.within + Duration::from_millis(5);
         assert!(
             off(last.at, before) <= slack + off(after, before),

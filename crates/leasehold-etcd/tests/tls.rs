@@ -232,11 +232,11 @@ fn the_clusters_clock_is_read_over_tls_with_a_client_certificate_and_with_users(
     let prefix = format!("{GRANTED}clock");
     let with_user = open(users, &prefix, tls(&users.pki().ca(), None), Some((USER, PASSWORD))).unwrap();
     for store in [&with_cert, &with_user] {
-        let before = leasehold_backend::host::wall_clock();
+        let before = leasehold_host::wall_clock();
         let clock = store
             .record_clock()
             .unwrap_or_else(|e| panic!("record_clock over TLS: {e}"));
-        let after = leasehold_backend::host::wall_clock();
+        let after = leasehold_host::wall_clock();
         let slack = clock.within + Duration::from_secs(1);
         assert!(
             clock.at + slack >= before && clock.at <= after + slack,

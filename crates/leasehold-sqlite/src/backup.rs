@@ -33,7 +33,8 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::time::SystemTime;
 
-use leasehold_backend::{BackendError, ErrorKind, StoreBackup, StoreBackupParams, symlinks};
+use leasehold_backend::{BackendError, ErrorKind, StoreBackup, StoreBackupParams};
+use leasehold_host::symlinks;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use crate::classify::{io_kind, map_error};

@@ -2,7 +2,7 @@
 //!
 //! - The database file is created 0600 in a directory created 0700.
 //!   Symbolic links in the directory part are followed, except one that
-//!   may have been planted (`leasehold_backend::symlinks`); a symlink at
+//!   may have been planted (`leasehold_host::symlinks`); a symlink at
 //!   the store file or at its `-wal`, `-shm` or `-journal` is refused,
 //!   never followed.
 //! - WAL with `synchronous=FULL`: a token is durable before it is returned.
@@ -59,8 +59,7 @@ use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, HistoryEntry, LeaseAcquire, LeaseAcquireParams, LeaseFence,
     LeaseFenceParams, LeaseHistoryParams, LeaseListParams, LeaseName, LeaseRelease, LeaseReleaseParams, LeaseRenew,
     LeaseRenewParams, LeaseState, StoreBackup, StoreBackupParams, StoreInfo, StoreTime, TokensBumpParams, TokensBumped,
-    WaitTopic, WaiterEnqueueParams, WaiterTicket, WriteLock, duration_nanos, format_duration, host, later, migration,
-    signed,
+    WaitTopic, WaiterEnqueueParams, WaiterTicket, WriteLock, duration_nanos, format_duration, later, migration, signed,
 };
 use leasehold_backend::{
     Claim, QueueStats, Task, TaskAdd, TaskAddParams, TaskBackend, TaskClaimParams, TaskCompleteAndClaim,
@@ -68,6 +67,7 @@ use leasehold_backend::{
     TaskListParams, TaskPurgeParams, TaskRef, TaskRetry, TaskStatsParams, TaskUpdate, WaiterRemoveParams,
 };
 use leasehold_backend::{Record, RecordBackend, RecordKey, RecordListParams, RecordWrite, RecordWriteParams};
+use leasehold_host as host;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::classify::map_error;

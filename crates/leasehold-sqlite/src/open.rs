@@ -8,7 +8,9 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leasehold_backend::{BackendError, ErrorKind, Remedy, host, symlinks};
+use leasehold_backend::{BackendError, ErrorKind, Remedy};
+use leasehold_host as host;
+use leasehold_host::symlinks;
 use rusqlite::Connection;
 use rusqlite::config::DbConfig;
 

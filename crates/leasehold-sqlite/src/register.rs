@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use leasehold_backend::{
-    Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, host, redact_password,
+    Backend, BackendError, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password,
 };
+use leasehold_host as host;
 
 use crate::{SqliteBackend, SqliteOptions};
 

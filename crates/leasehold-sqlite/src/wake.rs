@@ -33,7 +33,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use leasehold_backend::{BackendError, WaitTopic, host, limits};
+use leasehold_backend::{BackendError, WaitTopic, limits};
+use leasehold_host as host;
 
 use crate::SqliteBackend;
 

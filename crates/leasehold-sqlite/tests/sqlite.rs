@@ -162,7 +162,7 @@ fn a_stopped_process_holding_the_write_lock_is_named_with_its_state() {
     use std::process::{Command, Stdio};
 
     use leasehold_backend::WriteLock;
-    use leasehold_backend::host::ProcessState;
+    use leasehold_host::ProcessState;
 
     let dir = tempfile::tempdir().unwrap();
     let options = SqliteOptions {

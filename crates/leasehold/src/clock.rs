@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use leasehold_backend::host;
+use leasehold_host as host;
 
 /// The longest a keeper thread (or `deferred`'s) sleeps before it looks at the clock again.
 pub const POLL: Duration = Duration::from_millis(100);

@@ -17,7 +17,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use leasehold_backend::host;
+use leasehold_host as host;
 
 use crate::clock::POLL;
 

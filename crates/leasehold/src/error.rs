@@ -75,7 +75,7 @@ mod tests {
     use std::io;
 
     use leasehold_backend::limits;
-    use leasehold_backend::symlinks::DirError;
+    use leasehold_host::symlinks::DirError;
 
     use super::*;
     use crate::files::FileError;

@@ -27,14 +27,15 @@
 //! another host, from another namespace, with an unreadable start time or a
 //! pid space that is not ours (a container showing the host's `/proc`) is
 //! treated as alive until its TTL runs out. The evidence is read through
-//! `leasehold_backend::host` (docs/PLATFORMS.md: what it rests on per
+//! `leasehold_host` (docs/PLATFORMS.md: what it rests on per
 //! platform); the judgement here is the same everywhere.
 
 use std::io;
 use std::sync::{Arc, Mutex};
 
 use leasehold_backend::mutant::{Mutant, strikes};
-use leasehold_backend::{GuardProcess, Holder, host};
+use leasehold_backend::{GuardProcess, Holder};
+use leasehold_host as host;
 
 use crate::supervise::guard::TREE_GONE_EXIT;
 use rustix::process::Pid;

@@ -81,12 +81,14 @@ pub use leasehold_backend::{
     Backend, BackendError, Capabilities, ErrorKind, FenceRefusal, Grant, GrantId, Held, HistoryEntry, HistoryEvent,
     Holder, LeaseFence, LeaseName, LeaseRelease, LeaseRenew, LeaseState, LostReason, Mode, NameError, QueuedWaiter,
     Remedy, StoreBackup, StoreBackupParams, StoreInfo, StoreKind, Token, TokensBumpParams, TokensBumped, WaitTopic,
-    Watched, WriteLock, host, symlinks,
+    Watched, WriteLock,
 };
 pub use leasehold_backend::{
     ParseError, VALUE_SHOWN_MAX, duration_millis, duration_nanos, escape_hidden, format_duration, format_time,
     hides_or_reorders, later, limits, parse_duration, parse_duration_within, parse_time_within, quoted, shorten,
 };
+pub use leasehold_host as host;
+pub use leasehold_host::symlinks;
 /// The store list: every store, what each can do, and the words of the
 /// messages that list them.
 pub use leasehold_stores as stores;

@@ -274,7 +274,7 @@ impl fmt::Display for LockedBy<'_> {
 
 impl LockedBy<'_> {
     /// The refusal and its remedy, a wait spelled as the caller spells it:
-    /// "… locked by pid 4242. Try again later, or wait with --wait [DUR]".
+    /// "… locked by pid 4242. Try again later, or wait with --wait \[DUR\]".
     #[must_use]
     pub fn with_remedy(&self, spelling: &dyn crate::spelling::Spelling) -> String {
         format!("{self}. {}", crate::spelling::try_again(spelling))

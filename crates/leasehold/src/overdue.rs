@@ -94,7 +94,7 @@ impl fmt::Display for Overdue {
 
 #[cfg(test)]
 mod tests {
-    use leasehold_backend::host::{ProcessReport, ProcessState};
+    use leasehold_host::{ProcessReport, ProcessState};
 
     use super::*;
 

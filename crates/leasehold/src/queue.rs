@@ -12,8 +12,9 @@ use leasehold_backend::{
     Available, BackendError, Claim, ErrorKind, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskBackend,
     TaskClaimParams, TaskCompleteAndClaim, TaskCompleteAndClaimParams, TaskCompleteParams, TaskFail, TaskFailParams,
     TaskHeartbeatParams, TaskId, TaskIdParams, TaskListParams, TaskPage, TaskPurgeParams, TaskRef, TaskRetry,
-    TaskState, TaskStatsParams, TaskUpdate, WaitTopic, host,
+    TaskState, TaskStatsParams, TaskUpdate, WaitTopic,
 };
+use leasehold_host as host;
 
 use crate::{ClaimKeeper, KeeperOptions, Result, Store, identity};
 

@@ -34,7 +34,7 @@ pub trait Spelling {
 }
 
 /// The remedy for a refusal by holders who may leave: try again, or wait
-/// for them ("Try again later, or wait with --wait [DUR]").
+/// for them ("Try again later, or wait with --wait \[DUR\]").
 #[must_use]
 pub fn try_again(spelling: &dyn Spelling) -> String {
     format!("Try again later, or wait with {}", spelling.name(Setting::Wait))

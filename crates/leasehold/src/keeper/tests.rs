@@ -27,7 +27,8 @@ use super::loss::VERDICT;
 use super::*;
 use crate::clock::POLL;
 use leasehold_backend::LeaseName;
-use leasehold_backend::{TaskLost, TaskRef, WriteLock, host};
+use leasehold_backend::{TaskLost, TaskRef, WriteLock};
+use leasehold_host as host;
 use std::sync::Mutex as StdMutex;
 use std::thread;
 

@@ -8,8 +8,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use leasehold_backend::{
-    Backend, BackendError, Remedy, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, host, redact_password,
+    Backend, BackendError, Remedy, StoreKind, StoreLocation, StoreOpenOptions, StoreRegistration, redact_password,
 };
+use leasehold_host as host;
 use leasehold_stores::{EMBEDDED, STORES, one_of};
 
 use super::StoreOptions;

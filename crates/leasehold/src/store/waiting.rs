@@ -33,8 +33,9 @@ use std::time::{Duration, Instant};
 use leasehold_backend::{
     BackendError, Behind, ErrorKind, Grant, Held, Holder, LeaseAcquire, LeaseAcquireParams, LeaseName, Mode,
     QueuedWaiter, Token, WaitTopic, WaiterEnqueueParams, WaiterRefresh, WaiterRefreshParams, WaiterRemoveParams,
-    WaiterTicket, host, limits, rules,
+    WaiterTicket, limits, rules,
 };
+use leasehold_host as host;
 
 use super::{Acquire, AcquireOptions, Store, WAITER_REFRESH, WAITER_TTL};
 use crate::identity::{self, Binding, Vantage};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehold_backend::host::ProcessState;
+use leasehold_host::ProcessState;
 use rustix::process::{Pid, Signal};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;

@@ -34,7 +34,7 @@
 //!    is gone in time even while this process is stopped, swapped out or
 //!    starved. Call it before starting, so the guard knows the window
 //!    before the command runs.
-//! 3. *running* — [`Supervised::start`] hands the guard the command's
+//! 3. *running* — [`Supervised::start_with`] hands the guard the command's
 //!    environment (and, for a slot's run, its stdin, stdout and stderr);
 //!    the command starts in G (its streams as chosen in [`Spec`]). Whoever else may stop the command — a
 //!    stall watcher, a shutdown — stops it through a [`StopHandle`], which

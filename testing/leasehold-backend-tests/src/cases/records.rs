@@ -7,8 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use leasehold_backend::{
     ErrorKind, Expect, RecordChange, RecordKey, RecordListParams, RecordVersion, RecordWrite, RecordWriteParams,
-    StoreTime, host,
+    StoreTime,
 };
+use leasehold_host as host;
 
 use crate::{Case, Harness};
 

@@ -23,7 +23,7 @@ pub struct Finished<L = LostReason> {
     /// The guard died, and processes of the command's tree that had left
     /// its process group may still run where nothing can find them (this
     /// process did not adopt the guard's orphans:
-    /// [`Supervised::adopt_orphans`]). A lease must then not be released.
+    /// [`Supervised::adopt_orphans`](super::Supervised::adopt_orphans)). A lease must then not be released.
     pub tree_may_live: bool,
 }
 
@@ -45,7 +45,7 @@ impl<L> Finished<L> {
     /// How the command ended, in the order that decides it — a stop of
     /// ours, then a start that failed, then its own exit, else a dead
     /// guard: the one reading of the report for every supervisor
-    /// ([`run`](super::run), the worker).
+    /// ([`run`](crate::supervise::run), the worker).
     #[must_use]
     pub fn ending(&self) -> Ending<'_, L> {
         if let Some(stop) = &self.stopped {

@@ -72,7 +72,7 @@ pub struct Supervised<L: Refusal = LostReason> {
 impl<L: Refusal> Supervised<L> {
     /// Start a guard for this one command and wait until it reports the
     /// command's process group (the command's process is forked, leading
-    /// the group, and waits for [`Supervised::start`]).
+    /// the group, and waits for [`Supervised::start_with`]).
     ///
     /// # Errors
     /// [`SuperviseError`] when the guard cannot be started or does not
@@ -239,7 +239,7 @@ impl<L: Refusal> Supervised<L> {
     /// Tie the command to `keeper` (which must keep time on the boot
     /// clock, as the guard does): its loss stops the command, and each
     /// trust window it reports goes to the guard. Call before
-    /// [`Supervised::start`], so the guard knows the window before the
+    /// [`Supervised::start_with`], so the guard knows the window before the
     /// command runs.
     pub fn follow(&self, keeper: &Keeper<L>) {
         let _ = self.under.set(keeper.under());

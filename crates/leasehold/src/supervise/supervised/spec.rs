@@ -18,8 +18,8 @@ pub enum Output {
     /// caller reports), stderr forwarded and its last `stderr_tail` bytes
     /// kept.
     Collect { stdout_limit: usize, stderr_tail: usize },
-    /// stdout and stderr both collected whole ([`Finished::stdout`],
-    /// [`Finished::stderr`]), nothing forwarded: Python's
+    /// stdout and stderr both collected whole ([`Finished::stdout`](super::Finished::stdout),
+    /// [`Finished::stderr`](super::Finished::stderr)), nothing forwarded: Python's
     /// `store.run(capture_output=True)`, as `subprocess.run`'s.
     Capture,
 }
@@ -31,7 +31,7 @@ pub struct Spec {
     pub command: Vec<OsString>,
     /// The guard program ([`GuardProgram::find`] for the default).
     pub guard: GuardProgram,
-    /// SIGTERM to SIGKILL ([`super::Timing::grace`]).
+    /// SIGTERM to SIGKILL ([`crate::supervise::Timing::grace`]).
     pub grace: Duration,
     /// Bytes for the command's stdin (then closed); `None`: inherited.
     pub stdin: Option<Vec<u8>>,

@@ -25,7 +25,7 @@ pub enum Stop<L = LostReason> {
 }
 
 /// Why, in a few words, for a log event (a front end words the outcome
-/// whole: [`super::RunError`]).
+/// whole: [`crate::supervise::RunError`]).
 impl<L: Refusal> std::fmt::Display for Stop<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
