@@ -250,7 +250,7 @@ pub fn lease(app: &App, r: &Request, name: &LeaseName, page: &mut Page) -> Marku
             }
         }
         @match timeline_of(app, name, range) {
-            Err(e) => p.error { "Cannot read the history of " (shown(name.as_str())) ": " (shown(&e)) }
+            Err(e) => p.error { "Cannot read the history of " (shown(name.as_str())) ": " (shown(&e.to_string())) }
             Ok((tl, followed)) => {
                 h2 { "The last " (range_label) }
                 (timeline_section(&tl, followed, false))

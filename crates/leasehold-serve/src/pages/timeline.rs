@@ -27,9 +27,12 @@ pub fn range_of_label(label: &str) -> (&'static str, Duration) {
 
 /// Build the timeline of `name` from the store's history, what `serve`
 /// followed before it, and the grants of the last reading.
-pub fn timeline_of(app: &App, name: &LeaseName, range: Duration) -> Result<(Timeline, usize), String> {
+///
+/// # Errors
+/// The store's, when its history cannot be read.
+pub fn timeline_of(app: &App, name: &LeaseName, range: Duration) -> leasehold::Result<(Timeline, usize)> {
     let snapshot = app.shared.snapshot();
-    let mut entries = app.store.history(name, HISTORY_MAX).map_err(|e| e.to_string())?;
+    let mut entries = app.store.history(name, HISTORY_MAX)?;
     entries.reverse();
     let mut kept = app.shared.kept_before(name, entries.first().map(|e| e.at));
     let followed = kept.len();
@@ -104,7 +107,7 @@ pub fn timeline(app: &App, r: &Request, page: &mut Page) -> Markup {
             @match LeaseName::new(*n) {
                 Err(e) => p.error { "Not a lease name: " (shown(n)) ": " (e.to_string()) }
                 Ok(name) => @match timeline_of(app, &name, range) {
-                    Err(e) => p.error { "Cannot read the history of " (shown(name.as_str())) ": " (shown(&e)) }
+                    Err(e) => p.error { "Cannot read the history of " (shown(name.as_str())) ": " (shown(&e.to_string())) }
                     Ok((tl, followed)) => (timeline_section(&tl, followed, true))
                 }
             }
