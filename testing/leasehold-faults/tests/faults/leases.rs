@@ -547,12 +547,9 @@ fn case07_a_rolled_back_store_reissues_tokens_and_the_fences_refuse_them() {
 /// `leasehold ARGS` with the wall clock shifted by `offset` ("+0" for none):
 /// (exit code, stdout).
 fn faked(sb: &Sandbox, offset: &str, args: &[&str]) -> (i32, String) {
-    let out = sb
-        .cmd_via(&["faketime", "-f", offset], args)
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
+    let mut cmd = sb.cmd(args);
+    leasehold_testkit::faketime::preload(&mut cmd, offset);
+    let out = cmd.stderr(Stdio::piped()).output().unwrap();
     let (code, out, err) = proc::outcome(&out);
     if code != 0 && code != 11 {
         // Neither granted nor held: what it (or faketime) said, for the
