@@ -140,7 +140,7 @@ impl TimingError {
     ///         }
     ///     }
     /// }
-    /// let e = Timing::new(Duration::from_secs(10), None, Some(Duration::from_secs(10)), None).unwrap_err();
+    /// let e = Timing::new(Duration::from_secs(10), None, Some(Duration::from_secs(10))).unwrap_err();
     /// assert!(e.worded(&Flags).ends_with("Raise --ttl, or lower --grace"));
     /// ```
     #[must_use]
