@@ -6,7 +6,6 @@
 //! of the caller's (a [`Remedy`]), it is worded in Python's terms.
 
 use leasehold::lock::LockError;
-use leasehold::spelling::{Setting, Spelling};
 use leasehold::{BackendError, ErrorKind, NameError, Remedy};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -154,25 +153,6 @@ fn python_words(remedy: Remedy) -> String {
         Remedy::AnotherStore => "open another store (lh.Store(url))".into(),
         Remedy::AllowNetworkFs => "pass allow_network_fs=True if you accept the risk".into(),
         _ => remedy.library_words().into(),
-    }
-}
-
-/// Python's spelling of the settings a library message names: the
-/// keyword arguments (`ttl=10s`, `wait=DURATION`).
-pub struct Keywords;
-
-impl Spelling for Keywords {
-    fn name(&self, setting: Setting) -> &'static str {
-        match setting {
-            Setting::Ttl => "ttl=",
-            Setting::Heartbeat => "heartbeat=",
-            Setting::Grace => "grace=",
-            Setting::Wait => "wait=DURATION",
-        }
-    }
-
-    fn with_value(&self, setting: Setting, value: &str) -> String {
-        format!("{}{value}", self.name(setting))
     }
 }
 

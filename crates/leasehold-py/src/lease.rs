@@ -44,7 +44,7 @@ pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyEr
         Wait::No => format!(
             "{}. {}",
             held.refusal(name.as_str(), mode, None),
-            leasehold::spelling::try_again(&errors::Keywords)
+            leasehold::spelling::try_again(&leasehold::spelling::Keywords)
         ),
         Wait::Upto(d) => held.refusal(name.as_str(), mode, Some(d)).to_string(),
         Wait::Forever => held.refusal(name.as_str(), mode, None).to_string(),

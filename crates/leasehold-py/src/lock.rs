@@ -198,7 +198,7 @@ fn held_error(path: &std::path::Path, holders: &Holders, wait: &Wait) -> PyErr {
         waited: !matches!(wait, Wait::No),
     };
     let message = match wait {
-        Wait::No => locked.with_remedy(&errors::Keywords),
+        Wait::No => locked.with_remedy(&leasehold::spelling::Keywords),
         _ => locked.to_string(),
     };
     let mode = match holders {

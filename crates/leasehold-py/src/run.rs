@@ -74,8 +74,8 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: &RunArgs) -> PyRe
         return Err(errors::invalid("argv is empty: give the command and its arguments"));
     }
     check_cwd(args.cwd.as_deref())?;
-    let timing =
-        Timing::new(args.ttl, args.heartbeat, args.grace).map_err(|e| errors::invalid(e.worded(&errors::Keywords)))?;
+    let timing = Timing::new(args.ttl, args.heartbeat, args.grace)
+        .map_err(|e| errors::invalid(e.worded(&leasehold::spelling::Keywords)))?;
     let grace = timing.grace;
     let mut spec = Spec::watched(
         args.argv.clone(),

@@ -33,6 +33,40 @@ pub trait Spelling {
     }
 }
 
+/// The command line's spelling: its flags (`--ttl 10s`, `--wait [DUR]`).
+#[derive(Debug, Clone, Copy)]
+pub struct Flags;
+
+impl Spelling for Flags {
+    fn name(&self, setting: Setting) -> &'static str {
+        match setting {
+            Setting::Ttl => "--ttl",
+            Setting::Heartbeat => "--heartbeat",
+            Setting::Grace => "--grace",
+            Setting::Wait => "--wait [DUR]",
+        }
+    }
+}
+
+/// Python's spelling: the keyword arguments (`ttl=10s`, `wait=DURATION`).
+#[derive(Debug, Clone, Copy)]
+pub struct Keywords;
+
+impl Spelling for Keywords {
+    fn name(&self, setting: Setting) -> &'static str {
+        match setting {
+            Setting::Ttl => "ttl=",
+            Setting::Heartbeat => "heartbeat=",
+            Setting::Grace => "grace=",
+            Setting::Wait => "wait=DURATION",
+        }
+    }
+
+    fn with_value(&self, setting: Setting, value: &str) -> String {
+        format!("{}{value}", self.name(setting))
+    }
+}
+
 /// The remedy for a refusal by holders who may leave: try again, or wait
 /// for them ("Try again later, or wait with --wait \[DUR\]").
 #[must_use]

@@ -63,7 +63,7 @@ pub fn run(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
                 holders: &holders,
                 waited: args.wait.wait.is_some(),
             };
-            let err = CliError::new(ExitCode::Held, locked.with_remedy(&crate::commands::Flags));
+            let err = CliError::new(ExitCode::Held, locked.with_remedy(&leasehold::spelling::Flags));
             return Ok(crate::commands::refuse(ctx, details, &err));
         }
     };

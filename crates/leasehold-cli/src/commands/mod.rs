@@ -19,7 +19,7 @@ mod work;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use leasehold::spelling::{Setting, Spelling};
+use leasehold::spelling::Flags;
 use leasehold::supervise::{GuardProgram, Timing};
 use leasehold::{Store, StoreOptions, StoreUrl, json};
 use serde::Serialize;
@@ -157,18 +157,4 @@ pub fn guard_program() -> anyhow::Result<GuardProgram> {
 /// in time is a usage error naming the flags.
 pub fn timing(ttl: Duration, heartbeat: Option<Duration>, grace: Option<Duration>) -> anyhow::Result<Timing> {
     Timing::new(ttl, heartbeat, grace).map_err(|e| CliError::new(ExitCode::Usage, e.worded(&Flags)).into())
-}
-
-/// The CLI's spelling of the settings a library message names: its flags.
-pub struct Flags;
-
-impl Spelling for Flags {
-    fn name(&self, setting: Setting) -> &'static str {
-        match setting {
-            Setting::Ttl => "--ttl",
-            Setting::Heartbeat => "--heartbeat",
-            Setting::Grace => "--grace",
-            Setting::Wait => "--wait [DUR]",
-        }
-    }
 }

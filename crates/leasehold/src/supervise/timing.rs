@@ -127,19 +127,8 @@ impl TimingError {
     /// # Examples
     /// ```
     /// use std::time::Duration;
-    /// use leasehold::spelling::{Setting, Spelling};
+    /// use leasehold::spelling::Flags;
     /// use leasehold::supervise::Timing;
-    /// struct Flags;
-    /// impl Spelling for Flags {
-    ///     fn name(&self, setting: Setting) -> &'static str {
-    ///         match setting {
-    ///             Setting::Ttl => "--ttl",
-    ///             Setting::Heartbeat => "--heartbeat",
-    ///             Setting::Grace => "--grace",
-    ///             Setting::Wait => "--wait [DUR]",
-    ///         }
-    ///     }
-    /// }
     /// let e = Timing::new(Duration::from_secs(10), None, Some(Duration::from_secs(10))).unwrap_err();
     /// assert!(e.worded(&Flags).ends_with("Raise --ttl, or lower --grace"));
     /// ```
@@ -254,6 +243,7 @@ impl fmt::Display for Timing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spelling::Flags;
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -305,18 +295,6 @@ mod tests {
         for secs in [10, 60, 3600] {
             let t = Timing::new(Duration::from_secs(secs), None, None).unwrap();
             assert_eq!(t.keeper.heartbeat, Some(Duration::from_secs(secs) / 3), "{t}");
-        }
-    }
-
-    struct Flags;
-    impl Spelling for Flags {
-        fn name(&self, setting: Setting) -> &'static str {
-            match setting {
-                Setting::Ttl => "--ttl",
-                Setting::Heartbeat => "--heartbeat",
-                Setting::Grace => "--grace",
-                Setting::Wait => "--wait [DUR]",
-            }
         }
     }
 

@@ -22,7 +22,7 @@ use crate::run::CliError;
 /// to one who just waited would be advice already taken.
 pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, waited: Option<Duration>) -> CliError {
     let next = match waited {
-        None => leasehold::spelling::try_again(&crate::commands::Flags),
+        None => leasehold::spelling::try_again(&leasehold::spelling::Flags),
         Some(_) => "Try again later, or wait longer (--wait forever waits as long as it takes)".into(),
     };
     CliError::new(
