@@ -8,6 +8,12 @@
   var received = performance.now();
   var fetching = false;
   var again = false;
+  // A refresh that failed (its connection refused or closed under load, the
+  // server restarting) is tried again — 1 s, 2 s, 4 s, then every 10 s —
+  // until one arrives: the change it was for sends no second event, so
+  // without this the page would show the old state until the next change.
+  var failures = 0;
+  var retry = null;
 
   // Time left as the server reported it when the fragment arrived, less
   // what this page's monotonic clock says has passed since: the browser's
@@ -52,14 +58,20 @@
     });
   }
 
+  function showLive() { live.textContent = "● live"; live.className = ""; }
+  function showReconnecting() { live.textContent = "● reconnecting"; live.className = "off"; }
+
   function refresh() {
     if (fetching) { again = true; return; }
+    if (retry !== null) { clearTimeout(retry); retry = null; }
     fetching = true;
     var url = new URL(window.location.href);
     url.searchParams.set("partial", "1");
     fetch(url.toString(), { credentials: "same-origin", cache: "no-store" })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
       .then(function (html) {
+        failures = 0;
+        if (source && source.readyState === EventSource.OPEN) showLive();
         // Keep what the user is typing in a filter box.
         var active = document.activeElement;
         if (active && active.form && main.contains(active)) return;
@@ -71,7 +83,11 @@
         tick();
         showNow();
       })
-      .catch(function () { live.textContent = "● reconnecting"; })
+      .catch(function () {
+        showReconnecting();
+        failures += 1;
+        if (!document.hidden) retry = setTimeout(refresh, Math.min(10000, 1000 * Math.pow(2, failures - 1)));
+      })
       .then(function () {
         fetching = false;
         if (again) { again = false; refresh(); }
@@ -81,11 +97,12 @@
   function connect() {
     if (source || document.hidden) return;
     source = new EventSource("/events");
-    source.addEventListener("hello", function () { live.textContent = "● live"; live.className = ""; });
+    // A stream (re)connected: what changed while there was none sent no
+    // event, so fetch the present once.
+    source.addEventListener("hello", function () { if (failures === 0) showLive(); refresh(); });
     source.addEventListener("change", function () { refresh(); });
     source.onerror = function () {
-      live.textContent = "● reconnecting";
-      live.className = "off";
+      showReconnecting();
       // Refused (every stream place taken, 503) or not a stream: the
       // browser gives up on it; try again as the server's Retry-After says.
       if (source.readyState === EventSource.CLOSED) {

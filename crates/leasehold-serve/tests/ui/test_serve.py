@@ -45,8 +45,8 @@ class Env:
         self.procs.append(p)
         return p
 
-    def serve(self, *args):
-        p = self.spawn("serve", "--listen", "127.0.0.1:0", "--refresh", "250ms", *args)
+    def serve(self, *args, listen="127.0.0.1:0"):
+        p = self.spawn("serve", "--listen", listen, "--refresh", "250ms", *args)
         line = p.stderr.readline()
         m = re.search(r"http://([^/]+)/", line)
         assert m, line
@@ -801,3 +801,64 @@ def test_a_tab_refused_an_event_stream_goes_live_when_one_frees(env):
     finally:
         for s in held:
             s.close()
+
+
+def test_a_refresh_lost_is_tried_again(env):
+    """What must never happen: the page shows an old state as live. A
+    change sends one event and the page one fetch; when that fetch is lost
+    (its connection closed under load — the slow-clients test above lost
+    one in CI — or the server restarting) no second event comes, so the page
+    must try again by itself: it says it is reconnecting meanwhile and shows
+    the change without another one."""
+    env.run("acquire", "first-job", "--ttl", "5m")
+    base = env.serve()
+    with sync_playwright() as p:
+        browser = chromium(p)
+        page = browser.new_page()
+        page.goto(base + "/")
+        page.wait_for_selector("a.name:has-text('first-job')")
+        wait_for(lambda: page.locator("#live").text_content() == "● live")
+        lost = []
+
+        def lose_two(route):
+            if len(lost) < 2:
+                lost.append(route.request.url)
+                route.abort()
+            else:
+                route.continue_()
+
+        page.route(re.compile(r".*[?&]partial=1.*"), lose_two)
+        env.run("acquire", "second-job", "--ttl", "5m")
+        wait_for(lambda: "reconnecting" in page.locator("#live").text_content())
+        assert page.locator("a.name:has-text('second-job')").count() == 0
+        # Tried again 1 s and 2 s after: the third fetch arrives.
+        page.wait_for_selector("a.name:has-text('second-job')", timeout=15_000)
+        assert len(lost) == 2, lost
+        wait_for(lambda: page.locator("#live").text_content() == "● live")
+        browser.close()
+
+
+def test_a_change_made_while_the_stream_was_down_shows_when_it_returns(env):
+    """serve restarted on the same address while a lease was taken: the
+    new serve has nothing to announce (it read the store as it found it),
+    so the tab's stream, reconnected, must fetch the present at once rather
+    than show the state from before the restart as live."""
+    env.run("acquire", "first-job", "--ttl", "5m")
+    base = env.serve()
+    with sync_playwright() as p:
+        browser = chromium(p)
+        page = browser.new_page()
+        page.goto(base + "/")
+        page.wait_for_selector("a.name:has-text('first-job')")
+        wait_for(lambda: page.locator("#live").text_content() == "● live")
+        first = env.procs[-1]
+        first.send_signal(signal.SIGTERM)
+        first.wait(10)
+        wait_for(lambda: "reconnecting" in page.locator("#live").text_content())
+        env.run("acquire", "second-job", "--ttl", "5m")
+        again = env.serve(listen=base.removeprefix("http://"))
+        assert again == base, (again, base)
+        # EventSource retries after the 2 s the stream asked for.
+        page.wait_for_selector("a.name:has-text('second-job')", timeout=15_000)
+        wait_for(lambda: page.locator("#live").text_content() == "● live")
+        browser.close()
