@@ -803,6 +803,17 @@ def test_a_tab_refused_an_event_stream_goes_live_when_one_frees(env):
             s.close()
 
 
+def live_page(p, base, showing):
+    """A browser on serve's page at `base`, showing the lease `showing`,
+    its event stream live."""
+    browser = chromium(p)
+    page = browser.new_page()
+    page.goto(base + "/")
+    page.wait_for_selector(f"a.name:has-text('{showing}')")
+    wait_for(lambda: page.locator("#live").text_content() == "● live")
+    return browser, page
+
+
 def test_a_refresh_lost_is_tried_again(env):
     """What must never happen: the page shows an old state as live. A
     change sends one event and the page one fetch; when that fetch is lost
@@ -813,11 +824,7 @@ def test_a_refresh_lost_is_tried_again(env):
     env.run("acquire", "first-job", "--ttl", "5m")
     base = env.serve()
     with sync_playwright() as p:
-        browser = chromium(p)
-        page = browser.new_page()
-        page.goto(base + "/")
-        page.wait_for_selector("a.name:has-text('first-job')")
-        wait_for(lambda: page.locator("#live").text_content() == "● live")
+        browser, page = live_page(p, base, "first-job")
         lost = []
 
         def lose_two(route):
@@ -846,11 +853,7 @@ def test_a_change_made_while_the_stream_was_down_shows_when_it_returns(env):
     env.run("acquire", "first-job", "--ttl", "5m")
     base = env.serve()
     with sync_playwright() as p:
-        browser = chromium(p)
-        page = browser.new_page()
-        page.goto(base + "/")
-        page.wait_for_selector("a.name:has-text('first-job')")
-        wait_for(lambda: page.locator("#live").text_content() == "● live")
+        browser, page = live_page(p, base, "first-job")
         first = env.procs[-1]
         first.send_signal(signal.SIGTERM)
         first.wait(10)
