@@ -286,8 +286,16 @@ fn a_lock_file_it_created_records_its_exclusive_holder() {
     );
     signal(holder.id(), "KILL");
     finish(holder, LIMIT);
-    // A shared holder leaves it; the next exclusive one writes itself.
-    assert_eq!(env.run(&lock_args("app.lock", &["--shared"], "true")).0, 0);
+    // A shared holder leaves it; the next exclusive one writes itself. It
+    // waits: a kill that came before `sh` exec'd `sleep` leaves `touch`
+    // (which inherited the descriptor) holding the lock for as long as it
+    // still runs — on a loaded machine, after the holder was reaped (a CI
+    // run found it held, exit 11).
+    assert_eq!(
+        env.run(&lock_args("app.lock", &["--shared", "--wait", "10s"], "true"))
+            .0,
+        0
+    );
     let (code, _, err) = env.run(&lock_args("app.lock", &[], "echo $$ > me"));
     assert_eq!(code, 0, "{err}");
     let me = env.pids("me")[0];
