@@ -73,6 +73,28 @@ impl ErrorKind {
         }
     }
 
+    /// The error class the language packages raise for this kind — the
+    /// Python package's exceptions and the Node.js package's errors share
+    /// these names (`pyleasehold.StoreUnavailable`, `leasehold.StoreUnavailable`).
+    #[must_use]
+    pub fn class_name(self) -> &'static str {
+        match self {
+            ErrorKind::Held => "Held",
+            ErrorKind::Lost => "LeaseLost",
+            ErrorKind::Stale => "StaleToken",
+            ErrorKind::Busy => "StoreBusy",
+            ErrorKind::Unavailable => "StoreUnavailable",
+            ErrorKind::Corrupt => "BadData",
+            ErrorKind::DiskFull => "DiskFull",
+            ErrorKind::ReadOnly => "ReadOnly",
+            ErrorKind::Permission => "PermissionDenied",
+            ErrorKind::Auth => "AuthFailed",
+            ErrorKind::Unsupported => "Unsupported",
+            ErrorKind::InvalidInput => "InvalidInput",
+            ErrorKind::Failed => "Failed",
+        }
+    }
+
     /// Whether the same call may succeed later unchanged (the store may come
     /// back, the lock be let go): busy and unavailable.
     #[must_use]

@@ -488,6 +488,23 @@ pub enum LeaseFence {
     },
 }
 
+impl LeaseFence {
+    /// The one wording of a refusal of `token` of `name` — what the
+    /// language packages raise (`StaleToken`) — or `None` when it passed.
+    #[must_use]
+    pub fn refusal(&self, name: &LeaseName, token: Token) -> Option<String> {
+        let LeaseFence::Refused { newest, reason } = self else {
+            return None;
+        };
+        let newest = newest
+            .map(|n| format!(" (the newest token is {n})"))
+            .unwrap_or_default();
+        Some(format!(
+            "token {token} of {name} is stale: {reason}{newest}; stop writing — the holder of a newer token may be writing"
+        ))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FenceRefusal {

@@ -50,39 +50,17 @@ pub fn opt_duration(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Op
     value.filter(|v| !v.is_none()).map(|v| duration(v, what)).transpose()
 }
 
-/// How long to wait for something held: not at all, up to a limit, or
-/// for as long as it takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    No,
-    Upto(Duration),
-    Forever,
-}
+pub use leasehold::Wait;
 
-impl Wait {
-    /// `None` or `False`: no wait; `True`: forever; else a duration.
-    pub fn from_py(value: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
-        let Some(value) = value.filter(|v| !v.is_none()) else {
-            return Ok(Wait::No);
-        };
-        if let Ok(flag) = value.cast::<PyBool>() {
-            return Ok(if flag.is_true() { Wait::Forever } else { Wait::No });
-        }
-        Ok(Wait::Upto(duration(value, "wait")?))
+/// `wait=`: `None` or `False` no wait; `True` forever; else a duration.
+pub fn wait(value: Option<&Bound<'_, PyAny>>) -> PyResult<Wait> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(Wait::No);
+    };
+    if let Ok(flag) = value.cast::<PyBool>() {
+        return Ok(if flag.is_true() { Wait::Forever } else { Wait::No });
     }
-
-    /// As the library takes it: `None` no wait, `Some(None)` forever.
-    #[allow(
-        clippy::option_option,
-        reason = "the library's waits (LeaseRun::wait, acquire_wait) are spelled so"
-    )]
-    pub fn timeout(self) -> Option<Option<Duration>> {
-        match self {
-            Wait::No => None,
-            Wait::Upto(d) => Some(Some(d)),
-            Wait::Forever => Some(None),
-        }
-    }
+    Ok(Wait::Upto(duration(value, "wait")?))
 }
 
 /// `shared=False` (exclusive), `True` (shared, no limit) or `N` (one of

@@ -1,5 +1,6 @@
 //! Failures as Python exceptions: one class per [`ErrorKind`], in one
-//! place ([`class_of`]). The classes themselves are defined in Python
+//! place ([`ErrorKind::class_name`], the library's, which the Node.js
+//! package's errors share). The classes themselves are defined in Python
 //! (`leasehold/_errors.py`), where a class can also be a `ValueError` and
 //! carry its docstring; this module only picks the class and words the
 //! message. Messages are the library's; where the next step is an option
@@ -10,25 +11,6 @@ use leasehold::{BackendError, ErrorKind, NameError, Remedy};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
-
-/// The exception class for `kind`, as named in `leasehold/_errors.py`.
-fn class_of(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Held => "Held",
-        ErrorKind::Lost => "LeaseLost",
-        ErrorKind::Stale => "StaleToken",
-        ErrorKind::Busy => "StoreBusy",
-        ErrorKind::Unavailable => "StoreUnavailable",
-        ErrorKind::Corrupt => "BadData",
-        ErrorKind::DiskFull => "DiskFull",
-        ErrorKind::ReadOnly => "ReadOnly",
-        ErrorKind::Permission => "PermissionDenied",
-        ErrorKind::Auth => "AuthFailed",
-        ErrorKind::Unsupported => "Unsupported",
-        ErrorKind::InvalidInput => "InvalidInput",
-        _ => "Failed",
-    }
-}
 
 /// Exceptions that are not an [`ErrorKind`]: refusals the CLI reports
 /// with exit codes of their own.
@@ -134,7 +116,7 @@ pub fn run(error: &leasehold::supervise::RunError) -> PyErr {
 
 /// An exception of the class of `kind`.
 pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> PyErr {
-    new(class_of(kind), message.into())
+    new(kind.class_name(), message.into())
 }
 
 /// One of the exceptions that are not a kind.

@@ -61,20 +61,7 @@ pub(crate) fn keeper_options(
     heartbeat: Option<Duration>,
     margin: Option<Duration>,
 ) -> PyResult<KeeperOptions> {
-    let mut keep = KeeperOptions::new(ttl);
-    keep.heartbeat = heartbeat;
-    if let Some(margin) = margin {
-        keep.margin = margin;
-    }
-    if let Some(problem) = keep.problem() {
-        return Err(errors::invalid(format!(
-            "cannot keep a grant with ttl={}, heartbeat={}, margin={}: {problem}",
-            leasehold::format_duration(keep.ttl),
-            leasehold::format_duration(keep.heartbeat.unwrap_or(keep.ttl / 3)),
-            leasehold::format_duration(keep.margin)
-        )));
-    }
-    Ok(keep)
+    KeeperOptions::checked(ttl, heartbeat, margin).map_err(errors::invalid)
 }
 
 /// `on_lost`: a callable, or `"interrupt"` (whose callable
@@ -100,12 +87,7 @@ pub fn on_lost_handler(value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
 
 /// The `LeaseLost` of a lost hold. `what` names it: "lease NAME (token T)".
 pub fn lost_error<L: std::fmt::Display>(what: &str, loss: &Loss<L>) -> PyErr {
-    errors::of_kind(
-        leasehold::ErrorKind::Lost,
-        format!(
-            "{what} was lost: {loss}. Stop using it: what it protects may be someone else's now (a new holder has a newer token)"
-        ),
-    )
+    errors::of_kind(leasehold::ErrorKind::Lost, loss.told(what))
 }
 
 /// The `LeaseLost` of a use, in a forked child, of its parent's `what`.

@@ -22,10 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use leasehold::files::Fence;
-use leasehold::{
-    AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LeaseRelease, Loss, Mode,
-    host,
-};
+use leasehold::{AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, Mode, host};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt as _;
 
@@ -33,22 +30,14 @@ use crate::background::Background;
 use crate::convert::{self, Wait};
 use crate::errors::{self, HolderFacts, OrRaise as _};
 use crate::fork::{Forked, Local};
-use crate::hold::{HoldOptions, forked_error, keeper_options, lost_error, notify, told_lost};
+use crate::hold::{HoldOptions, forked_error, keeper_options, notify, told_lost};
 use crate::store::Store;
 
 /// `Held`, naming the holders (and how long it waited), and the shared
 /// limit when that is what keeps an acquirer of `mode` out; the same facts
 /// as attributes (`holders`, `waiters`).
 pub fn held_error(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> PyErr {
-    let message = match wait {
-        Wait::No => format!(
-            "{}. {}",
-            held.refusal(name.as_str(), mode, None),
-            leasehold::spelling::try_again(&leasehold::spelling::Keywords)
-        ),
-        Wait::Upto(d) => held.refusal(name.as_str(), mode, Some(d)).to_string(),
-        Wait::Forever => held.refusal(name.as_str(), mode, None).to_string(),
-    };
+    let message = wait.refusal(held, name.as_str(), mode, &leasehold::spelling::Keywords);
     let now = std::time::SystemTime::now();
     let holders: Vec<HolderFacts> = held
         .grants
@@ -123,23 +112,17 @@ pub struct Lease {
     inner: Mutex<Inner>,
 }
 
-/// What a release did: the loss the keeper saw, and the store's answer
-/// (`None`: not asked, the store had already refused a renewal).
+/// A release's grant, and how it ended.
 struct Released {
     grant: Grant,
-    loss: Option<Loss>,
-    answer: Option<leasehold::Result<LeaseRelease>>,
+    ended: leasehold::Released,
 }
 
 /// Stop the keeper and release, unless the store already refused a
-/// renewal. Blocking: call it without the GIL.
+/// renewal (`leasehold::release_kept`). Blocking: call it without the GIL.
 fn release_hold(Hold { store, grant, keeper }: Hold) -> Released {
-    let loss = keeper.stop();
-    let answer = match loss {
-        Some(Loss::Refused(_)) => None,
-        _ => Some(store.release(&grant)),
-    };
-    Released { grant, loss, answer }
+    let ended = leasehold::release_kept(&store, &grant, keeper);
+    Released { grant, ended }
 }
 
 /// Why a call cannot be made in the lease's state: worded while the state
@@ -179,10 +162,6 @@ impl Lease {
         self.inner.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn what(&self, grant: &Grant) -> String {
-        format!("lease {} (token {})", self.name, grant.token)
-    }
-
     fn raise(&self, refusal: Refusal) -> PyErr {
         match refusal {
             Refusal::Invalid(message) => errors::invalid(message),
@@ -205,7 +184,7 @@ impl Lease {
             )),
             Now::Busy(what, grant) => Refusal::Invalid(format!(
                 "{} is being {what} by another thread: {doing} it once that has returned",
-                self.what(grant)
+                leasehold::described(grant)
             )),
             Now::Idle => match &inner.ended {
                 None => Refusal::Invalid(format!(
@@ -215,7 +194,7 @@ impl Lease {
                 )),
                 Some((grant, ending)) => Refusal::Invalid(format!(
                     "{} was already released{}: there is nothing to {doing} (acquire it again for a new grant)",
-                    self.what(grant),
+                    leasehold::described(grant),
                     match ending {
                         Ending::Released => String::new(),
                         Ending::Lost(message) => format!(" (it had been lost: {message})"),
@@ -241,7 +220,7 @@ impl Lease {
                     Err(forked) => Refusal::Forked(forked),
                     Ok(hold) => Refusal::Invalid(format!(
                         "{} is already held through this object: release it before acquiring it again",
-                        self.what(&hold.grant)
+                        leasehold::described(&hold.grant)
                     )),
                 }),
                 Now::Acquiring => Some(Refusal::Invalid(format!(
@@ -250,7 +229,7 @@ impl Lease {
                 ))),
                 Now::Busy(what, grant) => Some(Refusal::Invalid(format!(
                     "{} is held through this object and being {what} by another thread: release it before acquiring it again",
-                    self.what(grant)
+                    leasehold::described(grant)
                 ))),
             }
         };
@@ -301,7 +280,7 @@ impl Lease {
                 return Err(errors::library(&e));
             }
         };
-        notify(py, &keeper, self.what(&grant), self.on_lost.as_ref());
+        notify(py, &keeper, leasehold::described(&grant), self.on_lost.as_ref());
         self.inner(py).now = Now::Held(Local::new(Hold { store, grant, keeper }));
         Ok(())
     }
@@ -359,27 +338,17 @@ impl Lease {
     /// under it may have overlapped a newer holder), the store's error
     /// when the release failed.
     fn end_release(&self, py: Python<'_>, released: Released) -> PyResult<()> {
-        let Released { grant, loss, answer } = released;
-        let what = self.what(&grant);
-        let (ending, result) = match (&loss, answer) {
-            (Some(loss), _) => {
-                let e = lost_error(&what, loss);
-                (Ending::Lost(message_of(py, &e)), Err(e))
-            }
-            (None, Some(Ok(LeaseRelease::Lost(reason)))) => {
-                let message = format!(
-                    "{what} was already gone when released: {reason}; what was done under it may have overlapped a newer holder"
-                );
-                (
-                    Ending::Lost(message.clone()),
-                    Err(errors::of_kind(leasehold::ErrorKind::Lost, message)),
-                )
-            }
-            (None, Some(Err(e))) => {
+        let Released { grant, ended } = released;
+        let (ending, result) = match ended {
+            leasehold::Released::Released => (Ending::Released, Ok(())),
+            leasehold::Released::Lost(message) => (
+                Ending::Lost(message.clone()),
+                Err(errors::of_kind(leasehold::ErrorKind::Lost, message)),
+            ),
+            leasehold::Released::Failed(e) => {
                 let e = errors::library(&e);
                 (Ending::ReleaseFailed(message_of(py, &e)), Err(e))
             }
-            (None, _) => (Ending::Released, Ok(())),
         };
         let mut inner = self.inner(py);
         inner.now = Now::Idle;
@@ -422,7 +391,7 @@ impl Lease {
             let renewed = hold.keeper.renew_now(new);
             (hold, renewed)
         });
-        let what = self.what(&hold.grant);
+        let what = leasehold::described(&hold.grant);
         {
             let mut inner = self.inner(py);
             inner.now = Now::Held(Local::new(hold));
@@ -551,11 +520,11 @@ impl Lease {
             let inner = self.inner(py);
             match &inner.now {
                 Now::Held(local) => match local.get() {
-                    Ok(hold) => Ok((hold.keeper.handle(), self.what(&hold.grant))),
+                    Ok(hold) => Ok((hold.keeper.handle(), leasehold::described(&hold.grant))),
                     Err(forked) => Err(Refusal::Forked(forked)),
                 },
                 Now::Busy("renewed", grant) => match &inner.renewing {
-                    Some(handle) => Ok((handle.clone(), self.what(grant))),
+                    Some(handle) => Ok((handle.clone(), leasehold::described(grant))),
                     None => return Ok(()),
                 },
                 Now::Idle => match &inner.ended {

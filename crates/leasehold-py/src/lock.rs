@@ -59,7 +59,7 @@ pub fn lock_path(
         allow_network_fs,
         dir,
     };
-    let wait = Wait::from_py(wait)?;
+    let wait = convert::wait(wait)?;
     let outcome = match wait.timeout() {
         None => crate::exiting::detach(py, || lock::try_lock(&path, options)),
         Some(timeout) => {
@@ -128,7 +128,7 @@ pub fn alock<'py>(
         allow_network_fs,
         dir,
     };
-    let wait = Wait::from_py(wait)?;
+    let wait = convert::wait(wait)?;
     if let Some(Some(timeout)) = wait.timeout() {
         // Refused as `lock` refuses it, free or not.
         leasehold::limits::WAIT

@@ -259,7 +259,7 @@ impl Queue {
         on_lost: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Task> {
         let hold = HoldOptions::from_py(ttl, owner, heartbeat, margin, on_lost)?;
-        self.claim_next(py, &hold, Wait::from_py(wait)?)?
+        self.claim_next(py, &hold, convert::wait(wait)?)?
             .ok_or_else(|| nothing_to_claim(&self.name))
     }
 
@@ -284,7 +284,7 @@ impl Queue {
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let hold = HoldOptions::from_py(ttl, owner, heartbeat, margin, on_lost)?;
-        let wait = Wait::from_py(wait)?;
+        let wait = convert::wait(wait)?;
         let queue = slf.clone().unbind();
         crate::aio::pending(slf.py(), move |py| {
             let this = queue.get();

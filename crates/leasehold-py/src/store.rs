@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasehold::{LeaseFence, StoreOptions, StoreUrl};
+use leasehold::{ChosenUrlError, StoreOptions, StoreUrl};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt as _;
 use pyo3::types::{PyList, PyString};
@@ -12,9 +12,6 @@ use pyo3::types::{PyList, PyString};
 use crate::convert;
 use crate::errors::{self, OrRaise as _};
 use crate::fork::Local;
-
-/// The environment variable the CLI reads its store from, read here too.
-const STORE_VAR: &str = "LEASEHOLD_STORE";
 
 /// An open leasehold store — where leases, their fencing tokens and task
 /// queues are kept.
@@ -77,66 +74,17 @@ impl Store {
     }
 
     /// The URL to open: the one given (a `pathlib.Path` means a SQLite
-    /// file), else `$LEASEHOLD_STORE`, else the embedded default. A str is
-    /// a URL, as the CLI's `--store` takes it: a str without a scheme is
-    /// refused rather than taken for a file name (`"localhost:5432"` must
-    /// not become a SQLite file in the current directory).
+    /// file), else the library's choice ([`StoreUrl::chosen`]).
     fn url_of(url: Option<&Bound<'_, PyAny>>) -> PyResult<StoreUrl> {
-        match url.filter(|u| !u.is_none()) {
-            Some(url) if url.is_instance_of::<PyString>() => {
-                let text = url.extract::<String>()?;
-                if !text.contains("://") {
-                    // Not shown: a mistyped URL may hold a password.
-                    return Err(errors::invalid(no_scheme()));
-                }
-                no_sqlite_query(&text)?;
-                StoreUrl::parse(&text).or_raise()
-            }
-            Some(path) => Ok(StoreUrl::sqlite(convert::path(path)?)),
-            None => match std::env::var(STORE_VAR).ok().filter(|v| !v.is_empty()) {
-                Some(url) => {
-                    no_sqlite_query(&url)?;
-                    StoreUrl::parse(&url).or_raise()
-                }
-                None => StoreUrl::default_location().or_raise(),
-            },
-        }
-    }
-}
-
-/// What a str without a scheme should have been, from the store list: the
-/// embedded store's path, or any other store's URL.
-fn no_scheme() -> String {
-    use leasehold::stores::{EMBEDDED, STORES, one_of};
-    let urls = one_of(
-        STORES
-            .iter()
-            .filter(|s| !s.kind.local_file)
-            .map(|s| s.kind.example.to_owned()),
-    );
-    format!(
-        "the store URL has no scheme (no \"://\"): write {}:///PATH (or pass pathlib.Path(PATH)) for {}, \
-         or a URL such as {urls}; or None for $LEASEHOLD_STORE, else the embedded store",
-        EMBEDDED.kind.schemes[0], EMBEDDED.kind.name
-    )
-}
-
-/// A `sqlite://` URL takes no query string: `sqlite:///x.db?mode=ro`
-/// made a file named `x.db?mode=ro`. Refused, naming what to do (a path
-/// with a `?` in it goes as a `pathlib.Path`).
-fn no_sqlite_query(url: &str) -> PyResult<()> {
-    let Some(rest) = url.strip_prefix("sqlite://") else {
-        return Ok(());
-    };
-    match rest.find(['?', '#']) {
-        None => Ok(()),
-        Some(at) => Err(errors::invalid(format!(
-            "the SQLite store URL {url:?} has a query string or fragment ({:?}), which SQLite URLs do not take: \
-             the store would be a file named {:?}. Drop it (sqlite:///PATH); for a file whose name holds \
-             '?' or '#', pass pathlib.Path(PATH)",
-            &rest[at..],
-            rest
-        ))),
+        let text = match url.filter(|u| !u.is_none()) {
+            Some(url) if url.is_instance_of::<PyString>() => Some(url.extract::<String>()?),
+            Some(path) => return Ok(StoreUrl::sqlite(convert::path(path)?)),
+            None => None,
+        };
+        StoreUrl::chosen(text.as_deref(), "pass pathlib.Path(PATH)").map_err(|e| match e {
+            ChosenUrlError::Refused(message) => errors::invalid(message),
+            ChosenUrlError::Store(e) => errors::backend(&e),
+        })
     }
 }
 
@@ -225,7 +173,7 @@ impl Store {
             slf.clone().unbind(),
             convert::lease_name(name)?,
             convert::mode(shared)?,
-            convert::Wait::from_py(wait)?,
+            convert::wait(wait)?,
             hold,
         ))
     }
@@ -259,7 +207,7 @@ impl Store {
         }
         let wait = match wait {
             None => convert::Wait::Forever,
-            Some(wait) => convert::Wait::from_py(Some(wait))?,
+            Some(wait) => convert::wait(Some(wait))?,
         };
         let on_lost = on_lost
             .filter(|v| !v.is_none())
@@ -336,7 +284,7 @@ impl Store {
             ttl: convert::opt_duration(ttl, "ttl")?.unwrap_or(crate::hold::DEFAULT_TTL),
             heartbeat: convert::opt_duration(heartbeat, "heartbeat")?,
             grace: convert::opt_duration(grace, "grace")?,
-            wait: convert::Wait::from_py(wait)?,
+            wait: convert::wait(wait)?,
             mode: convert::mode(shared)?,
             owner,
             stall: convert::opt_duration(stall_timeout, "stall_timeout")?,
@@ -430,17 +378,9 @@ impl Store {
             let name = name.clone();
             crate::exiting::detach(py, move || store.fence(&name, fence)).or_raise()?
         };
-        match fenced {
-            LeaseFence::Passed(_) => Ok(()),
-            LeaseFence::Refused { newest, reason } => Err(errors::of_kind(
-                leasehold::ErrorKind::Stale,
-                format!(
-                    "token {token} of {name} is stale: {reason}{}; stop writing — the holder of a newer token may be writing",
-                    newest
-                        .map(|n| format!(" (the newest token is {n})"))
-                        .unwrap_or_default()
-                ),
-            )),
+        match fenced.refusal(&name, token) {
+            None => Ok(()),
+            Some(refusal) => Err(errors::of_kind(leasehold::ErrorKind::Stale, refusal)),
         }
     }
 }

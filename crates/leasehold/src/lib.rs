@@ -60,6 +60,7 @@ mod store;
 pub mod supervise;
 pub mod telemetry;
 pub mod timeline;
+mod wait;
 pub mod worker;
 
 pub use cancel::{Cancel, SignalWatch};
@@ -68,7 +69,7 @@ pub use error::{Error, Result};
 pub use identity::Binding;
 pub use keeper::{
     Attempt, ClaimKeeper, ClaimLost, ClaimRenewer, Keeper, KeeperOptions, LeaseRenewer, Loss, LossHandle, Refusal,
-    Renewal, Renewer,
+    Released, Renewal, Renewer, described, release_kept,
 };
 pub use leadership::{CampaignOptions, CandidateInUse, Leader, LeaderChange, Leadership, Observer};
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
@@ -97,6 +98,7 @@ pub use overdue::{NOT_RUN, Overdue, Unanswered};
 pub use queue::{BatchLineError, DEFAULT_MAX_ATTEMPTS, NewTask};
 pub use store::id::StoreIdentity;
 pub use store::{
-    Acquire, AcquireOptions, DEFAULT_POLL, Kept, Store, StoreOptions, StoreUrl, built_in_schemes, built_in_stores,
-    stores_with,
+    Acquire, AcquireOptions, ChosenUrlError, DEFAULT_POLL, Kept, STORE_VAR, Store, StoreOptions, StoreUrl,
+    built_in_schemes, built_in_stores, stores_with,
 };
+pub use wait::Wait;

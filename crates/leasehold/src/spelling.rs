@@ -2,7 +2,7 @@
 //! each refusal and remedy once (a timing that cannot work, a lease or
 //! lock held by others); the words differ between front ends only in how
 //! a setting is written — the CLI's `--ttl 10s` and `--wait [DUR]`,
-//! Python's `ttl=10s` and `wait=DURATION` — so the front end passes its
+//! Python's `ttl=10s` and `wait=DURATION`, JavaScript's `{ ttl: "10s" }` — so the front end passes its
 //! [`Spelling`] and the library renders the sentence.
 
 /// A setting a message names or tells the caller to change.
@@ -64,6 +64,32 @@ impl Spelling for Keywords {
 
     fn with_value(&self, setting: Setting, value: &str) -> String {
         format!("{}{value}", self.name(setting))
+    }
+}
+
+/// JavaScript's spelling: the options object (`{ ttl: "10s" }`,
+/// `{ wait: DURATION }`).
+#[derive(Debug, Clone, Copy)]
+pub struct Options;
+
+impl Spelling for Options {
+    fn name(&self, setting: Setting) -> &'static str {
+        match setting {
+            Setting::Ttl => "{ ttl }",
+            Setting::Heartbeat => "{ heartbeat }",
+            Setting::Grace => "{ grace }",
+            Setting::Wait => "{ wait: DURATION }",
+        }
+    }
+
+    fn with_value(&self, setting: Setting, value: &str) -> String {
+        let key = match setting {
+            Setting::Ttl => "ttl",
+            Setting::Heartbeat => "heartbeat",
+            Setting::Grace => "grace",
+            Setting::Wait => "wait",
+        };
+        format!("{{ {key}: \"{value}\" }}")
     }
 }
 

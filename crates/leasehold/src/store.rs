@@ -22,7 +22,7 @@ use crate::identity::{self, Binding, Vantage};
 use crate::{Cancel, Error, Keeper, KeeperOptions, Result};
 
 pub use leasehold_stores::{built_in_schemes, built_in_stores, stores_with};
-pub use url::StoreUrl;
+pub use url::{ChosenUrlError, STORE_VAR, StoreUrl};
 
 /// How to open a store.
 #[derive(Debug, Clone, Default)]

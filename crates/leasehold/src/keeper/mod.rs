@@ -69,6 +69,7 @@
 //!   deadline does not revive the grant.
 
 mod loss;
+mod release;
 mod renewer;
 mod state;
 mod threads;
@@ -81,6 +82,7 @@ use std::time::Duration;
 use leasehold_backend::{Claim, LostReason, Token};
 
 pub use self::loss::{Loss, LossHandle, Refusal};
+pub use self::release::{Released, described, release_kept};
 pub use self::renewer::{Attempt, ClaimLost, ClaimRenewer, LeaseRenewer, Renewal, Renewer};
 use self::state::{Shared, State, WindowWatcher};
 pub use self::window::KeeperOptions;

@@ -47,6 +47,29 @@ impl KeeperOptions {
         Ok(())
     }
 
+    /// Options for `ttl`, with `heartbeat` and `margin` when given (else
+    /// the defaults of [`KeeperOptions::new`]) — refused, naming the
+    /// values, when they cannot keep a grant ([`KeeperOptions::problem`]).
+    ///
+    /// # Errors
+    /// The refusal's sentence, for the caller's `InvalidInput`.
+    pub fn checked(ttl: Duration, heartbeat: Option<Duration>, margin: Option<Duration>) -> Result<Self, String> {
+        let mut keep = Self::new(ttl);
+        keep.heartbeat = heartbeat;
+        if let Some(margin) = margin {
+            keep.margin = margin;
+        }
+        match keep.problem() {
+            None => Ok(keep),
+            Some(problem) => Err(format!(
+                "cannot keep a grant with a TTL of {}, a heartbeat of {} and a margin of {}: {problem}",
+                crate::format_duration(keep.ttl),
+                crate::format_duration(keep.heartbeat()),
+                crate::format_duration(keep.margin)
+            )),
+        }
+    }
+
     /// Why these options cannot keep a grant safely, if they cannot: a
     /// duration out of its limit, or a first renewal that could not go out
     /// before the window closes. A keeper started anyway never panics (its

@@ -150,6 +150,58 @@ impl StoreUrl {
         Ok(StoreUrl::sqlite(state.join("leasehold").join("leasehold.db")))
     }
 
+    /// The store a language package opens (Python's `Store(url)`,
+    /// Node's `new Store(url)`) when given `url` — a URL as the CLI's
+    /// `--store` takes it — or nothing: [`STORE_VAR`], else the embedded
+    /// default, so a program and `leasehold` on the command line share
+    /// their leases. `path_words` says how the package's caller names a
+    /// file instead (`pass pathlib.Path(PATH)`).
+    ///
+    /// A string without a scheme is refused rather than taken for a file
+    /// name (`"localhost:5432"` must not become a SQLite file in the
+    /// current directory), and so is a SQLite URL with a query string or
+    /// fragment (`sqlite:///x.db?mode=ro` would be a file named so).
+    ///
+    /// # Errors
+    /// [`ChosenUrlError::Refused`] as above (the message never shows the
+    /// string: a mistyped URL may hold a password);
+    /// [`ChosenUrlError::Store`] when the store refuses the URL or there
+    /// is no default.
+    pub fn chosen(url: Option<&str>, path_words: &str) -> std::result::Result<Self, ChosenUrlError> {
+        let from_env = std::env::var(STORE_VAR).ok().filter(|v| !v.is_empty());
+        let text = match url {
+            Some(text) if !text.contains("://") => {
+                let urls = one_of(
+                    STORES
+                        .iter()
+                        .filter(|s| !s.kind.local_file)
+                        .map(|s| s.kind.example.to_owned()),
+                );
+                return Err(ChosenUrlError::Refused(format!(
+                    "the store URL has no scheme (no \"://\"): write {}:///PATH (or {path_words}) for {}, \
+                     or a URL such as {urls}; or no URL for ${STORE_VAR}, else the embedded store",
+                    EMBEDDED.kind.schemes[0], EMBEDDED.kind.name
+                )));
+            }
+            Some(text) => text.to_owned(),
+            None => match from_env {
+                Some(text) => text,
+                None => return Ok(Self::default_location()?),
+            },
+        };
+        if let Some(rest) = text.strip_prefix("sqlite://")
+            && let Some(at) = rest.find(['?', '#'])
+        {
+            return Err(ChosenUrlError::Refused(format!(
+                "the SQLite store URL {text:?} has a query string or fragment ({:?}), which SQLite URLs do not \
+                 take: the store would be a file named {rest:?}. Drop it (sqlite:///PATH); for a file whose name \
+                 holds '?' or '#', {path_words}",
+                &rest[at..]
+            )));
+        }
+        Ok(Self::parse(&text)?)
+    }
+
     /// Open the store's backend (for [`Store::open`](super::Store::open)).
     pub(super) fn open_backend(&self, options: &StoreOptions) -> Result<Box<dyn Backend>> {
         match &self.0 {
@@ -183,6 +235,21 @@ impl StoreUrl {
             .into()),
         }
     }
+}
+
+/// The environment variable every front end reads its store from (the
+/// CLI's `--store`, the language packages' default).
+pub const STORE_VAR: &str = "LEASEHOLD_STORE";
+
+/// Why [`StoreUrl::chosen`] refused what it was given.
+#[derive(Debug, thiserror::Error)]
+pub enum ChosenUrlError {
+    /// Not a URL to open as given; the message says what to write.
+    #[error("{0}")]
+    Refused(String),
+    /// The store refused the URL, or there is no default.
+    #[error(transparent)]
+    Store(#[from] BackendError),
 }
 
 impl fmt::Display for StoreUrl {

@@ -1,0 +1,107 @@
+// What the package's modules share: calls whose errors are the
+// package's, the options checker, the loss hub of a hold.
+'use strict';
+const { translate, classes } = require('./errors.js');
+
+const { InvalidInput, InvalidName, LeaseLost } = classes;
+
+// Node 20 has Symbol.asyncDispose (for `await using`, TypeScript 5.2+);
+// Node's own polyfill key otherwise.
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
+/** `f()`'s result, its errors the package's. */
+function sync(f) {
+  try {
+    return f();
+  } catch (e) {
+    throw translate(e);
+  }
+}
+
+/** `await f()`, its errors (thrown or rejected) the package's. */
+async function call(f) {
+  try {
+    return await f();
+  } catch (e) {
+    throw translate(e);
+  }
+}
+
+const is = {
+  duration: (v) => typeof v === 'number' || typeof v === 'string',
+  wait: (v) => typeof v === 'boolean' || typeof v === 'number' || typeof v === 'string',
+  shared: (v) => typeof v === 'boolean' || typeof v === 'number',
+  string: (v) => typeof v === 'string',
+  boolean: (v) => typeof v === 'boolean',
+  signal: (v) => v instanceof AbortSignal,
+  function: (v) => typeof v === 'function',
+  any: () => true,
+};
+const spelled = {
+  duration: 'a number of milliseconds or a duration string ("90s", "5m")',
+  wait: 'false (no wait), true (for as long as it takes), or a number of milliseconds or a duration string',
+  shared: 'true (shared, no limit) or a whole number (shared, at most that many holders)',
+  string: 'a string',
+  boolean: 'a boolean',
+  signal: 'an AbortSignal',
+  function: 'a function',
+};
+
+/**
+ * The options object of `what`, checked against `allowed` (key → kind):
+ * an unknown key (a typo: `{ wiat: 5000 }`) or a value of the wrong kind
+ * is refused with InvalidInput, naming it, before anything is done.
+ * `undefined` values are left out.
+ */
+function options(given, allowed, what) {
+  if (given === undefined || given === null) return {};
+  if (typeof given !== 'object' || Array.isArray(given)) {
+    throw new InvalidInput(`${what}: the options must be an object, not ${Array.isArray(given) ? 'an array' : typeof given}`);
+  }
+  const out = {};
+  for (const [key, value] of Object.entries(given)) {
+    if (!Object.hasOwn(allowed, key)) {
+      throw new InvalidInput(`${what}: unknown option ${JSON.stringify(key)}; the options are ${Object.keys(allowed).join(', ')}`);
+    }
+    if (value === undefined) continue;
+    const kind = allowed[key];
+    if (!is[kind](value)) {
+      throw new InvalidInput(`${what}: ${key} must be ${spelled[kind]}, not ${JSON.stringify(value) ?? typeof value}`);
+    }
+    out[key] = value;
+  }
+  return out;
+}
+
+function name(value, what) {
+  if (typeof value !== 'string') {
+    throw new InvalidName(`${what}: the name must be a string, not ${typeof value}`);
+  }
+  return value;
+}
+
+/**
+ * Where a hold's loss arrives from the keeper's thread (before the Lease
+ * object may exist): `lost` once lost, `signal` aborted with the
+ * LeaseLost, `whenLost` resolved with it.
+ */
+function lossHub() {
+  const controller = new AbortController();
+  let resolve;
+  const hub = {
+    error: null,
+    signal: controller.signal,
+    whenLost: new Promise((r) => {
+      resolve = r;
+    }),
+    fire(message) {
+      if (hub.error) return;
+      hub.error = new LeaseLost(message);
+      controller.abort(hub.error);
+      resolve(hub.error);
+    },
+  };
+  return hub;
+}
+
+module.exports = { asyncDispose, sync, call, is, spelled, options, name, lossHub };

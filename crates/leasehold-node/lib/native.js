@@ -1,0 +1,40 @@
+// Loads the native addon: $LEASEHOLD_NODE_ADDON (a path: the test suites
+// point it at the workspace build), else the one beside this file (a
+// build from source), else the platform package npm installed with this
+// one (optionalDependencies: exactly one matches this machine).
+'use strict';
+const fs = require('node:fs');
+const path = require('node:path');
+
+function libc() {
+  // glibc reports its version to process.report; musl (Alpine) does not.
+  const header = process.report?.getReport?.().header ?? {};
+  return header.glibcVersionRuntime ? 'gnu' : 'musl';
+}
+
+function platform() {
+  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`;
+  return `linux-${process.arch}-${libc()}`;
+}
+
+function load() {
+  const given = process.env.LEASEHOLD_NODE_ADDON;
+  if (given) return require(path.resolve(given));
+  const here = path.join(__dirname, '..', `leasehold.${platform()}.node`);
+  if (fs.existsSync(here)) return require(here);
+  const name = `leasehold-${platform()}`;
+  try {
+    return require(name);
+  } catch (e) {
+    const supported = ['linux-x64-gnu', 'linux-x64-musl', 'linux-arm64-gnu', 'linux-arm64-musl'];
+    const message = supported.includes(platform())
+      ? `leasehold: the platform package ${name} is not installed (npm installs it with leasehold unless optional ` +
+        `dependencies were left out: npm install without --omit=optional, or npm install ${name}): ${e.message}`
+      : `leasehold: no prebuilt package for ${platform()} (there are: ${supported.join(', ')}); build it from the ` +
+        `repository (crates/leasehold-node, docs/NODE.md) and set LEASEHOLD_NODE_ADDON to the .node file`;
+    throw new Error(message, { cause: e });
+  }
+}
+
+module.exports = load();
+module.exports.platform = platform;
