@@ -9,6 +9,10 @@ const { InvalidInput, InvalidName, LeaseLost } = classes;
 // Node's own polyfill key otherwise.
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
 
+// A Store's native half, for the package's other modules (queue, files,
+// run, leadership): `store[NATIVE]`. Not exported from the package.
+const NATIVE = Symbol('leasehold.native');
+
 /** `f()`'s result, its errors the package's. */
 function sync(f) {
   try {
@@ -104,4 +108,4 @@ function lossHub() {
   return hub;
 }
 
-module.exports = { asyncDispose, sync, call, is, spelled, options, name, lossHub };
+module.exports = { NATIVE, asyncDispose, sync, call, is, spelled, options, name, lossHub };

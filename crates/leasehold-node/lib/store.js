@@ -3,7 +3,7 @@
 'use strict';
 const native = require('./native.js');
 const errors = require('./errors.js');
-const { asyncDispose, sync, call, is, spelled, options, name, lossHub } = require('./common.js');
+const { NATIVE, asyncDispose, sync, call, is, spelled, options, name, lossHub } = require('./common.js');
 
 const { InvalidInput } = errors.classes;
 
@@ -140,6 +140,11 @@ class Store {
   static sqlite(path, opts) {
     if (typeof path !== 'string') throw new InvalidInput('Store.sqlite: the path must be a string');
     return new Store(new SqliteFile(path), opts);
+  }
+
+  /** @internal The native store, for the package's other modules. */
+  get [NATIVE]() {
+    return this.#native;
   }
 
   /** The URL, any password in it replaced by `***`. */
