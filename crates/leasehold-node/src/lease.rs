@@ -13,6 +13,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
+use leasehold::spelling::Options;
 use leasehold::{
     AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LossHandle, Mode, Released,
     host,
@@ -97,7 +98,7 @@ impl NativeCancel {
 
 /// The facts of `held`, worded as the library words them for `wait`.
 fn held_facts(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> napi::Result<HeldFacts> {
-    let message = wait.refusal(held, name.as_str(), mode, &leasehold::spelling::Options);
+    let message = wait.refusal(held, name.as_str(), mode, &Options);
     let now = std::time::SystemTime::now();
     let holders = held
         .grants
@@ -320,9 +321,10 @@ impl NativeLease {
     #[napi]
     pub fn renew<'env>(&self, env: &'env Env, ttl: Option<Either<f64, String>>) -> napi::Result<Object<'env>> {
         let new = match ttl {
-            Some(ttl) => {
-                Some(KeeperOptions::checked(convert::duration(&ttl, "ttl")?, None, None).map_err(errors::invalid)?)
-            }
+            Some(ttl) => Some(
+                KeeperOptions::checked(convert::duration(&ttl, "ttl")?, None, None, &Options)
+                    .map_err(errors::invalid)?,
+            ),
             None => None,
         };
         let mut hold = {
@@ -401,6 +403,7 @@ impl NativeStore {
             ttl,
             convert::opt_duration(args.heartbeat.as_ref(), "heartbeat")?,
             convert::opt_duration(args.margin.as_ref(), "margin")?,
+            &Options,
         )
         .map_err(errors::invalid)?;
         let wait = convert::wait(args.wait.as_ref())?;

@@ -6,7 +6,7 @@
 // as missing, with its reason: its tests are skipped saying so, and fail
 // under CI=true.
 //
-//   LEASEHOLD_NODE_ADDON=… LEASEHOLD_TEST_SERVERS=… LEASEHOLD_BIN=… node test/run.mjs [FILE…]
+//   LEASEHOLD_NODE_ADDON=… LEASEHOLD_TEST_SERVERS=… LEASEHOLD_BIN=… LEASEHOLD_CHECK_HISTORY=… node test/run.mjs [FILE…]
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { createInterface } from 'node:readline';

@@ -50,7 +50,7 @@ export function stores() {
 export function eachStore(title, body, { kinds } = {}) {
   for (const s of stores()) {
     if (kinds && !kinds.includes(s.kind)) continue;
-    test(`${title} [${s.kind}]`, async (t) => {
+    test(`${title} [${s.kind}]`, { timeout: TEST_TIMEOUT }, async (t) => {
       if (s.missing) {
         if (CI) assert.fail(`CI=true, and this test cannot run here: ${s.missing}`);
         t.skip(s.missing);
@@ -66,6 +66,9 @@ export function eachStore(title, body, { kinds } = {}) {
     });
   }
 }
+
+/** How long a test may run before it fails (a hang must not stall the suite). */
+export const TEST_TIMEOUT = 120_000;
 
 let n = 0;
 /** A name no other test (nor another run) uses. */

@@ -61,7 +61,7 @@ pub(crate) fn keeper_options(
     heartbeat: Option<Duration>,
     margin: Option<Duration>,
 ) -> PyResult<KeeperOptions> {
-    KeeperOptions::checked(ttl, heartbeat, margin).map_err(errors::invalid)
+    KeeperOptions::checked(ttl, heartbeat, margin, &leasehold::spelling::Keywords).map_err(errors::invalid)
 }
 
 /// `on_lost`: a callable, or `"interrupt"` (whose callable

@@ -49,11 +49,18 @@ impl KeeperOptions {
 
     /// Options for `ttl`, with `heartbeat` and `margin` when given (else
     /// the defaults of [`KeeperOptions::new`]) — refused, naming the
-    /// values, when they cannot keep a grant ([`KeeperOptions::problem`]).
+    /// values as `spelling` writes them, when they cannot keep a grant
+    /// ([`KeeperOptions::problem`]).
     ///
     /// # Errors
     /// The refusal's sentence, for the caller's `InvalidInput`.
-    pub fn checked(ttl: Duration, heartbeat: Option<Duration>, margin: Option<Duration>) -> Result<Self, String> {
+    pub fn checked(
+        ttl: Duration,
+        heartbeat: Option<Duration>,
+        margin: Option<Duration>,
+        spelling: &dyn crate::spelling::Spelling,
+    ) -> Result<Self, String> {
+        use crate::spelling::Setting;
         let mut keep = Self::new(ttl);
         keep.heartbeat = heartbeat;
         if let Some(margin) = margin {
@@ -62,9 +69,9 @@ impl KeeperOptions {
         match keep.problem() {
             None => Ok(keep),
             Some(problem) => Err(format!(
-                "cannot keep a grant with a TTL of {}, a heartbeat of {} and a margin of {}: {problem}",
-                crate::format_duration(keep.ttl),
-                crate::format_duration(keep.heartbeat()),
+                "cannot keep a grant with {}, {} and a margin of {}: {problem}",
+                spelling.with_value(Setting::Ttl, &crate::format_duration(keep.ttl)),
+                spelling.with_value(Setting::Heartbeat, &crate::format_duration(keep.heartbeat())),
                 crate::format_duration(keep.margin)
             )),
         }
