@@ -220,3 +220,27 @@ test('a process that exits holding a lease releases it; so does a Worker that en
   await lease.release();
   store.close();
 });
+
+eachStore('^C (SIGINT) during a wait ends the process, and its place in the queue holds nobody up', async (t, store, s) => {
+  const name = unique('sigint');
+  const holder = await store.acquire(name, { ttl: '1m' });
+  const waiter = nodeChild(
+    `import { Store } from 'leasehold';
+     const store = new Store(process.argv[1]);
+     setTimeout(() => console.log('waiting'), 0);
+     await store.acquire(process.argv[2], { wait: true });
+     console.log('granted');`,
+    [s.url, name],
+  );
+  assert.equal(await waiter.line(), 'waiting');
+  await waitFor(async () => (await store.status(name)).waiters === 1);
+  waiter.kill('SIGINT');
+  assert.deepEqual(await waiter.ended, { code: null, signal: 'SIGINT' });
+  await holder.release();
+  // The dead waiter's registration would last 60 s; an acquirer on this
+  // host proves it gone and goes first.
+  const started = Date.now();
+  const next = await store.acquire(name, { wait: '30s' });
+  assert.ok(Date.now() - started < 20_000, `waited ${Date.now() - started} ms behind a dead waiter`);
+  await next.release();
+});
