@@ -5,17 +5,7 @@
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
-
-function libc() {
-  // glibc reports its version to process.report; musl (Alpine) does not.
-  const header = process.report?.getReport?.().header ?? {};
-  return header.glibcVersionRuntime ? 'gnu' : 'musl';
-}
-
-function platform() {
-  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`;
-  return `linux-${process.arch}-${libc()}`;
-}
+const { platform } = require('./platform.js');
 
 function load() {
   const given = process.env.LEASEHOLD_NODE_ADDON;
@@ -37,4 +27,3 @@ function load() {
 }
 
 module.exports = load();
-module.exports.platform = platform;
