@@ -9,11 +9,18 @@
 const native = require('./lib/native.js');
 const { LeaseholdError, classes } = require('./lib/errors.js');
 const { Store, Lease } = require('./lib/store.js');
+const { writeFile, writeJson, updateJson } = require('./lib/files.js');
+const { lock, FileLock } = require('./lib/lock.js');
 
 // Every name, assigned once so: index.mjs re-exports them (Node reads a
 // CommonJS module's names from `exports.NAME =` lines).
 exports.Store = Store;
 exports.Lease = Lease;
+exports.writeFile = writeFile;
+exports.writeJson = writeJson;
+exports.updateJson = updateJson;
+exports.lock = lock;
+exports.FileLock = FileLock;
 exports.version = native.version();
 exports.LeaseholdError = LeaseholdError;
 exports.Held = classes.Held;

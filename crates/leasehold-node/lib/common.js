@@ -1,6 +1,8 @@
 // What the package's modules share: calls whose errors are the
 // package's, the options checker, the loss hub of a hold.
 'use strict';
+const { fileURLToPath } = require('node:url');
+const native = require('./native.js');
 const { translate, classes } = require('./errors.js');
 
 const { InvalidInput, InvalidName, LeaseLost } = classes;
@@ -8,6 +10,7 @@ const { InvalidInput, InvalidName, LeaseLost } = classes;
 // Node 20 has Symbol.asyncDispose (for `await using`, TypeScript 5.2+);
 // Node's own polyfill key otherwise.
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+const dispose = Symbol.dispose ?? Symbol.for('nodejs.dispose');
 
 // A Store's native half, for the package's other modules (queue, files,
 // run, leadership): `store[NATIVE]`. Not exported from the package.
@@ -37,6 +40,7 @@ const is = {
   shared: (v) => typeof v === 'boolean' || typeof v === 'number',
   string: (v) => typeof v === 'string',
   boolean: (v) => typeof v === 'boolean',
+  number: (v) => typeof v === 'number',
   signal: (v) => v instanceof AbortSignal,
   function: (v) => typeof v === 'function',
   any: () => true,
@@ -47,6 +51,7 @@ const spelled = {
   shared: 'true (shared, no limit) or a whole number (shared, at most that many holders)',
   string: 'a string',
   boolean: 'a boolean',
+  number: 'a number',
   signal: 'an AbortSignal',
   function: 'a function',
 };
@@ -70,11 +75,47 @@ function options(given, allowed, what) {
     if (value === undefined) continue;
     const kind = allowed[key];
     if (!is[kind](value)) {
-      throw new InvalidInput(`${what}: ${key} must be ${spelled[kind]}, not ${JSON.stringify(value) ?? typeof value}`);
+      throw new InvalidInput(`${what}: ${key} must be ${spelled[kind]}, not ${shown(value)}`);
     }
     out[key] = value;
   }
   return out;
+}
+
+/** A value as a message shows it: its JSON, else its type (a BigInt, a function, a cycle). */
+function shown(value) {
+  try {
+    return JSON.stringify(value) ?? typeof value;
+  } catch {
+    return typeof value;
+  }
+}
+
+/** A path argument: a string, or a `file:` URL (as `fs` takes them). */
+function path(value, what) {
+  if (typeof value === 'string') return value;
+  if (value instanceof URL) {
+    if (value.protocol === 'file:') return fileURLToPath(value);
+    throw new InvalidInput(`${what}: the path must be a file: URL, not ${value.protocol} (${value.href})`);
+  }
+  throw new InvalidInput(`${what}: the path must be a string or a file: URL, not ${shown(value)}`);
+}
+
+/**
+ * `await f(cancel)`, its errors the package's, with a NativeCancel that
+ * `signal`'s abort cancels meanwhile; a signal aborted already refuses
+ * at once, with its reason.
+ */
+async function cancellable(signal, f) {
+  signal?.throwIfAborted();
+  const cancel = new native.NativeCancel();
+  const onAbort = () => cancel.cancel();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    return await call(() => f(cancel));
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
 }
 
 function name(value, what) {
@@ -108,4 +149,18 @@ function lossHub() {
   return hub;
 }
 
-module.exports = { NATIVE, asyncDispose, sync, call, is, spelled, options, name, lossHub };
+module.exports = {
+  NATIVE,
+  asyncDispose,
+  dispose,
+  sync,
+  call,
+  is,
+  spelled,
+  options,
+  shown,
+  path,
+  cancellable,
+  name,
+  lossHub,
+};

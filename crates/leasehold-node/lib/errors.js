@@ -50,16 +50,19 @@ function translate(e) {
   return made ? new made(m[2]) : e;
 }
 
-/** `Held` (or `WaitTimeout`) with who holds the name, from the addon's facts. */
-function held(facts) {
+/**
+ * `Held` (or `WaitTimeout`) with who holds the name, from the addon's
+ * facts; the name as `e[what]` (`leaseName`, or a lock's `path`).
+ */
+function held(facts, what = 'leaseName') {
   const made = facts.timedOut ? WaitTimeout : Held;
   const e = new made(facts.message);
-  e.leaseName = facts.name;
+  e[what] = facts.name;
   e.holders = facts.holders.map((h) => ({
     owner: h.owner,
-    token: h.token,
+    token: h.token ?? null,
     mode: h.mode,
-    expiresAt: new Date(h.expiresAt),
+    expiresAt: h.expiresAt === null || h.expiresAt === undefined ? null : new Date(h.expiresAt),
     pid: h.pid ?? null,
   }));
   e.waiters = facts.waiters;

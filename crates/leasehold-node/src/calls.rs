@@ -14,20 +14,45 @@ use napi::{Env, JsDeferred};
 
 type Resolver<T> = Box<dyn FnOnce(Env) -> napi::Result<T> + Send>;
 
+/// A promise's settling end, sent to the thread whose work settles it. It
+/// must be settled ([`settle`]): an unsettled one keeps the process alive.
+pub type Deferred<T> = JsDeferred<T, Resolver<T>>;
+
+/// A promise, and its deferred to settle from any thread.
+pub fn promise<T>(env: &Env) -> napi::Result<(Deferred<T>, Object<'_>)>
+where
+    T: ToNapiValue + Send + 'static,
+{
+    env.create_deferred::<T, Resolver<T>>()
+}
+
+/// Settle `deferred` with `out`.
+pub fn settle<T>(deferred: Deferred<T>, out: napi::Result<T>)
+where
+    T: ToNapiValue + Send + 'static,
+{
+    match out {
+        Ok(value) => deferred.resolve(Box::new(move |_| Ok(value))),
+        Err(e) => deferred.reject(e),
+    }
+}
+
+/// Run `work` on a thread of its own (named for what it does).
+pub fn spawn(work: impl FnOnce() + Send + 'static) -> napi::Result<()> {
+    std::thread::Builder::new()
+        .name("leasehold-call".into())
+        .spawn(work)
+        .map(drop)
+        .map_err(|e| crate::errors::of_kind(leasehold::ErrorKind::Failed, format!("cannot start a thread: {e}")))
+}
+
 /// A promise settled with what `work` returns, `work` running on a thread
 /// of its own.
 pub fn on_thread<T>(env: &Env, work: impl FnOnce() -> napi::Result<T> + Send + 'static) -> napi::Result<Object<'_>>
 where
     T: ToNapiValue + Send + 'static,
 {
-    let (deferred, promise) = env.create_deferred::<T, Resolver<T>>()?;
-    let settle = move |deferred: JsDeferred<T, Resolver<T>>, out: napi::Result<T>| match out {
-        Ok(value) => deferred.resolve(Box::new(move |_| Ok(value))),
-        Err(e) => deferred.reject(e),
-    };
-    std::thread::Builder::new()
-        .name("leasehold-call".into())
-        .spawn(move || settle(deferred, work()))
-        .map_err(|e| crate::errors::of_kind(leasehold::ErrorKind::Failed, format!("cannot start a thread: {e}")))?;
+    let (deferred, promise) = promise::<T>(env)?;
+    spawn(move || settle(deferred, work()))?;
     Ok(promise)
 }

@@ -58,8 +58,10 @@ pub fn lock(e: &LockError) -> Error {
     of_kind(e.kind(), message)
 }
 
+/// A state file's failure, an option it names spelled as this API's
+/// (`{ fenceNewLease: true }`).
 pub fn file(e: &leasehold::files::FileError) -> Error {
-    of_kind(e.kind(), e.to_string())
+    of_kind(e.kind(), e.message_with(&leasehold::spelling::Options))
 }
 
 /// A refused name: `what` says which (lease, queue, task id).

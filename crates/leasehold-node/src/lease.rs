@@ -53,11 +53,12 @@ pub struct AcquireArgs {
 #[napi(object)]
 pub struct HolderFacts {
     pub owner: String,
-    pub token: f64,
+    /// `None` for a file lock's holder.
+    pub token: Option<f64>,
     pub mode: String,
     /// Milliseconds since the epoch when the store expires the grant
-    /// unless renewed.
-    pub expires_at: f64,
+    /// unless renewed; `None` for a file lock's holder.
+    pub expires_at: Option<f64>,
     /// The holder's pid, when the grant lives by its process.
     pub pid: Option<u32>,
 }
@@ -80,6 +81,13 @@ pub struct HeldFacts {
 #[napi]
 pub struct NativeCancel {
     cancel: Cancel,
+}
+
+impl NativeCancel {
+    /// What the wait it ends looks at.
+    pub fn handle(&self) -> Cancel {
+        self.cancel.clone()
+    }
 }
 
 #[napi]
@@ -106,9 +114,9 @@ fn held_facts(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> napi::Re
         .map(|g| {
             Ok(HolderFacts {
                 owner: g.owner.clone(),
-                token: convert::exact(g.token.0, "token")?,
+                token: Some(convert::exact(g.token.0, "token")?),
                 mode: g.mode.label().to_owned(),
-                expires_at: convert::epoch_ms(leasehold::later(now, g.expires_in)),
+                expires_at: Some(convert::epoch_ms(leasehold::later(now, g.expires_in))),
                 pid: g.holder.bound.then_some(g.holder.pid),
             })
         })

@@ -159,8 +159,10 @@ pub fn lock(e: &LockError) -> PyErr {
     of_kind(e.kind(), message)
 }
 
+/// A state file's failure, an option it names spelled as this API's
+/// (`fence_new_lease=True`).
 pub fn file(e: &leasehold::files::FileError) -> PyErr {
-    of_kind(e.kind(), e.to_string())
+    of_kind(e.kind(), e.message_with(&leasehold::spelling::Keywords))
 }
 
 /// A refused name: `what` says which (lease, queue, task id).

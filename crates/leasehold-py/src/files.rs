@@ -142,12 +142,7 @@ struct Fenced {
 
 impl Fenced {
     fn file(&self, path: impl Into<PathBuf>) -> FencedFile {
-        let file = FencedFile::new(path);
-        match &self.lease {
-            Some(lease) if self.new_lease => file.for_new_lease(lease),
-            Some(lease) => file.for_lease(lease),
-            None => file,
-        }
+        FencedFile::new(path).with_lease(self.lease.as_deref(), self.new_lease)
     }
 }
 
@@ -175,16 +170,13 @@ fn fence(
     } else {
         None
     };
-    let lease = match (own, named) {
-        (Some(own), Some(named)) if own != named => {
-            return Err(errors::invalid(format!(
-                "fence= is a grant of lease {}, but fence_lease= names {}; leave fence_lease= out (a lease names itself)",
-                leasehold::escape_hidden(&own),
-                leasehold::escape_hidden(&named)
-            )));
-        }
-        (own, named) => own.or(named),
-    };
+    let lease = files::writer_lease(own, named).map_err(|e| {
+        errors::invalid(format!(
+            "fence= is a grant of lease {}, but fence_lease= names {}; leave fence_lease= out (a lease names itself)",
+            leasehold::escape_hidden(&e.own),
+            leasehold::escape_hidden(&e.named)
+        ))
+    })?;
     if fence_new_lease && lease.is_none() {
         return Err(errors::invalid(
             "fence_new_lease=True needs the lease's name: give fence= a lease, or fence_lease=NAME",
@@ -195,17 +187,6 @@ fn fence(
         lease,
         new_lease: fence_new_lease,
     }))
-}
-
-/// A refused or failed write. The library words a record of another lease
-/// for the CLI's `--fence-new-lease`; the same words name this API's option.
-fn file_error(e: &files::FileError) -> PyErr {
-    let error = errors::file(e);
-    if matches!(e, files::FileError::OtherLease { .. }) {
-        let message = e.to_string().replace("`--fence-new-lease`", "fence_new_lease=True");
-        return errors::of_kind(e.kind(), message);
-    }
-    error
 }
 
 /// Where an unfenced write or a fenced one is, for a ^C while it waits.
@@ -273,7 +254,7 @@ fn write(
             let note = match outcome {
                 Ok(()) => format!("{what}({shown}) had begun writing when interrupted, and wrote the file"),
                 Err(UpdateError::File(e)) => {
-                    let e = file_error(&e);
+                    let e = errors::file(&e);
                     format!("{what}({shown}) had begun writing when interrupted, and failed: {e}")
                 }
                 Err(UpdateError::Filter(Cancelled)) => format!("{what}({shown}) was interrupted; nothing was written"),
@@ -284,7 +265,7 @@ fn write(
     };
     match outcome {
         Ok(()) => Ok(()),
-        Err(UpdateError::File(e)) => Err(file_error(&e)),
+        Err(UpdateError::File(e)) => Err(errors::file(&e)),
         Err(UpdateError::Filter(Cancelled)) => Err(errors::invalid(format!("{what}({shown}) was cancelled"))),
     }
 }
@@ -431,6 +412,6 @@ pub fn update_json<'py>(
     match written {
         Ok(text) => convert::from_json_text(py, &text),
         Err(UpdateError::Filter(e)) => Err(e),
-        Err(UpdateError::File(e)) => Err(file_error(&e)),
+        Err(UpdateError::File(e)) => Err(errors::file(&e)),
     }
 }

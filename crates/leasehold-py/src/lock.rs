@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leasehold::lock::{self, Holders, LockOptions, TryLock};
 use pyo3::prelude::*;
@@ -167,8 +167,8 @@ pub fn alock<'py>(
     })
 }
 
-/// `lock::lock`'s wait, ending early when `cancel` says so (then with the
-/// last attempt's `Held`): `left` as `aio::wait` gives it.
+/// `lock::lock_or_cancel`, cancelled too when the interpreter exits:
+/// `left` as `aio::wait` gives it.
 fn poll_lock(
     path: &std::path::Path,
     options: LockOptions,
@@ -176,35 +176,13 @@ fn poll_lock(
     cancel: &leasehold::Cancel,
 ) -> Result<TryLock, lock::LockError> {
     let _watched = crate::exiting::watch(cancel);
-    let deadline = left.map(|left| Instant::now() + left);
-    let mut pause = Duration::from_millis(5);
-    loop {
-        let attempt = lock::try_lock(path, options)?;
-        let over = deadline.is_some_and(|d| Instant::now() >= d);
-        if matches!(attempt, TryLock::Locked(_)) || over || cancel.is_cancelled() {
-            return Ok(attempt);
-        }
-        let rest = deadline.map_or(pause, |d| d.saturating_duration_since(Instant::now()));
-        std::thread::sleep(pause.min(rest));
-        pause = (pause * 2).min(Duration::from_millis(100));
-    }
+    lock::lock_or_cancel(path, options, left, cancel)
 }
 
 /// `Held` for a lock on `path` held by `holders`, after a wait like `wait`.
 fn held_error(path: &std::path::Path, holders: &Holders, wait: &Wait) -> PyErr {
-    let locked = lock::LockedBy {
-        path,
-        holders,
-        waited: !matches!(wait, Wait::No),
-    };
-    let message = match wait {
-        Wait::No => locked.with_remedy(&leasehold::spelling::Keywords),
-        _ => locked.to_string(),
-    };
-    let mode = match holders {
-        Holders::Listed { exclusive: false, .. } => "shared",
-        _ => "exclusive",
-    };
+    let message = wait.lock_refusal(path, holders, &leasehold::spelling::Keywords);
+    let mode = holders.mode().label();
     let facts: Vec<HolderFacts> = holders
         .pids()
         .into_iter()

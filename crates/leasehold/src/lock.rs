@@ -46,7 +46,6 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
@@ -202,6 +201,16 @@ impl Holders {
             Holders::Listed { exclusive: true, pids } if pids.len() == 1 => Some(pids[0]),
             Holders::Recorded(pid) => Some(*pid),
             _ => None,
+        }
+    }
+
+    /// How the holders hold it: shared when the kernel lists shared
+    /// holders, else exclusive.
+    #[must_use]
+    pub fn mode(&self) -> crate::Mode {
+        match self {
+            Holders::Listed { exclusive: false, .. } => crate::Mode::Shared { limit: None },
+            _ => crate::Mode::Exclusive,
         }
     }
 
@@ -592,15 +601,47 @@ pub fn lock(path: &Path, options: LockOptions, timeout: Option<Duration>) -> Res
         })?;
         return Ok(TryLock::Locked(locked(opened, options.shared)));
     };
-    // flock has no timeout: poll, backing off to 100 ms.
-    let deadline = Instant::now() + limits::WAIT.check(timeout)?;
+    lock_or_cancel(path, options, Some(limits::WAIT.check(timeout)?), &crate::Cancel::new())
+}
+
+/// Lock `path`, waiting up to `timeout` (forever when `None`) or until
+/// `cancel` is cancelled, whichever comes first: then `Held`, as the last
+/// attempt found it. `flock` has no timeout and cannot be interrupted, so
+/// this polls, backing off from 5 ms to 100 ms; a cancel is answered at
+/// once, not at the next poll.
+///
+/// # Errors
+/// As [`try_lock`].
+///
+/// # Examples
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use leasehold::Cancel;
+/// use leasehold::lock::{lock_or_cancel, try_lock, LockOptions, TryLock};
+/// let held = try_lock(dir.path(), LockOptions::default())?;
+/// let cancel = Cancel::new();
+/// cancel.cancel();
+/// let waited = lock_or_cancel(dir.path(), LockOptions::default(), None, &cancel)?;
+/// assert!(matches!(waited, TryLock::Held { .. }));
+/// # drop(held);
+/// # Ok::<(), leasehold::lock::LockError>(())
+/// ```
+pub fn lock_or_cancel(
+    path: &Path,
+    options: LockOptions,
+    timeout: Option<Duration>,
+    cancel: &crate::Cancel,
+) -> Result<TryLock, LockError> {
+    let deadline = timeout.map(|t| Instant::now() + t);
     let mut pause = Duration::from_millis(5);
     loop {
         let attempt = try_lock(path, options)?;
-        if matches!(attempt, TryLock::Locked(_)) || Instant::now() >= deadline {
+        let over = deadline.is_some_and(|d| Instant::now() >= d);
+        if matches!(attempt, TryLock::Locked(_)) || over || cancel.is_cancelled() {
             return Ok(attempt);
         }
-        thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        let rest = deadline.map_or(pause, |d| d.saturating_duration_since(Instant::now()));
+        cancel.sleep(pause.min(rest));
         pause = (pause * 2).min(Duration::from_millis(100));
     }
 }

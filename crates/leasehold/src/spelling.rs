@@ -16,6 +16,9 @@ pub enum Setting {
     Grace,
     /// A wait for a lease or lock held by others.
     Wait,
+    /// A fenced write's word that the file now belongs to the writer's
+    /// lease (a record of another lease is replaced).
+    FenceNewLease,
 }
 
 /// How a front end writes a [`Setting`]. Implemented by each front end
@@ -44,6 +47,7 @@ impl Spelling for Flags {
             Setting::Heartbeat => "--heartbeat",
             Setting::Grace => "--grace",
             Setting::Wait => "--wait [DUR]",
+            Setting::FenceNewLease => "`--fence-new-lease`",
         }
     }
 }
@@ -59,6 +63,7 @@ impl Spelling for Keywords {
             Setting::Heartbeat => "heartbeat=",
             Setting::Grace => "grace=",
             Setting::Wait => "wait=DURATION",
+            Setting::FenceNewLease => "fence_new_lease=True",
         }
     }
 
@@ -79,6 +84,7 @@ impl Spelling for Options {
             Setting::Heartbeat => "{ heartbeat }",
             Setting::Grace => "{ grace }",
             Setting::Wait => "{ wait: DURATION }",
+            Setting::FenceNewLease => "{ fenceNewLease: true }",
         }
     }
 
@@ -88,6 +94,7 @@ impl Spelling for Options {
             Setting::Heartbeat => "heartbeat",
             Setting::Grace => "grace",
             Setting::Wait => "wait",
+            Setting::FenceNewLease => "fenceNewLease",
         };
         format!("{{ {key}: \"{value}\" }}")
     }

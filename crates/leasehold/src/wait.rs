@@ -2,10 +2,12 @@
 //! as the language packages take it (Python's `wait=`, Node's
 //! `{ wait }`): not at all, up to a limit, or for as long as it takes.
 
+use std::path::Path;
 use std::time::Duration;
 
 use leasehold_backend::{Held, Mode};
 
+use crate::lock::{Holders, LockedBy};
 use crate::spelling::Spelling;
 
 /// How long to wait for something held.
@@ -49,6 +51,22 @@ impl Wait {
             ),
             Wait::Upto(d) => held.refusal(name, mode, Some(d)).to_string(),
             Wait::Forever => held.refusal(name, mode, None).to_string(),
+        }
+    }
+
+    /// The refusal of a lock on `path` held by `holders` after this wait,
+    /// in the library's words ([`LockedBy`]): with no wait, the remedy as
+    /// `spelling` writes it.
+    #[must_use]
+    pub fn lock_refusal(self, path: &Path, holders: &Holders, spelling: &dyn Spelling) -> String {
+        let locked = LockedBy {
+            path,
+            holders,
+            waited: self != Wait::No,
+        };
+        match self {
+            Wait::No => locked.with_remedy(spelling),
+            Wait::Upto(_) | Wait::Forever => locked.to_string(),
         }
     }
 }

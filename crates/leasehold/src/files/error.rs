@@ -133,14 +133,7 @@ pub enum FileError {
     /// tokens of two leases say nothing about each other, so it is refused
     /// whatever the tokens, unless the writer says the file now belongs to
     /// its lease ([`FencedFile::for_new_lease`](super::FencedFile::for_new_lease)).
-    #[error(
-        "{} is fenced by lease {} (token {recorded_token} written), not by lease {}; the file is \
-         unchanged. A token of one lease says nothing about another's: write with a token of \
-         {1}, or, if the file now belongs to {2}, say so (`--fence-new-lease`)",
-        path.display(),
-        crate::escape_hidden(recorded_lease),
-        crate::escape_hidden(lease)
-    )]
+    #[error("{}", other_lease(path, *recorded_token, recorded_lease, lease, &crate::spelling::Flags))]
     OtherLease {
         path: PathBuf,
         token: Token,
@@ -245,6 +238,23 @@ impl FileError {
         }
     }
 
+    /// The message, an option it names spelled as the front end spells
+    /// it (`Display` is the command line's): `{ fenceNewLease: true }`
+    /// where the CLI says `--fence-new-lease`.
+    #[must_use]
+    pub fn message_with(&self, spelling: &dyn crate::spelling::Spelling) -> String {
+        match self {
+            Self::OtherLease {
+                path,
+                lease,
+                recorded_token,
+                recorded_lease,
+                ..
+            } => other_lease(path, *recorded_token, recorded_lease, lease, spelling),
+            other => other.to_string(),
+        }
+    }
+
     /// An I/O failure at a sidecar (the lock file) told about the data file
     /// it serves: "disk full: state.json unchanged (could not open the lock
     /// file state.json.lock)". Other kinds name the sidecar and are kept.
@@ -285,6 +295,24 @@ impl FileError {
             },
         }
     }
+}
+
+/// [`FileError::OtherLease`]'s words, its remedy in `spelling`.
+fn other_lease(
+    path: &Path,
+    recorded_token: Token,
+    recorded_lease: &str,
+    lease: &str,
+    spelling: &dyn crate::spelling::Spelling,
+) -> String {
+    let (recorded_lease, lease) = (crate::escape_hidden(recorded_lease), crate::escape_hidden(lease));
+    format!(
+        "{} is fenced by lease {recorded_lease} (token {recorded_token} written), not by lease {lease}; the file is \
+         unchanged. A token of one lease says nothing about another's: write with a token of \
+         {recorded_lease}, or, if the file now belongs to {lease}, say so ({})",
+        path.display(),
+        spelling.name(crate::spelling::Setting::FenceNewLease)
+    )
 }
 
 /// Why [`update`](super::update) did not replace the file: the file layer

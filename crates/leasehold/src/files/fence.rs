@@ -66,6 +66,37 @@ pub fn lease_from_env(token: Token) -> Option<String> {
         .filter(|n| !n.is_empty())
 }
 
+/// A fenced write's grant is of one lease and the caller named another
+/// ([`writer_lease`]): which lease the token is of cannot be told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the fence is a grant of lease {own}, but the lease named is {named}")]
+pub struct LeaseMismatch {
+    pub own: String,
+    pub named: String,
+}
+
+/// The lease a fenced write's token is of, for [`FencedFile::with_lease`](super::FencedFile::with_lease):
+/// `own` — the lease of the grant the writer presents, when that says (a
+/// lease's own name) — else `named`, the lease the caller named.
+///
+/// # Errors
+/// [`LeaseMismatch`] when both are given and differ.
+///
+/// # Examples
+/// ```
+/// use leasehold::files::writer_lease;
+/// let named = || Some("nightly".to_owned());
+/// assert_eq!(writer_lease(None, named()), Ok(named()));
+/// assert_eq!(writer_lease(named(), named()), Ok(named()));
+/// assert!(writer_lease(Some("hourly".into()), named()).is_err());
+/// ```
+pub fn writer_lease(own: Option<String>, named: Option<String>) -> Result<Option<String>, LeaseMismatch> {
+    match (own, named) {
+        (Some(own), Some(named)) if own != named => Err(LeaseMismatch { own, named }),
+        (own, named) => Ok(own.or(named)),
+    }
+}
+
 /// A whole fence record: the [`Fence`] and, when the writer named it, the
 /// lease the token is of.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -54,8 +54,8 @@ use std::path::{Path, PathBuf};
 pub use atomic::STALE_TEMP_AGE;
 pub use error::{FileError, Role, UpdateError};
 pub use fence::{
-    Fence, FenceRecordError, GRANT_VAR, GrantEnvError, NAME_VAR, Record as FenceRecord, TOKEN_VAR, lease_from_env,
-    parse as parse_fence_record, parse_record as parse_fence_record_with_lease,
+    Fence, FenceRecordError, GRANT_VAR, GrantEnvError, LeaseMismatch, NAME_VAR, Record as FenceRecord, TOKEN_VAR,
+    lease_from_env, parse as parse_fence_record, parse_record as parse_fence_record_with_lease, writer_lease,
 };
 pub use lock::LockWait;
 
@@ -242,6 +242,18 @@ impl FencedFile {
         self.lease = Some(name.into());
         self.new_lease = true;
         self
+    }
+
+    /// [`FencedFile::for_new_lease`] with `new_lease`, else
+    /// [`FencedFile::for_lease`] — when the lease is known; without one,
+    /// the file as it is (its tokens judged alone).
+    #[must_use]
+    pub fn with_lease(self, lease: Option<impl Into<String>>, new_lease: bool) -> Self {
+        match lease {
+            Some(lease) if new_lease => self.for_new_lease(lease),
+            Some(lease) => self.for_lease(lease),
+            None => self,
+        }
     }
 
     /// The lease the record names (`None`: no record, or one written

@@ -37,11 +37,7 @@ fn fenced(args: &FileArgs) -> FencedFile {
         .as_ref()
         .map(ToString::to_string)
         .or_else(|| args.fence_token.and_then(leasehold::files::lease_from_env));
-    match lease {
-        Some(lease) if args.fence_new_lease => file.for_new_lease(lease),
-        Some(lease) => file.for_lease(lease),
-        None => file,
-    }
+    file.with_lease(lease, args.fence_new_lease)
 }
 
 /// The fence of `--fence-token` and `--fence-grant` (see
