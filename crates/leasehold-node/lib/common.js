@@ -31,6 +31,21 @@ async function call(f) {
   }
 }
 
+/**
+ * `await f()`, its errors the package's, with `stop()` called if `signal`
+ * aborts meanwhile (a wait's cancel, a run's stop); refused at once with
+ * the signal's reason when it aborted already.
+ */
+async function abortable(signal, stop, f) {
+  signal?.throwIfAborted();
+  signal?.addEventListener('abort', stop, { once: true });
+  try {
+    return await call(f);
+  } finally {
+    signal?.removeEventListener('abort', stop);
+  }
+}
+
 const is = {
   duration: (v) => typeof v === 'number' || typeof v === 'string',
   wait: (v) => typeof v === 'boolean' || typeof v === 'number' || typeof v === 'string',
@@ -108,4 +123,4 @@ function lossHub() {
   return hub;
 }
 
-module.exports = { NATIVE, asyncDispose, sync, call, is, spelled, options, name, lossHub };
+module.exports = { NATIVE, asyncDispose, sync, call, abortable, is, spelled, options, name, lossHub };

@@ -3,7 +3,7 @@
 'use strict';
 const native = require('./native.js');
 const errors = require('./errors.js');
-const { NATIVE, asyncDispose, sync, call, is, spelled, options, name, lossHub } = require('./common.js');
+const { NATIVE, asyncDispose, sync, call, abortable, is, spelled, options, name, lossHub } = require('./common.js');
 
 const { InvalidInput } = errors.classes;
 
@@ -171,17 +171,11 @@ class Store {
   async acquire(leaseName, opts) {
     name(leaseName, 'acquire');
     const { signal, ...args } = options(opts, ACQUIRE, 'acquire');
-    signal?.throwIfAborted();
     const cancel = new native.NativeCancel();
     const hub = lossHub();
-    const onAbort = () => cancel.cancel();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let outcome;
-    try {
-      outcome = await call(() => this.#native.acquire(leaseName, args, cancel, (message) => hub.fire(message)));
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-    }
+    const outcome = await abortable(signal, () => cancel.cancel(), () =>
+      this.#native.acquire(leaseName, args, cancel, (message) => hub.fire(message)),
+    );
     if (!(outcome instanceof native.NativeLease)) {
       if (signal?.aborted) throw signal.reason;
       throw errors.held(outcome);
@@ -239,6 +233,7 @@ class Store {
   toString() {
     return `Store(${JSON.stringify(this.url)})`;
   }
+
 }
 
 module.exports = { Store, Lease };
