@@ -10,6 +10,8 @@
 //! |---|---|
 //! | `store` | `NativeStore`: a store by URL, opened on first use |
 //! | `lease` | `NativeLease`: acquire (wait, cancel), keep, push loss, renew, release |
+//! | `leadership` | `store.campaign` (`NativeLeadership`) and `store.observe` (`NativeObserver`) |
+//! | `run` | `store.run`: a command under a lease (the library's supervision), stopped by `NativeRunControl` |
 //! | `calls` | every blocking call on a thread of its own, settling a promise |
 //! | `envs` | what a JavaScript environment (a Worker) holds, let go when it ends |
 //! | `convert`, `errors` | durations, names, tokens; error kinds to error classes |
@@ -27,7 +29,9 @@ mod calls;
 mod convert;
 mod envs;
 mod errors;
+mod leadership;
 mod lease;
+mod run;
 mod store;
 
 use napi_derive::napi;
