@@ -34,6 +34,21 @@ async function call(f) {
   }
 }
 
+/**
+ * `await f()`, its errors the package's, with `stop()` called if `signal`
+ * aborts meanwhile (a wait's cancel, a run's stop); refused at once with
+ * the signal's reason when it aborted already.
+ */
+async function abortable(signal, stop, f) {
+  signal?.throwIfAborted();
+  signal?.addEventListener('abort', stop, { once: true });
+  try {
+    return await call(f);
+  } finally {
+    signal?.removeEventListener('abort', stop);
+  }
+}
+
 const is = {
   duration: (v) => typeof v === 'number' || typeof v === 'string',
   wait: (v) => typeof v === 'boolean' || typeof v === 'number' || typeof v === 'string',
@@ -101,21 +116,10 @@ function path(value, what) {
   throw new InvalidInput(`${what}: the path must be a string or a file: URL, not ${shown(value)}`);
 }
 
-/**
- * `await f(cancel)`, its errors the package's, with a NativeCancel that
- * `signal`'s abort cancels meanwhile; a signal aborted already refuses
- * at once, with its reason.
- */
-async function cancellable(signal, f) {
-  signal?.throwIfAborted();
+/** `abortable` with a NativeCancel for `f(cancel)`: the abort cancels the wait it is given to. */
+function cancellable(signal, f) {
   const cancel = new native.NativeCancel();
-  const onAbort = () => cancel.cancel();
-  signal?.addEventListener('abort', onAbort, { once: true });
-  try {
-    return await call(() => f(cancel));
-  } finally {
-    signal?.removeEventListener('abort', onAbort);
-  }
+  return abortable(signal, () => cancel.cancel(), () => f(cancel));
 }
 
 function name(value, what) {
@@ -160,6 +164,7 @@ module.exports = {
   options,
   shown,
   path,
+  abortable,
   cancellable,
   name,
   lossHub,

@@ -39,6 +39,8 @@ const InvalidInput = define('InvalidInput', 'LEASEHOLD_INVALID_INPUT');
 const InvalidName = define('InvalidName', 'LEASEHOLD_INVALID_NAME', InvalidInput);
 const Failed = define('Failed', 'LEASEHOLD_FAILED');
 const Stalled = define('Stalled', 'LEASEHOLD_STALLED', Failed);
+// store.run's timeout stopped the command (Python's RunTimeout, a Failed too).
+const RunTimeout = define('RunTimeout', 'LEASEHOLD_RUN_TIMEOUT', Failed);
 const NothingToClaim = define('NothingToClaim', 'LEASEHOLD_NOTHING_TO_CLAIM');
 const NoSuchTask = define('NoSuchTask', 'LEASEHOLD_NO_SUCH_TASK');
 

@@ -7,14 +7,15 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { platform } = require('./platform.js');
 
-function load() {
+/** The addon's file. */
+function locate() {
   const given = process.env.LEASEHOLD_NODE_ADDON;
-  if (given) return require(path.resolve(given));
+  if (given) return path.resolve(given);
   const here = path.join(__dirname, '..', `leasehold.${platform()}.node`);
-  if (fs.existsSync(here)) return require(here);
+  if (fs.existsSync(here)) return here;
   const name = `leasehold-${platform()}`;
   try {
-    return require(name);
+    return require.resolve(name);
   } catch (e) {
     const supported = ['linux-x64-gnu', 'linux-x64-musl', 'linux-arm64-gnu', 'linux-arm64-musl'];
     const message = supported.includes(platform())
@@ -26,4 +27,8 @@ function load() {
   }
 }
 
-module.exports = load();
+const file = locate();
+module.exports = require(file);
+// Where the addon is: its package's programs are beside it (the guard of
+// a supervised command, lib/run.js).
+module.exports.dir = path.dirname(file);

@@ -232,6 +232,21 @@ class Store {
   toString() {
     return `Store(${JSON.stringify(this.url)})`;
   }
+
+  /** `command` with `args` under the lease `leaseName` (lib/run.js): `{ code, signal, stdout, stderr }`. */
+  run(leaseName, command, args, opts) {
+    return require('./run.js').run(this, leaseName, command, args, opts);
+  }
+
+  /** Campaign for leadership of `leaseName` as `{ id }` (lib/leadership.js): a Leadership, or null. */
+  campaign(leaseName, opts) {
+    return require('./leadership.js').campaign(this, leaseName, opts);
+  }
+
+  /** Who leads `leaseName`, change by change: `for await (const change of store.observe(name))`. */
+  observe(leaseName, opts) {
+    return require('./leadership.js').observe(this, leaseName, opts);
+  }
 }
 
 module.exports = { Store, Lease };

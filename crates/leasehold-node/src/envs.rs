@@ -47,3 +47,53 @@ pub fn register(env: Env, holding: Weak<dyn LetGo>) -> napi::Result<()> {
     held.push(holding);
     Ok(())
 }
+
+/// Something held on its way to JavaScript through a promise
+/// ([`crate::calls::on_thread_then`]): registered with the environment as
+/// the promise settles ([`Handover::take`]), or let go when dropped untaken
+/// — its environment ended first, and nobody will ever see it.
+pub struct Handover<T: LetGo + 'static>(Option<Arc<T>>);
+
+impl<T: LetGo + 'static> Handover<T> {
+    pub fn new(held: Arc<T>) -> Self {
+        Self(Some(held))
+    }
+
+    /// Register it with `env` (on the JavaScript thread) and hand it over.
+    pub fn take(mut self, env: Env) -> napi::Result<Arc<T>> {
+        let held = self.0.take().expect("taken once");
+        let weak: Weak<dyn LetGo> = Arc::downgrade(&held) as Weak<dyn LetGo>;
+        if let Err(e) = register(env, weak) {
+            held.let_go();
+            return Err(e);
+        }
+        Ok(held)
+    }
+}
+
+impl<T: LetGo + 'static> Drop for Handover<T> {
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take() {
+            held.let_go();
+        }
+    }
+}
+
+/// A wait (or an observer) that ends with its environment: a Worker that
+/// ends while waiting leaves the store's queue at once, rather than be
+/// granted what nobody will see. The call's thread keeps it (strong).
+#[derive(Debug)]
+pub struct CancelAtEnd(pub leasehold::Cancel);
+
+impl LetGo for CancelAtEnd {
+    fn let_go(&self) {
+        self.0.cancel();
+    }
+}
+
+/// `cancel`, cancelled when `env` ends (on the JavaScript thread).
+pub fn cancel_at_end(env: Env, cancel: &leasehold::Cancel) -> napi::Result<Arc<CancelAtEnd>> {
+    let held = Arc::new(CancelAtEnd(cancel.clone()));
+    register(env, Arc::downgrade(&held) as Weak<dyn LetGo>)?;
+    Ok(held)
+}

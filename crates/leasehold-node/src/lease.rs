@@ -11,7 +11,7 @@
 //! `release()` says it was released already (how, with which token); a
 //! `release()` while a `renew()` is under way says so.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold::spelling::Options;
 use leasehold::{
@@ -23,9 +23,9 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Either, Env, Status};
 use napi_derive::napi;
 
-use crate::calls::on_thread;
+use crate::calls::{on_thread, on_thread_then};
 use crate::convert::{self, Wait};
-use crate::envs::{self, LetGo};
+use crate::envs::{self, Handover, LetGo};
 use crate::errors;
 use crate::store::NativeStore;
 
@@ -34,7 +34,7 @@ use crate::store::NativeStore;
 pub type OnLost = ThreadsafeFunction<String, Unknown<'static>, String, Status, false, true>;
 
 /// The TTL when none is given: the library's default, as the CLI's.
-const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+pub const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// `store.acquire(name, options)`'s options, as index.js passes them.
 #[derive(Debug)]
@@ -80,7 +80,7 @@ pub struct HeldFacts {
 #[derive(Debug)]
 #[napi]
 pub struct NativeCancel {
-    cancel: Cancel,
+    pub(crate) cancel: Cancel,
 }
 
 impl NativeCancel {
@@ -105,7 +105,7 @@ impl NativeCancel {
 }
 
 /// The facts of `held`, worded as the library words them for `wait`.
-fn held_facts(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> napi::Result<HeldFacts> {
+pub fn held_facts(name: &LeaseName, held: &Held, mode: Mode, wait: Wait) -> napi::Result<HeldFacts> {
     let message = wait.refusal(held, name.as_str(), mode, &Options);
     let now = std::time::SystemTime::now();
     let holders = held
@@ -427,13 +427,14 @@ impl NativeStore {
             mode,
             binding: Binding::ThisProcess,
         };
-        let (opener, cancel) = (self.opener(), cancel.cancel.clone());
-        let (deferred, promise) = env.create_deferred::<Either<NativeLease, HeldFacts>, Resolver>()?;
-        let work = move || -> napi::Result<Either<(Arc<Shared>, Grant), HeldFacts>> {
+        let (opener, lease_name) = (self.opener(), name.clone());
+        // A Worker that ends while this waits leaves the queue.
+        let cancel = envs::cancel_at_end(*env, &cancel.cancel)?;
+        let work = move || -> napi::Result<Either<Handover<Shared>, HeldFacts>> {
             let store = opener.handle()?;
             let kept = match wait.timeout() {
                 None => store.acquire_and_keep(&name, &options, keep),
-                Some(timeout) => store.acquire_wait_and_keep(&name, &options, timeout, &cancel, |_| {}, keep),
+                Some(timeout) => store.acquire_wait_and_keep(&name, &options, timeout, &cancel.0, |_| {}, keep),
             }
             .map_err(|e| errors::library(&e))?;
             match kept {
@@ -445,65 +446,23 @@ impl NativeStore {
                     });
                     let shared = Arc::new(Shared {
                         store,
-                        state: Mutex::new(State::Held(Hold {
-                            grant: grant.clone(),
-                            keeper,
-                        })),
+                        state: Mutex::new(State::Held(Hold { grant, keeper })),
                     });
-                    Ok(Either::A((shared, grant)))
+                    Ok(Either::A(Handover::new(shared)))
                 }
             }
         };
-        spawn_acquire(deferred, work, ttl)?;
-        Ok(promise)
-    }
-}
-
-type Resolver = Box<dyn FnOnce(Env) -> napi::Result<Either<NativeLease, HeldFacts>> + Send>;
-
-/// Run the acquire on a thread of its own; the lease it got is registered
-/// with the environment (envs.rs) on the JavaScript thread as it is
-/// handed over — or let go when the environment is gone by then.
-fn spawn_acquire(
-    deferred: napi::JsDeferred<Either<NativeLease, HeldFacts>, Resolver>,
-    work: impl FnOnce() -> napi::Result<Either<(Arc<Shared>, Grant), HeldFacts>> + Send + 'static,
-    ttl: std::time::Duration,
-) -> napi::Result<()> {
-    std::thread::Builder::new()
-        .name("leasehold-call".into())
-        .spawn(move || match work() {
-            Err(e) => deferred.reject(e),
-            Ok(Either::B(held)) => deferred.resolve(Box::new(move |_| Ok(Either::B(held)))),
-            Ok(Either::A((shared, grant))) => {
-                // Let go on this thread if the resolver never runs (its
-                // environment ended first): a guard the resolver disarms.
-                let guard = LetGoUnlessTaken(Some(shared.clone()));
-                deferred.resolve(Box::new(move |env| {
-                    let mut guard = guard;
-                    let shared = guard.0.take().expect("taken once");
-                    let weak: Weak<dyn LetGo> = Arc::downgrade(&shared) as Weak<dyn LetGo>;
-                    envs::register(env, weak)?;
-                    Ok(Either::A(NativeLease {
-                        name: grant.name.clone(),
-                        ttl,
-                        shared,
-                    }))
-                }));
-            }
+        // The lease is registered with the environment (envs.rs) on the
+        // JavaScript thread as it is handed over — or let go when the
+        // environment is gone by then.
+        on_thread_then(env, work, move |env, got| match got {
+            Either::B(held) => Ok(Either::B(held)),
+            Either::A(handover) => Ok(Either::A(NativeLease {
+                name: lease_name,
+                ttl,
+                shared: handover.take(env)?,
+            })),
         })
-        .map_err(|e| errors::of_kind(leasehold::ErrorKind::Failed, format!("cannot start a thread: {e}")))?;
-    Ok(())
-}
-
-/// A grant nobody took (its promise's environment ended): let go when
-/// dropped.
-struct LetGoUnlessTaken(Option<Arc<Shared>>);
-
-impl Drop for LetGoUnlessTaken {
-    fn drop(&mut self) {
-        if let Some(shared) = self.0.take() {
-            shared.let_go();
-        }
     }
 }
 

@@ -12,6 +12,8 @@
 //! | `lease` | `NativeLease`: acquire (wait, cancel), keep, push loss, renew, release |
 //! | `files` | `writeFile`, `writeJson`, `NativeUpdate`: crash-safe, fenced state files |
 //! | `lock` | `lock`, `NativeFileLock`: `flock` as `leasehold lock` takes it |
+//! | `leadership` | `store.campaign` (`NativeLeadership`) and `store.observe` (`NativeObserver`) |
+//! | `run` | `store.run`: a command under a lease (the library's supervision), stopped by `NativeRunControl` |
 //! | `calls` | every blocking call on a thread of its own, settling a promise |
 //! | `envs` | what a JavaScript environment (a Worker) holds, let go when it ends |
 //! | `convert`, `errors` | durations, names, tokens; error kinds to error classes |
@@ -30,8 +32,10 @@ mod convert;
 mod envs;
 mod errors;
 mod files;
+mod leadership;
 mod lease;
 mod lock;
+mod run;
 mod store;
 
 use napi_derive::napi;

@@ -163,15 +163,16 @@ impl NativeFileLock {
                 None => lock::try_lock(&path, options),
                 Some(timeout) => lock::lock_or_cancel(&path, options, timeout, &cancel.0),
             };
-            match outcome {
-                Err(e) => deferred.reject(errors::lock(&e)),
-                Ok(TryLock::Held { path, holders }) => {
-                    let facts = held_facts(&path, &holders, wait);
-                    deferred.resolve(Box::new(move |_| Ok(Either::B(facts))));
-                }
-                // Registered on the JavaScript thread as it is handed over; if
-                // that never runs (the environment ended), dropped: unlocked.
-                Ok(TryLock::Locked(held)) => deferred.resolve(Box::new(move |env| {
+            let out = match outcome {
+                Err(e) => Err(errors::lock(&e)),
+                Ok(TryLock::Held { path, holders }) => Ok(Either::B(held_facts(&path, &holders, wait))),
+                Ok(TryLock::Locked(held)) => Ok(Either::A(held)),
+            };
+            // Registered on the JavaScript thread as it is handed over; if
+            // that never runs (the environment ended), dropped: unlocked.
+            calls::settle_then(deferred, out, move |env, got| match got {
+                Either::B(facts) => Ok(Either::B(facts)),
+                Either::A(held) => {
                     let file_lock = NativeFileLock {
                         path: held.path().display().to_string(),
                         shared: held.is_shared(),
@@ -186,8 +187,8 @@ impl NativeFileLock {
                     };
                     envs::register(env, Arc::downgrade(&file_lock.slot) as Weak<dyn LetGo>)?;
                     Ok(Either::A(file_lock))
-                })),
-            }
+                }
+            });
         })?;
         Ok(promise)
     }

@@ -121,3 +121,42 @@ export async function waitFor(f, limit = 10_000) {
     await sleep(20);
   }
 }
+
+/**
+ * The checker of "never two at once": every pair of `intervals` (each
+ * `{ start, end, who }`, as the processes under test logged them) that
+ * overlap. Intervals that only touch (one's end is the other's start)
+ * do not. Shares nothing with what it checks.
+ */
+export function overlapping(intervals) {
+  const sorted = [...intervals].sort((a, b) => a.start - b.start);
+  const found = [];
+  for (let i = 0; i < sorted.length; i += 1) {
+    for (let j = i + 1; j < sorted.length && sorted[j].start < sorted[i].end; j += 1) {
+      found.push([sorted[i], sorted[j]]);
+    }
+  }
+  return found;
+}
+
+/** Whether a process (or, for a negative pid, a process group) exists. */
+export function exists(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    if (e.code === 'ESRCH') return false;
+    throw e;
+  }
+}
+
+/** How `promise` settled within `limit` ms: `{ value }`, `{ error }`, or `{ pending: true }` — so a test of an abort fails rather than hangs when the abort does nothing. */
+export function settledWithin(promise, limit) {
+  return Promise.race([
+    promise.then(
+      (value) => ({ value }),
+      (error) => ({ error }),
+    ),
+    sleep(limit).then(() => ({ pending: true })),
+  ]);
+}

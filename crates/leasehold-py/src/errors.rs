@@ -97,20 +97,18 @@ pub fn held(message: String, name: &str, holders: &[HolderFacts], waiters: u32, 
     })
 }
 
-/// The exception for a run that did not end by itself: `LeaseLost` for a
-/// lost grant, `Stalled` (a `Failed`) for a command stopped for making no
-/// progress — the decision the CLI makes with exit 75 — `KeyboardInterrupt`
-/// for one the caller stopped, `Failed` otherwise.
+/// The exception for a run that did not end by itself: the library's
+/// class for it ([`RunError::class_name`](leasehold::supervise::RunError::class_name):
+/// `LeaseLost` for a lost grant, `Stalled` for a command stopped for making
+/// no progress — the decision the CLI makes with exit 75 —, `RunTimeout`,
+/// `Failed` otherwise), but `KeyboardInterrupt` for one the caller stopped.
+/// (`RunTimeout` with its `subprocess.TimeoutExpired` fields: `run.rs`.)
 pub fn run(error: &leasehold::supervise::RunError) -> PyErr {
-    use leasehold::supervise::RunError;
     match error {
-        RunError::Stalled { .. } => new("Stalled", error.to_string()),
-        RunError::Interrupted { .. } => pyo3::exceptions::PyKeyboardInterrupt::new_err(error.to_string()),
-        RunError::LostBeforeStart { .. }
-        | RunError::Lost { .. }
-        | RunError::TooLate { .. }
-        | RunError::CouldNotStart { .. }
-        | RunError::GuardDied { .. } => of_kind(error.kind(), error.to_string()),
+        leasehold::supervise::RunError::Interrupted { .. } => {
+            pyo3::exceptions::PyKeyboardInterrupt::new_err(error.to_string())
+        }
+        _ => new(error.class_name(), error.to_string()),
     }
 }
 

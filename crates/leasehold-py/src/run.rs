@@ -21,15 +21,12 @@
 //! is gone and the lease released.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use leasehold::supervise::{self, LeaseRun, Output, RunError, RunOutcome, Spec, Stop, StopHandle, Supervised, Timing};
-use leasehold::{Cancel, LeaseName, Mode};
+use leasehold::supervise::{self, LeaseRun, Output, RunControl, RunError, RunOutcome, Spec, Timing};
+use leasehold::{LeaseName, Mode};
 use pyo3::prelude::*;
-use pyo3::sync::MutexExt as _;
 
 use crate::background::Background;
 use crate::convert::Wait;
@@ -59,21 +56,20 @@ pub struct RunArgs {
     pub text: bool,
 }
 
-/// Whether the command may go on, as the caller last said.
-enum Control {
-    NotStarted,
-    Started(StopHandle),
-    /// Stop it as soon as it starts.
-    Cancelled,
-}
-
 /// What `store.run` returns: the exit code, or with `capture_output` a
 /// `subprocess.CompletedProcess`.
 pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: &RunArgs) -> PyResult<Py<PyAny>> {
     if args.argv.is_empty() {
         return Err(errors::invalid("argv is empty: give the command and its arguments"));
     }
-    check_cwd(args.cwd.as_deref())?;
+    if let Some(cwd) = &args.cwd {
+        supervise::check_cwd(cwd).map_err(|e| match &e {
+            supervise::CwdRefused::NotADirectory(_) => pyo3::exceptions::PyNotADirectoryError::new_err(e.to_string()),
+            supervise::CwdRefused::Unusable(_, io) => {
+                pyo3::exceptions::PyOSError::new_err((io.raw_os_error().unwrap_or(0), e.to_string()))
+            }
+        })?;
+    }
     let timing = Timing::new(args.ttl, args.heartbeat, args.grace)
         .map_err(|e| errors::invalid(e.worded(&leasehold::spelling::Keywords)))?;
     let grace = timing.grace;
@@ -87,68 +83,29 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: &RunArgs) -> PyRe
     if args.capture {
         spec.output = Output::Capture;
     }
-    let cwd = args.cwd.clone();
-    let cancel = Cancel::new();
     let lease = LeaseRun {
-        name: args.name.clone(),
-        timing,
         owner: args.owner.clone(),
         mode: args.mode,
         wait: args.wait.timeout(),
-        // A ^C while waiting ends the wait: the waiter leaves the queue.
-        cancel: cancel.clone(),
-        // The host process's signals and terminal are its own.
-        forward_signals: false,
-        hand_terminal: false,
         env: args.env.clone(),
-        start_by: None,
+        ..LeaseRun::new(args.name.clone(), timing)
     };
-    let timed_out = Arc::new(AtomicBool::new(false));
-    let control = Arc::new(Mutex::new(Control::NotStarted));
+    let (cwd, timeout) = (args.cwd.clone(), args.timeout);
+    // A ^C while waiting ends the wait (the waiter leaves the queue); while
+    // the command runs, it stops it.
+    let control = RunControl::new();
     let call = {
         let control = control.clone();
-        let cancel = cancel.clone();
-        let (timeout, timed_out) = (args.timeout, timed_out.clone());
         Background::spawn(move || {
             // A wait for the lease ends, out of the queue, if the interpreter exits.
-            let _watched = crate::exiting::watch(&cancel);
-            // Dropped when the run is over: the timer ends with it.
-            let (over, timer) = std::sync::mpsc::channel::<()>();
-            let supervised = Supervised::launch_in(spec, cwd.as_deref()).map_err(leasehold::Error::from)?;
-            let outcome = supervise::run_spawned(
-                &store,
-                &lease,
-                supervised,
-                |_| {},
-                move |_, handle| {
-                    if let Some(limit) = timeout {
-                        stop_after(limit, timer, handle.clone(), timed_out);
-                    }
-                    let mut control = control.lock().unwrap_or_else(PoisonError::into_inner);
-                    if matches!(*control, Control::Cancelled) {
-                        handle.stop(Stop::Shutdown);
-                    }
-                    *control = Control::Started(handle);
-                },
-            );
-            drop(over);
-            outcome
+            let _watched = crate::exiting::watch(control.cancel());
+            supervise::run_hosted(&store, lease, spec, cwd.as_deref(), timeout, &control)
         })
     };
     let outcome = match call.wait(py) {
         Ok(outcome) => outcome,
         Err(interrupted) => {
-            cancel.cancel();
-            let was = std::mem::replace(
-                &mut *control.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner),
-                Control::Cancelled,
-            );
-            match was {
-                Control::Started(handle) => {
-                    handle.stop(Stop::Shutdown);
-                }
-                Control::NotStarted | Control::Cancelled => {}
-            }
+            control.stop();
             // Until the command is gone and the lease released: the grace
             // period, and some slack. A wait for the lease ends at its next
             // poll, out of the queue.
@@ -166,18 +123,17 @@ pub fn run(py: Python<'_>, store: Arc<leasehold::Store>, args: &RunArgs) -> PyRe
         RunOutcome::Ran(ran) => ran,
     };
     warn_release(py, &args.name, &ran.grant, ran.release_error)?;
-    returned(py, args, ran.ended, &ran.finished, timed_out.load(Ordering::SeqCst))
+    returned(py, args, ran.ended, &ran.finished)
 }
 
 /// What `run` returns for a command that ran: its exit code, or a
 /// `CompletedProcess` with what it wrote; `RunTimeout` when the timeout
-/// stopped it (`timed_out`), the exception of its outcome otherwise.
+/// stopped it, the exception of its outcome otherwise.
 fn returned(
     py: Python<'_>,
     args: &RunArgs,
     ended: Result<u8, RunError>,
     finished: &supervise::Finished,
-    timed_out: bool,
 ) -> PyResult<Py<PyAny>> {
     let output = |bytes: &[u8]| -> Py<PyAny> {
         match (args.capture, args.text) {
@@ -189,23 +145,14 @@ fn returned(
         }
     };
     let code = match ended {
-        Err(RunError::Interrupted { grace }) if timed_out => {
-            let limit = args.timeout.unwrap_or_default();
-            let message = format!(
-                "{} ran past its timeout of {}: it was stopped (SIGTERM, then SIGKILL after {}) and the lease {} \
-                 released once the command and every process it started were gone; its work may be incomplete",
-                args.argv[0].to_string_lossy(),
-                leasehold::format_duration(limit),
-                leasehold::format_duration(grace),
-                args.name,
-            );
+        Err(e @ RunError::TimedOut { limit, .. }) => {
             let class = py.import("pyleasehold")?.getattr("RunTimeout")?;
             let kwargs = pyo3::types::PyDict::new(py);
             kwargs.set_item("cmd", argv_list(py, &args.argv)?)?;
             kwargs.set_item("timeout", limit.as_secs_f64())?;
             kwargs.set_item("output", output(&finished.stdout))?;
             kwargs.set_item("stderr", output(&finished.stderr))?;
-            return Err(PyErr::from_value(class.call((message,), Some(&kwargs))?));
+            return Err(PyErr::from_value(class.call((e.to_string(),), Some(&kwargs))?));
         }
         ended => ended.map_err(|e| errors::run(&e))?,
     };
@@ -226,35 +173,6 @@ fn returned(
 /// The command as `subprocess` names one in `CompletedProcess.args`.
 fn argv_list<'py>(py: Python<'py>, argv: &[std::ffi::OsString]) -> PyResult<Bound<'py, pyo3::types::PyList>> {
     pyo3::types::PyList::new(py, argv)
-}
-
-/// `cwd` refused before anything starts, as `subprocess.run` refuses it:
-/// the guard would otherwise fail to start, blamed on the guard program.
-fn check_cwd(cwd: Option<&std::path::Path>) -> PyResult<()> {
-    let Some(cwd) = cwd else { return Ok(()) };
-    match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(pyo3::exceptions::PyNotADirectoryError::new_err(format!(
-            "cwd {} is not a directory; nothing was run",
-            cwd.display()
-        ))),
-        Err(e) => Err(pyo3::exceptions::PyOSError::new_err((
-            e.raw_os_error().unwrap_or(0),
-            format!("cwd {}: {e}; nothing was run", cwd.display()),
-        ))),
-    }
-}
-
-/// After `limit` from the command's start — unless the run is over first
-/// (`over` closes) — stop it as a ^C does (the guard's SIGTERM to the
-/// tree, SIGKILL after the grace period), marked as the timeout's doing.
-fn stop_after(limit: Duration, over: std::sync::mpsc::Receiver<()>, handle: StopHandle, timed_out: Arc<AtomicBool>) {
-    std::thread::spawn(move || {
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = over.recv_timeout(limit) {
-            timed_out.store(true, Ordering::SeqCst);
-            handle.stop(Stop::Shutdown);
-        }
-    });
 }
 
 /// A release that failed is a warning: the grant expires by its TTL.
@@ -302,31 +220,13 @@ pub fn env(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> 
                 val.repr()?
             )));
         };
-        if key.is_empty() || key.contains(['=', '\0']) || val.contains('\0') {
-            return Err(errors::invalid(format!(
-                "env {key:?}: {val:?} cannot be an environment variable (a name is not empty and holds no '=' \
-                 nor NUL; a value holds no NUL); nothing was run"
-            )));
-        }
-        if GRANT_VARS.contains(&key.as_str()) {
-            return Err(errors::invalid(format!(
-                "env sets {key}, which run sets to the lease's grant (LEASEHOLD_NAME, LEASEHOLD_TOKEN, \
-                 LEASEHOLD_GRANT, LEASEHOLD_OWNER, LEASEHOLD_STORE); leave it out; nothing was run"
-            )));
+        if let Some(refusal) = supervise::env_refusal(&key, &val) {
+            return Err(errors::invalid(refusal));
         }
         env.push((key, val));
     }
     Ok(env)
 }
-
-/// What `run` sets in the command's environment for its grant.
-const GRANT_VARS: [&str; 5] = [
-    "LEASEHOLD_NAME",
-    "LEASEHOLD_TOKEN",
-    "LEASEHOLD_GRANT",
-    "LEASEHOLD_OWNER",
-    "LEASEHOLD_STORE",
-];
 
 /// `input=`: bytes, or str as UTF-8; `None`: stdin inherited.
 pub fn input(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {

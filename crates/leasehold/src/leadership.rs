@@ -390,6 +390,23 @@ impl Store {
         options: &CampaignOptions,
         cancel: &Cancel,
     ) -> Result<Option<Leadership>> {
+        self.campaign_for(name, options, None, cancel)
+    }
+
+    /// As [`Store::campaign`], waiting at most `timeout` (`None`: as long
+    /// as it takes; zero: one try, taking no place in the queue). `None`
+    /// when it passed, or `cancel` ended the wait, first.
+    ///
+    /// # Errors
+    /// As [`Store::campaign`]; a `timeout` out of
+    /// [`limits::WAIT`](crate::limits::WAIT) is refused.
+    pub fn campaign_for(
+        self: &Arc<Self>,
+        name: &LeaseName,
+        options: &CampaignOptions,
+        timeout: Option<Duration>,
+        cancel: &Cancel,
+    ) -> Result<Option<Leadership>> {
         self.refuse_a_live_namesake(name, &options.id)?;
         let acquire = AcquireOptions {
             ttl: options.ttl,
@@ -399,7 +416,7 @@ impl Store {
         };
         let keep = KeeperOptions::new(options.ttl);
         Ok(
-            match self.acquire_wait_and_keep(name, &acquire, None, cancel, |_| {}, keep)? {
+            match self.acquire_wait_and_keep(name, &acquire, timeout, cancel, |_| {}, keep)? {
                 Kept::Acquired(grant, keeper) => Some(Leadership {
                     store: self.clone(),
                     grant,
@@ -567,6 +584,28 @@ mod tests {
         assert_eq!(seen.map(|l| (l.owner, l.token)), Some(("b".to_owned(), second.token())));
         drop(second);
         assert_eq!(next(&mut observer), None, "dropping resigns");
+    }
+
+    /// A campaign with a limit gives up when it passes (one try for
+    /// zero), out of the queue, and never leads.
+    #[test]
+    fn a_campaign_with_a_limit_gives_up_out_of_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        let name = LeaseName::new("leader").unwrap();
+        let first = store.campaign(&name, &options("a"), &Cancel::new()).unwrap().unwrap();
+        for limit in [Duration::ZERO, Duration::from_millis(200)] {
+            let none = store
+                .campaign_for(&name, &options("b"), Some(limit), &Cancel::new())
+                .unwrap();
+            assert!(none.is_none(), "b led while a did, after waiting {limit:?}");
+            assert_eq!(store.status(&name).unwrap().unwrap().waiters.len(), 0);
+        }
+        first.resign().unwrap();
+        let second = store
+            .campaign_for(&name, &options("b"), Some(Duration::ZERO), &Cancel::new())
+            .unwrap();
+        assert!(second.is_some_and(|l| l.is_leader()));
     }
 
     #[test]

@@ -79,7 +79,9 @@ fn run_error(ctx: &Ctx, args: &RunArgs, token: leasehold::Token, error: &RunErro
         | RunError::TooLate { .. }
         | RunError::Lost { .. }
         | RunError::Stalled { .. }
-        | RunError::Interrupted { .. } => Err(CliError::new(ExitCode::LeaseLostWhileRunning, error.to_string()).into()),
+        | RunError::Interrupted { .. }
+        // The command has no timeout of its own (a host's: `store.run`).
+        | RunError::TimedOut { .. } => Err(CliError::new(ExitCode::LeaseLostWhileRunning, error.to_string()).into()),
         RunError::CouldNotStart { code, .. } => {
             let details = json::RunNotStarted {
                 name: &args.name,

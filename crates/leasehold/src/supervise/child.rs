@@ -31,6 +31,14 @@ pub(crate) enum Exit {
 }
 
 impl Exit {
+    /// The signal that ended the command, if one did.
+    pub(crate) fn signal(self) -> Option<u8> {
+        match self {
+            Self::Code(_) => None,
+            Self::Signal(sig) => Some(sig),
+        }
+    }
+
     /// The shell's exit code: the code, or 128+N for signal N.
     pub(crate) fn shell_code(self) -> u8 {
         match self {

@@ -43,6 +43,17 @@ pub enum CommandEnv {
 }
 
 impl CommandEnv {
+    /// The variables a command under a lease is told its grant by, in
+    /// [`CommandEnv::vars`]'s order: a host refuses them as the caller's
+    /// own ([`super::env_refusal`]).
+    pub const LEASE_VARS: [&'static str; 5] = [
+        "LEASEHOLD_NAME",
+        "LEASEHOLD_TOKEN",
+        "LEASEHOLD_GRANT",
+        "LEASEHOLD_OWNER",
+        "LEASEHOLD_STORE",
+    ];
+
     /// The environment of a command under `grant` of `name` in `store`,
     /// with the caller's `extra` variables.
     #[must_use]
@@ -82,12 +93,13 @@ impl CommandEnv {
                 store,
                 extra,
             } => {
+                let [name_var, token_var, grant_var, owner_var, store_var] = Self::LEASE_VARS;
                 let mut vars = vec![
-                    var("LEASEHOLD_NAME", name.to_string()),
-                    var("LEASEHOLD_TOKEN", token.to_string()),
-                    var("LEASEHOLD_GRANT", grant.clone()),
-                    var("LEASEHOLD_OWNER", owner.clone()),
-                    var("LEASEHOLD_STORE", store.clone()),
+                    var(name_var, name.to_string()),
+                    var(token_var, token.to_string()),
+                    var(grant_var, grant.clone()),
+                    var(owner_var, owner.clone()),
+                    var(store_var, store.clone()),
                 ];
                 vars.extend(extra.iter().cloned());
                 vars

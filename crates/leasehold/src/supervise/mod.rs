@@ -112,6 +112,7 @@
 pub mod child;
 mod env;
 pub mod guard;
+mod hosted;
 mod outcome;
 mod supervised;
 mod timing;
@@ -121,6 +122,7 @@ use std::time::Duration;
 
 pub use env::CommandEnv;
 pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
+pub use hosted::{CwdRefused, RunControl, check_cwd, env_refusal, run_hosted};
 pub use outcome::{Ran, ReleaseFailed, RunError, RunOutcome};
 pub use supervised::{Ending, Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
 pub use timing::{RENEWAL_ROOM, Timing, TimingError, TimingProblem, TimingRemedy, default_grace, slack};

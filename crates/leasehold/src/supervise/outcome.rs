@@ -91,6 +91,16 @@ pub enum RunError {
     /// The caller stopped the command ([`Stop::Shutdown`](super::Stop::Shutdown):
     /// a cancel after the lease was granted, a `KeyboardInterrupt`).
     Interrupted { grace: Duration },
+    /// The command ran past a host's timeout ([`run_hosted`](super::run_hosted):
+    /// `store.run`'s `timeout`), so it was stopped as a lost lease stops
+    /// one; the lease was released once every process of it was gone.
+    TimedOut {
+        /// The command's program, as given.
+        program: String,
+        name: LeaseName,
+        limit: Duration,
+        grace: Duration,
+    },
     /// The command could not be started: `code` is the shell's (127 not
     /// found, 126 otherwise), `message` the reason.
     CouldNotStart { code: u8, message: String },
@@ -113,20 +123,36 @@ impl RunError {
             RunError::LostBeforeStart { .. } | RunError::Lost { .. } => ErrorKind::Lost,
             RunError::Stalled { .. }
             | RunError::Interrupted { .. }
+            | RunError::TimedOut { .. }
             | RunError::CouldNotStart { .. }
             | RunError::TooLate { .. }
             | RunError::GuardDied { .. } => ErrorKind::Failed,
         }
     }
 
+    /// The name of the error class a front end raises for it (Python's
+    /// exceptions, Node.js's errors): its kind's
+    /// ([`ErrorKind::class_name`]), but for the outcomes that have a class
+    /// of their own — a stall (`Stalled`) and a timeout (`RunTimeout`),
+    /// both a `Failed`. (An interrupt is the host's own: Python raises
+    /// `KeyboardInterrupt`, Node.js the `AbortSignal`'s reason.)
+    #[must_use]
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            RunError::Stalled { .. } => "Stalled",
+            RunError::TimedOut { .. } => "RunTimeout",
+            _ => self.kind().class_name(),
+        }
+    }
+
     /// Whether leasehold stopped a command that had started (so its work
     /// may be incomplete, and running it again is the remedy): a loss, a
-    /// stall or an interrupt.
+    /// stall, an interrupt or a timeout.
     #[must_use]
     pub fn stopped_it(&self) -> bool {
         matches!(
             self,
-            RunError::Lost { .. } | RunError::Stalled { .. } | RunError::Interrupted { .. }
+            RunError::Lost { .. } | RunError::Stalled { .. } | RunError::Interrupted { .. } | RunError::TimedOut { .. }
         )
     }
 }
@@ -175,6 +201,18 @@ impl fmt::Display for RunError {
                 f.write_str("run was asked to shut down")?;
                 stopped(f, grace)
             }
+            RunError::TimedOut {
+                program,
+                name,
+                limit,
+                grace,
+            } => write!(
+                f,
+                "{program} ran past its timeout of {}: it was stopped (SIGTERM, then SIGKILL after {}) and the lease \
+                 {name} released once the command and every process it started were gone; its work may be incomplete",
+                format_duration(*limit),
+                format_duration(*grace),
+            ),
             RunError::CouldNotStart { message, .. } => f.write_str(message),
             RunError::GuardDied {
                 name,
@@ -241,6 +279,15 @@ mod tests {
                 "run was asked to shut down. The command was stopped",
             ),
             (
+                RunError::TimedOut {
+                    program: "./job.sh".into(),
+                    name: name(),
+                    limit: Duration::from_millis(1500),
+                    grace,
+                },
+                "./job.sh ran past its timeout of 1s 500ms: it was stopped (SIGTERM, then SIGKILL after 5s) and the lease nightly released once",
+            ),
+            (
                 RunError::CouldNotStart {
                     code: 127,
                     message: "cannot run nope: not found".into(),
@@ -270,7 +317,11 @@ mod tests {
                 said.starts_with("lost the lease"),
                 "{said}"
             );
-            assert_eq!(error.stopped_it(), said.contains("The command was stopped"), "{said}");
+            assert_eq!(
+                error.stopped_it(),
+                said.contains("The command was stopped") || said.contains("it was stopped"),
+                "{said}"
+            );
         }
     }
 }

@@ -9,6 +9,11 @@
 //!    installer puts it beside an interpreter too (a Python virtualenv's
 //!    `bin/`);
 //! 3. `leasehold-guard` on `$PATH`.
+//!
+//! [`GuardProgram::find_beside`] looks in a package's own directory
+//! between the first two: where the Node.js package's platform package
+//! puts its programs beside the native module (`leasehold-guard`, or the
+//! `leasehold` command, which is its own guard: `leasehold __guard`).
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -23,6 +28,8 @@ pub const GUARD_ARG: &str = "__guard";
 pub const GUARD_ENV: &str = "LEASEHOLD_GUARD";
 /// The guard program's file name ([`GuardProgram::find`]).
 pub const GUARD_NAME: &str = "leasehold-guard";
+/// The command's file name: it is its own guard ([`GuardProgram::find_beside`]).
+const COMMAND_NAME: &str = "leasehold";
 
 /// How a supervisor starts its guard: a program and leading arguments,
 /// followed by `__guard` and the guard's own arguments; [`GuardProgram::find`]
@@ -67,6 +74,21 @@ impl GuardProgram {
     /// # Errors
     /// [`SuperviseError::GuardNotFound`], naming every place looked at.
     pub fn find() -> Result<Self, SuperviseError> {
+        Self::find_in(None)
+    }
+
+    /// As [`GuardProgram::find`], looking in `dir` after `$LEASEHOLD_GUARD`:
+    /// for `leasehold-guard`, then for `leasehold` (the command is its own
+    /// guard) — the programs a package installs beside its native module
+    /// (the Node.js package's addon), whatever program runs it.
+    ///
+    /// # Errors
+    /// [`SuperviseError::GuardNotFound`], naming every place looked at.
+    pub fn find_beside(dir: &Path) -> Result<Self, SuperviseError> {
+        Self::find_in(Some(dir))
+    }
+
+    fn find_in(beside: Option<&Path>) -> Result<Self, SuperviseError> {
         let mut searched = Vec::new();
         if let Some(path) = std::env::var_os(GUARD_ENV).filter(|p| !p.is_empty()) {
             let path = PathBuf::from(path);
@@ -78,6 +100,10 @@ impl GuardProgram {
             });
         }
         let mut candidates = Vec::new();
+        if let Some(dir) = beside {
+            // Either is started the same way: PROGRAM __guard ...
+            candidates.extend([dir.join(GUARD_NAME), dir.join(COMMAND_NAME)]);
+        }
         if let Some(dir) = std::env::current_exe().ok().as_deref().and_then(Path::parent) {
             candidates.push(dir.join(GUARD_NAME));
             if matches!(dir.file_name().and_then(OsStr::to_str), Some("deps" | "examples"))

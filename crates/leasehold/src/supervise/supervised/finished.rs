@@ -9,6 +9,10 @@ use crate::LostReason;
 pub struct Finished<L = LostReason> {
     /// Its exit code (128+N for signal N); `None` if the guard died.
     pub code: Option<u8>,
+    /// The signal that ended it, when one did (`code` is then 128+N): a
+    /// front end that reports exit codes and signals apart (Node.js's
+    /// `{ code, signal }`) needs it, as `exit 143` is not SIGTERM.
+    pub signal: Option<u8>,
     /// Why we stopped it, if we did.
     pub stopped: Option<Stop<L>>,
     /// It could not be started: the shell's code (127/126) and why.
@@ -62,6 +66,7 @@ impl<L> Default for Finished<L> {
     fn default() -> Self {
         Self {
             code: None,
+            signal: None,
             stopped: None,
             spawn_error: None,
             stdout: Vec::new(),

@@ -295,7 +295,7 @@ pub(super) fn read_reports<L: Refusal>(report: OwnedFd, sink: Arc<Mutex<Sink<L>>
                 Ok(Report::Started(pid)) => Event::Started(pid),
                 Ok(Report::SpawnError { code, message }) => Event::SpawnError(code, message),
                 Ok(Report::Deadline) => Event::GuardDeadline,
-                Ok(Report::Exited(exit)) => Event::Exited(exit.shell_code()),
+                Ok(Report::Exited(exit)) => Event::Exited(exit),
                 Err(e) => {
                     tracing::debug!("ignored: {e}");
                     continue;

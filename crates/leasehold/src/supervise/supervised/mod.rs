@@ -414,7 +414,7 @@ impl<L: Refusal> Supervised<L> {
                         }
                     }
                 }
-                Event::Exited(code) => {
+                Event::Exited(exit) => {
                     if let (true, Some((reason, _))) = (stopped_by_guard, &mut stop) {
                         // The command went at the guard's SIGTERM before
                         // the keeper — which sees the same deadline on the
@@ -424,7 +424,8 @@ impl<L: Refusal> Supervised<L> {
                             *reason = word;
                         }
                     }
-                    break Some(code);
+                    finished.signal = exit.signal();
+                    break Some(exit.shell_code());
                 }
                 Event::GuardGone => {
                     // The guard died without reporting: do its job (unless

@@ -45,7 +45,7 @@ pub(super) enum Event<L> {
     Ready,
     Started(Pid),
     SpawnError(u8, String),
-    Exited(u8),
+    Exited(super::super::child::Exit),
     /// The guard found the trust window closed and stopped the command.
     GuardDeadline,
     GuardGone,
