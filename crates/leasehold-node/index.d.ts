@@ -62,9 +62,11 @@ export declare class Lease implements AsyncDisposable {
 /** One holder of a name, as Held reports it. */
 export interface Holder {
   owner: string;
-  token: number;
+  /** null for a lock's holder. */
+  token: number | null;
   mode: 'exclusive' | 'shared';
-  expiresAt: Date;
+  /** null for a lock's holder. */
+  expiresAt: Date | null;
   /** The holder's pid when its grant lives by its process. */
   pid: number | null;
 }
@@ -96,7 +98,140 @@ export declare class Store {
   list(options?: { live?: boolean }): Promise<{ leases: LeaseState[]; [key: string]: unknown }>;
   /** Resolves if `token` may still write for `name`; rejects with StaleToken once a newer grant exists. */
   fence(name: string, token: number): Promise<void>;
+  /**
+   * Run `command` under a lease on `name`: the command is stopped (SIGTERM,
+   * then SIGKILL after `grace`) before the lease could pass on. Rejects with
+   * Held/WaitTimeout, LeaseLost, Stalled, RunTimeout or Failed.
+   */
+  run(name: string, command: string, args?: string[], options?: RunOptions): Promise<RunResult>;
+  run(name: string, command: string, options?: RunOptions): Promise<RunResult>;
+  /** Wait to lead `name`; null when `wait` ran out first. */
+  campaign(name: string, options: CampaignOptions): Promise<Leadership | null>;
+  /** Who leads `name`, change by change. */
+  observe(name: string, options?: { signal?: AbortSignal }): Observer;
 }
+
+export interface RunOptions {
+  ttl?: Duration;
+  heartbeat?: Duration;
+  /** Between SIGTERM and SIGKILL. */
+  grace?: Duration;
+  wait?: Wait;
+  shared?: boolean | number;
+  owner?: string;
+  /** Stop the command when `progressFile` has not changed for this long (Stalled). */
+  stallTimeout?: Duration;
+  progressFile?: string;
+  /** Added to this process's environment. */
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Written to the command's stdin. */
+  input?: string | Uint8Array;
+  /** Collect stdout and stderr as Buffers. */
+  captureOutput?: boolean;
+  /** From the command's start; then RunTimeout. */
+  timeout?: Duration;
+  /** Ends the wait, or stops the command; the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export interface RunResult {
+  /** The exit code; 128+N when signal N ended the command. */
+  code: number;
+  /** The signal that ended the command ('SIGTERM'), or null. */
+  signal: string | null;
+  stdout: Buffer | null;
+  stderr: Buffer | null;
+}
+
+export interface CampaignOptions {
+  /** A candidate id stable across restarts and unique among live candidates. */
+  id: string;
+  ttl?: Duration;
+  /** Default: as long as it takes; false: one try. */
+  wait?: Wait;
+  signal?: AbortSignal;
+}
+
+/** Leadership of a name, won by `store.campaign()`. */
+export declare class Leadership implements AsyncDisposable {
+  private constructor();
+  readonly name: string;
+  readonly token: number;
+  /** True while this process may act as the leader. */
+  readonly isLeader: boolean;
+  readonly lost: boolean;
+  readonly resigned: boolean;
+  readonly signal: AbortSignal;
+  readonly whenLost: Promise<LeaseLost>;
+  /** Let the next candidate lead at once. */
+  resign(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A leader change, as `leasehold --json leader` prints it. */
+export interface LeaderChange {
+  name: string;
+  leader: Record<string, unknown> | null;
+  [key: string]: unknown;
+}
+
+/** `for await (const change of store.observe(name))`. */
+export declare class Observer implements AsyncIterableIterator<LeaderChange> {
+  private constructor();
+  next(): Promise<IteratorResult<LeaderChange>>;
+  return(): Promise<IteratorResult<LeaderChange>>;
+  close(): void;
+  [Symbol.asyncIterator](): Observer;
+}
+
+/** A fence for a state-file write: a Lease, anything with a `token` (and a `grant`), or a token. */
+export type Fence = Lease | Leadership | { token: number; grant?: string } | number;
+
+export interface WriteOptions {
+  /** Refused (StaleToken) when a newer token has written the file. */
+  fence?: Fence;
+  /** With a plain token: the lease it is a token of. */
+  fenceLease?: string;
+  /** Let a token of another lease than the file's record write it. */
+  fenceNewLease?: boolean;
+  /** The file's permission bits when it is created (default 0o600). */
+  mode?: number;
+}
+
+/** Write `data` to `path` crash-safely (a temp file, fsync, rename): readers see the old or the new bytes, never a part. */
+export declare function writeFile(path: string | URL, data: string | ArrayBufferView, options?: WriteOptions): Promise<void>;
+/** Write `value` as JSON, as writeFile. NaN, Infinity, BigInt and cycles are refused. */
+export declare function writeJson(path: string | URL, value: unknown, options?: WriteOptions): Promise<void>;
+/** Read, change with `fn` (it may be async), write — under the file's lock; resolves with what was written. */
+export declare function updateJson<T = unknown>(
+  path: string | URL,
+  fn: (value: T | undefined) => T | Promise<T>,
+  options?: WriteOptions & { default?: T },
+): Promise<T>;
+
+export interface LockOptions {
+  wait?: Wait;
+  shared?: boolean;
+  /** Lock a directory (made private when missing). */
+  dir?: boolean;
+  allowNetworkFs?: boolean;
+  signal?: AbortSignal;
+}
+
+/** A held `flock` lock; the file is never changed. */
+export declare class FileLock implements AsyncDisposable, Disposable {
+  private constructor();
+  readonly path: string;
+  readonly shared: boolean;
+  readonly locked: boolean;
+  release(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+  [Symbol.dispose](): void;
+}
+
+/** Lock `path` with flock; Held (naming the holder's pid) when held. */
+export declare function lock(path: string | URL, options?: LockOptions): Promise<FileLock>;
 
 /** The version of the package and of the `leasehold` command its platform package carries. */
 export declare const version: string;
@@ -109,6 +244,8 @@ export declare class LeaseholdError extends Error {
 export declare class Held extends LeaseholdError {
   readonly code: 'LEASEHOLD_HELD' | 'LEASEHOLD_WAIT_TIMEOUT';
   leaseName: string;
+  /** A lock's path, when a lock is held. */
+  path?: string;
   holders: Holder[];
   waiters: number;
 }
@@ -159,7 +296,14 @@ export declare class InvalidName extends InvalidInput {
   readonly code: 'LEASEHOLD_INVALID_NAME';
 }
 export declare class Failed extends LeaseholdError {
-  readonly code: 'LEASEHOLD_FAILED' | 'LEASEHOLD_STALLED';
+  readonly code: 'LEASEHOLD_FAILED' | 'LEASEHOLD_STALLED' | 'LEASEHOLD_RUN_TIMEOUT';
+}
+/** store.run's timeout stopped the command (`timeout`, and the output so far when captured). */
+export declare class RunTimeout extends Failed {
+  readonly code: 'LEASEHOLD_RUN_TIMEOUT';
+  timeout: number;
+  stdout?: Buffer | null;
+  stderr?: Buffer | null;
 }
 /** A command stopped for making no progress. */
 export declare class Stalled extends Failed {

@@ -4,7 +4,7 @@ import leasehold = require('leasehold');
 async function main(): Promise<void> {
   const store = new leasehold.Store();
   await store.withLease('cjs-example', { ttl: 10_000 }, async (lease) => {
-    console.log(lease.name, lease.token);
+    console.log(lease.name, 'token', lease.token);
   });
   store.close();
 }

@@ -1,6 +1,6 @@
 // A tour of the package, as a TypeScript program: checked by
 // `tsc --strict` (scripts/test) and run by test/examples.test.mjs.
-import { Held, LeaseLost, Store, type Lease } from 'leasehold';
+import { Held, LeaseLost, Store, lock, updateJson, writeJson, type Lease } from 'leasehold';
 
 const store = new Store(); // $LEASEHOLD_STORE, else the CLI's embedded store
 // Or new Store("postgres://agent@db/leases"), "sqlite:///path/to/leasehold.db",
@@ -39,5 +39,26 @@ await other.release();
   await using held = await store.acquire('nightly-report', { ttl: '30s' });
   held.whenLost.then((lost: LeaseLost) => console.error(lost.message));
   console.log('held until the block ends:', held.token > token);
+}
+// A state file written crash-safely, refused once a newer token wrote it.
+await store.withLease('nightly-report', async (held) => {
+  await writeJson('report.json', { rows: 42 }, { fence: held });
+  const counted = await updateJson<{ runs: number }>('runs.json', (old) => ({ runs: (old?.runs ?? 0) + 1 }), { fence: held });
+  console.log('runs', counted.runs);
+});
+
+// One instance per machine: a flock lock; the file is never changed.
+const single = await lock('nightly.lock');
+single.release();
+
+// A command under a lease: stopped before the lease could pass on.
+const ran = await store.run('nightly-sync', 'sh', ['-c', 'echo synced'], { ttl: '1m', captureOutput: true });
+console.log('exit', ran.code, ran.stdout?.toString().trim());
+
+// Leader election: one leader at a time, each with a newer token.
+const leadership = await store.campaign('scheduler', { id: 'node-a', wait: '5s' });
+if (leadership) {
+  console.log('leading with token', leadership.token);
+  await leadership.resign();
 }
 store.close();
