@@ -9,11 +9,14 @@
 const native = require('./lib/native.js');
 const { LeaseholdError, classes } = require('./lib/errors.js');
 const { Store, Lease } = require('./lib/store.js');
+const { Queue, Task } = require('./lib/queue.js');
 
 // Every name, assigned once so: index.mjs re-exports them (Node reads a
 // CommonJS module's names from `exports.NAME =` lines).
 exports.Store = Store;
 exports.Lease = Lease;
+exports.Queue = Queue;
+exports.Task = Task;
 exports.version = native.version();
 exports.LeaseholdError = LeaseholdError;
 exports.Held = classes.Held;

@@ -1,6 +1,7 @@
 // What the package's modules share: calls whose errors are the
 // package's, the options checker, the loss hub of a hold.
 'use strict';
+const native = require('./native.js');
 const { translate, classes } = require('./errors.js');
 
 const { InvalidInput, InvalidName, LeaseLost } = classes;
@@ -37,6 +38,8 @@ const is = {
   shared: (v) => typeof v === 'boolean' || typeof v === 'number',
   string: (v) => typeof v === 'string',
   boolean: (v) => typeof v === 'boolean',
+  number: (v) => typeof v === 'number',
+  date: (v) => v instanceof Date,
   signal: (v) => v instanceof AbortSignal,
   function: (v) => typeof v === 'function',
   any: () => true,
@@ -47,6 +50,8 @@ const spelled = {
   shared: 'true (shared, no limit) or a whole number (shared, at most that many holders)',
   string: 'a string',
   boolean: 'a boolean',
+  number: 'a number',
+  date: 'a Date',
   signal: 'an AbortSignal',
   function: 'a function',
 };
@@ -85,6 +90,32 @@ function name(value, what) {
 }
 
 /**
+ * `start(cancel)`'s promise (a native call that may wait), `cancel` a
+ * NativeCancel that `signal`'s abort cancels: the wait ends, and the
+ * promise rejects with the signal's reason. What was got anyway, as the
+ * abort came, is handed to `letGo` (nobody wants it now).
+ */
+async function abortable(signal, start, letGo) {
+  signal?.throwIfAborted();
+  const cancel = new native.NativeCancel();
+  const onAbort = () => cancel.cancel();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  let got;
+  try {
+    got = await call(() => start(cancel));
+  } catch (e) {
+    throw signal?.aborted ? signal.reason : e;
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
+  if (signal?.aborted) {
+    await call(() => letGo(got)).catch(() => {});
+    throw signal.reason;
+  }
+  return got;
+}
+
+/**
  * Where a hold's loss arrives from the keeper's thread (before the Lease
  * object may exist): `lost` once lost, `signal` aborted with the
  * LeaseLost, `whenLost` resolved with it.
@@ -108,4 +139,39 @@ function lossHub() {
   return hub;
 }
 
-module.exports = { NATIVE, asyncDispose, sync, call, is, spelled, options, name, lossHub };
+/**
+ * What a hold kept by heartbeats (a lease's grant, a task's claim) shows
+ * of its loss, from its native half and its loss hub: `lost`, `signal`,
+ * `whenLost`, `check()`. Lease and Task extend it.
+ */
+class Kept {
+  #native;
+  #hub;
+
+  constructor(nativeHold, hub) {
+    this.#native = nativeHold;
+    this.#hub = hub;
+  }
+
+  /** True once it is lost (a renewal refused, or the holder-side deadline passed). */
+  get lost() {
+    return this.#hub.error !== null || this.#native.lost;
+  }
+
+  /** Aborted, with the LeaseLost as its reason, when it is lost: pass it to fetch, child_process, timers. */
+  get signal() {
+    return this.#hub.signal;
+  }
+
+  /** Resolves with the LeaseLost when it is lost; never rejects. */
+  get whenLost() {
+    return this.#hub.whenLost;
+  }
+
+  /** Throws LeaseLost once it is lost (a task's claim: or has ended; a lease not held: InvalidInput). */
+  check() {
+    sync(() => this.#native.check());
+  }
+}
+
+module.exports = { NATIVE, asyncDispose, sync, call, is, spelled, options, name, abortable, lossHub, Kept };

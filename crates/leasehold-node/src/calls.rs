@@ -25,9 +25,15 @@ where
         Ok(value) => deferred.resolve(Box::new(move |_| Ok(value))),
         Err(e) => deferred.reject(e),
     };
-    std::thread::Builder::new()
-        .name("leasehold-call".into())
-        .spawn(move || settle(deferred, work()))
-        .map_err(|e| crate::errors::of_kind(leasehold::ErrorKind::Failed, format!("cannot start a thread: {e}")))?;
+    spawn("leasehold-call", move || settle(deferred, work()))?;
     Ok(promise)
+}
+
+/// Run `f` on a new thread named `name`.
+pub fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> napi::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| crate::errors::of_kind(leasehold::ErrorKind::Failed, format!("cannot start a thread: {e}")))
 }

@@ -11,11 +11,11 @@
 //! `release()` says it was released already (how, with which token); a
 //! `release()` while a `renew()` is under way says so.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold::{
-    AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LossHandle, Mode, Released,
-    host,
+    AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LossHandle, Mode, Refusal,
+    Released, host,
 };
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -32,8 +32,13 @@ use crate::store::NativeStore;
 /// process alive by itself.
 pub type OnLost = ThreadsafeFunction<String, Unknown<'static>, String, Status, false, true>;
 
-/// The TTL when none is given: the library's default, as the CLI's.
-const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// Push `keeper`'s loss to `on_lost`, worded for `what` ("lease NAME
+/// (token T)", "claim of task Q/ID (token T)").
+pub fn push_loss<L: Refusal>(keeper: &Keeper<L>, what: String, on_lost: OnLost) {
+    keeper.on_loss(move |loss| {
+        on_lost.call(loss.told(&what), ThreadsafeFunctionCallMode::NonBlocking);
+    });
+}
 
 /// `store.acquire(name, options)`'s options, as index.js passes them.
 #[derive(Debug)]
@@ -79,6 +84,13 @@ pub struct HeldFacts {
 #[napi]
 pub struct NativeCancel {
     cancel: Cancel,
+}
+
+impl NativeCancel {
+    /// The library's cancel this sets.
+    pub fn get(&self) -> Cancel {
+        self.cancel.clone()
+    }
 }
 
 #[napi]
@@ -396,19 +408,9 @@ impl NativeStore {
         on_lost: OnLost,
     ) -> napi::Result<Object<'env>> {
         let name = convert::lease_name(&name)?;
-        let ttl = convert::opt_duration(args.ttl.as_ref(), "ttl")?.unwrap_or(DEFAULT_TTL);
-        let keep = KeeperOptions::checked(
-            ttl,
-            convert::opt_duration(args.heartbeat.as_ref(), "heartbeat")?,
-            convert::opt_duration(args.margin.as_ref(), "margin")?,
-        )
-        .map_err(errors::invalid)?;
+        let keep = convert::keep(args.ttl.as_ref(), args.heartbeat.as_ref(), args.margin.as_ref())?;
+        let ttl = keep.ttl;
         let wait = convert::wait(args.wait.as_ref())?;
-        if let Some(Some(limit)) = wait.timeout() {
-            leasehold::limits::WAIT
-                .check(limit)
-                .map_err(|e| errors::library(&e.into()))?;
-        }
         let mode = convert::mode(args.shared.as_ref())?;
         let options = AcquireOptions {
             ttl,
@@ -416,8 +418,7 @@ impl NativeStore {
             mode,
             binding: Binding::ThisProcess,
         };
-        let (opener, cancel) = (self.opener(), cancel.cancel.clone());
-        let (deferred, promise) = env.create_deferred::<Either<NativeLease, HeldFacts>, Resolver>()?;
+        let (opener, cancel) = (self.opener(), cancel.get());
         let work = move || -> napi::Result<Either<(Arc<Shared>, Grant), HeldFacts>> {
             let store = opener.handle()?;
             let kept = match wait.timeout() {
@@ -428,10 +429,7 @@ impl NativeStore {
             match kept {
                 Kept::Held(held) => Ok(Either::B(held_facts(&name, &held, mode, wait)?)),
                 Kept::Acquired(grant, keeper) => {
-                    let what = leasehold::described(&grant);
-                    keeper.on_loss(move |loss| {
-                        on_lost.call(loss.told(&what), ThreadsafeFunctionCallMode::NonBlocking);
-                    });
+                    push_loss(&keeper, leasehold::described(&grant), on_lost);
                     let shared = Arc::new(Shared {
                         store,
                         state: Mutex::new(State::Held(Hold {
@@ -443,56 +441,11 @@ impl NativeStore {
                 }
             }
         };
-        spawn_acquire(deferred, work, ttl)?;
-        Ok(promise)
-    }
-}
-
-type Resolver = Box<dyn FnOnce(Env) -> napi::Result<Either<NativeLease, HeldFacts>> + Send>;
-
-/// Run the acquire on a thread of its own; the lease it got is registered
-/// with the environment (envs.rs) on the JavaScript thread as it is
-/// handed over — or let go when the environment is gone by then.
-fn spawn_acquire(
-    deferred: napi::JsDeferred<Either<NativeLease, HeldFacts>, Resolver>,
-    work: impl FnOnce() -> napi::Result<Either<(Arc<Shared>, Grant), HeldFacts>> + Send + 'static,
-    ttl: std::time::Duration,
-) -> napi::Result<()> {
-    std::thread::Builder::new()
-        .name("leasehold-call".into())
-        .spawn(move || match work() {
-            Err(e) => deferred.reject(e),
-            Ok(Either::B(held)) => deferred.resolve(Box::new(move |_| Ok(Either::B(held)))),
-            Ok(Either::A((shared, grant))) => {
-                // Let go on this thread if the resolver never runs (its
-                // environment ended first): a guard the resolver disarms.
-                let guard = LetGoUnlessTaken(Some(shared.clone()));
-                deferred.resolve(Box::new(move |env| {
-                    let mut guard = guard;
-                    let shared = guard.0.take().expect("taken once");
-                    let weak: Weak<dyn LetGo> = Arc::downgrade(&shared) as Weak<dyn LetGo>;
-                    envs::register(env, weak)?;
-                    Ok(Either::A(NativeLease {
-                        name: grant.name.clone(),
-                        ttl,
-                        shared,
-                    }))
-                }));
-            }
+        envs::on_thread_holding(env, work, move |shared, grant: Grant| NativeLease {
+            name: grant.name,
+            ttl,
+            shared,
         })
-        .map_err(|e| errors::of_kind(leasehold::ErrorKind::Failed, format!("cannot start a thread: {e}")))?;
-    Ok(())
-}
-
-/// A grant nobody took (its promise's environment ended): let go when
-/// dropped.
-struct LetGoUnlessTaken(Option<Arc<Shared>>);
-
-impl Drop for LetGoUnlessTaken {
-    fn drop(&mut self) {
-        if let Some(shared) = self.0.take() {
-            shared.let_go();
-        }
     }
 }
 
@@ -500,11 +453,8 @@ impl Drop for NativeLease {
     /// A lease collected while held is released (as a dropped guard is):
     /// on a thread, never on the JavaScript thread.
     fn drop(&mut self) {
-        let shared = self.shared.clone();
-        if matches!(&*shared.state(), State::Held(_)) {
-            let _ = std::thread::Builder::new()
-                .name("leasehold-release".into())
-                .spawn(move || shared.let_go());
+        if matches!(&*self.shared.state(), State::Held(_)) {
+            envs::let_go_later(self.shared.clone());
         }
     }
 }

@@ -10,6 +10,8 @@
 //! |---|---|
 //! | `store` | `NativeStore`: a store by URL, opened on first use |
 //! | `lease` | `NativeLease`: acquire (wait, cancel), keep, push loss, renew, release |
+//! | `queue` | the task queue: add, claim (wait, cancel), show a task |
+//! | `task` | `NativeTask`: a claim kept, its loss pushed, reported once (done, fail, hand back) |
 //! | `calls` | every blocking call on a thread of its own, settling a promise |
 //! | `envs` | what a JavaScript environment (a Worker) holds, let go when it ends |
 //! | `convert`, `errors` | durations, names, tokens; error kinds to error classes |
@@ -28,7 +30,9 @@ mod convert;
 mod envs;
 mod errors;
 mod lease;
+mod queue;
 mod store;
+mod task;
 
 use napi_derive::napi;
 
