@@ -11,6 +11,7 @@ const { LeaseholdError, classes } = require('./lib/errors.js');
 const { Store, Lease } = require('./lib/store.js');
 const { writeFile, writeJson, updateJson } = require('./lib/files.js');
 const { lock, FileLock } = require('./lib/lock.js');
+const { Queue, Task } = require('./lib/queue.js');
 
 // Every name, assigned once so: index.mjs re-exports them (Node reads a
 // CommonJS module's names from `exports.NAME =` lines).
@@ -23,6 +24,8 @@ exports.lock = lock;
 exports.FileLock = FileLock;
 exports.Leadership = require('./lib/leadership.js').Leadership;
 exports.Observer = require('./lib/leadership.js').Observer;
+exports.Queue = Queue;
+exports.Task = Task;
 exports.version = native.version();
 exports.LeaseholdError = LeaseholdError;
 exports.Held = classes.Held;

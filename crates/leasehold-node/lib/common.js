@@ -56,6 +56,7 @@ const is = {
   string: (v) => typeof v === 'string',
   boolean: (v) => typeof v === 'boolean',
   number: (v) => typeof v === 'number',
+  date: (v) => v instanceof Date,
   signal: (v) => v instanceof AbortSignal,
   function: (v) => typeof v === 'function',
   any: () => true,
@@ -67,6 +68,7 @@ const spelled = {
   string: 'a string',
   boolean: 'a boolean',
   number: 'a number',
+  date: 'a Date',
   signal: 'an AbortSignal',
   function: 'a function',
 };
@@ -116,10 +118,25 @@ function path(value, what) {
   throw new InvalidInput(`${what}: the path must be a string or a file: URL, not ${shown(value)}`);
 }
 
-/** `abortable` with a NativeCancel for `f(cancel)`: the abort cancels the wait it is given to. */
-function cancellable(signal, f) {
+/**
+ * `start(cancel)`'s promise (a native call that may wait), `cancel` a
+ * NativeCancel that `signal`'s abort cancels. With `letGo`: once aborted,
+ * the promise rejects with the signal's reason, and what was got anyway,
+ * as the abort came, is handed to `letGo` (nobody wants it now).
+ */
+async function cancellable(signal, start, letGo) {
   const cancel = new native.NativeCancel();
-  return abortable(signal, () => cancel.cancel(), () => f(cancel));
+  let got;
+  try {
+    got = await abortable(signal, () => cancel.cancel(), () => start(cancel));
+  } catch (e) {
+    throw letGo && signal?.aborted ? signal.reason : e;
+  }
+  if (letGo && signal?.aborted) {
+    await call(() => letGo(got)).catch(() => {});
+    throw signal.reason;
+  }
+  return got;
 }
 
 function name(value, what) {
@@ -153,6 +170,41 @@ function lossHub() {
   return hub;
 }
 
+/**
+ * What a hold kept by heartbeats (a lease's grant, a task's claim) shows
+ * of its loss, from its native half and its loss hub: `lost`, `signal`,
+ * `whenLost`, `check()`. Lease and Task extend it.
+ */
+class Kept {
+  #native;
+  #hub;
+
+  constructor(nativeHold, hub) {
+    this.#native = nativeHold;
+    this.#hub = hub;
+  }
+
+  /** True once it is lost (a renewal refused, or the holder-side deadline passed). */
+  get lost() {
+    return this.#hub.error !== null || this.#native.lost;
+  }
+
+  /** Aborted, with the LeaseLost as its reason, when it is lost: pass it to fetch, child_process, timers. */
+  get signal() {
+    return this.#hub.signal;
+  }
+
+  /** Resolves with the LeaseLost when it is lost; never rejects. */
+  get whenLost() {
+    return this.#hub.whenLost;
+  }
+
+  /** Throws LeaseLost once it is lost (a task's claim: or has ended; a lease not held: InvalidInput). */
+  check() {
+    sync(() => this.#native.check());
+  }
+}
+
 module.exports = {
   NATIVE,
   asyncDispose,
@@ -168,4 +220,5 @@ module.exports = {
   cancellable,
   name,
   lossHub,
+  Kept,
 };

@@ -3,7 +3,7 @@
 'use strict';
 const native = require('./native.js');
 const errors = require('./errors.js');
-const { NATIVE, asyncDispose, sync, call, is, spelled, options, cancellable, name, lossHub } = require('./common.js');
+const { NATIVE, asyncDispose, sync, call, is, spelled, options, cancellable, name, lossHub, Kept } = require('./common.js');
 
 const { InvalidInput } = errors.classes;
 
@@ -22,14 +22,13 @@ const ACQUIRE = {
  * package's threads until released. Bound to this process: if it dies,
  * the next acquirer on this host takes over at once.
  */
-class Lease {
+class Lease extends Kept {
   #native;
-  #hub;
 
   /** @internal Made by `store.acquire`. */
   constructor(nativeLease, hub) {
+    super(nativeLease, hub);
     this.#native = nativeLease;
-    this.#hub = hub;
   }
 
   get name() {
@@ -61,29 +60,9 @@ class Lease {
     return ms === null || ms === undefined ? null : new Date(ms);
   }
 
-  /** True once the grant is lost (a renewal refused, or the holder-side deadline passed). */
-  get lost() {
-    return this.#hub.error !== null || this.#native.lost;
-  }
-
   /** True while this object holds the grant and it is not lost. */
   get held() {
     return this.#native.held;
-  }
-
-  /** Aborted, with the LeaseLost as its reason, when the grant is lost: pass it to fetch, child_process, timers. */
-  get signal() {
-    return this.#hub.signal;
-  }
-
-  /** Resolves with the LeaseLost when the grant is lost; never rejects. */
-  get whenLost() {
-    return this.#hub.whenLost;
-  }
-
-  /** Throws LeaseLost once the grant is lost; InvalidInput when it is not held. */
-  check() {
-    sync(() => this.#native.check());
   }
 
   /** Renew now (for `ttl` when given, then kept renewing with it). Rejects with LeaseLost when the store refused. */
@@ -172,20 +151,13 @@ class Store {
     name(leaseName, 'acquire');
     const { signal, ...args } = options(opts, ACQUIRE, 'acquire');
     const hub = lossHub();
-    const outcome = await cancellable(signal, (cancel) =>
-      this.#native.acquire(leaseName, args, cancel, (message) => hub.fire(message)),
+    const outcome = await cancellable(
+      signal,
+      (cancel) => this.#native.acquire(leaseName, args, cancel, (message) => hub.fire(message)),
+      (got) => got instanceof native.NativeLease && got.release(true),
     );
-    if (!(outcome instanceof native.NativeLease)) {
-      if (signal?.aborted) throw signal.reason;
-      throw errors.held(outcome);
-    }
-    const lease = new Lease(outcome, hub);
-    if (signal?.aborted) {
-      // Granted as the abort came: nobody wants it now.
-      await lease[asyncDispose]().catch(() => {});
-      throw signal.reason;
-    }
-    return lease;
+    if (!(outcome instanceof native.NativeLease)) throw errors.held(outcome);
+    return new Lease(outcome, hub);
   }
 
   /**
@@ -246,6 +218,11 @@ class Store {
   /** Who leads `leaseName`, change by change: `for await (const change of store.observe(name))`. */
   observe(leaseName, opts) {
     return require('./leadership.js').observe(this, leaseName, opts);
+  }
+
+  /** The task queue `queueName` (lib/queue.js). InvalidName at once for a bad name. */
+  queue(queueName) {
+    return new (require('./queue.js').Queue)(this, queueName);
   }
 }
 

@@ -9,7 +9,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use napi::Env;
+use napi::bindgen_prelude::{Object, ToNapiValue};
+use napi::{Either, Env};
 
 /// Something held that is let go when its environment ends.
 pub trait LetGo: Send + Sync {
@@ -96,4 +97,43 @@ pub fn cancel_at_end(env: Env, cancel: &leasehold::Cancel) -> napi::Result<Arc<C
     let held = Arc::new(CancelAtEnd(cancel.clone()));
     register(env, Arc::downgrade(&held) as Weak<dyn LetGo>)?;
     Ok(held)
+}
+
+/// A promise settled with what `work` got, `work` running on a thread of
+/// its own (`calls::on_thread_then`). What it got held (`Either::A`) is
+/// made into its JavaScript object by `made` and registered with the
+/// environment on the JavaScript thread as it is handed over — or let go
+/// when the environment ended first ([`Handover`]). Anything else
+/// (`Either::B`) is handed over as it is.
+pub fn on_thread_holding<S, G, N, T>(
+    env: &Env,
+    work: impl FnOnce() -> napi::Result<Either<(Arc<S>, G), N>> + Send + 'static,
+    made: impl FnOnce(Arc<S>, G) -> T + Send + 'static,
+) -> napi::Result<Object<'_>>
+where
+    S: LetGo + 'static,
+    G: Send + 'static,
+    N: ToNapiValue + Send + 'static,
+    T: ToNapiValue + 'static,
+{
+    crate::calls::on_thread_then(
+        env,
+        move || {
+            Ok(match work()? {
+                Either::A((held, got)) => Either::A((Handover::new(held), got)),
+                Either::B(other) => Either::B(other),
+            })
+        },
+        move |env, out| match out {
+            Either::A((handover, got)) => Ok(Either::A(made(handover.take(env)?, got))),
+            Either::B(other) => Ok(Either::B(other)),
+        },
+    )
+}
+
+/// Let `holding` go on a thread of its own: for a JavaScript object
+/// collected while it held something (as a dropped guard releases), never
+/// blocking the JavaScript thread.
+pub fn let_go_later(holding: Arc<dyn LetGo>) {
+    let _ = crate::calls::spawn(move || holding.let_go());
 }

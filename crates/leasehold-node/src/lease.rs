@@ -15,17 +15,17 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leasehold::spelling::Options;
 use leasehold::{
-    AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LossHandle, Mode, Released,
-    host,
+    AcquireOptions, Binding, Cancel, Grant, Held, Keeper, KeeperOptions, Kept, LeaseName, LossHandle, Mode, Refusal,
+    Released, host,
 };
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Either, Env, Status};
 use napi_derive::napi;
 
-use crate::calls::{on_thread, on_thread_then};
+use crate::calls::on_thread;
 use crate::convert::{self, Wait};
-use crate::envs::{self, Handover, LetGo};
+use crate::envs::{self, LetGo};
 use crate::errors;
 use crate::store::NativeStore;
 
@@ -33,8 +33,13 @@ use crate::store::NativeStore;
 /// process alive by itself.
 pub type OnLost = ThreadsafeFunction<String, Unknown<'static>, String, Status, false, true>;
 
-/// The TTL when none is given: the library's default, as the CLI's.
-pub const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// Push `keeper`'s loss to `on_lost`, worded for `what` ("lease NAME
+/// (token T)", "claim of task Q/ID (token T)").
+pub fn push_loss<L: Refusal>(keeper: &Keeper<L>, what: String, on_lost: OnLost) {
+    keeper.on_loss(move |loss| {
+        on_lost.call(loss.told(&what), ThreadsafeFunctionCallMode::NonBlocking);
+    });
+}
 
 /// `store.acquire(name, options)`'s options, as index.js passes them.
 #[derive(Debug)]
@@ -86,6 +91,13 @@ pub struct NativeCancel {
 impl NativeCancel {
     /// What the wait it ends looks at.
     pub fn handle(&self) -> Cancel {
+        self.cancel.clone()
+    }
+}
+
+impl NativeCancel {
+    /// The library's cancel this sets.
+    pub fn get(&self) -> Cancel {
         self.cancel.clone()
     }
 }
@@ -406,20 +418,9 @@ impl NativeStore {
         on_lost: OnLost,
     ) -> napi::Result<Object<'env>> {
         let name = convert::lease_name(&name)?;
-        let ttl = convert::opt_duration(args.ttl.as_ref(), "ttl")?.unwrap_or(DEFAULT_TTL);
-        let keep = KeeperOptions::checked(
-            ttl,
-            convert::opt_duration(args.heartbeat.as_ref(), "heartbeat")?,
-            convert::opt_duration(args.margin.as_ref(), "margin")?,
-            &Options,
-        )
-        .map_err(errors::invalid)?;
+        let keep = convert::keep(args.ttl.as_ref(), args.heartbeat.as_ref(), args.margin.as_ref())?;
+        let ttl = keep.ttl;
         let wait = convert::wait(args.wait.as_ref())?;
-        if let Some(Some(limit)) = wait.timeout() {
-            leasehold::limits::WAIT
-                .check(limit)
-                .map_err(|e| errors::library(&e.into()))?;
-        }
         let mode = convert::mode(args.shared.as_ref())?;
         let options = AcquireOptions {
             ttl,
@@ -427,10 +428,10 @@ impl NativeStore {
             mode,
             binding: Binding::ThisProcess,
         };
-        let (opener, lease_name) = (self.opener(), name.clone());
+        let opener = self.opener();
         // A Worker that ends while this waits leaves the queue.
         let cancel = envs::cancel_at_end(*env, &cancel.cancel)?;
-        let work = move || -> napi::Result<Either<Handover<Shared>, HeldFacts>> {
+        let work = move || -> napi::Result<Either<(Arc<Shared>, Grant), HeldFacts>> {
             let store = opener.handle()?;
             let kept = match wait.timeout() {
                 None => store.acquire_and_keep(&name, &options, keep),
@@ -440,28 +441,22 @@ impl NativeStore {
             match kept {
                 Kept::Held(held) => Ok(Either::B(held_facts(&name, &held, mode, wait)?)),
                 Kept::Acquired(grant, keeper) => {
-                    let what = leasehold::described(&grant);
-                    keeper.on_loss(move |loss| {
-                        on_lost.call(loss.told(&what), ThreadsafeFunctionCallMode::NonBlocking);
-                    });
+                    push_loss(&keeper, leasehold::described(&grant), on_lost);
                     let shared = Arc::new(Shared {
                         store,
-                        state: Mutex::new(State::Held(Hold { grant, keeper })),
+                        state: Mutex::new(State::Held(Hold {
+                            grant: grant.clone(),
+                            keeper,
+                        })),
                     });
-                    Ok(Either::A(Handover::new(shared)))
+                    Ok(Either::A((shared, grant)))
                 }
             }
         };
-        // The lease is registered with the environment (envs.rs) on the
-        // JavaScript thread as it is handed over — or let go when the
-        // environment is gone by then.
-        on_thread_then(env, work, move |env, got| match got {
-            Either::B(held) => Ok(Either::B(held)),
-            Either::A(handover) => Ok(Either::A(NativeLease {
-                name: lease_name,
-                ttl,
-                shared: handover.take(env)?,
-            })),
+        envs::on_thread_holding(env, work, move |shared, grant: Grant| NativeLease {
+            name: grant.name,
+            ttl,
+            shared,
         })
     }
 }
@@ -470,11 +465,8 @@ impl Drop for NativeLease {
     /// A lease collected while held is released (as a dropped guard is):
     /// on a thread, never on the JavaScript thread.
     fn drop(&mut self) {
-        let shared = self.shared.clone();
-        if matches!(&*shared.state(), State::Held(_)) {
-            let _ = std::thread::Builder::new()
-                .name("leasehold-release".into())
-                .spawn(move || shared.let_go());
+        if matches!(&*self.shared.state(), State::Held(_)) {
+            envs::let_go_later(self.shared.clone());
         }
     }
 }

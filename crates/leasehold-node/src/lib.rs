@@ -14,6 +14,8 @@
 //! | `lock` | `lock`, `NativeFileLock`: `flock` as `leasehold lock` takes it |
 //! | `leadership` | `store.campaign` (`NativeLeadership`) and `store.observe` (`NativeObserver`) |
 //! | `run` | `store.run`: a command under a lease (the library's supervision), stopped by `NativeRunControl` |
+//! | `queue` | the task queue: add, claim (wait, cancel), show a task |
+//! | `task` | `NativeTask`: a claim kept, its loss pushed, reported once (done, fail, hand back) |
 //! | `calls` | every blocking call on a thread of its own, settling a promise |
 //! | `envs` | what a JavaScript environment (a Worker) holds, let go when it ends |
 //! | `convert`, `errors` | durations, names, tokens; error kinds to error classes |
@@ -35,8 +37,10 @@ mod files;
 mod leadership;
 mod lease;
 mod lock;
+mod queue;
 mod run;
 mod store;
+mod task;
 
 use napi_derive::napi;
 

@@ -30,10 +30,11 @@ use napi::{Either, Env};
 use napi_derive::napi;
 
 use crate::calls::on_thread_then;
+use crate::convert::DEFAULT_TTL;
 use crate::convert::{self, Wait};
 use crate::envs::{self, LetGo};
 use crate::errors;
-use crate::lease::{DEFAULT_TTL, HeldFacts, held_facts};
+use crate::lease::{HeldFacts, held_facts};
 use crate::store::NativeStore;
 
 /// `store.run`'s options, as lib/run.js passes them (checked there for

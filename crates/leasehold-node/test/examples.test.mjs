@@ -30,11 +30,16 @@ test('the examples type-check under tsc --strict and run', { timeout: 120_000 },
   const examples = readdirSync(out).filter((f) => /\.[mc]js$/.test(f));
   assert.ok(examples.length >= 2, `compiled: ${examples}`);
   for (const example of examples) {
+    // Each in a directory of its own, with a store of its own: the files
+    // it writes (relative names) start afresh.
+    const cwd = path.join(dir, example.replace(/\W/g, '-'));
+    mkdirSync(cwd);
     const file = path.join(dir, example);
     execFileSync('cp', [path.join(out, example), file]);
     const printed = execFileSync(process.execPath, [file], {
+      cwd,
       encoding: 'utf8',
-      env: { ...process.env, LEASEHOLD_STORE: `sqlite://${path.join(dir, `${example}.db`)}` },
+      env: { ...process.env, LEASEHOLD_STORE: `sqlite://${path.join(cwd, 'store.db')}` },
     });
     assert.match(printed, /token/, `${example} printed: ${printed}`);
   }

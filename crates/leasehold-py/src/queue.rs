@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use leasehold::{Available, Claim, ClaimKeeper, NewTask, QueueName, TaskAdd, TaskRetry, TaskState};
+use leasehold::{Available, Claim, ClaimKeeper, NewTask, QueueName, TaskRetry, TaskState};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
@@ -70,10 +70,10 @@ impl Queue {
                 crate::exiting::detach(py, move || store.claim_and_keep(&queue, owner.as_deref(), keep)).or_raise()?
             };
             if let Some((claim, keeper)) = claimed {
-                let what = format!("claim of task {}/{} (token {})", claim.queue, claim.id, claim.token);
+                let what = leasehold::described_claim(&claim);
                 notify(py, &keeper, what, hold.on_lost.as_ref());
                 let on_lost = hold.on_lost.as_ref().map(|f| f.clone_ref(py));
-                return Task::new(py, claim, hold.keep.ttl, Hold { store, keeper }, on_lost).map(Some);
+                return Task::new(py, claim, Hold { store, keeper }, on_lost).map(Some);
             }
             let until = match (wait, deadline) {
                 (Wait::No, _) => return Ok(None),
@@ -105,16 +105,15 @@ fn nothing_to_claim(queue: &QueueName) -> PyErr {
 /// A claim got for nobody (its awaiter was cancelled, or the interpreter
 /// exits): handed back, no attempt charged.
 fn hand_back(claimed: Claimed) {
-    if let Ok(Some((claim, keeper, store))) = claimed
-        && keeper.stop().is_none()
-    {
-        let _ = store.task_release(&claim.task_ref());
+    if let Ok(Some((claim, keeper, store))) = claimed {
+        let _ = leasehold::report_kept(&store, &claim.task_ref(), keeper, leasehold::ClaimReport::HandBack);
     }
 }
 
-/// `claim_next`'s wait without Python, for `aclaim`: claim, else wait for
-/// the store's announcement or the idle pause, until `left` has passed
-/// (`None`: as long as it takes; `Some(ZERO)`: once) or `cancel` says stop.
+/// `claim_next`'s wait without Python, for `aclaim`: the library's
+/// ([`leasehold::Store::claim_wait_and_keep`]), `left` as long as it takes
+/// when `None`, once when `Some(ZERO)` — ended by `cancel`, which the
+/// interpreter's exit cancels too.
 fn claim_waiting(
     store: &Arc<leasehold::Store>,
     queue: &QueueName,
@@ -124,28 +123,8 @@ fn claim_waiting(
     cancel: &leasehold::Cancel,
 ) -> Claimed {
     let _watched = crate::exiting::watch(cancel);
-    let deadline = left.map(|left| Instant::now() + left);
-    let mut idle = SLICE;
-    // One for the whole wait: it keeps what the store has shown it.
-    let topic = leasehold::WaitTopic::queue(queue);
-    loop {
-        if let Some((claim, keeper)) = store.claim_and_keep(queue, owner, keep.clone())? {
-            return Ok(Some((claim, keeper, store.clone())));
-        }
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) || cancel.is_cancelled() {
-            return Ok(None);
-        }
-        let until = deadline.map_or(now + idle, |d| d.min(now + idle));
-        while !cancel.is_cancelled() {
-            let slice = until.saturating_duration_since(Instant::now()).min(SLICE);
-            if slice.is_zero() {
-                break;
-            }
-            store.wait_for_tasks(&topic, slice)?;
-        }
-        idle = (idle * 2).min(IDLE_MAX);
-    }
+    let claimed = store.claim_wait_and_keep(queue, owner, keep, left, cancel)?;
+    Ok(claimed.map(|(claim, keeper)| (claim, keeper, store.clone())))
 }
 
 #[pymethods]
@@ -304,10 +283,10 @@ impl Queue {
                     let Some((claim, keeper, store)) = claimed else {
                         return Err(nothing_to_claim(&name));
                     };
-                    let what = format!("claim of task {}/{} (token {})", claim.queue, claim.id, claim.token);
+                    let what = leasehold::described_claim(&claim);
                     notify(py, &keeper, what, hold.on_lost.as_ref());
                     let on_lost = hold.on_lost.as_ref().map(|f| f.clone_ref(py));
-                    let task = Task::new(py, claim, hold.keep.ttl, Hold { store, keeper }, on_lost)?;
+                    let task = Task::new(py, claim, Hold { store, keeper }, on_lost)?;
                     Ok(Py::new(py, task)?.into_any())
                 }
             };
@@ -449,21 +428,8 @@ impl Queue {
         let store = self.store.get().handle(py)?;
         let queue = self.name.clone();
         let added = crate::exiting::detach(py, move || store.task_add(&queue, tasks)).or_raise()?;
-        let conflicts: Vec<String> = added
-            .iter()
-            .filter_map(|(id, outcome)| match outcome {
-                TaskAdd::Conflict { differences, .. } => {
-                    Some(format!("{id} ({})", leasehold::differences_text(differences)))
-                }
-                TaskAdd::Added | TaskAdd::Exists => None,
-            })
-            .collect();
-        if !conflicts.is_empty() {
-            return Err(errors::invalid(format!(
-                "task {} of queue {} exists as another task; nothing was added — use another id, or add it as it was",
-                conflicts.join(", task "),
-                self.name
-            )));
+        if let Some(refusal) = leasehold::add_refusal(&self.name, &added) {
+            return Err(errors::invalid(refusal));
         }
         Ok(added.into_iter().map(|(id, _)| id.to_string()).collect())
     }

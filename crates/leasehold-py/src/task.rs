@@ -6,10 +6,9 @@
 //! few instructions only, never across a store call.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use leasehold::files::Fence;
-use leasehold::{Claim, ClaimKeeper, ClaimLost, Retry, TaskFail, TaskUpdate, host};
+use leasehold::{Claim, ClaimKeeper, ClaimLost, ClaimReport, Retry};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt as _;
 use pyo3::types::{PyString, PyType};
@@ -40,22 +39,12 @@ enum Refused {
     Invalid(String),
 }
 
-/// How to end a claim.
-#[derive(Debug)]
-enum Report {
-    Done(Option<serde_json::Value>),
-    Fail(String, Retry),
-    Release,
-}
-
-impl Report {
-    /// The call that makes this report.
-    fn call(&self) -> &'static str {
-        match self {
-            Report::Done(_) => "done()",
-            Report::Fail(..) => "fail()",
-            Report::Release => "release()",
-        }
+/// The call that makes `report`, as a refusal names it.
+fn call_of(report: &ClaimReport) -> &'static str {
+    match report {
+        ClaimReport::Done(_) => "done()",
+        ClaimReport::Fail(..) => "fail()",
+        ClaimReport::HandBack => "release()",
     }
 }
 
@@ -64,23 +53,15 @@ impl Report {
 pub struct Task {
     claim: Claim,
     payload: Py<PyAny>,
-    ttl: Duration,
     on_lost: Option<Py<PyAny>>,
     state: Mutex<State>,
 }
 
 impl Task {
-    pub(crate) fn new(
-        py: Python<'_>,
-        claim: Claim,
-        ttl: Duration,
-        hold: Hold,
-        on_lost: Option<Py<PyAny>>,
-    ) -> PyResult<Self> {
+    pub(crate) fn new(py: Python<'_>, claim: Claim, hold: Hold, on_lost: Option<Py<PyAny>>) -> PyResult<Self> {
         Ok(Self {
             payload: convert::from_json(py, &claim.payload)?.unbind(),
             claim,
-            ttl,
             on_lost,
             state: Mutex::new(State::Claimed(Local::new(hold))),
         })
@@ -103,15 +84,12 @@ impl Task {
     }
 
     fn what(&self) -> String {
-        format!(
-            "claim of task {}/{} (token {})",
-            self.claim.queue, self.claim.id, self.claim.token
-        )
+        leasehold::described_claim(&self.claim)
     }
 
     /// End the claim as `report` says; the outcome's word. A claim
     /// already reported (or being reported) is refused at once, saying how.
-    fn report(&self, py: Python<'_>, report: Report) -> PyResult<&'static str> {
+    fn report(&self, py: Python<'_>, report: ClaimReport) -> PyResult<&'static str> {
         let reporting = self.begin_report(py, report)?;
         let outcome = crate::exiting::detach(py, reporting);
         self.end_report(py, outcome)
@@ -119,13 +97,17 @@ impl Task {
 
     /// `Claimed` → `Busy`, or why not: the blocking report to make (call
     /// it without the GIL), for `end_report`.
-    fn begin_report(&self, py: Python<'_>, report: Report) -> PyResult<impl FnOnce() -> Reported + Send + 'static> {
+    fn begin_report(
+        &self,
+        py: Python<'_>,
+        report: ClaimReport,
+    ) -> PyResult<impl FnOnce() -> Reported + Send + 'static> {
         // Worded under the lock, raised after it (an exception runs Python).
         let taken = {
             let mut state = self.state(py);
             match &*state {
                 State::Claimed(local) if local.is_mine() => {
-                    match std::mem::replace(&mut *state, State::Busy(report.call())) {
+                    match std::mem::replace(&mut *state, State::Busy(call_of(&report))) {
                         State::Claimed(local) => local.take().map_err(Refused::Forked),
                         _ => unreachable!("matched above"),
                     }
@@ -134,12 +116,12 @@ impl Task {
                 State::Busy(call) => Err(Refused::Invalid(format!(
                     "{} is being reported ({call}) by another thread: this {} was not recorded — a claim is reported once",
                     self.what(),
-                    report.call()
+                    call_of(&report)
                 ))),
                 State::Ended(how) => Err(Refused::Invalid(format!(
                     "{} was already reported ({how}): this {} was not recorded — a claim is reported once",
                     self.what(),
-                    report.call()
+                    call_of(&report)
                 ))),
             }
         };
@@ -148,31 +130,8 @@ impl Task {
             Err(Refused::Forked(forked)) => return Err(forked_error(forked, &self.what())),
             Err(Refused::Invalid(message)) => return Err(errors::invalid(message)),
         };
-        let (task, ttl) = (self.claim.task_ref(), self.ttl);
-        Ok(move || {
-            // Whether a refusal could be an expiry: the store cannot expire
-            // the claim before the last renewal's send time + TTL.
-            let expiry = keeper.last_renewed().saturating_add(ttl);
-            if let Some(loss) = keeper.stop() {
-                return Ok(Err(loss));
-            }
-            let lost = |lost| leasehold::Loss::Refused(ClaimLost::new(lost, host::boot_clock() >= expiry));
-            Ok::<_, leasehold::Error>(match report {
-                Report::Done(result) => match store.task_complete(&task, result.as_ref())? {
-                    TaskUpdate::Applied => Ok("done"),
-                    TaskUpdate::Lost(l) => Err(lost(l)),
-                },
-                Report::Fail(error, retry) => match store.task_fail(&task, &error, retry)? {
-                    TaskFail::Retrying { .. } => Ok("retrying"),
-                    TaskFail::Dead => Ok("dead"),
-                    TaskFail::Lost(l) => Err(lost(l)),
-                },
-                Report::Release => match store.task_release(&task)? {
-                    TaskUpdate::Applied => Ok("released"),
-                    TaskUpdate::Lost(l) => Err(lost(l)),
-                },
-            })
-        })
+        let task = self.claim.task_ref();
+        Ok(move || leasehold::report_kept(&store, &task, keeper, report))
     }
 
     /// `Busy` → `Ended`, with what the store said.
@@ -195,26 +154,26 @@ impl Task {
         exc_type: Option<&Bound<'_, PyAny>>,
         exc: Option<&Bound<'_, PyAny>>,
         tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Option<(Report, bool)>> {
+    ) -> PyResult<Option<(ClaimReport, bool)>> {
         if matches!(*self.state(py), State::Ended(_)) {
             // Reported inside the block: nothing more to say.
             return Ok(None);
         }
         let Some(exc_type) = exc_type.filter(|t| !t.is_none()) else {
-            return Ok(Some((Report::Done(None), false)));
+            return Ok(Some((ClaimReport::Done(None), false)));
         };
         if !exc_type
             .cast::<PyType>()?
             .is_subclass_of::<pyo3::exceptions::PyException>()?
         {
             // Ours or not, the exception goes on up.
-            return Ok(Some((Report::Release, false)));
+            return Ok(Some((ClaimReport::HandBack, false)));
         }
         let lines = py
             .import("traceback")?
             .call_method1("format_exception", (exc_type, exc, tb))?;
         let text: String = PyString::new(py, "").call_method1("join", (lines,))?.extract()?;
-        Ok(Some((Report::Fail(text, Retry::Backoff), true)))
+        Ok(Some((ClaimReport::Fail(text, Retry::Backoff), true)))
     }
 }
 
@@ -298,7 +257,7 @@ impl Task {
     #[pyo3(signature = (result=None))]
     fn done(&self, py: Python<'_>, result: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let result = result.filter(|r| !r.is_none()).map(convert::to_json).transpose()?;
-        self.report(py, Report::Done(result)).map(drop)
+        self.report(py, ClaimReport::Done(result)).map(drop)
     }
 
     /// Record a failed attempt, with ``error`` (its ``str()``) as the
@@ -322,12 +281,12 @@ impl Task {
             (true, Some(after)) => Retry::After(after),
             (true, None) => Retry::Backoff,
         };
-        self.report(py, Report::Fail(error, retry))
+        self.report(py, ClaimReport::Fail(error, retry))
     }
 
     /// Hand the claim back without charging the attempt.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        self.report(py, Report::Release).map(drop)
+        self.report(py, ClaimReport::HandBack).map(drop)
     }
 
     /// Refused (``InvalidInput``) for a task already reported: its block
@@ -361,7 +320,7 @@ impl Task {
     ) -> PyResult<bool> {
         match self.exit_report(py, exc_type, exc, tb)? {
             None => Ok(false),
-            Some((report @ Report::Done(_), _)) => self.report(py, report).map(|_| false),
+            Some((report @ ClaimReport::Done(_), _)) => self.report(py, report).map(|_| false),
             Some((report, suppress)) => {
                 let recorded = self.report(py, report).is_ok();
                 Ok(suppress && recorded)
@@ -388,7 +347,7 @@ impl Task {
         let Some((report, suppress)) = this.exit_report(py, exc_type, exc, tb)? else {
             return crate::aio::ready(py, false.into_pyobject(py)?.to_owned().into_any().unbind());
         };
-        let done = matches!(report, Report::Done(_));
+        let done = matches!(report, ClaimReport::Done(_));
         let reporting = this.begin_report(py, report)?;
         crate::aio::call(
             py,
@@ -424,9 +383,7 @@ impl Drop for Task {
         let State::Claimed(local) = state else { return };
         let task = self.claim.task_ref();
         local.finish_detached(move |Hold { store, keeper }| {
-            if keeper.stop().is_none() {
-                let _ = store.task_release(&task);
-            }
+            let _ = leasehold::report_kept(&store, &task, keeper, ClaimReport::HandBack);
         });
     }
 }

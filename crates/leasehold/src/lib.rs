@@ -68,8 +68,8 @@ pub use clock::{BootClock, Clock, POLL};
 pub use error::{Error, Result};
 pub use identity::Binding;
 pub use keeper::{
-    Attempt, ClaimKeeper, ClaimLost, ClaimRenewer, Keeper, KeeperOptions, LeaseRenewer, Loss, LossHandle, Refusal,
-    Released, Renewal, Renewer, described, release_kept,
+    Attempt, ClaimKeeper, ClaimLost, ClaimRenewer, ClaimReport, Keeper, KeeperOptions, LeaseRenewer, Loss, LossHandle,
+    Refusal, Released, Renewal, Renewer, described, described_claim, release_kept, report_kept,
 };
 pub use leadership::{CampaignOptions, CandidateInUse, Leader, LeaderChange, Leadership, Observer};
 pub use leasehold_backend::plan::HISTORY_PER_NAME;
@@ -95,7 +95,7 @@ pub use leasehold_host::symlinks;
 pub use leasehold_stores as stores;
 pub use outsider::{HolderRunning, OutsiderRelease, OutsiderReleased};
 pub use overdue::{NOT_RUN, Overdue, Unanswered};
-pub use queue::{BatchLineError, DEFAULT_MAX_ATTEMPTS, NewTask};
+pub use queue::{BatchLineError, DEFAULT_MAX_ATTEMPTS, NewTask, add_refusal};
 pub use store::id::StoreIdentity;
 pub use store::{
     Acquire, AcquireOptions, ChosenUrlError, DEFAULT_POLL, Kept, STORE_VAR, Store, StoreOptions, StoreUrl,

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use leasehold_backend::{
     Available, BackendError, Claim, ErrorKind, QueueName, QueueStats, Retry, Task, TaskAdd, TaskAddParams, TaskBackend,
@@ -16,7 +16,7 @@ use leasehold_backend::{
 };
 use leasehold_host as host;
 
-use crate::{ClaimKeeper, KeeperOptions, Result, Store, identity};
+use crate::{Cancel, ClaimKeeper, KeeperOptions, Result, Store, identity};
 
 /// Attempts a task gets unless told otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -49,6 +49,27 @@ impl NewTask {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
         }
     }
+}
+
+/// The refusal of an add whose ids exist as other tasks in `queue`
+/// (nothing was added: [`Store::task_add`] is one transaction), naming
+/// each and what differs — one wording for the language packages; `None`
+/// when every task was added or was there already.
+#[must_use]
+pub fn add_refusal(queue: &QueueName, added: &[(TaskId, TaskAdd)]) -> Option<String> {
+    let conflicts: Vec<String> = added
+        .iter()
+        .filter_map(|(id, outcome)| match outcome {
+            TaskAdd::Conflict { differences, .. } => Some(format!("{id} ({})", crate::differences_text(differences))),
+            TaskAdd::Added | TaskAdd::Exists => None,
+        })
+        .collect();
+    (!conflicts.is_empty()).then(|| {
+        format!(
+            "task {} of queue {queue} exists as another task; nothing was added — use another id, or add it as it was",
+            conflicts.join(", task ")
+        )
+    })
 }
 
 /// One line of `task add --batch` input (JSON; unknown fields refused).
@@ -322,6 +343,59 @@ impl Store {
             let keeper = ClaimKeeper::start_claim(self.clone(), &claim, sent, keep);
             (claim, keeper)
         }))
+    }
+
+    /// Claim the next task of `queue` and keep the claim
+    /// ([`Store::claim_and_keep`]), waiting up to `wait` (`None`: as long as
+    /// it takes) for one to become claimable: woken by the store's
+    /// announcement ([`Store::wait_for_tasks`]), else after an idle pause
+    /// that doubles up to 2 s. `None` when nothing became claimable in
+    /// time, or `cancel` was cancelled (the wait ends at once).
+    ///
+    /// # Errors
+    /// As [`Store::claim_and_keep`], and when the store fails to wait.
+    ///
+    /// # Examples
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use leasehold::{Cancel, ClaimReport, KeeperOptions, LeaseName, NewTask, Store, report_kept};
+    /// let store = Arc::new(Store::open_sqlite(&dir.path().join("l.db"))?);
+    /// let queue = LeaseName::new("crawl").unwrap();
+    /// store.task_add(&queue, vec![NewTask::new(serde_json::json!(1))])?;
+    /// let keep = KeeperOptions::new(Duration::from_secs(60));
+    /// let wait = Some(Duration::from_secs(5));
+    /// let (claim, keeper) = store.claim_wait_and_keep(&queue, None, &keep, wait, &Cancel::new())?.unwrap();
+    /// assert_eq!(report_kept(&store, &claim.task_ref(), keeper, ClaimReport::Done(None))?, Ok("done"));
+    /// # Ok::<(), leasehold::Error>(())
+    /// ```
+    pub fn claim_wait_and_keep(
+        self: &Arc<Self>,
+        queue: &QueueName,
+        owner: Option<&str>,
+        keep: &KeeperOptions,
+        wait: Option<Duration>,
+        cancel: &Cancel,
+    ) -> Result<Option<(Claim, ClaimKeeper)>> {
+        const IDLE_MAX: Duration = Duration::from_secs(2);
+        let deadline = wait.map(|wait| Instant::now() + wait);
+        let mut idle = Duration::from_millis(100);
+        // One for the whole wait: it keeps what the store has shown it.
+        let topic = Arc::new(WaitTopic::queue(queue));
+        cancel.interrupts(&topic);
+        loop {
+            if let Some(kept) = self.claim_and_keep(queue, owner, keep.clone())? {
+                return Ok(Some(kept));
+            }
+            let now = Instant::now();
+            if cancel.is_cancelled() || deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let until = deadline.map_or(now + idle, |d| d.min(now + idle));
+            self.wait_for_tasks(&topic, until - now)?;
+            idle = (idle * 2).min(IDLE_MAX);
+        }
     }
 
     /// Wait up to `timeout` for the queue of `topic` ([`WaitTopic::queue`])
@@ -738,6 +812,42 @@ mod tests {
                 assert_eq!(batches, [1, 3]);
             }
         }
+    }
+
+    /// A claim's wait ends at once when cancelled (with nothing claimed),
+    /// ends empty after its limit, and claims a task added while it waits.
+    #[test]
+    fn a_claim_wait_ends_at_its_cancel_or_limit_and_takes_what_comes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open_sqlite(&dir.path().join("q.db")).unwrap());
+        let queue = LeaseName::new("q").unwrap();
+        let keep = KeeperOptions::new(Duration::from_secs(60));
+        let wait = |limit, cancel: &Cancel| store.claim_wait_and_keep(&queue, None, &keep, limit, cancel).unwrap();
+
+        let cancel = Cancel::new();
+        let begun = Instant::now();
+        thread::scope(|s| {
+            let theirs = cancel.clone();
+            s.spawn(move || {
+                thread::sleep(Duration::from_millis(200));
+                theirs.cancel();
+            });
+            assert!(wait(None, &cancel).is_none());
+        });
+        assert!(begun.elapsed() < Duration::from_secs(5), "{:?}", begun.elapsed());
+        assert!(wait(Some(Duration::from_millis(300)), &Cancel::new()).is_none());
+
+        let (claim, keeper) = thread::scope(|s| {
+            s.spawn(|| {
+                thread::sleep(Duration::from_millis(200));
+                store
+                    .task_add(&queue, vec![NewTask::new(serde_json::json!("late"))])
+                    .unwrap();
+            });
+            wait(Some(Duration::from_secs(30)), &Cancel::new()).expect("claimed what was added")
+        });
+        assert_eq!(claim.payload, serde_json::json!("late"));
+        assert!(keeper.stop().is_none());
     }
 
     /// Generated ids are unique, and their random parts are not one

@@ -71,6 +71,7 @@
 mod loss;
 mod release;
 mod renewer;
+mod report;
 mod state;
 mod threads;
 mod window;
@@ -84,6 +85,7 @@ use leasehold_backend::{Claim, LostReason, Token};
 pub use self::loss::{Loss, LossHandle, Refusal};
 pub use self::release::{Released, described, release_kept};
 pub use self::renewer::{Attempt, ClaimLost, ClaimRenewer, LeaseRenewer, Renewal, Renewer};
+pub use self::report::{ClaimReport, described_claim, report_kept};
 use self::state::{Shared, State, WindowWatcher};
 pub use self::window::KeeperOptions;
 use self::window::trusted_until;
