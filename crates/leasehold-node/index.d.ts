@@ -109,6 +109,83 @@ export declare class Store {
   campaign(name: string, options: CampaignOptions): Promise<Leadership | null>;
   /** Who leads `name`, change by change. */
   observe(name: string, options?: { signal?: AbortSignal }): Observer;
+  /** The task queue `name` (SQLite and PostgreSQL keep queues; other stores refuse with Unsupported). */
+  queue(name: string): Queue;
+}
+
+export interface AddOptions {
+  /** An id of the caller's (adding it again is idempotent). */
+  id?: string;
+  /** Higher first. */
+  priority?: number;
+  /** Claimable after this long. */
+  delay?: Duration;
+  /** Claimable from this moment. */
+  at?: Date;
+  maxAttempts?: number;
+}
+
+export interface ClaimOptions {
+  ttl?: Duration;
+  /** Wait for a task; without it, NothingToClaim at once. */
+  wait?: Wait;
+  owner?: string;
+  heartbeat?: Duration;
+  margin?: Duration;
+  /** Ends the wait; a claim that came as the abort did is handed back. */
+  signal?: AbortSignal;
+}
+
+export interface WorkerCounts {
+  done: number;
+  failed: number;
+  dead: number;
+  lost: number;
+  released: number;
+}
+
+/** A task queue of a store. */
+export declare class Queue {
+  private constructor();
+  readonly name: string;
+  /** Add a task with a JSON payload; resolves with its id. */
+  add(payload: unknown, options?: AddOptions): Promise<string>;
+  /** Claim the next task, kept by heartbeats until reported. */
+  claim(options?: ClaimOptions): Promise<Task>;
+  /** The task as `leasehold task show --json` prints it, or null. */
+  get(id: string): Promise<Record<string, unknown> | null>;
+  /**
+   * Claim and run tasks, up to `concurrency` at once: done with what `fn`
+   * returns, failed with what it throws; resolves once the signal aborts
+   * (or, with `wait: false`, the queue is empty) and the tasks in flight settled.
+   */
+  worker(fn: (task: Task) => unknown, options?: ClaimOptions & { concurrency?: number }): Promise<WorkerCounts>;
+}
+
+/** A claimed task, kept by heartbeats until it is reported once. */
+export declare class Task implements AsyncDisposable {
+  private constructor();
+  readonly id: string;
+  readonly queue: string;
+  readonly payload: unknown;
+  /** The claim's fencing token. */
+  readonly token: number;
+  /** This claim's attempt number. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** How it was reported, once it was. */
+  readonly outcome: string | null;
+  readonly lost: boolean;
+  readonly signal: AbortSignal;
+  readonly whenLost: Promise<LeaseLost>;
+  check(): void;
+  /** Done, with `result` recorded; rejects with LeaseLost when the claim was lost. */
+  done(result?: unknown): Promise<void>;
+  /** A failed attempt: retried with backoff, or dead once its attempts are used up. */
+  fail(error: unknown, options?: { retry?: boolean; retryIn?: Duration }): Promise<'retrying' | 'dead'>;
+  /** Hand the claim back without charging the attempt. */
+  release(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 export interface RunOptions {
@@ -186,7 +263,7 @@ export declare class Observer implements AsyncIterableIterator<LeaderChange> {
 }
 
 /** A fence for a state-file write: a Lease, anything with a `token` (and a `grant`), or a token. */
-export type Fence = Lease | Leadership | { token: number; grant?: string } | number;
+export type Fence = Lease | Leadership | Task | { token: number; grant?: string } | number;
 
 export interface WriteOptions {
   /** Refused (StaleToken) when a newer token has written the file. */

@@ -55,6 +55,17 @@ single.release();
 const ran = await store.run('nightly-sync', 'sh', ['-c', 'echo synced'], { ttl: '1m', captureOutput: true });
 console.log('exit', ran.code, ran.stdout?.toString().trim());
 
+// A task queue (SQLite and PostgreSQL): each task done once, however many workers.
+const queue = store.queue('crawl');
+await queue.add({ url: 'https://example.com' }, { id: 'example' });
+const controller2 = new AbortController();
+setTimeout(() => controller2.abort(), 500);
+const counts = await queue.worker(async (task) => ({ fetched: (task.payload as { url: string }).url }), {
+  concurrency: 4,
+  signal: controller2.signal,
+});
+console.log('tasks done', counts.done);
+
 // Leader election: one leader at a time, each with a newer token.
 const leadership = await store.campaign('scheduler', { id: 'node-a', wait: '5s' });
 if (leadership) {
