@@ -5,10 +5,12 @@
 //
 //   bench/node.mjs [--rounds R] [--seconds S] [--dir DIR]
 //
-// Needs LEASEHOLD_NODE_ADDON (a release build of the addon: bench/run's
-// node section builds it), LEASEHOLD_NODE_TOOLS (the references, from
-// crates/leasehold-node/tools/package-lock.json), LEASEHOLD_TEST_SERVERS
-// (starts the PostgreSQL server), redis-server on PATH.
+// Needs LEASEHOLD_NODE_ADDON (a release build of the addon: `cargo build
+// --release -p leasehold-node`, docs/NODE.md "Performance"),
+// LEASEHOLD_NODE_TOOLS (the references, from
+// crates/leasehold-node/tools/package-lock.json: scripts/test installs
+// them under target/node-tools), LEASEHOLD_TEST_SERVERS (starts the
+// PostgreSQL server), redis-server on PATH. Not yet a section of bench/run.
 //
 // - lock + unlock per second, one client, files in DIR: leasehold's
 //   acquire + release on a SQLite store in DIR (a fencing token each
@@ -42,7 +44,7 @@ const SECONDS = Number(option('--seconds', 3));
 const DIR = mkdtempSync(path.join(option('--dir', tmpdir()), 'bench-node-'));
 for (const v of ['LEASEHOLD_NODE_ADDON', 'LEASEHOLD_NODE_TOOLS', 'LEASEHOLD_TEST_SERVERS']) {
   if (!process.env[v]) {
-    console.error(`bench/node.mjs: set ${v} (bench/run's node section does)`);
+    console.error(`bench/node.mjs: set ${v} (docs/NODE.md, "Performance")`);
     process.exit(2);
   }
 }
@@ -165,7 +167,7 @@ async function compare(what, clients, goal, ours, theirs) {
   const url = await startPostgres();
   const store = new lh.Store(url);
   if (typeof store.queue !== 'function') {
-    console.error('bench/node: this build has no queue (store.queue): the queue comparison is skipped');
+    console.error('bench/node.mjs: this build has no queue (store.queue): the queue comparison is skipped');
   } else {
     const boss = new PgBoss({ connectionString: url.replace(/\?.*$/, ''), schema: 'pgboss' });
     boss.on('error', (e) => console.error('pg-boss:', e.message));
