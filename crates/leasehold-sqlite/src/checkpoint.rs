@@ -25,24 +25,36 @@
 //!   [`AUTOCHECKPOINT_FRAMES`] in the log copies them (SQLite's own
 //!   auto-checkpoint, at its default size); the next commit then writes
 //!   the log again from its start, over blocks already allocated;
-//! - **the last connection to close**, if the log passed
-//!   [`TRUNCATE_FRAMES`] at its handle's last commit: SQLite's own
-//!   checkpoint on close, turned back on for that close only, which also
-//!   truncates the kept log (`journal_size_limit` 0). SQLite does it only
-//!   when no other connection has the store open, and waits for none —
-//!   how the log stays small where only short commands ever run.
+//! - **a handle that leaves a long log behind**: when its last commit
+//!   left more than [`TRUNCATE_FRAMES`] in the log (a bulk add, or many
+//!   short commands' commits), its close copies them and starts the log
+//!   again from its beginning ([`before_close`]).
 //!
-//! Why the last close truncates: SQLite keeps what was copied in `-shm`,
-//! which the first process to open the store rebuilds from the log alone,
-//! as if nothing had been copied. Where no process keeps the store open
-//! between commands, a log that was only copied would never be reused from
-//! its start: it would grow, and each process would read all of it when it
-//! opens the store. Why nothing else truncates: the log, truncated, grows
+//! Why a close starts the log again: SQLite keeps what was copied in
+//! `-shm`, which the first process to open the store rebuilds from the log
+//! alone, as if nothing had been copied. A log that was only copied is
+//! then read whole by that process, and copied again by its first commit
+//! (more than [`AUTOCHECKPOINT_FRAMES`]): after `task add --batch` of
+//! 200,000 tasks, every later `acquire` read and copied 30 MiB of log and
+//! made three fsyncs, and the log grew by each command's frames for ever
+//! (issue 45). A log that starts again is read only up to its first frame
+//! of the old log (each frame carries the log's salt). It starts again at
+//! a commit made once all of it was copied: [`before_close`] makes one,
+//! rewriting the store's `application_id` (a value that never changes),
+//! so that the next command appends its commit to a short log — one fsync
+//! — where a log truncated to nothing would make it sync a new log header
+//! first. If that cannot be done without waiting (another process writes,
+//! or reads an old snapshot), SQLite's own checkpoint on close does it
+//! when no other connection has the store open, truncating the log.
+//!
+//! Why nothing else truncates: the log, truncated, grows
 //! again block by block, and an fsync of a growing file also commits its
 //! new size to the filesystem's journal — truncating at a commit, or at
 //! the close of a short command beside a long-lived process, nearly halved
 //! the library's lease cycle rate (bench/run's leases table, measured
-//! while this was written).
+//! while this was written). A log that starts again keeps its blocks, up
+//! to [`LOG_BYTES_KEPT`] (`journal_size_limit`): only a log that grew past
+//! that (a bulk add) is cut back to it.
 //!
 //! A checkpoint never makes a commit less durable: each commit is synced
 //! in the log before it is acknowledged (`synchronous=FULL`), wherever it
@@ -70,11 +82,17 @@ pub(crate) const EVERY: Duration = Duration::from_secs(1);
 /// SQLite's default auto-checkpoint.
 pub(crate) const AUTOCHECKPOINT_FRAMES: u32 = 1000;
 
-/// The last connection to close, when its handle's last commit left more
-/// frames than this in the log, copies and truncates it. A lease cycle's commit writes about
-/// five; each process that opens the store reads what the log holds, so
-/// this also caps what that costs (about 1 MiB).
+/// A handle whose last commit left more frames than this in the log
+/// copies them and starts the log again when it closes. A lease cycle's
+/// commit writes about five; each process that opens the store reads what
+/// the log holds, so this also caps what that costs (about 1 MiB).
 pub(crate) const TRUNCATE_FRAMES: u32 = 256;
+
+/// The length a log that starts again keeps (SQLite's
+/// `journal_size_limit`): about [`AUTOCHECKPOINT_FRAMES`] frames of 4 KiB
+/// pages, as long as the log of a busy store gets between checkpoints, so
+/// that only a log that grew past it (a bulk add) is cut back.
+pub(crate) const LOG_BYTES_KEPT: i64 = (AUTOCHECKPOINT_FRAMES as i64) * (4096 + 24) + 32;
 
 /// Keep the log between connections and skip the checkpoint on close (see
 /// the module docs). Returns the number of frames the log held after this
@@ -83,6 +101,7 @@ pub(crate) const TRUNCATE_FRAMES: u32 = 256;
 pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<AtomicU32>> {
     conn.file_control(None::<&str>, FileControl::PersistWal(&mut 1))?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    conn.pragma_update(None, "journal_size_limit", LOG_BYTES_KEPT)?;
     let frames = Arc::new(AtomicU32::new(0));
     let theirs = Arc::clone(&frames);
     conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int| {
@@ -96,36 +115,62 @@ pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<Atomic
 /// than [`AUTOCHECKPOINT_FRAMES`] (passively: never waits).
 pub(crate) fn after_commit(conn: &Connection, frames: &AtomicU32, store: &Path) {
     if frames.load(Ordering::Relaxed) > AUTOCHECKPOINT_FRAMES {
-        checkpoint(conn, frames, "PRAGMA wal_checkpoint(PASSIVE)", store);
+        checkpoint(conn, "PRAGMA wal_checkpoint(PASSIVE)", store);
     }
 }
 
 /// Before a handle's connection closes: if its last commit left more than
-/// [`TRUNCATE_FRAMES`] in the log, let SQLite checkpoint on this close
-/// and truncate the log — which it does only if no other connection has
-/// the store open (it tries for an exclusive lock, without waiting).
-pub(crate) fn before_close(conn: &Connection, frames: &AtomicU32) {
-    if frames.load(Ordering::Relaxed) > TRUNCATE_FRAMES {
-        let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false);
-        let _ = conn.pragma_update(None, "journal_size_limit", 0);
+/// [`TRUNCATE_FRAMES`] in the log, copy them into the store file and start
+/// the log again with a commit that changes nothing (see the module docs);
+/// where that cannot be done without waiting, let SQLite checkpoint and
+/// truncate the log on this close — which it does only if no other
+/// connection has the store open (it tries for an exclusive lock, without
+/// waiting).
+pub(crate) fn before_close(conn: &Connection, frames: &AtomicU32, store: &Path) {
+    if frames.load(Ordering::Relaxed) <= TRUNCATE_FRAMES {
+        return;
     }
+    // A close never waits for another process.
+    let _ = conn.busy_timeout(std::time::Duration::ZERO);
+    let copied_all = matches!(
+        checkpoint(conn, "PRAGMA wal_checkpoint(PASSIVE)", store),
+        Some((0, log, copied)) if log == copied
+    );
+    // The commit that starts the log again: a log hook then reports the
+    // few frames of the log's new beginning. A reader of an old snapshot
+    // in another process keeps the log from starting again; the commit is
+    // then only appended.
+    if copied_all
+        && conn
+            .pragma_update(None, "application_id", crate::schema::APPLICATION_ID)
+            .is_ok()
+        && frames.load(Ordering::Relaxed) <= TRUNCATE_FRAMES
+    {
+        return;
+    }
+    let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false);
+    let _ = conn.pragma_update(None, "journal_size_limit", 0);
 }
 
-/// Run `pragma` (a `wal_checkpoint`); a failure is only logged — every
-/// commit is durable in the log either way.
-fn checkpoint(conn: &Connection, frames: &AtomicU32, pragma: &str, store: &Path) {
+/// Run `pragma` (a `wal_checkpoint`): SQLite's (busy, frames in the log,
+/// frames copied), or `None` when it failed — which is only logged: every
+/// commit is durable in the log either way. What was copied stays in the
+/// log until the log starts again: the handle's count of its frames
+/// (what the next process to open the store reads) is left as it was.
+fn checkpoint(conn: &Connection, pragma: &str, store: &Path) -> Option<(i64, i64, i64)> {
     let store = store.display();
     let begun = Instant::now();
     match conn.query_row(pragma, [], |r| {
         Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
     }) {
         Ok((busy, log, copied)) => {
-            if busy == 0 {
-                frames.store(0, Ordering::Relaxed);
-            }
             tracing::debug!(%store, pragma, busy, log, copied, took_us = begun.elapsed().as_micros(), "checkpointed");
+            Some((busy, log, copied))
         }
-        Err(e) => tracing::debug!(%store, pragma, "checkpoint failed (a later one tries again): {e}"),
+        Err(e) => {
+            tracing::debug!(%store, pragma, "checkpoint failed (a later one tries again): {e}");
+            None
+        }
     }
 }
 

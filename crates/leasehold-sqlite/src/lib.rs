@@ -145,10 +145,12 @@ pub struct SqliteBackend {
 
 impl Drop for SqliteBackend {
     fn drop(&mut self) {
-        // Where only short commands use the store, this keeps its log
-        // small (see `checkpoint`).
+        // A long log left behind (a bulk add, many short commands'
+        // commits) is copied and started again, so that the next process
+        // to open the store reads and copies only its own frames (see
+        // `checkpoint`).
         let conn = self.conn.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
-        checkpoint::before_close(conn, &self.log_frames);
+        checkpoint::before_close(conn, &self.log_frames, &self.path);
     }
 }
 

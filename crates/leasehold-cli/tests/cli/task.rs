@@ -17,6 +17,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_list_cut_at_its_limit_says_more_exist,
     batch_is_all_or_nothing_and_names_the_bad_line,
     a_batch_reports_and_stores_exactly_what_it_did,
+    a_command_after_a_bulk_add_reads_and_copies_only_its_own_commit,
     claims_come_in_priority_then_insertion_order_and_exit_10_when_empty,
     a_late_workers_result_is_refused,
     failures_retry_then_die_and_retry_revives,
@@ -157,6 +158,79 @@ fn batch_is_all_or_nothing_and_names_the_bad_line() {
         "{err}"
     );
     assert_eq!(stats(&env, "q")["pending"], 2);
+}
+
+/// A bulk add leaves the store as cheap for the next short command as a
+/// few tasks do (issue 45, item 1). A batch of 200,000 tasks is one commit
+/// of about 30 MiB of log; when its process closed the store leaving that
+/// log whole, every later command's first open read all of it, its commit
+/// copied all of it into the store file again (three fsyncs), and the log
+/// grew by each command's frames for ever: an `acquire` took 70 ms
+/// instead of 3 (strace: 15,383 preads, 7,705 pwrites).
+///
+/// What must never happen: a short command after a bulk add reading or
+/// writing more of the store than after a small one, or copying the log
+/// (a write to the store file itself, or its fsync). Two `acquire`s each,
+/// under strace, after a batch of 100 tasks and after one of 200,000: the
+/// store's reads and writes of the second may exceed the first's only by
+/// a small constant, each `acquire` makes at most one fsync, and the log
+/// the batch left is at most a few MiB long.
+fn a_command_after_a_bulk_add_reads_and_copies_only_its_own_commit() {
+    /// What one traced `acquire` did to the store's files.
+    #[derive(Debug)]
+    struct Cost {
+        /// preads and pwrites of the store file and its log.
+        io: usize,
+        /// pwrites of the store file itself: a checkpoint's copying.
+        store_writes: usize,
+        fsyncs: usize,
+    }
+    leasehold_testkit::need_program("strace", "strace");
+    let after_batch = |tasks: usize| -> (Vec<Cost>, u64) {
+        let env = Env::new();
+        let lines = (0..tasks).fold(String::new(), |mut lines, i| {
+            let _ = writeln!(lines, "{{\"payload\":{i}}}");
+            lines
+        });
+        let (code, err) = add_batch(&env, "filler", &lines);
+        assert_eq!(code, 0, "the batch of {tasks}: {err}");
+        let db = env.store_path().display().to_string();
+        let (store, log) = (format!("<{db}>"), format!("<{db}-wal>"));
+        let log_bytes = std::fs::metadata(format!("{db}-wal")).map_or(0, |m| m.len());
+        let costs = (0..2)
+            .map(|i| {
+                let name = format!("after-{i}");
+                let (code, trace) = env.traced("pread64,pwrite64,fsync,fdatasync", &["acquire", &name]);
+                assert_eq!(code, 0, "acquire {name} after {tasks} tasks: {trace:?}");
+                let on = |file: &str, call: &str| trace.iter().filter(|l| l.contains(file) && l.contains(call)).count();
+                Cost {
+                    io: ["pread64(", "pwrite64("]
+                        .iter()
+                        .map(|call| on(&store, call) + on(&log, call))
+                        .sum(),
+                    store_writes: on(&store, "pwrite64("),
+                    fsyncs: ["fsync(", "fdatasync("]
+                        .iter()
+                        .map(|call| trace.iter().filter(|l| l.contains(call)).count())
+                        .sum(),
+                }
+            })
+            .collect();
+        (costs, log_bytes)
+    };
+    let (few, _) = after_batch(100);
+    let (many, log_bytes) = after_batch(200_000);
+    for (i, (few, many)) in few.iter().zip(&many).enumerate() {
+        assert!(
+            many.io <= few.io + 64 && many.store_writes == 0 && many.fsyncs <= 1,
+            "acquire #{} after a batch of 200,000 tasks: {many:?}; after one of 100: {few:?}",
+            i + 1
+        );
+    }
+    assert!(
+        log_bytes <= 8 << 20,
+        "the batch of 200,000 left a log of {log_bytes} bytes behind"
+    );
 }
 
 /// What a batch add prints (text and `--json`) and the rows it stores,
