@@ -360,6 +360,22 @@ pub trait DocStore {
     /// The store's.
     fn snapshot(&self, name: &LeaseName) -> Result<Snapshot<Self::Read>, Self::Error>;
 
+    /// The snapshot a release of `token` decides on: by default read as
+    /// [`DocStore::snapshot`] does. A store may answer from the document
+    /// as it last committed it, when its commit refuses a document changed
+    /// since and a time at which the decision would differ (the Redis
+    /// store: one round trip fewer per lease cycle). Only a release may:
+    /// losing one loses nothing a holder relies on, so it needs neither a
+    /// fresh read nor what a store checks with one (Redis's durability
+    /// settings).
+    ///
+    /// # Errors
+    /// The store's.
+    fn snapshot_to_release(&self, name: &LeaseName, token: Token) -> Result<Snapshot<Self::Read>, Self::Error> {
+        let _ = token;
+        self.snapshot(name)
+    }
+
     /// Commit `draft` over `snap`: `Ok(false)` when the document changed
     /// since (nothing was written; decide again).
     ///
@@ -423,20 +439,22 @@ pub fn acquire<S: DocStore>(s: &S, p: &LeaseAcquireParams) -> Result<LeaseAcquir
 }
 
 /// One token-scoped operation, read–plan–commit in rounds: the grant of
-/// `token` as written (else as found) and the outcome. Without the token's
+/// `token` as written (else as found) and the outcome. Each round's
+/// snapshot comes from `read` (a release's may be the document as last
+/// committed: [`DocStore::snapshot_to_release`]). Without the token's
 /// grant the planner also gets how the name's history says it ended
 /// (`plan::ENDINGS`), when `ending` asks for it.
 fn by_token<S: DocStore, T>(
     s: &S,
     (name, token, op): (&LeaseName, Token, &str),
-    ending: bool,
+    (read, ending): (Reader<S>, bool),
     planner: impl Fn(Option<Token>, Option<&Seen>, Option<HistoryEvent>) -> Plan<T>,
 ) -> Result<(Option<Grant>, T), S::Error> {
     rounds::<S, _>(
         || format!("{op} {name} token {token}"),
         Turn::Prompt,
         || {
-            let snap = s.snapshot(name)?;
+            let snap = read(s, name, token)?;
             let found = snap.state.grants.iter().find(|g| g.token == token.0);
             let seen = found.map(|g| (snap.grant(name, g), snap.live(g)));
             let ended = match found {
@@ -458,9 +476,18 @@ fn by_token<S: DocStore, T>(
     )
 }
 
+/// How a token-scoped operation reads its name: afresh ([`fresh`]), or
+/// as a release may ([`DocStore::snapshot_to_release`]).
+type Reader<S> = fn(&S, &LeaseName, Token) -> Result<Snapshot<<S as DocStore>::Read>, <S as DocStore>::Error>;
+
+/// A snapshot read afresh ([`DocStore::snapshot`]), whatever the token.
+fn fresh<S: DocStore>(s: &S, name: &LeaseName, _: Token) -> Result<Snapshot<S::Read>, S::Error> {
+    s.snapshot(name)
+}
+
 pub fn renew<S: DocStore>(s: &S, p: &LeaseRenewParams) -> Result<LeaseRenew, S::Error> {
     let at = (&p.name, p.token, "renewing");
-    match by_token(s, at, true, |_, found, ended| plan::renew(p, found, ended))? {
+    match by_token(s, at, (fresh, true), |_, found, ended| plan::renew(p, found, ended))? {
         (Some(grant), Ok(())) => Ok(LeaseRenew::Renewed(grant)),
         (None, Ok(())) => Err(S::corrupt(format!(
             "grant {} of {} vanished from its renewal",
@@ -472,13 +499,15 @@ pub fn renew<S: DocStore>(s: &S, p: &LeaseRenewParams) -> Result<LeaseRenew, S::
 
 pub fn release<S: DocStore>(s: &S, p: &LeaseReleaseParams) -> Result<LeaseRelease, S::Error> {
     let at = (&p.name, p.token, "releasing");
-    let (_, outcome) = by_token(s, at, true, |_, found, ended| plan::release(p, found, ended))?;
+    let (_, outcome) = by_token(s, at, (S::snapshot_to_release, true), |_, found, ended| {
+        plan::release(p, found, ended)
+    })?;
     Ok(outcome.map_or_else(LeaseRelease::Lost, |()| LeaseRelease::Released))
 }
 
 pub fn fence<S: DocStore>(s: &S, p: &LeaseFenceParams) -> Result<LeaseFence, S::Error> {
     let at = (&p.name, p.token, "fencing");
-    let (_, outcome) = by_token(s, at, false, |newest, found, _| plan::fence(p, newest, found))?;
+    let (_, outcome) = by_token(s, at, (fresh, false), |newest, found, _| plan::fence(p, newest, found))?;
     Ok(outcome)
 }
 

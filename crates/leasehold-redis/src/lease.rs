@@ -28,12 +28,17 @@ pub const READ: Script = Script::new(
 );
 
 /// Commit a name's new document if its version is still the one read (and,
-/// for a new name, the floor too, which a bump raises), append its new
-/// history entries (ARGV[9 + ARGV[8]] on), keep the newest ARGV[7], tell
-/// the name's waiters on the channel ARGV[6] (none when it is empty: a
-/// commit that changes nothing they wait on, `Draft::changes_the_queue`),
-/// and tell the waiter behind each waiter that left the queue on that
-/// waiter's own channel (the ARGV[8] channels from ARGV[9]: `Keys::left`).
+/// for a new name, the floor too, which a bump raises) and, when ARGV[8]
+/// is not empty, the server's time is within [ARGV[8], ARGV[9]) — the
+/// times at which a decision made on the document as last committed
+/// stands (`Committed`); append its new history entries (ARGV[11 +
+/// ARGV[10]] on), keep the newest ARGV[7], tell the name's waiters on the
+/// channel ARGV[6] (none when it is empty: a commit that changes nothing
+/// they wait on, `Draft::changes_the_queue`), and tell the waiter behind
+/// each waiter that left the queue on that waiter's own channel (the
+/// ARGV[10] channels from ARGV[11]: `Keys::left`). It answers 0 when it
+/// wrote nothing, else `{1, seconds, microseconds}`: the server's time of
+/// the commit.
 ///
 /// A script that fails after its first write keeps what it wrote (Redis
 /// does not roll back), so nothing that can fail comes after it (issue
@@ -52,25 +57,30 @@ pub const COMMIT: Script = Script::new(
      end
      local v = redis.call('HGET', KEYS[1], 'v')
      if (v or '') ~= ARGV[1] then return 0 end
+     local t = redis.call('TIME')
+     if ARGV[8] ~= '' then
+       local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+       if now < tonumber(ARGV[8]) or now >= tonumber(ARGV[9]) then return 0 end
+     end
      if ARGV[1] == '' then
        if (redis.call('GET', KEYS[4]) or '0') ~= ARGV[2] then return 0 end
        redis.call('SADD', KEYS[3], ARGV[5])
      end
      redis.call('HSET', KEYS[1], 's', ARGV[3], 'n', ARGV[4], 'v', tostring((tonumber(ARGV[1]) or 0) + 1))
-     local left = tonumber(ARGV[8])
-     if #ARGV > 8 + left then
-       redis.call('RPUSH', KEYS[2], unpack(ARGV, 9 + left))
+     local left = tonumber(ARGV[10])
+     if #ARGV > 10 + left then
+       redis.call('RPUSH', KEYS[2], unpack(ARGV, 11 + left))
        redis.call('LTRIM', KEYS[2], -tonumber(ARGV[7]), -1)
      end
      if ARGV[6] ~= '' and redis.acl_check_cmd('PUBLISH', ARGV[6], 'changed') then
        redis.call('PUBLISH', ARGV[6], 'changed')
      end
-     for i = 9, 8 + left do
+     for i = 11, 10 + left do
        if redis.acl_check_cmd('PUBLISH', ARGV[i], 'left') then
          redis.call('PUBLISH', ARGV[i], 'left')
        end
      end
-     return 1",
+     return {1, t[1], t[2]}",
 );
 
 /// Whether the waiter of ticket ARGV[1] is in the name's document
@@ -94,15 +104,51 @@ pub const RAISE_FLOOR: Script = Script::new(
 );
 
 /// What a snapshot carries for its commit: the version read (`None` for a
-/// name without a hash yet), the store's floor as read, and why the
-/// server's settings, read in the same round trip, refuse a write
-/// (`None`: they do not).
+/// name without a hash yet), the store's floor as read, why the server's
+/// settings, read in the same round trip, refuse a write (`None`: they do
+/// not), and — for a snapshot of the document as last committed, not read
+/// — the server times its decision stands for.
 #[derive(Debug)]
 pub struct Read {
     version: Option<String>,
     floor: u64,
     refused: Option<crate::durability::Refusal>,
+    stands: Option<Stands>,
 }
+
+/// The server times, in microseconds, at which a decision made on a
+/// document as last committed is the one a fresh read would make: from its
+/// `now` (the server's time of that commit, plus the time this process has
+/// counted since its answer) until the first expiry after it, of a grant
+/// or a waiter — whatever was live at `now` is live until then, and what
+/// had expired stays expired. The commit script refuses outside them, and
+/// the release reads afresh.
+#[derive(Debug, Clone, Copy)]
+struct Stands {
+    from_us: i64,
+    until_us: i64,
+}
+
+/// A document as this handle last committed it: the release of a grant it
+/// holds decides on it instead of reading the name again (one round trip
+/// fewer per lease cycle; `DocStore::snapshot_to_release`). Its version
+/// and the times it stands for ([`Stands`]) go to the commit, which
+/// refuses when either has moved on.
+#[derive(Debug)]
+pub(crate) struct Committed {
+    state: State,
+    newest: u64,
+    version: String,
+    floor: u64,
+    /// The server's time of the commit, and when this process had its
+    /// answer: the snapshot's `now` counts on from them.
+    at_us: i64,
+    answered: std::time::Instant,
+}
+
+/// How many names' documents a handle keeps at most; past it they are all
+/// forgotten (the next release of each reads afresh).
+const COMMITTED_KEPT: usize = 1024;
 
 type Snap = Snapshot<Read>;
 
@@ -118,9 +164,24 @@ pub(crate) enum Purpose {
     Show,
 }
 
-/// A commit or floor script answers 1 when it wrote.
+/// A commit or floor script answers 1 (the commit with the server's time
+/// beside it) when it wrote.
 fn wrote(reply: &Reply) -> bool {
-    reply.int() == Some(1)
+    match reply {
+        Reply::Array(fields) => fields.first().and_then(Reply::int) == Some(1),
+        r => r.int() == Some(1),
+    }
+}
+
+/// The server's time a commit answered with, in microseconds.
+fn committed_at(reply: &Reply) -> Option<i64> {
+    let Reply::Array(fields) = reply else {
+        return None;
+    };
+    let [_, secs, micros] = fields.as_slice() else {
+        return None;
+    };
+    Some(secs.int()?.saturating_mul(1_000_000).saturating_add(micros.int()?))
 }
 
 fn text(r: &Reply) -> Option<String> {
@@ -166,6 +227,7 @@ impl RedisBackend {
             version: text(version),
             floor,
             refused,
+            stands: None,
         };
         let Some(state) = text(state) else {
             let state = State {
@@ -312,6 +374,46 @@ impl DocStore for RedisBackend {
         self.snapshot_for(name, Purpose::Commit)
     }
 
+    /// The document as this handle last committed it, when it holds
+    /// `token`'s grant (taken: a second round reads afresh); else read.
+    /// Its `now` is the server's time of that commit plus the time counted
+    /// here since; the commit refuses if the server's clock is not within
+    /// the times the decision stands for ([`Stands`]), or the version moved.
+    fn snapshot_to_release(&self, name: &LeaseName, token: Token) -> Result<Snap> {
+        let kept = self
+            .committed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(name.as_str())
+            .filter(|c| c.state.grants.iter().any(|g| g.token == token.0));
+        let Some(c) = kept else {
+            return self.snapshot(name);
+        };
+        let counted = i64::try_from(c.answered.elapsed().as_micros()).unwrap_or(i64::MAX);
+        let now_us = c.at_us.saturating_add(counted);
+        let read = Read {
+            version: Some(c.version),
+            floor: c.floor,
+            refused: None,
+            stands: None,
+        };
+        let mut snap = Snapshot::new(c.state, c.newest, now_us, read);
+        let until_us = snap
+            .state
+            .grants
+            .iter()
+            .map(|g| g.expires_us)
+            .chain(snap.state.waiters.iter().map(|w| w.expires_us))
+            .filter(|&expires| expires > now_us)
+            .min()
+            .unwrap_or(i64::MAX);
+        snap.read.stands = Some(Stands {
+            from_us: now_us,
+            until_us,
+        });
+        Ok(snap)
+    }
+
     fn commit(&self, name: &LeaseName, snap: &Snap, mut draft: Draft) -> Result<bool> {
         if let Some(refused) = &snap.read.refused {
             return Err(refused.clone().into());
@@ -335,6 +437,8 @@ impl DocStore for RedisBackend {
                 String::new()
             },
             HISTORY_PER_NAME.to_string(),
+            snap.read.stands.map(|s| s.from_us.to_string()).unwrap_or_default(),
+            snap.read.stands.map(|s| s.until_us.to_string()).unwrap_or_default(),
         ];
         let left: Vec<String> = snap
             .state
@@ -352,8 +456,37 @@ impl DocStore for RedisBackend {
             .map(String::as_str)
             .collect();
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let reply = self.eval_replicated(&COMMIT, &keys, &args, wrote)?;
-        Ok(wrote(&reply))
+        let reply = self.eval_replicated(&COMMIT, &keys, &args, wrote);
+        let mut committed = self.committed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Whatever happened, what was kept of this name is as old as what
+        // this commit decided on, or older.
+        committed.remove(name.as_str());
+        let reply = reply?;
+        let Some(at_us) = committed_at(&reply) else {
+            return Ok(wrote(&reply));
+        };
+        if committed.len() >= COMMITTED_KEPT {
+            committed.clear();
+        }
+        let version = snap
+            .read
+            .version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            + 1;
+        committed.insert(
+            name.as_str().to_owned(),
+            Committed {
+                state: draft.state,
+                newest: draft.newest,
+                version: version.to_string(),
+                floor: snap.read.floor,
+                at_us,
+                answered: std::time::Instant::now(),
+            },
+        );
+        Ok(true)
     }
 
     fn entries(&self, name: &LeaseName, _: &Snap, limit: u32) -> Result<Vec<HistoryEntry>> {

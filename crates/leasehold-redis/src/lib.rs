@@ -164,6 +164,10 @@ pub struct RedisBackend {
     /// The scripts' SHA1s as the server named them (`SCRIPT LOAD`).
     shas: Mutex<Vec<(&'static str, String)>>,
     durability: Durability,
+    /// The documents this handle last committed, by name, for the release
+    /// of a grant to decide on without reading the name again
+    /// (`lease::Committed`).
+    committed: Mutex<std::collections::HashMap<String, lease::Committed>>,
     /// Which settings are read again before each write: all of them under
     /// `durability=strict`; under `relaxed` only the role (the rest is
     /// the risk accepted), and only if it could be read at open — a
@@ -219,6 +223,7 @@ impl RedisBackend {
             idle: Mutex::new(Vec::new()),
             shas: Mutex::new(Vec::new()),
             durability: Durability::unread(),
+            committed: Mutex::new(std::collections::HashMap::new()),
             recheck: Recheck {
                 config: true,
                 role: true,

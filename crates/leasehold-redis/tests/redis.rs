@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use leasehold_backend::{Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, LeaseRenew, Mode, Token, WaitTopic};
+use leasehold_backend::{
+    Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, LeaseRelease, LeaseRenew, LostReason, Mode, Token, WaitTopic,
+};
 use leasehold_backend_tests::{contention, params};
 use leasehold_redis::{RedisBackend, RedisUrl};
 use leasehold_testkit::redis::{Durability, GRANTED, PASSWORD, RedisConfig, RedisServer, Reply, USER};
@@ -52,6 +54,7 @@ fn main() {
         a_user_without_channel_rights_writes_once_per_call_and_its_waiters_poll,
         only_changes_of_what_waiters_wait_on_are_announced,
         a_waiter_keeps_one_subscription_for_all_its_waits,
+        a_release_decides_on_its_handles_last_commit_unless_the_name_or_the_time_moved_on,
     ]]);
 }
 
@@ -917,5 +920,83 @@ fn a_user_without_channel_rights_writes_once_per_call_and_its_waiters_poll() {
         info.warnings.iter().any(|(k, w)| k == "waking" && w.contains("poll")),
         "{:?}",
         info.warnings
+    );
+}
+
+/// A release decides on the document its handle last committed, without
+/// reading the name again (issue 45: a lease cycle was four round trips, a
+/// read and a commit each way, where a bare `SET NX` + `DEL` makes two).
+/// What must never happen: a release that writes over what another client
+/// committed since, or that decides on a time its decision does not hold
+/// for. The server counts the scripts (`INFO commandstats`): a cycle on
+/// one handle runs three, a release by a handle that did not make the
+/// grant two (it reads). Then the doors: another client's shared grant,
+/// committed between the acquisition and the release, stays (the version
+/// moved on: the release reads again); a grant released at once is
+/// released; and a grant that expired under its holder's handle is
+/// released as expired, not as released (the time moved past it), as a
+/// release that read would say. Planted: the handle's count of time since
+/// its commit left out, and the commit's check of the server's time
+/// dropped — the expired grant was "released"; the count 10 s ahead and
+/// the check's lower bound dropped — the brief grant was "expired"; the
+/// version not compared for a kept document — the other client's grant
+/// was removed.
+fn a_release_decides_on_its_handles_last_commit_unless_the_name_or_the_time_moved_on() {
+    let server = RedisServer::start();
+    let a = open(&server.url()).expect("open");
+    let b = open(&server.url()).expect("open");
+    let scripts = || info(&server, "commandstats", "cmdstat_evalsha:calls=").unwrap_or(0);
+    // Both handles' scripts loaded.
+    cycle(&a, "warm-a");
+    cycle(&b, "warm-b");
+    let before = scripts();
+    cycle(&a, "solo");
+    assert_eq!(scripts() - before, 3, "an acquisition and a release on one handle");
+    let token = take(&a, "elsewhere", Duration::from_secs(30));
+    let before = scripts();
+    let released = b.lease_release(&params::release("elsewhere", token)).expect("release");
+    assert!(matches!(released, LeaseRelease::Released), "{released:?}");
+    assert_eq!(
+        scripts() - before,
+        2,
+        "a release by a handle that did not commit the grant"
+    );
+
+    let shared = |n: &str| LeaseAcquireParams {
+        mode: params::SHARED,
+        ..acquire(n, Duration::from_secs(30))
+    };
+    let grant = |r: LeaseAcquire| match r {
+        LeaseAcquire::Acquired(g) => g.token,
+        LeaseAcquire::Held(h) => panic!("held: {h:?}"),
+    };
+    let first = grant(a.lease_acquire(&shared("job")).expect("acquire"));
+    let second = grant(b.lease_acquire(&shared("job")).expect("acquire"));
+    let released = a.lease_release(&params::release("job", first)).expect("release");
+    assert!(matches!(released, LeaseRelease::Released), "{released:?}");
+    let state = b.lease_get(&params::name("job")).expect("get").expect("job exists");
+    let held: Vec<Token> = state.grants.iter().map(|g| g.token).collect();
+    assert_eq!(
+        held,
+        [second],
+        "after the first holder's release, the second's grant must be all that is left"
+    );
+
+    // A grant released well before its expiry is released, whatever the
+    // handle counted since (a count ahead of the server's clock would take
+    // it for expired).
+    let token = take(&a, "brief", Duration::from_secs(2));
+    let released = a.lease_release(&params::release("brief", token)).expect("release");
+    assert!(
+        matches!(released, LeaseRelease::Released),
+        "a grant released at once: {released:?}"
+    );
+
+    let token = take(&a, "short", Duration::from_secs(1));
+    std::thread::sleep(Duration::from_millis(1300));
+    let released = a.lease_release(&params::release("short", token)).expect("release");
+    assert!(
+        matches!(released, LeaseRelease::Lost(LostReason::Expired)),
+        "a grant that expired 300 ms before its release: {released:?}"
     );
 }
