@@ -29,16 +29,18 @@ pub const READ: Script = Script::new(
 
 /// Commit a name's new document if its version is still the one read (and,
 /// for a new name, the floor too, which a bump raises) and, when ARGV[8]
-/// is not empty, the server's time is within [ARGV[8], ARGV[9]) — the
-/// times at which a decision made on the document as last committed
-/// stands (`Committed`); append its new history entries (ARGV[11 +
-/// ARGV[10]] on), keep the newest ARGV[7], tell the name's waiters on the
-/// channel ARGV[6] (none when it is empty: a commit that changes nothing
-/// they wait on, `Draft::changes_the_queue`), and tell the waiter behind
-/// each waiter that left the queue on that waiter's own channel (the
-/// ARGV[10] channels from ARGV[11]: `Keys::left`). It answers 0 when it
-/// wrote nothing, else `{1, seconds, microseconds}`: the server's time of
-/// the commit.
+/// is not empty (a decision made on the document as last committed:
+/// `Committed`), the server's time is within [ARGV[8], ARGV[9]) — the
+/// times at which that decision stands — and the document is still,
+/// byte for byte, ARGV[10], the one this handle wrote (a store flushed
+/// and written again counts its versions from 1 again); append its new
+/// history entries (ARGV[12 + ARGV[11]] on), keep the newest ARGV[7], tell
+/// the name's waiters on the channel ARGV[6] (none when it is empty: a
+/// commit that changes nothing they wait on, `Draft::changes_the_queue`),
+/// and tell the waiter behind each waiter that left the queue on that
+/// waiter's own channel (the ARGV[11] channels from ARGV[12]:
+/// `Keys::left`). It answers 0 when it wrote nothing, else `{1, seconds,
+/// microseconds}`: the server's time of the commit.
 ///
 /// A script that fails after its first write keeps what it wrote (Redis
 /// does not roll back), so nothing that can fail comes after it (issue
@@ -61,21 +63,22 @@ pub const COMMIT: Script = Script::new(
      if ARGV[8] ~= '' then
        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
        if now < tonumber(ARGV[8]) or now >= tonumber(ARGV[9]) then return 0 end
+       if redis.call('HGET', KEYS[1], 's') ~= ARGV[10] then return 0 end
      end
      if ARGV[1] == '' then
        if (redis.call('GET', KEYS[4]) or '0') ~= ARGV[2] then return 0 end
        redis.call('SADD', KEYS[3], ARGV[5])
      end
      redis.call('HSET', KEYS[1], 's', ARGV[3], 'n', ARGV[4], 'v', tostring((tonumber(ARGV[1]) or 0) + 1))
-     local left = tonumber(ARGV[10])
-     if #ARGV > 10 + left then
-       redis.call('RPUSH', KEYS[2], unpack(ARGV, 11 + left))
+     local left = tonumber(ARGV[11])
+     if #ARGV > 11 + left then
+       redis.call('RPUSH', KEYS[2], unpack(ARGV, 12 + left))
        redis.call('LTRIM', KEYS[2], -tonumber(ARGV[7]), -1)
      end
      if ARGV[6] ~= '' and redis.acl_check_cmd('PUBLISH', ARGV[6], 'changed') then
        redis.call('PUBLISH', ARGV[6], 'changed')
      end
-     for i = 11, 10 + left do
+     for i = 12, 11 + left do
        if redis.acl_check_cmd('PUBLISH', ARGV[i], 'left') then
          redis.call('PUBLISH', ARGV[i], 'left')
        end
@@ -113,7 +116,15 @@ pub struct Read {
     version: Option<String>,
     floor: u64,
     refused: Option<crate::durability::Refusal>,
-    stands: Option<Stands>,
+    expected: Option<Expected>,
+}
+
+/// The document the commit expects, byte for byte, beside the times
+/// ([`Stands`]) of a decision made on it as last committed.
+#[derive(Debug, Clone)]
+struct Expected {
+    stands: Stands,
+    written: String,
 }
 
 /// The server times, in microseconds, at which a decision made on a
@@ -131,12 +142,13 @@ struct Stands {
 
 /// A document as this handle last committed it: the release of a grant it
 /// holds decides on it instead of reading the name again (one round trip
-/// fewer per lease cycle; `DocStore::snapshot_to_release`). Its version
-/// and the times it stands for ([`Stands`]) go to the commit, which
-/// refuses when either has moved on.
+/// fewer per lease cycle; `DocStore::snapshot_to_release`). Its version,
+/// the document itself and the times it stands for ([`Stands`]) go to the
+/// commit, which refuses when any has moved on.
 #[derive(Debug)]
 pub(crate) struct Committed {
-    state: State,
+    /// The document as written (the hash's `s`).
+    written: String,
     newest: u64,
     version: String,
     floor: u64,
@@ -227,7 +239,7 @@ impl RedisBackend {
             version: text(version),
             floor,
             refused,
-            stands: None,
+            expected: None,
         };
         let Some(state) = text(state) else {
             let state = State {
@@ -378,15 +390,19 @@ impl DocStore for RedisBackend {
     /// `token`'s grant (taken: a second round reads afresh); else read.
     /// Its `now` is the server's time of that commit plus the time counted
     /// here since; the commit refuses if the server's clock is not within
-    /// the times the decision stands for ([`Stands`]), or the version moved.
+    /// the times the decision stands for ([`Stands`]), or the version or
+    /// the document moved on.
     fn snapshot_to_release(&self, name: &LeaseName, token: Token) -> Result<Snap> {
         let kept = self
             .committed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(name.as_str())
-            .filter(|c| c.state.grants.iter().any(|g| g.token == token.0));
-        let Some(c) = kept else {
+            .remove(name.as_str());
+        let kept = kept.and_then(|c| {
+            let state = serde_json::from_str::<State>(&c.written).ok()?;
+            state.grants.iter().any(|g| g.token == token.0).then_some((c, state))
+        });
+        let Some((c, state)) = kept else {
             return self.snapshot(name);
         };
         let counted = i64::try_from(c.answered.elapsed().as_micros()).unwrap_or(i64::MAX);
@@ -395,9 +411,9 @@ impl DocStore for RedisBackend {
             version: Some(c.version),
             floor: c.floor,
             refused: None,
-            stands: None,
+            expected: None,
         };
-        let mut snap = Snapshot::new(c.state, c.newest, now_us, read);
+        let mut snap = Snapshot::new(state, c.newest, now_us, read);
         let until_us = snap
             .state
             .grants
@@ -407,9 +423,12 @@ impl DocStore for RedisBackend {
             .filter(|&expires| expires > now_us)
             .min()
             .unwrap_or(i64::MAX);
-        snap.read.stands = Some(Stands {
-            from_us: now_us,
-            until_us,
+        snap.read.expected = Some(Expected {
+            stands: Stands {
+                from_us: now_us,
+                until_us,
+            },
+            written: c.written,
         });
         Ok(snap)
     }
@@ -437,8 +456,21 @@ impl DocStore for RedisBackend {
                 String::new()
             },
             HISTORY_PER_NAME.to_string(),
-            snap.read.stands.map(|s| s.from_us.to_string()).unwrap_or_default(),
-            snap.read.stands.map(|s| s.until_us.to_string()).unwrap_or_default(),
+            snap.read
+                .expected
+                .as_ref()
+                .map(|e| e.stands.from_us.to_string())
+                .unwrap_or_default(),
+            snap.read
+                .expected
+                .as_ref()
+                .map(|e| e.stands.until_us.to_string())
+                .unwrap_or_default(),
+            snap.read
+                .expected
+                .as_ref()
+                .map(|e| e.written.clone())
+                .unwrap_or_default(),
         ];
         let left: Vec<String> = snap
             .state
@@ -478,7 +510,7 @@ impl DocStore for RedisBackend {
         committed.insert(
             name.as_str().to_owned(),
             Committed {
-                state: draft.state,
+                written: fixed[2].clone(),
                 newest: draft.newest,
                 version: version.to_string(),
                 floor: snap.read.floor,

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use leasehold_backend::{
-    Backend, ErrorKind, LeaseAcquire, LeaseAcquireParams, LeaseRelease, LeaseRenew, LostReason, Mode, Token, WaitTopic,
+    Backend, ErrorKind, GrantId, LeaseAcquire, LeaseAcquireParams, LeaseRelease, LeaseReleaseParams, LeaseRenew,
+    LostReason, Mode, Token, WaitTopic,
 };
 use leasehold_backend_tests::{contention, params};
 use leasehold_redis::{RedisBackend, RedisUrl};
@@ -940,7 +941,9 @@ fn a_user_without_channel_rights_writes_once_per_call_and_its_waiters_poll() {
 /// dropped — the expired grant was "released"; the count 10 s ahead and
 /// the check's lower bound dropped — the brief grant was "expired"; the
 /// version not compared for a kept document — the other client's grant
-/// was removed.
+/// was removed. And a server flushed and written again, where the version
+/// the handle wrote comes round again: the grant made after the flush
+/// stays (planted: the document not compared — it was removed).
 fn a_release_decides_on_its_handles_last_commit_unless_the_name_or_the_time_moved_on() {
     let server = RedisServer::start();
     let a = open(&server.url()).expect("open");
@@ -998,5 +1001,39 @@ fn a_release_decides_on_its_handles_last_commit_unless_the_name_or_the_time_move
     assert!(
         matches!(released, LeaseRelease::Lost(LostReason::Expired)),
         "a grant that expired 300 ms before its release: {released:?}"
+    );
+
+    // A server flushed and written again counts versions and tokens from 1
+    // again: the release of a grant from before the flush must not write
+    // over the name as it is now, though its version is the one the
+    // handle wrote.
+    let flushed = match a
+        .lease_acquire(&acquire("flushed", Duration::from_secs(30)))
+        .expect("acquire")
+    {
+        LeaseAcquire::Acquired(g) => g,
+        LeaseAcquire::Held(h) => panic!("held: {h:?}"),
+    };
+    server.command(&["FLUSHALL"]).expect("FLUSHALL");
+    let now_held = take(&b, "flushed", Duration::from_secs(30));
+    assert_eq!(now_held, flushed.token, "the flush should make the same token again");
+    let released = a
+        .lease_release(&LeaseReleaseParams {
+            grant: Some(GrantId::of(&flushed)),
+            ..params::release("flushed", flushed.token)
+        })
+        .expect("release");
+    assert!(
+        matches!(released, LeaseRelease::Lost(_)),
+        "a grant from before the flush: {released:?}"
+    );
+    let state = b
+        .lease_get(&params::name("flushed"))
+        .expect("get")
+        .expect("flushed exists");
+    assert_eq!(
+        state.grants.iter().map(|g| g.token).collect::<Vec<_>>(),
+        [now_held],
+        "the grant made after the flush must stay"
     );
 }
