@@ -42,16 +42,27 @@ const DAEMONS: usize = 3;
 const WARM_UP_MS: u64 = 3_000;
 const MARKS: u64 = 2;
 
+/// The three stores' runs take turns. Each is three daemons running a
+/// thousand commands a mark, each under a lease its keeper renews; run
+/// together beside the rest of the suite on two cores, a CI run of them
+/// starved PostgreSQL's daemons until a renewal was answered 50 s after it
+/// was sent, and 475 slots were rightly recorded missed ("no daemon fired
+/// it in time"): what a machine can carry, not what a store does.
+static ONE_STORE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 fn a_thousand_slots_due_at_one_instant_are_each_fired_once_on_sqlite() {
+    let _turn = ONE_STORE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     each_fired_once(&Env::new());
 }
 
 fn a_thousand_slots_due_at_one_instant_are_each_fired_once_on_postgres() {
+    let _turn = ONE_STORE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let server = postgres::Server::shared();
     each_fired_once(&Env::on(server.url(&postgres::Server::fresh_schema())));
 }
 
 fn a_thousand_slots_due_at_one_instant_are_each_fired_once_on_etcd() {
+    let _turn = ONE_STORE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
     let server = etcd::shared();
     let prefix = etcd::unique_prefix("cli", "thousand");
     each_fired_once(&Env::on(format!("etcd://{}?prefix={prefix}", server.endpoint())));
