@@ -390,7 +390,7 @@ impl DocStore for RedisBackend {
     /// `token`'s grant (taken: a second round reads afresh); else read.
     /// Its `now` is the server's time of that commit plus the time counted
     /// here since; the commit refuses if the server's clock is not within
-    /// the times the decision stands for ([`Stands`]), or the version or
+    /// the times the decision stands for (`Stands`), or the version or
     /// the document moved on.
     fn snapshot_to_release(&self, name: &LeaseName, token: Token) -> Result<Snap> {
         let kept = self
