@@ -115,7 +115,7 @@ pub(crate) fn keep_the_log(conn: &mut Connection) -> rusqlite::Result<Arc<Atomic
 /// than [`AUTOCHECKPOINT_FRAMES`] (passively: never waits).
 pub(crate) fn after_commit(conn: &Connection, frames: &AtomicU32, store: &Path) {
     if frames.load(Ordering::Relaxed) > AUTOCHECKPOINT_FRAMES {
-        checkpoint(conn, "PRAGMA wal_checkpoint(PASSIVE)", store);
+        checkpoint(conn, store);
     }
 }
 
@@ -133,7 +133,7 @@ pub(crate) fn before_close(conn: &Connection, frames: &AtomicU32, store: &Path) 
     // A close never waits for another process.
     let _ = conn.busy_timeout(std::time::Duration::ZERO);
     let copied_all = matches!(
-        checkpoint(conn, "PRAGMA wal_checkpoint(PASSIVE)", store),
+        checkpoint(conn, store),
         Some((0, log, copied)) if log == copied
     );
     // The commit that starts the log again: a log hook then reports the
@@ -152,23 +152,25 @@ pub(crate) fn before_close(conn: &Connection, frames: &AtomicU32, store: &Path) 
     let _ = conn.pragma_update(None, "journal_size_limit", 0);
 }
 
-/// Run `pragma` (a `wal_checkpoint`): SQLite's (busy, frames in the log,
-/// frames copied), or `None` when it failed — which is only logged: every
-/// commit is durable in the log either way. What was copied stays in the
-/// log until the log starts again: the handle's count of its frames
-/// (what the next process to open the store reads) is left as it was.
-fn checkpoint(conn: &Connection, pragma: &str, store: &Path) -> Option<(i64, i64, i64)> {
+/// Copy what no reader still needs from the log into the store file,
+/// waiting for no one (`PRAGMA wal_checkpoint(PASSIVE)`): SQLite's (busy,
+/// frames in the log, frames copied), or `None` when it failed — which is
+/// only logged: every commit is durable in the log either way. What was
+/// copied stays in the log until the log starts again: a handle's count
+/// of its frames (what the next process to open the store reads) is left
+/// as it was.
+fn checkpoint(conn: &Connection, store: &Path) -> Option<(i64, i64, i64)> {
     let store = store.display();
     let begun = Instant::now();
-    match conn.query_row(pragma, [], |r| {
+    match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
         Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
     }) {
         Ok((busy, log, copied)) => {
-            tracing::debug!(%store, pragma, busy, log, copied, took_us = begun.elapsed().as_micros(), "checkpointed");
+            tracing::debug!(%store, busy, log, copied, took_us = begun.elapsed().as_micros(), "checkpointed");
             Some((busy, log, copied))
         }
         Err(e) => {
-            tracing::debug!(%store, pragma, "checkpoint failed (a later one tries again): {e}");
+            tracing::debug!(%store, "checkpoint failed (a later one tries again): {e}");
             None
         }
     }
@@ -209,7 +211,7 @@ impl Checkpointer {
                 if conn.busy_timeout(busy_timeout).is_err() || keep_the_log(&mut conn).is_err() {
                     return;
                 }
-                run(&conn, &commits, &file.display().to_string());
+                run(&conn, &commits, &file);
             })
             .ok()?;
         if uncopied {
@@ -226,7 +228,7 @@ impl Checkpointer {
 
 /// The thread: after a commit, wait [`EVERY`] (the commits meanwhile
 /// share one checkpoint), then checkpoint; end when the handle is gone.
-fn run(conn: &Connection, commits: &mpsc::Receiver<()>, file: &str) {
+fn run(conn: &Connection, commits: &mpsc::Receiver<()>, file: &Path) {
     while commits.recv().is_ok() {
         let at = Instant::now() + EVERY;
         loop {
@@ -236,19 +238,6 @@ fn run(conn: &Connection, commits: &mpsc::Receiver<()>, file: &str) {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
         }
-        let begun = Instant::now();
-        // PASSIVE: copy what no reader still needs, wait for no one.
-        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-        }) {
-            Ok((log, copied)) => tracing::debug!(
-                store = file,
-                log,
-                copied,
-                took_us = begun.elapsed().as_micros(),
-                "checkpointed"
-            ),
-            Err(e) => tracing::debug!(store = file, "checkpoint failed (the next one tries again): {e}"),
-        }
+        checkpoint(conn, file);
     }
 }
