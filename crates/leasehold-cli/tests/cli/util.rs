@@ -79,13 +79,12 @@ impl Env {
 
     /// `leasehold ARGS...` with this sandbox's store.
     pub fn cmd(&self, args: &[&str]) -> assert_cmd::Command {
-        let mut cmd = assert_cmd::Command::new(bin());
-        self.prepare(cmd.args(args));
-        cmd
+        let mut cmd = self.std_cmd(args);
+        cmd.current_dir(self.path());
+        assert_cmd::Command::from_std(cmd)
     }
 
     /// The same, as a std Command (for processes that run in the background).
-    #[allow(dead_code, reason = "used by the test modules that run leasehold in the background")]
     pub fn std_cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin());
         cmd.args(args);
@@ -118,15 +117,6 @@ impl Env {
             .env("XDG_STATE_HOME", self.path().join("xdg"))
             .envs(self.vars.iter().map(|(k, v)| (k, v)))
             .env_remove("LEASEHOLD_LOG")
-    }
-
-    fn prepare<'a>(&self, cmd: &'a mut assert_cmd::Command) -> &'a mut assert_cmd::Command {
-        cmd.env("LEASEHOLD_STORE", self.store_url())
-            .env("HOME", self.path())
-            .env("XDG_STATE_HOME", self.path().join("xdg"))
-            .envs(self.vars.iter().map(|(k, v)| (k, v)))
-            .env_remove("LEASEHOLD_LOG")
-            .current_dir(self.path())
     }
 
     /// Run and return (exit code, stdout, stderr).
