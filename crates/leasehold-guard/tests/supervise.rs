@@ -406,3 +406,100 @@ fn task_env() -> leasehold::supervise::CommandEnv {
         store: "sqlite:///nowhere".into(),
     }
 }
+
+/// A guard program in `dir` named `name`, of another build, that
+/// appends a line to `tried` when started.
+fn other_builds_guard(dir: &std::path::Path, name: &str, tried: &std::path::Path) -> GuardProgram {
+    let path = dir.join(name);
+    let guard = std::path::Path::new(env!("CARGO_BIN_EXE_leasehold-guard"));
+    leasehold_testkit::process::write_other_builds_guard(&path, guard, tried);
+    GuardProgram::new(path)
+}
+
+/// What must never happen: a command run by a guard of another build,
+/// which may speak another protocol (a `leasehold-guard` found on `$PATH`,
+/// or left beside a program upgraded alone). Such a guard starts nothing
+/// and says which build it is; the supervisor then fails with both builds
+/// named — holding no lease — or, where the program has a fallback, runs
+/// the command under that instead, once.
+#[test]
+#[allow(clippy::disallowed_methods, reason = "a test fixture, not state")]
+fn a_guard_of_another_build_starts_nothing_and_the_fallback_runs_the_command() {
+    if !std::path::Path::new("/proc/self/exe").exists() {
+        return; // the parent's program is read from /proc (Linux)
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let tried = dir.path().join("tried");
+    let t = timing(10_000);
+    let name = LeaseName::new("job").unwrap();
+    let lease = LeaseRun::new(name.clone(), t.clone());
+    // The program that ran the command's parent: the guard it ran under.
+    let ran_file = dir.path().join("ran");
+    let mut spec = spec(&format!("readlink /proc/$PPID/exe; touch '{}'", ran_file.display()), &t);
+    let run_in = |spec: Spec| {
+        let supervised = supervise::Supervised::launch_in(spec, Some(dir.path())).unwrap();
+        supervise::run_spawned(&store, &lease, supervised, |_| {}, |_, _| {})
+    };
+
+    // No fallback: refused, nothing ran, no lease left held.
+    spec.guard = other_builds_guard(dir.path(), "other-guard", &tried);
+    let error = run_in(spec.clone()).unwrap_err().to_string();
+    assert!(
+        error.contains("other-guard") && error.contains("is another build of leasehold"),
+        "{error}"
+    );
+    assert!(error.contains(supervise::GUARD_BUILD), "{error}");
+    assert!(!ran_file.exists(), "a guard of another build ran the command");
+    assert!(
+        store.status(&name).unwrap().is_none_or(|s| s.grants.is_empty()),
+        "a lease is held after the refusal"
+    );
+    assert_eq!(std::fs::read_to_string(&tried).unwrap().lines().count(), 1);
+
+    // With a fallback: the command runs once, under the fallback.
+    spec.guard = other_builds_guard(dir.path(), "other-guard", &tried).or_else(guard());
+    let RunOutcome::Ran(ran) = run_in(spec.clone()).unwrap() else {
+        panic!("held")
+    };
+    assert_eq!(ran.ended, Ok(0));
+    assert_eq!(
+        String::from_utf8_lossy(&ran.finished.stdout).trim(),
+        std::fs::canonicalize(env!("CARGO_BIN_EXE_leasehold-guard"))
+            .unwrap()
+            .to_string_lossy()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&tried).unwrap().lines().count(),
+        2,
+        "the other build was tried first"
+    );
+
+    // A guard that predates the check refuses `--build` and ends without a
+    // report (its error on the command's stderr): the fallback runs too.
+    let old = dir.path().join("old-guard");
+    std::fs::write(
+        &old,
+        "#!/bin/sh\necho 'leasehold: unknown guard argument' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    spec.guard = GuardProgram::new(&old).or_else(guard());
+    let RunOutcome::Ran(ran) = run_in(spec.clone()).unwrap() else {
+        panic!("held")
+    };
+    assert_eq!(ran.ended, Ok(0));
+
+    // A worker's slot the same.
+    std::fs::remove_file(&ran_file).unwrap();
+    spec.guard = other_builds_guard(dir.path(), "other-guard", &tried);
+    let error = GuardSlot::<ClaimLost>::spawn(spec.clone()).unwrap_err().to_string();
+    assert!(error.contains("is another build of leasehold"), "{error}");
+    spec.guard = other_builds_guard(dir.path(), "other-guard", &tried).or_else(guard());
+    let mut slot: GuardSlot<ClaimLost> = GuardSlot::spawn(spec).unwrap();
+    let mut run = slot.next(None).unwrap();
+    run.start_with(&task_env()).unwrap();
+    assert_eq!(run.wait().code, Some(0));
+    assert!(ran_file.exists());
+    assert_eq!(std::fs::read_to_string(&tried).unwrap().lines().count(), 4);
+}

@@ -69,3 +69,23 @@ pub fn after_exit(cleanup: &str) {
         .status()
         .expect("start a watchdog");
 }
+
+/// Write at `path` a guard program of another build, for what a
+/// supervisor does with one: a script that appends a line to `tried`, then
+/// runs `guard` (this build's `leasehold-guard`) told that its supervisor
+/// is another build (`--build=` replaced) — so it is the real guard that
+/// refuses, as one of another build would.
+///
+/// # Panics
+/// When the script cannot be written.
+#[allow(clippy::disallowed_methods, reason = "a test fixture, not state")]
+pub fn write_other_builds_guard(path: &std::path::Path, guard: &std::path::Path, tried: &std::path::Path) {
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" >> '{}'\n[ \"$1\" = __guard ] || exit 9\nshift 2\nexec '{}' __guard --build=0.0.1-another \"$@\"\n",
+        tried.display(),
+        guard.display()
+    );
+    std::fs::write(path, script).expect("write the guard of another build");
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make the guard of another build executable");
+}

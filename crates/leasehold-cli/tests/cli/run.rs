@@ -23,6 +23,7 @@ pub const TESTS: &[leasehold_testkit::Test] = leasehold_testkit::tests![
     a_stopped_command_is_continued_to_act_on_a_forwarded_sigterm,
     sigkill_of_the_guard_stops_what_left_the_group_before_the_lease_is_released,
     ctrl_z_on_a_terminal_gives_the_shell_back_and_fg_continues_the_command,
+    run_starts_the_guard_beside_it_and_itself_when_that_one_is_another_build,
 ];
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -491,5 +492,59 @@ fn a_run_waiting_for_the_run_it_is_inside_is_refused() {
     assert!(
         status.contains("\"waiters\": 0"),
         "a refused waiter was queued: {status}"
+    );
+}
+
+/// `leasehold run` starts the small `leasehold-guard` beside it (a shorter
+/// start than its own), and never a guard of another build: beside a
+/// `leasehold` upgraded alone, the old `leasehold-guard` starts nothing
+/// and `leasehold` guards the command itself — as it does with no
+/// `leasehold-guard` beside it. The guard is the command's parent.
+fn run_starts_the_guard_beside_it_and_itself_when_that_one_is_another_build() {
+    let env = Env::new();
+    let guard = crate::util::bin().with_file_name("leasehold-guard");
+    if !guard.is_file() {
+        // `cargo test -p leasehold-cli` alone does not build it.
+        leasehold_testkit::unavailable("target/debug/leasehold-guard is not built: cargo build -p leasehold-guard");
+    }
+    let installed = env.path().join("bin");
+    std::fs::create_dir(&installed).unwrap();
+    let leasehold = installed.join("leasehold");
+    // A link, not a copy: the debug binary is large (same file system as
+    // target/ or not, a copy is the fallback).
+    if std::fs::hard_link(crate::util::bin(), &leasehold).is_err() {
+        std::fs::copy(crate::util::bin(), &leasehold).unwrap();
+    }
+    let beside = installed.join("leasehold-guard");
+    let parent_of_the_command = || {
+        let output = env
+            .cmd_of(
+                &leasehold,
+                &["run", "job", "--", "sh", "-c", "readlink /proc/$PPID/exe"],
+            )
+            .env("LEASEHOLD_GUARD", "/nowhere") // not read by `leasehold run`
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap().to_string_lossy().into_owned();
+
+    // None beside it: itself.
+    assert_eq!(parent_of_the_command(), canonical(&leasehold));
+    // This build's beside it: that one.
+    if std::fs::hard_link(&guard, &beside).is_err() {
+        std::fs::copy(&guard, &beside).unwrap();
+    }
+    assert_eq!(parent_of_the_command(), canonical(&beside));
+    // Another build's (here: this build's guard told it is another's).
+    std::fs::remove_file(&beside).unwrap();
+    let tried = env.path().join("tried");
+    leasehold_testkit::process::write_other_builds_guard(&beside, &guard, &tried);
+    assert_eq!(parent_of_the_command(), canonical(&leasehold));
+    assert_eq!(
+        std::fs::read_to_string(&tried).unwrap().lines().count(),
+        1,
+        "tried once, first"
     );
 }

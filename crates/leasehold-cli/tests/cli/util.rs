@@ -86,7 +86,13 @@ impl Env {
 
     /// The same, as a std Command (for processes that run in the background).
     pub fn std_cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(bin());
+        self.cmd_of(&bin(), args)
+    }
+
+    /// `PROGRAM ARGS...` with this sandbox's store: a `leasehold` binary
+    /// installed elsewhere.
+    pub fn cmd_of(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
         cmd.args(args);
         self.sandboxed(&mut cmd);
         cmd

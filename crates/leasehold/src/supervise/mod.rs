@@ -121,7 +121,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use env::CommandEnv;
-pub use guard::{GUARD_ENV, GUARD_NAME, GuardProgram};
+pub use guard::{GUARD_BUILD, GUARD_ENV, GUARD_NAME, GuardProgram};
 pub use hosted::{CwdRefused, RunControl, check_cwd, env_refusal, run_hosted};
 pub use outcome::{Ran, ReleaseFailed, RunError, RunOutcome};
 pub use supervised::{Ending, Finished, GuardSlot, Output, Spec, Stop, StopHandle, Supervised};
@@ -143,6 +143,17 @@ pub enum SuperviseError {
     /// The guard started but did not report its process group.
     #[error("the guard process ({program}) did not start; run with LEASEHOLD_LOG=debug to see why")]
     GuardSilent { program: String },
+    /// The guard program is another build of leasehold than this program
+    /// ([`GUARD_BUILD`]), which may speak another protocol: it started
+    /// nothing.
+    #[error(
+        "the guard program ({program}) is another build of leasehold ({theirs}; this program is {ours}) and started nothing; install the {GUARD_NAME} that came with this program, or set {GUARD_ENV} to it"
+    )]
+    GuardOtherBuild {
+        program: String,
+        theirs: String,
+        ours: String,
+    },
     /// A pipe to the guard, or the signal handlers, failed.
     #[error("{what}: {error}")]
     Io { what: &'static str, error: std::io::Error },

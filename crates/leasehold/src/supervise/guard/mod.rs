@@ -14,6 +14,14 @@
 //! and optional leading arguments, then `__guard` and the guard's own
 //! arguments; [`GuardProgram::find`] is the default lookup (`program.rs`).
 //!
+//! A guard program is only trusted if it is this build's: the supervisor
+//! passes [`GUARD_BUILD`] (`--build=`), and a guard of another build — one
+//! found on `$PATH`, or left beside a program that was upgraded alone —
+//! starts nothing and reports its own build. The supervisor then fails
+//! with both named, or starts the program's fallback
+//! ([`GuardProgram::or_else`]): `leasehold run` tries the small
+//! `leasehold-guard` beside it first, and itself after.
+//!
 //! # Why a separate process
 //!
 //! `PR_SET_PDEATHSIG` fires when the parent *thread* exits, not the parent
@@ -140,12 +148,13 @@ use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 use super::child::{self, Exit};
 use crate::{host, limits};
 use program::is_program;
-pub use program::{GUARD_ARG, GUARD_ENV, GUARD_NAME, GuardProgram};
+pub use program::{GUARD_ARG, GUARD_BUILD, GUARD_ENV, GUARD_NAME, GuardProgram};
 use protocol::{Control, Env, Report, Streams};
 
 /// The guard program's entry point: `args` are this process's arguments
 /// after its program name and leading arguments — `__guard
-/// --control-fd=N --report-fd=N --grace=DUR [--slot] -- CMD...`. Returns
+/// --control-fd=N --report-fd=N --grace=DUR [--slot] [--build=BUILD] --
+/// CMD...`. Returns
 /// the exit code, or `None` when `args` do not start with `__guard` (the
 /// program is not being asked to guard). Call it first thing in `main`,
 /// before starting any thread: a guard that runs its command once forks
@@ -190,7 +199,7 @@ enum GuardError {
     },
     #[error(transparent)]
     Grace(#[from] crate::ParseError),
-    #[error("usage: __guard --control-fd=N --report-fd=N --grace=DUR [--slot] -- CMD...")]
+    #[error("usage: __guard --control-fd=N --report-fd=N --grace=DUR [--slot] [--build=BUILD] -- CMD...")]
     Usage,
     #[error("descriptor {fd} passed by the supervisor is not open: {error}")]
     NotOpen { fd: i32, error: Errno },
@@ -220,11 +229,14 @@ struct GuardArgs {
     grace: Duration,
     /// Run the command once per `env` message (see the module docs).
     slot: bool,
+    /// The build of the library that started this guard (`--build`):
+    /// another build's guard starts nothing.
+    build: Option<String>,
     command: Vec<OsString>,
 }
 
 fn parse(args: &[OsString]) -> Result<GuardArgs, GuardError> {
-    let (mut control_fd, mut report_fd, mut grace, mut slot) = (None, None, None, false);
+    let (mut control_fd, mut report_fd, mut grace, mut slot, mut build) = (None, None, None, false, None);
     let mut rest = args.iter();
     for arg in rest.by_ref() {
         let arg = arg.to_str().ok_or(GuardError::NotUtf8)?;
@@ -247,6 +259,7 @@ fn parse(args: &[OsString]) -> Result<GuardArgs, GuardError> {
             "--control-fd" => control_fd = Some(fd()?),
             "--report-fd" => report_fd = Some(fd()?),
             "--grace" => grace = Some(crate::parse_duration_within(value, limits::GRACE)?),
+            "--build" => build = Some(value.to_owned()),
             _ => return Err(unknown()),
         }
     }
@@ -257,6 +270,7 @@ fn parse(args: &[OsString]) -> Result<GuardArgs, GuardError> {
             report_fd,
             grace,
             slot,
+            build,
             command,
         }),
         _ => Err(GuardError::Usage),
@@ -554,6 +568,17 @@ impl Run {
 /// SIGCHLD (a self-pipe) with the trust window's timeout — no hand-over
 /// between threads on a run's way in or out.
 fn run(args: &GuardArgs) -> Result<u8, GuardError> {
+    if args.build.as_deref().is_some_and(|theirs| theirs != GUARD_BUILD) {
+        // Another build's supervisor may speak another protocol: start
+        // nothing, say which build this is (it may start another guard
+        // program instead), and print nothing — the command's stderr is
+        // ours.
+        report(
+            &mut File::from(adopt(args.report_fd)?),
+            &Report::OtherBuild(GUARD_BUILD.to_owned()),
+        );
+        return Ok(1);
+    }
     let mut guard = Guard::start(args)?;
     let mut events: Vec<Event> = Vec::new();
     // A once-guard's child may have ended before the handler was there.

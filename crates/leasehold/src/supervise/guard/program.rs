@@ -30,6 +30,11 @@ pub const GUARD_ENV: &str = "LEASEHOLD_GUARD";
 pub const GUARD_NAME: &str = "leasehold-guard";
 /// The command's file name: it is its own guard ([`GuardProgram::find_beside`]).
 const COMMAND_NAME: &str = "leasehold";
+/// This build of the guard and its protocol: the version and a hash of
+/// the library's sources (`build.rs`). A supervisor passes it to the guard
+/// (`--build=`), and a guard of another build starts nothing
+/// ([`SuperviseError::GuardOtherBuild`]).
+pub const GUARD_BUILD: &str = env!("LEASEHOLD_GUARD_BUILD");
 
 /// How a supervisor starts its guard: a program and leading arguments,
 /// followed by `__guard` and the guard's own arguments; [`GuardProgram::find`]
@@ -48,6 +53,9 @@ const COMMAND_NAME: &str = "leasehold";
 pub struct GuardProgram {
     program: PathBuf,
     args: Vec<OsString>,
+    /// Started instead when this one is not this build's guard
+    /// ([`GuardProgram::or_else`]).
+    fallback: Option<Box<GuardProgram>>,
 }
 
 impl GuardProgram {
@@ -57,7 +65,25 @@ impl GuardProgram {
         Self {
             program: program.into(),
             args: Vec::new(),
+            fallback: None,
         }
+    }
+
+    /// Start `other` instead when this program turns out not to be this
+    /// build's guard: it cannot be started, reports another build, or ends
+    /// without reporting — before the command or its lease exist, so
+    /// nothing is lost by the second start. `leasehold run` starts the
+    /// small `leasehold-guard` beside it, and itself when that one is
+    /// missing or of another build.
+    #[must_use]
+    pub fn or_else(mut self, other: GuardProgram) -> Self {
+        self.fallback = Some(Box::new(other));
+        self
+    }
+
+    /// The program to start when this one is not this build's guard.
+    pub(crate) fn fallback(&self) -> Option<&GuardProgram> {
+        self.fallback.as_deref()
     }
 
     /// Arguments that go before `__guard`.
@@ -139,7 +165,10 @@ impl GuardProgram {
     /// The command that starts the guard, before its own arguments.
     pub(crate) fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
-        command.args(&self.args).arg(GUARD_ARG);
+        command
+            .args(&self.args)
+            .arg(GUARD_ARG)
+            .arg(format!("--build={GUARD_BUILD}"));
         command
     }
 }

@@ -2,9 +2,11 @@
 //! ([`Report`]) and what the supervisor tells it ([`Control`]), each
 //! message encoded and decoded here and nowhere else — the guard process
 //! (`mod.rs`) and the supervisor (`supervised/`) both use these types.
-//! The guard and the library that starts it are always the same version
-//! (the guard is found beside the program), so the format carries no
-//! version of its own.
+//! The format carries no version of its own: a supervisor passes its
+//! build (`--build=BUILD`, [`super::GUARD_BUILD`]) and a guard of another
+//! build starts nothing and reports `build BUILD`, its own — a guard
+//! found on `$PATH`, or left beside a program that was upgraded alone, is
+//! never trusted to speak this protocol.
 //!
 //! # Control socket (supervisor → guard)
 //!
@@ -22,7 +24,8 @@
 //!
 //! One line per report, each written in one `write` (a once-guard's
 //! command process writes its spawn error to the same pipe): `group PID`
-//! (a once-guard's G), `ready` (a slot's guard is up), `started PID`,
+//! (a once-guard's G), `ready` (a slot's guard is up), `build BUILD` (this
+//! guard is of another build than its supervisor, and ends), `started PID`,
 //! `spawn-error CODE "MESSAGE"`, `deadline`, `exited code N` / `exited
 //! signal N`. The spawn error's message is a JSON string, so that a
 //! newline in it (a command's name may hold one) cannot end the line early
@@ -53,6 +56,9 @@ pub(crate) enum Report {
     Group(Pid),
     /// A slot's guard is up.
     Ready,
+    /// The guard is of this build, not its supervisor's: it started
+    /// nothing, and ends.
+    OtherBuild(String),
     /// The command runs, the leader of this group.
     Started(Pid),
     /// The command could not be started: the shell's code (127 not found,
@@ -93,6 +99,7 @@ impl Report {
         match self {
             Self::Group(pid) => format!("group {}\n", pid.as_raw_nonzero()),
             Self::Ready => "ready\n".into(),
+            Self::OtherBuild(build) => format!("build {build}\n"),
             Self::Started(pid) => format!("started {}\n", pid.as_raw_nonzero()),
             Self::SpawnError { code, message } => spawn_error_line(*code, message),
             Self::Deadline => "deadline\n".into(),
@@ -113,6 +120,7 @@ impl Report {
         };
         match kind {
             "group" => pid(rest).map(Self::Group).ok_or_else(|| malformed("not a process id")),
+            "build" => Ok(Self::OtherBuild(rest.to_owned())),
             "started" => pid(rest)
                 .map(Self::Started)
                 .ok_or_else(|| malformed("not a process id")),
@@ -259,6 +267,7 @@ mod tests {
         vec![
             Report::Group(pid),
             Report::Ready,
+            Report::OtherBuild(crate::supervise::GUARD_BUILD.to_owned()),
             Report::Started(pid),
             Report::SpawnError {
                 code: 127,
@@ -295,6 +304,7 @@ mod tests {
         let pid = Pid::from_raw(7).unwrap();
         assert_eq!(Report::Group(pid).encode(), "group 7\n");
         assert_eq!(Report::Ready.encode(), "ready\n");
+        assert_eq!(Report::OtherBuild("0.1.0-00ff".into()).encode(), "build 0.1.0-00ff\n");
         assert_eq!(Report::Started(pid).encode(), "started 7\n");
         assert_eq!(Report::Deadline.encode(), "deadline\n");
         assert_eq!(Report::Exited(Exit::Code(3)).encode(), "exited code 3\n");

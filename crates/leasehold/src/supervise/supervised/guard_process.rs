@@ -16,7 +16,7 @@ use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg}
 
 use super::{Event, Spec, Supervised, lock};
 use crate::supervise::guard::protocol::{Control, Report};
-use crate::supervise::{GuardProgram, SuperviseError};
+use crate::supervise::{GUARD_BUILD, GuardProgram, SuperviseError};
 use crate::{LostReason, Refusal, host};
 
 /// The guard process, and where its reports go: shared by a
@@ -78,17 +78,45 @@ pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), SuperviseError> {
     })
 }
 
-/// Start the guard program with `extra` arguments and wait for its first
-/// report (`group PID` or `ready`).
-pub(super) fn spawn_guard<L: Refusal>(
+/// Start `spec`'s guard program — or, where it cannot be started, its
+/// fallback ([`GuardProgram::or_else`]) — with `extra` arguments, the
+/// command's stdin, stdout and stderr piped where `piped` says (else
+/// inherited), its reports sent on `tx`. Returns the guard and the
+/// program it runs.
+pub(super) fn start_guard<L: Refusal>(
     spec: &Spec,
     cwd: Option<&std::path::Path>,
     extra: &[&str],
-    stdin: Stdio,
-    output: Stdio,
-    errput: Stdio,
-) -> Result<(Guard<L>, Channel<L>), SuperviseError> {
-    let program = spec.guard.to_string();
+    piped: [bool; 3],
+    tx: &mpsc::Sender<Event<L>>,
+) -> Result<(Guard<L>, GuardProgram), SuperviseError> {
+    let mut program = spec.guard.clone();
+    loop {
+        match spawn_guard(spec, &program, cwd, extra, piped, tx) {
+            Ok(guard) => return Ok((guard, program)),
+            Err(error) => program = next_program(&program, error)?,
+        }
+    }
+}
+
+/// `program` is not this build's guard (`error` says how): its fallback,
+/// or the error when it has none.
+pub(super) fn next_program(program: &GuardProgram, error: SuperviseError) -> Result<GuardProgram, SuperviseError> {
+    let next = program.fallback().ok_or(error)?;
+    tracing::debug!("starting the guard program {next} instead of {program}");
+    Ok(next.clone())
+}
+
+fn spawn_guard<L: Refusal>(
+    spec: &Spec,
+    guard: &GuardProgram,
+    cwd: Option<&std::path::Path>,
+    extra: &[&str],
+    piped: [bool; 3],
+    tx: &mpsc::Sender<Event<L>>,
+) -> Result<Guard<L>, SuperviseError> {
+    let program = guard.to_string();
+    let stdio = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
     let (child, control, report) = {
         let _one_at_a_time = lock(&SPAWN);
         let (control, control_child) = host::control_socket_pair().map_err(|error| SuperviseError::Io {
@@ -104,17 +132,15 @@ pub(super) fn spawn_guard<L: Refusal>(
         let mut command = match cwd {
             // A relative path to the guard is this process's, not the
             // command's directory's.
-            Some(_) if spec.guard.program().is_relative() && spec.guard.program().components().count() > 1 => {
-                GuardProgram::new(
-                    std::path::absolute(spec.guard.program()).map_err(|error| SuperviseError::Io {
-                        what: "cannot find the guard program's absolute path",
-                        error,
-                    })?,
-                )
-                .with_args(spec.guard.args().to_vec())
-                .command()
-            }
-            _ => spec.guard.command(),
+            Some(_) if guard.program().is_relative() && guard.program().components().count() > 1 => GuardProgram::new(
+                std::path::absolute(guard.program()).map_err(|error| SuperviseError::Io {
+                    what: "cannot find the guard program's absolute path",
+                    error,
+                })?,
+            )
+            .with_args(guard.args().to_vec())
+            .command(),
+            _ => guard.command(),
         };
         if let Some(cwd) = cwd {
             command.current_dir(cwd);
@@ -126,9 +152,9 @@ pub(super) fn spawn_guard<L: Refusal>(
             .args(extra)
             .arg("--")
             .args(&spec.command)
-            .stdin(stdin)
-            .stdout(output)
-            .stderr(errput)
+            .stdin(stdio(piped[0]))
+            .stdout(stdio(piped[1]))
+            .stderr(stdio(piped[2]))
             // A group of its own: a kill -9 of the supervisor's whole
             // process group (a shell's `kill -9 %1`, a process manager
             // killing what it started) leaves the guard alive to see the
@@ -143,19 +169,41 @@ pub(super) fn spawn_guard<L: Refusal>(
             })?;
         (child, control, report)
     };
-    let (tx, rx) = mpsc::channel();
     let sink = Arc::new(Mutex::new(Sink {
         tx: Some(tx.clone()),
         gone: false,
     }));
     read_reports(report, sink.clone());
-    let guard = Guard {
+    Ok(Guard {
         program,
         child: Mutex::new(child),
         control: Arc::new(Mutex::new(Some(control))),
         sink,
-    };
-    Ok((guard, (tx, rx)))
+    })
+}
+
+impl<L> Guard<L> {
+    /// The error of a guard whose first report was `build THEIRS`.
+    pub(super) fn other_build(&self, theirs: String) -> SuperviseError {
+        SuperviseError::GuardOtherBuild {
+            program: self.program.clone(),
+            theirs,
+            ours: GUARD_BUILD.to_owned(),
+        }
+    }
+
+    /// The error of a guard that ended before its first report.
+    pub(super) fn silent(&self) -> SuperviseError {
+        SuperviseError::GuardSilent {
+            program: self.program.clone(),
+        }
+    }
+
+    /// Send this guard's reports nowhere: it runs no command now (a
+    /// slot's, until the next run), or was not this build's guard.
+    pub(super) fn mute(&self) {
+        lock(&self.sink).tx = None;
+    }
 }
 
 /// A command's event channel: the guard's reports (and stops, signals)
@@ -184,24 +232,23 @@ impl<L: Refusal> GuardSlot<L> {
     /// [`SuperviseError`] when the guard cannot be started or does not
     /// report.
     pub fn spawn(spec: Spec) -> Result<Self, SuperviseError> {
-        let (guard, (_, rx)) = spawn_guard(
-            &spec,
-            None,
-            &["--slot"],
-            Stdio::inherit(),
-            Stdio::inherit(),
-            Stdio::inherit(),
-        )?;
-        if !matches!(rx.recv(), Ok(Event::Ready)) {
-            return Err(SuperviseError::GuardSilent {
-                program: guard.program.clone(),
-            });
+        let mut spec = spec;
+        loop {
+            let (tx, rx) = mpsc::channel();
+            let (guard, program) = start_guard(&spec, None, &["--slot"], [false; 3], &tx)?;
+            let error = match rx.recv() {
+                Ok(Event::Ready) => {
+                    guard.mute();
+                    return Ok(Self {
+                        guard: Arc::new(guard),
+                        spec,
+                    });
+                }
+                Ok(Event::OtherBuild(theirs)) => guard.other_build(theirs),
+                _ => guard.silent(),
+            };
+            spec.guard = next_program(&program, error)?;
         }
-        lock(&guard.sink).tx = None;
-        Ok(Self {
-            guard: Arc::new(guard),
-            spec,
-        })
     }
 
     /// Whether the guard is still there (a slot whose guard died must be
@@ -292,6 +339,7 @@ pub(super) fn read_reports<L: Refusal>(report: OwnedFd, sink: Arc<Mutex<Sink<L>>
             let event = match Report::decode(&line) {
                 Ok(Report::Group(group)) => Event::Group(group),
                 Ok(Report::Ready) => Event::Ready,
+                Ok(Report::OtherBuild(build)) => Event::OtherBuild(build),
                 Ok(Report::Started(pid)) => Event::Started(pid),
                 Ok(Report::SpawnError { code, message }) => Event::SpawnError(code, message),
                 Ok(Report::Deadline) => Event::GuardDeadline,

@@ -16,13 +16,12 @@ pub use guard_process::GuardSlot;
 pub use spec::{Output, Spec};
 pub use stop::{Stop, StopHandle};
 
-use guard_process::{Channel, Guard, pipe, send, spawn_guard};
+use guard_process::{Channel, Guard, next_program, pipe, send, start_guard};
 use stop::Event;
 use streams::{Collected, feed, watch_stall};
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
@@ -67,6 +66,24 @@ pub struct Supervised<L: Refusal = LostReason> {
     under: std::sync::OnceLock<crate::telemetry::Under>,
     /// When it was started ([`Supervised::start`]).
     started: Option<Instant>,
+    /// A once-guard whose program has a fallback, before its first report.
+    relaunch: Option<Relaunch>,
+}
+
+/// What it takes to start a once-guard's fallback program in its place.
+#[derive(Debug)]
+struct Relaunch {
+    /// The command's spec, its guard the program that runs now.
+    spec: Spec,
+    cwd: Option<PathBuf>,
+}
+
+/// Which of a once-command's stdin, stdout and stderr are piped through
+/// the supervisor: stdin when it has bytes to feed, the output when it is
+/// collected or watched for a stall.
+fn once_streams(spec: &Spec) -> [bool; 3] {
+    let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
+    [spec.stdin.is_some(), pipe_output, pipe_output]
 }
 
 impl<L: Refusal> Supervised<L> {
@@ -103,18 +120,55 @@ impl<L: Refusal> Supervised<L> {
     /// As [`Supervised::launch`]; a `cwd` that cannot be entered fails the
     /// guard's start ([`SuperviseError::GuardSpawn`]): check it first.
     pub fn launch_in(mut spec: Spec, cwd: Option<&std::path::Path>) -> Result<Self, SuperviseError> {
-        let piped = |yes: bool| if yes { Stdio::piped() } else { Stdio::inherit() };
-        let pipe_output = spec.output != Output::Inherit || spec.stall.is_some();
-        let (guard, (tx, rx)) = spawn_guard(
-            &spec,
-            cwd,
-            &[],
-            piped(spec.stdin.is_some()),
-            piped(pipe_output),
-            piped(pipe_output),
-        )?;
+        let (tx, rx) = mpsc::channel();
+        let (guard, program) = start_guard(&spec, cwd, &[], once_streams(&spec), &tx)?;
+        // Whether this is this build's guard shows only in its first
+        // report; until then, what it takes to start its fallback.
+        let relaunch = program.fallback().is_some().then(|| Relaunch {
+            spec: Spec {
+                guard: program,
+                ..spec.clone()
+            },
+            cwd: cwd.map(std::path::Path::to_path_buf),
+        });
         let stdin = spec.stdin.take();
-        Ok(Self::of_guard(Arc::new(guard), true, &spec, stdin, (tx, rx)))
+        let mut this = Self::of_guard(Arc::new(guard), true, &spec, stdin, (tx, rx));
+        this.relaunch = relaunch;
+        Ok(this)
+    }
+
+    /// The guard is not this build's (`error` says how): start its
+    /// program's fallback in its place, or return the error when there is
+    /// none. Only before the group is known: the command's process is the
+    /// guard's, and nothing of it has run.
+    fn relaunch(&mut self, error: SuperviseError) -> Result<(), SuperviseError> {
+        let Some(mut again) = self.relaunch.take() else {
+            return Err(error);
+        };
+        again.spec.guard = next_program(&again.spec.guard, error)?;
+        self.guard.mute();
+        // What that guard said is its own; a stop or a signal sent to the
+        // command meanwhile is kept for the one that takes its place.
+        while let Ok(event) = self.rx.try_recv() {
+            if matches!(event, Event::Stop(_) | Event::Signal(_)) {
+                self.early.push(event);
+            }
+        }
+        let (guard, program) = start_guard(
+            &again.spec,
+            again.cwd.as_deref(),
+            &[],
+            once_streams(&again.spec),
+            &self.tx,
+        )?;
+        if program.fallback().is_some() {
+            again.spec.guard = program;
+            self.relaunch = Some(again);
+        }
+        // The guard that was not ours ends by itself (it started nothing);
+        // dropping it reaps it.
+        self.guard = Arc::new(guard);
+        Ok(())
     }
 
     /// A command of `guard` (`once`: the guard's only one), not started,
@@ -138,6 +192,7 @@ impl<L: Refusal> Supervised<L> {
             adopts: false,
             under: std::sync::OnceLock::new(),
             started: None,
+            relaunch: None,
         }
     }
 
@@ -150,11 +205,18 @@ impl<L: Refusal> Supervised<L> {
     pub fn await_group(&mut self) -> Result<u32, SuperviseError> {
         while self.group.is_none() {
             match self.rx.recv() {
-                Ok(Event::Group(group)) => self.group = Some(group),
+                Ok(Event::Group(group)) => {
+                    self.group = Some(group);
+                    // This build's guard: no fallback will be needed.
+                    self.relaunch = None;
+                }
+                Ok(Event::OtherBuild(theirs)) => {
+                    let error = self.guard.other_build(theirs);
+                    self.relaunch(error)?;
+                }
                 Ok(Event::GuardGone) | Err(_) => {
-                    return Err(SuperviseError::GuardSilent {
-                        program: self.guard.program.clone(),
-                    });
+                    let error = self.guard.silent();
+                    self.relaunch(error)?;
                 }
                 Ok(other) => self.early.push(other),
             }
@@ -205,7 +267,7 @@ impl<L: Refusal> Supervised<L> {
     /// waited for; a slot's guard is left for its next run.
     fn finish(&mut self) {
         self.done = true;
-        lock(&self.guard.sink).tx = None;
+        self.guard.mute();
         if self.once {
             self.guard.close_control();
             let _ = lock(&self.guard.child).wait();
@@ -367,7 +429,7 @@ impl<L: Refusal> Supervised<L> {
                 }
             };
             match event {
-                Event::Group(_) | Event::Ready | Event::Started(_) => {}
+                Event::Group(_) | Event::Ready | Event::OtherBuild(_) | Event::Started(_) => {}
                 Event::SpawnError(code, message) => finished.spawn_error = Some((code, message)),
                 Event::Stop(reason) => match &mut stop {
                     None => {
@@ -550,7 +612,7 @@ impl<L: Refusal> Drop for Supervised<L> {
             // outlive us. The guard stops it on EOF (a slot's guard then
             // ends too; its slot reports it gone).
             self.done = true;
-            lock(&self.guard.sink).tx = None;
+            self.guard.mute();
             self.guard.close_control();
         }
     }

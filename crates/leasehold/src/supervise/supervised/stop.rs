@@ -43,6 +43,8 @@ pub(super) enum Event<L> {
     Group(Pid),
     /// A slot's guard is up.
     Ready,
+    /// The guard is of this other build, and started nothing.
+    OtherBuild(String),
     Started(Pid),
     SpawnError(u8, String),
     Exited(super::super::child::Exit),
