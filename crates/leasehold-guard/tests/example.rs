@@ -82,7 +82,11 @@ fn without_configuration_the_example_finds_leasehold_guard_beside_the_build() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = json(&out)["stdout"].as_str().unwrap().to_owned();
     assert!(
-        stdout.starts_with(&format!("{} __guard --control-fd=", Path::new(GUARD).display())),
+        stdout.starts_with(&format!(
+            "{} __guard --build={} --control-fd=",
+            Path::new(GUARD).display(),
+            leasehold::supervise::GUARD_BUILD
+        )),
         "{stdout}"
     );
 }
