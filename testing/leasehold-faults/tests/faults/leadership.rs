@@ -159,6 +159,12 @@ fn kills_of_the_leader(store: Option<&str>, what: &str, kills: usize) {
         let _ = sb.try_acquire("warm-up", "1s"); // create the store first
     }
     let (mut watcher, lines) = observe(&sb, store);
+    // The candidates start once the observer watches (its first line, no
+    // leader yet): "every change observed" is of changes made while it
+    // watched. Started together, a first leader killed before a slow
+    // observer's start was "missed" (a CI run under load, on PostgreSQL).
+    let watching = wait_until(Duration::from_secs(30), || !lines.lock().unwrap().is_empty());
+    assert!(watching.is_some(), "the observer printed nothing in 30 s");
     let mut candidates: Vec<(String, Child)> = (0..3)
         .map(|i| (format!("c{i}"), candidate(&sb, store, &format!("c{i}"))))
         .collect();
