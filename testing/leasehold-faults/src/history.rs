@@ -174,17 +174,20 @@ impl History {
         self.line(&line)
     }
 
-    /// Record that the holder of `grant` stopped acting, at `at`.
-    ///
-    /// # Errors
-    /// When the line cannot be written.
     /// The store lost what it knew of `name` between `at` and `until`
     /// (the test wiped, flushed or replaced it): grants on either side are
     /// judged apart for their tokens (the checker's `lost`).
+    ///
+    /// # Errors
+    /// When the line cannot be written.
     pub fn lost(&mut self, name: &str, at: u64, until: u64) -> std::io::Result<()> {
         self.line(&format!("lost name={} at={at} until={until}", word("name", name)))
     }
 
+    /// Record that the holder of `grant` stopped acting, at `at`.
+    ///
+    /// # Errors
+    /// When the line cannot be written.
     pub fn end(&mut self, name: &str, grant: &str, at: u64) -> std::io::Result<()> {
         self.line(&format!(
             "end name={} grant={} at={at}",

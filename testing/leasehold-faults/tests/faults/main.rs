@@ -28,24 +28,21 @@ mod wedge;
 mod wipes;
 
 fn main() {
-    leasehold_testkit::main_waiting(
-        &[
-            cluster::TESTS,
-            corrupt::TESTS,
-            cron::TESTS,
-            failpoints::TESTS,
-            firestore::TESTS,
-            fuzz::TESTS,
-            leadership::TESTS,
-            leases::TESTS,
-            mounts::TESTS,
-            owners::TESTS,
-            queue::TESTS,
-            redis::TESTS,
-            supervisor::TESTS,
-            wedge::TESTS,
-            wipes::TESTS,
-        ],
-        2,
-    );
+    leasehold_testkit::main(&[
+        cluster::TESTS,
+        corrupt::TESTS,
+        cron::TESTS,
+        failpoints::TESTS,
+        firestore::TESTS,
+        fuzz::TESTS,
+        leadership::TESTS,
+        leases::TESTS,
+        mounts::TESTS,
+        owners::TESTS,
+        queue::TESTS,
+        redis::TESTS,
+        supervisor::TESTS,
+        wedge::TESTS,
+        wipes::TESTS,
+    ]);
 }
