@@ -423,7 +423,6 @@ fn other_builds_guard(dir: &std::path::Path, name: &str, tried: &std::path::Path
 /// named — holding no lease — or, where the program has a fallback, runs
 /// the command under that instead, once.
 #[test]
-#[allow(clippy::disallowed_methods, reason = "a test fixture, not state")]
 fn a_guard_of_another_build_starts_nothing_and_the_fallback_runs_the_command() {
     if !std::path::Path::new("/proc/self/exe").exists() {
         return; // the parent's program is read from /proc (Linux)
@@ -478,12 +477,10 @@ fn a_guard_of_another_build_starts_nothing_and_the_fallback_runs_the_command() {
     // A guard that predates the check refuses `--build` and ends without a
     // report (its error on the command's stderr): the fallback runs too.
     let old = dir.path().join("old-guard");
-    std::fs::write(
+    leasehold_testkit::process::write_script(
         &old,
         "#!/bin/sh\necho 'leasehold: unknown guard argument' >&2\nexit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     spec.guard = GuardProgram::new(&old).or_else(guard());
     let RunOutcome::Ran(ran) = run_in(spec.clone()).unwrap() else {
         panic!("held")

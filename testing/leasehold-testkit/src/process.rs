@@ -78,14 +78,25 @@ pub fn after_exit(cleanup: &str) {
 ///
 /// # Panics
 /// When the script cannot be written.
-#[allow(clippy::disallowed_methods, reason = "a test fixture, not state")]
 pub fn write_other_builds_guard(path: &std::path::Path, guard: &std::path::Path, tried: &std::path::Path) {
-    let script = format!(
-        "#!/bin/sh\necho \"$@\" >> '{}'\n[ \"$1\" = __guard ] || exit 9\nshift 2\nexec '{}' __guard --build=0.0.1-another \"$@\"\n",
-        tried.display(),
-        guard.display()
+    write_script(
+        path,
+        &format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\n[ \"$1\" = __guard ] || exit 9\nshift 2\nexec '{}' __guard --build=0.0.1-another \"$@\"\n",
+            tried.display(),
+            guard.display()
+        ),
     );
-    std::fs::write(path, script).expect("write the guard of another build");
+}
+
+/// Write `text` at `path` as a program anyone may run (mode 755): a
+/// script a test starts.
+///
+/// # Panics
+/// When it cannot be written.
+#[allow(clippy::disallowed_methods, reason = "a test fixture, not state")]
+pub fn write_script(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("make the guard of another build executable");
+        .unwrap_or_else(|e| panic!("cannot make {} executable: {e}", path.display()));
 }

@@ -509,12 +509,15 @@ fn run_starts_the_guard_beside_it_and_itself_when_that_one_is_another_build() {
     }
     let installed = env.path().join("bin");
     std::fs::create_dir(&installed).unwrap();
-    let leasehold = installed.join("leasehold");
-    // A link, not a copy: the debug binary is large (same file system as
+    // A link, not a copy: the debug binaries are large (same file system as
     // target/ or not, a copy is the fallback).
-    if std::fs::hard_link(crate::util::bin(), &leasehold).is_err() {
-        std::fs::copy(crate::util::bin(), &leasehold).unwrap();
-    }
+    let install = |from: &std::path::Path, to: &std::path::Path| {
+        if std::fs::hard_link(from, to).is_err() {
+            std::fs::copy(from, to).unwrap();
+        }
+    };
+    let leasehold = installed.join("leasehold");
+    install(&crate::util::bin(), &leasehold);
     let beside = installed.join("leasehold-guard");
     let parent_of_the_command = || {
         let output = env
@@ -533,9 +536,7 @@ fn run_starts_the_guard_beside_it_and_itself_when_that_one_is_another_build() {
     // None beside it: itself.
     assert_eq!(parent_of_the_command(), canonical(&leasehold));
     // This build's beside it: that one.
-    if std::fs::hard_link(&guard, &beside).is_err() {
-        std::fs::copy(&guard, &beside).unwrap();
-    }
+    install(&guard, &beside);
     assert_eq!(parent_of_the_command(), canonical(&beside));
     // Another build's (here: this build's guard told it is another's).
     std::fs::remove_file(&beside).unwrap();

@@ -192,11 +192,11 @@ fn kills_of_the_leader(store: Option<&str>, what: &str, kills: usize) {
         );
         proc::signal(pid, Signal::KILL);
         // Its end is when the SIGKILL was sent: it runs no more of its own
-        // code within microseconds of that. Taken after the wait, the end counted the
-        // test thread's own delay as the leader's life, and a successor
-        // that rightly took over from the dead leader (its takeover needs
-        // it provably gone) was judged to overlap it (a CI run under load:
-        // by 1 ms).
+        // code within microseconds of that. Taken after the wait, the end
+        // counted the test thread's own delay as the leader's life, and a
+        // successor that rightly took over from the dead leader (its
+        // takeover needs it provably gone) was judged to overlap it (a CI
+        // run under load: by 1 ms).
         let killed = boot_ns();
         let _ = candidates[i].1.wait();
         history.end(NAME, &leader.grant, killed).unwrap();

@@ -31,7 +31,7 @@ use rustix::io::Errno;
 use rustix::process::{Pid, Signal};
 
 use super::guard::protocol::{Control, Env, Streams};
-use super::{CommandEnv, SuperviseError};
+use super::{CommandEnv, GuardProgram, SuperviseError};
 use crate::{Keeper, Loss, LostReason, Overdue, Refusal, host};
 
 /// A command under supervision; see the module docs for its life.
@@ -76,6 +76,21 @@ struct Relaunch {
     /// The command's spec, its guard the program that runs now.
     spec: Spec,
     cwd: Option<PathBuf>,
+}
+
+impl Relaunch {
+    /// What to keep while `program`, started for `spec`'s command in
+    /// `cwd`, has not yet shown it is this build's guard: nothing when it
+    /// has no fallback.
+    fn keep(spec: &Spec, program: GuardProgram, cwd: Option<PathBuf>) -> Option<Self> {
+        program.fallback().is_some().then(|| Self {
+            spec: Spec {
+                guard: program,
+                ..spec.clone()
+            },
+            cwd,
+        })
+    }
 }
 
 /// Which of a once-command's stdin, stdout and stderr are piped through
@@ -124,13 +139,7 @@ impl<L: Refusal> Supervised<L> {
         let (guard, program) = start_guard(&spec, cwd, &[], once_streams(&spec), &tx)?;
         // Whether this is this build's guard shows only in its first
         // report; until then, what it takes to start its fallback.
-        let relaunch = program.fallback().is_some().then(|| Relaunch {
-            spec: Spec {
-                guard: program,
-                ..spec.clone()
-            },
-            cwd: cwd.map(std::path::Path::to_path_buf),
-        });
+        let relaunch = Relaunch::keep(&spec, program, cwd.map(std::path::Path::to_path_buf));
         let stdin = spec.stdin.take();
         let mut this = Self::of_guard(Arc::new(guard), true, &spec, stdin, (tx, rx));
         this.relaunch = relaunch;
@@ -161,10 +170,7 @@ impl<L: Refusal> Supervised<L> {
             once_streams(&again.spec),
             &self.tx,
         )?;
-        if program.fallback().is_some() {
-            again.spec.guard = program;
-            self.relaunch = Some(again);
-        }
+        self.relaunch = Relaunch::keep(&again.spec, program, again.cwd);
         // The guard that was not ours ends by itself (it started nothing);
         // dropping it reaps it.
         self.guard = Arc::new(guard);
